@@ -1,0 +1,162 @@
+//! `model-runtime exec`: submit one prompt and stream its events as they arrive. Readable
+//! mode writes the reply text to stdout and a status line per event to stderr; `--json`
+//! writes one JSON object per event to stdout.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use futures_util::StreamExt;
+use tonic_types::StatusExt;
+
+use super::render;
+use crate::pb;
+use crate::pb::execution_event::Payload;
+use crate::pb::model_runtime_client::ModelRuntimeClient;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ExecArgs {
+    /// Server address: `host:port` or `http://host:port`.
+    pub addr: String,
+    /// The ability.
+    pub ability: String,
+    /// The user prompt.
+    pub prompt: String,
+    /// One JSON object per event instead of readable output.
+    pub json: bool,
+}
+
+/// Why `exec` could not run the execution.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The address is not usable.
+    #[error("invalid address `{0}`: expected host:port or http://host:port")]
+    Address(String),
+    /// No connection.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: tonic::transport::Error,
+    },
+    /// The server refused the call.
+    #[error("{}", describe(.0))]
+    Status(#[from] tonic::Status),
+    /// Writing to the terminal failed.
+    #[error("writing output: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn describe(status: &tonic::Status) -> String {
+    let details = status.get_error_details();
+    match details.bad_request() {
+        Some(bad) if !bad.field_violations.is_empty() => {
+            let mut text = format!("{:?}: invalid request", status.code());
+            for v in &bad.field_violations {
+                text.push_str(&format!("\n  {}: {}", v.field, v.description));
+            }
+            text
+        }
+        _ => format!("{:?}: {}", status.code(), status.message()),
+    }
+}
+
+/// Turns `host:port` or `http://host:port` into an endpoint URI.
+pub fn endpoint(addr: &str) -> Result<String, ExecError> {
+    let uri = if addr.starts_with("http://") || addr.starts_with("https://") {
+        addr.to_owned()
+    } else {
+        format!("http://{addr}")
+    };
+    uri.parse::<tonic::transport::Uri>()
+        .ok()
+        .filter(|u| u.host().is_some() && u.port().is_some())
+        .map(|_| uri)
+        .ok_or_else(|| ExecError::Address(addr.to_owned()))
+}
+
+/// Runs one execution; exits 0 when it succeeded and 1 when it failed or was cancelled. A
+/// reader that goes away (`exec ... | head`) ends it quietly.
+pub async fn exec(args: ExecArgs) -> Result<ExitCode, ExecError> {
+    match run(args).await {
+        Err(ExecError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        other => other,
+    }
+}
+
+async fn run(args: ExecArgs) -> Result<ExitCode, ExecError> {
+    let uri = endpoint(&args.addr)?;
+    let channel = tonic::transport::Endpoint::from_shared(uri.clone())
+        .map_err(|_| ExecError::Address(args.addr.clone()))?
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .map_err(|source| ExecError::Connect { addr: uri, source })?;
+    let mut client = ModelRuntimeClient::new(channel);
+    let request = pb::ExecuteRequest {
+        ability: args.ability,
+        input: Some(pb::ExecutionInput {
+            messages: vec![pb::Message {
+                role: pb::Role::User.into(),
+                content: vec![pb::ContentPart {
+                    part: Some(pb::content_part::Part::Text(args.prompt)),
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut events = client.execute(request).await?.into_inner();
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let mut succeeded = false;
+    while let Some(event) = events.next().await {
+        let event = event?;
+        if args.json {
+            let mut out = stdout.lock();
+            writeln!(out, "{}", render::json(&event))?;
+            out.flush()?;
+        } else {
+            if let Some(Payload::TextDelta(delta)) = &event.payload {
+                let mut out = stdout.lock();
+                out.write_all(delta.text.as_bytes())?;
+                out.flush()?;
+            }
+            if let Some(Payload::Completed(done)) = &event.payload {
+                let mut out = stdout.lock();
+                let result = done.result.clone().unwrap_or_default();
+                let output = result.output.unwrap_or_default();
+                if !output.text.is_empty() {
+                    writeln!(out)?;
+                }
+                for call in output.tool_calls {
+                    writeln!(out, "tool call {}({})", call.name, call.arguments_json)?;
+                }
+            }
+            if let Some(line) = render::line(&event) {
+                writeln!(stderr.lock(), "{line}")?;
+            }
+        }
+        succeeded = matches!(event.payload, Some(Payload::Completed(_)));
+    }
+    Ok(if succeeded {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_host_port_and_http_urls() {
+        assert_eq!(endpoint("127.0.0.1:50051").ok().as_deref(), Some("http://127.0.0.1:50051"));
+        assert_eq!(endpoint("http://localhost:7").ok().as_deref(), Some("http://localhost:7"));
+        assert!(endpoint("localhost").is_err());
+        assert!(endpoint("").is_err());
+    }
+}

@@ -1,0 +1,161 @@
+//! How `exec` shows events: one JSON object per line, or readable lines.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+
+use crate::pb;
+use crate::pb::execution_event::Payload;
+
+fn time(t: Option<&prost_types::Timestamp>) -> Value {
+    let Some(t) = t else { return Value::Null };
+    let (Ok(secs), Ok(nanos)) = (u64::try_from(t.seconds), u32::try_from(t.nanos)) else {
+        return Value::Null;
+    };
+    match SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos)) {
+        Some(t) => Value::String(humantime::format_rfc3339_micros(t).to_string()),
+        None => Value::Null,
+    }
+}
+
+fn millis(d: Option<&prost_types::Duration>) -> Value {
+    d.map_or(Value::Null, |d| json!(d.seconds * 1000 + i64::from(d.nanos) / 1_000_000))
+}
+
+/// A lowercase enum name without its type prefix, e.g. `EXECUTION_STATE_RUNNING` -> `running`.
+fn name(full: &str, prefix: &str) -> String {
+    full.strip_prefix(prefix).unwrap_or(full).to_ascii_lowercase()
+}
+
+fn state(value: i32) -> String {
+    let full = pb::ExecutionState::try_from(value).map_or("unknown", |s| s.as_str_name());
+    name(full, "EXECUTION_STATE_")
+}
+
+fn outcome(value: i32) -> String {
+    let full = pb::Outcome::try_from(value).map_or("unknown", |s| s.as_str_name());
+    name(full, "OUTCOME_")
+}
+
+fn output(o: Option<&pb::Output>) -> Value {
+    let Some(o) = o else { return Value::Null };
+    json!({
+        "text": o.text,
+        "tool_calls": o.tool_calls.iter().map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments_json})).collect::<Vec<_>>(),
+    })
+}
+
+fn attempt_error(e: Option<&pb::AttemptError>) -> Value {
+    let Some(e) = e else { return Value::Null };
+    let class = pb::ErrorClass::try_from(e.class).map_or("unknown", |c| c.as_str_name());
+    json!({
+        "class": name(class, "ERROR_CLASS_"),
+        "code": e.code,
+        "message": e.message,
+        "retry_after_ms": millis(e.retry_after.as_ref()),
+    })
+}
+
+/// One event as a JSON object.
+pub fn json(event: &pb::ExecutionEvent) -> Value {
+    let data = match &event.payload {
+        Some(Payload::Accepted(a)) => {
+            let l = a.limits.clone().unwrap_or_default();
+            json!({"ability": a.ability, "policy": a.policy, "deadline": time(l.deadline.as_ref()),
+                   "max_attempts": l.max_attempts, "allow_fallback": l.allow_fallback,
+                   "retry_budget_ms": millis(l.retry_budget.as_ref())})
+        }
+        Some(Payload::Routing(r)) => {
+            let p = r.plan.clone().unwrap_or_default();
+            json!({"policy": p.policy, "required_capabilities": p.required_capabilities,
+                   "targets": p.targets.iter().map(|t| json!({"provider": t.provider, "model": t.model,
+                       "kept": t.kept, "reason": t.reason, "missing_capabilities": t.missing_capabilities})).collect::<Vec<_>>()})
+        }
+        Some(Payload::AttemptStarted(a)) => {
+            json!({"attempt": a.attempt, "provider": a.provider, "model": a.model})
+        }
+        Some(Payload::AttemptFailed(f)) => {
+            let a = f.attempt.clone().unwrap_or_default();
+            let next = pb::NextAction::try_from(a.next_action).map_or("unknown", |n| n.as_str_name());
+            json!({"attempt": a.number, "provider": a.provider, "model": a.model, "admitted": a.admitted,
+                   "duration_ms": millis(a.duration.as_ref()), "error": attempt_error(a.error.as_ref()),
+                   "output_committed": a.output_committed, "outcome": outcome(a.outcome),
+                   "next_action": name(next, "NEXT_ACTION_")})
+        }
+        Some(Payload::TextDelta(d)) => json!({"attempt": d.attempt, "text": d.text}),
+        Some(Payload::ToolCallStarted(t)) => {
+            json!({"attempt": t.attempt, "index": t.index, "id": t.id, "name": t.name})
+        }
+        Some(Payload::ToolCallArgumentsDelta(d)) => {
+            json!({"attempt": d.attempt, "index": d.index, "delta": d.delta})
+        }
+        Some(Payload::Progress(p)) => json!({"attempt": p.attempt, "message": p.message}),
+        Some(Payload::UsageReported(u)) => {
+            let f = u.fact.clone().unwrap_or_default();
+            let source = pb::UsageSource::try_from(f.source).map_or("unknown", |s| s.as_str_name());
+            json!({"unit": f.unit, "quantity": f.quantity, "source": name(source, "USAGE_SOURCE_"),
+                   "attempt": f.attempt, "provider": f.provider, "model": f.model, "labels": f.labels})
+        }
+        Some(Payload::Completed(c)) => {
+            let r = c.result.clone().unwrap_or_default();
+            let finish = pb::FinishReason::try_from(r.finish_reason).map_or("unknown", |f| f.as_str_name());
+            json!({"output": output(r.output.as_ref()), "finish_reason": name(finish, "FINISH_REASON_"),
+                   "provider": r.provider, "model": r.model, "attempt": r.attempt})
+        }
+        Some(Payload::Failed(f)) => {
+            let e = f.error.clone().unwrap_or_default();
+            json!({"code": e.code, "message": e.message, "outcome": outcome(e.outcome),
+                   "last_attempt_error": attempt_error(e.last_attempt_error.as_ref()),
+                   "partial_output": output(f.partial_output.as_ref()), "cancel_reason": f.cancel_reason})
+        }
+        None => Value::Null,
+    };
+    json!({
+        "execution_id": event.execution_id,
+        "sequence": event.sequence,
+        "time": time(event.time.as_ref()),
+        "type": event.r#type,
+        "state": state(event.state),
+        "data": data,
+    })
+}
+
+/// One event as a readable status line, or `None` for output (which `exec` prints as text).
+pub fn line(event: &pb::ExecutionEvent) -> Option<String> {
+    let detail = match &event.payload {
+        Some(Payload::TextDelta(_) | Payload::ToolCallArgumentsDelta(_)) => return None,
+        Some(Payload::Accepted(a)) => format!("{} ability={} policy={}", event.execution_id, a.ability, a.policy),
+        Some(Payload::Routing(r)) => {
+            let p = r.plan.clone().unwrap_or_default();
+            let targets: Vec<String> = p
+                .targets
+                .iter()
+                .map(|t| if t.kept { format!("{}/{}", t.provider, t.model) } else { format!("{}/{} (filtered: {})", t.provider, t.model, t.reason) })
+                .collect();
+            format!("policy={} targets=[{}]", p.policy, targets.join(", "))
+        }
+        Some(Payload::AttemptStarted(a)) => format!("attempt {} on {}/{}", a.attempt, a.provider, a.model),
+        Some(Payload::AttemptFailed(f)) => {
+            let a = f.attempt.clone().unwrap_or_default();
+            let e = a.error.clone().unwrap_or_default();
+            let next = pb::NextAction::try_from(a.next_action).map_or("unknown", |n| n.as_str_name());
+            format!("attempt {} on {}/{} failed: {}: {} (next: {})", a.number, a.provider, a.model, e.code, e.message, name(next, "NEXT_ACTION_"))
+        }
+        Some(Payload::ToolCallStarted(t)) => format!("tool call {} {} ({})", t.index, t.name, t.id),
+        Some(Payload::Progress(p)) => p.message.clone(),
+        Some(Payload::UsageReported(u)) => {
+            let f = u.fact.clone().unwrap_or_default();
+            format!("{} {}", f.quantity, f.unit)
+        }
+        Some(Payload::Completed(c)) => {
+            let r = c.result.clone().unwrap_or_default();
+            format!("by {}/{} in attempt {}", r.provider, r.model, r.attempt)
+        }
+        Some(Payload::Failed(f)) => {
+            let e = f.error.clone().unwrap_or_default();
+            format!("{}: {} (outcome: {})", e.code, e.message, outcome(e.outcome))
+        }
+        None => String::new(),
+    };
+    Some(format!("[{}] {} {}", event.sequence, event.r#type, detail))
+}

@@ -1,0 +1,212 @@
+//! Configuration: one TOML file, validated at start-up into the types below. Every error
+//! names the key and the reason; unknown keys are errors. With no file, the embedded default
+//! (`default.toml`) runs a `scripted` provider that echoes the prompt.
+
+mod raw;
+mod validate;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::provider::scripted::Script;
+
+/// The embedded default configuration.
+pub const DEFAULT_TOML: &str = include_str!("default.toml");
+
+/// A configuration that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The TOML is malformed, has an unknown key or a value of the wrong type.
+    #[error("{0}")]
+    Parse(#[from] toml::de::Error),
+    /// A value is well-formed but wrong.
+    #[error("{key}: {reason}")]
+    Invalid {
+        /// The dotted key, e.g. `policies.default.targets[1]`.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `[server]`.
+    pub server: ServerConfig,
+    /// `[store]`.
+    pub store: StoreConfig,
+    /// `[providers.NAME]`, by name.
+    pub providers: BTreeMap<Arc<str>, ProviderConfig>,
+    /// `[policies.NAME]`, by name.
+    pub policies: BTreeMap<Arc<str>, PolicyConfig>,
+    /// `[abilities.NAME]`, by name.
+    pub abilities: BTreeMap<Arc<str>, AbilityConfig>,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// gRPC listen address.
+    pub listen: SocketAddr,
+    /// Optional metrics listen address.
+    pub metrics_listen: Option<SocketAddr>,
+    /// How long running executions may finish after shutdown begins.
+    pub drain_timeout: Duration,
+    /// Deadline of a request that sets none, from submission.
+    pub default_deadline: Duration,
+    /// The latest deadline a request may set, from submission.
+    pub max_deadline: Duration,
+    /// Upper bound on a request's content bytes.
+    pub max_input_bytes: usize,
+}
+
+/// `[store]`.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Which store.
+    pub kind: StoreKind,
+    /// Capacity in executions.
+    pub max_executions: usize,
+    /// How long a terminal execution is kept at least.
+    pub retention: Duration,
+}
+
+/// Which event store to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// The bounded in-memory store.
+    Memory,
+}
+
+/// `[providers.NAME]`.
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    /// The table's name.
+    pub name: Arc<str>,
+    /// The adapter and its settings.
+    pub adapter: AdapterConfig,
+    /// Attempts that may run at once.
+    pub max_concurrency: u32,
+    /// Attempts that may wait for a permit.
+    pub queue_capacity: u32,
+    /// Whether an attempt whose outcome is unknown may be repeated.
+    pub retry_unknown_outcome: bool,
+    /// Models, in file order.
+    pub models: Vec<ModelConfig>,
+}
+
+impl ProviderConfig {
+    /// The model called `name`.
+    pub fn model(&self, name: &str) -> Option<&ModelConfig> {
+        self.models.iter().find(|m| &*m.name == name)
+    }
+}
+
+/// The adapter of a provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdapterConfig {
+    /// The built-in deterministic provider.
+    Scripted,
+}
+
+impl AdapterConfig {
+    /// The adapter's name in the file.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Scripted => "scripted",
+        }
+    }
+}
+
+/// `[[providers.NAME.models]]`.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    /// The provider's model name.
+    pub name: Arc<str>,
+    /// Capabilities it offers.
+    pub capabilities: BTreeSet<String>,
+    /// Behaviour of a `scripted` model.
+    pub script: Script,
+}
+
+/// `[policies.NAME]`.
+#[derive(Debug, Clone)]
+pub struct PolicyConfig {
+    /// The table's name.
+    pub name: Arc<str>,
+    /// Ordered targets.
+    pub targets: Vec<Target>,
+    /// Upper bound on attempts per execution.
+    pub max_attempts: u32,
+    /// Wall-clock budget for all attempts and waits.
+    pub retry_budget: Duration,
+    /// Extra attempts on one target before the next.
+    pub retries_per_target: u32,
+    /// First back-off before retrying the same target; doubles each time.
+    pub backoff: Duration,
+}
+
+/// One `provider/model` target.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// Provider name.
+    pub provider: Arc<str>,
+    /// Provider model.
+    pub model: Arc<str>,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.provider, self.model)
+    }
+}
+
+/// `[abilities.NAME]`.
+#[derive(Debug, Clone)]
+pub struct AbilityConfig {
+    /// The table's name.
+    pub name: Arc<str>,
+    /// Policy used when a request names none.
+    pub default_policy: Arc<str>,
+    /// Policies a request may name; always includes the default.
+    pub allowed_policies: BTreeSet<Arc<str>>,
+    /// Capabilities every target must have.
+    pub requires: BTreeSet<String>,
+}
+
+impl Config {
+    /// Parses and validates TOML text.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let raw: raw::RawConfig = toml::from_str(text)?;
+        validate::validate(raw)
+    }
+
+    /// Reads, parses and validates a file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_toml(&text)
+    }
+
+    /// The embedded default.
+    pub fn embedded_default() -> Result<Self, ConfigError> {
+        Self::from_toml(DEFAULT_TOML)
+    }
+}
+
+#[cfg(test)]
+mod tests;

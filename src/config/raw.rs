@@ -1,0 +1,168 @@
+//! The TOML file as written: serde shapes with defaults, unknown keys rejected. Meaning is
+//! checked in `validate`, which turns these into the types the runtime uses.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::provider::scripted::Script;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    #[serde(default)]
+    pub server: RawServer,
+    #[serde(default)]
+    pub store: RawStore,
+    #[serde(default)]
+    pub providers: BTreeMap<String, RawProvider>,
+    #[serde(default)]
+    pub policies: BTreeMap<String, RawPolicy>,
+    #[serde(default)]
+    pub abilities: BTreeMap<String, RawAbility>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawServer {
+    pub listen: String,
+    pub metrics_listen: Option<String>,
+    #[serde(with = "humantime_serde")]
+    pub drain_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub default_deadline: Duration,
+    #[serde(with = "humantime_serde")]
+    pub max_deadline: Duration,
+    pub max_input_bytes: usize,
+}
+
+impl Default for RawServer {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:50051".into(),
+            metrics_listen: None,
+            drain_timeout: Duration::from_secs(30),
+            default_deadline: Duration::from_secs(60),
+            max_deadline: Duration::from_secs(600),
+            max_input_bytes: 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawStore {
+    pub kind: String,
+    pub max_executions: usize,
+    #[serde(with = "humantime_serde")]
+    pub retention: Duration,
+    pub path: Option<String>,
+    pub key_env: Option<String>,
+    pub key_file: Option<String>,
+}
+
+impl Default for RawStore {
+    fn default() -> Self {
+        Self {
+            kind: "memory".into(),
+            max_executions: 10_000,
+            retention: Duration::from_secs(600),
+            path: None,
+            key_env: None,
+            key_file: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProvider {
+    pub adapter: String,
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
+    #[serde(default = "default_max_concurrency")]
+    pub max_concurrency: u32,
+    #[serde(default = "default_queue_capacity")]
+    pub queue_capacity: u32,
+    #[serde(default)]
+    pub retry_unknown_outcome: bool,
+    #[serde(default)]
+    pub timeouts: RawTimeouts,
+    #[serde(default)]
+    pub models: Vec<RawModel>,
+}
+
+fn default_max_concurrency() -> u32 {
+    64
+}
+
+fn default_queue_capacity() -> u32 {
+    256
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawTimeouts {
+    #[serde(with = "humantime_serde")]
+    pub connect: Duration,
+    #[serde(with = "humantime_serde")]
+    pub first_byte: Duration,
+    #[serde(with = "humantime_serde")]
+    pub idle: Duration,
+}
+
+impl Default for RawTimeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(5),
+            first_byte: Duration::from_secs(60),
+            idle: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawModel {
+    pub name: String,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    pub script: Option<Script>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPolicy {
+    pub targets: Vec<String>,
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    #[serde(default = "default_retry_budget", with = "humantime_serde")]
+    pub retry_budget: Duration,
+    #[serde(default)]
+    pub retries_per_target: u32,
+    #[serde(default = "default_backoff", with = "humantime_serde")]
+    pub backoff: Duration,
+}
+
+fn default_max_attempts() -> u32 {
+    3
+}
+
+fn default_retry_budget() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_backoff() -> Duration {
+    Duration::from_millis(100)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAbility {
+    pub policy: String,
+    #[serde(default)]
+    pub allowed_policies: Vec<String>,
+    #[serde(default)]
+    pub requires: Vec<String>,
+}

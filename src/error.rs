@@ -1,0 +1,103 @@
+//! Errors the runtime returns to its callers. `service/status.rs` is the one place that turns
+//! them into gRPC statuses.
+
+use std::fmt;
+
+use crate::execution::ExecutionId;
+use crate::store::StoreError;
+
+/// A caller mistake in one field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldViolation {
+    /// The field's path in the request, e.g. `input.messages[0].role`.
+    pub field: String,
+    /// What is wrong with it.
+    pub description: String,
+}
+
+impl FieldViolation {
+    /// A violation of `field`.
+    pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            description: description.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.description)
+    }
+}
+
+/// Why the runtime refused or failed a call.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RuntimeError {
+    /// The request is malformed; nothing changed.
+    #[error("invalid request: {}", join(.0))]
+    InvalidArgument(Vec<FieldViolation>),
+    /// A cursor or range lies outside what exists.
+    #[error("out of range: {0}")]
+    OutOfRange(FieldViolation),
+    /// No such execution.
+    #[error("execution {0} not found")]
+    NotFound(ExecutionId),
+    /// The idempotency key names an execution of a different request.
+    #[error("idempotency key `{key}` is in use by execution {execution_id} with a different request")]
+    AlreadyExists {
+        /// The key.
+        key: String,
+        /// The execution holding it.
+        execution_id: ExecutionId,
+    },
+    /// Capacity is taken by work in progress.
+    #[error("{0}")]
+    ResourceExhausted(String),
+    /// The runtime is stopping or its storage failed.
+    #[error("runtime is {0}")]
+    Unavailable(&'static str),
+    /// A fault inside the runtime; the cause is logged under `error_id`, never returned.
+    #[error("internal_error (error id {error_id})")]
+    Internal {
+        /// Correlates the caller's error with the log line holding the cause.
+        error_id: String,
+    },
+}
+
+fn join(violations: &[FieldViolation]) -> String {
+    violations
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl RuntimeError {
+    /// One invalid field.
+    pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
+        Self::InvalidArgument(vec![FieldViolation::new(field, description)])
+    }
+
+    /// An internal fault: logs the cause with a fresh error id and returns the sanitized error.
+    pub fn internal(cause: &dyn fmt::Display) -> Self {
+        let error_id = uuid::Uuid::new_v4().simple().to_string();
+        tracing::error!(error_id = %error_id, cause = %cause, "internal error");
+        Self::Internal { error_id }
+    }
+
+    /// Maps a store error for `key` (the idempotency key of the request, if any).
+    pub(crate) fn from_store(error: StoreError, key: Option<&str>) -> Self {
+        match error {
+            StoreError::NotFound(id) => Self::NotFound(id),
+            StoreError::IdempotencyConflict(execution_id) => Self::AlreadyExists {
+                key: key.unwrap_or_default().to_owned(),
+                execution_id,
+            },
+            StoreError::Full(n) => Self::ResourceExhausted(format!(
+                "the event store is full: {n} executions are in progress; retry later"
+            )),
+            other => Self::internal(&other),
+        }
+    }
+}

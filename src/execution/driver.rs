@@ -1,0 +1,446 @@
+//! The per-execution driver: plan, then attempts with admission, streaming, the commit rule,
+//! retry and fallback, until one terminal event. It reaches callers only by appending to the
+//! store. Every wait selects on cancellation and on the attempt budget's stop time, so a
+//! cancelled or expired execution releases its permit and aborts its provider call at once.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use futures_util::StreamExt;
+use tokio::time::{Instant, sleep, sleep_until};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::config::{Config, PolicyConfig};
+use crate::execution::{
+    AttemptError, AttemptRecord, CommitTracker, ErrorClass, ErrorCode, EventPayload,
+    ExecutionError, ExecutionId, ExecutionInput, ExecutionResult, Labels, Outcome, Output,
+};
+use crate::provider::{ProviderCall, ProviderError, ProviderEvent, ProviderSlot, Providers};
+use crate::routing::{self, AttemptBudget, Decision, PlanTarget, Permit};
+use crate::store::{EventStore, StoreError};
+use crate::usage::UsageFact;
+
+/// Lets the runtime cancel a running driver, with the caller's reason.
+#[derive(Debug, Default)]
+pub(crate) struct DriverHandle {
+    token: CancellationToken,
+    reason: Mutex<Option<String>>,
+}
+
+impl DriverHandle {
+    /// Asks the driver to end the execution as cancelled. The first reason given wins.
+    pub(crate) fn cancel(&self, reason: Option<String>) {
+        if let Ok(mut slot) = self.reason.lock() {
+            if slot.is_none() {
+                *slot = reason;
+            }
+        }
+        self.token.cancel();
+    }
+
+    fn reason(&self) -> Option<String> {
+        self.reason.lock().ok().and_then(|r| r.clone())
+    }
+}
+
+/// Everything one execution needs, resolved at submission.
+#[derive(Debug)]
+pub(crate) struct Job {
+    pub id: ExecutionId,
+    pub input: Arc<ExecutionInput>,
+    pub policy: PolicyConfig,
+    pub required: BTreeSet<String>,
+    pub budget: AttemptBudget,
+    pub labels: Arc<Labels>,
+}
+
+/// The shared parts a driver works with.
+#[derive(Clone)]
+pub(crate) struct Deps {
+    pub store: Arc<dyn EventStore>,
+    pub providers: Arc<Providers>,
+    pub config: Arc<Config>,
+}
+
+/// Drives `job` to its terminal event.
+pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
+    let id = job.id;
+    let driver = Driver {
+        deps,
+        job,
+        handle,
+    };
+    match driver.drive().await {
+        // Someone else ended it (a cancellation that found no driver, or shutdown).
+        Ok(()) | Err(StoreError::AlreadyTerminal(_)) => {}
+        Err(error) => {
+            tracing::error!(execution_id = %id, %error, "driver stopped: the event store refused an append");
+        }
+    }
+}
+
+struct Driver {
+    deps: Deps,
+    job: Job,
+    handle: Arc<DriverHandle>,
+}
+
+/// How one attempt ended.
+struct AttemptEnd {
+    /// When admission was requested.
+    started_at: SystemTime,
+    /// Whether the provider was called.
+    admitted: bool,
+    /// Whether output reached the caller.
+    committed: bool,
+    /// Output so far: evidence if the attempt failed.
+    output: Output,
+    kind: EndKind,
+}
+
+enum EndKind {
+    /// `execution.completed` was appended.
+    Succeeded,
+    /// The attempt failed; the router decides what follows.
+    Failed(AttemptError),
+    /// Cancellation or the stop time cut the attempt.
+    Cut(ErrorCode),
+}
+
+/// The running count of attempts.
+#[derive(Default, Clone)]
+struct Tally {
+    attempts: u32,
+    on_target: u32,
+    any_admitted: bool,
+    last_error: Option<AttemptError>,
+}
+
+impl Tally {
+    fn outcome(&self) -> Outcome {
+        match (&self.last_error, self.any_admitted) {
+            (_, false) => Outcome::NotStarted,
+            (Some(e), true) if e.class == ErrorClass::OutcomeUnknown => Outcome::Unknown,
+            _ => Outcome::Failed,
+        }
+    }
+}
+
+impl Driver {
+    async fn append(&self, payload: EventPayload) -> Result<(), StoreError> {
+        self.deps.store.append(self.job.id, payload).await.map(drop)
+    }
+
+    async fn drive(&self) -> Result<(), StoreError> {
+        if self.handle.token.is_cancelled() {
+            let message = self.cancel_message();
+            return self.fail(ErrorCode::Cancelled, message, &Tally::default(), Output::default()).await;
+        }
+        let plan = Arc::new(routing::plan(&self.deps.config, &self.job.policy, &self.job.required));
+        self.append(EventPayload::Routing(plan.clone())).await?;
+        let targets: Vec<&PlanTarget> = plan.kept().collect();
+        if targets.is_empty() {
+            let message = format!(
+                "no target of policy `{}` has every required capability ({})",
+                plan.policy,
+                plan.required_capabilities.join(", ")
+            );
+            return self.fail(ErrorCode::NoCapableTarget, message, &Tally::default(), Output::default()).await;
+        }
+        let (stop_at, stop_code) = self.job.budget.stop_at();
+        let mut tally = Tally::default();
+        let mut index = 0;
+        loop {
+            let target = targets[index];
+            tally.attempts += 1;
+            tally.on_target += 1;
+            let end = self.attempt(target, &mut tally, stop_at, stop_code).await?;
+            let error = match &end.kind {
+                EndKind::Succeeded => return Ok(()),
+                EndKind::Cut(code) => return self.cut(target, tally, *code, end).await,
+                EndKind::Failed(error) => error.clone(),
+            };
+            let slot = self.deps.providers.get(&target.provider);
+            let decision = self.job.budget.decide(
+                routing::Failure {
+                    error: &error,
+                    committed: end.committed,
+                    attempts: tally.attempts,
+                    on_target: tally.on_target,
+                    has_next_target: index + 1 < targets.len(),
+                    retry_unknown_outcome: slot.is_some_and(|s| s.config.retry_unknown_outcome),
+                },
+                Instant::now(),
+            );
+            tracing::debug!(execution_id = %self.job.id, attempt = tally.attempts, code = %error.code, next = ?decision, "attempt failed");
+            let record = record(target, &tally, &end, error.clone(), decision);
+            self.append(EventPayload::AttemptFailed(record)).await?;
+            tally.last_error = Some(error);
+            match decision {
+                Decision::Retry { after } => {
+                    tokio::select! {
+                        biased;
+                        () = self.handle.token.cancelled() => {
+                            return self.fail(ErrorCode::Cancelled, self.cancel_message(), &tally, Output::default()).await;
+                        }
+                        () = sleep_until(stop_at) => {
+                            return self.fail(stop_code, stop_message(stop_code, &tally), &tally, Output::default()).await;
+                        }
+                        () = sleep(after) => {}
+                    }
+                }
+                Decision::Fallback => {
+                    index += 1;
+                    tally.on_target = 0;
+                }
+                Decision::Stop(code) => {
+                    let partial = if end.committed { end.output } else { Output::default() };
+                    return self.fail(code, stop_message(code, &tally), &tally, partial).await;
+                }
+            }
+        }
+    }
+
+    /// Runs one attempt on `target`: admission, then the provider stream.
+    async fn attempt(
+        &self,
+        target: &PlanTarget,
+        tally: &mut Tally,
+        stop_at: Instant,
+        stop_code: ErrorCode,
+    ) -> Result<AttemptEnd, StoreError> {
+        let started_at = SystemTime::now();
+        let not_admitted = |kind| AttemptEnd {
+            started_at,
+            admitted: false,
+            committed: false,
+            output: Output::default(),
+            kind,
+        };
+        let Some(slot) = self.deps.providers.get(&target.provider) else {
+            let error = ProviderError::non_retryable("provider_missing", "provider is not configured");
+            return Ok(not_admitted(EndKind::Failed(attempt_error(error))));
+        };
+        let admission = tokio::select! {
+            biased;
+            () = self.handle.token.cancelled() => return Ok(not_admitted(EndKind::Cut(ErrorCode::Cancelled))),
+            () = sleep_until(stop_at) => return Ok(not_admitted(EndKind::Cut(stop_code))),
+            permit = slot.admission.acquire() => permit,
+        };
+        let permit = match admission {
+            Ok(permit) => permit,
+            Err(rejected) => {
+                let error = ProviderError::retryable("admission_rejected", rejected.to_string());
+                return Ok(not_admitted(EndKind::Failed(attempt_error(error))));
+            }
+        };
+        self.append(EventPayload::AttemptStarted {
+            attempt: tally.attempts,
+            provider: target.provider.clone(),
+            model: target.model.clone(),
+            started_at,
+        })
+        .await?;
+        tally.any_admitted = true;
+        let span = tracing::debug_span!("attempt", execution_id = %self.job.id, attempt = tally.attempts, provider = %target.provider, model = %target.model);
+        let mut tracker = CommitTracker::new();
+        let kind = self
+            .stream(slot, target, tally, stop_at, stop_code, permit, &mut tracker)
+            .instrument(span)
+            .await?;
+        Ok(AttemptEnd {
+            started_at,
+            admitted: true,
+            committed: tracker.committed(),
+            output: tracker.take_output(),
+            kind,
+        })
+    }
+
+    /// Forwards one provider stream into the store, holding `permit` until it ends. The
+    /// stream (and with it the provider call) is dropped on every way out.
+    #[allow(clippy::too_many_arguments)]
+    async fn stream(
+        &self,
+        slot: &ProviderSlot,
+        target: &PlanTarget,
+        tally: &Tally,
+        stop_at: Instant,
+        stop_code: ErrorCode,
+        _permit: Permit,
+        tracker: &mut CommitTracker,
+    ) -> Result<EndKind, StoreError> {
+        let attempt = tally.attempts;
+        let mut stream = slot.provider.call(ProviderCall {
+            execution_id: self.job.id,
+            attempt,
+            target_attempt: tally.on_target,
+            model: target.model.clone(),
+            input: self.job.input.clone(),
+            deadline: stop_at,
+        });
+        loop {
+            let item = tokio::select! {
+                biased;
+                () = self.handle.token.cancelled() => return Ok(EndKind::Cut(ErrorCode::Cancelled)),
+                () = sleep_until(stop_at) => return Ok(EndKind::Cut(stop_code)),
+                item = stream.next() => item,
+            };
+            let event = match item {
+                Some(Ok(event)) => event,
+                Some(Err(error)) => return Ok(EndKind::Failed(attempt_error(error))),
+                None => {
+                    let error = ProviderError::retryable(
+                        "stream_ended",
+                        "the provider stream ended before the reply finished",
+                    );
+                    return Ok(EndKind::Failed(attempt_error(error)));
+                }
+            };
+            let payload = match event {
+                ProviderEvent::Finished(finish_reason) => {
+                    let result = ExecutionResult {
+                        output: tracker.take_output(),
+                        finish_reason,
+                        provider: target.provider.clone(),
+                        model: target.model.clone(),
+                        attempt,
+                    };
+                    self.append(EventPayload::Completed(result)).await?;
+                    return Ok(EndKind::Succeeded);
+                }
+                ProviderEvent::Usage(q) => EventPayload::Usage(UsageFact {
+                    unit: q.unit,
+                    quantity: q.quantity,
+                    source: q.source,
+                    attempt,
+                    provider: target.provider.clone(),
+                    model: target.model.clone(),
+                    labels: self.job.labels.clone(),
+                }),
+                ProviderEvent::Progress(message) => EventPayload::Progress { attempt, message },
+                output => match tracker.output_event(attempt, output) {
+                    Some(payload) => payload,
+                    None => continue,
+                },
+            };
+            self.append(payload).await?;
+        }
+    }
+
+    /// Records an attempt cut by cancellation or the stop time, then ends the execution.
+    async fn cut(
+        &self,
+        target: &PlanTarget,
+        mut tally: Tally,
+        code: ErrorCode,
+        end: AttemptEnd,
+    ) -> Result<(), StoreError> {
+        let error = AttemptError {
+            // A provider call dropped mid-flight may still finish remotely.
+            class: ErrorClass::OutcomeUnknown,
+            code: code.as_str().into(),
+            message: format!("attempt stopped: {code}"),
+            retry_after: None,
+        };
+        let record = record(target, &tally, &end, error.clone(), Decision::Stop(code));
+        self.append(EventPayload::AttemptFailed(record)).await?;
+        if end.admitted {
+            tally.last_error = Some(error);
+        }
+        let message = if code == ErrorCode::Cancelled {
+            self.cancel_message()
+        } else {
+            stop_message(code, &tally)
+        };
+        self.fail(code, message, &tally, end.output).await
+    }
+
+    async fn fail(
+        &self,
+        code: ErrorCode,
+        message: String,
+        tally: &Tally,
+        partial_output: Output,
+    ) -> Result<(), StoreError> {
+        let cancel_reason = (code == ErrorCode::Cancelled)
+            .then(|| self.handle.reason())
+            .flatten();
+        self.append(EventPayload::Failed {
+            error: ExecutionError {
+                code,
+                message,
+                outcome: tally.outcome(),
+                last_attempt_error: tally.last_error.clone(),
+            },
+            partial_output,
+            cancel_reason,
+        })
+        .await
+    }
+
+    fn cancel_message(&self) -> String {
+        match self.handle.reason() {
+            Some(reason) => format!("cancelled: {reason}"),
+            None => "cancelled".to_owned(),
+        }
+    }
+}
+
+/// The evidence of a finished attempt.
+fn record(
+    target: &PlanTarget,
+    tally: &Tally,
+    end: &AttemptEnd,
+    error: AttemptError,
+    decision: Decision,
+) -> AttemptRecord {
+    let outcome = match (end.admitted, error.class) {
+        (false, _) => Outcome::NotStarted,
+        (true, ErrorClass::OutcomeUnknown) => Outcome::Unknown,
+        (true, _) => Outcome::Failed,
+    };
+    AttemptRecord {
+        number: tally.attempts,
+        provider: target.provider.clone(),
+        model: target.model.clone(),
+        started_at: end.started_at,
+        duration: SystemTime::now().duration_since(end.started_at).ok(),
+        error: Some(error),
+        output_committed: end.committed,
+        outcome: Some(outcome),
+        next_action: Some(decision.next_action()),
+        admitted: end.admitted,
+    }
+}
+
+fn attempt_error(error: ProviderError) -> AttemptError {
+    AttemptError {
+        class: error.class,
+        code: error.code.into(),
+        message: error.message,
+        retry_after: error.retry_after,
+    }
+}
+
+fn stop_message(code: ErrorCode, tally: &Tally) -> String {
+    let n = tally.attempts;
+    let last = tally
+        .last_error
+        .as_ref()
+        .map(|e| format!("; last error: {}: {}", e.code, e.message))
+        .unwrap_or_default();
+    match code {
+        ErrorCode::AttemptsExhausted => format!("{n} attempt(s) failed and no attempt remains{last}"),
+        ErrorCode::RetryBudgetExhausted => format!("the retry budget ran out after {n} attempt(s){last}"),
+        ErrorCode::DeadlineExceeded => format!("the deadline passed after {n} attempt(s){last}"),
+        ErrorCode::OutputInterrupted => format!("attempt {n} failed after output began{last}"),
+        ErrorCode::NonRetryable => format!("attempt {n} failed and retrying cannot help{last}"),
+        ErrorCode::OutcomeUnknown => {
+            format!("attempt {n} may still be running at the provider, so it was not repeated{last}")
+        }
+        other => format!("{other}{last}"),
+    }
+}

@@ -1,0 +1,217 @@
+//! How attempts and executions end: results, errors, their classes and codes.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::execution::ToolCall;
+
+/// Retryability of an attempt error: data set by the adapter, never inferred from text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The request did not run or failed harmlessly.
+    Retryable,
+    /// Retrying cannot help.
+    NonRetryable,
+    /// The remote may still be running the request.
+    OutcomeUnknown,
+}
+
+/// What the remote side did with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// No provider work started.
+    NotStarted,
+    /// Provider work ran and failed.
+    Failed,
+    /// Provider work may have run to completion.
+    Unknown,
+    /// Provider work completed.
+    Completed,
+}
+
+impl Outcome {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotStarted => "not_started",
+            Self::Failed => "failed",
+            Self::Unknown => "unknown",
+            Self::Completed => "completed",
+        }
+    }
+}
+
+/// What the router did after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextAction {
+    /// Retry the same target.
+    RetrySameTarget,
+    /// Fall back to the next target.
+    Fallback,
+    /// Stop: the execution fails.
+    Stop,
+}
+
+impl NextAction {
+    /// Whether another attempt follows.
+    pub fn continues(self) -> bool {
+        !matches!(self, Self::Stop)
+    }
+}
+
+/// Why an attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptError {
+    /// Retryability.
+    pub class: ErrorClass,
+    /// Stable lowercase code, e.g. `unavailable`.
+    pub code: Arc<str>,
+    /// Sanitized message: never a secret, never a raw upstream body.
+    pub message: String,
+    /// The provider's requested back-off.
+    pub retry_after: Option<Duration>,
+}
+
+/// One attempt against one target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    /// 1-based within the execution.
+    pub number: u32,
+    /// Provider name.
+    pub provider: Arc<str>,
+    /// Provider model.
+    pub model: Arc<str>,
+    /// When admission was requested.
+    pub started_at: SystemTime,
+    /// How long it took; `None` while running.
+    pub duration: Option<Duration>,
+    /// How it failed; `None` while running or on success.
+    pub error: Option<AttemptError>,
+    /// Whether output reached the caller.
+    pub output_committed: bool,
+    /// What the remote did; `None` while running.
+    pub outcome: Option<Outcome>,
+    /// What the router did next; `None` while running or on success.
+    pub next_action: Option<NextAction>,
+    /// Whether admission granted a permit and the provider was called.
+    pub admitted: bool,
+}
+
+/// Output text and tool calls: a result, or partial output kept as evidence.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Output {
+    /// Concatenated text deltas.
+    pub text: String,
+    /// Tool calls with their argument deltas concatenated.
+    pub tool_calls: Vec<ToolCall>,
+}
+
+impl Output {
+    /// True when nothing was produced.
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.tool_calls.is_empty()
+    }
+}
+
+/// Why generation stopped, normalized across providers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// Natural end or a stop sequence.
+    Stop,
+    /// Output token limit.
+    Length,
+    /// The model called tools.
+    ToolCalls,
+    /// Filtered or refused.
+    ContentFilter,
+    /// Anything else.
+    Other,
+}
+
+impl FinishReason {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::ToolCalls => "tool_calls",
+            Self::ContentFilter => "content_filter",
+            Self::Other => "other",
+        }
+    }
+}
+
+/// The result of a successful execution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionResult {
+    /// The output.
+    pub output: Output,
+    /// Why generation stopped.
+    pub finish_reason: FinishReason,
+    /// The provider that produced it.
+    pub provider: Arc<str>,
+    /// The model that produced it.
+    pub model: Arc<str>,
+    /// The attempt that produced it.
+    pub attempt: u32,
+}
+
+/// Why an execution failed, as a small closed set of stable codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// Every target of the plan lacks a required capability.
+    NoCapableTarget,
+    /// The attempt limit was reached.
+    AttemptsExhausted,
+    /// The policy's wall-clock retry budget ran out.
+    RetryBudgetExhausted,
+    /// The execution's deadline passed.
+    DeadlineExceeded,
+    /// A failure after output was committed.
+    OutputInterrupted,
+    /// An attempt failed in a way retrying cannot fix.
+    NonRetryable,
+    /// The remote may still be running the request, so it was not repeated.
+    OutcomeUnknown,
+    /// A caller or shutdown cancelled it.
+    Cancelled,
+    /// A fault inside the runtime.
+    InternalError,
+}
+
+impl ErrorCode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoCapableTarget => "no_capable_target",
+            Self::AttemptsExhausted => "attempts_exhausted",
+            Self::RetryBudgetExhausted => "retry_budget_exhausted",
+            Self::DeadlineExceeded => "deadline_exceeded",
+            Self::OutputInterrupted => "output_interrupted",
+            Self::NonRetryable => "non_retryable",
+            Self::OutcomeUnknown => "outcome_unknown",
+            Self::Cancelled => "cancelled",
+            Self::InternalError => "internal_error",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why an execution failed or was cancelled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionError {
+    /// Stable code.
+    pub code: ErrorCode,
+    /// Sanitized message.
+    pub message: String,
+    /// What the remote side did.
+    pub outcome: Outcome,
+    /// The last attempt's error, if one ran.
+    pub last_attempt_error: Option<AttemptError>,
+}

@@ -1,0 +1,283 @@
+//! What a caller asks for: the transport-free form of `ExecuteRequest`.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+/// Opaque caller labels (e.g. a tenant id), copied onto usage facts.
+pub type Labels = BTreeMap<String, String>;
+
+/// A request to run one ability. Validated by [`crate::Runtime::submit`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ExecuteRequest {
+    /// The ability to run.
+    pub ability: String,
+    /// Capabilities required beyond the ability's own.
+    pub capabilities: Vec<String>,
+    /// The conversation, tools and parameters.
+    pub input: ExecutionInput,
+    /// Absolute deadline; `None` takes the configured default.
+    #[serde(skip)]
+    pub deadline: Option<SystemTime>,
+    /// Routing policy; `None` takes the ability's default.
+    pub policy: Option<String>,
+    /// Caller-declared attempt limit, capped by the policy.
+    pub max_attempts: Option<u32>,
+    /// `None` means fallback is allowed.
+    pub allow_fallback: Option<bool>,
+    /// Deduplicates submissions; see [`crate::Runtime::submit`].
+    pub idempotency_key: Option<String>,
+    /// Copied onto usage facts.
+    pub labels: Labels,
+}
+
+/// The conversation, tools and generation parameters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ExecutionInput {
+    /// Oldest first.
+    pub messages: Vec<Message>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolDefinition>,
+    /// Generation parameters.
+    pub parameters: GenerationParameters,
+}
+
+impl ExecutionInput {
+    /// Bytes of content the caller sent (text, image data, schemas): what the configured
+    /// `server.max_input_bytes` limits.
+    pub fn content_bytes(&self) -> usize {
+        let messages: usize = self
+            .messages
+            .iter()
+            .map(|m| {
+                let parts: usize = m
+                    .content
+                    .iter()
+                    .map(|p| match p {
+                        ContentPart::Text(t) => t.len(),
+                        ContentPart::Image(i) => i.url.len() + i.data.len() + i.media_type.len(),
+                    })
+                    .sum();
+                let calls: usize = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| c.id.len() + c.name.len() + c.arguments_json.len())
+                    .sum();
+                parts + calls + m.tool_call_id.as_ref().map_or(0, String::len)
+            })
+            .sum();
+        let tools: usize = self
+            .tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.parameters_json_schema.len())
+            .sum();
+        let p = &self.parameters;
+        let stops: usize = p.stop_sequences.iter().map(String::len).sum();
+        let format = p
+            .response_format
+            .as_ref()
+            .map_or(0, |f| f.json_schema.len() + f.schema_name.len());
+        messages + tools + stops + format
+    }
+
+    /// The text of the last user message, if any.
+    pub fn last_user_text(&self) -> Option<String> {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(Message::text)
+    }
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// Content parts in order.
+    pub content: Vec<ContentPart>,
+    /// Tool calls of an assistant message.
+    pub tool_calls: Vec<ToolCall>,
+    /// For tool messages: the call answered.
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    /// A user message with one text part.
+    pub fn user(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: vec![ContentPart::Text(text.into())],
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// The concatenation of the message's text parts.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|p| match p {
+                ContentPart::Text(t) => Some(t.as_str()),
+                ContentPart::Image(_) => None,
+            })
+            .collect()
+    }
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Instructions.
+    System,
+    /// The end user.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool result.
+    Tool,
+}
+
+/// One part of a message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContentPart {
+    /// Plain text.
+    Text(String),
+    /// An image.
+    Image(Image),
+}
+
+/// An image by URL or inline bytes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Image {
+    /// A URL the provider fetches.
+    pub url: String,
+    /// Inline bytes.
+    pub data: Vec<u8>,
+    /// Media type of `data`.
+    pub media_type: String,
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ToolDefinition {
+    /// Name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters_json_schema: String,
+}
+
+/// A call the model made to a tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ToolCall {
+    /// The provider's call id.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// Arguments as JSON text.
+    pub arguments_json: String,
+}
+
+/// Generation parameters; `None` leaves the provider's default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GenerationParameters {
+    /// Upper bound on generated tokens.
+    pub max_output_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Nucleus sampling mass.
+    pub top_p: Option<f32>,
+    /// Stop sequences.
+    pub stop_sequences: Vec<String>,
+    /// Reply shape; `None` is free text.
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// The shape of the reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResponseFormat {
+    /// The kind.
+    pub kind: ResponseFormatKind,
+    /// For `JsonSchema`: the schema.
+    pub json_schema: String,
+    /// For `JsonSchema`: its name.
+    pub schema_name: String,
+}
+
+/// The kind of reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseFormatKind {
+    /// Free text.
+    Text,
+    /// Any JSON object.
+    JsonObject,
+    /// JSON matching a schema.
+    JsonSchema,
+}
+
+/// A stable digest of a request, deadline excluded: two submissions with one idempotency key
+/// must have equal fingerprints. FNV-1a over the request's canonical JSON, so the value is the
+/// same across processes and versions of the standard library (a durable store keeps it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fingerprint(pub u128);
+
+impl ExecuteRequest {
+    /// The request's fingerprint.
+    pub fn fingerprint(&self) -> Fingerprint {
+        const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+        const PRIME: u128 = 0x0000000001000000000000000000013B;
+        // Serializing plain data to JSON cannot fail; an empty text still yields a digest.
+        let canonical = serde_json::to_vec(self).unwrap_or_default();
+        let digest = canonical.iter().fold(OFFSET, |hash, byte| {
+            (hash ^ u128::from(*byte)).wrapping_mul(PRIME)
+        });
+        Fingerprint(digest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn request(prompt: &str) -> ExecuteRequest {
+        ExecuteRequest {
+            ability: "chat".into(),
+            input: ExecutionInput {
+                messages: vec![Message::user(prompt)],
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn fingerprint_ignores_the_deadline_only() {
+        let a = request("hello");
+        let mut b = a.clone();
+        b.deadline = Some(SystemTime::now() + Duration::from_secs(5));
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        let mut c = a.clone();
+        c.labels.insert("tenant".into(), "t1".into());
+        assert_ne!(a.fingerprint(), c.fingerprint());
+        assert_ne!(a.fingerprint(), request("hello!").fingerprint());
+    }
+
+    #[test]
+    fn counts_content_bytes() {
+        let mut r = request("four");
+        r.input.tools.push(ToolDefinition {
+            name: "ab".into(),
+            description: String::new(),
+            parameters_json_schema: "{}".into(),
+        });
+        assert_eq!(r.input.content_bytes(), 8);
+    }
+}

@@ -1,0 +1,162 @@
+//! The `model-runtime` command: parse, init telemetry, load config, run.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use model_runtime::cli::{self, ExecArgs};
+use model_runtime::{Config, Runtime, server, telemetry};
+
+#[derive(Parser)]
+#[command(name = "model-runtime", version, about = "A gRPC data plane that executes model calls behind an AI gateway")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gRPC server (on the embedded default config when no file is given).
+    Serve {
+        /// Config file (TOML).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Listen address; overrides `server.listen`.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// Run one execution against a server and stream its events.
+    Exec {
+        /// The ability to run.
+        #[arg(long)]
+        ability: String,
+        /// Server address: host:port or http://host:port.
+        #[arg(long, default_value = "127.0.0.1:50051")]
+        addr: String,
+        /// Print one JSON object per event.
+        #[arg(long)]
+        json: bool,
+        /// The user prompt.
+        prompt: String,
+    },
+    /// Validate a config file and exit.
+    CheckConfig {
+        /// Config file (TOML).
+        file: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    telemetry::init();
+    match cli.command {
+        Command::CheckConfig { file } => match Config::load(&file) {
+            Ok(config) => {
+                println!(
+                    "{}: ok ({} providers, {} policies, {} abilities)",
+                    file.display(),
+                    config.providers.len(),
+                    config.policies.len(),
+                    config.abilities.len()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{}: {e}", file.display());
+                ExitCode::from(2)
+            }
+        },
+        Command::Serve { config, listen } => {
+            let loaded = match &config {
+                Some(path) => Config::load(path),
+                None => Config::embedded_default(),
+            };
+            let mut config = match loaded {
+                Ok(config) => config,
+                Err(e) => {
+                    eprintln!("config: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            if let Some(listen) = listen {
+                config.server.listen = listen;
+            }
+            run(serve(config))
+        }
+        Command::Exec {
+            ability,
+            addr,
+            json,
+            prompt,
+        } => run(async move {
+            cli::exec(ExecArgs {
+                addr,
+                ability,
+                prompt,
+                json,
+            })
+            .await
+            .unwrap_or_else(|e| {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            })
+        }),
+    }
+}
+
+fn run(work: impl Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt.block_on(work),
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn serve(config: Config) -> ExitCode {
+    let addr = config.server.listen;
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("cannot listen on {addr}: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let local = listener.local_addr().map_or(addr, |a| a);
+    tracing::info!(addr = %local, "model-runtime serving");
+    let runtime = Runtime::new(config);
+    match server::serve(runtime, listener, shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "server failed");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}

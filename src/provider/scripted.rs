@@ -1,0 +1,244 @@
+//! The `scripted` provider: deterministic behaviour from a typed [`Script`] per model, for the
+//! embedded default, tests and benchmarks. It reports usage like a real provider.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{StreamExt, stream};
+use serde::Deserialize;
+
+use super::{Provider, ProviderCall, ProviderError, ProviderEvent, ProviderStream};
+use crate::execution::FinishReason;
+use crate::usage::{UsageQuantity, UsageSource, UsageUnit};
+
+/// How a scripted model behaves. Every field is optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Script {
+    /// The reply; default: echo the last user message.
+    pub reply: Option<String>,
+    /// How the reply is cut into deltas.
+    #[serde(default)]
+    pub chunk: Chunk,
+    /// Delay before the first event, in milliseconds.
+    #[serde(default)]
+    pub first_delta_ms: u64,
+    /// Delay between deltas, in milliseconds.
+    #[serde(default)]
+    pub delta_interval_ms: u64,
+    /// The first N attempts of each execution on this model fail before output.
+    #[serde(default)]
+    pub fail_attempts: u32,
+    /// The error those attempts (and `fail_after_deltas`) report.
+    #[serde(default)]
+    pub fail_error: FailError,
+    /// With `fail_error = "rate_limited"`: the Retry-After the error carries, in milliseconds.
+    pub retry_after_ms: Option<u64>,
+    /// Fail mid-stream after N deltas.
+    pub fail_after_deltas: Option<u32>,
+    /// Never answer (until the runtime gives up on the attempt).
+    #[serde(default)]
+    pub hang: bool,
+    /// Emit this tool call instead of text.
+    pub tool_call: Option<ScriptedToolCall>,
+}
+
+/// How the reply is cut into deltas.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Chunk {
+    /// One delta per word, each with its trailing whitespace.
+    #[default]
+    Word,
+    /// One delta per character.
+    Char,
+}
+
+/// The error a scripted failure reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailError {
+    /// Retryable, like HTTP 503.
+    #[default]
+    Unavailable,
+    /// Retryable, like HTTP 429.
+    RateLimited,
+    /// Non-retryable, like HTTP 400.
+    InvalidRequest,
+    /// Outcome unknown, like a timeout after the request was sent.
+    TimeoutUnknown,
+    /// Retryable, like HTTP 500.
+    Internal,
+}
+
+/// A scripted tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedToolCall {
+    /// Tool name.
+    pub name: String,
+    /// Arguments as JSON text.
+    pub arguments: String,
+}
+
+impl Script {
+    /// Checks the script; on error returns the field and the reason.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if let Some(call) = &self.tool_call {
+            if call.name.is_empty() {
+                return Err(("tool_call.name", "must not be empty".into()));
+            }
+            if let Err(e) = serde_json::from_str::<serde_json::Value>(&call.arguments) {
+                return Err(("tool_call.arguments", format!("is not JSON text: {e}")));
+            }
+        }
+        if self.retry_after_ms.is_some() && self.fail_error != FailError::RateLimited {
+            return Err(("retry_after_ms", "only applies to `fail_error = \"rate_limited\"`".into()));
+        }
+        Ok(())
+    }
+
+    fn error(&self, during: &str) -> ProviderError {
+        let message = format!("scripted {during}");
+        let mut error = match self.fail_error {
+            FailError::Unavailable => ProviderError::retryable("unavailable", message),
+            FailError::RateLimited => ProviderError::retryable("rate_limited", message),
+            FailError::InvalidRequest => ProviderError::non_retryable("invalid_request", message),
+            FailError::TimeoutUnknown => ProviderError::outcome_unknown("timeout", message),
+            FailError::Internal => ProviderError::retryable("internal", message),
+        };
+        error.retry_after = self.retry_after_ms.map(Duration::from_millis);
+        error
+    }
+}
+
+/// The scripted provider: one script per model.
+#[derive(Debug, Default)]
+pub struct ScriptedProvider {
+    scripts: HashMap<Arc<str>, Script>,
+}
+
+impl ScriptedProvider {
+    /// A provider with these models.
+    pub fn new(models: impl IntoIterator<Item = (Arc<str>, Script)>) -> Self {
+        Self {
+            scripts: models.into_iter().collect(),
+        }
+    }
+}
+
+type Step = (Duration, Result<ProviderEvent, ProviderError>);
+
+impl Provider for ScriptedProvider {
+    fn call(&self, call: ProviderCall) -> ProviderStream {
+        let Some(script) = self.scripts.get(&call.model) else {
+            let error = ProviderError::non_retryable(
+                "model_not_found",
+                format!("scripted provider has no model `{}`", call.model),
+            );
+            return Box::pin(stream::iter([Err(error)]));
+        };
+        if script.hang {
+            return Box::pin(stream::pending());
+        }
+        let steps = plan(script, &call);
+        Box::pin(stream::iter(steps).then(|(delay, item)| async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            item
+        }))
+    }
+}
+
+/// The whole reply of one call as timed steps.
+fn plan(script: &Script, call: &ProviderCall) -> Vec<Step> {
+    let first = Duration::from_millis(script.first_delta_ms);
+    let interval = Duration::from_millis(script.delta_interval_ms);
+    if call.target_attempt <= script.fail_attempts {
+        return vec![(first, Err(script.error("failure before output")))];
+    }
+    let input_tokens = call
+        .input
+        .messages
+        .iter()
+        .map(|m| m.text().split_whitespace().count() as u64)
+        .sum();
+    let (deltas, finish) = match &script.tool_call {
+        Some(tool) => (tool_call_events(tool, call.attempt), FinishReason::ToolCalls),
+        None => {
+            let reply = match &script.reply {
+                Some(reply) => reply.clone(),
+                None => call.input.last_user_text().unwrap_or_default(),
+            };
+            let deltas = chunks(&reply, script.chunk)
+                .map(|c| ProviderEvent::TextDelta(c.to_owned()))
+                .collect();
+            (deltas, FinishReason::Stop)
+        }
+    };
+    let output_tokens = deltas.len() as u64;
+    let mut steps = Vec::with_capacity(deltas.len() + 3);
+    for (n, delta) in deltas.into_iter().enumerate() {
+        if script.fail_after_deltas == Some(n as u32) {
+            break;
+        }
+        steps.push((if n == 0 { first } else { interval }, Ok(delta)));
+    }
+    let delay = if steps.is_empty() { first } else { Duration::ZERO };
+    if script
+        .fail_after_deltas
+        .is_some_and(|n| (n as usize) == steps.len() && (n as u64) < output_tokens)
+    {
+        steps.push((interval, Err(script.error("failure mid-stream"))));
+        return steps;
+    }
+    for (unit, quantity) in [
+        (UsageUnit::INPUT_TOKENS, input_tokens),
+        (UsageUnit::OUTPUT_TOKENS, output_tokens),
+    ] {
+        let usage = UsageQuantity {
+            unit,
+            quantity,
+            source: UsageSource::ProviderReported,
+        };
+        steps.push((delay, Ok(ProviderEvent::Usage(usage))));
+    }
+    steps.push((Duration::ZERO, Ok(ProviderEvent::Finished(finish))));
+    steps
+}
+
+fn tool_call_events(tool: &ScriptedToolCall, attempt: u32) -> Vec<ProviderEvent> {
+    let mut events = vec![ProviderEvent::ToolCallStarted {
+        index: 0,
+        id: format!("call_{attempt}"),
+        name: tool.name.clone(),
+    }];
+    // Split the arguments in two, as providers do, on a character boundary.
+    let args = &tool.arguments;
+    let mid = (0..=args.len() / 2)
+        .rev()
+        .find(|i| args.is_char_boundary(*i))
+        .unwrap_or(0);
+    for piece in [&args[..mid], &args[mid..]] {
+        if !piece.is_empty() {
+            events.push(ProviderEvent::ToolCallArgumentsDelta {
+                index: 0,
+                delta: piece.to_owned(),
+            });
+        }
+    }
+    events
+}
+
+/// Cuts `text` into word pieces (each keeping the whitespace after it) or characters.
+fn chunks(text: &str, chunk: Chunk) -> Box<dyn Iterator<Item = &str> + '_> {
+    match chunk {
+        Chunk::Char => Box::new(text.char_indices().map(move |(i, c)| &text[i..i + c.len_utf8()])),
+        Chunk::Word => Box::new(text.split_inclusive(char::is_whitespace)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

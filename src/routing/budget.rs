@@ -1,0 +1,117 @@
+//! The attempt budget: how many attempts, until when, and what to do after a failure.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::execution::{AttemptError, ErrorClass, ErrorCode, NextAction};
+
+/// The limits one execution's attempts run under.
+#[derive(Debug, Clone)]
+pub struct AttemptBudget {
+    /// `min(request, policy)` attempts in total.
+    pub max_attempts: u32,
+    /// Whether a second target may be tried; false means exactly one attempt.
+    pub allow_fallback: bool,
+    /// Extra attempts on one target before moving on.
+    pub retries_per_target: u32,
+    /// First back-off before retrying one target; doubles each time.
+    pub backoff: Duration,
+    /// When the policy's wall-clock retry budget runs out.
+    pub budget_end: Instant,
+    /// The execution's deadline.
+    pub deadline: Instant,
+}
+
+/// What the router does after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Try the same target again after waiting.
+    Retry {
+        /// The wait.
+        after: Duration,
+    },
+    /// Try the next target now.
+    Fallback,
+    /// End the execution with this code.
+    Stop(ErrorCode),
+}
+
+impl Decision {
+    /// The evidence form.
+    pub fn next_action(self) -> NextAction {
+        match self {
+            Self::Retry { .. } => NextAction::RetrySameTarget,
+            Self::Fallback => NextAction::Fallback,
+            Self::Stop(_) => NextAction::Stop,
+        }
+    }
+}
+
+/// What the failed attempt looked like.
+#[derive(Debug, Clone, Copy)]
+pub struct Failure<'a> {
+    /// The error.
+    pub error: &'a AttemptError,
+    /// Whether output was committed.
+    pub committed: bool,
+    /// Attempts made so far, this one included.
+    pub attempts: u32,
+    /// Attempts made on this target so far, this one included.
+    pub on_target: u32,
+    /// Whether a later target remains in the plan.
+    pub has_next_target: bool,
+    /// Whether the provider may repeat a request whose outcome is unknown.
+    pub retry_unknown_outcome: bool,
+}
+
+impl AttemptBudget {
+    /// When attempts and waits must stop: the earlier of budget end and deadline, with the
+    /// code that names which one.
+    pub fn stop_at(&self) -> (Instant, ErrorCode) {
+        if self.deadline <= self.budget_end {
+            (self.deadline, ErrorCode::DeadlineExceeded)
+        } else {
+            (self.budget_end, ErrorCode::RetryBudgetExhausted)
+        }
+    }
+
+    /// Decides what follows a failed attempt, at time `now`.
+    pub fn decide(&self, failure: Failure<'_>, now: Instant) -> Decision {
+        if failure.committed {
+            return Decision::Stop(ErrorCode::OutputInterrupted);
+        }
+        match failure.error.class {
+            ErrorClass::Retryable => {}
+            ErrorClass::NonRetryable => return Decision::Stop(ErrorCode::NonRetryable),
+            ErrorClass::OutcomeUnknown if !failure.retry_unknown_outcome => {
+                return Decision::Stop(ErrorCode::OutcomeUnknown);
+            }
+            ErrorClass::OutcomeUnknown => {}
+        }
+        let (stop_at, stop_code) = self.stop_at();
+        if now >= stop_at {
+            return Decision::Stop(stop_code);
+        }
+        if failure.attempts >= self.max_attempts || !self.allow_fallback {
+            return Decision::Stop(ErrorCode::AttemptsExhausted);
+        }
+        if failure.on_target <= self.retries_per_target {
+            let exponent = failure.on_target.saturating_sub(1).min(16);
+            let backoff = self.backoff.saturating_mul(1 << exponent);
+            let wait = backoff.max(failure.error.retry_after.unwrap_or_default());
+            if now + wait < stop_at {
+                return Decision::Retry { after: wait };
+            }
+        }
+        // A Retry-After that does not fit the budget is honoured by moving on.
+        if failure.has_next_target {
+            Decision::Fallback
+        } else {
+            Decision::Stop(ErrorCode::AttemptsExhausted)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,297 @@
+//! The embedded core: submit, execute, watch, get, cancel and metadata, with no gRPC type in
+//! sight. The gRPC service, the CLI and tests all drive a [`Runtime`].
+
+mod metadata;
+mod watch;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{Config, StoreKind};
+use crate::error::RuntimeError;
+use crate::execution::driver::{self, Deps, DriverHandle, Job};
+use crate::execution::validate::validate;
+use crate::execution::{
+    ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionId, Output, ExecutionError,
+    Outcome,
+};
+use crate::provider::{Provider, Providers};
+use crate::routing::AttemptBudget;
+use crate::store::{Created, EventStore, MemoryStore, NewExecution, StoreError};
+
+pub use metadata::{ProviderStatus, RuntimeMetadata, RuntimeState};
+pub use watch::EventStream;
+
+/// How long `cancel` waits for a driver to record the cancellation before recording it
+/// itself. Drivers select on cancellation at every wait, so this is only a safety net.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// The runtime. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    deps: Deps,
+    drivers: Mutex<HashMap<ExecutionId, Arc<DriverHandle>>>,
+    tasks: TaskTracker,
+    stopping: AtomicBool,
+}
+
+/// Builds a [`Runtime`] from a configuration, optionally with a store or provider adapters of
+/// the caller's own (at the SPI boundary).
+pub struct RuntimeBuilder {
+    config: Config,
+    store: Option<Arc<dyn EventStore>>,
+    providers: BTreeMap<String, Arc<dyn Provider>>,
+}
+
+impl RuntimeBuilder {
+    /// Uses `store` instead of the configured one.
+    pub fn store(mut self, store: Arc<dyn EventStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Uses `provider` as the adapter of the configured provider called `name`.
+    pub fn provider(mut self, name: impl Into<String>, provider: Arc<dyn Provider>) -> Self {
+        self.providers.insert(name.into(), provider);
+        self
+    }
+
+    /// The runtime.
+    pub fn build(self) -> Runtime {
+        let store = self.store.unwrap_or_else(|| match self.config.store.kind {
+            StoreKind::Memory => Arc::new(MemoryStore::new(
+                self.config.store.max_executions,
+                self.config.store.retention,
+            )),
+        });
+        let providers = Arc::new(Providers::from_config(&self.config, self.providers));
+        Runtime {
+            inner: Arc::new(Inner {
+                deps: Deps {
+                    store,
+                    providers,
+                    config: Arc::new(self.config),
+                },
+                drivers: Mutex::new(HashMap::new()),
+                tasks: TaskTracker::new(),
+                stopping: AtomicBool::new(false),
+            }),
+        }
+    }
+}
+
+impl Runtime {
+    /// A runtime with the configured store and providers.
+    pub fn new(config: Config) -> Self {
+        Self::builder(config).build()
+    }
+
+    /// A builder for a runtime with parts of the caller's own.
+    pub fn builder(config: Config) -> RuntimeBuilder {
+        RuntimeBuilder {
+            config,
+            store: None,
+            providers: BTreeMap::new(),
+        }
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &Config {
+        &self.inner.deps.config
+    }
+
+    /// Whether new work is admitted.
+    pub fn state(&self) -> RuntimeState {
+        if self.inner.stopping.load(Ordering::Acquire) {
+            RuntimeState::Stopping
+        } else if self.inner.deps.store.failed() {
+            RuntimeState::Unavailable
+        } else {
+            RuntimeState::Ready
+        }
+    }
+
+    /// Validates and stores a request, starts driving it, and returns at once.
+    ///
+    /// With an idempotency key: the same key and the same request (deadline aside) return
+    /// the first execution; the same key with a different request is `AlreadyExists`.
+    pub async fn submit(&self, request: ExecuteRequest) -> Result<Execution, RuntimeError> {
+        match self.state() {
+            RuntimeState::Ready => {}
+            state => return Err(RuntimeError::Unavailable(state.as_str())),
+        }
+        let deps = &self.inner.deps;
+        let now = SystemTime::now();
+        let admitted =
+            validate(&deps.config, &request, now).map_err(RuntimeError::InvalidArgument)?;
+        let id = ExecutionId::new();
+        let labels = Arc::new(request.labels.clone());
+        let key = request.idempotency_key.clone();
+        let new = NewExecution {
+            id,
+            accepted: EventPayload::Accepted {
+                ability: admitted.ability.name.clone(),
+                policy: admitted.policy.name.clone(),
+                limits: admitted.limits.clone(),
+            },
+            labels: labels.clone(),
+            idempotency: key.clone().map(|k| (k, request.fingerprint())),
+        };
+        let start = Instant::now();
+        let job = Job {
+            id,
+            input: Arc::new(request.input),
+            policy: admitted.policy.clone(),
+            required: admitted.required,
+            budget: AttemptBudget {
+                max_attempts: admitted.limits.max_attempts,
+                allow_fallback: admitted.limits.allow_fallback,
+                retries_per_target: admitted.policy.retries_per_target,
+                backoff: admitted.policy.backoff,
+                budget_end: start + admitted.policy.retry_budget,
+                deadline: start + admitted.time_left,
+            },
+            labels,
+        };
+        let view = match deps.store.create(new).await {
+            Ok(Created::New(view)) => view,
+            Ok(Created::Existing(view)) => return Ok(view),
+            Err(e) => return Err(RuntimeError::from_store(e, key.as_deref())),
+        };
+        let handle = Arc::new(DriverHandle::default());
+        self.drivers().insert(id, handle.clone());
+        let runtime = self.clone();
+        self.inner.tasks.spawn(async move {
+            driver::run(runtime.inner.deps.clone(), job, handle).await;
+            runtime.drivers().remove(&id);
+        });
+        tracing::debug!(execution_id = %id, ability = %view.ability, "accepted");
+        Ok(view)
+    }
+
+    /// Submits and follows from the first event: `submit` then `watch(id, 0)`.
+    pub async fn execute(&self, request: ExecuteRequest) -> Result<EventStream, RuntimeError> {
+        let view = self.submit(request).await?;
+        self.watch(view.id, 0)
+    }
+
+    /// Every event with `sequence > after_sequence`, then live events, ending after the
+    /// terminal one. Dropping the stream does not cancel the execution.
+    pub fn watch(&self, id: ExecutionId, after_sequence: u64) -> Result<EventStream, RuntimeError> {
+        watch::follow(self.inner.deps.store.clone(), id, after_sequence)
+    }
+
+    /// The materialized view.
+    pub fn get(&self, id: ExecutionId) -> Result<Execution, RuntimeError> {
+        self.inner
+            .deps
+            .store
+            .get(id)
+            .map_err(|e| RuntimeError::from_store(e, None))
+    }
+
+    /// Cancels a non-terminal execution and returns it once cancelled; a terminal execution
+    /// is returned unchanged.
+    pub async fn cancel(
+        &self,
+        id: ExecutionId,
+        reason: Option<String>,
+    ) -> Result<Execution, RuntimeError> {
+        let view = self.get(id)?;
+        if view.state.is_terminal() {
+            return Ok(view);
+        }
+        let handle = self.drivers().get(&id).cloned();
+        if let Some(handle) = handle {
+            handle.cancel(reason.clone());
+            if let Some(view) = self.wait_terminal(id, CANCEL_GRACE).await? {
+                return Ok(view);
+            }
+            tracing::warn!(execution_id = %id, "driver did not record the cancellation in time");
+        }
+        let payload = EventPayload::Failed {
+            error: ExecutionError {
+                code: ErrorCode::Cancelled,
+                message: reason
+                    .as_ref()
+                    .map_or_else(|| "cancelled".to_owned(), |r| format!("cancelled: {r}")),
+                outcome: Outcome::Unknown,
+                last_attempt_error: None,
+            },
+            partial_output: Output::default(),
+            cancel_reason: reason,
+        };
+        match self.inner.deps.store.append(id, payload).await {
+            Ok(_) | Err(StoreError::AlreadyTerminal(_)) => self.get(id),
+            Err(e) => Err(RuntimeError::from_store(e, None)),
+        }
+    }
+
+    /// Waits until `id` is terminal, at most `limit`; `None` if it is not by then.
+    async fn wait_terminal(
+        &self,
+        id: ExecutionId,
+        limit: Duration,
+    ) -> Result<Option<Execution>, RuntimeError> {
+        let store = &self.inner.deps.store;
+        let mut changes = store
+            .subscribe(id)
+            .map_err(|e| RuntimeError::from_store(e, None))?;
+        let wait = async {
+            loop {
+                changes.borrow_and_update();
+                let view = self.get(id)?;
+                if view.state.is_terminal() {
+                    return Ok(Some(view));
+                }
+                if changes.changed().await.is_err() {
+                    return self.get(id).map(Some);
+                }
+            }
+        };
+        match tokio::time::timeout(limit, wait).await {
+            Ok(result) => result,
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// What the runtime is and can do now.
+    pub fn metadata(&self) -> RuntimeMetadata {
+        metadata::describe(self.state(), &self.inner.deps)
+    }
+
+    /// Stops admitting work, lets running executions finish within `drain_timeout`, then
+    /// cancels the rest and waits for every driver to record its terminal event.
+    pub async fn shutdown(&self, drain_timeout: Duration) {
+        self.inner.stopping.store(true, Ordering::Release);
+        self.inner.tasks.close();
+        if tokio::time::timeout(drain_timeout, self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            let handles: Vec<Arc<DriverHandle>> = self.drivers().values().cloned().collect();
+            tracing::info!(remaining = handles.len(), "drain timeout passed; cancelling");
+            for handle in handles {
+                handle.cancel(Some("runtime shutting down".into()));
+            }
+            self.inner.tasks.wait().await;
+        }
+    }
+
+    fn drivers(&self) -> std::sync::MutexGuard<'_, HashMap<ExecutionId, Arc<DriverHandle>>> {
+        // The map holds plain handles; a panic elsewhere cannot leave it inconsistent.
+        self.inner
+            .drivers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}

@@ -1,0 +1,100 @@
+//! The runtime's self-description: state, store, providers with live admission figures,
+//! abilities and policies.
+
+use std::sync::Arc;
+
+use crate::config::{AbilityConfig, PolicyConfig};
+use crate::execution::driver::Deps;
+use crate::store::StoreStats;
+
+/// Whether the runtime admits new work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeState {
+    /// Admitting work.
+    Ready,
+    /// Shutdown has begun.
+    Stopping,
+    /// Event storage failed.
+    Unavailable,
+}
+
+impl RuntimeState {
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "ready",
+            Self::Stopping => "stopping",
+            Self::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// One provider with its live admission figures.
+#[derive(Debug, Clone)]
+pub struct ProviderStatus {
+    /// Name.
+    pub name: Arc<str>,
+    /// Adapter name.
+    pub adapter: &'static str,
+    /// Permits.
+    pub max_concurrency: u32,
+    /// Queue room.
+    pub queue_capacity: u32,
+    /// Attempts running now.
+    pub in_flight: u32,
+    /// Attempts waiting now.
+    pub queued: u32,
+    /// Models and their capabilities.
+    pub models: Vec<(Arc<str>, Vec<String>)>,
+}
+
+/// What the runtime is and can do now.
+#[derive(Debug, Clone)]
+pub struct RuntimeMetadata {
+    /// Admission state.
+    pub state: RuntimeState,
+    /// Crate version.
+    pub version: &'static str,
+    /// `memory` or `file`.
+    pub store_kind: &'static str,
+    /// Whether events survive a restart.
+    pub store_durable: bool,
+    /// Store capacity figures.
+    pub store: StoreStats,
+    /// Providers by name.
+    pub providers: Vec<ProviderStatus>,
+    /// Abilities by name.
+    pub abilities: Vec<AbilityConfig>,
+    /// Policies by name.
+    pub policies: Vec<PolicyConfig>,
+}
+
+pub(super) fn describe(state: RuntimeState, deps: &Deps) -> RuntimeMetadata {
+    RuntimeMetadata {
+        state,
+        version: env!("CARGO_PKG_VERSION"),
+        store_kind: deps.store.kind(),
+        store_durable: deps.store.durable(),
+        store: deps.store.stats(),
+        providers: deps
+            .providers
+            .iter()
+            .map(|slot| ProviderStatus {
+                name: slot.config.name.clone(),
+                adapter: slot.config.adapter.name(),
+                max_concurrency: slot.admission.max_concurrency(),
+                queue_capacity: slot.admission.queue_capacity(),
+                in_flight: slot.admission.in_flight(),
+                queued: slot.admission.queued(),
+                models: slot
+                    .config
+                    .models
+                    .iter()
+                    .map(|m| (m.name.clone(), m.capabilities.iter().cloned().collect()))
+                    .collect(),
+            })
+            .collect(),
+        abilities: deps.config.abilities.values().cloned().collect(),
+        policies: deps.config.policies.values().cloned().collect(),
+    }
+}

@@ -1,0 +1,80 @@
+//! The gRPC server: the ModelRuntime service, `grpc.health.v1` health and server reflection
+//! (`v1` for grpcurl and buf curl, `v1alpha` for clients such as Python's grpcio-reflection).
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::ServingStatus;
+
+use crate::pb;
+use crate::runtime::Runtime;
+use crate::service::{ModelRuntimeService, ModelRuntimeServer};
+
+/// The fully-qualified name of the service, as health and reflection report it.
+pub const SERVICE_NAME: &str = "model_runtime.v1.ModelRuntime";
+
+/// Why the server could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The reflection service could not be built from the descriptor sets.
+    #[error("building the reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    /// The transport failed.
+    #[error("gRPC transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves `runtime` on `listener` until `shutdown` resolves; then reports NOT_SERVING, drains
+/// the runtime within its configured drain timeout, and lets in-flight streams end with the
+/// terminal events the drain produced.
+pub async fn serve(
+    runtime: Runtime,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServerError> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_service_status(SERVICE_NAME, ServingStatus::Serving)
+        .await;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    let max_message = runtime
+        .config()
+        .server
+        .max_input_bytes
+        .saturating_mul(2)
+        .max(4 * 1024 * 1024);
+    let service =
+        ModelRuntimeServer::new(ModelRuntimeService::new(runtime.clone())).max_decoding_message_size(max_message);
+    // Deltas are forwarded the moment they arrive: no Nagle delay on accepted connections.
+    let incoming = TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .with_keepalive(Some(Duration::from_secs(60)));
+    let drain = runtime.config().server.drain_timeout;
+    let stopping = async {
+        shutdown.await;
+        tracing::info!("shutdown requested: draining");
+        health
+            .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
+            .await;
+        health.set_service_status("", ServingStatus::NotServing).await;
+        runtime.shutdown(drain).await;
+    };
+    tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(service)
+        .serve_with_incoming_shutdown(incoming, stopping)
+        .await?;
+    tracing::info!("server stopped");
+    Ok(())
+}

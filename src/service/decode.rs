@@ -1,0 +1,159 @@
+//! Wire -> core. Only what the core types cannot represent is checked here (an unset enum,
+//! an empty oneof, a malformed timestamp or id); meaning is checked by the runtime, so an
+//! embedded caller gets the same validation.
+
+use std::time::{Duration, SystemTime};
+
+use crate::error::{FieldViolation, RuntimeError};
+use crate::execution::{
+    ContentPart, ExecuteRequest, ExecutionId, ExecutionInput, GenerationParameters, Image, Message,
+    ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
+};
+use crate::pb;
+
+/// Decodes an `ExecuteRequest`.
+pub fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest, RuntimeError> {
+    let mut v = Vec::new();
+    let input = input(wire.input.unwrap_or_default(), &mut v);
+    let deadline = wire.deadline.and_then(|t| match timestamp(&t) {
+        Some(time) => Some(time),
+        None => {
+            v.push(FieldViolation::new("deadline", "is not a valid timestamp"));
+            None
+        }
+    });
+    if !v.is_empty() {
+        return Err(RuntimeError::InvalidArgument(v));
+    }
+    Ok(ExecuteRequest {
+        ability: wire.ability,
+        capabilities: wire.requirements.map(|r| r.capabilities).unwrap_or_default(),
+        input,
+        deadline,
+        policy: non_empty(wire.policy),
+        max_attempts: wire.max_attempts,
+        allow_fallback: wire.allow_fallback,
+        idempotency_key: non_empty(wire.idempotency_key),
+        labels: wire.labels.into_iter().collect(),
+    })
+}
+
+/// Decodes an execution id in `field`.
+pub fn execution_id(text: &str, field: &str) -> Result<ExecutionId, RuntimeError> {
+    if text.is_empty() {
+        return Err(RuntimeError::invalid(field, "is required"));
+    }
+    text.parse()
+        .map_err(|e: crate::execution::MalformedId| RuntimeError::invalid(field, e.to_string()))
+}
+
+fn non_empty(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}
+
+fn timestamp(t: &prost_types::Timestamp) -> Option<SystemTime> {
+    let secs = u64::try_from(t.seconds).ok()?;
+    let nanos = u32::try_from(t.nanos).ok().filter(|n| *n < 1_000_000_000)?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
+}
+
+fn input(wire: pb::ExecutionInput, v: &mut Vec<FieldViolation>) -> ExecutionInput {
+    let messages = wire
+        .messages
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, m)| message(i, m, v))
+        .collect();
+    let tools = wire
+        .tools
+        .into_iter()
+        .map(|t| ToolDefinition {
+            name: t.name,
+            description: t.description,
+            parameters_json_schema: t.parameters_json_schema,
+        })
+        .collect();
+    let p = wire.parameters.unwrap_or_default();
+    let response_format = p.response_format.and_then(|f| {
+        let kind = match pb::ResponseFormatKind::try_from(f.kind) {
+            Ok(pb::ResponseFormatKind::Unspecified) => return None,
+            Ok(pb::ResponseFormatKind::Text) => ResponseFormatKind::Text,
+            Ok(pb::ResponseFormatKind::JsonObject) => ResponseFormatKind::JsonObject,
+            Ok(pb::ResponseFormatKind::JsonSchema) => ResponseFormatKind::JsonSchema,
+            Err(_) => {
+                v.push(FieldViolation::new(
+                    "input.parameters.response_format.kind",
+                    format!("unknown value {}", f.kind),
+                ));
+                return None;
+            }
+        };
+        Some(ResponseFormat {
+            kind,
+            json_schema: f.json_schema,
+            schema_name: f.schema_name,
+        })
+    });
+    ExecutionInput {
+        messages,
+        tools,
+        parameters: GenerationParameters {
+            max_output_tokens: p.max_output_tokens,
+            temperature: p.temperature,
+            top_p: p.top_p,
+            stop_sequences: p.stop_sequences,
+            response_format,
+        },
+    }
+}
+
+fn message(i: usize, m: pb::Message, v: &mut Vec<FieldViolation>) -> Option<Message> {
+    let at = format!("input.messages[{i}]");
+    let role = match pb::Role::try_from(m.role) {
+        Ok(pb::Role::System) => Some(Role::System),
+        Ok(pb::Role::User) => Some(Role::User),
+        Ok(pb::Role::Assistant) => Some(Role::Assistant),
+        Ok(pb::Role::Tool) => Some(Role::Tool),
+        Ok(pb::Role::Unspecified) => {
+            v.push(FieldViolation::new(
+                format!("{at}.role"),
+                "is required (SYSTEM, USER, ASSISTANT or TOOL)",
+            ));
+            None
+        }
+        Err(_) => {
+            v.push(FieldViolation::new(format!("{at}.role"), format!("unknown value {}", m.role)));
+            None
+        }
+    };
+    let mut content = Vec::with_capacity(m.content.len());
+    for (j, part) in m.content.into_iter().enumerate() {
+        match part.part {
+            Some(pb::content_part::Part::Text(text)) => content.push(ContentPart::Text(text)),
+            Some(pb::content_part::Part::Image(image)) => content.push(ContentPart::Image(Image {
+                url: image.url,
+                data: image.data,
+                media_type: image.media_type,
+            })),
+            None => v.push(FieldViolation::new(
+                format!("{at}.content[{j}]"),
+                "sets neither `text` nor `image`",
+            )),
+        }
+    }
+    let tool_calls = m
+        .tool_calls
+        .into_iter()
+        .map(|c| ToolCall {
+            id: c.id,
+            name: c.name,
+            arguments_json: c.arguments_json,
+        })
+        .collect();
+    Some(Message {
+        role: role?,
+        content,
+        tool_calls,
+        tool_call_id: non_empty(m.tool_call_id),
+    })
+}

@@ -1,0 +1,340 @@
+//! Core -> wire.
+
+use std::time::{Duration, SystemTime};
+
+use crate::execution::{
+    AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, Event, EventPayload, Execution,
+    ExecutionError, ExecutionResult, ExecutionState, FinishReason, NextAction, Outcome, Output,
+    ToolCall,
+};
+use crate::pb;
+use crate::routing::RoutingPlan;
+use crate::runtime::{RuntimeMetadata, RuntimeState};
+use crate::usage::{UsageFact, UsageSource};
+
+fn timestamp(t: SystemTime) -> prost_types::Timestamp {
+    prost_types::Timestamp::from(t)
+}
+
+fn duration(d: Duration) -> prost_types::Duration {
+    // Durations here are far below the ~292-year limit of the wire type.
+    prost_types::Duration::try_from(d).unwrap_or(prost_types::Duration {
+        seconds: i64::MAX,
+        nanos: 0,
+    })
+}
+
+/// The wire form of a state.
+pub fn state(s: ExecutionState) -> pb::ExecutionState {
+    match s {
+        ExecutionState::Accepted => pb::ExecutionState::Accepted,
+        ExecutionState::Routing => pb::ExecutionState::Routing,
+        ExecutionState::Running => pb::ExecutionState::Running,
+        ExecutionState::Succeeded => pb::ExecutionState::Succeeded,
+        ExecutionState::Failed => pb::ExecutionState::Failed,
+        ExecutionState::Cancelled => pb::ExecutionState::Cancelled,
+    }
+}
+
+/// The wire form of an event.
+pub fn event(e: &Event) -> pb::ExecutionEvent {
+    use pb::execution_event::Payload;
+    let payload = match &e.payload {
+        EventPayload::Accepted {
+            ability,
+            policy,
+            limits: l,
+        } => Payload::Accepted(pb::ExecutionAccepted {
+            ability: ability.to_string(),
+            policy: policy.to_string(),
+            limits: Some(limits(l)),
+        }),
+        EventPayload::Routing(p) => Payload::Routing(pb::ExecutionRouting {
+            plan: Some(plan(p)),
+        }),
+        EventPayload::AttemptStarted {
+            attempt,
+            provider,
+            model,
+            ..
+        } => Payload::AttemptStarted(pb::RouteAttemptStarted {
+            attempt: *attempt,
+            provider: provider.to_string(),
+            model: model.to_string(),
+        }),
+        EventPayload::AttemptFailed(record) => Payload::AttemptFailed(pb::RouteAttemptFailed {
+            attempt: Some(attempt(record)),
+        }),
+        EventPayload::TextDelta { attempt, text } => Payload::TextDelta(pb::OutputTextDelta {
+            attempt: *attempt,
+            text: text.clone(),
+        }),
+        EventPayload::ToolCallStarted {
+            attempt,
+            index,
+            id,
+            name,
+        } => Payload::ToolCallStarted(pb::OutputToolCallStarted {
+            attempt: *attempt,
+            index: *index,
+            id: id.clone(),
+            name: name.clone(),
+        }),
+        EventPayload::ToolCallArgumentsDelta {
+            attempt,
+            index,
+            delta,
+        } => Payload::ToolCallArgumentsDelta(pb::OutputToolCallArgumentsDelta {
+            attempt: *attempt,
+            index: *index,
+            delta: delta.clone(),
+        }),
+        EventPayload::Progress { attempt, message } => Payload::Progress(pb::ExecutionProgress {
+            attempt: *attempt,
+            message: message.clone(),
+        }),
+        EventPayload::Usage(fact) => Payload::UsageReported(pb::UsageReported {
+            fact: Some(usage(fact)),
+        }),
+        EventPayload::Completed(r) => Payload::Completed(pb::ExecutionCompleted {
+            result: Some(result(r)),
+        }),
+        EventPayload::Failed {
+            error: e,
+            partial_output,
+            cancel_reason,
+        } => Payload::Failed(pb::ExecutionFailed {
+            error: Some(error(e)),
+            partial_output: Some(output(partial_output)),
+            cancel_reason: cancel_reason.clone().unwrap_or_default(),
+        }),
+    };
+    pb::ExecutionEvent {
+        execution_id: e.execution_id.to_string(),
+        sequence: e.sequence,
+        time: Some(timestamp(e.time)),
+        r#type: e.payload.type_name().to_owned(),
+        state: state(e.state).into(),
+        payload: Some(payload),
+    }
+}
+
+/// The wire form of the materialized view.
+pub fn execution(x: &Execution) -> pb::Execution {
+    let (provider, model) = x
+        .target
+        .as_ref()
+        .map(|(p, m)| (p.to_string(), m.to_string()))
+        .unwrap_or_default();
+    pb::Execution {
+        execution_id: x.id.to_string(),
+        state: state(x.state).into(),
+        ability: x.ability.to_string(),
+        policy: x.policy.to_string(),
+        created_at: Some(timestamp(x.created_at)),
+        updated_at: Some(timestamp(x.updated_at)),
+        limits: Some(limits(&x.limits)),
+        last_sequence: x.last_sequence,
+        plan: x.plan.as_deref().map(plan),
+        attempts: x.attempts.iter().map(attempt).collect(),
+        provider,
+        model,
+        result: x.result.as_ref().map(result),
+        error: x.error.as_ref().map(error),
+        partial_output: (!x.partial_output.is_empty()).then(|| output(&x.partial_output)),
+        usage: x.usage.iter().map(usage).collect(),
+        labels: x.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        idempotency_key: x.idempotency_key.clone().unwrap_or_default(),
+    }
+}
+
+fn limits(l: &EffectiveLimits) -> pb::EffectiveLimits {
+    pb::EffectiveLimits {
+        deadline: Some(timestamp(l.deadline)),
+        max_attempts: l.max_attempts,
+        allow_fallback: l.allow_fallback,
+        retry_budget: Some(duration(l.retry_budget)),
+    }
+}
+
+fn plan(p: &RoutingPlan) -> pb::RoutingPlan {
+    pb::RoutingPlan {
+        policy: p.policy.to_string(),
+        required_capabilities: p.required_capabilities.clone(),
+        targets: p
+            .targets
+            .iter()
+            .map(|t| pb::PlanTarget {
+                provider: t.provider.to_string(),
+                model: t.model.to_string(),
+                kept: t.kept,
+                reason: t.reason.clone().unwrap_or_default(),
+                missing_capabilities: t.missing_capabilities.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn attempt(a: &AttemptRecord) -> pb::Attempt {
+    pb::Attempt {
+        number: a.number,
+        provider: a.provider.to_string(),
+        model: a.model.to_string(),
+        started_at: Some(timestamp(a.started_at)),
+        duration: a.duration.map(duration),
+        error: a.error.as_ref().map(attempt_error),
+        output_committed: a.output_committed,
+        outcome: a.outcome.map_or(pb::Outcome::Unspecified, outcome).into(),
+        next_action: a
+            .next_action
+            .map_or(pb::NextAction::Unspecified, |n| match n {
+                NextAction::RetrySameTarget => pb::NextAction::RetrySameTarget,
+                NextAction::Fallback => pb::NextAction::Fallback,
+                NextAction::Stop => pb::NextAction::Stop,
+            })
+            .into(),
+        admitted: a.admitted,
+    }
+}
+
+fn attempt_error(e: &AttemptError) -> pb::AttemptError {
+    pb::AttemptError {
+        class: match e.class {
+            ErrorClass::Retryable => pb::ErrorClass::Retryable,
+            ErrorClass::NonRetryable => pb::ErrorClass::NonRetryable,
+            ErrorClass::OutcomeUnknown => pb::ErrorClass::OutcomeUnknown,
+        }
+        .into(),
+        code: e.code.to_string(),
+        message: e.message.clone(),
+        retry_after: e.retry_after.map(duration),
+    }
+}
+
+fn outcome(o: Outcome) -> pb::Outcome {
+    match o {
+        Outcome::NotStarted => pb::Outcome::NotStarted,
+        Outcome::Failed => pb::Outcome::Failed,
+        Outcome::Unknown => pb::Outcome::Unknown,
+        Outcome::Completed => pb::Outcome::Completed,
+    }
+}
+
+fn output(o: &Output) -> pb::Output {
+    pb::Output {
+        text: o.text.clone(),
+        tool_calls: o.tool_calls.iter().map(tool_call).collect(),
+    }
+}
+
+fn tool_call(c: &ToolCall) -> pb::ToolCall {
+    pb::ToolCall {
+        id: c.id.clone(),
+        name: c.name.clone(),
+        arguments_json: c.arguments_json.clone(),
+    }
+}
+
+fn result(r: &ExecutionResult) -> pb::ExecutionResult {
+    pb::ExecutionResult {
+        output: Some(output(&r.output)),
+        finish_reason: match r.finish_reason {
+            FinishReason::Stop => pb::FinishReason::Stop,
+            FinishReason::Length => pb::FinishReason::Length,
+            FinishReason::ToolCalls => pb::FinishReason::ToolCalls,
+            FinishReason::ContentFilter => pb::FinishReason::ContentFilter,
+            FinishReason::Other => pb::FinishReason::Other,
+        }
+        .into(),
+        provider: r.provider.to_string(),
+        model: r.model.to_string(),
+        attempt: r.attempt,
+    }
+}
+
+fn error(e: &ExecutionError) -> pb::ExecutionError {
+    pb::ExecutionError {
+        code: e.code.as_str().to_owned(),
+        message: e.message.clone(),
+        outcome: outcome(e.outcome).into(),
+        last_attempt_error: e.last_attempt_error.as_ref().map(attempt_error),
+    }
+}
+
+fn usage(f: &UsageFact) -> pb::UsageFact {
+    pb::UsageFact {
+        unit: f.unit.to_string(),
+        quantity: f.quantity,
+        source: match f.source {
+            UsageSource::ProviderReported => pb::UsageSource::ProviderReported,
+            UsageSource::RuntimeMeasured => pb::UsageSource::RuntimeMeasured,
+            UsageSource::RuntimeEstimated => pb::UsageSource::RuntimeEstimated,
+        }
+        .into(),
+        attempt: f.attempt,
+        provider: f.provider.to_string(),
+        model: f.model.to_string(),
+        labels: f.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+    }
+}
+
+/// The wire form of the runtime's self-description.
+pub fn metadata(m: &RuntimeMetadata) -> pb::RuntimeMetadata {
+    pb::RuntimeMetadata {
+        state: match m.state {
+            RuntimeState::Ready => pb::RuntimeState::Ready,
+            RuntimeState::Stopping => pb::RuntimeState::Stopping,
+            RuntimeState::Unavailable => pb::RuntimeState::Unavailable,
+        }
+        .into(),
+        version: m.version.to_owned(),
+        store: Some(pb::StoreInfo {
+            kind: m.store_kind.to_owned(),
+            durable: m.store_durable,
+            max_executions: m.store.max_executions as u64,
+            retention: Some(duration(m.store.retention)),
+            executions: m.store.executions as u64,
+        }),
+        providers: m
+            .providers
+            .iter()
+            .map(|p| pb::ProviderInfo {
+                name: p.name.to_string(),
+                adapter: p.adapter.to_owned(),
+                max_concurrency: p.max_concurrency,
+                queue_capacity: p.queue_capacity,
+                in_flight: p.in_flight,
+                queued: p.queued,
+                models: p
+                    .models
+                    .iter()
+                    .map(|(name, capabilities)| pb::ModelInfo {
+                        name: name.to_string(),
+                        capabilities: capabilities.clone(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+        abilities: m
+            .abilities
+            .iter()
+            .map(|a| pb::AbilityInfo {
+                name: a.name.to_string(),
+                default_policy: a.default_policy.to_string(),
+                allowed_policies: a.allowed_policies.iter().map(|p| p.to_string()).collect(),
+                requires: a.requires.iter().cloned().collect(),
+            })
+            .collect(),
+        policies: m
+            .policies
+            .iter()
+            .map(|p| pb::PolicyInfo {
+                name: p.name.to_string(),
+                targets: p.targets.iter().map(ToString::to_string).collect(),
+                max_attempts: p.max_attempts,
+                retry_budget: Some(duration(p.retry_budget)),
+                retries_per_target: p.retries_per_target,
+            })
+            .collect(),
+    }
+}

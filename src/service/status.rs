@@ -1,0 +1,114 @@
+//! The one place a [`RuntimeError`] becomes a `tonic::Status`, with rich error details
+//! (`google.rpc.BadRequest`, `ResourceInfo`, `ErrorInfo`) that any gRPC client can decode.
+
+use std::collections::HashMap;
+
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+use crate::error::RuntimeError;
+
+/// The `ErrorInfo.domain` of every error this service returns.
+pub const ERROR_DOMAIN: &str = "model-runtime";
+
+const EXECUTION_RESOURCE: &str = "model_runtime.v1.Execution";
+
+/// Maps a runtime error to its gRPC status.
+pub fn to_status(error: RuntimeError) -> Status {
+    let message = error.to_string();
+    match error {
+        RuntimeError::InvalidArgument(violations) => {
+            let mut details = ErrorDetails::new();
+            for v in violations {
+                details.add_bad_request_violation(v.field, v.description);
+            }
+            Status::with_error_details(Code::InvalidArgument, message, details)
+        }
+        RuntimeError::OutOfRange(v) => Status::with_error_details(
+            Code::OutOfRange,
+            message,
+            ErrorDetails::with_bad_request_violation(v.field, v.description),
+        ),
+        RuntimeError::NotFound(id) => Status::with_error_details(
+            Code::NotFound,
+            message,
+            ErrorDetails::with_resource_info(
+                EXECUTION_RESOURCE,
+                id.to_string(),
+                "",
+                "no such execution (it may have expired)",
+            ),
+        ),
+        RuntimeError::AlreadyExists { key, execution_id } => Status::with_error_details(
+            Code::AlreadyExists,
+            message,
+            ErrorDetails::with_resource_info(
+                EXECUTION_RESOURCE,
+                execution_id.to_string(),
+                "",
+                format!("idempotency key `{key}` is bound to a different request"),
+            ),
+        ),
+        RuntimeError::ResourceExhausted(_) => Status::with_error_details(
+            Code::ResourceExhausted,
+            message,
+            ErrorDetails::with_error_info("STORE_FULL", ERROR_DOMAIN, HashMap::new()),
+        ),
+        RuntimeError::Unavailable(state) => Status::with_error_details(
+            Code::Unavailable,
+            message,
+            ErrorDetails::with_error_info(state.to_uppercase(), ERROR_DOMAIN, HashMap::new()),
+        ),
+        RuntimeError::Internal { error_id } => Status::with_error_details(
+            Code::Internal,
+            "internal_error",
+            ErrorDetails::with_error_info(
+                "INTERNAL_ERROR",
+                ERROR_DOMAIN,
+                HashMap::from([("error_id".to_owned(), error_id)]),
+            ),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::FieldViolation;
+    use crate::execution::ExecutionId;
+
+    #[test]
+    fn invalid_arguments_carry_field_violations() {
+        let status = to_status(RuntimeError::InvalidArgument(vec![
+            FieldViolation::new("ability", "is required"),
+            FieldViolation::new("input.messages", "needs at least one message"),
+        ]));
+        assert_eq!(status.code(), Code::InvalidArgument);
+        let details = status.get_error_details();
+        let fields: Vec<&str> = details
+            .bad_request()
+            .map(|b| b.field_violations.iter().map(|v| v.field.as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(fields, ["ability", "input.messages"]);
+    }
+
+    #[test]
+    fn internal_errors_reveal_only_an_error_id() {
+        let status = to_status(RuntimeError::internal(&"disk on fire at /var/secret"));
+        assert_eq!(status.code(), Code::Internal);
+        assert_eq!(status.message(), "internal_error");
+        let info = status.get_error_details().error_info().cloned();
+        let info = info.unwrap_or_else(|| panic!("error info missing"));
+        assert!(info.metadata.contains_key("error_id"));
+        assert!(!format!("{status:?}").contains("secret"));
+    }
+
+    #[test]
+    fn unknown_ids_are_not_found_with_the_resource() {
+        let id = ExecutionId::new();
+        let status = to_status(RuntimeError::NotFound(id));
+        assert_eq!(status.code(), Code::NotFound);
+        let info = status.get_error_details().resource_info().cloned();
+        assert_eq!(info.map(|i| i.resource_name), Some(id.to_string()));
+    }
+}

@@ -1,0 +1,248 @@
+//! The EventStore conformance suite: the behaviour every store must have, written once and
+//! run against each implementation (`run_all` with a factory that builds a fresh store).
+//! Failures panic with a message naming the rule, like any test assertion.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::{Created, EventStore, NewExecution, StoreError};
+use crate::execution::{
+    EffectiveLimits, ErrorCode, EventPayload, ExecutionError, ExecutionId, ExecutionResult,
+    ExecutionState, FinishReason, Outcome, Output,
+};
+use crate::routing::RoutingPlan;
+
+/// Runs every rule against stores built by `make(max_executions, retention)`.
+pub async fn run_all<F, Fut>(make: F)
+where
+    F: Fn(usize, Duration) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let roomy = || make(100, Duration::from_secs(3600));
+    appends_are_gap_free_and_follow_the_state_machine(roomy().await).await;
+    illegal_events_change_nothing(roomy().await).await;
+    nothing_follows_a_terminal_event(roomy().await).await;
+    cursors_resume_exactly(roomy().await).await;
+    subscribers_see_every_append(roomy().await).await;
+    idempotency_keys_return_or_reject(roomy().await).await;
+    unknown_ids_are_not_found(roomy().await).await;
+    a_full_store_evicts_terminal_records_only(make(3, Duration::from_secs(3600)).await).await;
+    retention_expires_records_with_their_identities(make(100, Duration::from_secs(60)).await).await;
+}
+
+/// A new execution with an optional idempotency key and fingerprint.
+pub fn new_execution(key: Option<(&str, u128)>) -> NewExecution {
+    NewExecution {
+        id: ExecutionId::new(),
+        accepted: accepted(),
+        labels: Arc::default(),
+        idempotency: key.map(|(k, f)| (k.to_owned(), crate::execution::Fingerprint(f))),
+    }
+}
+
+/// An `execution.accepted` payload.
+pub fn accepted() -> EventPayload {
+    EventPayload::Accepted {
+        ability: "chat".into(),
+        policy: "default".into(),
+        limits: EffectiveLimits {
+            deadline: SystemTime::now() + Duration::from_secs(60),
+            max_attempts: 3,
+            allow_fallback: true,
+            retry_budget: Duration::from_secs(30),
+        },
+    }
+}
+
+/// An `execution.routing` payload with an empty plan.
+pub fn routing() -> EventPayload {
+    EventPayload::Routing(Arc::new(RoutingPlan {
+        policy: "default".into(),
+        required_capabilities: Vec::new(),
+        targets: Vec::new(),
+    }))
+}
+
+/// A `route.attempt.started` payload.
+pub fn attempt_started(attempt: u32) -> EventPayload {
+    EventPayload::AttemptStarted {
+        attempt,
+        provider: "p".into(),
+        model: "m".into(),
+        started_at: SystemTime::now(),
+    }
+}
+
+/// An `output.text.delta` payload.
+pub fn text(attempt: u32, text: &str) -> EventPayload {
+    EventPayload::TextDelta {
+        attempt,
+        text: text.into(),
+    }
+}
+
+/// An `execution.completed` payload.
+pub fn completed(attempt: u32, text: &str) -> EventPayload {
+    EventPayload::Completed(ExecutionResult {
+        output: Output {
+            text: text.into(),
+            tool_calls: Vec::new(),
+        },
+        finish_reason: FinishReason::Stop,
+        provider: "p".into(),
+        model: "m".into(),
+        attempt,
+    })
+}
+
+/// An `execution.failed` payload with `code`.
+pub fn failed(code: ErrorCode) -> EventPayload {
+    EventPayload::Failed {
+        error: ExecutionError {
+            code,
+            message: code.as_str().into(),
+            outcome: Outcome::NotStarted,
+            last_attempt_error: None,
+        },
+        partial_output: Output::default(),
+        cancel_reason: None,
+    }
+}
+
+async fn create(store: &dyn EventStore, new: NewExecution) -> ExecutionId {
+    match store.create(new).await.expect("create succeeds") {
+        Created::New(view) => view.id,
+        Created::Existing(view) => panic!("new execution reported as existing: {view:?}"),
+    }
+}
+
+async fn run_to_success(store: &dyn EventStore, id: ExecutionId) {
+    for payload in [routing(), attempt_started(1), text(1, "hi"), completed(1, "hi")] {
+        store.append(id, payload).await.expect("legal append succeeds");
+    }
+}
+
+async fn appends_are_gap_free_and_follow_the_state_machine(store: Arc<dyn EventStore>) {
+    let id = create(&*store, new_execution(None)).await;
+    let view = store.get(id).unwrap();
+    assert_eq!((view.state, view.last_sequence), (ExecutionState::Accepted, 1));
+    run_to_success(&*store, id).await;
+    let events = store.read(id, 0, usize::MAX).unwrap().events;
+    let sequences: Vec<u64> = events.iter().map(|e| e.sequence).collect();
+    assert_eq!(sequences, [1, 2, 3, 4, 5], "sequences start at 1 with no gaps");
+    let states: Vec<ExecutionState> = events.iter().map(|e| e.state).collect();
+    use ExecutionState::*;
+    assert_eq!(states, [Accepted, Routing, Running, Running, Succeeded]);
+    assert!(events.iter().all(|e| e.execution_id == id));
+    let view = store.get(id).unwrap();
+    assert_eq!(view.state, Succeeded);
+    assert_eq!(view.last_sequence, 5);
+    assert_eq!(view.result.as_ref().map(|r| r.output.text.as_str()), Some("hi"));
+}
+
+async fn illegal_events_change_nothing(store: Arc<dyn EventStore>) {
+    let id = create(&*store, new_execution(None)).await;
+    let err = store.append(id, completed(1, "x")).await.unwrap_err();
+    assert!(matches!(err, StoreError::IllegalTransition(_)), "{err:?}");
+    assert_eq!(store.get(id).unwrap().last_sequence, 1);
+    assert_eq!(store.read(id, 0, 10).unwrap().events.len(), 1);
+}
+
+async fn nothing_follows_a_terminal_event(store: Arc<dyn EventStore>) {
+    let id = create(&*store, new_execution(None)).await;
+    store.append(id, failed(ErrorCode::Cancelled)).await.unwrap();
+    assert_eq!(store.get(id).unwrap().state, ExecutionState::Cancelled);
+    let err = store.append(id, routing()).await.unwrap_err();
+    assert_eq!(err, StoreError::AlreadyTerminal(id));
+    let err = store.append(id, failed(ErrorCode::Cancelled)).await.unwrap_err();
+    assert_eq!(err, StoreError::AlreadyTerminal(id));
+    assert_eq!(store.get(id).unwrap().last_sequence, 2);
+}
+
+async fn cursors_resume_exactly(store: Arc<dyn EventStore>) {
+    let id = create(&*store, new_execution(None)).await;
+    run_to_success(&*store, id).await;
+    for after in 0..=6 {
+        let got: Vec<u64> = store.read(id, after, usize::MAX).unwrap().events.iter().map(|e| e.sequence).collect();
+        let want: Vec<u64> = (after + 1..=5).collect();
+        assert_eq!(got, want, "read after {after}");
+    }
+    let page: Vec<u64> = store.read(id, 1, 2).unwrap().events.iter().map(|e| e.sequence).collect();
+    assert_eq!(page, [2, 3], "limit bounds a page");
+}
+
+async fn subscribers_see_every_append(store: Arc<dyn EventStore>) {
+    let id = create(&*store, new_execution(None)).await;
+    let mut rx = store.subscribe(id).unwrap();
+    assert_eq!(*rx.borrow_and_update(), 1);
+    store.append(id, routing()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), rx.changed())
+        .await
+        .expect("subscriber woken")
+        .unwrap();
+    assert_eq!(*rx.borrow_and_update(), 2);
+}
+
+async fn idempotency_keys_return_or_reject(store: Arc<dyn EventStore>) {
+    let id = create(&*store, new_execution(Some(("key-1", 7)))).await;
+    match store.create(new_execution(Some(("key-1", 7)))).await.unwrap() {
+        Created::Existing(view) => assert_eq!(view.id, id),
+        Created::New(view) => panic!("same key and request created {view:?}"),
+    }
+    let err = store.create(new_execution(Some(("key-1", 8)))).await.unwrap_err();
+    assert_eq!(err, StoreError::IdempotencyConflict(id));
+    assert_eq!(store.stats().executions, 1, "a rejected create stores nothing");
+    assert_eq!(store.get(id).unwrap().idempotency_key.as_deref(), Some("key-1"));
+}
+
+async fn unknown_ids_are_not_found(store: Arc<dyn EventStore>) {
+    let id = ExecutionId::new();
+    assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id));
+    assert_eq!(store.read(id, 0, 1).unwrap_err(), StoreError::NotFound(id));
+    assert_eq!(store.subscribe(id).unwrap_err(), StoreError::NotFound(id));
+    assert_eq!(store.append(id, routing()).await.unwrap_err(), StoreError::NotFound(id));
+}
+
+async fn a_full_store_evicts_terminal_records_only(store: Arc<dyn EventStore>) {
+    // Capacity 3: one terminal (with a key) and two running.
+    let done = create(&*store, new_execution(Some(("done-key", 1)))).await;
+    run_to_success(&*store, done).await;
+    let running: Vec<ExecutionId> = [
+        create(&*store, new_execution(None)).await,
+        create(&*store, new_execution(None)).await,
+    ]
+    .into();
+    // A fourth execution evicts the terminal one, identities included.
+    let fourth = create(&*store, new_execution(None)).await;
+    assert_eq!(store.get(done).unwrap_err(), StoreError::NotFound(done));
+    // Now all three are non-terminal: a fifth is refused and nothing is evicted.
+    let err = store.create(new_execution(None)).await.unwrap_err();
+    assert_eq!(err, StoreError::Full(3));
+    for id in running.iter().chain([&fourth]) {
+        assert_eq!(store.get(*id).unwrap().state, ExecutionState::Accepted, "kept {id}");
+    }
+    // The evicted key is free again; finishing one execution makes room for it.
+    store.append(fourth, failed(ErrorCode::Cancelled)).await.unwrap();
+    let reused = create(&*store, new_execution(Some(("done-key", 2)))).await;
+    assert_ne!(reused, done);
+    assert_eq!(store.stats().executions, 3);
+}
+
+async fn retention_expires_records_with_their_identities(store: Arc<dyn EventStore>) {
+    tokio::time::pause();
+    let id = create(&*store, new_execution(Some(("kept-key", 1)))).await;
+    run_to_success(&*store, id).await;
+    tokio::time::advance(Duration::from_secs(30)).await;
+    let _other = create(&*store, new_execution(None)).await;
+    assert!(store.get(id).is_ok(), "kept within retention");
+    tokio::time::advance(Duration::from_secs(31)).await;
+    let _another = create(&*store, new_execution(None)).await;
+    assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id), "expired after retention");
+    // Its key expired with it: the same key with another request is a new execution.
+    let fresh = create(&*store, new_execution(Some(("kept-key", 2)))).await;
+    assert_ne!(fresh, id);
+    tokio::time::resume();
+}

@@ -1,0 +1,119 @@
+//! The EventStore SPI and its implementations. The store is the single source of truth: a
+//! driver never sends an event to a caller except by appending it here, and every reader
+//! follows a cursor (`after_sequence`) over what was appended.
+//!
+//! Every implementation runs [`conformance`], the one suite that defines the SPI's behaviour.
+
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+mod memory;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::execution::{
+    Event, EventPayload, Execution, ExecutionId, Fingerprint, IllegalTransition, Labels,
+};
+
+pub use memory::MemoryStore;
+
+/// A boxed future, so the SPI stays object-safe.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Why a store operation failed.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum StoreError {
+    /// No such execution (never existed, or expired).
+    #[error("execution {0} not found")]
+    NotFound(ExecutionId),
+    /// The idempotency key is held by an execution of a different request.
+    #[error("idempotency key is in use by execution {0} with a different request")]
+    IdempotencyConflict(ExecutionId),
+    /// Capacity is taken by non-terminal executions.
+    #[error("store is full: {0} executions are in progress")]
+    Full(usize),
+    /// The execution has ended; nothing more may be appended.
+    #[error("execution {0} has already ended")]
+    AlreadyTerminal(ExecutionId),
+    /// The event breaks the state machine: a bug in the writer.
+    #[error(transparent)]
+    IllegalTransition(#[from] IllegalTransition),
+    /// The store failed and refuses further writes.
+    #[error("event store failed: {0}")]
+    Failed(String),
+}
+
+/// A new execution's first event and identity.
+#[derive(Debug, Clone)]
+pub struct NewExecution {
+    /// Its id.
+    pub id: ExecutionId,
+    /// The `execution.accepted` payload.
+    pub accepted: EventPayload,
+    /// The request's labels.
+    pub labels: Arc<Labels>,
+    /// The idempotency key and the request's fingerprint.
+    pub idempotency: Option<(String, Fingerprint)>,
+}
+
+/// What `create` did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Created {
+    /// Stored, with `execution.accepted` as event 1.
+    New(Execution),
+    /// The idempotency key already names this execution of the same request.
+    Existing(Execution),
+}
+
+/// A page of events.
+#[derive(Debug, Clone, Default)]
+pub struct EventPage {
+    /// Events in sequence order.
+    pub events: Vec<Arc<Event>>,
+}
+
+/// Capacity figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Executions held now.
+    pub executions: usize,
+    /// Capacity.
+    pub max_executions: usize,
+    /// Minimum retention of a terminal execution.
+    pub retention: Duration,
+}
+
+/// Storage of executions and their events.
+pub trait EventStore: Send + Sync + 'static {
+    /// `memory` or `file`.
+    fn kind(&self) -> &'static str;
+
+    /// Whether events survive a restart.
+    fn durable(&self) -> bool;
+
+    /// Stores a new execution, or returns the existing one its idempotency key names.
+    fn create(&self, new: NewExecution) -> StoreFuture<'_, Created>;
+
+    /// Appends one event: the store assigns sequence, time and state (through the state
+    /// machine), updates the view and wakes subscribers.
+    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Arc<Event>>;
+
+    /// The materialized view.
+    fn get(&self, id: ExecutionId) -> Result<Execution, StoreError>;
+
+    /// Up to `limit` events with `sequence > after`.
+    fn read(&self, id: ExecutionId, after: u64, limit: usize) -> Result<EventPage, StoreError>;
+
+    /// A receiver of the last sequence, changed on every append.
+    fn subscribe(&self, id: ExecutionId) -> Result<watch::Receiver<u64>, StoreError>;
+
+    /// Capacity figures.
+    fn stats(&self) -> StoreStats;
+
+    /// Whether the store has failed and refuses writes.
+    fn failed(&self) -> bool;
+}
