@@ -1,0 +1,127 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+
+const MINIMAL: &str = r#"
+[providers.fake]
+adapter = "scripted"
+[[providers.fake.models]]
+name = "m1"
+capabilities = ["text"]
+
+[policies.main]
+targets = ["fake/m1"]
+
+[abilities.chat]
+policy = "main"
+"#;
+
+fn error_of(text: &str) -> String {
+    Config::from_toml(text).unwrap_err().to_string()
+}
+
+#[test]
+fn the_embedded_default_is_valid_and_echoes() {
+    let config = Config::embedded_default().unwrap();
+    assert_eq!(config.server.listen.to_string(), "127.0.0.1:50051");
+    let chat = &config.abilities["chat"];
+    assert_eq!(&*chat.default_policy, "default");
+    let provider = &config.providers["scripted"];
+    assert_eq!(provider.adapter, AdapterConfig::Scripted);
+    assert_eq!(provider.models[0].script.reply, None, "echo the prompt");
+}
+
+#[test]
+fn defaults_fill_what_the_file_leaves_out() {
+    let config = Config::from_toml(MINIMAL).unwrap();
+    assert_eq!(config.store.kind, StoreKind::Memory);
+    assert_eq!(config.server.default_deadline, Duration::from_secs(60));
+    let policy = &config.policies["main"];
+    assert_eq!((policy.max_attempts, policy.retries_per_target), (3, 0));
+    let ability = &config.abilities["chat"];
+    assert!(
+        ability.allowed_policies.contains("main"),
+        "the default policy is always allowed"
+    );
+}
+
+#[test]
+fn unknown_keys_are_rejected_with_their_name() {
+    let text = format!("{MINIMAL}\n[server]\nlisten_port = 1\n");
+    assert!(
+        error_of(&text).contains("listen_port"),
+        "{}",
+        error_of(&text)
+    );
+    let text = MINIMAL.replace(
+        "adapter = \"scripted\"",
+        "adapter = \"scripted\"\nmax_concurency = 2",
+    );
+    assert!(error_of(&text).contains("max_concurency"));
+    let text = MINIMAL.replace(
+        "capabilities = [\"text\"]",
+        "capabilities = [\"text\"]\nscript = { replies = \"x\" }",
+    );
+    assert!(error_of(&text).contains("replies"));
+}
+
+#[test]
+fn errors_name_the_key_and_the_reason() {
+    let cases = [
+        (MINIMAL.replace("fake/m1", "fake/m2"), "policies.main.targets[0]: provider `fake` has no model `m2`"),
+        (MINIMAL.replace("fake/m1", "nope/m1"), "policies.main.targets[0]: unknown provider `nope`"),
+        (MINIMAL.replace("fake/m1", "fake"), "policies.main.targets[0]: `fake` is not of the form `provider/model`"),
+        (MINIMAL.replace("policy = \"main\"", "policy = \"other\""), "abilities.chat.policy: unknown policy `other`"),
+        (MINIMAL.replace("adapter = \"scripted\"", "adapter = \"grpc\""), "providers.fake.adapter: unknown adapter `grpc`"),
+        (
+            MINIMAL.replace("adapter = \"scripted\"", "adapter = \"scripted\"\nmax_concurrency = 0"),
+            "providers.fake.max_concurrency: must be at least 1",
+        ),
+        (
+            MINIMAL.replace("targets = [\"fake/m1\"]", "targets = [\"fake/m1\"]\nmax_attempts = 0"),
+            "policies.main.max_attempts: must be at least 1",
+        ),
+        (
+            MINIMAL.replace("targets = [\"fake/m1\"]", "targets = [\"fake/m1\", \"fake/m1\"]"),
+            "policies.main.targets[1]: `fake/m1` is listed twice",
+        ),
+        (format!("{MINIMAL}\n[server]\nlisten = \"here\"\n"), "server.listen: `here` is not an address"),
+        (
+            format!("{MINIMAL}\n[server]\ndefault_deadline = \"20m\"\n"),
+            "server.default_deadline: must not be longer than server.max_deadline",
+        ),
+        (format!("{MINIMAL}\n[store]\nkind = \"redis\"\n"), "store.kind: unknown kind `redis`"),
+        (format!("{MINIMAL}\n[store]\nmax_executions = 0\n"), "store.max_executions: must be at least 1"),
+        (
+            MINIMAL.replace("capabilities = [\"text\"]", "capabilities = [\"text\"]\nscript = { tool_call = { name = \"f\", arguments = \"{nope\" } }"),
+            "providers.fake.models[0].script.tool_call.arguments: is not JSON text",
+        ),
+    ];
+    for (text, expected) in cases {
+        let error = error_of(&text);
+        assert!(
+            error.starts_with(expected),
+            "expected `{expected}`, got `{error}`"
+        );
+    }
+}
+
+#[test]
+fn durations_are_humantime() {
+    let text = format!("{MINIMAL}\n[server]\ndrain_timeout = \"250ms\"\nmax_deadline = \"1h\"\n");
+    let config = Config::from_toml(&text).unwrap();
+    assert_eq!(config.server.drain_timeout, Duration::from_millis(250));
+    assert_eq!(config.server.max_deadline, Duration::from_secs(3600));
+    let bad = format!("{MINIMAL}\n[server]\ndrain_timeout = \"soon\"\n");
+    assert!(
+        error_of(&bad).contains("drain_timeout"),
+        "{}",
+        error_of(&bad)
+    );
+}
+
+#[test]
+fn a_missing_file_names_the_path() {
+    let error = Config::load(Path::new("/nonexistent/runtime.toml")).unwrap_err();
+    assert!(error.to_string().contains("/nonexistent/runtime.toml"));
+}

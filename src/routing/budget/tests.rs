@@ -1,0 +1,168 @@
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use super::*;
+
+fn budget(now: Instant) -> AttemptBudget {
+    AttemptBudget {
+        max_attempts: 4,
+        allow_fallback: true,
+        retries_per_target: 1,
+        backoff: Duration::from_millis(100),
+        budget_end: now + Duration::from_secs(10),
+        deadline: now + Duration::from_secs(60),
+    }
+}
+
+fn error(class: ErrorClass, retry_after: Option<Duration>) -> AttemptError {
+    AttemptError {
+        class,
+        code: Arc::from("unavailable"),
+        message: String::new(),
+        retry_after,
+    }
+}
+
+fn failure(error: &AttemptError) -> Failure<'_> {
+    Failure {
+        error,
+        committed: false,
+        attempts: 1,
+        on_target: 1,
+        has_next_target: true,
+        retry_unknown_outcome: false,
+    }
+}
+
+#[test]
+fn retries_the_same_target_with_exponential_backoff_then_falls_back() {
+    let now = Instant::now();
+    let b = budget(now);
+    let e = error(ErrorClass::Retryable, None);
+    assert_eq!(
+        b.decide(failure(&e), now),
+        Decision::Retry {
+            after: Duration::from_millis(100)
+        }
+    );
+    let second = Failure {
+        attempts: 2,
+        on_target: 2,
+        ..failure(&e)
+    };
+    assert_eq!(b.decide(second, now), Decision::Fallback);
+    let b2 = AttemptBudget {
+        retries_per_target: 3,
+        ..b.clone()
+    };
+    let third = Failure {
+        attempts: 3,
+        on_target: 3,
+        ..failure(&e)
+    };
+    assert_eq!(
+        b2.decide(third, now),
+        Decision::Retry {
+            after: Duration::from_millis(400)
+        }
+    );
+}
+
+#[test]
+fn committed_output_is_terminal_whatever_the_class() {
+    let now = Instant::now();
+    let e = error(ErrorClass::Retryable, None);
+    let f = Failure {
+        committed: true,
+        ..failure(&e)
+    };
+    assert_eq!(
+        budget(now).decide(f, now),
+        Decision::Stop(ErrorCode::OutputInterrupted)
+    );
+}
+
+#[test]
+fn non_retryable_and_unknown_outcomes_stop() {
+    let now = Instant::now();
+    let b = budget(now);
+    let e = error(ErrorClass::NonRetryable, None);
+    assert_eq!(
+        b.decide(failure(&e), now),
+        Decision::Stop(ErrorCode::NonRetryable)
+    );
+    let e = error(ErrorClass::OutcomeUnknown, None);
+    assert_eq!(
+        b.decide(failure(&e), now),
+        Decision::Stop(ErrorCode::OutcomeUnknown)
+    );
+    let f = Failure {
+        retry_unknown_outcome: true,
+        ..failure(&e)
+    };
+    assert!(
+        matches!(b.decide(f, now), Decision::Retry { .. }),
+        "safe to repeat"
+    );
+}
+
+#[test]
+fn attempts_fallback_and_time_bound_everything() {
+    let now = Instant::now();
+    let b = budget(now);
+    let e = error(ErrorClass::Retryable, None);
+    let last = Failure {
+        attempts: 4,
+        ..failure(&e)
+    };
+    assert_eq!(
+        b.decide(last, now),
+        Decision::Stop(ErrorCode::AttemptsExhausted)
+    );
+    let no_fallback = AttemptBudget {
+        allow_fallback: false,
+        ..b.clone()
+    };
+    assert_eq!(
+        no_fallback.decide(failure(&e), now),
+        Decision::Stop(ErrorCode::AttemptsExhausted)
+    );
+    let end = Failure {
+        on_target: 2,
+        has_next_target: false,
+        ..failure(&e)
+    };
+    assert_eq!(
+        b.decide(end, now),
+        Decision::Stop(ErrorCode::AttemptsExhausted)
+    );
+    let later = now + Duration::from_secs(10);
+    assert_eq!(
+        b.decide(failure(&e), later),
+        Decision::Stop(ErrorCode::RetryBudgetExhausted)
+    );
+    let tight = AttemptBudget {
+        deadline: now + Duration::from_secs(1),
+        ..b.clone()
+    };
+    assert_eq!(
+        tight.decide(failure(&e), now + Duration::from_secs(1)),
+        Decision::Stop(ErrorCode::DeadlineExceeded)
+    );
+}
+
+#[test]
+fn retry_after_is_honoured_when_it_fits_and_moves_on_when_not() {
+    let now = Instant::now();
+    let b = budget(now);
+    let fits = error(ErrorClass::Retryable, Some(Duration::from_secs(2)));
+    assert_eq!(
+        b.decide(failure(&fits), now),
+        Decision::Retry {
+            after: Duration::from_secs(2)
+        }
+    );
+    let too_long = error(ErrorClass::Retryable, Some(Duration::from_secs(30)));
+    assert_eq!(b.decide(failure(&too_long), now), Decision::Fallback);
+}

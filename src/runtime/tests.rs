@@ -1,0 +1,286 @@
+//! The embedded core end to end over the scripted provider, in paused tokio time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use super::*;
+use crate::execution::{ExecutionInput, ExecutionState, Message, NextAction};
+
+fn runtime(extra: &str) -> Runtime {
+    let text = format!(
+        r#"
+[providers.a]
+adapter = "scripted"
+max_concurrency = 2
+queue_capacity = 2
+[[providers.a.models]]
+name = "echo"
+capabilities = ["text"]
+[[providers.a.models]]
+name = "flaky"
+capabilities = ["text"]
+script = {{ fail_attempts = 5 }}
+[[providers.a.models]]
+name = "breaks"
+capabilities = ["text"]
+script = {{ fail_after_deltas = 2 }}
+[[providers.a.models]]
+name = "hang"
+capabilities = ["text"]
+script = {{ hang = true }}
+[[providers.a.models]]
+name = "bad"
+capabilities = ["text"]
+script = {{ fail_attempts = 1, fail_error = "invalid_request" }}
+[[providers.a.models]]
+name = "vision"
+capabilities = ["text", "vision"]
+
+[policies.fallback]
+targets = ["a/flaky", "a/echo"]
+[policies.breaks]
+targets = ["a/breaks", "a/echo"]
+[policies.hang]
+targets = ["a/hang"]
+retry_budget = "1h"
+[policies.bad]
+targets = ["a/bad", "a/echo"]
+[policies.vision]
+targets = ["a/echo", "a/vision"]
+
+[abilities.chat]
+policy = "fallback"
+allowed_policies = ["breaks", "hang", "bad", "vision"]
+{extra}
+"#
+    );
+    Runtime::new(Config::from_toml(&text).unwrap())
+}
+
+fn request(policy: &str, prompt: &str) -> ExecuteRequest {
+    ExecuteRequest {
+        ability: "chat".into(),
+        policy: Some(policy.into()),
+        input: ExecutionInput {
+            messages: vec![Message::user(prompt)],
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+async fn finish(
+    rt: &Runtime,
+    request: ExecuteRequest,
+) -> (Execution, Vec<Arc<crate::execution::Event>>) {
+    let view = rt.submit(request).await.unwrap();
+    let events: Vec<_> = rt
+        .watch(view.id, 0)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    (rt.get(view.id).unwrap(), events)
+}
+
+fn types(events: &[Arc<crate::execution::Event>]) -> Vec<&'static str> {
+    events.iter().map(|e| e.payload.type_name()).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn falls_back_after_a_failure_before_output() {
+    let rt = runtime("");
+    let (view, events) = finish(&rt, request("fallback", "hi there")).await;
+    assert_eq!(view.state, ExecutionState::Succeeded);
+    assert_eq!(view.result.as_ref().unwrap().output.text, "hi there");
+    assert_eq!(
+        view.target.as_ref().map(|(p, m)| format!("{p}/{m}")),
+        Some("a/echo".into())
+    );
+    assert_eq!(view.attempts.len(), 2);
+    assert_eq!(view.attempts[0].next_action, Some(NextAction::Fallback));
+    assert_eq!(view.attempts[1].outcome, Some(Outcome::Completed));
+    assert_eq!(
+        types(&events)[..6],
+        [
+            "execution.accepted",
+            "execution.routing",
+            "route.attempt.started",
+            "route.attempt.failed",
+            "route.attempt.started",
+            "output.text.delta"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_after_output_is_terminal_with_partial_output() {
+    let rt = runtime("");
+    let (view, events) = finish(&rt, request("breaks", "one two three")).await;
+    assert_eq!(view.state, ExecutionState::Failed);
+    let error = view.error.unwrap();
+    assert_eq!(error.code, ErrorCode::OutputInterrupted);
+    assert_eq!(view.partial_output.text, "one two ");
+    assert!(view.result.is_none());
+    assert_eq!(view.attempts.len(), 1, "never falls back after output");
+    assert!(view.attempts[0].output_committed);
+    assert_eq!(events.last().unwrap().state, ExecutionState::Failed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_non_retryable_error_stops_at_once() {
+    let rt = runtime("");
+    let (view, _) = finish(&rt, request("bad", "hi")).await;
+    assert_eq!(view.error.unwrap().code, ErrorCode::NonRetryable);
+    assert_eq!(view.attempts.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_fallback_only_one_attempt_runs() {
+    let rt = runtime("");
+    let mut r = request("fallback", "hi");
+    r.allow_fallback = Some(false);
+    r.max_attempts = Some(3);
+    let (view, _) = finish(&rt, r).await;
+    assert_eq!(view.state, ExecutionState::Failed);
+    assert_eq!(view.attempts.len(), 1);
+    assert_eq!(view.error.unwrap().code, ErrorCode::AttemptsExhausted);
+}
+
+#[tokio::test(start_paused = true)]
+async fn capability_filtering_keeps_the_order_and_says_why() {
+    let rt = runtime("");
+    let mut r = request("vision", "look");
+    r.capabilities = vec!["vision".into()];
+    let (view, _) = finish(&rt, r).await;
+    let plan = view.plan.unwrap();
+    assert_eq!(plan.targets.len(), 2);
+    assert!(!plan.targets[0].kept);
+    assert_eq!(plan.targets[0].missing_capabilities, ["vision"]);
+    assert!(plan.targets[1].kept);
+    assert_eq!(
+        view.target.map(|(_, m)| m.to_string()),
+        Some("vision".into())
+    );
+
+    let mut r = request("vision", "look");
+    r.capabilities = vec!["telepathy".into()];
+    let (view, events) = finish(&rt, r).await;
+    assert_eq!(view.error.unwrap().code, ErrorCode::NoCapableTarget);
+    assert_eq!(
+        types(&events),
+        [
+            "execution.accepted",
+            "execution.routing",
+            "execution.failed"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_cuts_a_hung_provider_and_releases_its_permit() {
+    let rt = runtime("");
+    let mut r = request("hang", "hi");
+    r.deadline = Some(SystemTime::now() + Duration::from_secs(5));
+    let started = Instant::now();
+    let (view, _) = finish(&rt, r).await;
+    assert_eq!(started.elapsed(), Duration::from_secs(5));
+    let error = view.error.unwrap();
+    assert_eq!(
+        (error.code, error.outcome),
+        (ErrorCode::DeadlineExceeded, Outcome::Unknown)
+    );
+    assert_eq!(view.attempts[0].outcome, Some(Outcome::Unknown));
+    let provider = &rt.metadata().providers[0];
+    assert_eq!((provider.in_flight, provider.queued), (0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_before_routing_ends_in_cancelled() {
+    let rt = runtime("");
+    // On this single-threaded test runtime the driver has not run yet when submit returns.
+    let view = rt.submit(request("fallback", "hi")).await.unwrap();
+    assert_eq!(view.state, ExecutionState::Accepted);
+    let view = rt
+        .cancel(view.id, Some("changed my mind".into()))
+        .await
+        .unwrap();
+    assert_eq!(view.state, ExecutionState::Cancelled);
+    assert_eq!(view.error.as_ref().unwrap().outcome, Outcome::NotStarted);
+    let events: Vec<_> = rt
+        .watch(view.id, 0)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    assert_eq!(types(&events), ["execution.accepted", "execution.failed"]);
+    let EventPayload::Failed { cancel_reason, .. } = &events[1].payload else {
+        panic!()
+    };
+    assert_eq!(cancel_reason.as_deref(), Some("changed my mind"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_while_queued_leaves_the_queue() {
+    let rt = runtime("");
+    let a = rt.submit(request("hang", "1")).await.unwrap();
+    let b = rt.submit(request("hang", "2")).await.unwrap();
+    let queued = rt.submit(request("hang", "3")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let provider = &rt.metadata().providers[0];
+    assert_eq!((provider.in_flight, provider.queued), (2, 1));
+    assert_eq!(rt.get(queued.id).unwrap().state, ExecutionState::Routing);
+    let view = rt.cancel(queued.id, None).await.unwrap();
+    assert_eq!(view.state, ExecutionState::Cancelled);
+    assert_eq!(view.error.unwrap().outcome, Outcome::NotStarted);
+    assert_eq!(rt.metadata().providers[0].queued, 0);
+    for id in [a.id, b.id] {
+        let view = rt.cancel(id, None).await.unwrap();
+        assert_eq!(view.state, ExecutionState::Cancelled);
+        assert_eq!(
+            view.error.unwrap().outcome,
+            Outcome::Unknown,
+            "cut mid-flight"
+        );
+    }
+    assert_eq!(rt.metadata().providers[0].in_flight, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_rejects_and_routes_on() {
+    let rt = runtime("");
+    for n in 0..4 {
+        rt.submit(request("hang", &n.to_string())).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    // Two running, two queued: the next one is rejected at admission.
+    let (view, _) = finish(&rt, request("hang", "late")).await;
+    assert_eq!(view.attempts.len(), 1);
+    assert!(!view.attempts[0].admitted);
+    assert_eq!(
+        &*view.attempts[0].error.as_ref().unwrap().code,
+        "admission_rejected"
+    );
+    assert_eq!(view.error.unwrap().outcome, Outcome::NotStarted);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_drains_then_cancels_what_is_left() {
+    let rt = runtime("");
+    let quick = rt.submit(request("fallback", "quick")).await.unwrap();
+    let stuck = rt.submit(request("hang", "stuck")).await.unwrap();
+    rt.shutdown(Duration::from_secs(2)).await;
+    assert_eq!(rt.get(quick.id).unwrap().state, ExecutionState::Succeeded);
+    let stuck = rt.get(stuck.id).unwrap();
+    assert_eq!(stuck.state, ExecutionState::Cancelled);
+    assert!(stuck.error.unwrap().message.contains("shutting down"));
+    assert_eq!(rt.state(), RuntimeState::Stopping);
+    let refused = rt.submit(request("fallback", "late")).await.unwrap_err();
+    assert!(
+        matches!(refused, RuntimeError::Unavailable("stopping")),
+        "{refused:?}"
+    );
+}
