@@ -114,34 +114,44 @@ async fn run(args: ExecArgs) -> Result<ExitCode, ExecError> {
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     let mut succeeded = false;
+    // Whether reply text on stdout awaits its line end: a status line on the same terminal
+    // first ends the reply's line.
+    let mut mid_line = false;
     while let Some(event) = events.next().await {
         let event = event?;
+        succeeded = matches!(event.payload, Some(Payload::Completed(_)));
+        let mut out = stdout.lock();
         if args.json {
-            let mut out = stdout.lock();
             writeln!(out, "{}", render::json(&event))?;
             out.flush()?;
-        } else {
-            if let Some(Payload::TextDelta(delta)) = &event.payload {
-                let mut out = stdout.lock();
-                out.write_all(delta.text.as_bytes())?;
-                out.flush()?;
-            }
-            if let Some(Payload::Completed(done)) = &event.payload {
-                let mut out = stdout.lock();
-                let result = done.result.clone().unwrap_or_default();
-                let output = result.output.unwrap_or_default();
-                if !output.text.is_empty() {
+            continue;
+        }
+        if let Some(Payload::TextDelta(delta)) = &event.payload {
+            out.write_all(delta.text.as_bytes())?;
+            out.flush()?;
+            mid_line = !delta.text.ends_with('\n');
+        }
+        if let Some(Payload::Completed(done)) = &event.payload {
+            let output = done.result.clone().unwrap_or_default().output.unwrap_or_default();
+            for call in output.tool_calls {
+                if mid_line {
                     writeln!(out)?;
+                    mid_line = false;
                 }
-                for call in output.tool_calls {
-                    writeln!(out, "tool call {}({})", call.name, call.arguments_json)?;
-                }
-            }
-            if let Some(line) = render::line(&event) {
-                writeln!(stderr.lock(), "{line}")?;
+                writeln!(out, "tool call {}({})", call.name, call.arguments_json)?;
             }
         }
-        succeeded = matches!(event.payload, Some(Payload::Completed(_)));
+        if let Some(line) = render::line(&event) {
+            if mid_line {
+                writeln!(out)?;
+                mid_line = false;
+            }
+            out.flush()?;
+            writeln!(stderr.lock(), "{line}")?;
+        }
+    }
+    if mid_line {
+        writeln!(stdout.lock())?;
     }
     Ok(if succeeded {
         ExitCode::SUCCESS
