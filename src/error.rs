@@ -67,6 +67,14 @@ pub enum RuntimeError {
     },
 }
 
+/// Logs an internal fault with a fresh error id and returns the id, which is all a caller
+/// ever sees of it.
+pub(crate) fn log_internal(cause: &dyn fmt::Display) -> String {
+    let error_id = uuid::Uuid::new_v4().simple().to_string();
+    tracing::error!(error_id = %error_id, cause = %cause, "internal error");
+    error_id
+}
+
 fn join(violations: &[FieldViolation]) -> String {
     violations
         .iter()
@@ -83,9 +91,9 @@ impl RuntimeError {
 
     /// An internal fault: logs the cause with a fresh error id and returns the sanitized error.
     pub fn internal(cause: &dyn fmt::Display) -> Self {
-        let error_id = uuid::Uuid::new_v4().simple().to_string();
-        tracing::error!(error_id = %error_id, cause = %cause, "internal error");
-        Self::Internal { error_id }
+        Self::Internal {
+            error_id: log_internal(cause),
+        }
     }
 
     /// Maps a store error for `key` (the idempotency key of the request, if any).

@@ -300,4 +300,8 @@ impl Runtime {
 }
 
 #[cfg(test)]
+mod routing_properties;
+#[cfg(test)]
+mod spi_tests;
+#[cfg(test)]
 mod tests;

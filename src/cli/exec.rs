@@ -132,7 +132,12 @@ async fn run(args: ExecArgs) -> Result<ExitCode, ExecError> {
             mid_line = !delta.text.ends_with('\n');
         }
         if let Some(Payload::Completed(done)) = &event.payload {
-            let output = done.result.clone().unwrap_or_default().output.unwrap_or_default();
+            let output = done
+                .result
+                .clone()
+                .unwrap_or_default()
+                .output
+                .unwrap_or_default();
             for call in output.tool_calls {
                 if mid_line {
                     writeln!(out)?;

@@ -4,18 +4,21 @@
 //! cancelled or expired execution releases its permit and aborts its provider call at once.
 
 use std::collections::BTreeSet;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::config::{Config, PolicyConfig};
+use crate::error::log_internal;
 use crate::execution::{
     AttemptError, AttemptRecord, CommitTracker, ErrorClass, ErrorCode, EventPayload,
-    ExecutionError, ExecutionId, ExecutionInput, ExecutionResult, Labels, Outcome, Output,
+    ExecutionError, ExecutionId, ExecutionInput, ExecutionResult, FinishReason, Labels, Outcome,
+    Output,
 };
 use crate::provider::{ProviderCall, ProviderError, ProviderEvent, ProviderSlot, Providers};
 use crate::routing::{self, AttemptBudget, Decision, Permit, PlanTarget};
@@ -64,16 +67,40 @@ pub(crate) struct Deps {
     pub config: Arc<Config>,
 }
 
-/// Drives `job` to its terminal event.
+/// Drives `job` to its terminal event. A panic inside (say, in a provider adapter) is caught:
+/// the permit it held is released as the stack unwinds, and the execution still ends, with
+/// `internal_error`, instead of staying live forever.
 pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
     let id = job.id;
+    let store = deps.store.clone();
     let driver = Driver { deps, job, handle };
-    match driver.drive().await {
+    let result = AssertUnwindSafe(driver.drive()).catch_unwind().await;
+    let error = match result {
         // Someone else ended it (a cancellation that found no driver, or shutdown).
-        Ok(()) | Err(StoreError::AlreadyTerminal(_)) => {}
-        Err(error) => {
-            tracing::error!(execution_id = %id, %error, "driver stopped: the event store refused an append");
+        Ok(Ok(()) | Err(StoreError::AlreadyTerminal(_))) => return,
+        Ok(Err(error)) => error.to_string(),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            format!("driver panicked: {what}")
         }
+    };
+    let error_id = log_internal(&format!("execution {id}: {error}"));
+    let payload = EventPayload::Failed {
+        error: ExecutionError {
+            code: ErrorCode::InternalError,
+            message: format!("internal_error (error id {error_id})"),
+            outcome: Outcome::Unknown,
+            last_attempt_error: None,
+        },
+        partial_output: Output::default(),
+        cancel_reason: None,
+    };
+    if let Err(e) = store.append(id, payload).await {
+        tracing::error!(execution_id = %id, error = %e, "could not record the internal failure");
     }
 }
 
@@ -97,8 +124,10 @@ struct AttemptEnd {
 }
 
 enum EndKind {
-    /// `execution.completed` was appended.
+    /// The provider finished the reply; `execution.completed` has been appended.
     Succeeded,
+    /// The provider finished the reply (inside `stream`, before the permit is released).
+    Finished(FinishReason),
     /// The attempt failed; the router decides what follows.
     Failed(AttemptError),
     /// Cancellation or the stop time cut the attempt.
@@ -172,7 +201,7 @@ impl Driver {
             tally.on_target += 1;
             let end = self.attempt(target, &mut tally, stop_at, stop_code).await?;
             let error = match &end.kind {
-                EndKind::Succeeded => return Ok(()),
+                EndKind::Succeeded | EndKind::Finished(_) => return Ok(()),
                 EndKind::Cut(code) => return self.cut(target, tally, *code, end).await,
                 EndKind::Failed(error) => error.clone(),
             };
@@ -267,7 +296,7 @@ impl Driver {
         tally.any_admitted = true;
         let span = tracing::debug_span!("attempt", execution_id = %self.job.id, attempt = tally.attempts, provider = %target.provider, model = %target.model);
         let mut tracker = CommitTracker::new();
-        let kind = self
+        let mut kind = self
             .stream(
                 slot,
                 target,
@@ -279,6 +308,19 @@ impl Driver {
             )
             .instrument(span)
             .await?;
+        // The permit and the provider stream are released by now, so whoever sees the
+        // terminal event also sees the provider's capacity back.
+        if let EndKind::Finished(finish_reason) = kind {
+            let result = ExecutionResult {
+                output: tracker.take_output(),
+                finish_reason,
+                provider: target.provider.clone(),
+                model: target.model.clone(),
+                attempt: tally.attempts,
+            };
+            self.append(EventPayload::Completed(result)).await?;
+            kind = EndKind::Succeeded;
+        }
         Ok(AttemptEnd {
             started_at,
             admitted: true,
@@ -329,17 +371,7 @@ impl Driver {
                 }
             };
             let payload = match event {
-                ProviderEvent::Finished(finish_reason) => {
-                    let result = ExecutionResult {
-                        output: tracker.take_output(),
-                        finish_reason,
-                        provider: target.provider.clone(),
-                        model: target.model.clone(),
-                        attempt,
-                    };
-                    self.append(EventPayload::Completed(result)).await?;
-                    return Ok(EndKind::Succeeded);
-                }
+                ProviderEvent::Finished(reason) => return Ok(EndKind::Finished(reason)),
                 ProviderEvent::Usage(q) => EventPayload::Usage(UsageFact {
                     unit: q.unit,
                     quantity: q.quantity,

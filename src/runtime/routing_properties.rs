@@ -1,0 +1,266 @@
+//! Routing invariants under random scripts of failures, delays, budgets and capability sets,
+//! run through the whole embedded runtime in paused tokio time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt::Write;
+use std::time::{Duration, SystemTime};
+
+use futures_util::StreamExt;
+use proptest::prelude::*;
+use tokio::time::Instant;
+
+use crate::config::Config;
+use crate::execution::{EventPayload, ExecuteRequest, ExecutionInput, ExecutionState, Message};
+use crate::routing::plan;
+use crate::runtime::Runtime;
+
+const CAPABILITIES: [&str; 3] = ["text", "vision", "tools"];
+const FAIL_ERRORS: [&str; 5] = [
+    "unavailable",
+    "rate_limited",
+    "invalid_request",
+    "timeout_unknown",
+    "internal",
+];
+
+#[derive(Debug, Clone)]
+struct TargetScript {
+    capabilities: Vec<usize>,
+    fail_attempts: u32,
+    fail_error: usize,
+    fail_after_deltas: Option<u32>,
+    first_delta_ms: u64,
+    hang: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    targets: Vec<TargetScript>,
+    policy_max_attempts: u32,
+    retries_per_target: u32,
+    retry_budget_ms: u64,
+    backoff_ms: u64,
+    request_max_attempts: Option<u32>,
+    allow_fallback: Option<bool>,
+    required: Vec<usize>,
+    deadline_ms: u64,
+    retry_unknown: bool,
+}
+
+fn target() -> impl Strategy<Value = TargetScript> {
+    (
+        prop::collection::vec(0..3usize, 0..3),
+        0..4u32,
+        0..5usize,
+        prop::option::weighted(0.2, 0..3u32),
+        0..300u64,
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(
+            |(capabilities, fail_attempts, fail_error, fail_after_deltas, first_delta_ms, hang)| {
+                TargetScript {
+                    capabilities,
+                    fail_attempts,
+                    fail_error,
+                    fail_after_deltas,
+                    first_delta_ms,
+                    hang,
+                }
+            },
+        )
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        prop::collection::vec(target(), 1..5),
+        1..7u32,
+        0..3u32,
+        50..3000u64,
+        1..200u64,
+        prop::option::of(1..8u32),
+        prop::option::of(any::<bool>()),
+        prop::collection::vec(0..3usize, 0..2),
+        50..5000u64,
+        any::<bool>(),
+    )
+        .prop_map(
+            |(
+                targets,
+                policy_max_attempts,
+                retries_per_target,
+                retry_budget_ms,
+                backoff_ms,
+                request_max_attempts,
+                allow_fallback,
+                required,
+                deadline_ms,
+                retry_unknown,
+            )| Case {
+                targets,
+                policy_max_attempts,
+                retries_per_target,
+                retry_budget_ms,
+                backoff_ms,
+                request_max_attempts,
+                allow_fallback,
+                required,
+                deadline_ms,
+                retry_unknown,
+            },
+        )
+}
+
+fn config(case: &Case) -> Config {
+    let mut toml = format!(
+        "[providers.p]\nadapter = \"scripted\"\nmax_concurrency = 8\nqueue_capacity = 8\nretry_unknown_outcome = {}\n",
+        case.retry_unknown
+    );
+    for (i, t) in case.targets.iter().enumerate() {
+        let mut caps: Vec<&str> = vec!["text"];
+        caps.extend(t.capabilities.iter().map(|c| CAPABILITIES[*c]));
+        caps.dedup();
+        let caps: Vec<String> = caps.iter().map(|c| format!("\"{c}\"")).collect();
+        let mut script = format!(
+            "fail_attempts = {}, fail_error = \"{}\", first_delta_ms = {}, hang = {}",
+            t.fail_attempts, FAIL_ERRORS[t.fail_error], t.first_delta_ms, t.hang
+        );
+        if let Some(n) = t.fail_after_deltas {
+            write!(script, ", fail_after_deltas = {n}").unwrap();
+        }
+        write!(toml, "[[providers.p.models]]\nname = \"m{i}\"\ncapabilities = [{}]\nscript = {{ {script} }}\n", caps.join(", ")).unwrap();
+    }
+    let targets: Vec<String> = (0..case.targets.len())
+        .map(|i| format!("\"p/m{i}\""))
+        .collect();
+    write!(
+        toml,
+        "[policies.main]\ntargets = [{}]\nmax_attempts = {}\nretries_per_target = {}\nretry_budget = \"{}ms\"\nbackoff = \"{}ms\"\n[abilities.chat]\npolicy = \"main\"\n[server]\nmax_deadline = \"1h\"\n",
+        targets.join(", "),
+        case.policy_max_attempts,
+        case.retries_per_target,
+        case.retry_budget_ms,
+        case.backoff_ms
+    )
+    .unwrap();
+    Config::from_toml(&toml).unwrap()
+}
+
+fn request(case: &Case) -> ExecuteRequest {
+    ExecuteRequest {
+        ability: "chat".into(),
+        capabilities: case
+            .required
+            .iter()
+            .map(|c| CAPABILITIES[*c].to_owned())
+            .collect(),
+        input: ExecutionInput {
+            messages: vec![Message::user("one two three four")],
+            ..Default::default()
+        },
+        deadline: Some(SystemTime::now() + Duration::from_millis(case.deadline_ms)),
+        max_attempts: case.request_max_attempts,
+        allow_fallback: case.allow_fallback,
+        ..Default::default()
+    }
+}
+
+fn check(case: Case) -> Result<(), TestCaseError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let config = config(&case);
+        let request = request(&case);
+        let runtime = Runtime::new(config.clone());
+        let started = Instant::now();
+        let view = runtime.submit(request.clone()).await.unwrap();
+        let events: Vec<_> = runtime
+            .watch(view.id, 0)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+            .await;
+        let elapsed = started.elapsed();
+        let view = runtime.get(view.id).unwrap();
+
+        // Exactly one terminal event, last; gap-free sequences.
+        prop_assert!(view.state.is_terminal());
+        prop_assert_eq!(events.iter().filter(|e| e.is_terminal()).count(), 1);
+        prop_assert!(events.last().unwrap().is_terminal());
+        for (i, e) in events.iter().enumerate() {
+            prop_assert_eq!(e.sequence, i as u64 + 1);
+        }
+
+        // The plan is the policy's order, filtered by capability, and deterministic.
+        let policy = &config.policies["main"];
+        let mut required: std::collections::BTreeSet<String> =
+            config.abilities["chat"].requires.clone();
+        required.extend(request.capabilities.iter().cloned());
+        let again = plan(&config, policy, &required);
+        let planned = view.plan.clone().unwrap();
+        prop_assert_eq!(&*planned, &again);
+        let kept: Vec<String> = planned.kept().map(|t| t.model.to_string()).collect();
+
+        // Attempts stay within the effective maximum, only on kept targets, in plan order.
+        let effective = case
+            .request_max_attempts
+            .map_or(case.policy_max_attempts, |r| {
+                r.min(case.policy_max_attempts)
+            });
+        prop_assert!(
+            view.attempts.len() as u32 <= effective,
+            "{} attempts > {}",
+            view.attempts.len(),
+            effective
+        );
+        let mut last_index = 0;
+        for a in &view.attempts {
+            let index = kept.iter().position(|m| **m == *a.model);
+            prop_assert!(index.is_some(), "attempt on a filtered target {}", a.model);
+            let index = index.unwrap();
+            prop_assert!(index >= last_index, "went back in the plan");
+            last_index = index;
+        }
+        if case.allow_fallback == Some(false) {
+            prop_assert!(
+                view.attempts.len() <= 1,
+                "allow_fallback=false made {} attempts",
+                view.attempts.len()
+            );
+        }
+
+        // Nothing is attempted after output was committed.
+        let first_output = events.iter().position(|e| e.payload.commits_output());
+        if let Some(first) = first_output {
+            let restarted = events[first..]
+                .iter()
+                .any(|e| matches!(e.payload, EventPayload::AttemptStarted { .. }));
+            prop_assert!(!restarted, "an attempt started after output was committed");
+            if view.state == ExecutionState::Failed {
+                prop_assert!(!view.partial_output.is_empty() || view.result.is_none());
+            }
+        }
+
+        // Budget and deadline bound the whole execution (to one scheduling tick).
+        let bound = Duration::from_millis(case.retry_budget_ms.min(case.deadline_ms))
+            + Duration::from_millis(1);
+        prop_assert!(elapsed <= bound, "took {:?}, bound {:?}", elapsed, bound);
+
+        // Permits all returned.
+        let provider = &runtime.metadata().providers[0];
+        prop_assert_eq!((provider.in_flight, provider.queued), (0, 0));
+        Ok(())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn routing_invariants_hold_for_random_scripts(case in case()) {
+        check(case)?;
+    }
+}

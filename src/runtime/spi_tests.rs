@@ -1,0 +1,162 @@
+//! The runtime against provider adapters of the test's own, at the Provider SPI boundary:
+//! concurrency never exceeds the permits, and a panicking adapter neither leaks its permit nor
+//! leaves its execution live.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use futures_util::{StreamExt, stream};
+
+use crate::config::Config;
+use crate::execution::{
+    ErrorCode, ExecuteRequest, ExecutionInput, ExecutionState, FinishReason, Message,
+};
+use crate::provider::{Provider, ProviderCall, ProviderEvent, ProviderStream};
+use crate::runtime::Runtime;
+
+const CONFIG: &str = r#"
+[providers.limited]
+adapter = "scripted"
+max_concurrency = 4
+queue_capacity = 16
+[[providers.limited.models]]
+name = "m"
+capabilities = ["text"]
+[providers.spare]
+adapter = "scripted"
+max_concurrency = 1000
+queue_capacity = 0
+[[providers.spare.models]]
+name = "m"
+capabilities = ["text"]
+[policies.main]
+targets = ["limited/m", "spare/m"]
+[abilities.chat]
+policy = "main"
+[store]
+max_executions = 1000
+"#;
+
+/// Counts calls running at once and remembers the most.
+#[derive(Debug, Default)]
+struct Counting {
+    now: Arc<AtomicU32>,
+    peak: Arc<AtomicU32>,
+    calls: Arc<AtomicU32>,
+}
+
+struct Running(Arc<AtomicU32>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Provider for Counting {
+    fn call(&self, _call: ProviderCall) -> ProviderStream {
+        let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(n, Ordering::SeqCst);
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let guard = Running(self.now.clone());
+        Box::pin(
+            stream::once(async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                drop(guard);
+                Ok(ProviderEvent::TextDelta("ok".into()))
+            })
+            .chain(stream::iter([Ok(ProviderEvent::Finished(
+                FinishReason::Stop,
+            ))])),
+        )
+    }
+}
+
+#[derive(Debug)]
+struct Panicking;
+
+impl Provider for Panicking {
+    fn call(&self, _call: ProviderCall) -> ProviderStream {
+        Box::pin(stream::once(async { panic!("adapter bug") }))
+    }
+}
+
+fn request() -> ExecuteRequest {
+    ExecuteRequest {
+        ability: "chat".into(),
+        input: ExecutionInput {
+            messages: vec![Message::user("hi")],
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_hundred_executions_never_exceed_the_permits() {
+    let limited = Arc::new(Counting::default());
+    let spare = Arc::new(Counting::default());
+    let runtime = Runtime::builder(Config::from_toml(CONFIG).unwrap())
+        .provider("limited", limited.clone())
+        .provider("spare", spare.clone())
+        .build();
+    let mut ids = Vec::new();
+    for _ in 0..500 {
+        ids.push(runtime.submit(request()).await.unwrap().id);
+    }
+    for id in &ids {
+        let events: Vec<_> = runtime.watch(*id, 0).unwrap().collect().await;
+        assert!(events.last().unwrap().as_ref().unwrap().is_terminal());
+    }
+    let mut rejected = 0;
+    for id in &ids {
+        let view = runtime.get(*id).unwrap();
+        assert_eq!(view.state, ExecutionState::Succeeded, "{view:?}");
+        if let Some(first) = view.attempts.first().filter(|a| !a.admitted) {
+            assert_eq!(&*first.error.as_ref().unwrap().code, "admission_rejected");
+            assert_eq!(&*view.attempts[1].provider, "spare", "rejections fall back");
+            rejected += 1;
+        }
+    }
+    assert!(
+        limited.peak.load(Ordering::SeqCst) <= 4,
+        "peak {}",
+        limited.peak.load(Ordering::SeqCst)
+    );
+    assert!(rejected > 0, "a 16-slot queue cannot hold 500 submissions");
+    assert_eq!(
+        limited.calls.load(Ordering::SeqCst) + spare.calls.load(Ordering::SeqCst),
+        500
+    );
+    for provider in runtime.metadata().providers {
+        assert_eq!(
+            (provider.in_flight, provider.queued),
+            (0, 0),
+            "{}",
+            provider.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_adapter_fails_the_execution_and_frees_its_permit() {
+    let runtime = Runtime::builder(Config::from_toml(CONFIG).unwrap())
+        .provider("limited", Arc::new(Panicking))
+        .build();
+    let view = runtime.submit(request()).await.unwrap();
+    let events: Vec<_> = runtime.watch(view.id, 0).unwrap().collect().await;
+    let view = runtime.get(view.id).unwrap();
+    assert_eq!(view.state, ExecutionState::Failed);
+    let error = view.error.unwrap();
+    assert_eq!(error.code, ErrorCode::InternalError);
+    assert!(
+        !error.message.contains("adapter bug"),
+        "the cause stays in the log: {}",
+        error.message
+    );
+    assert!(events.last().unwrap().as_ref().unwrap().is_terminal());
+    assert_eq!(runtime.metadata().providers[0].in_flight, 0);
+}
