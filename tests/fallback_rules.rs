@@ -1,0 +1,147 @@
+//! When the router may fall back: only before output is committed, only when the caller allows
+//! a second target, and only after a retryable error.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use model_runtime::pb;
+use model_runtime::pb::ExecutionState as S;
+
+/// `primary/broken` streams two words and then fails; `primary/flaky` fails before output;
+/// `primary/refuses` fails with a non-retryable error; `backup/steady` always works.
+const CONFIG: &str = r#"
+[server]
+drain_timeout = "200ms"
+
+[providers.primary]
+adapter = "scripted"
+
+[[providers.primary.models]]
+name = "broken"
+capabilities = ["text"]
+script = { fail_after_deltas = 2 }
+
+[[providers.primary.models]]
+name = "flaky"
+capabilities = ["text"]
+script = { fail_attempts = 1 }
+
+[[providers.primary.models]]
+name = "refuses"
+capabilities = ["text"]
+script = { fail_attempts = 1, fail_error = "invalid_request" }
+
+[providers.backup]
+adapter = "scripted"
+
+[[providers.backup.models]]
+name = "steady"
+capabilities = ["text"]
+
+[policies.broken]
+targets = ["primary/broken", "backup/steady"]
+
+[policies.flaky]
+targets = ["primary/flaky", "backup/steady"]
+
+[policies.refuses]
+targets = ["primary/refuses", "backup/steady"]
+
+[abilities.broken]
+policy = "broken"
+
+[abilities.flaky]
+policy = "flaky"
+
+[abilities.refuses]
+policy = "refuses"
+"#;
+
+#[tokio::test]
+async fn a_failure_after_output_is_terminal_and_keeps_the_partial_output() {
+    let mut server = start(CONFIG).await;
+    let events = execute(
+        &mut server.client,
+        request("broken", "alpha beta gamma delta"),
+    )
+    .await;
+
+    assert_complete_sequence(&events);
+    assert_eq!(text_of(&events), "alpha beta ");
+    let failed = failed_payload(&events);
+    assert_eq!(events.last().unwrap().state(), S::Failed);
+    let error = failed.error.unwrap();
+    assert_eq!(error.code, "output_interrupted");
+    assert_eq!(
+        failed.partial_output.unwrap().text,
+        "alpha beta ",
+        "kept as evidence"
+    );
+    assert_eq!(
+        types(&events)
+            .iter()
+            .filter(|t| **t == "route.attempt.started")
+            .count(),
+        1,
+        "no fallback after output: {:?}",
+        types(&events)
+    );
+
+    let view = get(&mut server.client, &events[0].execution_id).await;
+    assert_eq!(view.state(), S::Failed);
+    assert!(view.result.is_none(), "partial output is never a result");
+    assert_eq!(view.partial_output.unwrap().text, "alpha beta ");
+    assert_eq!(view.attempts.len(), 1);
+    let attempt = &view.attempts[0];
+    assert!(attempt.output_committed);
+    assert_eq!(attempt.next_action(), pb::NextAction::Stop);
+    assert_eq!(attempt.provider, "primary");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn allow_fallback_false_permits_exactly_one_attempt() {
+    let mut server = start(CONFIG).await;
+    let mut req = request("flaky", "just once");
+    req.allow_fallback = Some(false);
+    req.max_attempts = Some(3);
+    let events = execute(&mut server.client, req).await;
+
+    assert_complete_sequence(&events);
+    assert_eq!(events.last().unwrap().state(), S::Failed);
+    assert_eq!(
+        failed_payload(&events).error.unwrap().code,
+        "attempts_exhausted"
+    );
+    let view = get(&mut server.client, &events[0].execution_id).await;
+    assert!(!view.limits.unwrap().allow_fallback);
+    assert_eq!(view.attempts.len(), 1, "{:?}", view.attempts);
+    assert_eq!(view.attempts[0].next_action(), pb::NextAction::Stop);
+
+    // The same request with fallback allowed reaches the backup.
+    let events = execute(&mut server.client, request("flaky", "fall back")).await;
+    assert_eq!(completed_result(&events).provider, "backup");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_non_retryable_error_stops_without_fallback() {
+    let mut server = start(CONFIG).await;
+    let events = execute(&mut server.client, request("refuses", "bad request")).await;
+
+    assert_complete_sequence(&events);
+    assert_eq!(events.last().unwrap().state(), S::Failed);
+    let error = failed_payload(&events).error.unwrap();
+    assert_eq!(error.code, "non_retryable");
+    assert_eq!(error.outcome(), pb::Outcome::Failed);
+    let last = error.last_attempt_error.unwrap();
+    assert_eq!(
+        (last.code.as_str(), last.class()),
+        ("invalid_request", pb::ErrorClass::NonRetryable)
+    );
+    let view = get(&mut server.client, &events[0].execution_id).await;
+    assert_eq!(view.attempts.len(), 1);
+    server.stop().await;
+}

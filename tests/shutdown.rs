@@ -1,0 +1,134 @@
+//! Graceful shutdown: admission stops at once (UNAVAILABLE, metadata STOPPING), running work
+//! finishes within the drain timeout, what is left is cancelled, and every open stream gets
+//! its terminal event before the server returns.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use futures_util::StreamExt;
+use model_runtime::pb;
+use tonic::Code;
+
+/// `slow` finishes on its own in a few hundred milliseconds; `stuck` never does.
+const CONFIG: &str = r#"
+[server]
+drain_timeout = "60s"
+
+[providers.scripted]
+adapter = "scripted"
+
+[[providers.scripted.models]]
+name = "slow"
+capabilities = ["text"]
+script = { first_delta_ms = 20, delta_interval_ms = 20 }
+
+[[providers.scripted.models]]
+name = "stuck"
+capabilities = ["text"]
+script = { hang = true }
+
+[policies.slow]
+targets = ["scripted/slow"]
+
+[policies.stuck]
+targets = ["scripted/stuck"]
+
+[abilities.chat]
+policy = "slow"
+
+[abilities.stuck]
+policy = "stuck"
+"#;
+
+#[tokio::test]
+async fn running_work_finishes_while_new_work_is_refused() {
+    let mut server = start(CONFIG).await;
+    let mut c = server.client.clone();
+    // The stuck execution holds the drain open until the test lets it go.
+    let holder = submit(&mut c, request("stuck", "hold")).await;
+    let mut stream = within(c.execute(request("chat", "one two three four five")))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = within(stream.next()).await.unwrap().unwrap();
+    assert_eq!(first.r#type, "execution.accepted");
+
+    server.begin_shutdown();
+    within(async {
+        while metadata(&mut c).await.state() != pb::RuntimeState::Stopping {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let status = within(c.submit(request("chat", "too late")))
+        .await
+        .expect_err("no new work while stopping");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+
+    // The running execution completes and its stream gets the terminal event.
+    let mut events = vec![first];
+    events.extend(collect(stream).await);
+    assert_complete_sequence(&events);
+    assert_eq!(events.last().unwrap().r#type, "execution.completed");
+    assert_eq!(text_of(&events), "one two three four five");
+
+    cancel(&mut c, &holder.execution_id, "done").await;
+    drop(c);
+    server.stop().await;
+}
+
+const SHORT_DRAIN: &str = r#"
+[server]
+drain_timeout = "100ms"
+
+[providers.scripted]
+adapter = "scripted"
+
+[[providers.scripted.models]]
+name = "stuck"
+capabilities = ["text"]
+script = { hang = true }
+
+[policies.default]
+targets = ["scripted/stuck"]
+
+[abilities.chat]
+policy = "default"
+"#;
+
+#[tokio::test]
+async fn the_drain_timeout_cancels_what_is_left_and_watchers_see_it() {
+    let mut server = start(SHORT_DRAIN).await;
+    let mut c = server.client.clone();
+    let running = submit(&mut c, request("chat", "never answered")).await;
+    until_provider(&mut c, "scripted", |p| p.in_flight == 1).await;
+    let stream = within(c.watch(pb::WatchRequest {
+        execution_id: running.execution_id.clone(),
+        after_sequence: 0,
+    }))
+    .await
+    .unwrap()
+    .into_inner();
+    drop(c);
+
+    server.begin_shutdown();
+    let events = collect(stream).await;
+
+    assert_complete_sequence(&events);
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last.r#type.as_str(), last.state()),
+        ("execution.failed", pb::ExecutionState::Cancelled)
+    );
+    let failed = failed_payload(&events);
+    assert_eq!(failed.error.unwrap().code, "cancelled");
+    assert!(
+        !failed.cancel_reason.is_empty(),
+        "shutdown says why it cancelled"
+    );
+    server.stop().await;
+}

@@ -1,0 +1,80 @@
+//! The memory store is bounded: running executions are never evicted, so a store full of them
+//! refuses new work with RESOURCE_EXHAUSTED; a terminal execution makes room and leaves with
+//! its id.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use model_runtime::pb;
+use model_runtime::pb::ExecutionState as S;
+use tonic::Code;
+
+const CONFIG: &str = r#"
+[server]
+drain_timeout = "200ms"
+
+[store]
+max_executions = 3
+
+[providers.scripted]
+adapter = "scripted"
+
+[[providers.scripted.models]]
+name = "stuck"
+capabilities = ["text"]
+script = { hang = true }
+
+[policies.default]
+targets = ["scripted/stuck"]
+
+[abilities.chat]
+policy = "default"
+"#;
+
+#[tokio::test]
+async fn a_store_full_of_running_work_refuses_until_one_ends() {
+    let mut server = start(CONFIG).await;
+    let c = &mut server.client;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(
+            submit(c, request("chat", &format!("job {i}")))
+                .await
+                .execution_id,
+        );
+    }
+    until_provider(c, "scripted", |p| p.in_flight == 3).await;
+    for id in &ids {
+        until_state(c, id, S::Running).await;
+    }
+
+    let status = within(c.submit(request("chat", "one too many")))
+        .await
+        .expect_err("a full store refuses");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    let meta = metadata(c).await.store.unwrap();
+    assert_eq!((meta.executions, meta.max_executions), (3, 3));
+    for id in &ids {
+        assert_eq!(get(c, id).await.state(), S::Running, "{id} is kept");
+    }
+
+    let cancelled = cancel(c, &ids[0], "make room").await;
+    assert_eq!(cancelled.state(), S::Cancelled);
+    let fresh = submit(c, request("chat", "fits now")).await;
+
+    let status = try_get(c, &ids[0])
+        .await
+        .expect_err("the ended execution was evicted");
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    for id in &ids[1..] {
+        assert_eq!(get(c, id).await.state(), S::Running, "{id} is kept");
+    }
+    assert_ne!(
+        get(c, &fresh.execution_id).await.state(),
+        pb::ExecutionState::Unspecified
+    );
+    assert_eq!(stored_executions(c).await, 3);
+    server.stop().await;
+}
