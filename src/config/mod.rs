@@ -60,8 +60,6 @@ pub struct Config {
 pub struct ServerConfig {
     /// gRPC listen address.
     pub listen: SocketAddr,
-    /// Optional metrics listen address.
-    pub metrics_listen: Option<SocketAddr>,
     /// How long running executions may finish after shutdown begins.
     pub drain_timeout: Duration,
     /// Deadline of a request that sets none, from submission.

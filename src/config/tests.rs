@@ -91,6 +91,10 @@ fn errors_name_the_key_and_the_reason() {
             "server.default_deadline: must not be longer than server.max_deadline",
         ),
         (format!("{MINIMAL}\n[store]\nkind = \"redis\"\n"), "store.kind: unknown kind `redis`"),
+        (
+            format!("{MINIMAL}\n[server]\nmetrics_listen = \"127.0.0.1:9090\"\n"),
+            "server.metrics_listen: the metrics endpoint is not available",
+        ),
         (format!("{MINIMAL}\n[store]\nmax_executions = 0\n"), "store.max_executions: must be at least 1"),
         (
             MINIMAL.replace("capabilities = [\"text\"]", "capabilities = [\"text\"]\nscript = { tool_call = { name = \"f\", arguments = \"{nope\" } }"),

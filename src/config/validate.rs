@@ -87,6 +87,13 @@ fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
             "must not be longer than server.max_deadline",
         ));
     }
+    if raw.metrics_listen.is_some() {
+        // Accepting the key and serving nothing would look like a broken endpoint.
+        return Err(invalid(
+            "server.metrics_listen",
+            "the metrics endpoint is not available in this version",
+        ));
+    }
     if raw.max_input_bytes == 0 {
         return Err(invalid(
             "server.max_input_bytes",
@@ -95,10 +102,6 @@ fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
     }
     Ok(ServerConfig {
         listen: address("server.listen", &raw.listen)?,
-        metrics_listen: raw
-            .metrics_listen
-            .map(|a| address("server.metrics_listen", &a))
-            .transpose()?,
         drain_timeout: raw.drain_timeout,
         default_deadline,
         max_deadline,

@@ -77,3 +77,76 @@ pub fn plan(config: &Config, policy: &PolicyConfig, required: &BTreeSet<String>)
         targets,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::fmt::Write;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const CAPABILITIES: [&str; 4] = ["text", "vision", "tools", "json_schema"];
+
+    fn config(models: &[Vec<usize>], order: &[usize]) -> Config {
+        let mut toml = String::from("[providers.p]\nadapter = \"scripted\"\n");
+        for (i, caps) in models.iter().enumerate() {
+            let caps: Vec<String> = caps
+                .iter()
+                .map(|c| format!("\"{}\"", CAPABILITIES[*c]))
+                .collect();
+            write!(
+                toml,
+                "[[providers.p.models]]\nname = \"m{i}\"\ncapabilities = [{}]\n",
+                caps.join(", ")
+            )
+            .unwrap();
+        }
+        let targets: Vec<String> = order.iter().map(|i| format!("\"p/m{i}\"")).collect();
+        write!(
+            toml,
+            "[policies.main]\ntargets = [{}]\n",
+            targets.join(", ")
+        )
+        .unwrap();
+        Config::from_toml(&toml).unwrap()
+    }
+
+    proptest! {
+        #[test]
+        fn plans_are_deterministic_ordered_and_filtered_exactly(
+            models in prop::collection::vec(prop::collection::vec(0..4usize, 0..4), 1..8),
+            required in prop::collection::btree_set(0..4usize, 0..3),
+            seed in any::<u64>(),
+        ) {
+            // A policy order that is a permutation of the models, chosen by the seed.
+            let mut order: Vec<usize> = (0..models.len()).collect();
+            let mut s = seed;
+            for i in (1..order.len()).rev() {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                order.swap(i, (s >> 33) as usize % (i + 1));
+            }
+            let config = config(&models, &order);
+            let policy = &config.policies["main"];
+            let required: BTreeSet<String> = required.iter().map(|c| CAPABILITIES[*c].to_owned()).collect();
+            let first = plan(&config, policy, &required);
+            for _ in 0..3 {
+                prop_assert_eq!(&plan(&config, policy, &required), &first);
+            }
+            // Same order as the policy, every target present.
+            let names: Vec<String> = first.targets.iter().map(|t| t.model.to_string()).collect();
+            let expected: Vec<String> = order.iter().map(|i| format!("m{i}")).collect();
+            prop_assert_eq!(names, expected);
+            // Kept exactly when the model has every required capability; the reason lists the rest.
+            for (target, i) in first.targets.iter().zip(&order) {
+                let has: BTreeSet<String> = models[*i].iter().map(|c| CAPABILITIES[*c].to_owned()).collect();
+                let missing: Vec<String> = required.difference(&has).cloned().collect();
+                prop_assert_eq!(target.kept, missing.is_empty());
+                prop_assert_eq!(&target.missing_capabilities, &missing);
+                prop_assert_eq!(target.reason.is_some(), !target.kept);
+            }
+        }
+    }
+}
