@@ -18,7 +18,6 @@ use crate::execution::driver::{self, Deps, DriverHandle, Job};
 use crate::execution::validate::validate;
 use crate::execution::{
     ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionError, ExecutionId, Outcome,
-    Output,
 };
 use crate::provider::{Provider, Providers};
 use crate::routing::AttemptBudget;
@@ -144,7 +143,17 @@ impl Runtime {
                 limits: admitted.limits.clone(),
             },
             labels: labels.clone(),
-            idempotency: key.clone().map(|k| (k, request.fingerprint())),
+            // Compare requests as they resolve, so leaving a field to its default and
+            // spelling the default out are the same request.
+            idempotency: key.clone().map(|k| {
+                let canonical = ExecuteRequest {
+                    policy: Some(admitted.policy.name.to_string()),
+                    max_attempts: Some(admitted.limits.max_attempts),
+                    allow_fallback: Some(admitted.limits.allow_fallback),
+                    ..request.clone()
+                };
+                (k, canonical.fingerprint())
+            }),
         };
         let start = Instant::now();
         let job = Job {
@@ -167,13 +176,27 @@ impl Runtime {
             Ok(Created::Existing(view)) => return Ok(view),
             Err(e) => return Err(RuntimeError::from_store(e, key.as_deref())),
         };
-        let handle = Arc::new(DriverHandle::default());
-        self.drivers().insert(id, handle.clone());
-        let runtime = self.clone();
-        self.inner.tasks.spawn(async move {
-            driver::run(runtime.inner.deps.clone(), job, handle).await;
-            runtime.drivers().remove(&id);
-        });
+        // Registration and the stopping flag change under one lock, so shutdown either sees
+        // this driver (and drains or cancels it) or this submission sees shutdown.
+        let registered = {
+            let mut drivers = self.drivers();
+            let open = !self.inner.stopping.load(Ordering::Acquire);
+            if open {
+                let handle = Arc::new(DriverHandle::default());
+                drivers.insert(id, handle.clone());
+                let runtime = self.clone();
+                self.inner.tasks.spawn(async move {
+                    driver::run(runtime.inner.deps.clone(), job, handle).await;
+                    runtime.drivers().remove(&id);
+                });
+            }
+            open
+        };
+        if !registered {
+            self.record_cancellation(id, Some("runtime shutting down".into()))
+                .await?;
+            return Err(RuntimeError::Unavailable(RuntimeState::Stopping.as_str()));
+        }
         tracing::debug!(execution_id = %id, ability = %view.ability, "accepted");
         Ok(view)
     }
@@ -218,16 +241,31 @@ impl Runtime {
             }
             tracing::warn!(execution_id = %id, "driver did not record the cancellation in time");
         }
+        self.record_cancellation(id, reason).await
+    }
+
+    /// Ends an execution that no driver is running as cancelled, and returns it.
+    async fn record_cancellation(
+        &self,
+        id: ExecutionId,
+        reason: Option<String>,
+    ) -> Result<Execution, RuntimeError> {
+        let view = self.get(id)?;
+        let outcome = if view.attempts.iter().any(|a| a.admitted) {
+            Outcome::Unknown
+        } else {
+            Outcome::NotStarted
+        };
         let payload = EventPayload::Failed {
             error: ExecutionError {
                 code: ErrorCode::Cancelled,
                 message: reason
                     .as_ref()
                     .map_or_else(|| "cancelled".to_owned(), |r| format!("cancelled: {r}")),
-                outcome: Outcome::Unknown,
+                outcome,
                 last_attempt_error: None,
             },
-            partial_output: Output::default(),
+            partial_output: view.partial_output,
             cancel_reason: reason,
         };
         match self.inner.deps.store.append(id, payload).await {
@@ -272,7 +310,10 @@ impl Runtime {
     /// Stops admitting work, lets running executions finish within `drain_timeout`, then
     /// cancels the rest and waits for every driver to record its terminal event.
     pub async fn shutdown(&self, drain_timeout: Duration) {
-        self.inner.stopping.store(true, Ordering::Release);
+        {
+            let _registrations = self.drivers();
+            self.inner.stopping.store(true, Ordering::Release);
+        }
         self.inner.tasks.close();
         if tokio::time::timeout(drain_timeout, self.inner.tasks.wait())
             .await

@@ -12,6 +12,10 @@ use crate::pb;
 use crate::runtime::Runtime;
 use crate::service::{ModelRuntimeServer, ModelRuntimeService};
 
+/// After the drain, how long open streams (slow readers, health watches) get to finish before
+/// their connections are closed, so a stop always ends.
+const CONNECTION_GRACE: Duration = Duration::from_secs(5);
+
 /// The fully-qualified name of the service, as health and reflection report it.
 pub const SERVICE_NAME: &str = "model_runtime.v1.ModelRuntime";
 
@@ -27,8 +31,8 @@ pub enum ServerError {
 }
 
 /// Serves `runtime` on `listener` until `shutdown` resolves; then reports NOT_SERVING, drains
-/// the runtime within its configured drain timeout, and lets in-flight streams end with the
-/// terminal events the drain produced.
+/// the runtime within its configured drain timeout, lets in-flight streams end with the
+/// terminal events the drain produced, and closes what is still open after a short grace.
 pub async fn serve(
     runtime: Runtime,
     listener: TcpListener,
@@ -59,6 +63,7 @@ pub async fn serve(
         .with_nodelay(Some(true))
         .with_keepalive(Some(Duration::from_secs(60)));
     let drain = runtime.config().server.drain_timeout;
+    let (drained, drained_rx) = tokio::sync::oneshot::channel::<()>();
     let stopping = async {
         shutdown.await;
         tracing::info!("shutdown requested: draining");
@@ -69,14 +74,26 @@ pub async fn serve(
             .set_service_status("", ServingStatus::NotServing)
             .await;
         runtime.shutdown(drain).await;
+        let _ = drained.send(());
     };
-    tonic::transport::Server::builder()
+    let serving = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(service)
-        .serve_with_incoming_shutdown(incoming, stopping)
-        .await?;
+        .serve_with_incoming_shutdown(incoming, stopping);
+    // Graceful shutdown waits for every connection to close; a health watch or a stalled
+    // reader never would. Bound it.
+    let grace = async {
+        match drained_rx.await {
+            Ok(()) => tokio::time::sleep(CONNECTION_GRACE).await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        result = serving => result?,
+        () = grace => tracing::warn!(grace = ?CONNECTION_GRACE, "connections still open after the drain; closing them"),
+    }
     tracing::info!("server stopped");
     Ok(())
 }

@@ -132,3 +132,30 @@ async fn the_drain_timeout_cancels_what_is_left_and_watchers_see_it() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_client_that_never_hangs_up_does_not_keep_the_server_alive() {
+    let mut server = start(SHORT_DRAIN).await;
+    // A health watch never ends on its own; the client keeps its connection open.
+    let mut health = tonic_health::pb::health_client::HealthClient::new(server.channel.clone());
+    let mut watch = within(health.watch(tonic_health::pb::HealthCheckRequest {
+        service: String::new(),
+    }))
+    .await
+    .unwrap()
+    .into_inner();
+    let first = within(watch.next()).await.unwrap().unwrap();
+    assert_eq!(
+        first.status(),
+        tonic_health::pb::health_check_response::ServingStatus::Serving
+    );
+
+    server.begin_shutdown();
+    let task = server.take_task();
+    // Drain (100ms) plus the connection grace (5s), well within the bound.
+    let result = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the server exits although a client holds a stream open");
+    result.unwrap().unwrap();
+    drop(watch);
+}

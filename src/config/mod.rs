@@ -77,7 +77,7 @@ pub struct StoreConfig {
     pub kind: StoreKind,
     /// Capacity in executions.
     pub max_executions: usize,
-    /// How long a terminal execution is kept at least.
+    /// How long after it ended a terminal execution expires (capacity may evict it sooner).
     pub retention: Duration,
 }
 

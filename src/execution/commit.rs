@@ -24,11 +24,6 @@ impl CommitTracker {
         self.committed
     }
 
-    /// The output so far.
-    pub fn output(&self) -> &Output {
-        &self.output
-    }
-
     /// Takes the output, leaving it empty.
     pub fn take_output(&mut self) -> Output {
         std::mem::take(&mut self.output)
@@ -96,7 +91,7 @@ mod tests {
                 .is_some()
         );
         assert!(t.committed());
-        assert_eq!(t.output().text, "hi");
+        assert_eq!(t.take_output().text, "hi");
     }
 
     #[test]

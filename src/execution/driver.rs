@@ -17,11 +17,11 @@ use crate::config::{Config, PolicyConfig};
 use crate::error::log_internal;
 use crate::execution::{
     AttemptError, AttemptRecord, CommitTracker, ErrorClass, ErrorCode, EventPayload,
-    ExecutionError, ExecutionId, ExecutionInput, ExecutionResult, FinishReason, Labels, Outcome,
-    Output,
+    ExecutionError, ExecutionId, ExecutionInput, ExecutionResult, ExecutionState, FinishReason,
+    Labels, Outcome, Output,
 };
 use crate::provider::{ProviderCall, ProviderError, ProviderEvent, ProviderSlot, Providers};
-use crate::routing::{self, AttemptBudget, Decision, Permit, PlanTarget};
+use crate::routing::{self, AttemptBudget, Decision, Permit, PlanTarget, RoutingPlan};
 use crate::store::{EventStore, StoreError};
 use crate::usage::UsageFact;
 
@@ -89,6 +89,24 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
         }
     };
     let error_id = log_internal(&format!("execution {id}: {error}"));
+    // The draft draws no ACCEPTED -> FAILED edge: a failure that struck before routing
+    // began is recorded after an (empty) routing step, so the execution still ends.
+    if let Ok(view) = store.get(id)
+        && view.state == ExecutionState::Accepted
+    {
+        let plan = RoutingPlan {
+            policy: view.policy.clone(),
+            required_capabilities: Vec::new(),
+            targets: Vec::new(),
+        };
+        if let Err(e) = store
+            .append(id, EventPayload::Routing(Arc::new(plan)))
+            .await
+        {
+            tracing::error!(execution_id = %id, error = %e, "could not record the internal failure");
+            return;
+        }
+    }
     let payload = EventPayload::Failed {
         error: ExecutionError {
             code: ErrorCode::InternalError,
@@ -124,10 +142,9 @@ struct AttemptEnd {
 }
 
 enum EndKind {
-    /// The provider finished the reply; `execution.completed` has been appended.
-    Succeeded,
-    /// The provider finished the reply (inside `stream`, before the permit is released).
-    Finished(FinishReason),
+    /// The provider finished the reply. `attempt` appends `execution.completed` once the
+    /// permit is released.
+    Succeeded(FinishReason),
     /// The attempt failed; the router decides what follows.
     Failed(AttemptError),
     /// Cancellation or the stop time cut the attempt.
@@ -140,16 +157,25 @@ struct Tally {
     attempts: u32,
     on_target: u32,
     any_admitted: bool,
+    /// Whether any admitted attempt may still be running remotely: once true, the execution's
+    /// outcome can only be `unknown`, whatever later attempts did.
+    any_unknown: bool,
     last_error: Option<AttemptError>,
 }
 
 impl Tally {
     fn outcome(&self) -> Outcome {
-        match (&self.last_error, self.any_admitted) {
-            (_, false) => Outcome::NotStarted,
-            (Some(e), true) if e.class == ErrorClass::OutcomeUnknown => Outcome::Unknown,
-            _ => Outcome::Failed,
+        match (self.any_admitted, self.any_unknown) {
+            (false, _) => Outcome::NotStarted,
+            (true, true) => Outcome::Unknown,
+            (true, false) => Outcome::Failed,
         }
+    }
+
+    /// Counts a finished attempt's error.
+    fn record_error(&mut self, error: AttemptError, admitted: bool) {
+        self.any_unknown |= admitted && error.class == ErrorClass::OutcomeUnknown;
+        self.last_error = Some(error);
     }
 }
 
@@ -198,10 +224,9 @@ impl Driver {
         loop {
             let target = targets[index];
             tally.attempts += 1;
-            tally.on_target += 1;
             let end = self.attempt(target, &mut tally, stop_at, stop_code).await?;
             let error = match &end.kind {
-                EndKind::Succeeded | EndKind::Finished(_) => return Ok(()),
+                EndKind::Succeeded(_) => return Ok(()),
                 EndKind::Cut(code) => return self.cut(target, tally, *code, end).await,
                 EndKind::Failed(error) => error.clone(),
             };
@@ -212,6 +237,7 @@ impl Driver {
                     committed: end.committed,
                     attempts: tally.attempts,
                     on_target: tally.on_target,
+                    admitted: end.admitted,
                     has_next_target: index + 1 < targets.len(),
                     retry_unknown_outcome: slot.is_some_and(|s| s.config.retry_unknown_outcome),
                 },
@@ -220,7 +246,7 @@ impl Driver {
             tracing::debug!(execution_id = %self.job.id, attempt = tally.attempts, code = %error.code, next = ?decision, "attempt failed");
             let record = record(target, &tally, &end, error.clone(), decision);
             self.append(EventPayload::AttemptFailed(record)).await?;
-            tally.last_error = Some(error);
+            tally.record_error(error, end.admitted);
             match decision {
                 Decision::Retry { after } => {
                     tokio::select! {
@@ -294,9 +320,10 @@ impl Driver {
         })
         .await?;
         tally.any_admitted = true;
+        tally.on_target += 1;
         let span = tracing::debug_span!("attempt", execution_id = %self.job.id, attempt = tally.attempts, provider = %target.provider, model = %target.model);
         let mut tracker = CommitTracker::new();
-        let mut kind = self
+        let kind = self
             .stream(
                 slot,
                 target,
@@ -310,7 +337,7 @@ impl Driver {
             .await?;
         // The permit and the provider stream are released by now, so whoever sees the
         // terminal event also sees the provider's capacity back.
-        if let EndKind::Finished(finish_reason) = kind {
+        if let EndKind::Succeeded(finish_reason) = kind {
             let result = ExecutionResult {
                 output: tracker.take_output(),
                 finish_reason,
@@ -319,7 +346,6 @@ impl Driver {
                 attempt: tally.attempts,
             };
             self.append(EventPayload::Completed(result)).await?;
-            kind = EndKind::Succeeded;
         }
         Ok(AttemptEnd {
             started_at,
@@ -371,7 +397,7 @@ impl Driver {
                 }
             };
             let payload = match event {
-                ProviderEvent::Finished(reason) => return Ok(EndKind::Finished(reason)),
+                ProviderEvent::Finished(reason) => return Ok(EndKind::Succeeded(reason)),
                 ProviderEvent::Usage(q) => EventPayload::Usage(UsageFact {
                     unit: q.unit,
                     quantity: q.quantity,
@@ -400,8 +426,13 @@ impl Driver {
         end: AttemptEnd,
     ) -> Result<(), StoreError> {
         let error = AttemptError {
-            // A provider call dropped mid-flight may still finish remotely.
-            class: ErrorClass::OutcomeUnknown,
+            // A provider call dropped mid-flight may still finish remotely; a wait in the
+            // admission queue that was cut started nothing.
+            class: if end.admitted {
+                ErrorClass::OutcomeUnknown
+            } else {
+                ErrorClass::NonRetryable
+            },
             code: code.as_str().into(),
             message: format!("attempt stopped: {code}"),
             retry_after: None,
@@ -409,7 +440,7 @@ impl Driver {
         let record = record(target, &tally, &end, error.clone(), Decision::Stop(code));
         self.append(EventPayload::AttemptFailed(record)).await?;
         if end.admitted {
-            tally.last_error = Some(error);
+            tally.record_error(error, true);
         }
         let message = if code == ErrorCode::Cancelled {
             self.cancel_message()

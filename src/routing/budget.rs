@@ -57,8 +57,10 @@ pub struct Failure<'a> {
     pub committed: bool,
     /// Attempts made so far, this one included.
     pub attempts: u32,
-    /// Attempts made on this target so far, this one included.
+    /// Admitted attempts on this target so far, this one included.
     pub on_target: u32,
+    /// Whether the attempt got past admission (a rejected one never retries its target).
+    pub admitted: bool,
     /// Whether a later target remains in the plan.
     pub has_next_target: bool,
     /// Whether the provider may repeat a request whose outcome is unknown.
@@ -77,6 +79,11 @@ impl AttemptBudget {
     }
 
     /// Decides what follows a failed attempt, at time `now`.
+    ///
+    /// The same target is tried again while the policy's `retries_per_target` allows, after
+    /// an exponential backoff or the provider's Retry-After, whichever is longer; when that
+    /// wait does not fit the time left, the router moves on. With no later target, a
+    /// Retry-After that fits is honoured even when the policy allows no retries.
     pub fn decide(&self, failure: Failure<'_>, now: Instant) -> Decision {
         if failure.committed {
             return Decision::Stop(ErrorCode::OutputInterrupted);
@@ -96,19 +103,25 @@ impl AttemptBudget {
         if failure.attempts >= self.max_attempts || !self.allow_fallback {
             return Decision::Stop(ErrorCode::AttemptsExhausted);
         }
-        if failure.on_target <= self.retries_per_target {
+        let retry_after = failure.error.retry_after;
+        let same_target_wait = if !failure.admitted {
+            // A full queue says nothing about when a permit frees up: move on at once.
+            None
+        } else if failure.on_target <= self.retries_per_target {
             let exponent = failure.on_target.saturating_sub(1).min(16);
             let backoff = self.backoff.saturating_mul(1 << exponent);
-            let wait = backoff.max(failure.error.retry_after.unwrap_or_default());
-            if now + wait < stop_at {
-                return Decision::Retry { after: wait };
-            }
-        }
-        // A Retry-After that does not fit the budget is honoured by moving on.
-        if failure.has_next_target {
-            Decision::Fallback
+            Some(backoff.max(retry_after.unwrap_or_default()))
+        } else if !failure.has_next_target {
+            retry_after
         } else {
-            Decision::Stop(ErrorCode::AttemptsExhausted)
+            None
+        };
+        match same_target_wait {
+            Some(wait) if now + wait < stop_at => Decision::Retry { after: wait },
+            _ if failure.has_next_target => Decision::Fallback,
+            // The wait that was due does not fit: time, not attempts, ran out.
+            Some(_) => Decision::Stop(stop_code),
+            None => Decision::Stop(ErrorCode::AttemptsExhausted),
         }
     }
 }

@@ -11,7 +11,9 @@ use proptest::prelude::*;
 use tokio::time::Instant;
 
 use crate::config::Config;
-use crate::execution::{EventPayload, ExecuteRequest, ExecutionInput, ExecutionState, Message};
+use crate::execution::{
+    ErrorCode, EventPayload, ExecuteRequest, ExecutionInput, ExecutionState, Message,
+};
 use crate::routing::plan;
 use crate::runtime::Runtime;
 
@@ -32,6 +34,7 @@ struct TargetScript {
     fail_after_deltas: Option<u32>,
     first_delta_ms: u64,
     hang: bool,
+    retry_after_ms: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -56,9 +59,18 @@ fn target() -> impl Strategy<Value = TargetScript> {
         prop::option::weighted(0.2, 0..3u32),
         0..300u64,
         prop::bool::weighted(0.1),
+        0..2000u64,
     )
         .prop_map(
-            |(capabilities, fail_attempts, fail_error, fail_after_deltas, first_delta_ms, hang)| {
+            |(
+                capabilities,
+                fail_attempts,
+                fail_error,
+                fail_after_deltas,
+                first_delta_ms,
+                hang,
+                retry_after_ms,
+            )| {
                 TargetScript {
                     capabilities,
                     fail_attempts,
@@ -66,6 +78,7 @@ fn target() -> impl Strategy<Value = TargetScript> {
                     fail_after_deltas,
                     first_delta_ms,
                     hang,
+                    retry_after_ms,
                 }
             },
         )
@@ -125,6 +138,9 @@ fn config(case: &Case) -> Config {
             "fail_attempts = {}, fail_error = \"{}\", first_delta_ms = {}, hang = {}",
             t.fail_attempts, FAIL_ERRORS[t.fail_error], t.first_delta_ms, t.hang
         );
+        if FAIL_ERRORS[t.fail_error] == "rate_limited" {
+            write!(script, ", retry_after_ms = {}", t.retry_after_ms).unwrap();
+        }
         if let Some(n) = t.fail_after_deltas {
             write!(script, ", fail_after_deltas = {n}").unwrap();
         }
@@ -239,8 +255,24 @@ fn check(case: Case) -> Result<(), TestCaseError> {
                 .iter()
                 .any(|e| matches!(e.payload, EventPayload::AttemptStarted { .. }));
             prop_assert!(!restarted, "an attempt started after output was committed");
-            if view.state == ExecutionState::Failed {
-                prop_assert!(!view.partial_output.is_empty() || view.result.is_none());
+            // A failure after output keeps the output as evidence, never as a result.
+            if view.state != ExecutionState::Succeeded {
+                prop_assert!(view.result.is_none());
+                prop_assert!(
+                    !view.partial_output.is_empty(),
+                    "committed output was dropped"
+                );
+                let code = view.error.as_ref().unwrap().code;
+                prop_assert!(
+                    matches!(
+                        code,
+                        ErrorCode::OutputInterrupted
+                            | ErrorCode::DeadlineExceeded
+                            | ErrorCode::RetryBudgetExhausted
+                    ),
+                    "{:?} after committed output",
+                    code
+                );
             }
         }
 

@@ -29,16 +29,16 @@ pub fn to_status(error: RuntimeError) -> Status {
             message,
             ErrorDetails::with_bad_request_violation(v.field, v.description),
         ),
-        RuntimeError::NotFound(id) => Status::with_error_details(
-            Code::NotFound,
-            message,
-            ErrorDetails::with_resource_info(
+        RuntimeError::NotFound(id) => {
+            let mut details = ErrorDetails::with_resource_info(
                 EXECUTION_RESOURCE,
                 id.to_string(),
                 "",
                 "no such execution (it may have expired)",
-            ),
-        ),
+            );
+            details.add_bad_request_violation("execution_id", "names no execution");
+            Status::with_error_details(Code::NotFound, message, details)
+        }
         RuntimeError::AlreadyExists { key, execution_id } => Status::with_error_details(
             Code::AlreadyExists,
             message,
@@ -113,7 +113,13 @@ mod tests {
         let id = ExecutionId::new();
         let status = to_status(RuntimeError::NotFound(id));
         assert_eq!(status.code(), Code::NotFound);
-        let info = status.get_error_details().resource_info().cloned();
+        let details = status.get_error_details();
+        let info = details.resource_info().cloned();
         assert_eq!(info.map(|i| i.resource_name), Some(id.to_string()));
+        let fields: Vec<String> = details
+            .bad_request()
+            .map(|b| b.field_violations.iter().map(|v| v.field.clone()).collect())
+            .unwrap_or_default();
+        assert_eq!(fields, ["execution_id"]);
     }
 }

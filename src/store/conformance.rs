@@ -30,6 +30,7 @@ where
     idempotency_keys_return_or_reject(roomy().await).await;
     unknown_ids_are_not_found(roomy().await).await;
     a_full_store_evicts_terminal_records_only(make(3, Duration::from_secs(3600)).await).await;
+    a_full_store_keeps_records_being_watched(make(2, Duration::from_secs(3600)).await).await;
     retention_expires_records_with_their_identities(make(100, Duration::from_secs(60)).await).await;
 }
 
@@ -289,6 +290,33 @@ async fn a_full_store_evicts_terminal_records_only(store: Arc<dyn EventStore>) {
     let reused = create(&*store, new_execution(Some(("done-key", 2)))).await;
     assert_ne!(reused, done);
     assert_eq!(store.stats().executions, 3);
+}
+
+async fn a_full_store_keeps_records_being_watched(store: Arc<dyn EventStore>) {
+    let watched = create(&*store, new_execution(None)).await;
+    run_to_success(&*store, watched).await;
+    let unwatched = create(&*store, new_execution(None)).await;
+    run_to_success(&*store, unwatched).await;
+    let reader = store.subscribe(watched).unwrap();
+    // The older record has a reader: the younger, unwatched one makes room.
+    let third = create(&*store, new_execution(None)).await;
+    assert_eq!(
+        store.get(unwatched).unwrap_err(),
+        StoreError::NotFound(unwatched)
+    );
+    assert!(store.get(watched).is_ok(), "a record being read is kept");
+    // Nothing left to evict while the reader stays: the store is full.
+    assert_eq!(
+        store.create(new_execution(None)).await.unwrap_err(),
+        StoreError::Full(2)
+    );
+    drop(reader);
+    let _fourth = create(&*store, new_execution(None)).await;
+    assert_eq!(
+        store.get(watched).unwrap_err(),
+        StoreError::NotFound(watched)
+    );
+    assert!(store.get(third).is_ok());
 }
 
 async fn retention_expires_records_with_their_identities(store: Arc<dyn EventStore>) {

@@ -1,8 +1,8 @@
 //! The bounded in-memory store (the default). One mutex guards the index; no lock is held
 //! across an await. Terminal executions leave in the order they ended once their retention
-//! has passed, or earlier when capacity is needed; their id and idempotency key go with them
-//! in the same critical section. Non-terminal executions are never evicted: a store full of
-//! them rejects new work.
+//! has passed, or earlier when capacity is needed (then the oldest one nobody is watching);
+//! their id and idempotency key go with them in the same critical section. Non-terminal
+//! executions are never evicted: a store full of them rejects new work.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -40,7 +40,7 @@ struct Record {
 }
 
 impl MemoryStore {
-    /// A store holding at most `max_executions`, keeping terminal ones at least `retention`.
+    /// A store holding at most `max_executions`, expiring terminal ones `retention` after they end.
     pub fn new(max_executions: usize, retention: Duration) -> Self {
         Self {
             max_executions: max_executions.max(1),
@@ -71,11 +71,8 @@ impl MemoryStore {
                 Err(StoreError::IdempotencyConflict(*existing))
             };
         }
-        if state.records.len() >= self.max_executions {
-            // Make room by evicting the terminal execution that ended first.
-            if !state.evict_oldest() {
-                return Err(StoreError::Full(state.records.len()));
-            }
+        if state.records.len() >= self.max_executions && !state.evict_for_room() {
+            return Err(StoreError::Full(state.records.len()));
         }
         let mut lifecycle = Lifecycle::default();
         let first = Arc::new(Event {
@@ -134,21 +131,38 @@ impl State {
             if now.duration_since(*ended) < retention {
                 break;
             }
-            self.evict_oldest();
+            self.evict_at(0);
         }
     }
 
-    /// Drops the terminal execution that ended first, with its identities; false if none.
-    fn evict_oldest(&mut self) -> bool {
-        let Some((id, _)) = self.ended.pop_front() else {
-            return false;
+    /// Makes room by evicting the terminal execution that ended first among those no reader
+    /// is following (a reader mid-replay would otherwise lose its terminal event); false if
+    /// there is none.
+    fn evict_for_room(&mut self) -> bool {
+        let unwatched = self.ended.iter().position(|(id, _)| {
+            self.records
+                .get(id)
+                .is_none_or(|r| r.notify.receiver_count() == 0)
+        });
+        match unwatched {
+            Some(index) => {
+                self.evict_at(index);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Drops the `index`-th ended execution with its identities.
+    fn evict_at(&mut self, index: usize) {
+        let Some((id, _)) = self.ended.remove(index) else {
+            return;
         };
         if let Some(record) = self.records.remove(&id)
             && let Some(key) = &record.view.idempotency_key
         {
             self.idempotency.remove(key);
         }
-        true
     }
 }
 

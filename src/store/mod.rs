@@ -83,7 +83,7 @@ pub struct StoreStats {
     pub executions: usize,
     /// Capacity.
     pub max_executions: usize,
-    /// Minimum retention of a terminal execution.
+    /// How long after it ended a terminal execution expires.
     pub retention: Duration,
 }
 

@@ -91,6 +91,11 @@ impl TestServer {
         }
     }
 
+    /// The task running `serve`, to await it while this side keeps its connections open.
+    pub fn take_task(&mut self) -> JoinHandle<Result<(), ServerError>> {
+        self.task.take().expect("server task")
+    }
+
     /// Stops the server and waits for `serve` to return, which must be `Ok`.
     pub async fn stop(mut self) {
         self.begin_shutdown();

@@ -30,6 +30,7 @@ fn failure(error: &AttemptError) -> Failure<'_> {
         committed: false,
         attempts: 1,
         on_target: 1,
+        admitted: true,
         has_next_target: true,
         retry_unknown_outcome: false,
     }
@@ -165,4 +166,82 @@ fn retry_after_is_honoured_when_it_fits_and_moves_on_when_not() {
     );
     let too_long = error(ErrorClass::Retryable, Some(Duration::from_secs(30)));
     assert_eq!(b.decide(failure(&too_long), now), Decision::Fallback);
+}
+
+#[test]
+fn an_admission_rejection_moves_on_at_once() {
+    let now = Instant::now();
+    let b = budget(now);
+    let e = error(ErrorClass::Retryable, None);
+    let rejected = Failure {
+        admitted: false,
+        on_target: 0,
+        ..failure(&e)
+    };
+    assert_eq!(b.decide(rejected, now), Decision::Fallback);
+    let last = Failure {
+        has_next_target: false,
+        ..rejected
+    };
+    assert_eq!(
+        b.decide(last, now),
+        Decision::Stop(ErrorCode::AttemptsExhausted)
+    );
+}
+
+#[test]
+fn a_retry_that_does_not_fit_stops_with_the_time_code() {
+    let now = Instant::now();
+    let b = AttemptBudget {
+        budget_end: now + Duration::from_millis(150),
+        ..budget(now)
+    };
+    let e = error(ErrorClass::Retryable, None);
+    let f = Failure {
+        has_next_target: false,
+        ..failure(&e)
+    };
+    let later = now + Duration::from_millis(100);
+    assert_eq!(
+        b.decide(f, later),
+        Decision::Stop(ErrorCode::RetryBudgetExhausted)
+    );
+}
+
+#[test]
+fn retry_after_is_honoured_on_the_last_target_without_policy_retries() {
+    let now = Instant::now();
+    let b = AttemptBudget {
+        retries_per_target: 0,
+        ..budget(now)
+    };
+    let e = error(ErrorClass::Retryable, Some(Duration::from_secs(1)));
+    let last = Failure {
+        has_next_target: false,
+        ..failure(&e)
+    };
+    assert_eq!(
+        b.decide(last, now),
+        Decision::Retry {
+            after: Duration::from_secs(1)
+        }
+    );
+    let next = Failure {
+        has_next_target: true,
+        ..failure(&e)
+    };
+    assert_eq!(
+        b.decide(next, now),
+        Decision::Fallback,
+        "another provider needs no wait"
+    );
+    let plain = error(ErrorClass::Retryable, None);
+    let last = Failure {
+        has_next_target: false,
+        ..failure(&plain)
+    };
+    assert_eq!(
+        b.decide(last, now),
+        Decision::Stop(ErrorCode::AttemptsExhausted)
+    );
 }
