@@ -77,6 +77,8 @@ pub async fn serve(
         let _ = drained.send(());
     };
     let serving = tonic::transport::Server::builder()
+        // One span per RPC, named by its method, so every log line of a call carries it.
+        .trace_fn(|request| tracing::info_span!("rpc", method = %request.uri().path()))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
