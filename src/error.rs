@@ -44,7 +44,9 @@ pub enum RuntimeError {
     #[error("execution {0} not found")]
     NotFound(ExecutionId),
     /// The idempotency key names an execution of a different request.
-    #[error("idempotency key `{key}` is in use by execution {execution_id} with a different request")]
+    #[error(
+        "idempotency key `{key}` is in use by execution {execution_id} with a different request"
+    )]
     AlreadyExists {
         /// The key.
         key: String,

@@ -26,7 +26,6 @@
 //! commit rule, append each event) -> store wakes every watcher -> `Execute`/`Watch` streams
 //! read the store from their cursor. `Execute` is `Submit` + `Watch` from 0.
 
-
 pub mod cli;
 pub mod config;
 pub mod error;

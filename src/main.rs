@@ -9,7 +9,11 @@ use model_runtime::cli::{self, ExecArgs};
 use model_runtime::{Config, Runtime, server, telemetry};
 
 #[derive(Parser)]
-#[command(name = "model-runtime", version, about = "A gRPC data plane that executes model calls behind an AI gateway")]
+#[command(
+    name = "model-runtime",
+    version,
+    about = "A gRPC data plane that executes model calls behind an AI gateway"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -106,7 +110,10 @@ fn main() -> ExitCode {
 }
 
 fn run(work: impl Future<Output = ExitCode>) -> ExitCode {
-    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt.block_on(work),
         Err(e) => {
             eprintln!("cannot start the async runtime: {e}");

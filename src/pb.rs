@@ -6,4 +6,5 @@
 tonic::include_proto!("model_runtime.v1");
 
 /// The encoded descriptor set of the wire contract, served by reflection.
-pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("model_runtime_descriptor");
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    tonic::include_file_descriptor_set!("model_runtime_descriptor");

@@ -17,8 +17,8 @@ use crate::error::RuntimeError;
 use crate::execution::driver::{self, Deps, DriverHandle, Job};
 use crate::execution::validate::validate;
 use crate::execution::{
-    ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionId, Output, ExecutionError,
-    Outcome,
+    ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionError, ExecutionId, Outcome,
+    Output,
 };
 use crate::provider::{Provider, Providers};
 use crate::routing::AttemptBudget;
@@ -279,7 +279,10 @@ impl Runtime {
             .is_err()
         {
             let handles: Vec<Arc<DriverHandle>> = self.drivers().values().cloned().collect();
-            tracing::info!(remaining = handles.len(), "drain timeout passed; cancelling");
+            tracing::info!(
+                remaining = handles.len(),
+                "drain timeout passed; cancelling"
+            );
             for handle in handles {
                 handle.cancel(Some("runtime shutting down".into()));
             }

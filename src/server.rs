@@ -10,7 +10,7 @@ use tonic_health::ServingStatus;
 
 use crate::pb;
 use crate::runtime::Runtime;
-use crate::service::{ModelRuntimeService, ModelRuntimeServer};
+use crate::service::{ModelRuntimeServer, ModelRuntimeService};
 
 /// The fully-qualified name of the service, as health and reflection report it.
 pub const SERVICE_NAME: &str = "model_runtime.v1.ModelRuntime";
@@ -52,8 +52,8 @@ pub async fn serve(
         .max_input_bytes
         .saturating_mul(2)
         .max(4 * 1024 * 1024);
-    let service =
-        ModelRuntimeServer::new(ModelRuntimeService::new(runtime.clone())).max_decoding_message_size(max_message);
+    let service = ModelRuntimeServer::new(ModelRuntimeService::new(runtime.clone()))
+        .max_decoding_message_size(max_message);
     // Deltas are forwarded the moment they arrive: no Nagle delay on accepted connections.
     let incoming = TcpIncoming::from(listener)
         .with_nodelay(Some(true))
@@ -65,7 +65,9 @@ pub async fn serve(
         health
             .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
             .await;
-        health.set_service_status("", ServingStatus::NotServing).await;
+        health
+            .set_service_status("", ServingStatus::NotServing)
+            .await;
         runtime.shutdown(drain).await;
     };
     tonic::transport::Server::builder()

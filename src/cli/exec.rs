@@ -80,7 +80,9 @@ pub fn endpoint(addr: &str) -> Result<String, ExecError> {
 /// reader that goes away (`exec ... | head`) ends it quietly.
 pub async fn exec(args: ExecArgs) -> Result<ExitCode, ExecError> {
     match run(args).await {
-        Err(ExecError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(ExecError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            Ok(ExitCode::SUCCESS)
+        }
         other => other,
     }
 }
@@ -154,8 +156,14 @@ mod tests {
 
     #[test]
     fn accepts_host_port_and_http_urls() {
-        assert_eq!(endpoint("127.0.0.1:50051").ok().as_deref(), Some("http://127.0.0.1:50051"));
-        assert_eq!(endpoint("http://localhost:7").ok().as_deref(), Some("http://localhost:7"));
+        assert_eq!(
+            endpoint("127.0.0.1:50051").ok().as_deref(),
+            Some("http://127.0.0.1:50051")
+        );
+        assert_eq!(
+            endpoint("http://localhost:7").ok().as_deref(),
+            Some("http://localhost:7")
+        );
         assert!(endpoint("localhost").is_err());
         assert!(endpoint("").is_err());
     }

@@ -4,4 +4,4 @@
 mod exec;
 pub mod render;
 
-pub use exec::{ExecArgs, ExecError, exec, endpoint};
+pub use exec::{ExecArgs, ExecError, endpoint, exec};

@@ -19,12 +19,16 @@ fn time(t: Option<&prost_types::Timestamp>) -> Value {
 }
 
 fn millis(d: Option<&prost_types::Duration>) -> Value {
-    d.map_or(Value::Null, |d| json!(d.seconds * 1000 + i64::from(d.nanos) / 1_000_000))
+    d.map_or(Value::Null, |d| {
+        json!(d.seconds * 1000 + i64::from(d.nanos) / 1_000_000)
+    })
 }
 
 /// A lowercase enum name without its type prefix, e.g. `EXECUTION_STATE_RUNNING` -> `running`.
 fn name(full: &str, prefix: &str) -> String {
-    full.strip_prefix(prefix).unwrap_or(full).to_ascii_lowercase()
+    full.strip_prefix(prefix)
+        .unwrap_or(full)
+        .to_ascii_lowercase()
 }
 
 fn state(value: i32) -> String {
@@ -60,7 +64,7 @@ fn attempt_error(e: Option<&pb::AttemptError>) -> Value {
 pub fn json(event: &pb::ExecutionEvent) -> Value {
     let data = match &event.payload {
         Some(Payload::Accepted(a)) => {
-            let l = a.limits.clone().unwrap_or_default();
+            let l = a.limits.unwrap_or_default();
             json!({"ability": a.ability, "policy": a.policy, "deadline": time(l.deadline.as_ref()),
                    "max_attempts": l.max_attempts, "allow_fallback": l.allow_fallback,
                    "retry_budget_ms": millis(l.retry_budget.as_ref())})
@@ -76,7 +80,8 @@ pub fn json(event: &pb::ExecutionEvent) -> Value {
         }
         Some(Payload::AttemptFailed(f)) => {
             let a = f.attempt.clone().unwrap_or_default();
-            let next = pb::NextAction::try_from(a.next_action).map_or("unknown", |n| n.as_str_name());
+            let next =
+                pb::NextAction::try_from(a.next_action).map_or("unknown", |n| n.as_str_name());
             json!({"attempt": a.number, "provider": a.provider, "model": a.model, "admitted": a.admitted,
                    "duration_ms": millis(a.duration.as_ref()), "error": attempt_error(a.error.as_ref()),
                    "output_committed": a.output_committed, "outcome": outcome(a.outcome),
@@ -98,7 +103,8 @@ pub fn json(event: &pb::ExecutionEvent) -> Value {
         }
         Some(Payload::Completed(c)) => {
             let r = c.result.clone().unwrap_or_default();
-            let finish = pb::FinishReason::try_from(r.finish_reason).map_or("unknown", |f| f.as_str_name());
+            let finish =
+                pb::FinishReason::try_from(r.finish_reason).map_or("unknown", |f| f.as_str_name());
             json!({"output": output(r.output.as_ref()), "finish_reason": name(finish, "FINISH_REASON_"),
                    "provider": r.provider, "model": r.model, "attempt": r.attempt})
         }
@@ -124,22 +130,42 @@ pub fn json(event: &pb::ExecutionEvent) -> Value {
 pub fn line(event: &pb::ExecutionEvent) -> Option<String> {
     let detail = match &event.payload {
         Some(Payload::TextDelta(_) | Payload::ToolCallArgumentsDelta(_)) => return None,
-        Some(Payload::Accepted(a)) => format!("{} ability={} policy={}", event.execution_id, a.ability, a.policy),
+        Some(Payload::Accepted(a)) => format!(
+            "{} ability={} policy={}",
+            event.execution_id, a.ability, a.policy
+        ),
         Some(Payload::Routing(r)) => {
             let p = r.plan.clone().unwrap_or_default();
             let targets: Vec<String> = p
                 .targets
                 .iter()
-                .map(|t| if t.kept { format!("{}/{}", t.provider, t.model) } else { format!("{}/{} (filtered: {})", t.provider, t.model, t.reason) })
+                .map(|t| {
+                    if t.kept {
+                        format!("{}/{}", t.provider, t.model)
+                    } else {
+                        format!("{}/{} (filtered: {})", t.provider, t.model, t.reason)
+                    }
+                })
                 .collect();
             format!("policy={} targets=[{}]", p.policy, targets.join(", "))
         }
-        Some(Payload::AttemptStarted(a)) => format!("attempt {} on {}/{}", a.attempt, a.provider, a.model),
+        Some(Payload::AttemptStarted(a)) => {
+            format!("attempt {} on {}/{}", a.attempt, a.provider, a.model)
+        }
         Some(Payload::AttemptFailed(f)) => {
             let a = f.attempt.clone().unwrap_or_default();
             let e = a.error.clone().unwrap_or_default();
-            let next = pb::NextAction::try_from(a.next_action).map_or("unknown", |n| n.as_str_name());
-            format!("attempt {} on {}/{} failed: {}: {} (next: {})", a.number, a.provider, a.model, e.code, e.message, name(next, "NEXT_ACTION_"))
+            let next =
+                pb::NextAction::try_from(a.next_action).map_or("unknown", |n| n.as_str_name());
+            format!(
+                "attempt {} on {}/{} failed: {}: {} (next: {})",
+                a.number,
+                a.provider,
+                a.model,
+                e.code,
+                e.message,
+                name(next, "NEXT_ACTION_")
+            )
         }
         Some(Payload::ToolCallStarted(t)) => format!("tool call {} {} ({})", t.index, t.name, t.id),
         Some(Payload::Progress(p)) => p.message.clone(),
@@ -153,7 +179,12 @@ pub fn line(event: &pb::ExecutionEvent) -> Option<String> {
         }
         Some(Payload::Failed(f)) => {
             let e = f.error.clone().unwrap_or_default();
-            format!("{}: {} (outcome: {})", e.code, e.message, outcome(e.outcome))
+            format!(
+                "{}: {} (outcome: {})",
+                e.code,
+                e.message,
+                outcome(e.outcome)
+            )
         }
         None => String::new(),
     };

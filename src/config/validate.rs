@@ -63,8 +63,12 @@ fn name(key: &str, name: &str) -> Result<Arc<str>, ConfigError> {
 }
 
 fn address(key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
-    text.parse()
-        .map_err(|_| invalid(key, format!("`{text}` is not an address like 127.0.0.1:50051")))
+    text.parse().map_err(|_| {
+        invalid(
+            key,
+            format!("`{text}` is not an address like 127.0.0.1:50051"),
+        )
+    })
 }
 
 fn positive(key: &str, d: Duration) -> Result<Duration, ConfigError> {
@@ -84,7 +88,10 @@ fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
         ));
     }
     if raw.max_input_bytes == 0 {
-        return Err(invalid("server.max_input_bytes", "must be greater than zero"));
+        return Err(invalid(
+            "server.max_input_bytes",
+            "must be greater than zero",
+        ));
     }
     Ok(ServerConfig {
         listen: address("server.listen", &raw.listen)?,
@@ -141,7 +148,10 @@ fn provider(key: &str, table: &str, raw: RawProvider) -> Result<ProviderConfig, 
         "openai" | "anthropic" => {
             return Err(invalid(
                 format!("{key}.adapter"),
-                format!("the `{}` adapter is not available in this version", raw.adapter),
+                format!(
+                    "the `{}` adapter is not available in this version",
+                    raw.adapter
+                ),
             ));
         }
         other => {
@@ -152,7 +162,10 @@ fn provider(key: &str, table: &str, raw: RawProvider) -> Result<ProviderConfig, 
         }
     };
     if adapter == AdapterConfig::Scripted {
-        for (field, value) in [("base_url", &raw.base_url), ("api_key_env", &raw.api_key_env)] {
+        for (field, value) in [
+            ("base_url", &raw.base_url),
+            ("api_key_env", &raw.api_key_env),
+        ] {
             if value.is_some() {
                 return Err(invalid(
                     format!("{key}.{field}"),
@@ -162,10 +175,16 @@ fn provider(key: &str, table: &str, raw: RawProvider) -> Result<ProviderConfig, 
         }
     }
     if raw.max_concurrency == 0 {
-        return Err(invalid(format!("{key}.max_concurrency"), "must be at least 1"));
+        return Err(invalid(
+            format!("{key}.max_concurrency"),
+            "must be at least 1",
+        ));
     }
     positive(&format!("{key}.timeouts.connect"), raw.timeouts.connect)?;
-    positive(&format!("{key}.timeouts.first_byte"), raw.timeouts.first_byte)?;
+    positive(
+        &format!("{key}.timeouts.first_byte"),
+        raw.timeouts.first_byte,
+    )?;
     positive(&format!("{key}.timeouts.idle"), raw.timeouts.idle)?;
     if raw.models.is_empty() {
         return Err(invalid(format!("{key}.models"), "needs at least one model"));
@@ -174,7 +193,10 @@ fn provider(key: &str, table: &str, raw: RawProvider) -> Result<ProviderConfig, 
     for (i, m) in raw.models.into_iter().enumerate() {
         let mkey = format!("{key}.models[{i}]");
         if m.name.is_empty() || m.name.contains(char::is_whitespace) {
-            return Err(invalid(format!("{mkey}.name"), "must be non-empty without spaces"));
+            return Err(invalid(
+                format!("{mkey}.name"),
+                "must be non-empty without spaces",
+            ));
         }
         if models.iter().any(|other| *other.name == *m.name) {
             return Err(invalid(
@@ -226,13 +248,19 @@ fn policy(
 ) -> Result<PolicyConfig, ConfigError> {
     let name = name(key, table)?;
     if raw.targets.is_empty() {
-        return Err(invalid(format!("{key}.targets"), "needs at least one target"));
+        return Err(invalid(
+            format!("{key}.targets"),
+            "needs at least one target",
+        ));
     }
     let mut targets: Vec<Target> = Vec::with_capacity(raw.targets.len());
     for (i, t) in raw.targets.iter().enumerate() {
         let tkey = format!("{key}.targets[{i}]");
         let Some((provider, model)) = t.split_once('/') else {
-            return Err(invalid(tkey, format!("`{t}` is not of the form `provider/model`")));
+            return Err(invalid(
+                tkey,
+                format!("`{t}` is not of the form `provider/model`"),
+            ));
         };
         let Some(p) = providers.get(provider) else {
             return Err(invalid(tkey, format!("unknown provider `{provider}`")));

@@ -82,10 +82,19 @@ mod tests {
     #[test]
     fn empty_deltas_and_non_output_do_not_commit() {
         let mut t = CommitTracker::new();
-        assert!(t.output_event(1, ProviderEvent::TextDelta(String::new())).is_none());
-        assert!(t.output_event(1, ProviderEvent::Progress("warming".into())).is_none());
+        assert!(
+            t.output_event(1, ProviderEvent::TextDelta(String::new()))
+                .is_none()
+        );
+        assert!(
+            t.output_event(1, ProviderEvent::Progress("warming".into()))
+                .is_none()
+        );
         assert!(!t.committed());
-        assert!(t.output_event(1, ProviderEvent::TextDelta("hi".into())).is_some());
+        assert!(
+            t.output_event(1, ProviderEvent::TextDelta("hi".into()))
+                .is_some()
+        );
         assert!(t.committed());
         assert_eq!(t.output().text, "hi");
     }

@@ -18,7 +18,7 @@ use crate::execution::{
     ExecutionError, ExecutionId, ExecutionInput, ExecutionResult, Labels, Outcome, Output,
 };
 use crate::provider::{ProviderCall, ProviderError, ProviderEvent, ProviderSlot, Providers};
-use crate::routing::{self, AttemptBudget, Decision, PlanTarget, Permit};
+use crate::routing::{self, AttemptBudget, Decision, Permit, PlanTarget};
 use crate::store::{EventStore, StoreError};
 use crate::usage::UsageFact;
 
@@ -32,10 +32,10 @@ pub(crate) struct DriverHandle {
 impl DriverHandle {
     /// Asks the driver to end the execution as cancelled. The first reason given wins.
     pub(crate) fn cancel(&self, reason: Option<String>) {
-        if let Ok(mut slot) = self.reason.lock() {
-            if slot.is_none() {
-                *slot = reason;
-            }
+        if let Ok(mut slot) = self.reason.lock()
+            && slot.is_none()
+        {
+            *slot = reason;
         }
         self.token.cancel();
     }
@@ -67,11 +67,7 @@ pub(crate) struct Deps {
 /// Drives `job` to its terminal event.
 pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
     let id = job.id;
-    let driver = Driver {
-        deps,
-        job,
-        handle,
-    };
+    let driver = Driver { deps, job, handle };
     match driver.drive().await {
         // Someone else ended it (a cancellation that found no driver, or shutdown).
         Ok(()) | Err(StoreError::AlreadyTerminal(_)) => {}
@@ -136,9 +132,20 @@ impl Driver {
     async fn drive(&self) -> Result<(), StoreError> {
         if self.handle.token.is_cancelled() {
             let message = self.cancel_message();
-            return self.fail(ErrorCode::Cancelled, message, &Tally::default(), Output::default()).await;
+            return self
+                .fail(
+                    ErrorCode::Cancelled,
+                    message,
+                    &Tally::default(),
+                    Output::default(),
+                )
+                .await;
         }
-        let plan = Arc::new(routing::plan(&self.deps.config, &self.job.policy, &self.job.required));
+        let plan = Arc::new(routing::plan(
+            &self.deps.config,
+            &self.job.policy,
+            &self.job.required,
+        ));
         self.append(EventPayload::Routing(plan.clone())).await?;
         let targets: Vec<&PlanTarget> = plan.kept().collect();
         if targets.is_empty() {
@@ -147,7 +154,14 @@ impl Driver {
                 plan.policy,
                 plan.required_capabilities.join(", ")
             );
-            return self.fail(ErrorCode::NoCapableTarget, message, &Tally::default(), Output::default()).await;
+            return self
+                .fail(
+                    ErrorCode::NoCapableTarget,
+                    message,
+                    &Tally::default(),
+                    Output::default(),
+                )
+                .await;
         }
         let (stop_at, stop_code) = self.job.budget.stop_at();
         let mut tally = Tally::default();
@@ -196,8 +210,14 @@ impl Driver {
                     tally.on_target = 0;
                 }
                 Decision::Stop(code) => {
-                    let partial = if end.committed { end.output } else { Output::default() };
-                    return self.fail(code, stop_message(code, &tally), &tally, partial).await;
+                    let partial = if end.committed {
+                        end.output
+                    } else {
+                        Output::default()
+                    };
+                    return self
+                        .fail(code, stop_message(code, &tally), &tally, partial)
+                        .await;
                 }
             }
         }
@@ -220,7 +240,8 @@ impl Driver {
             kind,
         };
         let Some(slot) = self.deps.providers.get(&target.provider) else {
-            let error = ProviderError::non_retryable("provider_missing", "provider is not configured");
+            let error =
+                ProviderError::non_retryable("provider_missing", "provider is not configured");
             return Ok(not_admitted(EndKind::Failed(attempt_error(error))));
         };
         let admission = tokio::select! {
@@ -247,7 +268,15 @@ impl Driver {
         let span = tracing::debug_span!("attempt", execution_id = %self.job.id, attempt = tally.attempts, provider = %target.provider, model = %target.model);
         let mut tracker = CommitTracker::new();
         let kind = self
-            .stream(slot, target, tally, stop_at, stop_code, permit, &mut tracker)
+            .stream(
+                slot,
+                target,
+                tally,
+                stop_at,
+                stop_code,
+                permit,
+                &mut tracker,
+            )
             .instrument(span)
             .await?;
         Ok(AttemptEnd {
@@ -433,13 +462,19 @@ fn stop_message(code: ErrorCode, tally: &Tally) -> String {
         .map(|e| format!("; last error: {}: {}", e.code, e.message))
         .unwrap_or_default();
     match code {
-        ErrorCode::AttemptsExhausted => format!("{n} attempt(s) failed and no attempt remains{last}"),
-        ErrorCode::RetryBudgetExhausted => format!("the retry budget ran out after {n} attempt(s){last}"),
+        ErrorCode::AttemptsExhausted => {
+            format!("{n} attempt(s) failed and no attempt remains{last}")
+        }
+        ErrorCode::RetryBudgetExhausted => {
+            format!("the retry budget ran out after {n} attempt(s){last}")
+        }
         ErrorCode::DeadlineExceeded => format!("the deadline passed after {n} attempt(s){last}"),
         ErrorCode::OutputInterrupted => format!("attempt {n} failed after output began{last}"),
         ErrorCode::NonRetryable => format!("attempt {n} failed and retrying cannot help{last}"),
         ErrorCode::OutcomeUnknown => {
-            format!("attempt {n} may still be running at the provider, so it was not repeated{last}")
+            format!(
+                "attempt {n} may still be running at the provider, so it was not repeated{last}"
+            )
         }
         other => format!("{other}{last}"),
     }

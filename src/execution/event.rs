@@ -147,7 +147,9 @@ impl EventPayload {
     pub fn commits_output(&self) -> bool {
         matches!(
             self,
-            Self::TextDelta { .. } | Self::ToolCallStarted { .. } | Self::ToolCallArgumentsDelta { .. }
+            Self::TextDelta { .. }
+                | Self::ToolCallStarted { .. }
+                | Self::ToolCallArgumentsDelta { .. }
         )
     }
 }

@@ -99,18 +99,16 @@ impl Lifecycle {
             // A failed attempt either returns to routing (another attempt follows) or leaves the
             // state as it is for the terminal event that follows. Returning to routing after
             // output was committed is exactly what the commit rule forbids.
-            (Routing | Running, EventPayload::AttemptFailed(record)) => {
-                match record.next_action {
-                    Some(next) if next.continues() => {
-                        if self.output_committed || record.output_committed {
-                            return Err(illegal());
-                        }
-                        Routing
+            (Routing | Running, EventPayload::AttemptFailed(record)) => match record.next_action {
+                Some(next) if next.continues() => {
+                    if self.output_committed || record.output_committed {
+                        return Err(illegal());
                     }
-                    Some(_) => from,
-                    None => return Err(illegal()),
+                    Routing
                 }
-            }
+                Some(_) => from,
+                None => return Err(illegal()),
+            },
             (Running, e) if e.commits_output() => Running,
             (Routing | Running, EventPayload::Progress { .. } | EventPayload::Usage(_)) => from,
             (Running, EventPayload::Completed(_)) => Succeeded,

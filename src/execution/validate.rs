@@ -50,7 +50,10 @@ pub(crate) fn validate<'c>(
     check_input(config, request, &mut v);
     let time_left = check_deadline(config, request, now, &mut v);
     if request.max_attempts == Some(0) {
-        v.push(FieldViolation::new("max_attempts", "must be at least 1 when set"));
+        v.push(FieldViolation::new(
+            "max_attempts",
+            "must be at least 1 when set",
+        ));
     }
     check_identity(request, &mut v);
     match (ability, policy) {
@@ -86,7 +89,11 @@ fn resolve_ability<'c>(
         let known: Vec<&str> = config.abilities.keys().map(|k| &**k).collect();
         v.push(FieldViolation::new(
             "ability",
-            format!("unknown ability `{}`; configured: {}", request.ability, known.join(", ")),
+            format!(
+                "unknown ability `{}`; configured: {}",
+                request.ability,
+                known.join(", ")
+            ),
         ));
     }
     found
@@ -102,7 +109,10 @@ fn resolve_policy<'c>(
         return config.policies.get(&ability.default_policy);
     };
     let Some(policy) = config.policies.get(name) else {
-        v.push(FieldViolation::new("policy", format!("unknown policy `{name}`")));
+        v.push(FieldViolation::new(
+            "policy",
+            format!("unknown policy `{name}`"),
+        ));
         return None;
     };
     if !ability.allowed_policies.contains(name) {
@@ -123,7 +133,10 @@ fn resolve_policy<'c>(
 fn check_input(config: &Config, request: &ExecuteRequest, v: &mut Vec<FieldViolation>) {
     let input = &request.input;
     if input.messages.is_empty() {
-        v.push(FieldViolation::new("input.messages", "needs at least one message"));
+        v.push(FieldViolation::new(
+            "input.messages",
+            "needs at least one message",
+        ));
     }
     for (i, m) in input.messages.iter().enumerate() {
         let at = format!("input.messages[{i}]");
@@ -165,7 +178,10 @@ fn check_input(config: &Config, request: &ExecuteRequest, v: &mut Vec<FieldViola
     }
     for (i, t) in input.tools.iter().enumerate() {
         if t.name.is_empty() {
-            v.push(FieldViolation::new(format!("input.tools[{i}].name"), "is required"));
+            v.push(FieldViolation::new(
+                format!("input.tools[{i}].name"),
+                "is required",
+            ));
         }
         if !t.parameters_json_schema.is_empty() && !is_json_object(&t.parameters_json_schema) {
             v.push(FieldViolation::new(
@@ -182,7 +198,10 @@ fn check_input(config: &Config, request: &ExecuteRequest, v: &mut Vec<FieldViola
         ));
     }
     if p.top_p.is_some_and(|t| !(0.0..=1.0).contains(&t)) {
-        v.push(FieldViolation::new("input.parameters.top_p", "must be between 0 and 1"));
+        v.push(FieldViolation::new(
+            "input.parameters.top_p",
+            "must be between 0 and 1",
+        ));
     }
     if p.max_output_tokens == Some(0) {
         v.push(FieldViolation::new(
@@ -190,13 +209,14 @@ fn check_input(config: &Config, request: &ExecuteRequest, v: &mut Vec<FieldViola
             "must be at least 1 when set",
         ));
     }
-    if let Some(format) = &p.response_format {
-        if format.kind == ResponseFormatKind::JsonSchema && !is_json_object(&format.json_schema) {
-            v.push(FieldViolation::new(
-                "input.parameters.response_format.json_schema",
-                "must be a JSON object for kind JSON_SCHEMA",
-            ));
-        }
+    if let Some(format) = &p.response_format
+        && format.kind == ResponseFormatKind::JsonSchema
+        && !is_json_object(&format.json_schema)
+    {
+        v.push(FieldViolation::new(
+            "input.parameters.response_format.json_schema",
+            "must be a JSON object for kind JSON_SCHEMA",
+        ));
     }
     let bytes = input.content_bytes();
     let limit = config.server.max_input_bytes;
@@ -246,16 +266,19 @@ fn check_deadline(
 }
 
 fn check_identity(request: &ExecuteRequest, v: &mut Vec<FieldViolation>) {
-    if let Some(key) = &request.idempotency_key {
-        if key.len() > MAX_IDEMPOTENCY_KEY_BYTES {
-            v.push(FieldViolation::new(
-                "idempotency_key",
-                format!("is longer than {MAX_IDEMPOTENCY_KEY_BYTES} bytes"),
-            ));
-        }
+    if let Some(key) = &request.idempotency_key
+        && key.len() > MAX_IDEMPOTENCY_KEY_BYTES
+    {
+        v.push(FieldViolation::new(
+            "idempotency_key",
+            format!("is longer than {MAX_IDEMPOTENCY_KEY_BYTES} bytes"),
+        ));
     }
     if request.labels.len() > MAX_LABELS {
-        v.push(FieldViolation::new("labels", format!("has more than {MAX_LABELS} entries")));
+        v.push(FieldViolation::new(
+            "labels",
+            format!("has more than {MAX_LABELS} entries"),
+        ));
     }
     for (key, value) in &request.labels {
         if key.is_empty() || key.len() > MAX_LABEL_KEY_BYTES {

@@ -153,7 +153,11 @@ impl Execution {
             EventPayload::Completed(result) => {
                 self.partial_output = Output::default();
                 self.target = Some((result.provider.clone(), result.model.clone()));
-                if let Some(a) = self.attempts.iter_mut().find(|a| a.number == result.attempt) {
+                if let Some(a) = self
+                    .attempts
+                    .iter_mut()
+                    .find(|a| a.number == result.attempt)
+                {
                     a.outcome = Some(crate::execution::Outcome::Completed);
                     a.duration = event.time.duration_since(a.started_at).ok();
                 }

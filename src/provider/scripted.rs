@@ -94,7 +94,10 @@ impl Script {
             }
         }
         if self.retry_after_ms.is_some() && self.fail_error != FailError::RateLimited {
-            return Err(("retry_after_ms", "only applies to `fail_error = \"rate_limited\"`".into()));
+            return Err((
+                "retry_after_ms",
+                "only applies to `fail_error = \"rate_limited\"`".into(),
+            ));
         }
         Ok(())
     }
@@ -166,7 +169,10 @@ fn plan(script: &Script, call: &ProviderCall) -> Vec<Step> {
         .map(|m| m.text().split_whitespace().count() as u64)
         .sum();
     let (deltas, finish) = match &script.tool_call {
-        Some(tool) => (tool_call_events(tool, call.attempt), FinishReason::ToolCalls),
+        Some(tool) => (
+            tool_call_events(tool, call.attempt),
+            FinishReason::ToolCalls,
+        ),
         None => {
             let reply = match &script.reply {
                 Some(reply) => reply.clone(),
@@ -186,7 +192,11 @@ fn plan(script: &Script, call: &ProviderCall) -> Vec<Step> {
         }
         steps.push((if n == 0 { first } else { interval }, Ok(delta)));
     }
-    let delay = if steps.is_empty() { first } else { Duration::ZERO };
+    let delay = if steps.is_empty() {
+        first
+    } else {
+        Duration::ZERO
+    };
     if script
         .fail_after_deltas
         .is_some_and(|n| (n as usize) == steps.len() && (n as u64) < output_tokens)
@@ -235,7 +245,10 @@ fn tool_call_events(tool: &ScriptedToolCall, attempt: u32) -> Vec<ProviderEvent>
 /// Cuts `text` into word pieces (each keeping the whitespace after it) or characters.
 fn chunks(text: &str, chunk: Chunk) -> Box<dyn Iterator<Item = &str> + '_> {
     match chunk {
-        Chunk::Char => Box::new(text.char_indices().map(move |(i, c)| &text[i..i + c.len_utf8()])),
+        Chunk::Char => Box::new(
+            text.char_indices()
+                .map(move |(i, c)| &text[i..i + c.len_utf8()]),
+        ),
         Chunk::Word => Box::new(text.split_inclusive(char::is_whitespace)),
     }
 }

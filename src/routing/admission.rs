@@ -114,7 +114,10 @@ mod tests {
         // Poll once so the waiter takes the only queue slot.
         assert!(futures_util::poll!(waiter.as_mut()).is_pending());
         assert_eq!(gate.queued(), 1);
-        assert_eq!(gate.acquire().await.err(), Some(AdmissionRejected { capacity: 1 }));
+        assert_eq!(
+            gate.acquire().await.err(),
+            Some(AdmissionRejected { capacity: 1 })
+        );
 
         drop(held);
         assert!(waiter.await.is_ok());

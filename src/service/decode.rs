@@ -27,7 +27,10 @@ pub fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest, Runti
     }
     Ok(ExecuteRequest {
         ability: wire.ability,
-        capabilities: wire.requirements.map(|r| r.capabilities).unwrap_or_default(),
+        capabilities: wire
+            .requirements
+            .map(|r| r.capabilities)
+            .unwrap_or_default(),
         input,
         deadline,
         policy: non_empty(wire.policy),
@@ -122,7 +125,10 @@ fn message(i: usize, m: pb::Message, v: &mut Vec<FieldViolation>) -> Option<Mess
             None
         }
         Err(_) => {
-            v.push(FieldViolation::new(format!("{at}.role"), format!("unknown value {}", m.role)));
+            v.push(FieldViolation::new(
+                format!("{at}.role"),
+                format!("unknown value {}", m.role),
+            ));
             None
         }
     };

@@ -143,7 +143,11 @@ pub fn execution(x: &Execution) -> pb::Execution {
         error: x.error.as_ref().map(error),
         partial_output: (!x.partial_output.is_empty()).then(|| output(&x.partial_output)),
         usage: x.usage.iter().map(usage).collect(),
-        labels: x.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        labels: x
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         idempotency_key: x.idempotency_key.clone().unwrap_or_default(),
     }
 }
@@ -274,7 +278,11 @@ fn usage(f: &UsageFact) -> pb::UsageFact {
         attempt: f.attempt,
         provider: f.provider.to_string(),
         model: f.model.to_string(),
-        labels: f.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        labels: f
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     }
 }
 

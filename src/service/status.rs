@@ -87,7 +87,12 @@ mod tests {
         let details = status.get_error_details();
         let fields: Vec<&str> = details
             .bad_request()
-            .map(|b| b.field_violations.iter().map(|v| v.field.as_str()).collect())
+            .map(|b| {
+                b.field_violations
+                    .iter()
+                    .map(|v| v.field.as_str())
+                    .collect()
+            })
             .unwrap_or_default();
         assert_eq!(fields, ["ability", "input.messages"]);
     }

@@ -120,19 +120,34 @@ async fn create(store: &dyn EventStore, new: NewExecution) -> ExecutionId {
 }
 
 async fn run_to_success(store: &dyn EventStore, id: ExecutionId) {
-    for payload in [routing(), attempt_started(1), text(1, "hi"), completed(1, "hi")] {
-        store.append(id, payload).await.expect("legal append succeeds");
+    for payload in [
+        routing(),
+        attempt_started(1),
+        text(1, "hi"),
+        completed(1, "hi"),
+    ] {
+        store
+            .append(id, payload)
+            .await
+            .expect("legal append succeeds");
     }
 }
 
 async fn appends_are_gap_free_and_follow_the_state_machine(store: Arc<dyn EventStore>) {
     let id = create(&*store, new_execution(None)).await;
     let view = store.get(id).unwrap();
-    assert_eq!((view.state, view.last_sequence), (ExecutionState::Accepted, 1));
+    assert_eq!(
+        (view.state, view.last_sequence),
+        (ExecutionState::Accepted, 1)
+    );
     run_to_success(&*store, id).await;
     let events = store.read(id, 0, usize::MAX).unwrap().events;
     let sequences: Vec<u64> = events.iter().map(|e| e.sequence).collect();
-    assert_eq!(sequences, [1, 2, 3, 4, 5], "sequences start at 1 with no gaps");
+    assert_eq!(
+        sequences,
+        [1, 2, 3, 4, 5],
+        "sequences start at 1 with no gaps"
+    );
     let states: Vec<ExecutionState> = events.iter().map(|e| e.state).collect();
     use ExecutionState::*;
     assert_eq!(states, [Accepted, Routing, Running, Running, Succeeded]);
@@ -140,7 +155,10 @@ async fn appends_are_gap_free_and_follow_the_state_machine(store: Arc<dyn EventS
     let view = store.get(id).unwrap();
     assert_eq!(view.state, Succeeded);
     assert_eq!(view.last_sequence, 5);
-    assert_eq!(view.result.as_ref().map(|r| r.output.text.as_str()), Some("hi"));
+    assert_eq!(
+        view.result.as_ref().map(|r| r.output.text.as_str()),
+        Some("hi")
+    );
 }
 
 async fn illegal_events_change_nothing(store: Arc<dyn EventStore>) {
@@ -153,11 +171,17 @@ async fn illegal_events_change_nothing(store: Arc<dyn EventStore>) {
 
 async fn nothing_follows_a_terminal_event(store: Arc<dyn EventStore>) {
     let id = create(&*store, new_execution(None)).await;
-    store.append(id, failed(ErrorCode::Cancelled)).await.unwrap();
+    store
+        .append(id, failed(ErrorCode::Cancelled))
+        .await
+        .unwrap();
     assert_eq!(store.get(id).unwrap().state, ExecutionState::Cancelled);
     let err = store.append(id, routing()).await.unwrap_err();
     assert_eq!(err, StoreError::AlreadyTerminal(id));
-    let err = store.append(id, failed(ErrorCode::Cancelled)).await.unwrap_err();
+    let err = store
+        .append(id, failed(ErrorCode::Cancelled))
+        .await
+        .unwrap_err();
     assert_eq!(err, StoreError::AlreadyTerminal(id));
     assert_eq!(store.get(id).unwrap().last_sequence, 2);
 }
@@ -166,11 +190,23 @@ async fn cursors_resume_exactly(store: Arc<dyn EventStore>) {
     let id = create(&*store, new_execution(None)).await;
     run_to_success(&*store, id).await;
     for after in 0..=6 {
-        let got: Vec<u64> = store.read(id, after, usize::MAX).unwrap().events.iter().map(|e| e.sequence).collect();
+        let got: Vec<u64> = store
+            .read(id, after, usize::MAX)
+            .unwrap()
+            .events
+            .iter()
+            .map(|e| e.sequence)
+            .collect();
         let want: Vec<u64> = (after + 1..=5).collect();
         assert_eq!(got, want, "read after {after}");
     }
-    let page: Vec<u64> = store.read(id, 1, 2).unwrap().events.iter().map(|e| e.sequence).collect();
+    let page: Vec<u64> = store
+        .read(id, 1, 2)
+        .unwrap()
+        .events
+        .iter()
+        .map(|e| e.sequence)
+        .collect();
     assert_eq!(page, [2, 3], "limit bounds a page");
 }
 
@@ -188,14 +224,28 @@ async fn subscribers_see_every_append(store: Arc<dyn EventStore>) {
 
 async fn idempotency_keys_return_or_reject(store: Arc<dyn EventStore>) {
     let id = create(&*store, new_execution(Some(("key-1", 7)))).await;
-    match store.create(new_execution(Some(("key-1", 7)))).await.unwrap() {
+    match store
+        .create(new_execution(Some(("key-1", 7))))
+        .await
+        .unwrap()
+    {
         Created::Existing(view) => assert_eq!(view.id, id),
         Created::New(view) => panic!("same key and request created {view:?}"),
     }
-    let err = store.create(new_execution(Some(("key-1", 8)))).await.unwrap_err();
+    let err = store
+        .create(new_execution(Some(("key-1", 8))))
+        .await
+        .unwrap_err();
     assert_eq!(err, StoreError::IdempotencyConflict(id));
-    assert_eq!(store.stats().executions, 1, "a rejected create stores nothing");
-    assert_eq!(store.get(id).unwrap().idempotency_key.as_deref(), Some("key-1"));
+    assert_eq!(
+        store.stats().executions,
+        1,
+        "a rejected create stores nothing"
+    );
+    assert_eq!(
+        store.get(id).unwrap().idempotency_key.as_deref(),
+        Some("key-1")
+    );
 }
 
 async fn unknown_ids_are_not_found(store: Arc<dyn EventStore>) {
@@ -203,7 +253,10 @@ async fn unknown_ids_are_not_found(store: Arc<dyn EventStore>) {
     assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id));
     assert_eq!(store.read(id, 0, 1).unwrap_err(), StoreError::NotFound(id));
     assert_eq!(store.subscribe(id).unwrap_err(), StoreError::NotFound(id));
-    assert_eq!(store.append(id, routing()).await.unwrap_err(), StoreError::NotFound(id));
+    assert_eq!(
+        store.append(id, routing()).await.unwrap_err(),
+        StoreError::NotFound(id)
+    );
 }
 
 async fn a_full_store_evicts_terminal_records_only(store: Arc<dyn EventStore>) {
@@ -222,10 +275,17 @@ async fn a_full_store_evicts_terminal_records_only(store: Arc<dyn EventStore>) {
     let err = store.create(new_execution(None)).await.unwrap_err();
     assert_eq!(err, StoreError::Full(3));
     for id in running.iter().chain([&fourth]) {
-        assert_eq!(store.get(*id).unwrap().state, ExecutionState::Accepted, "kept {id}");
+        assert_eq!(
+            store.get(*id).unwrap().state,
+            ExecutionState::Accepted,
+            "kept {id}"
+        );
     }
     // The evicted key is free again; finishing one execution makes room for it.
-    store.append(fourth, failed(ErrorCode::Cancelled)).await.unwrap();
+    store
+        .append(fourth, failed(ErrorCode::Cancelled))
+        .await
+        .unwrap();
     let reused = create(&*store, new_execution(Some(("done-key", 2)))).await;
     assert_ne!(reused, done);
     assert_eq!(store.stats().executions, 3);
@@ -240,7 +300,11 @@ async fn retention_expires_records_with_their_identities(store: Arc<dyn EventSto
     assert!(store.get(id).is_ok(), "kept within retention");
     tokio::time::advance(Duration::from_secs(31)).await;
     let _another = create(&*store, new_execution(None)).await;
-    assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id), "expired after retention");
+    assert_eq!(
+        store.get(id).unwrap_err(),
+        StoreError::NotFound(id),
+        "expired after retention"
+    );
     // Its key expired with it: the same key with another request is a new execution.
     let fresh = create(&*store, new_execution(Some(("kept-key", 2)))).await;
     assert_ne!(fresh, id);

@@ -11,12 +11,8 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{
-    Created, EventPage, EventStore, NewExecution, StoreError, StoreFuture, StoreStats,
-};
-use crate::execution::{
-    Event, EventPayload, Execution, ExecutionId, Fingerprint, Lifecycle,
-};
+use super::{Created, EventPage, EventStore, NewExecution, StoreError, StoreFuture, StoreStats};
+use crate::execution::{Event, EventPayload, Execution, ExecutionId, Fingerprint, Lifecycle};
 
 /// The bounded in-memory event store.
 #[derive(Debug)]
@@ -56,22 +52,24 @@ impl MemoryStore {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the maps half-updated in a way later
         // readers would misread (every update is a single insert/remove), so keep serving.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn create_now(&self, new: NewExecution) -> Result<Created, StoreError> {
         let mut state = self.lock();
         let now = Instant::now();
         state.expire(now, self.retention);
-        if let Some((key, fingerprint)) = &new.idempotency {
-            if let Some(existing) = state.idempotency.get(key) {
-                let record = &state.records[existing];
-                return if record.fingerprint == Some(*fingerprint) {
-                    Ok(Created::Existing(record.view.clone()))
-                } else {
-                    Err(StoreError::IdempotencyConflict(*existing))
-                };
-            }
+        if let Some((key, fingerprint)) = &new.idempotency
+            && let Some(existing) = state.idempotency.get(key)
+        {
+            let record = &state.records[existing];
+            return if record.fingerprint == Some(*fingerprint) {
+                Ok(Created::Existing(record.view.clone()))
+            } else {
+                Err(StoreError::IdempotencyConflict(*existing))
+            };
         }
         if state.records.len() >= self.max_executions {
             // Make room by evicting the terminal execution that ended first.
@@ -145,10 +143,10 @@ impl State {
         let Some((id, _)) = self.ended.pop_front() else {
             return false;
         };
-        if let Some(record) = self.records.remove(&id) {
-            if let Some(key) = &record.view.idempotency_key {
-                self.idempotency.remove(key);
-            }
+        if let Some(record) = self.records.remove(&id)
+            && let Some(key) = &record.view.idempotency_key
+        {
+            self.idempotency.remove(key);
         }
         true
     }
