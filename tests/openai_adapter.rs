@@ -233,3 +233,24 @@ async fn finish_reasons_map_to_the_runtime_enum() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_finished_call_leaves_its_connection_in_the_pool() {
+    let server = Upstream::always(sse(&[
+        chunk(r#"{"content":"Hi"}"#, r#""stop""#),
+        usage_chunk(),
+        done(),
+    ]))
+    .await;
+    let p = provider(&config("openai", &server.base_url(), ""));
+    for _ in 0..3 {
+        let (_, error) = split(call(&p).await);
+        assert_eq!(error, None);
+    }
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(
+        server.connections(),
+        1,
+        "every call reused the first connection"
+    );
+}

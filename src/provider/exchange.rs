@@ -9,7 +9,6 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use reqwest::header::CONTENT_TYPE;
 use tokio::time::{Instant, timeout_at};
 
@@ -21,6 +20,12 @@ use crate::execution::FinishReason;
 
 /// How much of an error response's body is read to classify it.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// How long to wait, after the reply's end marker, for the body itself to end. A body read
+/// to its end returns the connection to the pool; one dropped early closes it, and the next
+/// call pays a new TCP and TLS handshake. Servers end the body right after the marker, so
+/// the wait is normally over at once; the usage events, delivered first, overlap it.
+const END_OF_BODY_GRACE: Duration = Duration::from_millis(50);
 
 /// An adapter's reading of its protocol's events.
 pub(crate) trait Decoder: Send + 'static {
@@ -79,6 +84,11 @@ enum Phase {
         response: reqwest::Response,
         first_byte: bool,
     },
+    /// The reply is complete; the end of the body is awaited before `Finished` goes out.
+    Drain {
+        response: reqwest::Response,
+        reason: FinishReason,
+    },
     /// Nothing more will come.
     Done,
 }
@@ -108,6 +118,7 @@ impl<D: Decoder> Exchange<D> {
                 response,
                 first_byte,
             } => self.read(response, first_byte).await,
+            Phase::Drain { response, reason } => self.drain(response, reason).await,
             Phase::Done => return None,
         }
         Some(())
@@ -192,10 +203,10 @@ impl<D: Decoder> Exchange<D> {
             match self.decode(event) {
                 Ok(None) => {}
                 Ok(Some(reason)) => {
-                    // Reading the body's end, when it is already here, returns the
-                    // connection to the pool instead of closing it.
-                    let _ = response.chunk().now_or_never();
-                    return self.complete(reason);
+                    self.pending
+                        .extend(self.usage.drain(true).into_iter().map(Ok));
+                    self.phase = Phase::Drain { response, reason };
+                    return;
                 }
                 Err(error) => return self.fail(error),
             }
@@ -255,6 +266,15 @@ impl<D: Decoder> Exchange<D> {
                 self.fail(error);
             }
         }
+    }
+
+    /// Reads what is left of the body (normally just its end) for a short while, then
+    /// finishes the reply.
+    async fn drain(&mut self, mut response: reqwest::Response, reason: FinishReason) {
+        let (by, _) = self.bound(END_OF_BODY_GRACE);
+        while let Ok(Ok(Some(_))) = timeout_at(by, response.chunk()).await {}
+        self.pending.push_back(Ok(ProviderEvent::Finished(reason)));
+        self.phase = Phase::Done;
     }
 
     fn complete(&mut self, reason: FinishReason) {

@@ -71,6 +71,7 @@ pub struct Upstream {
     requests: Arc<Mutex<Vec<Recorded>>>,
     /// Notified when a client hangs up on a stalled reply.
     pub hung_up: Arc<Notify>,
+    connections: Arc<AtomicUsize>,
 }
 
 impl Upstream {
@@ -80,6 +81,8 @@ impl Upstream {
         let port = listener.local_addr().expect("addr").port();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let hung_up = Arc::new(Notify::new());
+        let connections = Arc::new(AtomicUsize::new(0));
+        let accepted = connections.clone();
         let shared = Shared {
             script: Arc::new(script),
             count: Arc::new(AtomicUsize::new(0)),
@@ -88,6 +91,7 @@ impl Upstream {
         };
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
+                accepted.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(shared.clone().connection(socket));
             }
         });
@@ -95,7 +99,13 @@ impl Upstream {
             port,
             requests,
             hung_up,
+            connections,
         }
+    }
+
+    /// How many connections clients opened.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
 
     /// Always the same behaviour.
