@@ -254,3 +254,19 @@ async fn a_finished_call_leaves_its_connection_in_the_pool() {
         "every call reused the first connection"
     );
 }
+
+#[tokio::test]
+async fn adapters_never_show_the_key_in_debug_output() {
+    for adapter in ["openai", "anthropic"] {
+        let p = provider(&config(adapter, "http://127.0.0.1:9/v1", ""));
+        let shown = format!("{p:?}");
+        assert!(
+            shown.contains("/v1/") && shown.contains("Sensitive"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains(KEY),
+            "{adapter} adapter Debug shows the key: {shown}"
+        );
+    }
+}

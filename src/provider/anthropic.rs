@@ -9,12 +9,12 @@ mod request;
 
 use std::sync::Arc;
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::exchange::{self, Decoder};
-use super::http::{ErrorDetail, Upstream, secret_header};
+use super::http::{ErrorDetail, Upstream, endpoint, secret_header};
 use super::sse::SseEvent;
 use super::tally::UsageTally;
 use super::{
@@ -32,11 +32,6 @@ pub const CACHE_WRITE_INPUT_TOKENS: &str = "cache_write_input_tokens";
 #[derive(Debug)]
 pub struct AnthropicProvider {
     upstream: Upstream,
-    url: reqwest::Url,
-    /// `x-api-key`, marked sensitive.
-    api_key: HeaderValue,
-    /// `anthropic-version`.
-    version: HeaderValue,
     default_max_tokens: u32,
 }
 
@@ -47,15 +42,13 @@ impl AnthropicProvider {
         config: &AnthropicConfig,
         client: reqwest::Client,
     ) -> Result<Self, ProviderInitError> {
-        let endpoint = format!("{}/messages", config.endpoint.base_url);
-        let url = reqwest::Url::parse(&endpoint)
-            .map_err(|e| ProviderInitError::new(&name, format!("base_url: {e}")))?;
-        let api_key = secret_header(config.api_key.expose()).map_err(|_| {
-            ProviderInitError::new(&name, "api_key_env: the key is not a valid header value")
-        })?;
+        let url = endpoint(&name, &config.endpoint.base_url, "/messages")?;
+        let mut headers = HeaderMap::new();
+        headers.insert("x-api-key", secret_header(&name, config.api_key.expose())?);
         let version = HeaderValue::from_str(&config.version).map_err(|_| {
             ProviderInitError::new(&name, "anthropic_version: not a valid header value")
         })?;
+        headers.insert("anthropic-version", version);
         Ok(Self {
             upstream: Upstream {
                 name,
@@ -63,10 +56,9 @@ impl AnthropicProvider {
                 client,
                 timeouts: config.endpoint.timeouts,
                 secret: Some(config.api_key.clone()),
+                url,
+                headers,
             },
-            url,
-            api_key,
-            version,
             default_max_tokens: config.default_max_output_tokens,
         })
     }
@@ -74,25 +66,8 @@ impl AnthropicProvider {
 
 impl Provider for AnthropicProvider {
     fn call(&self, call: ProviderCall) -> ProviderStream {
-        let body = match request::body(&call.model, &call.input, self.default_max_tokens) {
-            Ok(body) => body,
-            Err(error) => return Box::pin(futures_util::stream::iter([Err(error)])),
-        };
-        let request = self
-            .upstream
-            .client
-            .post(self.url.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "text/event-stream")
-            .header("x-api-key", self.api_key.clone())
-            .header("anthropic-version", self.version.clone())
-            .body(body);
-        exchange::stream(
-            self.upstream.clone(),
-            request,
-            call.deadline,
-            EventDecoder::default(),
-        )
+        let body = request::body(&call.model, &call.input, self.default_max_tokens);
+        exchange::post(&self.upstream, body, call.deadline, EventDecoder::default())
     }
 }
 

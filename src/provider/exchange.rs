@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use reqwest::header::CONTENT_TYPE;
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use tokio::time::{Instant, timeout_at};
 
 use super::http::{Upstream, cause};
@@ -45,15 +45,27 @@ pub(crate) trait Decoder: Send + 'static {
     fn finished_at_eof(&self) -> Option<FinishReason>;
 }
 
-/// Runs `request` as one exchange decoded by `decoder`; the attempt ends by `deadline`.
-pub(crate) fn stream<D: Decoder>(
-    upstream: Upstream,
-    request: reqwest::RequestBuilder,
+/// Posts `body` (JSON) to `upstream` and streams the reply through `decoder`; the attempt
+/// ends by `deadline`. A body that could not be built is the stream's only item.
+pub(crate) fn post<D: Decoder>(
+    upstream: &Upstream,
+    body: Result<Vec<u8>, ProviderError>,
     deadline: Instant,
     decoder: D,
 ) -> ProviderStream {
+    let body = match body {
+        Ok(body) => body,
+        Err(error) => return Box::pin(futures_util::stream::iter([Err(error)])),
+    };
+    let request = upstream
+        .client
+        .post(upstream.url.clone())
+        .headers(upstream.headers.clone())
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "text/event-stream")
+        .body(body);
     let exchange = Exchange {
-        upstream,
+        upstream: upstream.clone(),
         deadline,
         decoder,
         phase: Phase::Send(request),
@@ -144,6 +156,8 @@ impl<D: Decoder> Exchange<D> {
             let body = read_capped(response, by).await;
             return self.fail(self.upstream.status_error(status, &headers, &body));
         }
+        // A server that ignored `stream: true` answers with one JSON document; one that sends
+        // no content type at all is given the benefit of the doubt.
         let content_type = response
             .headers()
             .get(CONTENT_TYPE)
@@ -192,80 +206,70 @@ impl<D: Decoder> Exchange<D> {
             Ok(Ok(None)) => return self.end_of_body(),
             Ok(Ok(Some(piece))) => piece,
         };
-        let mut events = Vec::new();
-        if let Err(error) = self.parser.push(&piece, &mut events) {
-            let error = self
-                .upstream
-                .protocol_error(error.what(), error.offending());
-            return self.fail(error);
-        }
-        for event in events {
-            match self.decode(event) {
-                Ok(None) => {}
-                Ok(Some(reason)) => {
-                    self.pending
-                        .extend(self.usage.drain(true).into_iter().map(Ok));
-                    self.phase = Phase::Drain { response, reason };
-                    return;
-                }
-                Err(error) => return self.fail(error),
+        match self.parse(Some(&piece)) {
+            Err(error) => self.fail(error),
+            Ok(Some(reason)) => self.complete(reason, Some(response)),
+            Ok(None) => {
+                self.phase = Phase::Body {
+                    response,
+                    first_byte: true,
+                };
             }
         }
-        self.phase = Phase::Body {
-            response,
-            first_byte: true,
-        };
     }
 
+    /// The body ended: complete if the decoder saw the reply's end, interrupted otherwise.
+    fn end_of_body(&mut self) {
+        match self.parse(None) {
+            Err(error) => self.fail(error),
+            Ok(Some(reason)) => self.complete(reason, None),
+            Ok(None) => match self.decoder.finished_at_eof() {
+                Some(reason) => self.complete(reason, None),
+                None => {
+                    let why = "ended before the reply was complete";
+                    let error = self.upstream.interrupted(why, self.output_started);
+                    self.fail(error);
+                }
+            },
+        }
+    }
+
+    /// Feeds the next piece of the body (`None`: its end) through the SSE parser and the
+    /// decoder; `Some(reason)` once the reply is complete.
+    fn parse(&mut self, piece: Option<&[u8]>) -> Result<Option<FinishReason>, ProviderError> {
+        let mut events = Vec::new();
+        let parsed = match piece {
+            Some(piece) => self.parser.push(piece, &mut events),
+            None => self.parser.finish(&mut events),
+        };
+        parsed.map_err(|e| self.upstream.protocol_error(e.what(), e.offending()))?;
+        for event in events {
+            if let Some(reason) = self.decode(event)? {
+                return Ok(Some(reason));
+            }
+        }
+        Ok(None)
+    }
+
+    /// One event through the decoder; the SPI events it yields are queued even when it then
+    /// fails, so output that arrived before an error is not lost.
     fn decode(&mut self, event: SseEvent) -> Result<Option<FinishReason>, ProviderError> {
         let mut out = Vec::new();
         let result = self
             .decoder
             .event(&self.upstream, event, &mut self.usage, &mut out);
         for event in out {
-            if matches!(
-                event,
-                ProviderEvent::TextDelta(_) | ProviderEvent::ToolCallArgumentsDelta { .. }
-            ) {
-                self.usage.count_piece();
-            }
-            if matches!(
-                event,
-                ProviderEvent::TextDelta(_)
-                    | ProviderEvent::ToolCallStarted { .. }
-                    | ProviderEvent::ToolCallArgumentsDelta { .. }
-            ) {
-                self.output_started = true;
+            match &event {
+                ProviderEvent::TextDelta(_) | ProviderEvent::ToolCallArgumentsDelta { .. } => {
+                    self.usage.count_piece();
+                    self.output_started = true;
+                }
+                ProviderEvent::ToolCallStarted { .. } => self.output_started = true,
+                _ => {}
             }
             self.pending.push_back(Ok(event));
         }
         result
-    }
-
-    fn end_of_body(&mut self) {
-        let mut events = Vec::new();
-        if let Err(error) = self.parser.finish(&mut events) {
-            let error = self
-                .upstream
-                .protocol_error(error.what(), error.offending());
-            return self.fail(error);
-        }
-        for event in events {
-            match self.decode(event) {
-                Ok(None) => {}
-                Ok(Some(reason)) => return self.complete(reason),
-                Err(error) => return self.fail(error),
-            }
-        }
-        match self.decoder.finished_at_eof() {
-            Some(reason) => self.complete(reason),
-            None => {
-                let error = self
-                    .upstream
-                    .interrupted("ended before the reply was complete", self.output_started);
-                self.fail(error);
-            }
-        }
     }
 
     /// Reads what is left of the body (normally just its end) for a short while, then
@@ -277,11 +281,18 @@ impl<D: Decoder> Exchange<D> {
         self.phase = Phase::Done;
     }
 
-    fn complete(&mut self, reason: FinishReason) {
+    /// The reply is complete: usage first, then `Finished`, after the body's end if the
+    /// body is still open.
+    fn complete(&mut self, reason: FinishReason, open_body: Option<reqwest::Response>) {
         self.pending
             .extend(self.usage.drain(true).into_iter().map(Ok));
-        self.pending.push_back(Ok(ProviderEvent::Finished(reason)));
-        self.phase = Phase::Done;
+        match open_body {
+            Some(response) => self.phase = Phase::Drain { response, reason },
+            None => {
+                self.pending.push_back(Ok(ProviderEvent::Finished(reason)));
+                self.phase = Phase::Done;
+            }
+        }
     }
 
     fn fail(&mut self, error: ProviderError) {

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
 
-use super::ProviderError;
+use super::{ProviderError, ProviderInitError};
 use crate::config::{Secret, TimeoutsConfig};
 use crate::execution::ErrorClass;
 
@@ -83,6 +83,11 @@ pub(crate) struct Upstream {
     /// The key, to blank out wherever upstream text is quoted or logged: a provider or a
     /// proxy in front of it may echo it back.
     pub secret: Option<Secret>,
+    /// Where requests go: `{base_url}` and the adapter's path.
+    pub url: reqwest::Url,
+    /// Headers every request carries (credentials, protocol version); secret ones are
+    /// marked sensitive.
+    pub headers: HeaderMap,
 }
 
 impl Upstream {
@@ -322,11 +327,21 @@ impl Upstream {
     }
 }
 
+/// `{base_url}{path}` as a URL, for provider `name`.
+pub(crate) fn endpoint(
+    name: &str,
+    base_url: &str,
+    path: &str,
+) -> Result<reqwest::Url, ProviderInitError> {
+    reqwest::Url::parse(&format!("{base_url}{path}"))
+        .map_err(|e| ProviderInitError::new(name, format!("base_url: {e}")))
+}
+
 /// A header carrying a secret: marked sensitive, so hyper neither logs nor indexes it.
-pub(crate) fn secret_header(
-    value: &str,
-) -> Result<HeaderValue, reqwest::header::InvalidHeaderValue> {
-    let mut header = HeaderValue::from_str(value)?;
+pub(crate) fn secret_header(name: &str, value: &str) -> Result<HeaderValue, ProviderInitError> {
+    let mut header = HeaderValue::from_str(value).map_err(|_| {
+        ProviderInitError::new(name, "api_key_env: the key is not a valid header value")
+    })?;
     header.set_sensitive(true);
     Ok(header)
 }

@@ -9,12 +9,12 @@ mod request;
 
 use std::sync::Arc;
 
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::exchange::{self, Decoder};
-use super::http::{ErrorDetail, Upstream, secret_header};
+use super::http::{ErrorDetail, Upstream, endpoint, secret_header};
 use super::sse::SseEvent;
 use super::tally::UsageTally;
 use super::{
@@ -28,9 +28,6 @@ use crate::usage::UsageUnit;
 #[derive(Debug)]
 pub struct OpenAiProvider {
     upstream: Upstream,
-    url: reqwest::Url,
-    /// `Bearer <key>`, marked sensitive; `None` for servers that need no key.
-    authorization: Option<HeaderValue>,
     max_tokens_field: MaxTokensField,
 }
 
@@ -41,17 +38,13 @@ impl OpenAiProvider {
         config: &OpenAiConfig,
         client: reqwest::Client,
     ) -> Result<Self, ProviderInitError> {
-        let endpoint = format!("{}/chat/completions", config.endpoint.base_url);
-        let url = reqwest::Url::parse(&endpoint)
-            .map_err(|e| ProviderInitError::new(&name, format!("base_url: {e}")))?;
-        let authorization = config
-            .api_key
-            .as_ref()
-            .map(|key| secret_header(&format!("Bearer {}", key.expose())))
-            .transpose()
-            .map_err(|_| {
-                ProviderInitError::new(&name, "api_key_env: the key is not a valid header value")
-            })?;
+        let url = endpoint(&name, &config.endpoint.base_url, "/chat/completions")?;
+        let mut headers = HeaderMap::new();
+        // Servers that need no key get no Authorization header at all.
+        if let Some(key) = &config.api_key {
+            let value = secret_header(&name, &format!("Bearer {}", key.expose()))?;
+            headers.insert(AUTHORIZATION, value);
+        }
         Ok(Self {
             upstream: Upstream {
                 name,
@@ -59,9 +52,9 @@ impl OpenAiProvider {
                 client,
                 timeouts: config.endpoint.timeouts,
                 secret: config.api_key.clone(),
+                url,
+                headers,
             },
-            url,
-            authorization,
             max_tokens_field: config.max_tokens_field,
         })
     }
@@ -69,26 +62,8 @@ impl OpenAiProvider {
 
 impl Provider for OpenAiProvider {
     fn call(&self, call: ProviderCall) -> ProviderStream {
-        let body = match request::body(&call.model, &call.input, self.max_tokens_field) {
-            Ok(body) => body,
-            Err(error) => return Box::pin(futures_util::stream::iter([Err(error)])),
-        };
-        let mut request = self
-            .upstream
-            .client
-            .post(self.url.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "text/event-stream")
-            .body(body);
-        if let Some(authorization) = &self.authorization {
-            request = request.header(AUTHORIZATION, authorization.clone());
-        }
-        exchange::stream(
-            self.upstream.clone(),
-            request,
-            call.deadline,
-            ChunkDecoder::default(),
-        )
+        let body = request::body(&call.model, &call.input, self.max_tokens_field);
+        exchange::post(&self.upstream, body, call.deadline, ChunkDecoder::default())
     }
 }
 

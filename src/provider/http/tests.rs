@@ -20,6 +20,8 @@ fn upstream() -> Upstream {
         client: HttpClients::default().client(timeouts.connect).unwrap(),
         timeouts,
         secret: Some(crate::config::Secret::new("sk-live-key")),
+        url: reqwest::Url::parse("http://127.0.0.1:9/v1/chat/completions").unwrap(),
+        headers: HeaderMap::new(),
     }
 }
 
