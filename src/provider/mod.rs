@@ -4,7 +4,7 @@
 
 pub mod anthropic;
 mod exchange;
-pub mod http;
+mod http;
 pub mod openai;
 mod registry;
 pub mod scripted;
