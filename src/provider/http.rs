@@ -69,7 +69,8 @@ fn build_client(connect: Duration) -> Result<reqwest::Client, ClientError> {
     Ok(client)
 }
 
-/// The provider one call goes to: what errors and logs name, and how long to wait.
+/// The provider a call goes to: where, with which headers, how long to wait, and how errors
+/// and logs name it.
 #[derive(Debug, Clone)]
 pub(crate) struct Upstream {
     /// The configured provider name.
