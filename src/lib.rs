@@ -13,7 +13,8 @@
 //!   the materialized view, the commit tracker and the per-execution driver.
 //! - [`routing`]: the candidate plan (capability filter, deterministic order), the attempt
 //!   budget with its retry and fallback decisions, and per-provider admission.
-//! - [`provider`]: the Provider SPI and its adapters (`scripted`).
+//! - [`provider`]: the Provider SPI and its adapters (`openai`, `anthropic` over streaming
+//!   HTTP, `scripted`), with the shared HTTP client, SSE parser and error classification.
 //! - [`usage`]: usage facts: unit, quantity, source; no prices.
 //! - [`store`]: the EventStore SPI, the bounded memory store and the conformance suite.
 //! - [`service`]: tonic glue: wire -> core -> wire, and the one error -> `Status` mapper.

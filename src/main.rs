@@ -133,7 +133,13 @@ async fn serve(config: Config) -> ExitCode {
     };
     let local = listener.local_addr().map_or(addr, |a| a);
     tracing::info!(addr = %local, "model-runtime serving");
-    let runtime = Runtime::new(config);
+    let runtime = match Runtime::new(config) {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("config: {e}");
+            return ExitCode::from(2);
+        }
+    };
     match server::serve(runtime, listener, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

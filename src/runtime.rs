@@ -19,7 +19,7 @@ use crate::execution::validate::validate;
 use crate::execution::{
     ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionError, ExecutionId, Outcome,
 };
-use crate::provider::{Provider, Providers};
+use crate::provider::{Provider, ProviderInitError, Providers};
 use crate::routing::AttemptBudget;
 use crate::store::{Created, EventStore, MemoryStore, NewExecution, StoreError};
 
@@ -64,16 +64,17 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The runtime.
-    pub fn build(self) -> Runtime {
+    /// The runtime. Fails when a provider's adapter cannot be built (an HTTP client's TLS
+    /// set-up); configuration errors were already caught when the `Config` was validated.
+    pub fn build(self) -> Result<Runtime, ProviderInitError> {
         let store = self.store.unwrap_or_else(|| match self.config.store.kind {
             StoreKind::Memory => Arc::new(MemoryStore::new(
                 self.config.store.max_executions,
                 self.config.store.retention,
             )),
         });
-        let providers = Arc::new(Providers::from_config(&self.config, self.providers));
-        Runtime {
+        let providers = Arc::new(Providers::from_config(&self.config, self.providers)?);
+        Ok(Runtime {
             inner: Arc::new(Inner {
                 deps: Deps {
                     store,
@@ -84,13 +85,13 @@ impl RuntimeBuilder {
                 tasks: TaskTracker::new(),
                 stopping: AtomicBool::new(false),
             }),
-        }
+        })
     }
 }
 
 impl Runtime {
-    /// A runtime with the configured store and providers.
-    pub fn new(config: Config) -> Self {
+    /// A runtime with the configured store and providers; see [`RuntimeBuilder::build`].
+    pub fn new(config: Config) -> Result<Self, ProviderInitError> {
         Self::builder(config).build()
     }
 

@@ -3,6 +3,7 @@
 //! (`default.toml`) runs a `scripted` provider that echoes the prompt.
 
 mod raw;
+mod secret;
 mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,6 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::provider::scripted::Script;
+
+pub use secret::Secret;
 
 /// The embedded default configuration.
 pub const DEFAULT_TOML: &str = include_str!("default.toml");
@@ -112,11 +115,15 @@ impl ProviderConfig {
     }
 }
 
-/// The adapter of a provider.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The adapter of a provider, with the settings only it uses.
+#[derive(Debug, Clone)]
 pub enum AdapterConfig {
     /// The built-in deterministic provider.
     Scripted,
+    /// OpenAI chat completions, or a server that speaks it (vLLM, Ollama, llama.cpp, ...).
+    OpenAi(OpenAiConfig),
+    /// Anthropic messages.
+    Anthropic(AnthropicConfig),
 }
 
 impl AdapterConfig {
@@ -124,8 +131,76 @@ impl AdapterConfig {
     pub fn name(&self) -> &'static str {
         match self {
             Self::Scripted => "scripted",
+            Self::OpenAi(_) => "openai",
+            Self::Anthropic(_) => "anthropic",
         }
     }
+}
+
+/// Where an HTTP adapter sends its requests and how long it waits.
+#[derive(Debug, Clone)]
+pub struct HttpEndpointConfig {
+    /// An http(s) URL without a trailing slash, e.g. `https://api.openai.com/v1`; the adapter
+    /// appends its path (`/chat/completions`, `/messages`).
+    pub base_url: String,
+    /// Timeouts of one attempt; each is also cut to the attempt's remaining time.
+    pub timeouts: TimeoutsConfig,
+}
+
+/// `[providers.NAME] timeouts`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeoutsConfig {
+    /// TCP and TLS set-up of a new connection.
+    pub connect: Duration,
+    /// From sending the request to the first byte of the response body.
+    pub first_byte: Duration,
+    /// Longest silence between two pieces of the response body.
+    pub idle: Duration,
+}
+
+/// `adapter = "openai"`.
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// Where to send requests.
+    pub endpoint: HttpEndpointConfig,
+    /// Sent as `Authorization: Bearer`; local compatible servers often need none.
+    pub api_key: Option<Secret>,
+    /// The request field that carries `max_output_tokens`.
+    pub max_tokens_field: MaxTokensField,
+}
+
+/// The name under which the `openai` adapter sends the output token limit: OpenAI documents
+/// `max_completion_tokens` (its reasoning models reject `max_tokens`), while some compatible
+/// servers (Ollama) only know `max_tokens` and would ignore the other silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxTokensField {
+    /// `max_completion_tokens` (the default).
+    MaxCompletionTokens,
+    /// `max_tokens`.
+    MaxTokens,
+}
+
+impl MaxTokensField {
+    /// The JSON field name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MaxCompletionTokens => "max_completion_tokens",
+            Self::MaxTokens => "max_tokens",
+        }
+    }
+}
+
+/// `adapter = "anthropic"`.
+#[derive(Debug, Clone)]
+pub struct AnthropicConfig {
+    /// Where to send requests.
+    pub endpoint: HttpEndpointConfig,
+    /// Sent as `x-api-key`.
+    pub api_key: Secret,
+    /// Sent as `anthropic-version`.
+    pub version: String,
+    /// `max_tokens` of a request that sets no `max_output_tokens`: the protocol requires one.
+    pub default_max_output_tokens: u32,
 }
 
 /// `[[providers.NAME.models]]`.
@@ -185,10 +260,20 @@ pub struct AbilityConfig {
 }
 
 impl Config {
-    /// Parses and validates TOML text.
+    /// Parses and validates TOML text, reading the `api_key_env` variables it names from the
+    /// process environment.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        Self::from_toml_with_env(text, &|name| std::env::var(name).ok())
+    }
+
+    /// Like [`Config::from_toml`], with `env` in place of the process environment (embedding
+    /// and tests: setting process variables is `unsafe` in Rust 2024).
+    pub fn from_toml_with_env(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
         let raw: raw::RawConfig = toml::from_str(text)?;
-        validate::validate(raw)
+        validate::validate(raw, env)
     }
 
     /// Reads, parses and validates a file.
@@ -208,3 +293,6 @@ impl Config {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod adapter_tests;

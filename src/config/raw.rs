@@ -81,6 +81,9 @@ pub(super) struct RawProvider {
     pub adapter: String,
     pub base_url: Option<String>,
     pub api_key_env: Option<String>,
+    pub anthropic_version: Option<String>,
+    pub default_max_output_tokens: Option<u32>,
+    pub max_tokens_field: Option<String>,
     #[serde(default = "default_max_concurrency")]
     pub max_concurrency: u32,
     #[serde(default = "default_queue_capacity")]

@@ -27,7 +27,7 @@ fn the_embedded_default_is_valid_and_echoes() {
     let chat = &config.abilities["chat"];
     assert_eq!(&*chat.default_policy, "default");
     let provider = &config.providers["scripted"];
-    assert_eq!(provider.adapter, AdapterConfig::Scripted);
+    assert!(matches!(provider.adapter, AdapterConfig::Scripted));
     assert_eq!(provider.models[0].script.reply, None, "echo the prompt");
 }
 

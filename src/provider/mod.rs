@@ -2,10 +2,17 @@
 //! [`ProviderCall`] into a stream of [`ProviderEvent`]s ending with `Finished`, or an error
 //! whose [`ErrorClass`] the adapter decides (retryability is data, never parsed from text).
 
+pub mod anthropic;
+mod exchange;
+mod http;
+pub mod openai;
 mod registry;
 pub mod scripted;
+mod sse;
+mod tally;
+mod wire;
 
-pub use registry::{ProviderSlot, Providers};
+pub use registry::{ProviderInitError, ProviderSlot, Providers};
 
 use std::fmt;
 use std::pin::Pin;

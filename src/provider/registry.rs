@@ -4,9 +4,32 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::Provider;
+use super::anthropic::AnthropicProvider;
+use super::http::HttpClients;
+use super::openai::OpenAiProvider;
 use super::scripted::ScriptedProvider;
 use crate::config::{AdapterConfig, Config, ProviderConfig};
 use crate::routing::Admission;
+
+/// A provider's adapter could not be built at start-up.
+#[derive(Debug, thiserror::Error)]
+#[error("providers.{provider}: {reason}")]
+pub struct ProviderInitError {
+    /// The provider's name.
+    pub provider: Arc<str>,
+    /// Why; never a secret.
+    pub reason: String,
+}
+
+impl ProviderInitError {
+    /// An error of provider `provider`.
+    pub fn new(provider: &str, reason: impl Into<String>) -> Self {
+        Self {
+            provider: provider.into(),
+            reason: reason.into(),
+        }
+    }
+}
 
 /// One provider: its configuration, adapter and admission gate.
 #[derive(Debug)]
@@ -27,25 +50,27 @@ pub struct Providers {
 
 impl Providers {
     /// Builds each provider's adapter from its configuration; `overrides` replace the adapter
-    /// of the providers they name (embedding and tests at the SPI boundary).
+    /// of the providers they name (embedding and tests at the SPI boundary). HTTP adapters
+    /// share pooled clients; building one can fail (TLS set-up), hence the `Result`.
     pub fn from_config(
         config: &Config,
         mut overrides: BTreeMap<String, Arc<dyn Provider>>,
-    ) -> Self {
-        let slots = config
-            .providers
-            .values()
-            .map(|p| {
-                let provider = overrides.remove(&*p.name).unwrap_or_else(|| adapter(p));
-                let slot = ProviderSlot {
-                    config: p.clone(),
-                    provider,
-                    admission: Admission::new(p.max_concurrency, p.queue_capacity),
-                };
-                (p.name.clone(), slot)
-            })
-            .collect();
-        Self { slots }
+    ) -> Result<Self, ProviderInitError> {
+        let mut clients = HttpClients::default();
+        let mut slots = BTreeMap::new();
+        for p in config.providers.values() {
+            let provider = match overrides.remove(&*p.name) {
+                Some(provider) => provider,
+                None => adapter(p, &mut clients)?,
+            };
+            let slot = ProviderSlot {
+                config: p.clone(),
+                provider,
+                admission: Admission::new(p.max_concurrency, p.queue_capacity),
+            };
+            slots.insert(p.name.clone(), slot);
+        }
+        Ok(Self { slots })
     }
 
     /// The provider called `name`.
@@ -59,13 +84,31 @@ impl Providers {
     }
 }
 
-fn adapter(config: &ProviderConfig) -> Arc<dyn Provider> {
-    match config.adapter {
+fn adapter(
+    config: &ProviderConfig,
+    clients: &mut HttpClients,
+) -> Result<Arc<dyn Provider>, ProviderInitError> {
+    let mut client = |connect| {
+        clients
+            .client(connect)
+            .map_err(|e| ProviderInitError::new(&config.name, e.to_string()))
+    };
+    Ok(match &config.adapter {
         AdapterConfig::Scripted => Arc::new(ScriptedProvider::new(
             config
                 .models
                 .iter()
                 .map(|m| (m.name.clone(), m.script.clone())),
         )),
-    }
+        AdapterConfig::OpenAi(openai) => Arc::new(OpenAiProvider::new(
+            config.name.clone(),
+            openai,
+            client(openai.endpoint.timeouts.connect)?,
+        )?),
+        AdapterConfig::Anthropic(anthropic) => Arc::new(AnthropicProvider::new(
+            config.name.clone(),
+            anthropic,
+            client(anthropic.endpoint.timeouts.connect)?,
+        )?),
+    })
 }

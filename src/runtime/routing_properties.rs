@@ -190,7 +190,7 @@ fn check(case: Case) -> Result<(), TestCaseError> {
     rt.block_on(async move {
         let config = config(&case);
         let request = request(&case);
-        let runtime = Runtime::new(config.clone());
+        let runtime = Runtime::new(config.clone()).unwrap();
         let started = Instant::now();
         let view = runtime.submit(request.clone()).await.unwrap();
         let events: Vec<_> = runtime

@@ -102,7 +102,8 @@ async fn five_hundred_executions_never_exceed_the_permits() {
     let runtime = Runtime::builder(Config::from_toml(CONFIG).unwrap())
         .provider("limited", limited.clone())
         .provider("spare", spare.clone())
-        .build();
+        .build()
+        .unwrap();
     let mut ids = Vec::new();
     for _ in 0..500 {
         ids.push(runtime.submit(request()).await.unwrap().id);
@@ -145,7 +146,8 @@ async fn five_hundred_executions_never_exceed_the_permits() {
 async fn a_panicking_adapter_fails_the_execution_and_frees_its_permit() {
     let runtime = Runtime::builder(Config::from_toml(CONFIG).unwrap())
         .provider("limited", Arc::new(Panicking))
-        .build();
+        .build()
+        .unwrap();
     let view = runtime.submit(request()).await.unwrap();
     let events: Vec<_> = runtime.watch(view.id, 0).unwrap().collect().await;
     let view = runtime.get(view.id).unwrap();

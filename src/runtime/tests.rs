@@ -57,7 +57,7 @@ allowed_policies = ["breaks", "hang", "bad", "vision"]
 {extra}
 "#
     );
-    Runtime::new(Config::from_toml(&text).unwrap())
+    Runtime::new(Config::from_toml(&text).unwrap()).unwrap()
 }
 
 fn request(policy: &str, prompt: &str) -> ExecuteRequest {

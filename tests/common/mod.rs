@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+pub mod adapters;
+pub mod upstream;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
@@ -63,7 +66,7 @@ pub async fn start(toml: &str) -> TestServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = oneshot::channel::<()>();
-    let runtime = Runtime::new(config);
+    let runtime = Runtime::new(config).expect("runtime");
     let task = tokio::spawn(model_runtime::server::serve(runtime, listener, async {
         // A dropped sender also stops the server.
         let _ = rx.await;

@@ -1,0 +1,179 @@
+//! The `openai` and `anthropic` provider settings: URLs, keys from the environment, and
+//! settings that belong to another adapter.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+
+const KEY: &str = "sk-test-0123456789";
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "TEST_KEY" => Some(KEY.to_owned()),
+        "EMPTY_KEY" => Some(String::new()),
+        "NEWLINE_KEY" => Some(format!("{KEY}\n")),
+        _ => None,
+    }
+}
+
+fn with_provider(table: &str) -> String {
+    format!(
+        "[providers.p]\n{table}\n[[providers.p.models]]\nname = \"m\"\n\
+         [policies.default]\ntargets = [\"p/m\"]\n[abilities.chat]\npolicy = \"default\"\n"
+    )
+}
+
+fn load(table: &str) -> Result<Config, ConfigError> {
+    Config::from_toml_with_env(&with_provider(table), &env)
+}
+
+fn error(table: &str) -> (String, String) {
+    match load(table) {
+        Err(ConfigError::Invalid { key, reason }) => (key, reason),
+        other => panic!("expected an invalid key, got {other:?}"),
+    }
+}
+
+#[test]
+fn openai_needs_only_a_base_url() {
+    let config = load("adapter = \"openai\"\nbase_url = \"http://127.0.0.1:8000/v1/\"").unwrap();
+    let AdapterConfig::OpenAi(openai) = &config.providers["p"].adapter else {
+        panic!("not openai");
+    };
+    assert_eq!(openai.endpoint.base_url, "http://127.0.0.1:8000/v1");
+    assert!(openai.api_key.is_none());
+    assert_eq!(openai.max_tokens_field, MaxTokensField::MaxCompletionTokens);
+    assert_eq!(
+        openai.endpoint.timeouts.idle,
+        std::time::Duration::from_secs(30)
+    );
+}
+
+#[test]
+fn openai_settings_are_read() {
+    let config = load(
+        "adapter = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\napi_key_env = \"TEST_KEY\"\n\
+         max_tokens_field = \"max_tokens\"\ntimeouts = { connect = \"2s\", first_byte = \"9s\", idle = \"200ms\" }",
+    )
+    .unwrap();
+    let AdapterConfig::OpenAi(openai) = &config.providers["p"].adapter else {
+        panic!("not openai");
+    };
+    assert_eq!(openai.api_key.as_ref().unwrap().expose(), KEY);
+    assert_eq!(openai.max_tokens_field, MaxTokensField::MaxTokens);
+    assert_eq!(
+        openai.endpoint.timeouts.idle,
+        std::time::Duration::from_millis(200)
+    );
+    assert_eq!(config.providers["p"].adapter.name(), "openai");
+}
+
+#[test]
+fn anthropic_reads_its_key_and_defaults() {
+    let config = load(
+        "adapter = \"anthropic\"\nbase_url = \"https://api.anthropic.com/v1\"\napi_key_env = \"TEST_KEY\"",
+    )
+    .unwrap();
+    let AdapterConfig::Anthropic(anthropic) = &config.providers["p"].adapter else {
+        panic!("not anthropic");
+    };
+    assert_eq!(anthropic.api_key.expose(), KEY);
+    assert_eq!(anthropic.version, "2023-06-01");
+    assert_eq!(anthropic.default_max_output_tokens, 4096);
+}
+
+#[test]
+fn keys_never_show_in_debug_output() {
+    let config = load(
+        "adapter = \"anthropic\"\nbase_url = \"https://api.anthropic.com/v1\"\napi_key_env = \"TEST_KEY\"",
+    )
+    .unwrap();
+    let shown = format!("{config:?}");
+    assert!(!shown.contains(KEY), "{shown}");
+    assert!(shown.contains("redacted"));
+}
+
+#[test]
+fn a_missing_or_unusable_key_is_a_start_up_error_naming_the_variable() {
+    let (key, reason) = error(
+        "adapter = \"anthropic\"\nbase_url = \"https://x/v1\"\napi_key_env = \"NOT_SET_ANYWHERE\"",
+    );
+    assert_eq!(key, "providers.p.api_key_env");
+    assert!(reason.contains("`NOT_SET_ANYWHERE` is not set"), "{reason}");
+    let (_, reason) =
+        error("adapter = \"openai\"\nbase_url = \"https://x/v1\"\napi_key_env = \"EMPTY_KEY\"");
+    assert!(reason.contains("`EMPTY_KEY` is empty"), "{reason}");
+    let (_, reason) =
+        error("adapter = \"openai\"\nbase_url = \"https://x/v1\"\napi_key_env = \"NEWLINE_KEY\"");
+    assert!(reason.contains("line break"), "{reason}");
+    assert!(!reason.contains(KEY));
+    let (_, reason) =
+        error("adapter = \"openai\"\nbase_url = \"https://x/v1\"\napi_key_env = \"sk-oops\"");
+    assert!(
+        reason.contains("must name an environment variable"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn anthropic_requires_a_key() {
+    let (key, reason) = error("adapter = \"anthropic\"\nbase_url = \"https://x/v1\"");
+    assert_eq!(key, "providers.p.api_key_env");
+    assert!(reason.contains("required"), "{reason}");
+}
+
+#[test]
+fn base_urls_are_checked() {
+    for (url, why) in [
+        ("ftp://x/v1", "http:// or https://"),
+        ("not a url", "is not a URL"),
+        ("https://user:sk-secret@x/v1", "must not carry credentials"),
+        ("https://x/v1?key=1", "query"),
+    ] {
+        let (key, reason) = error(&format!("adapter = \"openai\"\nbase_url = \"{url}\""));
+        assert_eq!(key, "providers.p.base_url");
+        assert!(reason.contains(why), "{url}: {reason}");
+        assert!(!reason.contains("sk-secret"), "{reason}");
+    }
+    let (key, reason) = error("adapter = \"openai\"");
+    assert_eq!(key, "providers.p.base_url");
+    assert!(
+        reason.contains("required for the `openai` adapter"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn settings_of_another_adapter_are_errors() {
+    for (table, field) in [
+        (
+            "adapter = \"scripted\"\nbase_url = \"http://x\"",
+            "base_url",
+        ),
+        (
+            "adapter = \"scripted\"\napi_key_env = \"TEST_KEY\"",
+            "api_key_env",
+        ),
+        (
+            "adapter = \"openai\"\nbase_url = \"http://x\"\nanthropic_version = \"2023-06-01\"",
+            "anthropic_version",
+        ),
+        (
+            "adapter = \"openai\"\nbase_url = \"http://x\"\ndefault_max_output_tokens = 10",
+            "default_max_output_tokens",
+        ),
+        (
+            "adapter = \"anthropic\"\nbase_url = \"http://x\"\napi_key_env = \"TEST_KEY\"\nmax_tokens_field = \"max_tokens\"",
+            "max_tokens_field",
+        ),
+    ] {
+        let (key, reason) = error(table);
+        assert_eq!(key, format!("providers.p.{field}"), "{table}");
+        assert!(reason.contains("does not apply"), "{reason}");
+    }
+    let (key, _) =
+        error("adapter = \"openai\"\nbase_url = \"http://x\"\nmax_tokens_field = \"tokens\"");
+    assert_eq!(key, "providers.p.max_tokens_field");
+    let (key, _) = error("adapter = \"grpc\"");
+    assert_eq!(key, "providers.p.adapter");
+}

@@ -1,0 +1,175 @@
+//! [`ExecutionInput`] -> an Anthropic messages request body, streaming.
+//!
+//! The protocol differs from chat completions in ways that matter here: system instructions
+//! are a top-level field, tool results are `tool_result` blocks of a user turn, tool-call
+//! arguments are JSON objects, `max_tokens` is required, `temperature` stops at 1, and there
+//! is no JSON response format. What it cannot express is refused, naming the field.
+//!
+//! [`ExecutionInput`]: crate::execution::ExecutionInput
+
+use serde_json::{Map, Value, json};
+
+use crate::execution::{ContentPart, ExecutionInput, Message, ResponseFormatKind, Role};
+use crate::provider::ProviderError;
+use crate::provider::wire::{encode, image_data, invalid, json_object, number};
+
+/// The body of a streaming request for `model`; `default_max_tokens` when the input sets no
+/// limit.
+pub(super) fn body(
+    model: &str,
+    input: &ExecutionInput,
+    default_max_tokens: u32,
+) -> Result<Vec<u8>, ProviderError> {
+    let mut body = Map::new();
+    body.insert("model".into(), model.into());
+    let (system, turns) = conversation(input)?;
+    if !system.is_empty() {
+        body.insert("system".into(), Value::Array(system));
+    }
+    body.insert("messages".into(), Value::Array(turns));
+    if !input.tools.is_empty() {
+        let mut tools = Vec::with_capacity(input.tools.len());
+        for (i, tool) in input.tools.iter().enumerate() {
+            let field = format!("input.tools[{i}].parameters_json_schema");
+            let mut schema = json_object(&field, &tool.parameters_json_schema)?;
+            // The protocol requires an object schema; an empty one means "no arguments".
+            if let Value::Object(map) = &mut schema {
+                map.entry("type").or_insert_with(|| "object".into());
+            }
+            let mut out = Map::new();
+            out.insert("name".into(), tool.name.clone().into());
+            if !tool.description.is_empty() {
+                out.insert("description".into(), tool.description.clone().into());
+            }
+            out.insert("input_schema".into(), schema);
+            tools.push(Value::Object(out));
+        }
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    let p = &input.parameters;
+    body.insert(
+        "max_tokens".into(),
+        p.max_output_tokens.unwrap_or(default_max_tokens).into(),
+    );
+    if let Some(t) = p.temperature {
+        if t > 1.0 {
+            return Err(invalid(
+                "input.parameters.temperature",
+                "the anthropic messages protocol accepts 0 to 1",
+            ));
+        }
+        body.insert("temperature".into(), number(t));
+    }
+    if let Some(t) = p.top_p {
+        body.insert("top_p".into(), number(t));
+    }
+    if !p.stop_sequences.is_empty() {
+        body.insert("stop_sequences".into(), p.stop_sequences.clone().into());
+    }
+    if let Some(format) = &p.response_format
+        && format.kind != ResponseFormatKind::Text
+    {
+        return Err(invalid(
+            "input.parameters.response_format",
+            "the anthropic messages protocol has no JSON response format; describe the \
+             shape in the prompt or use a tool",
+        ));
+    }
+    body.insert("stream".into(), true.into());
+    encode(body)
+}
+
+/// The leading system messages as text blocks, then the turns. Consecutive messages that map
+/// to the same role (e.g. several tool results) share one turn, as the protocol wants.
+fn conversation(input: &ExecutionInput) -> Result<(Vec<Value>, Vec<Value>), ProviderError> {
+    let mut system = Vec::new();
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for (i, m) in input.messages.iter().enumerate() {
+        let at = format!("input.messages[{i}]");
+        if m.role == Role::System {
+            if !turns.is_empty() {
+                return Err(invalid(
+                    format!("{at}.role"),
+                    "the anthropic messages protocol takes system instructions only before \
+                     the conversation",
+                ));
+            }
+            for (j, part) in m.content.iter().enumerate() {
+                match part {
+                    ContentPart::Text(text) => system.push(json!({"type": "text", "text": text})),
+                    ContentPart::Image(_) => {
+                        return Err(invalid(
+                            format!("{at}.content[{j}]"),
+                            "the anthropic messages protocol takes no images in system instructions",
+                        ));
+                    }
+                }
+            }
+            continue;
+        }
+        let (role, blocks) = turn(&at, m)?;
+        match turns.last_mut() {
+            Some((last, existing)) if *last == role => existing.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    let turns = turns
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+    Ok((system, turns))
+}
+
+/// One non-system message as a role and its content blocks.
+fn turn(at: &str, m: &Message) -> Result<(&'static str, Vec<Value>), ProviderError> {
+    let mut blocks = parts(at, m)?;
+    match m.role {
+        Role::User | Role::System => Ok(("user", blocks)),
+        Role::Assistant => {
+            for (k, call) in m.tool_calls.iter().enumerate() {
+                let field = format!("{at}.tool_calls[{k}].arguments_json");
+                let input = json_object(&field, &call.arguments_json)?;
+                blocks.push(json!({
+                    "type": "tool_use",
+                    "id": call.id,
+                    "name": call.name,
+                    "input": input,
+                }));
+            }
+            Ok(("assistant", blocks))
+        }
+        Role::Tool => {
+            let id = m.tool_call_id.clone().unwrap_or_default();
+            let result = json!({"type": "tool_result", "tool_use_id": id, "content": blocks});
+            Ok(("user", vec![result]))
+        }
+    }
+}
+
+fn parts(at: &str, m: &Message) -> Result<Vec<Value>, ProviderError> {
+    let mut blocks = Vec::with_capacity(m.content.len());
+    for (j, part) in m.content.iter().enumerate() {
+        let field = format!("{at}.content[{j}]");
+        let block = match part {
+            ContentPart::Text(text) => json!({"type": "text", "text": text}),
+            ContentPart::Image(_) if m.role == Role::Assistant => {
+                return Err(invalid(
+                    field,
+                    "the anthropic messages protocol takes no images in assistant messages",
+                ));
+            }
+            ContentPart::Image(image) if !image.url.is_empty() => {
+                json!({"type": "image", "source": {"type": "url", "url": image.url}})
+            }
+            ContentPart::Image(image) => {
+                let (media_type, data) = image_data(&format!("{field}.image"), image)?;
+                json!({
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": media_type, "data": data},
+                })
+            }
+        };
+        blocks.push(block);
+    }
+    Ok(blocks)
+}

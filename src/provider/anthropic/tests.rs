@@ -1,0 +1,176 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::{Value, json};
+
+use super::request::body;
+use crate::execution::{
+    ContentPart, ErrorClass, ExecutionInput, GenerationParameters, Image, Message, ResponseFormat,
+    ResponseFormatKind, Role, ToolCall, ToolDefinition,
+};
+
+fn message(role: Role, parts: &[&str]) -> Message {
+    Message {
+        role,
+        content: parts
+            .iter()
+            .map(|t| ContentPart::Text((*t).into()))
+            .collect(),
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+    }
+}
+
+fn tool_result(id: &str, text: &str) -> Message {
+    let mut m = message(Role::Tool, &[text]);
+    m.tool_call_id = Some(id.into());
+    m
+}
+
+fn encode(input: &ExecutionInput) -> Value {
+    serde_json::from_slice(&body("claude-sonnet-4-5", input, 4096).unwrap()).unwrap()
+}
+
+#[test]
+fn maps_a_whole_conversation() {
+    let mut assistant = message(Role::Assistant, &["checking both"]);
+    for (id, city) in [("toolu_1", "Paris"), ("toolu_2", "Rome")] {
+        assistant.tool_calls.push(ToolCall {
+            id: id.into(),
+            name: "get_weather".into(),
+            arguments_json: format!(r#"{{"city":"{city}"}}"#),
+        });
+    }
+    let mut user = message(Role::User, &["and this?"]);
+    user.content.push(ContentPart::Image(Image {
+        data: vec![1, 2, 3],
+        media_type: "image/png".into(),
+        ..Default::default()
+    }));
+    let input = ExecutionInput {
+        messages: vec![
+            message(Role::System, &["be brief"]),
+            message(Role::User, &["weather in Paris and Rome?"]),
+            assistant,
+            tool_result("toolu_1", "18C"),
+            tool_result("toolu_2", "21C"),
+            user,
+        ],
+        tools: vec![
+            ToolDefinition {
+                name: "get_weather".into(),
+                description: "Weather by city".into(),
+                parameters_json_schema:
+                    r#"{"type":"object","properties":{"city":{"type":"string"}}}"#.into(),
+            },
+            ToolDefinition {
+                name: "now".into(),
+                description: String::new(),
+                parameters_json_schema: String::new(),
+            },
+        ],
+        parameters: GenerationParameters {
+            temperature: Some(0.5),
+            stop_sequences: vec!["END".into()],
+            ..Default::default()
+        },
+    };
+    let expected = json!({
+        "model": "claude-sonnet-4-5",
+        "system": [{"type": "text", "text": "be brief"}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "weather in Paris and Rome?"}]},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "checking both"},
+                {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {"city": "Rome"}},
+            ]},
+            // Both results and the next user message share one user turn.
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "18C"}]},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "content": [{"type": "text", "text": "21C"}]},
+                {"type": "text", "text": "and this?"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AQID"}},
+            ]},
+        ],
+        "tools": [
+            {"name": "get_weather", "description": "Weather by city",
+             "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
+            {"name": "now", "input_schema": {"type": "object"}},
+        ],
+        "max_tokens": 4096,
+        "temperature": 0.5,
+        "stop_sequences": ["END"],
+        "stream": true,
+    });
+    assert_eq!(encode(&input), expected);
+}
+
+#[test]
+fn input_the_protocol_cannot_express_names_the_field() {
+    let mut bad_arguments = message(Role::Assistant, &[]);
+    bad_arguments.tool_calls.push(ToolCall {
+        id: "t".into(),
+        name: "f".into(),
+        arguments_json: "[1, 2]".into(),
+    });
+    let with = |parameters: GenerationParameters| ExecutionInput {
+        messages: vec![Message::user("hi")],
+        parameters,
+        ..Default::default()
+    };
+    let cases = [
+        (
+            ExecutionInput {
+                messages: vec![Message::user("hi"), message(Role::System, &["late"])],
+                ..Default::default()
+            },
+            "input.messages[1].role: ",
+        ),
+        (
+            ExecutionInput {
+                messages: vec![Message::user("hi"), bad_arguments],
+                ..Default::default()
+            },
+            "input.messages[1].tool_calls[0].arguments_json: ",
+        ),
+        (
+            with(GenerationParameters {
+                temperature: Some(1.5),
+                ..Default::default()
+            }),
+            "input.parameters.temperature: ",
+        ),
+        (
+            with(GenerationParameters {
+                response_format: Some(ResponseFormat {
+                    kind: ResponseFormatKind::JsonObject,
+                    json_schema: String::new(),
+                    schema_name: String::new(),
+                }),
+                ..Default::default()
+            }),
+            "input.parameters.response_format: ",
+        ),
+    ];
+    for (input, field) in cases {
+        let error = body("m", &input, 16).unwrap_err();
+        assert_eq!(
+            (error.class, error.code),
+            (ErrorClass::NonRetryable, "invalid_request")
+        );
+        assert!(error.message.starts_with(field), "{}", error.message);
+    }
+}
+
+#[test]
+fn the_callers_limit_wins_over_the_default() {
+    let input = ExecutionInput {
+        messages: vec![Message::user("hi")],
+        parameters: GenerationParameters {
+            max_output_tokens: Some(12),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    assert_eq!(encode(&input)["max_tokens"], 12);
+}

@@ -1,0 +1,483 @@
+//! What the HTTP adapters share: the pooled reqwest clients, the provider a call goes to, and
+//! the classification of HTTP outcomes (transport errors, statuses, `Retry-After`) into
+//! [`ErrorClass`]es. Both adapters classify the same way, so the rules live here once.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+
+use super::{ProviderError, ProviderInitError};
+use crate::config::{Secret, TimeoutsConfig};
+use crate::execution::ErrorClass;
+
+/// How long a pooled connection may sit unused before it is closed.
+const POOL_IDLE: Duration = Duration::from_secs(90);
+
+/// TCP keep-alive probes find a dead peer during a long silent stream.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
+
+/// How much of a provider's message an error may quote.
+const QUOTE_LIMIT: usize = 200;
+
+/// A client could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("building the HTTP client: {0}")]
+pub struct ClientError(#[from] reqwest::Error);
+
+/// The HTTP clients of one runtime. A reqwest client fixes its connect timeout, so providers
+/// share one client per distinct `timeouts.connect` (in practice one: the default), and with
+/// it the connection pool and TLS configuration.
+#[derive(Debug, Default)]
+pub struct HttpClients {
+    by_connect_timeout: BTreeMap<Duration, reqwest::Client>,
+}
+
+impl HttpClients {
+    /// The client for providers whose connect timeout is `connect`.
+    pub fn client(&mut self, connect: Duration) -> Result<reqwest::Client, ClientError> {
+        if let Some(client) = self.by_connect_timeout.get(&connect) {
+            return Ok(client.clone());
+        }
+        let client = build_client(connect)?;
+        self.by_connect_timeout.insert(connect, client.clone());
+        Ok(client)
+    }
+}
+
+fn build_client(connect: Duration) -> Result<reqwest::Client, ClientError> {
+    // reqwest is built without a bundled crypto provider (see Cargo.toml); use ring unless
+    // the embedding program installed one of its own. An error means another thread
+    // installed one first, which then serves us as well.
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    let client = reqwest::Client::builder()
+        .connect_timeout(connect)
+        // Deltas are forwarded the moment they arrive: no Nagle delay on provider sockets.
+        .tcp_nodelay(true)
+        .tcp_keepalive(TCP_KEEPALIVE)
+        .pool_idle_timeout(POOL_IDLE)
+        // A redirect would resend the API key somewhere the configuration did not name.
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("model-runtime/", env!("CARGO_PKG_VERSION")))
+        .build()?;
+    Ok(client)
+}
+
+/// The provider a call goes to: where, with which headers, how long to wait, and how errors
+/// and logs name it.
+#[derive(Debug, Clone)]
+pub(crate) struct Upstream {
+    /// The configured provider name.
+    pub name: Arc<str>,
+    /// The adapter, e.g. `openai`.
+    pub adapter: &'static str,
+    /// The shared client.
+    pub client: reqwest::Client,
+    /// Connect / first byte / idle.
+    pub timeouts: TimeoutsConfig,
+    /// The key, to blank out wherever upstream text is quoted or logged: a provider or a
+    /// proxy in front of it may echo it back.
+    pub secret: Option<Secret>,
+    /// Where requests go: `{base_url}` and the adapter's path.
+    pub url: reqwest::Url,
+    /// Headers every request carries (credentials, protocol version); secret ones are
+    /// marked sensitive.
+    pub headers: HeaderMap,
+}
+
+impl Upstream {
+    /// ``openai provider `main` ``: how messages name the provider (never its key).
+    pub fn label(&self) -> String {
+        format!("{} provider `{}`", self.adapter, self.name)
+    }
+
+    /// A transport error of `send`: before the request left (retryable) or after (the remote
+    /// may be running it).
+    pub fn transport_error(&self, error: &reqwest::Error) -> ProviderError {
+        let cause = cause(error);
+        if error.is_connect() {
+            let what = if error.is_timeout() {
+                format!(
+                    "connecting timed out after {}",
+                    humantime::format_duration(self.timeouts.connect)
+                )
+            } else {
+                "connecting failed".to_owned()
+            };
+            return ProviderError::retryable(
+                "connect_failed",
+                format!("{}: {what}: {cause}", self.label()),
+            );
+        }
+        if error.is_builder() {
+            return ProviderError::non_retryable(
+                "invalid_request",
+                format!("{}: the request could not be built: {cause}", self.label()),
+            );
+        }
+        ProviderError::outcome_unknown(
+            "connection_lost",
+            format!(
+                "{}: the connection failed after the request was sent, before a response: {cause}",
+                self.label()
+            ),
+        )
+    }
+
+    /// The error for a non-success `status`, with what the body said about it.
+    pub fn status_error(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> ProviderError {
+        let label = self.label();
+        let code = status.as_u16();
+        let detail = ErrorDetail::parse(body);
+        let mut error = match code {
+            // Never the body: a 401 message may quote part of the key.
+            401 => ProviderError::non_retryable(
+                "unauthorized",
+                format!("{label} rejected the API key (HTTP 401); check its api_key_env"),
+            ),
+            403 => ProviderError::non_retryable(
+                "forbidden",
+                format!("{label} refused access to this model or endpoint (HTTP 403)"),
+            ),
+            400 | 422 => ProviderError::non_retryable(
+                "invalid_request",
+                format!(
+                    "{label} rejected the request (HTTP {code}){}",
+                    self.quote(&detail)
+                ),
+            ),
+            404 => ProviderError::non_retryable(
+                "not_found",
+                format!(
+                    "{label} has no such model or endpoint (HTTP 404){}",
+                    self.quote(&detail)
+                ),
+            ),
+            408 => ProviderError::retryable(
+                "request_timeout",
+                format!("{label} timed out reading the request (HTTP 408)"),
+            ),
+            429 => ProviderError::retryable(
+                "rate_limited",
+                format!("{label} is rate limiting (HTTP 429){}", detail.kind()),
+            ),
+            500 => ProviderError::retryable(
+                "internal",
+                format!("{label} failed internally (HTTP 500){}", detail.kind()),
+            ),
+            529 => ProviderError::retryable(
+                "overloaded",
+                format!("{label} is overloaded (HTTP 529){}", detail.kind()),
+            ),
+            501..=599 => ProviderError::retryable(
+                "unavailable",
+                format!("{label} is unavailable (HTTP {code}){}", detail.kind()),
+            ),
+            400..=499 => ProviderError::non_retryable(
+                "rejected",
+                format!(
+                    "{label} refused the request (HTTP {code}){}",
+                    self.quote(&detail)
+                ),
+            ),
+            _ => ProviderError::non_retryable(
+                "protocol_error",
+                format!("{label} answered with unexpected HTTP status {code}"),
+            ),
+        };
+        if error.class == ErrorClass::Retryable {
+            error.retry_after = retry_after(headers, SystemTime::now());
+        }
+        error
+    }
+
+    /// A first-byte (`timeout`) or idle (`stream_stalled`) timer ran out after `limit`.
+    pub fn timeout(
+        &self,
+        code: &'static str,
+        what: &str,
+        limit: Duration,
+        output_started: bool,
+    ) -> ProviderError {
+        let when = if output_started {
+            "after output began"
+        } else {
+            "before any output"
+        };
+        ProviderError::outcome_unknown(
+            code,
+            format!(
+                "{}: {what} for {} {when}; the provider may still be working on the request",
+                self.label(),
+                humantime::format_duration(whole_millis(limit))
+            ),
+        )
+    }
+
+    /// The response body broke or ended before the reply was complete.
+    pub fn interrupted(&self, why: &str, output_started: bool) -> ProviderError {
+        let when = if output_started {
+            "after output began"
+        } else {
+            "before any output"
+        };
+        ProviderError::outcome_unknown(
+            "stream_interrupted",
+            format!("{}: the response stream {why} {when}", self.label()),
+        )
+    }
+
+    /// The provider's explanation, for the caller: kind and message, key blanked out.
+    fn quote(&self, detail: &ErrorDetail) -> String {
+        self.redact(&detail.quoted()).into_owned()
+    }
+
+    /// `text` with the key replaced by `<redacted>`.
+    fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match &self.secret {
+            Some(secret) if text.contains(secret.expose()) => {
+                Cow::Owned(text.replace(secret.expose(), "<redacted>"))
+            }
+            _ => Cow::Borrowed(text),
+        }
+    }
+
+    /// An error the provider reported inside a 200 event stream (Anthropic's `error` event,
+    /// an OpenAI-compatible `{"error": ...}` chunk), classified like the HTTP status the same
+    /// error would have had. The provider stopped working on the request, so nothing is left
+    /// running remotely.
+    pub fn stream_error(&self, detail: &ErrorDetail) -> ProviderError {
+        let label = self.label();
+        let kind = detail.kind.as_deref().unwrap_or("");
+        let reported = format!("{label} reported an error in the stream");
+        match kind {
+            "overloaded_error" | "overloaded" => {
+                ProviderError::retryable("overloaded", format!("{reported}: {kind}"))
+            }
+            "rate_limit_error" | "rate_limit_exceeded" | "tokens" | "requests" => {
+                ProviderError::retryable("rate_limited", format!("{reported}: {kind}"))
+            }
+            "api_error" | "server_error" | "internal_error" | "internal_server_error" => {
+                ProviderError::retryable("internal", format!("{reported}: {kind}"))
+            }
+            "timeout_error" | "timeout" => {
+                ProviderError::retryable("unavailable", format!("{reported}: {kind}"))
+            }
+            "invalid_request_error" | "invalid_request" | "request_too_large" => {
+                ProviderError::non_retryable(
+                    "invalid_request",
+                    format!("{reported}{}", self.quote(detail)),
+                )
+            }
+            "authentication_error" | "invalid_api_key" => ProviderError::non_retryable(
+                "unauthorized",
+                format!("{reported}: the API key was rejected"),
+            ),
+            "permission_error" => {
+                ProviderError::non_retryable("forbidden", format!("{reported}: {kind}"))
+            }
+            "not_found_error" | "model_not_found" => ProviderError::non_retryable(
+                "not_found",
+                format!("{reported}{}", self.quote(detail)),
+            ),
+            _ => ProviderError::retryable("provider_error", format!("{reported}{}", detail.kind())),
+        }
+    }
+
+    /// An event whose JSON did not parse or had the wrong shape. The message names where,
+    /// not what: serde's message may quote upstream content.
+    pub fn malformed_json(
+        &self,
+        what: &str,
+        error: &serde_json::Error,
+        data: &str,
+    ) -> ProviderError {
+        let what = format!(
+            "{what} ({:?} error at line {} column {})",
+            error.classify(),
+            error.line(),
+            error.column()
+        );
+        self.protocol_error(&what, data)
+    }
+
+    /// Malformed SSE or JSON. The offending text goes to the log only, truncated: it is
+    /// upstream content and may be large.
+    pub fn protocol_error(&self, what: &str, offending: &str) -> ProviderError {
+        tracing::warn!(
+            provider = %self.name,
+            adapter = self.adapter,
+            offending = truncate(&self.redact(offending), QUOTE_LIMIT),
+            "malformed provider response: {what}"
+        );
+        ProviderError::non_retryable(
+            "protocol_error",
+            format!("{} sent a malformed response: {what}", self.label()),
+        )
+    }
+}
+
+/// `{base_url}{path}` as a URL, for provider `name`.
+pub(crate) fn endpoint(
+    name: &str,
+    base_url: &str,
+    path: &str,
+) -> Result<reqwest::Url, ProviderInitError> {
+    reqwest::Url::parse(&format!("{base_url}{path}"))
+        .map_err(|e| ProviderInitError::new(name, format!("base_url: {e}")))
+}
+
+/// A header carrying a secret: marked sensitive, so hyper neither logs nor indexes it.
+pub(crate) fn secret_header(name: &str, value: &str) -> Result<HeaderValue, ProviderInitError> {
+    let mut header = HeaderValue::from_str(value).map_err(|_| {
+        ProviderInitError::new(name, "api_key_env: the key is not a valid header value")
+    })?;
+    header.set_sensitive(true);
+    Ok(header)
+}
+
+/// `limit` without its sub-millisecond part, so messages read `1s 500ms`.
+fn whole_millis(limit: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The causes under a reqwest error, e.g. `tcp connect error: Connection refused (os error
+/// 111)`. The URL reqwest adds at the top is left out: it is in the configuration.
+pub(crate) fn cause(error: &reqwest::Error) -> String {
+    let mut text = String::new();
+    let mut source = std::error::Error::source(error);
+    while let Some(s) = source {
+        let piece = s.to_string();
+        if !text.contains(&piece) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&piece);
+        }
+        source = s.source();
+    }
+    if text.is_empty() {
+        text = error.to_string();
+    }
+    text
+}
+
+/// What a provider's JSON error body says: `{"error": {"type", "code", "message"}}` (OpenAI,
+/// Anthropic, llama.cpp) or the same keys at the top level (vLLM).
+#[derive(Debug, Default)]
+pub(crate) struct ErrorDetail {
+    /// A short identifier such as `overloaded_error`, if it looks like one.
+    pub kind: Option<String>,
+    /// The human message.
+    pub message: Option<String>,
+}
+
+impl ErrorDetail {
+    /// Reads a body; anything unreadable yields an empty detail.
+    pub fn parse(body: &[u8]) -> Self {
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+            return Self::default();
+        };
+        Self::from_json(&value)
+    }
+
+    /// Reads an error object, or an object holding one under `error`.
+    pub fn from_json(value: &serde_json::Value) -> Self {
+        let error = match value.get("error") {
+            Some(inner @ serde_json::Value::Object(_)) => inner,
+            Some(serde_json::Value::String(message)) => {
+                return Self {
+                    kind: None,
+                    message: Some(message.clone()),
+                };
+            }
+            _ => value,
+        };
+        let text = |key: &str| error.get(key).and_then(serde_json::Value::as_str);
+        let kind = text("type")
+            .or_else(|| text("code"))
+            .filter(|k| {
+                !k.is_empty()
+                    && k.len() <= 64
+                    && k.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+            })
+            .map(str::to_owned);
+        Self {
+            kind,
+            message: text("message").map(str::to_owned),
+        }
+    }
+
+    /// `: overloaded_error`, or nothing.
+    fn kind(&self) -> String {
+        self.kind
+            .as_ref()
+            .map(|k| format!(": {k}"))
+            .unwrap_or_default()
+    }
+
+    /// The kind and the provider's message, cut short and cleaned of control characters: it
+    /// tells the caller what to fix in the request.
+    pub fn quoted(&self) -> String {
+        let mut text = self.kind();
+        if let Some(message) = &self.message {
+            let clean: String = truncate(message, QUOTE_LIMIT)
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
+            let _ = write!(text, ": {clean}");
+        }
+        text
+    }
+}
+
+/// The provider's requested back-off: `retry-after-ms` (OpenAI), else `Retry-After` as
+/// delay-seconds or an HTTP-date (RFC 9110 section 10.2.3). A date in the past means now.
+pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let header = |name| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    // `try_`: an absurd value must not panic.
+    if let Some(wait) = header("retry-after-ms")
+        .and_then(|v| v.parse::<f64>().ok())
+        .and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok())
+    {
+        return Some(wait);
+    }
+    let value = header(RETRY_AFTER.as_str())?;
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// At most `max` bytes of `text`, cut on a character boundary.
+pub(crate) fn truncate(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let end = (0..=max)
+        .rev()
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(0);
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests;

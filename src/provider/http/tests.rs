@@ -1,0 +1,195 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, SystemTime};
+
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, HeaderValue};
+
+use super::*;
+use crate::execution::ErrorClass;
+
+fn upstream() -> Upstream {
+    let timeouts = TimeoutsConfig {
+        connect: Duration::from_secs(1),
+        first_byte: Duration::from_secs(1),
+        idle: Duration::from_secs(1),
+    };
+    Upstream {
+        name: "main".into(),
+        adapter: "openai",
+        client: HttpClients::default().client(timeouts.connect).unwrap(),
+        timeouts,
+        secret: Some(crate::config::Secret::new("sk-live-key")),
+        url: reqwest::Url::parse("http://127.0.0.1:9/v1/chat/completions").unwrap(),
+        headers: HeaderMap::new(),
+    }
+}
+
+fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        map.insert(*name, HeaderValue::from_str(value).unwrap());
+    }
+    map
+}
+
+#[test]
+fn retry_after_reads_seconds_dates_and_milliseconds() {
+    let now = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").unwrap();
+    let at = |pairs| retry_after(&headers(pairs), now);
+    assert_eq!(at(&[("retry-after", "7")]), Some(Duration::from_secs(7)));
+    assert_eq!(at(&[("retry-after", " 0 ")]), Some(Duration::ZERO));
+    assert_eq!(
+        at(&[("retry-after", "Wed, 21 Oct 2015 07:28:30 GMT")]),
+        Some(Duration::from_secs(30))
+    );
+    // The obsolete RFC 850 and asctime forms are still HTTP-dates.
+    assert_eq!(
+        at(&[("retry-after", "Wednesday, 21-Oct-15 07:29:00 GMT")]),
+        Some(Duration::from_secs(60))
+    );
+    assert_eq!(
+        at(&[("retry-after", "Wed Oct 21 07:28:05 2015")]),
+        Some(Duration::from_secs(5))
+    );
+    assert_eq!(
+        at(&[("retry-after", "Wed, 21 Oct 2015 07:00:00 GMT")]),
+        Some(Duration::ZERO),
+        "a date in the past means now"
+    );
+    assert_eq!(
+        at(&[("retry-after-ms", "1500"), ("retry-after", "9")]),
+        Some(Duration::from_millis(1500))
+    );
+    assert_eq!(at(&[("retry-after", "soon")]), None);
+    assert_eq!(at(&[("retry-after", "-3")]), None);
+    assert_eq!(at(&[]), None);
+}
+
+#[test]
+fn statuses_map_to_classes_and_codes() {
+    let up = upstream();
+    let table = [
+        (400, ErrorClass::NonRetryable, "invalid_request"),
+        (401, ErrorClass::NonRetryable, "unauthorized"),
+        (403, ErrorClass::NonRetryable, "forbidden"),
+        (404, ErrorClass::NonRetryable, "not_found"),
+        (408, ErrorClass::Retryable, "request_timeout"),
+        (409, ErrorClass::NonRetryable, "rejected"),
+        (422, ErrorClass::NonRetryable, "invalid_request"),
+        (429, ErrorClass::Retryable, "rate_limited"),
+        (500, ErrorClass::Retryable, "internal"),
+        (502, ErrorClass::Retryable, "unavailable"),
+        (503, ErrorClass::Retryable, "unavailable"),
+        (504, ErrorClass::Retryable, "unavailable"),
+        (529, ErrorClass::Retryable, "overloaded"),
+        (302, ErrorClass::NonRetryable, "protocol_error"),
+    ];
+    for (status, class, code) in table {
+        let error = up.status_error(
+            StatusCode::from_u16(status).unwrap(),
+            &HeaderMap::new(),
+            b"",
+        );
+        assert_eq!((error.class, error.code), (class, code), "HTTP {status}");
+        assert!(
+            error.message.contains("openai provider `main`"),
+            "{}",
+            error.message
+        );
+        assert!(
+            error.message.contains(&status.to_string()),
+            "{}",
+            error.message
+        );
+    }
+}
+
+#[test]
+fn retry_after_is_kept_on_retryable_statuses_only() {
+    let up = upstream();
+    let h = headers(&[("retry-after", "3")]);
+    let limited = up.status_error(StatusCode::TOO_MANY_REQUESTS, &h, b"");
+    assert_eq!(limited.retry_after, Some(Duration::from_secs(3)));
+    let bad = up.status_error(StatusCode::BAD_REQUEST, &h, b"");
+    assert_eq!(bad.retry_after, None);
+}
+
+#[test]
+fn credential_errors_never_quote_the_body() {
+    let up = upstream();
+    let body = br#"{"error":{"message":"Incorrect API key provided: sk-abc***xyz.","type":"invalid_request_error","code":"invalid_api_key"}}"#;
+    for status in [StatusCode::UNAUTHORIZED, StatusCode::FORBIDDEN] {
+        let error = up.status_error(status, &HeaderMap::new(), body);
+        assert!(!error.message.contains("sk-"), "{}", error.message);
+        assert!(!error.message.contains("Incorrect"), "{}", error.message);
+    }
+}
+
+#[test]
+fn quoted_provider_text_never_carries_the_key() {
+    let up = upstream();
+    let body =
+        br#"{"error":{"message":"bad key sk-live-key in header","type":"invalid_request_error"}}"#;
+    let error = up.status_error(StatusCode::BAD_REQUEST, &HeaderMap::new(), body);
+    assert!(
+        error.message.contains("bad key <redacted> in header"),
+        "{}",
+        error.message
+    );
+    let error = up.stream_error(&ErrorDetail::parse(body));
+    assert!(!error.message.contains("sk-live-key"), "{}", error.message);
+}
+
+#[test]
+fn request_errors_quote_the_providers_reason_cut_short() {
+    let up = upstream();
+    let long = "m".repeat(1000);
+    let body = format!(
+        r#"{{"error":{{"message":"bad temperature\n{long}","type":"invalid_request_error"}}}}"#
+    );
+    let error = up.status_error(StatusCode::BAD_REQUEST, &HeaderMap::new(), body.as_bytes());
+    assert!(
+        error
+            .message
+            .contains(": invalid_request_error: bad temperature "),
+        "{}",
+        error.message
+    );
+    assert!(error.message.len() < 400, "{}", error.message.len());
+    // vLLM puts the fields at the top level; Anthropic nests them under `error` beside `type`.
+    let vllm = ErrorDetail::parse(
+        br#"{"object":"error","message":"no such model","type":"NotFoundError","code":404}"#,
+    );
+    assert_eq!(vllm.kind.as_deref(), Some("NotFoundError"));
+    assert_eq!(vllm.message.as_deref(), Some("no such model"));
+    let anthropic = ErrorDetail::parse(
+        br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+    );
+    assert_eq!(anthropic.kind.as_deref(), Some("overloaded_error"));
+    let junk = ErrorDetail::parse(b"<html>bad gateway</html>");
+    assert!(junk.kind.is_none() && junk.message.is_none());
+}
+
+#[test]
+fn truncation_respects_character_boundaries() {
+    assert_eq!(truncate("héllo", 2), "h");
+    assert_eq!(truncate("héllo", 3), "hé");
+    assert_eq!(truncate("abc", 10), "abc");
+}
+
+#[test]
+fn clients_are_shared_per_connect_timeout() {
+    let mut clients = HttpClients::default();
+    clients.client(Duration::from_secs(5)).unwrap();
+    clients.client(Duration::from_secs(5)).unwrap();
+    clients.client(Duration::from_secs(1)).unwrap();
+    assert_eq!(clients.by_connect_timeout.len(), 2);
+}
+
+#[test]
+fn retry_after_uses_the_clock_for_dates() {
+    let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3600));
+    let wait = retry_after(&headers(&[("retry-after", &later)]), SystemTime::now()).unwrap();
+    assert!(wait > Duration::from_secs(3000) && wait <= Duration::from_secs(3600));
+}

@@ -1,0 +1,323 @@
+//! The `openai` adapter: OpenAI chat completions, streaming (`stream: true` with
+//! `stream_options.include_usage`), which vLLM, Ollama, llama.cpp's server and other
+//! compatible servers also speak. It assumes nothing only OpenAI does: the key is optional,
+//! usage may be missing (then estimated and labelled so), a tool call may arrive whole in one
+//! chunk or without an id, and a body that ends after a finish reason but without `[DONE]`
+//! is still a complete reply.
+
+mod request;
+
+use std::sync::Arc;
+
+use reqwest::header::{AUTHORIZATION, HeaderMap};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::exchange::{self, Decoder};
+use super::http::{ErrorDetail, Upstream, endpoint, secret_header};
+use super::sse::SseEvent;
+use super::tally::UsageTally;
+use super::{
+    Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream,
+};
+use crate::config::{MaxTokensField, OpenAiConfig};
+use crate::execution::FinishReason;
+use crate::usage::UsageUnit;
+
+/// An OpenAI-compatible chat completions endpoint.
+#[derive(Debug)]
+pub struct OpenAiProvider {
+    upstream: Upstream,
+    max_tokens_field: MaxTokensField,
+}
+
+impl OpenAiProvider {
+    /// The adapter of provider `name`, sending through `client`.
+    pub fn new(
+        name: Arc<str>,
+        config: &OpenAiConfig,
+        client: reqwest::Client,
+    ) -> Result<Self, ProviderInitError> {
+        let url = endpoint(&name, &config.endpoint.base_url, "/chat/completions")?;
+        let mut headers = HeaderMap::new();
+        // Servers that need no key get no Authorization header at all.
+        if let Some(key) = &config.api_key {
+            let value = secret_header(&name, &format!("Bearer {}", key.expose()))?;
+            headers.insert(AUTHORIZATION, value);
+        }
+        Ok(Self {
+            upstream: Upstream {
+                name,
+                adapter: "openai",
+                client,
+                timeouts: config.endpoint.timeouts,
+                secret: config.api_key.clone(),
+                url,
+                headers,
+            },
+            max_tokens_field: config.max_tokens_field,
+        })
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn call(&self, call: ProviderCall) -> ProviderStream {
+        let body = request::body(&call.model, &call.input, self.max_tokens_field);
+        exchange::post(&self.upstream, body, call.deadline, ChunkDecoder::default())
+    }
+}
+
+/// One `data:` chunk. Every field is optional: compatible servers differ in what they send
+/// (vLLM ends with `"choices": null`, usage is absent unless the server supports it).
+#[derive(Debug, Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Option<Vec<Choice>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    #[serde(default)]
+    index: u32,
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    /// A refusal is what the model said instead: output text, not something to drop.
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ToolCallDelta {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    /// JSON text; some servers (Ollama) send the arguments as an object instead.
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+/// A tool call being streamed.
+#[derive(Debug)]
+struct ToolState {
+    /// The provider's `index`.
+    provider_index: u32,
+    id: Option<String>,
+    name: Option<String>,
+    /// Whether `ToolCallStarted` went out (it needs the name).
+    started: bool,
+    /// Arguments that came before the name.
+    held: String,
+}
+
+/// Turns chunks into SPI events.
+#[derive(Debug, Default)]
+struct ChunkDecoder {
+    finish: Option<FinishReason>,
+    /// In order of first appearance: the position is the SPI tool-call index.
+    tools: Vec<ToolState>,
+}
+
+impl Decoder for ChunkDecoder {
+    fn event(
+        &mut self,
+        upstream: &Upstream,
+        event: SseEvent,
+        usage: &mut UsageTally,
+        out: &mut Vec<ProviderEvent>,
+    ) -> Result<Option<FinishReason>, ProviderError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            if self.tools.iter().any(|t| !t.started) {
+                return Err(upstream.protocol_error("a tool call never received its name", data));
+            }
+            return Ok(Some(self.finish.unwrap_or(FinishReason::Other)));
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+            upstream.malformed_json("a chunk is not a chat completion chunk", &e, data)
+        })?;
+        if let Some(error) = &chunk.error {
+            return Err(upstream.stream_error(&ErrorDetail::from_json(error)));
+        }
+        if let Some(reported) = chunk.usage {
+            report(usage, &reported);
+        }
+        // Only one choice is requested; any other is not this call's reply.
+        for choice in chunk
+            .choices
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.index == 0)
+        {
+            if let Some(delta) = choice.delta {
+                self.delta(delta, out);
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.finish = Some(finish_reason(&reason));
+            }
+        }
+        Ok(None)
+    }
+
+    fn finished_at_eof(&self) -> Option<FinishReason> {
+        self.finish
+    }
+}
+
+impl ChunkDecoder {
+    fn delta(&mut self, delta: Delta, out: &mut Vec<ProviderEvent>) {
+        // The role-only preamble has empty content and emits nothing.
+        for text in [delta.content, delta.refusal].into_iter().flatten() {
+            if !text.is_empty() {
+                out.push(ProviderEvent::TextDelta(text));
+            }
+        }
+        for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+            let provider_index = call.index.unwrap_or(position as u32);
+            let ordinal = match self
+                .tools
+                .iter()
+                .position(|t| t.provider_index == provider_index)
+            {
+                Some(ordinal) => ordinal,
+                None => {
+                    self.tools.push(ToolState {
+                        provider_index,
+                        id: None,
+                        name: None,
+                        started: false,
+                        held: String::new(),
+                    });
+                    self.tools.len() - 1
+                }
+            };
+            let tool = &mut self.tools[ordinal];
+            let index = ordinal as u32;
+            if tool.id.is_none() {
+                tool.id = call.id.filter(|id| !id.is_empty());
+            }
+            let (name, arguments) = match call.function {
+                Some(f) => (f.name, f.arguments),
+                None => (None, None),
+            };
+            if tool.name.is_none() {
+                tool.name = name.filter(|n| !n.is_empty());
+            }
+            let arguments = match arguments {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(text)) => text,
+                Some(object) => object.to_string(),
+            };
+            if !tool.started {
+                let Some(name) = tool.name.clone() else {
+                    tool.held.push_str(&arguments);
+                    continue;
+                };
+                tool.started = true;
+                out.push(ProviderEvent::ToolCallStarted {
+                    index,
+                    // A server that sends no id gets one that is unique within the reply.
+                    id: tool.id.clone().unwrap_or_else(|| format!("call_{index}")),
+                    name,
+                });
+                let held = std::mem::take(&mut tool.held);
+                if !held.is_empty() {
+                    out.push(ProviderEvent::ToolCallArgumentsDelta { index, delta: held });
+                }
+            }
+            if !arguments.is_empty() {
+                out.push(ProviderEvent::ToolCallArgumentsDelta {
+                    index,
+                    delta: arguments,
+                });
+            }
+        }
+    }
+}
+
+/// `prompt_tokens` counts cached tokens too; `cached_tokens` and `reasoning_tokens` are
+/// parts of the prompt and completion counts, reported only where the server sends them.
+fn report(usage: &mut UsageTally, reported: &Usage) {
+    let details = [
+        (UsageUnit::INPUT_TOKENS, reported.prompt_tokens),
+        (UsageUnit::OUTPUT_TOKENS, reported.completion_tokens),
+        (
+            UsageUnit::CACHED_INPUT_TOKENS,
+            reported
+                .prompt_tokens_details
+                .as_ref()
+                .and_then(|d| d.cached_tokens),
+        ),
+        (
+            UsageUnit::REASONING_TOKENS,
+            reported
+                .completion_tokens_details
+                .as_ref()
+                .and_then(|d| d.reasoning_tokens),
+        ),
+    ];
+    for (unit, quantity) in details {
+        if let Some(quantity) = quantity {
+            usage.report(unit, quantity);
+        }
+    }
+}
+
+fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "stop" => FinishReason::Stop,
+        "length" => FinishReason::Length,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        _ => FinishReason::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests;

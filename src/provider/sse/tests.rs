@@ -1,0 +1,125 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+
+fn parse_pieces<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<SseEvent>, SseError> {
+    let mut parser = SseParser::default();
+    let mut out = Vec::new();
+    for piece in pieces {
+        parser.push(piece, &mut out)?;
+    }
+    parser.finish(&mut out)?;
+    Ok(out)
+}
+
+fn parse(text: &str) -> Vec<SseEvent> {
+    parse_pieces([text.as_bytes()]).unwrap()
+}
+
+fn ev(event: Option<&str>, data: &str) -> SseEvent {
+    SseEvent {
+        event: event.map(str::to_owned),
+        data: data.to_owned(),
+    }
+}
+
+const SAMPLE: &str = "event: message_start\ndata: {\"a\":1}\n\n: keep-alive comment\n\ndata: one\ndata: two\n\nevent: ping\ndata:{}\n\n";
+
+#[test]
+fn parses_named_events_multi_line_data_and_comments() {
+    assert_eq!(
+        parse(SAMPLE),
+        vec![
+            ev(Some("message_start"), "{\"a\":1}"),
+            ev(None, "one\ntwo"),
+            ev(Some("ping"), "{}"),
+        ]
+    );
+}
+
+#[test]
+fn crlf_lf_and_cr_line_ends_are_the_same() {
+    let lf = parse(SAMPLE);
+    assert_eq!(parse(&SAMPLE.replace('\n', "\r\n")), lf);
+    assert_eq!(parse(&SAMPLE.replace('\n', "\r")), lf);
+}
+
+#[test]
+fn any_split_of_the_stream_gives_the_same_events() {
+    for text in [
+        SAMPLE.to_owned(),
+        SAMPLE.replace('\n', "\r\n"),
+        SAMPLE.replace('\n', "\r"),
+    ] {
+        let whole = parse(&text);
+        let bytes = text.as_bytes();
+        for cut in 0..=bytes.len() {
+            let (a, b) = bytes.split_at(cut);
+            assert_eq!(
+                parse_pieces([a, b]).unwrap(),
+                whole,
+                "cut at {cut} of {text:?}"
+            );
+        }
+        let one_by_one = parse_pieces(bytes.chunks(1)).unwrap();
+        assert_eq!(one_by_one, whole);
+    }
+}
+
+#[test]
+fn field_rules_follow_the_format() {
+    // One leading space is removed, not two; a line without a colon is a field with no value;
+    // `id`, `retry` and unknown fields are ignored; an event without data is not dispatched and
+    // does not leak its type into the next one.
+    let text =
+        "data:  two spaces\n\ndata\n\nid: 7\nretry: 10\nfoo: bar\nevent: lonely\n\ndata: x\n\n";
+    assert_eq!(
+        parse(text),
+        vec![ev(None, " two spaces"), ev(None, ""), ev(None, "x")]
+    );
+}
+
+#[test]
+fn a_byte_order_mark_at_the_start_is_skipped() {
+    assert_eq!(parse("\u{feff}data: hi\n\n"), vec![ev(None, "hi")]);
+}
+
+#[test]
+fn an_unfinished_event_at_the_end_is_dropped() {
+    assert_eq!(parse("data: done\n\ndata: half"), vec![ev(None, "done")]);
+    assert_eq!(parse("data: done\n\ndata: half\n"), vec![ev(None, "done")]);
+}
+
+#[test]
+fn multi_megabyte_events_in_small_pieces() {
+    let payload = "x".repeat(5 * 1024 * 1024);
+    let text = format!("data: {payload}\n\ndata: after\n\n");
+    let events = parse_pieces(text.as_bytes().chunks(1500)).unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0].data.len(), payload.len());
+    assert_eq!(events[1].data, "after");
+}
+
+#[test]
+fn invalid_utf8_is_malformed_and_keeps_the_line_for_the_log() {
+    let error = parse_pieces([&b"data: ok\n\ndata: \xff\xfe bad\n\n"[..]]).unwrap_err();
+    match &error {
+        SseError::InvalidUtf8 { line } => assert!(line.starts_with("data: "), "{line}"),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(!error.what().contains("bad"));
+}
+
+#[test]
+fn lines_and_events_past_the_limit_are_malformed() {
+    let mut parser = SseParser::with_limit(16);
+    let mut out = Vec::new();
+    assert_eq!(parser.push(&[b'a'; 17], &mut out), Err(SseError::TooLarge));
+    let mut parser = SseParser::with_limit(16);
+    let many = "data: 12345\n".repeat(4);
+    assert_eq!(
+        parser.push(many.as_bytes(), &mut out),
+        Err(SseError::TooLarge)
+    );
+    assert!(out.is_empty());
+}

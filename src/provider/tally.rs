@@ -1,0 +1,113 @@
+//! The usage of one HTTP call as it becomes known. Providers report usage once or cumulatively
+//! (the last value wins), and a stream may break before the report: what is known is still
+//! reported when the call ends, whichever way it ends. A quantity the provider did not report
+//! is never a silent zero: output tokens are then estimated (and labelled so) from the pieces
+//! streamed, and a completed call that reported nothing says so in a progress note.
+
+use super::ProviderEvent;
+use crate::usage::{UsageQuantity, UsageSource, UsageUnit};
+
+/// Usage reported or measured so far.
+#[derive(Debug, Default)]
+pub(crate) struct UsageTally {
+    /// Provider-reported quantities in first-report order; a later report replaces the value.
+    reported: Vec<(UsageUnit, u64)>,
+    /// Output pieces (text or tool-argument deltas) streamed: the estimate's basis.
+    pieces: u64,
+}
+
+impl UsageTally {
+    /// The provider reported `quantity` of `unit` (cumulative: it replaces an earlier value).
+    pub fn report(&mut self, unit: UsageUnit, quantity: u64) {
+        match self.reported.iter_mut().find(|(u, _)| *u == unit) {
+            Some(slot) => slot.1 = quantity,
+            None => self.reported.push((unit, quantity)),
+        }
+    }
+
+    /// One output piece was streamed.
+    pub fn count_piece(&mut self) {
+        self.pieces += 1;
+    }
+
+    /// The events that report what is known, once, as the call ends; `completed` says
+    /// whether it ended with the reply finished.
+    pub fn drain(&mut self, completed: bool) -> Vec<ProviderEvent> {
+        let reported = std::mem::take(&mut self.reported);
+        let nothing_reported = reported.is_empty();
+        let has_output = reported.iter().any(|(u, _)| *u == UsageUnit::OUTPUT_TOKENS);
+        let mut events: Vec<ProviderEvent> = reported
+            .into_iter()
+            .map(|(unit, quantity)| usage(unit, quantity, UsageSource::ProviderReported))
+            .collect();
+        let pieces = std::mem::take(&mut self.pieces);
+        if !has_output && pieces > 0 {
+            // Streaming servers send about one token per piece: an estimate, and labelled so.
+            events.push(usage(
+                UsageUnit::OUTPUT_TOKENS,
+                pieces,
+                UsageSource::RuntimeEstimated,
+            ));
+        }
+        if completed && nothing_reported {
+            events.push(ProviderEvent::Progress(format!(
+                "the provider reported no usage; output_tokens is estimated from {pieces} \
+                 streamed piece(s) and input_tokens is unknown"
+            )));
+        }
+        events
+    }
+}
+
+fn usage(unit: UsageUnit, quantity: u64, source: UsageSource) -> ProviderEvent {
+    ProviderEvent::Usage(UsageQuantity {
+        unit,
+        quantity,
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn later_reports_replace_earlier_ones_and_drain_once() {
+        let mut tally = UsageTally::default();
+        tally.report(UsageUnit::INPUT_TOKENS, 10);
+        tally.report(UsageUnit::OUTPUT_TOKENS, 1);
+        tally.count_piece();
+        tally.report(UsageUnit::OUTPUT_TOKENS, 7);
+        assert_eq!(
+            tally.drain(true),
+            vec![
+                usage(UsageUnit::INPUT_TOKENS, 10, UsageSource::ProviderReported),
+                usage(UsageUnit::OUTPUT_TOKENS, 7, UsageSource::ProviderReported),
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_output_is_estimated_and_missing_usage_is_said() {
+        let mut tally = UsageTally::default();
+        tally.count_piece();
+        tally.count_piece();
+        let events = tally.drain(true);
+        assert_eq!(
+            events[0],
+            usage(UsageUnit::OUTPUT_TOKENS, 2, UsageSource::RuntimeEstimated)
+        );
+        assert!(matches!(&events[1], ProviderEvent::Progress(note) if note.contains("no usage")));
+        // An interrupted call reports what it knows without the note.
+        let mut tally = UsageTally::default();
+        tally.report(UsageUnit::INPUT_TOKENS, 5);
+        tally.count_piece();
+        assert_eq!(
+            tally.drain(false),
+            vec![
+                usage(UsageUnit::INPUT_TOKENS, 5, UsageSource::ProviderReported),
+                usage(UsageUnit::OUTPUT_TOKENS, 1, UsageSource::RuntimeEstimated),
+            ]
+        );
+    }
+}

@@ -1,0 +1,100 @@
+//! Small pieces both request mappers use to turn an [`ExecutionInput`] into provider JSON.
+//! Input a protocol cannot express becomes a non-retryable `invalid_request` that names the
+//! request field: never a silent drop.
+//!
+//! [`ExecutionInput`]: crate::execution::ExecutionInput
+
+use std::fmt::Display;
+
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+use super::ProviderError;
+use crate::execution::Image;
+
+/// The request field `field` cannot be sent, because `reason`.
+pub(crate) fn invalid(field: impl Display, reason: impl Display) -> ProviderError {
+    ProviderError::non_retryable("invalid_request", format!("{field}: {reason}"))
+}
+
+/// A JSON object given as text (a tool schema, tool-call arguments); empty text is `{}`.
+pub(crate) fn json_object(field: &str, text: &str) -> Result<Value, ProviderError> {
+    if text.trim().is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Err(invalid(field, "is not a JSON object")),
+        Err(e) => Err(invalid(field, format_args!("is not JSON: {e}"))),
+    }
+}
+
+/// A sampling parameter as the shortest decimal that reads back as the same `f32` (`0.7`,
+/// not `0.699999988079071`).
+pub(crate) fn number(x: f32) -> Value {
+    x.to_string()
+        .parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map_or(Value::Null, Value::Number)
+}
+
+/// Inline image bytes, base64-encoded; the media type is required with them.
+pub(crate) fn image_data<'a>(
+    field: &str,
+    image: &'a Image,
+) -> Result<(&'a str, String), ProviderError> {
+    if image.media_type.is_empty() {
+        return Err(invalid(
+            format_args!("{field}.media_type"),
+            "is required with inline image data",
+        ));
+    }
+    let data = base64::engine::general_purpose::STANDARD.encode(&image.data);
+    Ok((&image.media_type, data))
+}
+
+/// The request body's bytes.
+pub(crate) fn encode(body: Map<String, Value>) -> Result<Vec<u8>, ProviderError> {
+    serde_json::to_vec(&Value::Object(body)).map_err(|e| {
+        ProviderError::non_retryable(
+            "invalid_request",
+            format!("the request could not be encoded: {e}"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn numbers_are_the_shortest_decimal() {
+        assert_eq!(number(0.7).to_string(), "0.7");
+        assert_eq!(number(1.0).to_string(), "1.0");
+    }
+
+    #[test]
+    fn json_objects_name_the_field_when_wrong() {
+        assert_eq!(json_object("f", "").unwrap(), serde_json::json!({}));
+        assert_eq!(
+            json_object("f", r#"{"a":1}"#).unwrap(),
+            serde_json::json!({"a": 1})
+        );
+        let error = json_object("input.tools[0].parameters_json_schema", "[1]").unwrap_err();
+        assert_eq!(error.code, "invalid_request");
+        assert!(
+            error
+                .message
+                .starts_with("input.tools[0].parameters_json_schema: ")
+        );
+        assert!(
+            json_object("f", "{")
+                .unwrap_err()
+                .message
+                .contains("is not JSON")
+        );
+    }
+}

@@ -1,0 +1,115 @@
+//! Helpers for the adapter tests: configurations that point adapters at a scripted HTTP
+//! upstream, and a way to run one provider call to its end.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use model_runtime::Config;
+use model_runtime::execution::{ExecutionId, ExecutionInput, Message};
+use model_runtime::provider::{Provider, ProviderCall, ProviderError, ProviderEvent, Providers};
+use model_runtime::usage::{UsageQuantity, UsageSource, UsageUnit};
+
+/// The API key the tests' environment holds; it must never show up in errors.
+pub const KEY: &str = "sk-test-secret-0123456789";
+
+/// The environment the tests' configurations read.
+pub fn env(name: &str) -> Option<String> {
+    (name == "TEST_API_KEY").then(|| KEY.to_owned())
+}
+
+/// A config with provider `p` (model `m`) of `adapter` at `base_url`, plus `extra` lines in
+/// the provider table.
+pub fn config(adapter: &str, base_url: &str, extra: &str) -> Config {
+    let text = format!(
+        "[providers.p]\nadapter = \"{adapter}\"\nbase_url = \"{base_url}\"\n\
+         api_key_env = \"TEST_API_KEY\"\n{extra}\n\
+         [[providers.p.models]]\nname = \"m\"\ncapabilities = [\"text\"]\n\
+         [policies.default]\ntargets = [\"p/m\"]\n[abilities.chat]\npolicy = \"default\"\n"
+    );
+    Config::from_toml_with_env(&text, &env).expect("valid config")
+}
+
+/// The adapter of provider `p`.
+pub fn provider(config: &Config) -> Arc<dyn Provider> {
+    let providers = Providers::from_config(config, BTreeMap::new()).expect("providers");
+    providers.get("p").expect("provider p").provider.clone()
+}
+
+/// One call with `input` and `time` until the attempt's deadline, run to its end.
+pub async fn call_with(
+    provider: &Arc<dyn Provider>,
+    input: ExecutionInput,
+    time: Duration,
+) -> Vec<Result<ProviderEvent, ProviderError>> {
+    let call = ProviderCall {
+        execution_id: ExecutionId::new(),
+        attempt: 1,
+        target_attempt: 1,
+        model: "m".into(),
+        input: Arc::new(input),
+        deadline: tokio::time::Instant::now() + time,
+    };
+    let items = provider.call(call).collect::<Vec<_>>();
+    // A safety net only: every adapter timer is far shorter.
+    tokio::time::timeout(Duration::from_secs(60), items)
+        .await
+        .expect("the provider stream ended")
+}
+
+/// One call saying "hi" with a minute to spare.
+pub async fn call(provider: &Arc<dyn Provider>) -> Vec<Result<ProviderEvent, ProviderError>> {
+    let input = ExecutionInput {
+        messages: vec![Message::user("hi")],
+        ..Default::default()
+    };
+    call_with(provider, input, Duration::from_secs(60)).await
+}
+
+/// Splits a finished call into its events and its final error, if any.
+pub fn split(
+    items: Vec<Result<ProviderEvent, ProviderError>>,
+) -> (Vec<ProviderEvent>, Option<ProviderError>) {
+    let mut events = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match item {
+            Ok(event) => events.push(event.clone()),
+            Err(error) => {
+                assert_eq!(i + 1, items.len(), "an error ends the stream");
+                return (events, Some(error.clone()));
+            }
+        }
+    }
+    (events, None)
+}
+
+pub fn text(t: &str) -> ProviderEvent {
+    ProviderEvent::TextDelta(t.into())
+}
+
+pub fn reported(unit: UsageUnit, quantity: u64) -> ProviderEvent {
+    ProviderEvent::Usage(UsageQuantity {
+        unit,
+        quantity,
+        source: UsageSource::ProviderReported,
+    })
+}
+
+pub fn estimated(unit: UsageUnit, quantity: u64) -> ProviderEvent {
+    ProviderEvent::Usage(UsageQuantity {
+        unit,
+        quantity,
+        source: UsageSource::RuntimeEstimated,
+    })
+}
+
+/// `data: <json>\n\n`.
+pub fn data(json: &str) -> String {
+    format!("data: {json}\n\n")
+}
+
+/// `event: <name>\ndata: <json>\n\n`.
+pub fn event(name: &str, json: &str) -> String {
+    format!("event: {name}\ndata: {json}\n\n")
+}

@@ -1,0 +1,272 @@
+//! The `openai` adapter against a local server speaking OpenAI chat completions streaming,
+//! with the chunk shapes of OpenAI's documented examples and of compatible servers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::adapters::{KEY, call, config, data, estimated, provider, reported, split, text};
+use common::upstream::{Upstream, sse};
+use model_runtime::execution::{ErrorClass, FinishReason};
+use model_runtime::provider::ProviderEvent;
+use model_runtime::usage::UsageUnit;
+
+const HEAD: &str = r#""id":"chatcmpl-123","object":"chat.completion.chunk","created":1694268190,"model":"gpt-4o-mini","system_fingerprint":"fp_44709d6fcb""#;
+
+/// A chunk with one choice, as OpenAI streams it (with `usage: null` under include_usage).
+fn chunk(delta: &str, finish: &str) -> String {
+    data(&format!(
+        r#"{{{HEAD},"choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{finish}}}],"usage":null}}"#
+    ))
+}
+
+fn usage_chunk() -> String {
+    data(&format!(
+        r#"{{{HEAD},"choices":[],"usage":{{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{{"cached_tokens":3,"audio_tokens":0}},"completion_tokens_details":{{"reasoning_tokens":2,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}}}}"#
+    ))
+}
+
+fn done() -> String {
+    data("[DONE]")
+}
+
+#[tokio::test]
+async fn streams_text_with_usage_and_sends_a_streaming_request() {
+    let server = Upstream::always(sse(&[
+        chunk(
+            r#"{"role":"assistant","content":"","refusal":null}"#,
+            "null",
+        ),
+        chunk(r#"{"content":"Hello"}"#, "null"),
+        chunk(r#"{"content":"!"}"#, "null"),
+        chunk(r#"{"content":" How can I help?"}"#, "null"),
+        chunk("{}", r#""stop""#),
+        usage_chunk(),
+        done(),
+    ]))
+    .await;
+    let p = provider(&config("openai", &server.base_url(), ""));
+    let (events, error) = split(call(&p).await);
+    assert_eq!(error, None);
+    assert_eq!(
+        events,
+        vec![
+            text("Hello"),
+            text("!"),
+            text(" How can I help?"),
+            reported(UsageUnit::INPUT_TOKENS, 19),
+            reported(UsageUnit::OUTPUT_TOKENS, 10),
+            reported(UsageUnit::CACHED_INPUT_TOKENS, 3),
+            reported(UsageUnit::REASONING_TOKENS, 2),
+            ProviderEvent::Finished(FinishReason::Stop),
+        ]
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let request = &requests[0];
+    assert_eq!(
+        (request.method.as_str(), request.path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(request.header("content-type"), Some("application/json"));
+    let body = request.json();
+    assert_eq!(body["model"], "m");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"]["include_usage"], true);
+    assert_eq!(
+        body["messages"][0],
+        serde_json::json!({"role": "user", "content": "hi"})
+    );
+}
+
+#[tokio::test]
+async fn streams_tool_calls_with_argument_deltas() {
+    let args = |piece: &str| {
+        chunk(
+            &format!(
+                r#"{{"tool_calls":[{{"index":0,"function":{{"arguments":{}}}}}]}}"#,
+                serde_json::json!(piece)
+            ),
+            "null",
+        )
+    };
+    let server = Upstream::always(sse(&[
+        chunk(
+            r#"{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_DdmO9pD3xa9XTPNJ32zg2hcA","type":"function","function":{"name":"get_weather","arguments":""}}],"refusal":null}"#,
+            "null",
+        ),
+        args("{\""),
+        args("location"),
+        args("\":\""),
+        args("Paris, France"),
+        args("\"}"),
+        chunk("{}", r#""tool_calls""#),
+        usage_chunk(),
+        done(),
+    ]))
+    .await;
+    let p = provider(&config("openai", &server.base_url(), ""));
+    let (events, error) = split(call(&p).await);
+    assert_eq!(error, None);
+    let delta = |d: &str| ProviderEvent::ToolCallArgumentsDelta {
+        index: 0,
+        delta: d.into(),
+    };
+    assert_eq!(
+        events[..7],
+        [
+            ProviderEvent::ToolCallStarted {
+                index: 0,
+                id: "call_DdmO9pD3xa9XTPNJ32zg2hcA".into(),
+                name: "get_weather".into(),
+            },
+            delta("{\""),
+            delta("location"),
+            delta("\":\""),
+            delta("Paris, France"),
+            delta("\"}"),
+            reported(UsageUnit::INPUT_TOKENS, 19),
+        ]
+    );
+    assert_eq!(
+        events.last(),
+        Some(&ProviderEvent::Finished(FinishReason::ToolCalls))
+    );
+}
+
+/// A compatible server (llama.cpp, Ollama, older vLLM) may send no usage, no key check, a
+/// whole tool call in one chunk without an id, arguments as an object, and no `[DONE]`.
+#[tokio::test]
+async fn serves_compatible_servers_without_assuming_openai() {
+    let server = Upstream::always(sse(&[
+        chunk(r#"{"role":"assistant","content":"Sure. "}"#, "null"),
+        chunk(
+            r#"{"tool_calls":[{"function":{"name":"lookup","arguments":{"q":"rust"}}}]}"#,
+            "null",
+        ),
+        chunk("{}", r#""tool_calls""#),
+    ]))
+    .await;
+    let base_url = server.base_url();
+    let text_config = format!(
+        "[providers.p]\nadapter = \"openai\"\nbase_url = \"{base_url}\"\n\
+         [[providers.p.models]]\nname = \"m\"\n[policies.default]\ntargets = [\"p/m\"]\n\
+         [abilities.chat]\npolicy = \"default\"\n"
+    );
+    let config = model_runtime::Config::from_toml_with_env(&text_config, &|_| None).unwrap();
+    let p = provider(&config);
+    let (events, error) = split(call(&p).await);
+    assert_eq!(error, None);
+    assert_eq!(events[0], text("Sure. "));
+    assert_eq!(
+        events[1],
+        ProviderEvent::ToolCallStarted {
+            index: 0,
+            id: "call_0".into(),
+            name: "lookup".into(),
+        }
+    );
+    assert_eq!(
+        events[2],
+        ProviderEvent::ToolCallArgumentsDelta {
+            index: 0,
+            delta: r#"{"q":"rust"}"#.into(),
+        }
+    );
+    // No usage was reported: output is estimated and labelled so, and the gap is said.
+    assert_eq!(events[3], estimated(UsageUnit::OUTPUT_TOKENS, 2));
+    assert!(matches!(&events[4], ProviderEvent::Progress(note) if note.contains("no usage")));
+    assert_eq!(events[5], ProviderEvent::Finished(FinishReason::ToolCalls));
+    assert_eq!(server.requests()[0].header("authorization"), None);
+}
+
+#[tokio::test]
+async fn an_error_chunk_after_output_ends_the_call_with_its_class() {
+    let server = Upstream::always(sse(&[
+        chunk(r#"{"content":"Partial"}"#, "null"),
+        data(r#"{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}"#),
+    ]))
+    .await;
+    let p = provider(&config("openai", &server.base_url(), ""));
+    let (events, error) = split(call(&p).await);
+    assert_eq!(
+        events,
+        vec![text("Partial"), estimated(UsageUnit::OUTPUT_TOKENS, 1)]
+    );
+    let error = error.expect("an error");
+    assert_eq!(
+        (error.class, error.code),
+        (ErrorClass::Retryable, "internal")
+    );
+    assert!(
+        error.message.contains("openai provider `p`"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test]
+async fn finish_reasons_map_to_the_runtime_enum() {
+    for (wire, reason) in [
+        ("stop", FinishReason::Stop),
+        ("length", FinishReason::Length),
+        ("content_filter", FinishReason::ContentFilter),
+        ("function_call", FinishReason::ToolCalls),
+        ("something_new", FinishReason::Other),
+    ] {
+        let server = Upstream::always(sse(&[
+            chunk(r#"{"content":"x"}"#, &format!("\"{wire}\"")),
+            usage_chunk(),
+            done(),
+        ]))
+        .await;
+        let p = provider(&config("openai", &server.base_url(), ""));
+        let (events, _) = split(call(&p).await);
+        assert_eq!(
+            events.last(),
+            Some(&ProviderEvent::Finished(reason)),
+            "{wire}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_finished_call_leaves_its_connection_in_the_pool() {
+    let server = Upstream::always(sse(&[
+        chunk(r#"{"content":"Hi"}"#, r#""stop""#),
+        usage_chunk(),
+        done(),
+    ]))
+    .await;
+    let p = provider(&config("openai", &server.base_url(), ""));
+    for _ in 0..3 {
+        let (_, error) = split(call(&p).await);
+        assert_eq!(error, None);
+    }
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(
+        server.connections(),
+        1,
+        "every call reused the first connection"
+    );
+}
+
+#[tokio::test]
+async fn adapters_never_show_the_key_in_debug_output() {
+    for adapter in ["openai", "anthropic"] {
+        let p = provider(&config(adapter, "http://127.0.0.1:9/v1", ""));
+        let shown = format!("{p:?}");
+        assert!(
+            shown.contains("/v1/") && shown.contains("Sensitive"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains(KEY),
+            "{adapter} adapter Debug shows the key: {shown}"
+        );
+    }
+}
