@@ -357,7 +357,9 @@ impl Driver {
     }
 
     /// Forwards one provider stream into the store, holding `permit` until it ends. The
-    /// stream (and with it the provider call) is dropped on every way out.
+    /// stream (and with it the provider call) is dropped on every way out. Until output is
+    /// committed the attempt is cut at `stop_at` (budget or deadline); after, only the
+    /// deadline applies: the retry budget bounds trying, not a reply already streaming.
     #[allow(clippy::too_many_arguments)]
     async fn stream(
         &self,
@@ -370,19 +372,24 @@ impl Driver {
         tracker: &mut CommitTracker,
     ) -> Result<EndKind, StoreError> {
         let attempt = tally.attempts;
+        let deadline = self.job.budget.deadline;
         let mut stream = slot.provider.call(ProviderCall {
             execution_id: self.job.id,
             attempt,
             target_attempt: tally.on_target,
             model: target.model.clone(),
             input: self.job.input.clone(),
-            deadline: stop_at,
+            deadline,
         });
+        // One timer for the whole attempt, moved once at the commit point.
+        let limit = sleep_until(stop_at);
+        tokio::pin!(limit);
+        let mut limit_code = stop_code;
         loop {
             let item = tokio::select! {
                 biased;
                 () = self.handle.token.cancelled() => return Ok(EndKind::Cut(ErrorCode::Cancelled)),
-                () = sleep_until(stop_at) => return Ok(EndKind::Cut(stop_code)),
+                () = &mut limit => return Ok(EndKind::Cut(limit_code)),
                 item = stream.next() => item,
             };
             let event = match item {
@@ -409,7 +416,13 @@ impl Driver {
                 }),
                 ProviderEvent::Progress(message) => EventPayload::Progress { attempt, message },
                 output => match tracker.output_event(attempt, output) {
-                    Some(payload) => payload,
+                    Some(payload) => {
+                        if limit_code != ErrorCode::DeadlineExceeded {
+                            limit.as_mut().reset(deadline);
+                            limit_code = ErrorCode::DeadlineExceeded;
+                        }
+                        payload
+                    }
                     None => continue,
                 },
             };

@@ -36,6 +36,10 @@ name = "bad"
 capabilities = ["text"]
 script = {{ fail_attempts = 1, fail_error = "invalid_request" }}
 [[providers.a.models]]
+name = "slow"
+capabilities = ["text"]
+script = {{ delta_interval_ms = 50 }}
+[[providers.a.models]]
 name = "vision"
 capabilities = ["text", "vision"]
 
@@ -50,10 +54,13 @@ retry_budget = "1h"
 targets = ["a/bad", "a/echo"]
 [policies.vision]
 targets = ["a/echo", "a/vision"]
+[policies.long]
+targets = ["a/slow"]
+retry_budget = "100ms"
 
 [abilities.chat]
 policy = "fallback"
-allowed_policies = ["breaks", "hang", "bad", "vision"]
+allowed_policies = ["breaks", "hang", "bad", "vision", "long"]
 {extra}
 "#
     );
@@ -312,5 +319,19 @@ async fn idempotency_compares_requests_as_they_resolve() {
     let err = rt.submit(different).await.unwrap_err();
     assert!(
         matches!(err, RuntimeError::AlreadyExists { execution_id, .. } if execution_id == a.id)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_retry_budget_does_not_cut_a_reply_already_streaming() {
+    let rt = runtime("");
+    let prompt = "one two three four five six seven eight nine ten";
+    let started = Instant::now();
+    let (view, _) = finish(&rt, request("long", prompt)).await;
+    assert_eq!(view.state, ExecutionState::Succeeded, "{:?}", view.error);
+    assert_eq!(view.result.unwrap().output.text, prompt);
+    assert!(
+        started.elapsed() >= Duration::from_millis(450),
+        "streamed past the 100ms budget"
     );
 }
