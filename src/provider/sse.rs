@@ -4,8 +4,11 @@
 //! blank line. Each byte is scanned once, so a multi-megabyte event costs linear time.
 
 /// Upper bound on one line or one event's data; past it the stream is malformed rather than
-/// a reason to exhaust memory.
-pub(crate) const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
+/// a reason to exhaust memory. Every running call may buffer this much, so the bound is what
+/// one misbehaving upstream can pin per call (times `max_concurrency`): 16 MiB is far above
+/// any real event (a whole long reply is a few hundred KiB) yet keeps a provider at 64 calls
+/// under 1 GiB.
+pub(crate) const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -123,3 +123,12 @@ fn lines_and_events_past_the_limit_are_malformed() {
     );
     assert!(out.is_empty());
 }
+
+#[test]
+fn the_default_limit_is_sixteen_mebibytes() {
+    // A multi-megabyte event passes (see above); one line past 16 MiB does not.
+    let mut parser = SseParser::default();
+    let mut out = Vec::new();
+    let line = vec![b'x'; 16 * 1024 * 1024 + 1];
+    assert_eq!(parser.push(&line, &mut out), Err(SseError::TooLarge));
+}
