@@ -21,6 +21,11 @@ const POOL_IDLE: Duration = Duration::from_secs(90);
 /// TCP keep-alive probes find a dead peer during a long silent stream.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 
+/// The longest back-off a provider may ask for. No execution waits a day, so a longer
+/// `Retry-After` says no more than this one does (the router falls back or stops), and an
+/// absurd value (`18446744073709551615`) cannot overflow the time arithmetic downstream.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// How much of a provider's message an error may quote.
 const QUOTE_LIMIT: usize = 200;
 
@@ -444,7 +449,8 @@ impl ErrorDetail {
 }
 
 /// The provider's requested back-off: `retry-after-ms` (OpenAI), else `Retry-After` as
-/// delay-seconds or an HTTP-date (RFC 9110 section 10.2.3). A date in the past means now.
+/// delay-seconds or an HTTP-date (RFC 9110 section 10.2.3). A date in the past means now; a
+/// wait past [`MAX_RETRY_AFTER`] is cut to it.
 pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let header = |name| {
         headers
@@ -452,19 +458,22 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
-    // `try_`: an absurd value must not panic.
-    if let Some(wait) = header("retry-after-ms")
+    let wait = if let Some(ms) = header("retry-after-ms")
         .and_then(|v| v.parse::<f64>().ok())
-        .and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok())
+        .filter(|ms| *ms >= 0.0)
     {
-        return Some(wait);
-    }
-    let value = header(RETRY_AFTER.as_str())?;
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let date = httpdate::parse_http_date(value).ok()?;
-    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+        // Cut before converting: `try_`, because an absurd or infinite value must not panic.
+        Duration::try_from_secs_f64((ms / 1000.0).min(MAX_RETRY_AFTER.as_secs_f64())).ok()?
+    } else {
+        let value = header(RETRY_AFTER.as_str())?;
+        if let Ok(seconds) = value.parse::<u64>() {
+            Duration::from_secs(seconds)
+        } else {
+            let date = httpdate::parse_http_date(value).ok()?;
+            date.duration_since(now).unwrap_or(Duration::ZERO)
+        }
+    };
+    Some(wait.min(MAX_RETRY_AFTER))
 }
 
 /// At most `max` bytes of `text`, cut on a character boundary.

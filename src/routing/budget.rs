@@ -117,7 +117,11 @@ impl AttemptBudget {
             None
         };
         match same_target_wait {
-            Some(wait) if now + wait < stop_at => Decision::Retry { after: wait },
+            // `checked_`: a wait too long for the clock (a provider's absurd Retry-After)
+            // does not fit, it must not panic.
+            Some(wait) if now.checked_add(wait).is_some_and(|at| at < stop_at) => {
+                Decision::Retry { after: wait }
+            }
             _ if failure.has_next_target => Decision::Fallback,
             // The wait that was due does not fit: time, not attempts, ran out.
             Some(_) => Decision::Stop(stop_code),

@@ -67,6 +67,25 @@ fn retry_after_reads_seconds_dates_and_milliseconds() {
 }
 
 #[test]
+fn an_absurd_retry_after_is_cut_to_a_day() {
+    let now = SystemTime::now();
+    let day = Some(Duration::from_secs(24 * 60 * 60));
+    let at = |pairs| retry_after(&headers(pairs), now);
+    assert_eq!(at(&[("retry-after", "18446744073709551615")]), day);
+    assert_eq!(at(&[("retry-after", "90000")]), day);
+    assert_eq!(
+        at(&[("retry-after", "86399")]),
+        Some(Duration::from_secs(86399))
+    );
+    assert_eq!(at(&[("retry-after-ms", "1e300")]), day);
+    assert_eq!(at(&[("retry-after-ms", "inf")]), day);
+    assert_eq!(at(&[("retry-after-ms", "NaN")]), None);
+    assert_eq!(at(&[("retry-after-ms", "-5")]), None);
+    let far = httpdate::fmt_http_date(now + Duration::from_secs(10 * 365 * 24 * 60 * 60));
+    assert_eq!(at(&[("retry-after", &far)]), day);
+}
+
+#[test]
 fn statuses_map_to_classes_and_codes() {
     let up = upstream();
     let table = [

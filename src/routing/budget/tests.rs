@@ -245,3 +245,20 @@ fn retry_after_is_honoured_on_the_last_target_without_policy_retries() {
         Decision::Stop(ErrorCode::AttemptsExhausted)
     );
 }
+
+#[test]
+fn a_wait_too_long_for_the_clock_does_not_fit_and_does_not_panic() {
+    let now = Instant::now();
+    let b = budget(now);
+    // What `Retry-After: 18446744073709551615` would be without the adapter's cap.
+    let e = error(ErrorClass::Retryable, Some(Duration::MAX));
+    let last = Failure {
+        has_next_target: false,
+        ..failure(&e)
+    };
+    assert_eq!(
+        b.decide(last, now),
+        Decision::Stop(ErrorCode::RetryBudgetExhausted)
+    );
+    assert_eq!(b.decide(failure(&e), now), Decision::Fallback);
+}
