@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime};
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderValue};
 
+use super::classify::{retry_after, truncate};
 use super::*;
 use crate::execution::ErrorClass;
 

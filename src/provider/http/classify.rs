@@ -1,0 +1,370 @@
+//! The classification of HTTP outcomes into [`ErrorClass`]es, for both adapters: transport
+//! errors, statuses with their `Retry-After`, errors a provider reports inside a 200 event
+//! stream, and malformed responses. Every message names the provider, never its key, and
+//! quotes upstream text only cut short and with the key blanked out.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+
+use super::{Upstream, cause};
+use crate::execution::ErrorClass;
+use crate::provider::ProviderError;
+
+/// The longest back-off a provider may ask for. No execution waits a day, so a longer
+/// `Retry-After` says no more than this one does (the router falls back or stops), and an
+/// absurd value (`18446744073709551615`) cannot overflow the time arithmetic downstream.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How much of a provider's message an error may quote.
+const QUOTE_LIMIT: usize = 200;
+
+impl Upstream {
+    /// A transport error of `send`: before the request left (retryable) or after (the remote
+    /// may be running it).
+    pub fn transport_error(&self, error: &reqwest::Error) -> ProviderError {
+        let cause = cause(error);
+        if error.is_connect() {
+            let what = if error.is_timeout() {
+                format!(
+                    "connecting timed out after {}",
+                    humantime::format_duration(self.timeouts.connect)
+                )
+            } else {
+                "connecting failed".to_owned()
+            };
+            return ProviderError::retryable(
+                "connect_failed",
+                format!("{}: {what}: {cause}", self.label()),
+            );
+        }
+        if error.is_builder() {
+            return ProviderError::non_retryable(
+                "invalid_request",
+                format!("{}: the request could not be built: {cause}", self.label()),
+            );
+        }
+        ProviderError::outcome_unknown(
+            "connection_lost",
+            format!(
+                "{}: the connection failed after the request was sent, before a response: {cause}",
+                self.label()
+            ),
+        )
+    }
+
+    /// The error for a non-success `status`, with what the body said about it.
+    pub fn status_error(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> ProviderError {
+        let label = self.label();
+        let code = status.as_u16();
+        let detail = ErrorDetail::parse(body);
+        let mut error = match code {
+            // Never the body: a 401 message may quote part of the key.
+            401 => ProviderError::non_retryable(
+                "unauthorized",
+                format!("{label} rejected the API key (HTTP 401); check its api_key_env"),
+            ),
+            403 => ProviderError::non_retryable(
+                "forbidden",
+                format!("{label} refused access to this model or endpoint (HTTP 403)"),
+            ),
+            400 | 422 => ProviderError::non_retryable(
+                "invalid_request",
+                format!(
+                    "{label} rejected the request (HTTP {code}){}",
+                    self.quote(&detail)
+                ),
+            ),
+            404 => ProviderError::non_retryable(
+                "not_found",
+                format!(
+                    "{label} has no such model or endpoint (HTTP 404){}",
+                    self.quote(&detail)
+                ),
+            ),
+            408 => ProviderError::retryable(
+                "request_timeout",
+                format!("{label} timed out reading the request (HTTP 408)"),
+            ),
+            429 => ProviderError::retryable(
+                "rate_limited",
+                format!("{label} is rate limiting (HTTP 429){}", detail.kind()),
+            ),
+            500 => ProviderError::retryable(
+                "internal",
+                format!("{label} failed internally (HTTP 500){}", detail.kind()),
+            ),
+            529 => ProviderError::retryable(
+                "overloaded",
+                format!("{label} is overloaded (HTTP 529){}", detail.kind()),
+            ),
+            501..=599 => ProviderError::retryable(
+                "unavailable",
+                format!("{label} is unavailable (HTTP {code}){}", detail.kind()),
+            ),
+            400..=499 => ProviderError::non_retryable(
+                "rejected",
+                format!(
+                    "{label} refused the request (HTTP {code}){}",
+                    self.quote(&detail)
+                ),
+            ),
+            _ => ProviderError::non_retryable(
+                "protocol_error",
+                format!("{label} answered with unexpected HTTP status {code}"),
+            ),
+        };
+        if error.class == ErrorClass::Retryable {
+            error.retry_after = retry_after(headers, SystemTime::now());
+        }
+        error
+    }
+
+    /// A first-byte (`timeout`) or idle (`stream_stalled`) timer ran out after `limit`.
+    pub fn timeout(
+        &self,
+        code: &'static str,
+        what: &str,
+        limit: Duration,
+        output_started: bool,
+    ) -> ProviderError {
+        let when = if output_started {
+            "after output began"
+        } else {
+            "before any output"
+        };
+        ProviderError::outcome_unknown(
+            code,
+            format!(
+                "{}: {what} for {} {when}; the provider may still be working on the request",
+                self.label(),
+                humantime::format_duration(whole_millis(limit))
+            ),
+        )
+    }
+
+    /// The response body broke or ended before the reply was complete.
+    pub fn interrupted(&self, why: &str, output_started: bool) -> ProviderError {
+        let when = if output_started {
+            "after output began"
+        } else {
+            "before any output"
+        };
+        ProviderError::outcome_unknown(
+            "stream_interrupted",
+            format!("{}: the response stream {why} {when}", self.label()),
+        )
+    }
+
+    /// The provider's explanation, for the caller: kind and message, key blanked out.
+    fn quote(&self, detail: &ErrorDetail) -> String {
+        self.redact(&detail.quoted()).into_owned()
+    }
+
+    /// `text` with the key replaced by `<redacted>`.
+    fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match &self.secret {
+            Some(secret) if text.contains(secret.expose()) => {
+                Cow::Owned(text.replace(secret.expose(), "<redacted>"))
+            }
+            _ => Cow::Borrowed(text),
+        }
+    }
+
+    /// An error the provider reported inside a 200 event stream (Anthropic's `error` event,
+    /// an OpenAI-compatible `{"error": ...}` chunk), classified like the HTTP status the same
+    /// error would have had. The provider stopped working on the request, so nothing is left
+    /// running remotely.
+    pub fn stream_error(&self, detail: &ErrorDetail) -> ProviderError {
+        let label = self.label();
+        let kind = detail.kind.as_deref().unwrap_or("");
+        let reported = format!("{label} reported an error in the stream");
+        match kind {
+            "overloaded_error" | "overloaded" => {
+                ProviderError::retryable("overloaded", format!("{reported}: {kind}"))
+            }
+            "rate_limit_error" | "rate_limit_exceeded" | "tokens" | "requests" => {
+                ProviderError::retryable("rate_limited", format!("{reported}: {kind}"))
+            }
+            "api_error" | "server_error" | "internal_error" | "internal_server_error" => {
+                ProviderError::retryable("internal", format!("{reported}: {kind}"))
+            }
+            "timeout_error" | "timeout" => {
+                ProviderError::retryable("unavailable", format!("{reported}: {kind}"))
+            }
+            "invalid_request_error" | "invalid_request" | "request_too_large" => {
+                ProviderError::non_retryable(
+                    "invalid_request",
+                    format!("{reported}{}", self.quote(detail)),
+                )
+            }
+            "authentication_error" | "invalid_api_key" => ProviderError::non_retryable(
+                "unauthorized",
+                format!("{reported}: the API key was rejected"),
+            ),
+            "permission_error" => {
+                ProviderError::non_retryable("forbidden", format!("{reported}: {kind}"))
+            }
+            "not_found_error" | "model_not_found" => ProviderError::non_retryable(
+                "not_found",
+                format!("{reported}{}", self.quote(detail)),
+            ),
+            _ => ProviderError::retryable("provider_error", format!("{reported}{}", detail.kind())),
+        }
+    }
+
+    /// An event whose JSON did not parse or had the wrong shape. The message names where,
+    /// not what: serde's message may quote upstream content.
+    pub fn malformed_json(
+        &self,
+        what: &str,
+        error: &serde_json::Error,
+        data: &str,
+    ) -> ProviderError {
+        let what = format!(
+            "{what} ({:?} error at line {} column {})",
+            error.classify(),
+            error.line(),
+            error.column()
+        );
+        self.protocol_error(&what, data)
+    }
+
+    /// Malformed SSE or JSON. The offending text goes to the log only, truncated: it is
+    /// upstream content and may be large.
+    pub fn protocol_error(&self, what: &str, offending: &str) -> ProviderError {
+        tracing::warn!(
+            provider = %self.name,
+            adapter = self.adapter,
+            offending = truncate(&self.redact(offending), QUOTE_LIMIT),
+            "malformed provider response: {what}"
+        );
+        ProviderError::non_retryable(
+            "protocol_error",
+            format!("{} sent a malformed response: {what}", self.label()),
+        )
+    }
+}
+
+/// `limit` without its sub-millisecond part, so messages read `1s 500ms`.
+fn whole_millis(limit: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// What a provider's JSON error body says: `{"error": {"type", "code", "message"}}` (OpenAI,
+/// Anthropic, llama.cpp) or the same keys at the top level (vLLM).
+#[derive(Debug, Default)]
+pub(crate) struct ErrorDetail {
+    /// A short identifier such as `overloaded_error`, if it looks like one.
+    pub kind: Option<String>,
+    /// The human message.
+    pub message: Option<String>,
+}
+
+impl ErrorDetail {
+    /// Reads a body; anything unreadable yields an empty detail.
+    pub fn parse(body: &[u8]) -> Self {
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+            return Self::default();
+        };
+        Self::from_json(&value)
+    }
+
+    /// Reads an error object, or an object holding one under `error`.
+    pub fn from_json(value: &serde_json::Value) -> Self {
+        let error = match value.get("error") {
+            Some(inner @ serde_json::Value::Object(_)) => inner,
+            Some(serde_json::Value::String(message)) => {
+                return Self {
+                    kind: None,
+                    message: Some(message.clone()),
+                };
+            }
+            _ => value,
+        };
+        let text = |key: &str| error.get(key).and_then(serde_json::Value::as_str);
+        let kind = text("type")
+            .or_else(|| text("code"))
+            .filter(|k| {
+                !k.is_empty()
+                    && k.len() <= 64
+                    && k.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+            })
+            .map(str::to_owned);
+        Self {
+            kind,
+            message: text("message").map(str::to_owned),
+        }
+    }
+
+    /// `: overloaded_error`, or nothing.
+    fn kind(&self) -> String {
+        self.kind
+            .as_ref()
+            .map(|k| format!(": {k}"))
+            .unwrap_or_default()
+    }
+
+    /// The kind and the provider's message, cut short and cleaned of control characters: it
+    /// tells the caller what to fix in the request.
+    pub fn quoted(&self) -> String {
+        let mut text = self.kind();
+        if let Some(message) = &self.message {
+            let clean: String = truncate(message, QUOTE_LIMIT)
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
+            let _ = write!(text, ": {clean}");
+        }
+        text
+    }
+}
+
+/// The provider's requested back-off: `retry-after-ms` (OpenAI), else `Retry-After` as
+/// delay-seconds or an HTTP-date (RFC 9110 section 10.2.3). A date in the past means now; a
+/// wait past [`MAX_RETRY_AFTER`] is cut to it.
+pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let header = |name| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    let wait = if let Some(ms) = header("retry-after-ms")
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|ms| *ms >= 0.0)
+    {
+        // Cut before converting: `try_`, because an absurd or infinite value must not panic.
+        Duration::try_from_secs_f64((ms / 1000.0).min(MAX_RETRY_AFTER.as_secs_f64())).ok()?
+    } else {
+        let value = header(RETRY_AFTER.as_str())?;
+        if let Ok(seconds) = value.parse::<u64>() {
+            Duration::from_secs(seconds)
+        } else {
+            let date = httpdate::parse_http_date(value).ok()?;
+            date.duration_since(now).unwrap_or(Duration::ZERO)
+        }
+    };
+    Some(wait.min(MAX_RETRY_AFTER))
+}
+
+/// At most `max` bytes of `text`, cut on a character boundary.
+pub(crate) fn truncate(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let end = (0..=max)
+        .rev()
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(0);
+    &text[..end]
+}
