@@ -209,6 +209,31 @@ async fn an_error_chunk_after_output_ends_the_call_with_its_class() {
     );
 }
 
+/// vLLM and llama.cpp report a failure found mid-request as an error chunk whose numeric
+/// `code` is the HTTP status they would have answered with: a 400 there is not retried.
+#[tokio::test]
+async fn an_error_chunk_with_a_status_code_is_classified_by_it() {
+    let server = Upstream::always(sse(&[
+        chunk(r#"{"role":"assistant","content":""}"#, "null"),
+        data(r#"{"error":{"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError","param":null,"code":400}}"#),
+        done(),
+    ]))
+    .await;
+    let p = provider(&config("openai", &server.base_url(), ""));
+    let (events, error) = split(call(&p).await);
+    assert_eq!(events, vec![]);
+    let error = error.expect("an error");
+    assert_eq!(
+        (error.class, error.code),
+        (ErrorClass::NonRetryable, "invalid_request")
+    );
+    assert!(
+        error.message.contains("maximum context length"),
+        "{}",
+        error.message
+    );
+}
+
 #[tokio::test]
 async fn finish_reasons_map_to_the_runtime_enum() {
     for (wire, reason) in [

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::exchange::{self, Decoder};
-use super::http::{ErrorDetail, Upstream, endpoint, secret_header};
+use super::http::{Upstream, endpoint, secret_header};
 use super::sse::SseEvent;
 use super::tally::UsageTally;
 use super::{
@@ -286,7 +286,7 @@ impl Decoder for EventDecoder {
             }
             Event::MessageStop => return Ok(Some(self.stop.unwrap_or(FinishReason::Other))),
             Event::Error { error } => {
-                return Err(upstream.stream_error(&ErrorDetail::from_json(&error)));
+                return Err(upstream.stream_error(&error));
             }
             Event::Ping | Event::Unknown => {}
         }

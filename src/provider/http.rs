@@ -16,8 +16,6 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use super::ProviderInitError;
 use crate::config::{Secret, TimeoutsConfig};
 
-pub(crate) use classify::ErrorDetail;
-
 /// How long a pooled connection may sit unused before it is closed.
 const POOL_IDLE: Duration = Duration::from_secs(90);
 

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::exchange::{self, Decoder};
-use super::http::{ErrorDetail, Upstream, endpoint, secret_header};
+use super::http::{Upstream, endpoint, secret_header};
 use super::sse::SseEvent;
 use super::tally::UsageTally;
 use super::{
@@ -183,7 +183,7 @@ impl Decoder for ChunkDecoder {
             upstream.malformed_json("a chunk is not a chat completion chunk", &e, data)
         })?;
         if let Some(error) = &chunk.error {
-            return Err(upstream.stream_error(&ErrorDetail::from_json(error)));
+            return Err(upstream.stream_error(error));
         }
         if let Some(reported) = chunk.usage {
             report(usage, &reported);

@@ -63,69 +63,81 @@ impl Upstream {
         headers: &HeaderMap,
         body: &[u8],
     ) -> ProviderError {
-        let label = self.label();
         let code = status.as_u16();
-        let detail = ErrorDetail::parse(body);
-        let mut error = match code {
-            // Never the body: a 401 message may quote part of the key.
-            401 => ProviderError::non_retryable(
-                "unauthorized",
-                format!("{label} rejected the API key (HTTP 401); check its api_key_env"),
-            ),
-            403 => ProviderError::non_retryable(
-                "forbidden",
-                format!("{label} refused access to this model or endpoint (HTTP 403)"),
-            ),
-            400 | 422 => ProviderError::non_retryable(
-                "invalid_request",
-                format!(
-                    "{label} rejected the request (HTTP {code}){}",
-                    self.quote(&detail)
-                ),
-            ),
-            404 => ProviderError::non_retryable(
-                "not_found",
-                format!(
-                    "{label} has no such model or endpoint (HTTP 404){}",
-                    self.quote(&detail)
-                ),
-            ),
-            408 => ProviderError::retryable(
-                "request_timeout",
-                format!("{label} timed out reading the request (HTTP 408)"),
-            ),
-            429 => ProviderError::retryable(
-                "rate_limited",
-                format!("{label} is rate limiting (HTTP 429){}", detail.kind()),
-            ),
-            500 => ProviderError::retryable(
-                "internal",
-                format!("{label} failed internally (HTTP 500){}", detail.kind()),
-            ),
-            529 => ProviderError::retryable(
-                "overloaded",
-                format!("{label} is overloaded (HTTP 529){}", detail.kind()),
-            ),
-            501..=599 => ProviderError::retryable(
-                "unavailable",
-                format!("{label} is unavailable (HTTP {code}){}", detail.kind()),
-            ),
-            400..=499 => ProviderError::non_retryable(
-                "rejected",
-                format!(
-                    "{label} refused the request (HTTP {code}){}",
-                    self.quote(&detail)
-                ),
-            ),
-            _ => ProviderError::non_retryable(
-                "protocol_error",
-                format!("{label} answered with unexpected HTTP status {code}"),
-            ),
+        let detail = match serde_json::from_slice::<serde_json::Value>(body) {
+            Ok(value) => self.detail(&value),
+            Err(_) => ErrorDetail::default(),
         };
+        let mut error = self
+            .by_status(code, &format!("(HTTP {code})"), &detail)
+            .unwrap_or_else(|| {
+                ProviderError::non_retryable(
+                    "protocol_error",
+                    format!(
+                        "{} answered with unexpected HTTP status {code}",
+                        self.label()
+                    ),
+                )
+            });
         if error.class == ErrorClass::Retryable {
             error.retry_after = retry_after(headers, SystemTime::now());
         }
         error
+    }
+
+    /// How an error status (400 to 599) classifies, worded `{label} {what} {place}` plus,
+    /// where it tells the caller what to fix, what the provider said; `None` for any other
+    /// number. One table for HTTP statuses and for the statuses servers put in stream errors.
+    fn by_status(&self, code: u16, place: &str, detail: &ErrorDetail) -> Option<ProviderError> {
+        let label = self.label();
+        let error = match code {
+            // Never the body: a 401 message may quote part of the key.
+            401 => ProviderError::non_retryable(
+                "unauthorized",
+                format!("{label} rejected the API key {place}; check its api_key_env"),
+            ),
+            403 => ProviderError::non_retryable(
+                "forbidden",
+                format!("{label} refused access to this model or endpoint {place}"),
+            ),
+            400 | 422 => ProviderError::non_retryable(
+                "invalid_request",
+                format!("{label} rejected the request {place}{}", detail.quoted()),
+            ),
+            404 => ProviderError::non_retryable(
+                "not_found",
+                format!(
+                    "{label} has no such model or endpoint {place}{}",
+                    detail.quoted()
+                ),
+            ),
+            408 => ProviderError::retryable(
+                "request_timeout",
+                format!("{label} timed out reading the request {place}"),
+            ),
+            429 => ProviderError::retryable(
+                "rate_limited",
+                format!("{label} is rate limiting {place}{}", detail.kind()),
+            ),
+            500 => ProviderError::retryable(
+                "internal",
+                format!("{label} failed internally {place}{}", detail.kind()),
+            ),
+            529 => ProviderError::retryable(
+                "overloaded",
+                format!("{label} is overloaded {place}{}", detail.kind()),
+            ),
+            501..=599 => ProviderError::retryable(
+                "unavailable",
+                format!("{label} is unavailable {place}{}", detail.kind()),
+            ),
+            400..=499 => ProviderError::non_retryable(
+                "rejected",
+                format!("{label} refused the request {place}{}", detail.quoted()),
+            ),
+            _ => return None,
+        };
+        Some(error)
     }
 
     /// A first-byte (`timeout`) or idle (`stream_stalled`) timer ran out after `limit`.
@@ -164,9 +176,20 @@ impl Upstream {
         )
     }
 
-    /// The provider's explanation, for the caller: kind and message, key blanked out.
-    fn quote(&self, detail: &ErrorDetail) -> String {
-        self.redact(&detail.quoted()).into_owned()
+    /// What a provider's error JSON says, with the key blanked out of every part of it. The
+    /// whole text is cleaned before anything cuts it short: a key cut in two by a later
+    /// truncation would no longer match, and its first half would reach the caller.
+    fn detail(&self, value: &serde_json::Value) -> ErrorDetail {
+        let mut detail = ErrorDetail::from_json(value);
+        for text in [&mut detail.kind, &mut detail.message]
+            .into_iter()
+            .flatten()
+        {
+            if let Cow::Owned(clean) = self.redact(text) {
+                *text = clean;
+            }
+        }
+        detail
     }
 
     /// `text` with the key replaced by `<redacted>`.
@@ -181,9 +204,11 @@ impl Upstream {
 
     /// An error the provider reported inside a 200 event stream (Anthropic's `error` event,
     /// an OpenAI-compatible `{"error": ...}` chunk), classified like the HTTP status the same
-    /// error would have had. The provider stopped working on the request, so nothing is left
-    /// running remotely.
-    pub fn stream_error(&self, detail: &ErrorDetail) -> ProviderError {
+    /// error would have had: by its type where it is a known one, else by the status that
+    /// vLLM and llama.cpp put in a numeric `code`. The provider stopped working on the
+    /// request, so nothing is left running remotely.
+    pub fn stream_error(&self, error: &serde_json::Value) -> ProviderError {
+        let detail = self.detail(error);
         let label = self.label();
         let kind = detail.kind.as_deref().unwrap_or("");
         let reported = format!("{label} reported an error in the stream");
@@ -203,7 +228,7 @@ impl Upstream {
             "invalid_request_error" | "invalid_request" | "request_too_large" => {
                 ProviderError::non_retryable(
                     "invalid_request",
-                    format!("{reported}{}", self.quote(detail)),
+                    format!("{reported}{}", detail.quoted()),
                 )
             }
             "authentication_error" | "invalid_api_key" => ProviderError::non_retryable(
@@ -213,11 +238,21 @@ impl Upstream {
             "permission_error" => {
                 ProviderError::non_retryable("forbidden", format!("{reported}: {kind}"))
             }
-            "not_found_error" | "model_not_found" => ProviderError::non_retryable(
-                "not_found",
-                format!("{reported}{}", self.quote(detail)),
-            ),
-            _ => ProviderError::retryable("provider_error", format!("{reported}{}", detail.kind())),
+            "not_found_error" | "model_not_found" => {
+                ProviderError::non_retryable("not_found", format!("{reported}{}", detail.quoted()))
+            }
+            _ => detail
+                .status
+                .and_then(|code| {
+                    let place = format!("(status {code}, reported in the stream)");
+                    self.by_status(code, &place, &detail)
+                })
+                .unwrap_or_else(|| {
+                    ProviderError::retryable(
+                        "provider_error",
+                        format!("{reported}{}", detail.kind()),
+                    )
+                }),
         }
     }
 
@@ -259,37 +294,37 @@ fn whole_millis(limit: Duration) -> Duration {
     Duration::from_millis(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// What a provider's JSON error body says: `{"error": {"type", "code", "message"}}` (OpenAI,
-/// Anthropic, llama.cpp) or the same keys at the top level (vLLM).
+/// What a provider's JSON error says: `{"error": {"type", "code", "message"}}` (OpenAI,
+/// Anthropic, llama.cpp, vLLM) or the same keys at the top level (older vLLM). Read it
+/// through [`Upstream::detail`], which blanks out the key.
 #[derive(Debug, Default)]
-pub(crate) struct ErrorDetail {
+pub(super) struct ErrorDetail {
     /// A short identifier such as `overloaded_error`, if it looks like one.
     pub kind: Option<String>,
     /// The human message.
     pub message: Option<String>,
+    /// A numeric `code` that can be an HTTP status (vLLM and llama.cpp put the status they
+    /// would have answered with there).
+    pub status: Option<u16>,
 }
 
 impl ErrorDetail {
-    /// Reads a body; anything unreadable yields an empty detail.
-    pub fn parse(body: &[u8]) -> Self {
-        let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
-            return Self::default();
-        };
-        Self::from_json(&value)
-    }
-
     /// Reads an error object, or an object holding one under `error`.
-    pub fn from_json(value: &serde_json::Value) -> Self {
+    pub(super) fn from_json(value: &serde_json::Value) -> Self {
         let error = match value.get("error") {
             Some(inner @ serde_json::Value::Object(_)) => inner,
             Some(serde_json::Value::String(message)) => {
                 return Self {
-                    kind: None,
                     message: Some(message.clone()),
+                    ..Self::default()
                 };
             }
             _ => value,
         };
+        let status = error
+            .get("code")
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|code| u16::try_from(code).ok());
         let text = |key: &str| error.get(key).and_then(serde_json::Value::as_str);
         let kind = text("type")
             .or_else(|| text("code"))
@@ -303,6 +338,7 @@ impl ErrorDetail {
         Self {
             kind,
             message: text("message").map(str::to_owned),
+            status,
         }
     }
 
@@ -316,7 +352,7 @@ impl ErrorDetail {
 
     /// The kind and the provider's message, cut short and cleaned of control characters: it
     /// tells the caller what to fix in the request.
-    pub fn quoted(&self) -> String {
+    fn quoted(&self) -> String {
         let mut text = self.kind();
         if let Some(message) = &self.message {
             let clean: String = truncate(message, QUOTE_LIMIT)

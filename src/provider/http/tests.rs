@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderValue};
 
-use super::classify::{retry_after, truncate};
+use super::classify::{ErrorDetail, retry_after, truncate};
 use super::*;
 use crate::execution::ErrorClass;
 
@@ -157,8 +157,103 @@ fn quoted_provider_text_never_carries_the_key() {
         "{}",
         error.message
     );
-    let error = up.stream_error(&ErrorDetail::parse(body));
+    let error = up.stream_error(&serde_json::from_slice(body).unwrap());
     assert!(!error.message.contains("sk-live-key"), "{}", error.message);
+}
+
+#[test]
+fn a_key_cut_in_two_by_the_quote_limit_is_still_blanked() {
+    let up = upstream();
+    // The key starts five bytes before the 200-byte cut: quoting first and blanking after
+    // would let `sk-li` through.
+    let message = format!("{}sk-live-key and more", "m".repeat(195));
+    let error = serde_json::json!({"error": {"message": message, "type": "invalid_request_error"}});
+    let body = serde_json::to_vec(&error).unwrap();
+    let from_status = up.status_error(StatusCode::BAD_REQUEST, &HeaderMap::new(), &body);
+    let from_stream = up.stream_error(&error);
+    for error in [from_status, from_stream] {
+        assert_eq!(error.code, "invalid_request");
+        assert!(!error.message.contains("sk-"), "{}", error.message);
+        assert!(error.message.contains("mmmm<reda"), "{}", error.message);
+    }
+    // A key echoed as the error's type is blanked too, where only the type is quoted.
+    let error = serde_json::json!({"error": {"type": "sk-live-key"}});
+    let body = serde_json::to_vec(&error).unwrap();
+    let limited = up.status_error(StatusCode::TOO_MANY_REQUESTS, &HeaderMap::new(), &body);
+    assert!(
+        !limited.message.contains("sk-live-key"),
+        "{}",
+        limited.message
+    );
+    let streamed = up.stream_error(&error);
+    assert!(
+        !streamed.message.contains("sk-live-key"),
+        "{}",
+        streamed.message
+    );
+}
+
+#[test]
+fn a_numeric_code_in_a_stream_error_classifies_like_that_status() {
+    let up = upstream();
+    let cases = [
+        // vLLM: `create_streaming_error_response`, a bad request found mid-generation.
+        (
+            serde_json::json!({"error": {"object": "error", "message": "too long", "type": "BadRequestError", "param": null, "code": 400}}),
+            ErrorClass::NonRetryable,
+            "invalid_request",
+        ),
+        // llama.cpp: the context is exceeded (a 400), or the model is still loading (a 503).
+        (
+            serde_json::json!({"error": {"code": 400, "message": "context exceeded", "type": "exceed_context_size_error"}}),
+            ErrorClass::NonRetryable,
+            "invalid_request",
+        ),
+        (
+            serde_json::json!({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}),
+            ErrorClass::Retryable,
+            "unavailable",
+        ),
+        (
+            serde_json::json!({"error": {"code": 401, "message": "bad key sk-live-key", "type": "Unauthorized"}}),
+            ErrorClass::NonRetryable,
+            "unauthorized",
+        ),
+        // A known type wins; a number that is no error status changes nothing.
+        (
+            serde_json::json!({"error": {"code": 400, "type": "overloaded_error"}}),
+            ErrorClass::Retryable,
+            "overloaded",
+        ),
+        (
+            serde_json::json!({"error": {"code": 200, "type": "Mystery"}}),
+            ErrorClass::Retryable,
+            "provider_error",
+        ),
+        (
+            serde_json::json!({"error": {"code": 70000, "type": "Mystery"}}),
+            ErrorClass::Retryable,
+            "provider_error",
+        ),
+    ];
+    for (json, class, code) in &cases {
+        let error = up.stream_error(json);
+        assert_eq!((error.class, error.code), (*class, *code), "{json}");
+        assert!(
+            error.message.contains("openai provider `main`"),
+            "{}",
+            error.message
+        );
+        assert!(!error.message.contains("sk-live-key"), "{}", error.message);
+    }
+    let error = up.stream_error(&cases[0].0);
+    assert!(
+        error
+            .message
+            .contains("(status 400, reported in the stream): BadRequestError: too long"),
+        "{}",
+        error.message
+    );
 }
 
 #[test]
@@ -178,17 +273,25 @@ fn request_errors_quote_the_providers_reason_cut_short() {
     );
     assert!(error.message.len() < 400, "{}", error.message.len());
     // vLLM puts the fields at the top level; Anthropic nests them under `error` beside `type`.
-    let vllm = ErrorDetail::parse(
-        br#"{"object":"error","message":"no such model","type":"NotFoundError","code":404}"#,
-    );
+    let parse = |body: &str| ErrorDetail::from_json(&serde_json::from_str(body).unwrap());
+    let vllm =
+        parse(r#"{"object":"error","message":"no such model","type":"NotFoundError","code":404}"#);
     assert_eq!(vllm.kind.as_deref(), Some("NotFoundError"));
     assert_eq!(vllm.message.as_deref(), Some("no such model"));
-    let anthropic = ErrorDetail::parse(
-        br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
-    );
+    assert_eq!(vllm.status, Some(404));
+    let anthropic =
+        parse(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#);
     assert_eq!(anthropic.kind.as_deref(), Some("overloaded_error"));
-    let junk = ErrorDetail::parse(b"<html>bad gateway</html>");
-    assert!(junk.kind.is_none() && junk.message.is_none());
+    assert_eq!(anthropic.status, None);
+    let junk = up.status_error(
+        StatusCode::BAD_GATEWAY,
+        &HeaderMap::new(),
+        b"<html>bad gateway</html>",
+    );
+    assert_eq!(
+        junk.message,
+        "openai provider `main` is unavailable (HTTP 502)"
+    );
 }
 
 #[test]
