@@ -138,6 +138,162 @@ async fn streams_tool_calls_with_argument_deltas() {
     );
 }
 
+fn tool_chunk(call: &str) -> String {
+    chunk(&format!(r#"{{"tool_calls":[{call}]}}"#), "null")
+}
+
+fn started(index: u32, id: &str, name: &str) -> ProviderEvent {
+    ProviderEvent::ToolCallStarted {
+        index,
+        id: id.into(),
+        name: name.into(),
+    }
+}
+
+fn arguments(index: u32, delta: &str) -> ProviderEvent {
+    ProviderEvent::ToolCallArgumentsDelta {
+        index,
+        delta: delta.into(),
+    }
+}
+
+/// The tool-call events of one call against a server streaming `chunks`, then `tool_calls`.
+async fn tool_events(chunks: &[String]) -> Vec<ProviderEvent> {
+    let mut stream = chunks.to_vec();
+    stream.extend([chunk("{}", r#""tool_calls""#), usage_chunk(), done()]);
+    let server = Upstream::always(sse(&stream)).await;
+    let p = provider(&config("openai", &server.base_url(), ""));
+    let (events, error) = split(call(&p).await);
+    assert_eq!(error, None);
+    assert_eq!(
+        events.last(),
+        Some(&ProviderEvent::Finished(FinishReason::ToolCalls))
+    );
+    events
+        .into_iter()
+        .filter(|e| {
+            matches!(
+                e,
+                ProviderEvent::ToolCallStarted { .. }
+                    | ProviderEvent::ToolCallArgumentsDelta { .. }
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_stay_apart_by_index_even_interleaved() {
+    let events = tool_events(&[
+        tool_chunk(r#"{"index":0,"id":"call_a","type":"function","function":{"name":"get_weather","arguments":""}}"#),
+        tool_chunk(r#"{"index":1,"id":"call_b","type":"function","function":{"name":"get_time","arguments":""}}"#),
+        tool_chunk(r#"{"index":0,"function":{"arguments":"{\"city\":"}}"#),
+        tool_chunk(r#"{"index":1,"function":{"arguments":"{\"tz\":"}}"#),
+        tool_chunk(r#"{"index":0,"function":{"arguments":"\"Paris\"}"}}"#),
+        tool_chunk(r#"{"index":1,"function":{"arguments":"\"CET\"}"}}"#),
+    ])
+    .await;
+    assert_eq!(
+        events,
+        [
+            started(0, "call_a", "get_weather"),
+            started(1, "call_b", "get_time"),
+            arguments(0, r#"{"city":"#),
+            arguments(1, r#"{"tz":"#),
+            arguments(0, r#""Paris"}"#),
+            arguments(1, r#""CET"}"#),
+        ]
+    );
+}
+
+/// Some compatible servers send parallel calls without `index`, each in chunks of its own:
+/// a new id, or a second name, opens a new call instead of merging into the last one.
+#[tokio::test]
+async fn parallel_tool_calls_without_an_index_stay_apart() {
+    // Each call whole in one chunk, with ids.
+    let events = tool_events(&[
+        tool_chunk(r#"{"id":"call_a","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}"#),
+        tool_chunk(r#"{"id":"call_b","type":"function","function":{"name":"get_time","arguments":"{\"tz\":\"CET\"}"}}"#),
+    ])
+    .await;
+    assert_eq!(
+        events,
+        [
+            started(0, "call_a", "get_weather"),
+            arguments(0, r#"{"city":"Paris"}"#),
+            started(1, "call_b", "get_time"),
+            arguments(1, r#"{"tz":"CET"}"#),
+        ]
+    );
+    // Streamed in pieces, and without ids: a piece with no id or name continues the latest
+    // call; a name opens the next one.
+    let events = tool_events(&[
+        tool_chunk(r#"{"function":{"name":"get_weather","arguments":""}}"#),
+        tool_chunk(r#"{"function":{"arguments":"{\"city\":\"Paris\"}"}}"#),
+        tool_chunk(r#"{"function":{"name":"get_time","arguments":"{\"tz\":"}}"#),
+        tool_chunk(r#"{"function":{"arguments":"\"CET\"}"}}"#),
+    ])
+    .await;
+    assert_eq!(
+        events,
+        [
+            started(0, "call_0", "get_weather"),
+            arguments(0, r#"{"city":"Paris"}"#),
+            started(1, "call_1", "get_time"),
+            arguments(1, r#"{"tz":"#),
+            arguments(1, r#""CET"}"#),
+        ]
+    );
+    // Two calls in one chunk, without index: apart too.
+    let events = tool_events(&[tool_chunk(
+        r#"{"id":"call_a","function":{"name":"f","arguments":"{}"}},{"id":"call_b","function":{"name":"g","arguments":"{}"}}"#,
+    )])
+    .await;
+    assert_eq!(
+        events,
+        [
+            started(0, "call_a", "f"),
+            arguments(0, "{}"),
+            started(1, "call_b", "g"),
+            arguments(1, "{}"),
+        ]
+    );
+}
+
+/// Arguments for a call that never got its name cannot be handed on: that is malformed with
+/// or without the `[DONE]` marker, never a silent drop.
+#[tokio::test]
+async fn arguments_of_a_call_that_was_never_named_are_a_protocol_error() {
+    for with_done in [true, false] {
+        let mut stream = vec![
+            tool_chunk(r#"{"index":0,"id":"call_a","function":{"arguments":"{\"q\":1}"}}"#),
+            chunk("{}", r#""tool_calls""#),
+        ];
+        if with_done {
+            stream.push(done());
+        }
+        let server = Upstream::always(sse(&stream)).await;
+        let p = provider(&config("openai", &server.base_url(), ""));
+        let (events, error) = split(call(&p).await);
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, ProviderEvent::Finished(_))),
+            "{events:?}"
+        );
+        let error = error.expect("an error");
+        assert_eq!(
+            (error.class, error.code),
+            (ErrorClass::NonRetryable, "protocol_error"),
+            "with [DONE]: {with_done}"
+        );
+        assert!(
+            error.message.contains("never received its name"),
+            "{}",
+            error.message
+        );
+    }
+}
+
 /// A compatible server (llama.cpp, Ollama, older vLLM) may send no usage, no key check, a
 /// whole tool call in one chunk without an id, arguments as an object, and no `[DONE]`.
 #[tokio::test]

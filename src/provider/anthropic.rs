@@ -293,8 +293,8 @@ impl Decoder for EventDecoder {
         Ok(None)
     }
 
-    fn finished_at_eof(&self) -> Option<FinishReason> {
-        self.stop
+    fn finished_at_eof(&self, _: &Upstream) -> Result<Option<FinishReason>, ProviderError> {
+        Ok(self.stop)
     }
 }
 

@@ -41,8 +41,9 @@ pub(crate) trait Decoder: Send + 'static {
     ) -> Result<Option<FinishReason>, ProviderError>;
 
     /// Whether a body that ends without the protocol's end marker still holds a complete
-    /// reply (a finish reason was seen): some compatible servers omit the marker.
-    fn finished_at_eof(&self) -> Option<FinishReason>;
+    /// reply (a finish reason was seen): some compatible servers omit the marker. An `Err`
+    /// when the reply is complete but not whole (what the end marker would have found).
+    fn finished_at_eof(&self, upstream: &Upstream) -> Result<Option<FinishReason>, ProviderError>;
 }
 
 /// Posts `body` (JSON) to `upstream` and streams the reply through `decoder`; the attempt
@@ -223,9 +224,10 @@ impl<D: Decoder> Exchange<D> {
         match self.parse(None) {
             Err(error) => self.fail(error),
             Ok(Some(reason)) => self.complete(reason, None),
-            Ok(None) => match self.decoder.finished_at_eof() {
-                Some(reason) => self.complete(reason, None),
-                None => {
+            Ok(None) => match self.decoder.finished_at_eof(&self.upstream) {
+                Err(error) => self.fail(error),
+                Ok(Some(reason)) => self.complete(reason, None),
+                Ok(None) => {
                     let why = "ended before the reply was complete";
                     let error = self.upstream.interrupted(why, self.output_started);
                     self.fail(error);

@@ -2,8 +2,8 @@
 //! `stream_options.include_usage`), which vLLM, Ollama, llama.cpp's server and other
 //! compatible servers also speak. It assumes nothing only OpenAI does: the key is optional,
 //! usage may be missing (then estimated and labelled so), a tool call may arrive whole in one
-//! chunk or without an id, and a body that ends after a finish reason but without `[DONE]`
-//! is still a complete reply.
+//! chunk, without an index or without an id, and a body that ends after a finish reason but
+//! without `[DONE]` is still a complete reply.
 
 mod request;
 
@@ -146,8 +146,8 @@ struct CompletionDetails {
 /// A tool call being streamed.
 #[derive(Debug)]
 struct ToolState {
-    /// The provider's `index`.
-    provider_index: u32,
+    /// The provider's `index`, if it sent one.
+    provider_index: Option<u32>,
     id: Option<String>,
     name: Option<String>,
     /// Whether `ToolCallStarted` went out (it needs the name).
@@ -174,9 +174,7 @@ impl Decoder for ChunkDecoder {
     ) -> Result<Option<FinishReason>, ProviderError> {
         let data = event.data.trim();
         if data == "[DONE]" {
-            if self.tools.iter().any(|t| !t.started) {
-                return Err(upstream.protocol_error("a tool call never received its name", data));
-            }
+            self.check_tools(upstream)?;
             return Ok(Some(self.finish.unwrap_or(FinishReason::Other)));
         }
         let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
@@ -205,12 +203,57 @@ impl Decoder for ChunkDecoder {
         Ok(None)
     }
 
-    fn finished_at_eof(&self) -> Option<FinishReason> {
-        self.finish
+    fn finished_at_eof(&self, upstream: &Upstream) -> Result<Option<FinishReason>, ProviderError> {
+        if self.finish.is_some() {
+            // The same reply as with `[DONE]`, so the same check.
+            self.check_tools(upstream)?;
+        }
+        Ok(self.finish)
     }
 }
 
 impl ChunkDecoder {
+    /// At the reply's end every tool call must have been named: arguments held for a call
+    /// that never got its name cannot be handed on, and dropping them would be silent.
+    fn check_tools(&self, upstream: &Upstream) -> Result<(), ProviderError> {
+        match self.tools.iter().find(|t| !t.started) {
+            Some(unnamed) => {
+                Err(upstream.protocol_error("a tool call never received its name", &unnamed.held))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The position in `tools` of the call a tool-call delta belongs to, opened if new.
+    fn slot(&mut self, call: &ToolCallDelta, name: Option<&str>) -> usize {
+        let id = call.id.as_deref().filter(|id| !id.is_empty());
+        let existing = match call.index {
+            Some(index) => self
+                .tools
+                .iter()
+                .position(|t| t.provider_index == Some(index)),
+            // Without an index (some compatible servers send each call whole, in a chunk of
+            // its own), a delta continues the latest call unless it brings what only a new
+            // call does: another id, or a name when that call already has one.
+            None => self.tools.len().checked_sub(1).filter(|&last| {
+                let tool = &self.tools[last];
+                let new_id = matches!((id, tool.id.as_deref()), (Some(a), Some(b)) if a != b);
+                let new_name = name.is_some() && tool.name.is_some();
+                !(new_id || new_name)
+            }),
+        };
+        existing.unwrap_or_else(|| {
+            self.tools.push(ToolState {
+                provider_index: call.index,
+                id: None,
+                name: None,
+                started: false,
+                held: String::new(),
+            });
+            self.tools.len() - 1
+        })
+    }
+
     fn delta(&mut self, delta: Delta, out: &mut Vec<ProviderEvent>) {
         // The role-only preamble has empty content and emits nothing.
         for text in [delta.content, delta.refusal].into_iter().flatten() {
@@ -218,36 +261,19 @@ impl ChunkDecoder {
                 out.push(ProviderEvent::TextDelta(text));
             }
         }
-        for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
-            let provider_index = call.index.unwrap_or(position as u32);
-            let ordinal = match self
-                .tools
-                .iter()
-                .position(|t| t.provider_index == provider_index)
-            {
-                Some(ordinal) => ordinal,
-                None => {
-                    self.tools.push(ToolState {
-                        provider_index,
-                        id: None,
-                        name: None,
-                        started: false,
-                        held: String::new(),
-                    });
-                    self.tools.len() - 1
-                }
+        for mut call in delta.tool_calls.unwrap_or_default() {
+            let (name, arguments) = match call.function.take() {
+                Some(f) => (f.name.filter(|n| !n.is_empty()), f.arguments),
+                None => (None, None),
             };
+            let ordinal = self.slot(&call, name.as_deref());
             let tool = &mut self.tools[ordinal];
             let index = ordinal as u32;
             if tool.id.is_none() {
                 tool.id = call.id.filter(|id| !id.is_empty());
             }
-            let (name, arguments) = match call.function {
-                Some(f) => (f.name, f.arguments),
-                None => (None, None),
-            };
             if tool.name.is_none() {
-                tool.name = name.filter(|n| !n.is_empty());
+                tool.name = name;
             }
             let arguments = match arguments {
                 None | Some(Value::Null) => String::new(),
