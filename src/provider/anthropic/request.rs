@@ -109,7 +109,7 @@ fn conversation(input: &ExecutionInput) -> Result<(Vec<Value>, Vec<Value>), Prov
         }
         let (role, blocks) = turn(&at, m)?;
         match turns.last_mut() {
-            Some((last, existing)) if *last == role => existing.extend(blocks),
+            Some((last, existing)) if *last == role => merge(existing, blocks),
             _ => turns.push((role, blocks)),
         }
     }
@@ -118,6 +118,25 @@ fn conversation(input: &ExecutionInput) -> Result<(Vec<Value>, Vec<Value>), Prov
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect();
     Ok((system, turns))
+}
+
+/// Adds `blocks` to a turn of the same role. The protocol rejects a user turn with any block
+/// before its `tool_result` blocks, so a result joins the turn after the results already
+/// there and ahead of text or images (a user message followed by tool messages); the order
+/// within each kind is kept.
+fn merge(turn: &mut Vec<Value>, blocks: Vec<Value>) {
+    let is_result = |block: &Value| block["type"] == "tool_result";
+    for block in blocks {
+        if is_result(&block) {
+            let at = turn
+                .iter()
+                .position(|b| !is_result(b))
+                .unwrap_or(turn.len());
+            turn.insert(at, block);
+        } else {
+            turn.push(block);
+        }
+    }
 }
 
 /// One non-system message as a role and its content blocks.

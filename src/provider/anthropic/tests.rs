@@ -106,6 +106,38 @@ fn maps_a_whole_conversation() {
 }
 
 #[test]
+fn tool_results_come_first_in_a_merged_user_turn() {
+    let mut assistant = message(Role::Assistant, &[]);
+    for id in ["toolu_1", "toolu_2"] {
+        assistant.tool_calls.push(ToolCall {
+            id: id.into(),
+            name: "now".into(),
+            arguments_json: "{}".into(),
+        });
+    }
+    let input = ExecutionInput {
+        messages: vec![
+            message(Role::User, &["what time is it?"]),
+            assistant,
+            // A user message between the calls and their results: the turn they share must
+            // still open with the results.
+            message(Role::User, &["in both zones"]),
+            tool_result("toolu_1", "10:00"),
+            tool_result("toolu_2", "11:00"),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(
+        encode(&input)["messages"][2],
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "10:00"}]},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": [{"type": "text", "text": "11:00"}]},
+            {"type": "text", "text": "in both zones"},
+        ]})
+    );
+}
+
+#[test]
 fn input_the_protocol_cannot_express_names_the_field() {
     let mut bad_arguments = message(Role::Assistant, &[]);
     bad_arguments.tool_calls.push(ToolCall {
