@@ -133,7 +133,7 @@ impl Kind {
 }
 
 fn short_timeouts() -> &'static str {
-    "timeouts = { connect = \"2s\", first_byte = \"200ms\", idle = \"200ms\" }"
+    "timeouts = { connect = \"100ms\", first_byte = \"200ms\", idle = \"200ms\" }"
 }
 
 #[tokio::test]
@@ -248,7 +248,7 @@ async fn the_attempt_deadline_bounds_every_timeout() {
     // A ten-minute first-byte timeout, but the attempt has 300ms: the call ends well before
     // the helper's one-minute safety net.
     let server = Upstream::always(Behaviour::Hang).await;
-    let timeouts = "timeouts = { connect = \"10m\", first_byte = \"10m\", idle = \"10m\" }";
+    let timeouts = "timeouts = { connect = \"5m\", first_byte = \"10m\", idle = \"10m\" }";
     for kind in KINDS {
         let p = provider(&config(kind.name(), &server.base_url(), timeouts));
         let input = ExecutionInput {

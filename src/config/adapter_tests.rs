@@ -123,6 +123,28 @@ fn anthropic_requires_a_key() {
 }
 
 #[test]
+fn connecting_must_fit_inside_the_first_byte_wait() {
+    for timeouts in [
+        "{ connect = \"2s\", first_byte = \"200ms\" }",
+        "{ connect = \"10m\", first_byte = \"10m\" }",
+        // The default connect timeout (5s) against a shorter first_byte.
+        "{ first_byte = \"3s\" }",
+    ] {
+        let (key, reason) = error(&format!(
+            "adapter = \"openai\"\nbase_url = \"http://x/v1\"\ntimeouts = {timeouts}"
+        ));
+        assert_eq!(key, "providers.p.timeouts.connect", "{timeouts}");
+        assert!(
+            reason.contains("shorter than timeouts.first_byte"),
+            "{reason}"
+        );
+    }
+    load("adapter = \"openai\"\nbase_url = \"http://x/v1\"\ntimeouts = { connect = \"100ms\", first_byte = \"200ms\" }").unwrap();
+    // The scripted adapter connects nowhere.
+    load("adapter = \"scripted\"\ntimeouts = { first_byte = \"1s\" }").unwrap();
+}
+
+#[test]
 fn base_urls_are_checked() {
     for (url, why) in [
         ("ftp://x/v1", "http:// or https://"),

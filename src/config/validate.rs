@@ -274,6 +274,20 @@ fn adapter(
         }
     }
     let endpoint = || -> Result<HttpEndpointConfig, ConfigError> {
+        // Connecting happens inside the first-byte wait. A connect timeout that long could
+        // never fire: a slow connect would end as a first-byte `timeout` (outcome unknown,
+        // not repeated) instead of `connect_failed` (nothing was sent: retryable).
+        if timeouts.connect >= timeouts.first_byte {
+            return Err(invalid(
+                format!("{key}.timeouts.connect"),
+                format!(
+                    "must be shorter than timeouts.first_byte ({} is not less than {}), \
+                     which connecting runs inside",
+                    humantime::format_duration(timeouts.connect),
+                    humantime::format_duration(timeouts.first_byte)
+                ),
+            ));
+        }
         Ok(HttpEndpointConfig {
             base_url: base_url(&format!("{key}.base_url"), kind, raw.base_url.as_deref())?,
             timeouts,
