@@ -23,7 +23,7 @@ use crate::execution::{
 use crate::provider::{ProviderCall, ProviderError, ProviderEvent, ProviderSlot, Providers};
 use crate::routing::{self, AttemptBudget, Decision, Permit, PlanTarget, RoutingPlan};
 use crate::store::{EventStore, StoreError};
-use crate::usage::UsageFact;
+use crate::usage::{UsageFact, UsageQuantity};
 
 /// Lets the runtime cancel a running driver, with the caller's reason.
 #[derive(Debug, Default)]
@@ -359,7 +359,8 @@ impl Driver {
     /// Forwards one provider stream into the store, holding `permit` until it ends. The
     /// stream (and with it the provider call) is dropped on every way out. Until output is
     /// committed the attempt is cut at `stop_at` (budget or deadline); after, only the
-    /// deadline applies: the retry budget bounds trying, not a reply already streaming.
+    /// deadline applies: the retry budget bounds trying, not a reply already streaming. A
+    /// cut call's unreported usage is recorded before the attempt ends.
     #[allow(clippy::too_many_arguments)]
     async fn stream(
         &self,
@@ -368,7 +369,7 @@ impl Driver {
         tally: &Tally,
         stop_at: Instant,
         stop_code: ErrorCode,
-        _permit: Permit,
+        permit: Permit,
         tracker: &mut CommitTracker,
     ) -> Result<EndKind, StoreError> {
         let attempt = tally.attempts;
@@ -385,12 +386,37 @@ impl Driver {
         let limit = sleep_until(stop_at);
         tokio::pin!(limit);
         let mut limit_code = stop_code;
+        let usage = |q: UsageQuantity| {
+            EventPayload::Usage(UsageFact {
+                unit: q.unit,
+                quantity: q.quantity,
+                source: q.source,
+                attempt,
+                provider: target.provider.clone(),
+                model: target.model.clone(),
+                labels: self.job.labels.clone(),
+            })
+        };
         loop {
             let item = tokio::select! {
                 biased;
-                () = self.handle.token.cancelled() => return Ok(EndKind::Cut(ErrorCode::Cancelled)),
-                () = &mut limit => return Ok(EndKind::Cut(limit_code)),
-                item = stream.next() => item,
+                () = self.handle.token.cancelled() => Err(ErrorCode::Cancelled),
+                () = &mut limit => Err(limit_code),
+                item = stream.next() => Ok(item),
+            };
+            let item = match item {
+                Ok(item) => item,
+                Err(code) => {
+                    // A cut attempt reports its usage too: take what the call knows, abort
+                    // it (and free its permit) at once, then record.
+                    let known = stream.as_mut().unreported_usage();
+                    drop(stream);
+                    drop(permit);
+                    for quantity in known {
+                        self.append(usage(quantity)).await?;
+                    }
+                    return Ok(EndKind::Cut(code));
+                }
             };
             let event = match item {
                 Some(Ok(event)) => event,
@@ -405,15 +431,7 @@ impl Driver {
             };
             let payload = match event {
                 ProviderEvent::Finished(reason) => return Ok(EndKind::Succeeded(reason)),
-                ProviderEvent::Usage(q) => EventPayload::Usage(UsageFact {
-                    unit: q.unit,
-                    quantity: q.quantity,
-                    source: q.source,
-                    attempt,
-                    provider: target.provider.clone(),
-                    model: target.model.clone(),
-                    labels: self.job.labels.clone(),
-                }),
+                ProviderEvent::Usage(q) => usage(q),
                 ProviderEvent::Progress(message) => EventPayload::Progress { attempt, message },
                 output => match tracker.output_event(attempt, output) {
                     Some(payload) => {

@@ -1,34 +1,49 @@
 //! One streaming HTTP exchange, shared by the HTTP adapters: send the request, wait for the
 //! response within the first-byte timeout, read the body within the idle timeout, cut it into
 //! server-sent events and let the adapter's [`Decoder`] turn each into SPI events. Every way
-//! out reports the usage known so far before the last item (an error or `Finished`).
+//! out reports the usage known so far before the last item (an error or `Finished`), and a
+//! call the runtime stops reading early hands what it knows over through
+//! [`CallStream::unreported_usage`].
 //!
-//! The stream is a plain state machine polled by the driver: nothing is spawned, so dropping
-//! it (cancellation, the deadline) drops the response and closes the connection at once.
+//! The stream is a state machine polled by the driver. Only the I/O step in flight (sending,
+//! reading the next body piece) is a future, and it owns no more than the response: the
+//! decoder, the usage tally and the queued events stay in the stream, readable whenever the
+//! call is cut. Nothing is spawned, so dropping the stream (cancellation, the deadline) drops
+//! the response and closes the connection at once.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use bytes::Bytes;
+use futures_util::{FutureExt, Stream};
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
+use tokio::time::error::Elapsed;
 use tokio::time::{Instant, timeout_at};
+use tokio_util::sync::ReusableBoxFuture;
 
 use super::http::{Upstream, cause};
 use super::sse::{SseEvent, SseParser};
 use super::tally::UsageTally;
-use super::{ProviderError, ProviderEvent, ProviderStream};
+use super::{CallStream, ProviderError, ProviderEvent, ProviderStream, plain_stream};
 use crate::execution::FinishReason;
+use crate::usage::UsageQuantity;
 
 /// How much of an error response's body is read to classify it.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
-/// How long to wait, after the reply's end marker, for the body itself to end. A body read
-/// to its end returns the connection to the pool; one dropped early closes it, and the next
-/// call pays a new TCP and TLS handshake. Servers end the body right after the marker, so
-/// the wait is normally over at once; the usage events, delivered first, overlap it.
-const END_OF_BODY_GRACE: Duration = Duration::from_millis(50);
+/// The longest `Finished` waits, after the reply's end marker, for the body itself to end. A
+/// body read to its end returns the connection to the pool; one dropped early closes it, and
+/// the next call pays a new TCP and TLS handshake. When the end is already there (the usual
+/// case: servers end the body in the same write as the marker, or right behind it, and the
+/// usage events delivered first give it time) nothing waits at all; otherwise the caller's
+/// reply is held back at most this long, and a server slower than that loses its connection.
+const END_OF_BODY_GRACE: Duration = Duration::from_millis(10);
 
 /// An adapter's reading of its protocol's events.
-pub(crate) trait Decoder: Send + 'static {
+pub(crate) trait Decoder: Send + Unpin + 'static {
     /// Handles one event: pushes the SPI events it carries to `out`, reports usage to
     /// `usage`, and returns the finish reason once the reply is complete. An `Err` ends the
     /// call (events already pushed are delivered first).
@@ -46,6 +61,8 @@ pub(crate) trait Decoder: Send + 'static {
     fn finished_at_eof(&self, upstream: &Upstream) -> Result<Option<FinishReason>, ProviderError>;
 }
 
+type Item = Result<ProviderEvent, ProviderError>;
+
 /// Posts `body` (JSON) to `upstream` and streams the reply through `decoder`; the attempt
 /// ends by `deadline`. A body that could not be built is the stream's only item.
 pub(crate) fn post<D: Decoder>(
@@ -56,7 +73,7 @@ pub(crate) fn post<D: Decoder>(
 ) -> ProviderStream {
     let body = match body {
         Ok(body) => body,
-        Err(error) => return Box::pin(futures_util::stream::iter([Err(error)])),
+        Err(error) => return plain_stream(futures_util::stream::iter([Err(error)])),
     };
     let request = upstream
         .client
@@ -65,82 +82,135 @@ pub(crate) fn post<D: Decoder>(
         .header(CONTENT_TYPE, "application/json")
         .header(ACCEPT, "text/event-stream")
         .body(body);
-    let exchange = Exchange {
+    let (by, limit) = bound(upstream.timeouts.first_byte, deadline);
+    // The request goes out when the stream is first polled, as a future does.
+    let send = async move {
+        Arrived::Head {
+            sent: timeout_at(by, request.send()).await,
+            limit,
+        }
+    };
+    Box::pin(Exchange {
         upstream: upstream.clone(),
         deadline,
         decoder,
-        phase: Phase::Send(request),
-        first_byte_by: deadline,
+        first_byte_by: by,
         parser: SseParser::default(),
         usage: UsageTally::default(),
         pending: VecDeque::new(),
         output_started: false,
-    };
-    Box::pin(futures_util::stream::unfold(
-        exchange,
-        |mut exchange| async move {
-            loop {
-                if let Some(item) = exchange.pending.pop_front() {
-                    return Some((item, exchange));
-                }
-                exchange.step().await?;
-            }
-        },
-    ))
+        io: ReusableBoxFuture::new(send),
+        waiting: true,
+    })
 }
 
-enum Phase {
-    /// The request is still to be sent.
-    Send(reqwest::RequestBuilder),
-    /// The response head arrived; `first_byte` says whether a body byte has too.
-    Body {
-        response: reqwest::Response,
-        first_byte: bool,
+/// What the I/O step in flight brought.
+enum Arrived {
+    /// The response head, or why none came within `limit` (the first-byte timeout).
+    Head {
+        sent: Result<reqwest::Result<reqwest::Response>, Elapsed>,
+        limit: Duration,
     },
-    /// The reply is complete; the end of the body is awaited before `Finished` goes out.
-    Drain {
-        response: reqwest::Response,
-        reason: FinishReason,
+    /// An error status with its headers and what could be read of its body.
+    ErrorBody {
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Vec<u8>,
     },
-    /// Nothing more will come.
-    Done,
+    /// The next body piece, the body's end, a broken body, or the read timer (of `limit`)
+    /// running out; `got_byte` says whether that timer was the idle one.
+    Piece {
+        response: reqwest::Response,
+        piece: Result<reqwest::Result<Option<Bytes>>, Elapsed>,
+        got_byte: bool,
+        limit: Duration,
+    },
+    /// The body after the reply's end marker was read (or the grace ran out): finished.
+    Drained(FinishReason),
 }
 
 struct Exchange<D> {
     upstream: Upstream,
     deadline: Instant,
     decoder: D,
-    phase: Phase,
     /// When the first body byte must have arrived.
     first_byte_by: Instant,
     parser: SseParser,
     usage: UsageTally,
     /// Items ready for the caller.
-    pending: VecDeque<Result<ProviderEvent, ProviderError>>,
+    pending: VecDeque<Item>,
     /// Whether an output event has been handed out (for error wording; the driver applies
     /// the commit rule itself).
     output_started: bool,
+    /// The I/O step; its box is reused from one body read to the next.
+    io: ReusableBoxFuture<'static, Arrived>,
+    /// Whether `io` holds a step still to be awaited; once false the exchange is over.
+    waiting: bool,
+}
+
+impl<D: Decoder> Stream for Exchange<D> {
+    type Item = Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(item) = this.pending.pop_front() {
+                return Poll::Ready(Some(item));
+            }
+            if !this.waiting {
+                return Poll::Ready(None);
+            }
+            let arrived = ready!(this.io.poll(cx));
+            // A finished step is never polled again: the handler starts the next one, or
+            // the exchange is over.
+            this.waiting = false;
+            this.on(arrived);
+        }
+    }
+}
+
+impl<D: Decoder> CallStream for Exchange<D> {
+    /// Usage events queued but not handed out yet, then what the tally holds (it is emptied
+    /// into the queue when the exchange ends, so nothing is counted twice).
+    fn unreported_usage(self: Pin<&mut Self>) -> Vec<UsageQuantity> {
+        let queued = self.pending.iter().filter_map(|item| match item {
+            Ok(ProviderEvent::Usage(quantity)) => Some(quantity.clone()),
+            _ => None,
+        });
+        queued.chain(self.usage.known()).collect()
+    }
 }
 
 impl<D: Decoder> Exchange<D> {
-    /// Advances until items are pending; `None` once the exchange is over.
-    async fn step(&mut self) -> Option<()> {
-        match std::mem::replace(&mut self.phase, Phase::Done) {
-            Phase::Send(request) => self.send(request).await,
-            Phase::Body {
+    fn on(&mut self, arrived: Arrived) {
+        match arrived {
+            Arrived::Head { sent, limit } => self.head(sent, limit),
+            Arrived::ErrorBody {
+                status,
+                headers,
+                body,
+            } => {
+                let error = self.upstream.status_error(status, &headers, &body);
+                self.fail(error);
+            }
+            Arrived::Piece {
                 response,
-                first_byte,
-            } => self.read(response, first_byte).await,
-            Phase::Drain { response, reason } => self.drain(response, reason).await,
-            Phase::Done => return None,
+                piece,
+                got_byte,
+                limit,
+            } => self.piece(response, piece, got_byte, limit),
+            Arrived::Drained(reason) => self.finish(reason),
         }
-        Some(())
     }
 
-    async fn send(&mut self, request: reqwest::RequestBuilder) {
-        let (by, limit) = self.bound(self.upstream.timeouts.first_byte);
-        self.first_byte_by = by;
-        let response = match timeout_at(by, request.send()).await {
+    /// Starts the next I/O step.
+    fn next(&mut self, step: impl Future<Output = Arrived> + Send + 'static) {
+        self.io.set(step);
+        self.waiting = true;
+    }
+
+    fn head(&mut self, sent: Result<reqwest::Result<reqwest::Response>, Elapsed>, limit: Duration) {
+        let response = match sent {
             Err(_) => {
                 let error = self
                     .upstream
@@ -152,10 +222,16 @@ impl<D: Decoder> Exchange<D> {
         };
         let status = response.status();
         if !status.is_success() {
-            let headers = response.headers().clone();
             let (by, _) = self.bound(self.upstream.timeouts.idle);
-            let body = read_capped(response, by).await;
-            return self.fail(self.upstream.status_error(status, &headers, &body));
+            return self.next(async move {
+                let headers = response.headers().clone();
+                let body = read_capped(response, by).await;
+                Arrived::ErrorBody {
+                    status,
+                    headers,
+                    body,
+                }
+            });
         }
         // A server that ignored `stream: true` answers with one JSON document; one that sends
         // no content type at all is given the benefit of the doubt.
@@ -169,32 +245,46 @@ impl<D: Decoder> Exchange<D> {
             let error = self.upstream.protocol_error(what, content_type);
             return self.fail(error);
         }
-        self.phase = Phase::Body {
-            response,
-            first_byte: false,
-        };
+        self.read(response, false);
     }
 
-    async fn read(&mut self, mut response: reqwest::Response, first_byte: bool) {
-        let (by, limit, code, what) = if first_byte {
-            let (by, limit) = self.bound(self.upstream.timeouts.idle);
-            (
-                by,
-                limit,
-                "stream_stalled",
-                "the response stream was silent",
-            )
+    /// Reads the next body piece: within what is left of the first-byte timeout until a byte
+    /// came (`got_byte`), then within the idle timeout.
+    fn read(&mut self, mut response: reqwest::Response, got_byte: bool) {
+        let (by, limit) = if got_byte {
+            self.bound(self.upstream.timeouts.idle)
         } else {
-            let limit = self.first_byte_by.saturating_duration_since(Instant::now());
+            let now = Instant::now();
             (
                 self.first_byte_by,
-                limit,
-                "timeout",
-                "no response body came",
+                self.first_byte_by.saturating_duration_since(now),
             )
         };
-        let piece = match timeout_at(by, response.chunk()).await {
+        self.next(async move {
+            let piece = timeout_at(by, response.chunk()).await;
+            Arrived::Piece {
+                response,
+                piece,
+                got_byte,
+                limit,
+            }
+        });
+    }
+
+    fn piece(
+        &mut self,
+        response: reqwest::Response,
+        piece: Result<reqwest::Result<Option<Bytes>>, Elapsed>,
+        got_byte: bool,
+        limit: Duration,
+    ) {
+        let piece = match piece {
             Err(_) => {
+                let (code, what) = if got_byte {
+                    ("stream_stalled", "the response stream was silent")
+                } else {
+                    ("timeout", "no response body came")
+                };
                 let error = self
                     .upstream
                     .timeout(code, what, limit, self.output_started);
@@ -210,12 +300,7 @@ impl<D: Decoder> Exchange<D> {
         match self.parse(Some(&piece)) {
             Err(error) => self.fail(error),
             Ok(Some(reason)) => self.complete(reason, Some(response)),
-            Ok(None) => {
-                self.phase = Phase::Body {
-                    response,
-                    first_byte: true,
-                };
-            }
+            Ok(None) => self.read(response, true),
         }
     }
 
@@ -274,42 +359,57 @@ impl<D: Decoder> Exchange<D> {
         result
     }
 
-    /// Reads what is left of the body (normally just its end) for a short while, then
-    /// finishes the reply.
-    async fn drain(&mut self, mut response: reqwest::Response, reason: FinishReason) {
-        let (by, _) = self.bound(END_OF_BODY_GRACE);
-        while let Ok(Ok(Some(_))) = timeout_at(by, response.chunk()).await {}
-        self.pending.push_back(Ok(ProviderEvent::Finished(reason)));
-        self.phase = Phase::Done;
-    }
-
-    /// The reply is complete: usage first, then `Finished`, after the body's end if the
-    /// body is still open.
+    /// The reply is complete: usage first, then `Finished` once the body (if still open) has
+    /// ended, at once when its end is already there, else within [`END_OF_BODY_GRACE`].
     fn complete(&mut self, reason: FinishReason, open_body: Option<reqwest::Response>) {
         self.pending
             .extend(self.usage.drain(true).into_iter().map(Ok));
-        match open_body {
-            Some(response) => self.phase = Phase::Drain { response, reason },
-            None => {
-                self.pending.push_back(Ok(ProviderEvent::Finished(reason)));
-                self.phase = Phase::Done;
-            }
+        if let Some(mut response) = open_body
+            && !ended_already(&mut response)
+        {
+            let (by, _) = self.bound(END_OF_BODY_GRACE);
+            return self.next(async move {
+                while let Ok(Ok(Some(_))) = timeout_at(by, response.chunk()).await {}
+                Arrived::Drained(reason)
+            });
         }
+        self.finish(reason);
+    }
+
+    fn finish(&mut self, reason: FinishReason) {
+        self.pending.push_back(Ok(ProviderEvent::Finished(reason)));
     }
 
     fn fail(&mut self, error: ProviderError) {
         self.pending
             .extend(self.usage.drain(false).into_iter().map(Ok));
         self.pending.push_back(Err(error));
-        self.phase = Phase::Done;
     }
 
-    /// A timer of `limit` from now, cut to the attempt's deadline: when it fires, and after
-    /// how long.
+    /// A timer of `limit` from now, cut to the attempt's deadline.
     fn bound(&self, limit: Duration) -> (Instant, Duration) {
-        let now = Instant::now();
-        let by = (now + limit).min(self.deadline);
-        (by, by.saturating_duration_since(now))
+        bound(limit, self.deadline)
+    }
+}
+
+/// A timer of `limit` from now, cut to `deadline`: when it fires, and after how long.
+fn bound(limit: Duration, deadline: Instant) -> (Instant, Duration) {
+    let now = Instant::now();
+    let by = now
+        .checked_add(limit)
+        .map_or(deadline, |at| at.min(deadline));
+    (by, by.saturating_duration_since(now))
+}
+
+/// Reads what of the body has already arrived, without waiting; true once its end was seen
+/// (or it broke: either way nothing more will come).
+fn ended_already(response: &mut reqwest::Response) -> bool {
+    loop {
+        match response.chunk().now_or_never() {
+            Some(Ok(Some(_))) => {}
+            Some(Ok(None) | Err(_)) => return true,
+            None => return false,
+        }
     }
 }
 
@@ -326,3 +426,6 @@ async fn read_capped(mut response: reqwest::Response, by: Instant) -> Vec<u8> {
     body.truncate(ERROR_BODY_LIMIT);
     body
 }
+
+#[cfg(test)]
+mod tests;

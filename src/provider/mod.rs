@@ -17,6 +17,7 @@ pub use registry::{ProviderInitError, ProviderSlot, Providers};
 use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::Stream;
@@ -115,8 +116,51 @@ impl fmt::Display for ProviderError {
     }
 }
 
+/// One call's stream of events. Besides its items it can say what usage it knows but has not
+/// yielded, for when the runtime stops reading it early: a cut attempt reports its usage too
+/// (CONTRACT section 5).
+pub trait CallStream: Stream<Item = Result<ProviderEvent, ProviderError>> + Send {
+    /// The usage this call knows but has not yielded as `Usage` events, as it would report
+    /// it were the call to end now: provider-reported counts, and an output estimate
+    /// (`runtime_estimated`) where the provider has not counted the output yet. The runtime
+    /// asks once, when it stops reading before the stream ended (cancellation, a time limit),
+    /// then drops the stream; asking changes nothing the stream yields later.
+    ///
+    /// The default, nothing, suits a stream that yields every usage quantity as soon as it
+    /// knows it.
+    fn unreported_usage(self: Pin<&mut Self>) -> Vec<UsageQuantity> {
+        Vec::new()
+    }
+}
+
 /// The stream of one call. Dropping it aborts the call.
-pub type ProviderStream = Pin<Box<dyn Stream<Item = Result<ProviderEvent, ProviderError>> + Send>>;
+pub type ProviderStream = Pin<Box<dyn CallStream>>;
+
+/// A [`ProviderStream`] of a stream that keeps no usage back, so has none to hand over when
+/// cut (the scripted provider, one-item error streams, test fakes).
+pub fn plain_stream<S>(stream: S) -> ProviderStream
+where
+    S: Stream<Item = Result<ProviderEvent, ProviderError>> + Send + 'static,
+{
+    Box::pin(Plain(Box::pin(stream)))
+}
+
+/// See [`plain_stream`]. The inner box pins any stream without `unsafe` projection.
+struct Plain(Pin<Box<dyn Stream<Item = Result<ProviderEvent, ProviderError>> + Send>>);
+
+impl Stream for Plain {
+    type Item = Result<ProviderEvent, ProviderError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.as_mut().poll_next(cx)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl CallStream for Plain {}
 
 /// A model provider.
 pub trait Provider: Send + Sync + fmt::Debug + 'static {

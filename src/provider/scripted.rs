@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::{StreamExt, stream};
 use serde::Deserialize;
 
-use super::{Provider, ProviderCall, ProviderError, ProviderEvent, ProviderStream};
+use super::{Provider, ProviderCall, ProviderError, ProviderEvent, ProviderStream, plain_stream};
 use crate::execution::FinishReason;
 use crate::usage::{UsageQuantity, UsageSource, UsageUnit};
 
@@ -140,13 +140,13 @@ impl Provider for ScriptedProvider {
                 "model_not_found",
                 format!("scripted provider has no model `{}`", call.model),
             );
-            return Box::pin(stream::iter([Err(error)]));
+            return plain_stream(stream::iter([Err(error)]));
         };
         if script.hang {
-            return Box::pin(stream::pending());
+            return plain_stream(stream::pending());
         }
         let steps = plan(script, &call);
-        Box::pin(stream::iter(steps).then(|(delay, item)| async move {
+        plain_stream(stream::iter(steps).then(|(delay, item)| async move {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }

@@ -30,46 +30,63 @@ impl UsageTally {
         self.pieces += 1;
     }
 
-    /// The events that report what is known, once, as the call ends; `completed` says
-    /// whether it ended with the reply finished.
-    pub fn drain(&mut self, completed: bool) -> Vec<ProviderEvent> {
-        let reported = std::mem::take(&mut self.reported);
-        let nothing_reported = reported.is_empty();
-        let has_output = reported.iter().any(|(u, _)| *u == UsageUnit::OUTPUT_TOKENS);
-        let mut events: Vec<ProviderEvent> = reported
-            .into_iter()
-            .map(|(unit, quantity)| usage(unit, quantity, UsageSource::ProviderReported))
+    /// What is known now, without taking it: the reported quantities, and the output
+    /// estimate while the provider has not reported output.
+    pub fn known(&self) -> Vec<UsageQuantity> {
+        let has_output = self
+            .reported
+            .iter()
+            .any(|(u, _)| *u == UsageUnit::OUTPUT_TOKENS);
+        let mut known: Vec<UsageQuantity> = self
+            .reported
+            .iter()
+            .map(|(unit, quantity)| {
+                quantity_of(unit.clone(), *quantity, UsageSource::ProviderReported)
+            })
             .collect();
-        let pieces = std::mem::take(&mut self.pieces);
-        if !has_output && pieces > 0 {
+        if !has_output && self.pieces > 0 {
             // Streaming servers send about one token per piece: an estimate, and labelled so.
-            events.push(usage(
+            known.push(quantity_of(
                 UsageUnit::OUTPUT_TOKENS,
-                pieces,
+                self.pieces,
                 UsageSource::RuntimeEstimated,
             ));
         }
-        if completed && nothing_reported {
+        known
+    }
+
+    /// The events that report what is known, once, as the call ends; `completed` says
+    /// whether it ended with the reply finished.
+    pub fn drain(&mut self, completed: bool) -> Vec<ProviderEvent> {
+        let mut events: Vec<ProviderEvent> =
+            self.known().into_iter().map(ProviderEvent::Usage).collect();
+        if completed && self.reported.is_empty() {
             events.push(ProviderEvent::Progress(format!(
-                "the provider reported no usage; output_tokens is estimated from {pieces} \
-                 streamed piece(s) and input_tokens is unknown"
+                "the provider reported no usage; output_tokens is estimated from {} \
+                 streamed piece(s) and input_tokens is unknown",
+                self.pieces
             )));
         }
+        *self = Self::default();
         events
     }
 }
 
-fn usage(unit: UsageUnit, quantity: u64, source: UsageSource) -> ProviderEvent {
-    ProviderEvent::Usage(UsageQuantity {
+fn quantity_of(unit: UsageUnit, quantity: u64, source: UsageSource) -> UsageQuantity {
+    UsageQuantity {
         unit,
         quantity,
         source,
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn usage(unit: UsageUnit, quantity: u64, source: UsageSource) -> ProviderEvent {
+        ProviderEvent::Usage(quantity_of(unit, quantity, source))
+    }
 
     #[test]
     fn later_reports_replace_earlier_ones_and_drain_once() {
@@ -98,10 +115,20 @@ mod tests {
             usage(UsageUnit::OUTPUT_TOKENS, 2, UsageSource::RuntimeEstimated)
         );
         assert!(matches!(&events[1], ProviderEvent::Progress(note) if note.contains("no usage")));
-        // An interrupted call reports what it knows without the note.
+        // An interrupted call reports what it knows without the note; what is known can be
+        // read without taking it, for a call cut before it ended.
         let mut tally = UsageTally::default();
         tally.report(UsageUnit::INPUT_TOKENS, 5);
         tally.count_piece();
+        let known = tally.known();
+        assert_eq!(
+            known,
+            vec![
+                quantity_of(UsageUnit::INPUT_TOKENS, 5, UsageSource::ProviderReported),
+                quantity_of(UsageUnit::OUTPUT_TOKENS, 1, UsageSource::RuntimeEstimated),
+            ]
+        );
+        assert_eq!(tally.known(), known);
         assert_eq!(
             tally.drain(false),
             vec![

@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::execution::{
     ErrorCode, ExecuteRequest, ExecutionInput, ExecutionState, FinishReason, Message,
 };
-use crate::provider::{Provider, ProviderCall, ProviderEvent, ProviderStream};
+use crate::provider::{Provider, ProviderCall, ProviderEvent, ProviderStream, plain_stream};
 use crate::runtime::Runtime;
 
 const CONFIG: &str = r#"
@@ -62,7 +62,7 @@ impl Provider for Counting {
         self.peak.fetch_max(n, Ordering::SeqCst);
         self.calls.fetch_add(1, Ordering::SeqCst);
         let guard = Running(self.now.clone());
-        Box::pin(
+        plain_stream(
             stream::once(async move {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 drop(guard);
@@ -80,7 +80,7 @@ struct Panicking;
 
 impl Provider for Panicking {
     fn call(&self, _call: ProviderCall) -> ProviderStream {
-        Box::pin(stream::once(async { panic!("adapter bug") }))
+        plain_stream(stream::once(async { panic!("adapter bug") }))
     }
 }
 

@@ -62,7 +62,11 @@ pub struct TestServer {
 
 /// Starts `model_runtime::server::serve` in-process on a fresh loopback port.
 pub async fn start(toml: &str) -> TestServer {
-    let config = Config::from_toml(toml).expect("test config is valid");
+    start_with(Config::from_toml(toml).expect("test config is valid")).await
+}
+
+/// [`start`] with a configuration already loaded (e.g. with a test environment for keys).
+pub async fn start_with(config: Config) -> TestServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = oneshot::channel::<()>();
