@@ -16,8 +16,13 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use super::ProviderInitError;
 use crate::config::{Secret, TimeoutsConfig};
 
-/// How long a pooled connection may sit unused before it is closed.
-const POOL_IDLE: Duration = Duration::from_secs(90);
+/// How long a pooled connection may sit unused before it is closed. It must end before the
+/// server closes it: a request sent on a connection the server is just closing fails after
+/// it was sent, which is `connection_lost` (outcome unknown, not repeated). Common servers
+/// close idle connections after 5s (uvicorn, which serves vLLM; cpp-httplib in llama.cpp's
+/// server; Node.js); 4s stays under that with room for the server's close still in flight.
+/// A busy provider's connections rarely idle that long, so reuse is kept where it counts.
+const POOL_IDLE: Duration = Duration::from_secs(4);
 
 /// TCP keep-alive probes find a dead peer during a long silent stream.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
