@@ -197,6 +197,9 @@ impl Decoder for EventDecoder {
         match parsed {
             Event::MessageStart { message } => {
                 // Its `output_tokens` is a placeholder; `message_delta` brings the count.
+                // The input count goes to the tally, not out as an event yet: `message_delta`
+                // is cumulative and may restate it, which would report it twice. A call cut
+                // before the end still hands it over (`CallStream::unreported_usage`).
                 if let Some(reported) = message.usage {
                     self.report_input(&reported, usage);
                 }
