@@ -16,9 +16,8 @@ use tracing::Instrument;
 use crate::config::{Config, PolicyConfig};
 use crate::error::log_internal;
 use crate::execution::{
-    AttemptError, AttemptRecord, CommitTracker, ErrorClass, ErrorCode, EventPayload,
-    ExecutionError, ExecutionId, ExecutionInput, ExecutionResult, ExecutionState, FinishReason,
-    Labels, Outcome, Output,
+    AttemptError, CommitTracker, ErrorClass, ErrorCode, EventPayload, ExecutionError, ExecutionId,
+    ExecutionInput, ExecutionResult, ExecutionState, Labels, Outcome, Output,
 };
 use crate::provider::{ProviderCall, ProviderError, ProviderEvent, ProviderSlot, Providers};
 use crate::routing::{self, AttemptBudget, Decision, Permit, PlanTarget, RoutingPlan};
@@ -128,56 +127,9 @@ struct Driver {
     handle: Arc<DriverHandle>,
 }
 
-/// How one attempt ended.
-struct AttemptEnd {
-    /// When admission was requested.
-    started_at: SystemTime,
-    /// Whether the provider was called.
-    admitted: bool,
-    /// Whether output reached the caller.
-    committed: bool,
-    /// Output so far: evidence if the attempt failed.
-    output: Output,
-    kind: EndKind,
-}
+mod evidence;
 
-enum EndKind {
-    /// The provider finished the reply. `attempt` appends `execution.completed` once the
-    /// permit is released.
-    Succeeded(FinishReason),
-    /// The attempt failed; the router decides what follows.
-    Failed(AttemptError),
-    /// Cancellation or the stop time cut the attempt.
-    Cut(ErrorCode),
-}
-
-/// The running count of attempts.
-#[derive(Default, Clone)]
-struct Tally {
-    attempts: u32,
-    on_target: u32,
-    any_admitted: bool,
-    /// Whether any admitted attempt may still be running remotely: once true, the execution's
-    /// outcome can only be `unknown`, whatever later attempts did.
-    any_unknown: bool,
-    last_error: Option<AttemptError>,
-}
-
-impl Tally {
-    fn outcome(&self) -> Outcome {
-        match (self.any_admitted, self.any_unknown) {
-            (false, _) => Outcome::NotStarted,
-            (true, true) => Outcome::Unknown,
-            (true, false) => Outcome::Failed,
-        }
-    }
-
-    /// Counts a finished attempt's error.
-    fn record_error(&mut self, error: AttemptError, admitted: bool) {
-        self.any_unknown |= admitted && error.class == ErrorClass::OutcomeUnknown;
-        self.last_error = Some(error);
-    }
-}
+use evidence::{AttemptEnd, EndKind, Tally, attempt_error, record, stop_message};
 
 impl Driver {
     async fn append(&self, payload: EventPayload) -> Result<(), StoreError> {
@@ -509,67 +461,5 @@ impl Driver {
             Some(reason) => format!("cancelled: {reason}"),
             None => "cancelled".to_owned(),
         }
-    }
-}
-
-/// The evidence of a finished attempt.
-fn record(
-    target: &PlanTarget,
-    tally: &Tally,
-    end: &AttemptEnd,
-    error: AttemptError,
-    decision: Decision,
-) -> AttemptRecord {
-    let outcome = match (end.admitted, error.class) {
-        (false, _) => Outcome::NotStarted,
-        (true, ErrorClass::OutcomeUnknown) => Outcome::Unknown,
-        (true, _) => Outcome::Failed,
-    };
-    AttemptRecord {
-        number: tally.attempts,
-        provider: target.provider.clone(),
-        model: target.model.clone(),
-        started_at: end.started_at,
-        duration: SystemTime::now().duration_since(end.started_at).ok(),
-        error: Some(error),
-        output_committed: end.committed,
-        outcome: Some(outcome),
-        next_action: Some(decision.next_action()),
-        admitted: end.admitted,
-    }
-}
-
-fn attempt_error(error: ProviderError) -> AttemptError {
-    AttemptError {
-        class: error.class,
-        code: error.code.into(),
-        message: error.message,
-        retry_after: error.retry_after,
-    }
-}
-
-fn stop_message(code: ErrorCode, tally: &Tally) -> String {
-    let n = tally.attempts;
-    let last = tally
-        .last_error
-        .as_ref()
-        .map(|e| format!("; last error: {}: {}", e.code, e.message))
-        .unwrap_or_default();
-    match code {
-        ErrorCode::AttemptsExhausted => {
-            format!("{n} attempt(s) failed and no attempt remains{last}")
-        }
-        ErrorCode::RetryBudgetExhausted => {
-            format!("the retry budget ran out after {n} attempt(s){last}")
-        }
-        ErrorCode::DeadlineExceeded => format!("the deadline passed after {n} attempt(s){last}"),
-        ErrorCode::OutputInterrupted => format!("attempt {n} failed after output began{last}"),
-        ErrorCode::NonRetryable => format!("attempt {n} failed and retrying cannot help{last}"),
-        ErrorCode::OutcomeUnknown => {
-            format!(
-                "attempt {n} may still be running at the provider, so it was not repeated{last}"
-            )
-        }
-        other => format!("{other}{last}"),
     }
 }

@@ -1,0 +1,123 @@
+//! What the driver knows about the attempts so far, and how it writes that down as
+//! evidence: attempt records, the execution's outcome and its failure message.
+
+use std::time::SystemTime;
+
+use crate::execution::{
+    AttemptError, AttemptRecord, ErrorClass, ErrorCode, FinishReason, Outcome, Output,
+};
+use crate::provider::ProviderError;
+use crate::routing::{Decision, PlanTarget};
+
+/// How one attempt ended.
+pub(super) struct AttemptEnd {
+    /// When admission was requested.
+    pub(super) started_at: SystemTime,
+    /// Whether the provider was called.
+    pub(super) admitted: bool,
+    /// Whether output reached the caller.
+    pub(super) committed: bool,
+    /// Output so far: evidence if the attempt failed.
+    pub(super) output: Output,
+    pub(super) kind: EndKind,
+}
+
+pub(super) enum EndKind {
+    /// The provider finished the reply. `attempt` appends `execution.completed` once the
+    /// permit is released.
+    Succeeded(FinishReason),
+    /// The attempt failed; the router decides what follows.
+    Failed(AttemptError),
+    /// Cancellation or the stop time cut the attempt.
+    Cut(ErrorCode),
+}
+
+/// The running count of attempts.
+#[derive(Default, Clone)]
+pub(super) struct Tally {
+    pub(super) attempts: u32,
+    pub(super) on_target: u32,
+    pub(super) any_admitted: bool,
+    /// Whether any admitted attempt may still be running remotely: once true, the execution's
+    /// outcome can only be `unknown`, whatever later attempts did.
+    pub(super) any_unknown: bool,
+    pub(super) last_error: Option<AttemptError>,
+}
+
+impl Tally {
+    pub(super) fn outcome(&self) -> Outcome {
+        match (self.any_admitted, self.any_unknown) {
+            (false, _) => Outcome::NotStarted,
+            (true, true) => Outcome::Unknown,
+            (true, false) => Outcome::Failed,
+        }
+    }
+
+    /// Counts a finished attempt's error.
+    pub(super) fn record_error(&mut self, error: AttemptError, admitted: bool) {
+        self.any_unknown |= admitted && error.class == ErrorClass::OutcomeUnknown;
+        self.last_error = Some(error);
+    }
+}
+
+/// The evidence of a finished attempt.
+pub(super) fn record(
+    target: &PlanTarget,
+    tally: &Tally,
+    end: &AttemptEnd,
+    error: AttemptError,
+    decision: Decision,
+) -> AttemptRecord {
+    let outcome = match (end.admitted, error.class) {
+        (false, _) => Outcome::NotStarted,
+        (true, ErrorClass::OutcomeUnknown) => Outcome::Unknown,
+        (true, _) => Outcome::Failed,
+    };
+    AttemptRecord {
+        number: tally.attempts,
+        provider: target.provider.clone(),
+        model: target.model.clone(),
+        started_at: end.started_at,
+        duration: SystemTime::now().duration_since(end.started_at).ok(),
+        error: Some(error),
+        output_committed: end.committed,
+        outcome: Some(outcome),
+        next_action: Some(decision.next_action()),
+        admitted: end.admitted,
+    }
+}
+
+pub(super) fn attempt_error(error: ProviderError) -> AttemptError {
+    AttemptError {
+        class: error.class,
+        code: error.code.into(),
+        message: error.message,
+        retry_after: error.retry_after,
+    }
+}
+
+pub(super) fn stop_message(code: ErrorCode, tally: &Tally) -> String {
+    let n = tally.attempts;
+    let last = tally
+        .last_error
+        .as_ref()
+        .map(|e| format!("; last error: {}: {}", e.code, e.message))
+        .unwrap_or_default();
+    match code {
+        ErrorCode::AttemptsExhausted => {
+            format!("{n} attempt(s) failed and no attempt remains{last}")
+        }
+        ErrorCode::RetryBudgetExhausted => {
+            format!("the retry budget ran out after {n} attempt(s){last}")
+        }
+        ErrorCode::DeadlineExceeded => format!("the deadline passed after {n} attempt(s){last}"),
+        ErrorCode::OutputInterrupted => format!("attempt {n} failed after output began{last}"),
+        ErrorCode::NonRetryable => format!("attempt {n} failed and retrying cannot help{last}"),
+        ErrorCode::OutcomeUnknown => {
+            format!(
+                "attempt {n} may still be running at the provider, so it was not repeated{last}"
+            )
+        }
+        other => format!("{other}{last}"),
+    }
+}
