@@ -7,22 +7,18 @@ use std::time::Duration;
 
 use super::raw::{RawAbility, RawConfig, RawPolicy, RawProvider, RawServer, RawStore};
 use super::{
-    AbilityConfig, AdapterConfig, AnthropicConfig, Config, ConfigError, HttpEndpointConfig,
-    MaxTokensField, ModelConfig, OpenAiConfig, PolicyConfig, ProviderConfig, Secret, ServerConfig,
-    StoreConfig, StoreKind, Target, TimeoutsConfig,
+    AbilityConfig, AdapterConfig, Config, ConfigError, ModelConfig, PolicyConfig, ProviderConfig,
+    ServerConfig, StoreConfig, StoreKind, Target, TimeoutsConfig,
 };
 
 /// Looks up an environment variable (the process environment, or a test's stand-in).
 pub(super) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
-/// The `anthropic-version` header when the file sets none: the current version of the
-/// messages API.
-const ANTHROPIC_VERSION: &str = "2023-06-01";
+mod adapter;
 
-/// `max_tokens` of an Anthropic request that sets no limit (the protocol requires one).
-const ANTHROPIC_DEFAULT_MAX_OUTPUT_TOKENS: u32 = 4096;
+use adapter::adapter;
 
-fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+pub(super) fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key: key.into(),
         reason: reason.into(),
@@ -82,7 +78,7 @@ fn address(key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
     })
 }
 
-fn positive(key: &str, d: Duration) -> Result<Duration, ConfigError> {
+pub(super) fn positive(key: &str, d: Duration) -> Result<Duration, ConfigError> {
     if d.is_zero() {
         return Err(invalid(key, "must be greater than zero"));
     }
@@ -229,185 +225,6 @@ fn provider(
         retry_unknown_outcome: raw.retry_unknown_outcome,
         models,
     })
-}
-
-/// The adapter and the settings only it uses; a setting given to an adapter that does not use
-/// it is an error rather than silently ignored.
-fn adapter(
-    key: &str,
-    raw: &RawProvider,
-    timeouts: TimeoutsConfig,
-    env: Env<'_>,
-) -> Result<AdapterConfig, ConfigError> {
-    let kind = raw.adapter.as_str();
-    if !matches!(kind, "scripted" | "openai" | "anthropic") {
-        return Err(invalid(
-            format!("{key}.adapter"),
-            format!("unknown adapter `{kind}`; expected `openai`, `anthropic` or `scripted`"),
-        ));
-    }
-    let http = &["openai", "anthropic"][..];
-    for (field, present, used_by) in [
-        ("base_url", raw.base_url.is_some(), http),
-        ("api_key_env", raw.api_key_env.is_some(), http),
-        (
-            "max_tokens_field",
-            raw.max_tokens_field.is_some(),
-            &["openai"][..],
-        ),
-        (
-            "anthropic_version",
-            raw.anthropic_version.is_some(),
-            &["anthropic"][..],
-        ),
-        (
-            "default_max_output_tokens",
-            raw.default_max_output_tokens.is_some(),
-            &["anthropic"][..],
-        ),
-    ] {
-        if present && !used_by.contains(&kind) {
-            return Err(invalid(
-                format!("{key}.{field}"),
-                format!("does not apply to the `{kind}` adapter"),
-            ));
-        }
-    }
-    let endpoint = || -> Result<HttpEndpointConfig, ConfigError> {
-        // Connecting happens inside the first-byte wait. A connect timeout that long could
-        // never fire: a slow connect would end as a first-byte `timeout` (outcome unknown,
-        // not repeated) instead of `connect_failed` (nothing was sent: retryable).
-        if timeouts.connect >= timeouts.first_byte {
-            return Err(invalid(
-                format!("{key}.timeouts.connect"),
-                format!(
-                    "must be shorter than timeouts.first_byte ({} is not less than {}), \
-                     which connecting runs inside",
-                    humantime::format_duration(timeouts.connect),
-                    humantime::format_duration(timeouts.first_byte)
-                ),
-            ));
-        }
-        Ok(HttpEndpointConfig {
-            base_url: base_url(&format!("{key}.base_url"), kind, raw.base_url.as_deref())?,
-            timeouts,
-        })
-    };
-    let api_key = |var: &str| api_key(&format!("{key}.api_key_env"), var, env);
-    match kind {
-        "openai" => Ok(AdapterConfig::OpenAi(OpenAiConfig {
-            endpoint: endpoint()?,
-            api_key: raw.api_key_env.as_deref().map(api_key).transpose()?,
-            max_tokens_field: match raw.max_tokens_field.as_deref() {
-                None | Some("max_completion_tokens") => MaxTokensField::MaxCompletionTokens,
-                Some("max_tokens") => MaxTokensField::MaxTokens,
-                Some(other) => {
-                    return Err(invalid(
-                        format!("{key}.max_tokens_field"),
-                        format!(
-                            "unknown field `{other}`; expected `max_completion_tokens` or `max_tokens`"
-                        ),
-                    ));
-                }
-            },
-        })),
-        "anthropic" => {
-            let Some(var) = raw.api_key_env.as_deref() else {
-                return Err(invalid(
-                    format!("{key}.api_key_env"),
-                    "is required for the `anthropic` adapter",
-                ));
-            };
-            let version = raw
-                .anthropic_version
-                .as_deref()
-                .unwrap_or(ANTHROPIC_VERSION);
-            if !is_header_text(version) {
-                return Err(invalid(
-                    format!("{key}.anthropic_version"),
-                    "must be a non-empty version like `2023-06-01`",
-                ));
-            }
-            let max_output = raw
-                .default_max_output_tokens
-                .unwrap_or(ANTHROPIC_DEFAULT_MAX_OUTPUT_TOKENS);
-            if max_output == 0 {
-                return Err(invalid(
-                    format!("{key}.default_max_output_tokens"),
-                    "must be at least 1",
-                ));
-            }
-            Ok(AdapterConfig::Anthropic(AnthropicConfig {
-                endpoint: endpoint()?,
-                api_key: api_key(var)?,
-                version: version.to_owned(),
-                default_max_output_tokens: max_output,
-            }))
-        }
-        _ => Ok(AdapterConfig::Scripted),
-    }
-}
-
-/// An http(s) base URL, returned without its trailing slash. The text is never echoed in an
-/// error: a malformed URL may still carry credentials.
-fn base_url(key: &str, adapter: &str, text: Option<&str>) -> Result<String, ConfigError> {
-    let Some(text) = text else {
-        return Err(invalid(
-            key,
-            format!("is required for the `{adapter}` adapter"),
-        ));
-    };
-    let url = reqwest::Url::parse(text).map_err(|e| invalid(key, format!("is not a URL: {e}")))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(invalid(key, "must be an http:// or https:// URL"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(invalid(
-            key,
-            "must not carry credentials; name the key's variable in `api_key_env`",
-        ));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(invalid(key, "must not have a query or a fragment"));
-    }
-    Ok(text.trim_end_matches('/').to_owned())
-}
-
-/// Reads the key from the variable `var`. Errors name the variable, never the value.
-fn api_key(key: &str, var: &str, env: Env<'_>) -> Result<Secret, ConfigError> {
-    if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(invalid(
-            key,
-            "must name an environment variable (letters, digits and `_`)",
-        ));
-    }
-    let Some(value) = env(var) else {
-        return Err(invalid(
-            key,
-            format!("environment variable `{var}` is not set (or is not valid UTF-8)"),
-        ));
-    };
-    if value.is_empty() {
-        return Err(invalid(
-            key,
-            format!("environment variable `{var}` is empty"),
-        ));
-    }
-    if !is_header_text(&value) {
-        return Err(invalid(
-            key,
-            format!(
-                "environment variable `{var}` holds a space, a line break or another character \
-                 an HTTP header cannot carry"
-            ),
-        ));
-    }
-    Ok(Secret::new(value))
-}
-
-/// Non-empty visible ASCII: what a header value may carry without quoting surprises.
-fn is_header_text(text: &str) -> bool {
-    !text.is_empty() && text.bytes().all(|b| b.is_ascii_graphic())
 }
 
 fn policy(
