@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use model_runtime::cli::{self, ExecArgs};
-use model_runtime::{Config, Runtime, server, telemetry};
+use model_runtime::{Config, Runtime, bench, server, telemetry};
 
 #[derive(Parser)]
 #[command(
@@ -44,6 +44,8 @@ enum Command {
         /// The user prompt.
         prompt: String,
     },
+    /// Drive a server (or a baseline) with load; report throughput and latency.
+    Bench(bench::BenchArgs),
     /// Validate a config file and exit.
     CheckConfig {
         /// Config file (TOML).
@@ -88,6 +90,7 @@ fn main() -> ExitCode {
             }
             run(serve(config))
         }
+        Command::Bench(args) => run(bench::main(args)),
         Command::Exec {
             ability,
             addr,
