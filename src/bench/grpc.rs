@@ -141,11 +141,14 @@ impl GrpcSession {
                 return seen;
             }
         };
+        // Read to the end of the stream, trailers included, even after the terminal event:
+        // dropping it early resets the HTTP/2 stream, and a peer that sees too many resets
+        // (h2 allows 1024 pending) starts refusing streams.
         while let Some(item) = events.next().await {
             let event = match item {
                 Ok(event) => event,
                 Err(status) => {
-                    seen.failure = Some(status_key(&status));
+                    seen.failure.get_or_insert_with(|| status_key(&status));
                     return seen;
                 }
             };
@@ -154,16 +157,18 @@ impl GrpcSession {
                 Some(Head::TextDelta(_)) if seen.first_output.is_none() => {
                     seen.first_output = Some(Instant::now());
                 }
-                Some(Head::Completed(_)) => return seen,
+                Some(Head::Completed(_)) => seen.end = Some(Instant::now()),
                 Some(Head::Failed(failed)) => {
+                    seen.end = Some(Instant::now());
                     let code = failed.error.map(|e| e.code).unwrap_or_default();
                     seen.failure = Some(format!("execution.failed:{code}"));
-                    return seen;
                 }
                 _ => {}
             }
         }
-        seen.failure = Some("client:no_terminal_event".into());
+        if seen.end.is_none() {
+            seen.failure = Some("client:no_terminal_event".into());
+        }
         seen
     }
 

@@ -24,6 +24,8 @@ use super::histogram::Histogram;
 pub struct Observed {
     /// When the first output event arrived.
     pub first_output: Option<Instant>,
+    /// When the terminal event arrived (the end of the call when unset).
+    pub end: Option<Instant>,
     /// Events received.
     pub events: u64,
     /// Why it failed, as an error key (`grpc:Unavailable`, `execution.failed:...`).
@@ -261,7 +263,7 @@ async fn work<S: Session>(
                 failure: Some("client:timeout".into()),
                 ..Observed::default()
             });
-        let end = Instant::now();
+        let end = observed.end.unwrap_or_else(Instant::now);
         live.executions.fetch_add(1, Ordering::Relaxed);
         live.events.fetch_add(observed.events, Ordering::Relaxed);
         if observed.failure.is_some() {
@@ -345,6 +347,7 @@ mod tests {
                 .then(|| "fake:boom".to_owned());
             Observed {
                 first_output: Some(Instant::now()),
+                end: None,
                 events: 3,
                 failure,
             }
