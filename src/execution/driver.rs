@@ -352,11 +352,17 @@ impl Driver {
             input: self.job.input.clone(),
             deadline: stop_at,
         });
+        // One cancellation waiter and one timer for the whole stream, polled by reference: made
+        // afresh per event they registered (and removed) a timer entry and a waiter on every
+        // event, and a new timer wakes tokio's driver thread, a syscall per event.
+        let cancelled = self.handle.token.cancelled();
+        let stop = sleep_until(stop_at);
+        tokio::pin!(cancelled, stop);
         loop {
             let item = tokio::select! {
                 biased;
-                () = self.handle.token.cancelled() => return Ok(EndKind::Cut(ErrorCode::Cancelled)),
-                () = sleep_until(stop_at) => return Ok(EndKind::Cut(stop_code)),
+                () = &mut cancelled => return Ok(EndKind::Cut(ErrorCode::Cancelled)),
+                () = &mut stop => return Ok(EndKind::Cut(stop_code)),
                 item = stream.next() => item,
             };
             let event = match item {
