@@ -1,5 +1,6 @@
 //! The bounded in-memory store (the default). One mutex guards the index; no lock is held
-//! across an await. Terminal executions leave in the order they ended once their retention
+//! across an await, and work that needs no lock (waking subscribers, freeing evicted records)
+//! is done after it is released, since every executor thread appends through this one lock. Terminal executions leave in the order they ended once their retention
 //! has passed, or earlier when capacity is needed; their id and idempotency key go with them
 //! in the same critical section. Non-terminal executions are never evicted: a store full of
 //! them rejects new work.
@@ -57,10 +58,16 @@ impl MemoryStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn create_now(&self, new: NewExecution) -> Result<Created, StoreError> {
+    /// Creates under the lock; records evicted to make room go to `evicted`, for the caller
+    /// to free once the lock is released.
+    fn create_now(
+        &self,
+        new: NewExecution,
+        evicted: &mut Vec<Record>,
+    ) -> Result<Created, StoreError> {
         let mut state = self.lock();
         let now = Instant::now();
-        state.expire(now, self.retention);
+        state.expire(now, self.retention, evicted);
         if let Some((key, fingerprint)) = &new.idempotency
             && let Some(existing) = state.idempotency.get(key)
             && let Some(record) = state.records.get(existing)
@@ -73,8 +80,9 @@ impl MemoryStore {
         }
         if state.records.len() >= self.max_executions {
             // Make room by evicting the terminal execution that ended first.
-            if !state.evict_oldest() {
-                return Err(StoreError::Full(state.records.len()));
+            match state.evict_oldest() {
+                Some(record) => evicted.push(record),
+                None => return Err(StoreError::Full(state.records.len())),
             }
         }
         let mut lifecycle = Lifecycle::default();
@@ -104,7 +112,13 @@ impl MemoryStore {
         Ok(Created::New(view))
     }
 
-    fn append_now(&self, id: ExecutionId, payload: EventPayload) -> Result<Arc<Event>, StoreError> {
+    /// Appends under the lock; returns the event and the subscribers' sender, to be woken
+    /// once the lock is released.
+    fn append_now(
+        &self,
+        id: ExecutionId,
+        payload: EventPayload,
+    ) -> Result<(Arc<Event>, watch::Sender<u64>), StoreError> {
         let mut state = self.lock();
         let record = state.records.get_mut(&id).ok_or(StoreError::NotFound(id))?;
         if record.view.state.is_terminal() {
@@ -119,36 +133,37 @@ impl MemoryStore {
         });
         record.view.apply(&event);
         record.events.push(event.clone());
-        record.notify.send_replace(event.sequence);
+        let notify = record.notify.clone();
         if event.is_terminal() {
             state.ended.push_back((id, Instant::now()));
         }
-        Ok(event)
+        Ok((event, notify))
     }
 }
 
 impl State {
-    /// Drops terminal executions whose retention has passed.
-    fn expire(&mut self, now: Instant, retention: Duration) {
+    /// Removes terminal executions whose retention has passed, into `evicted`.
+    fn expire(&mut self, now: Instant, retention: Duration, evicted: &mut Vec<Record>) {
         while let Some((_, ended)) = self.ended.front() {
             if now.duration_since(*ended) < retention {
                 break;
             }
-            self.evict_oldest();
+            evicted.extend(self.evict_oldest());
         }
     }
 
-    /// Drops the terminal execution that ended first, with its identities; false if none.
-    fn evict_oldest(&mut self) -> bool {
-        let Some((id, _)) = self.ended.pop_front() else {
-            return false;
-        };
-        if let Some(record) = self.records.remove(&id)
-            && let Some(key) = &record.view.idempotency_key
+    /// Removes the terminal execution that ended first, with its identities; `None` if there
+    /// is none. The record is returned so it can be freed outside the lock.
+    fn evict_oldest(&mut self) -> Option<Record> {
+        let (id, _) = self.ended.pop_front()?;
+        let record = self.records.remove(&id);
+        if let Some(key) = record
+            .as_ref()
+            .and_then(|r| r.view.idempotency_key.as_ref())
         {
             self.idempotency.remove(key);
         }
-        true
+        record
     }
 }
 
@@ -162,12 +177,30 @@ impl EventStore for MemoryStore {
     }
 
     fn create(&self, new: NewExecution) -> StoreFuture<'_, Created> {
-        let result = self.create_now(new);
+        let mut evicted = Vec::new();
+        let result = self.create_now(new, &mut evicted);
+        // Freeing an evicted record (its events, view and sender) happens here, unlocked; its
+        // subscribers see their channel close as before.
+        drop(evicted);
         Box::pin(std::future::ready(result))
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Arc<Event>> {
-        let result = self.append_now(id, payload);
+        let result = self.append_now(id, payload).map(|(event, notify)| {
+            // Woken after the lock is released: a wake may hand a task to another thread,
+            // which should not wait on this lock meanwhile. Readers only use the value as a
+            // change signal and read the store, which already holds the event, so a late
+            // wake loses nothing; keeping it monotonic stops a racing older append (a
+            // cancellation beside the driver) from moving it back.
+            notify.send_if_modified(|last| {
+                let newer = event.sequence > *last;
+                if newer {
+                    *last = event.sequence;
+                }
+                newer
+            });
+            event
+        });
         Box::pin(std::future::ready(result))
     }
 
