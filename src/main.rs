@@ -8,6 +8,14 @@ use clap::{Parser, Subcommand};
 use model_runtime::cli::{self, ExecArgs};
 use model_runtime::{Config, Runtime, bench, server, telemetry};
 
+/// The server makes many small allocations on one executor thread that another frees (an
+/// event is built by its driver, encoded by a stream task, and freed when its record leaves the
+/// store). Under glibc's malloc those frees queue on per-arena locks: about a third of the
+/// server's CPU at concurrency 64 went to malloc/free and their futex waits (BENCHMARKS.md).
+/// mimalloc frees across threads without a lock.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "model-runtime",
