@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runtime vs bare tonic, side by side on this machine, in one run.
 #
+# Server CPU per execution (cpu rt / cpu bare, microseconds) is printed beside the rates: on
+# a small machine the load tool shares the cores, so the ratio alone hides where CPU goes.
+#
 # Builds release, starts `model-runtime serve` on 127.0.0.1 (a free port) with the scripted
 # echo model at zero delay, then at each concurrency runs the runtime (A) and the bare tonic
 # baseline streaming the same 22 messages (B) interleaved A/B/A/B, so machine noise (other
@@ -92,23 +95,30 @@ run() {
     "$BIN" bench --json --timeout 10s "$@" | tail -1 >"$work/$name.json"
 }
 field() { jq -r "$2" "$work/$1.json"; }
+# CPU ticks (1/100 s) the server process has used: its CPU per execution beside the bare
+# server's (which the load tool reports for its own in-process threads).
+server_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$server_pid/stat"; }
 
 echo "model-runtime vs bare tonic: $(nproc) cores, ${DURATION} per run, ${ROUNDS} A/B rounds, ${DELTAS} deltas"
 echo "server $addr (pid $server_pid)"
-printf '%-6s %-5s %12s %12s %7s %11s %11s %11s %s\n' \
-    conc round "runtime/s" "bare/s" ratio "p99 rt us" "p99 bare us" "added us" errors
+printf '%-6s %-5s %10s %10s %7s %10s %11s %9s %8s %8s %s\n' \
+    conc round "runtime/s" "bare/s" ratio "p99 rt us" "p99 bare us" "added us" "cpu rt" "cpu bare" errors
 peak=0
 for c in $LEVELS; do
     for r in $(seq "$ROUNDS"); do
+        t0=$(server_ticks)
         run "rt-$c-$r" --addr "$addr" --concurrency "$c" --duration "$DURATION"
+        t1=$(server_ticks)
         run "bare-$c-$r" --baseline --deltas "$DELTAS" --concurrency "$c" --duration "$DURATION"
         rt=$(field "rt-$c-$r" .executions_per_sec)
         bare=$(field "bare-$c-$r" .executions_per_sec)
         p_rt=$(field "rt-$c-$r" .ttc_us.p99)
         p_bare=$(field "bare-$c-$r" .ttc_us.p99)
         errors=$(jq -c -s '[.[].errors] | add' "$work/rt-$c-$r.json" "$work/bare-$c-$r.json")
-        printf '%-6s %-5s %12.0f %12.0f %7.3f %11.0f %11.0f %11.0f %s\n' "$c" "$r" "$rt" "$bare" \
-            "$(jq -n "$rt / $bare")" "$p_rt" "$p_bare" "$(jq -n "$p_rt - $p_bare")" "$errors"
+        cpu_rt=$(jq -n "($t1 - $t0) * 10000 / $(field "rt-$c-$r" .executions)")
+        cpu_bare=$(field "bare-$c-$r" '.cpu_us_per_execution.bare_server // 0')
+        printf '%-6s %-5s %10.0f %10.0f %7.3f %10.0f %11.0f %9.0f %8.1f %8.1f %s\n' "$c" "$r" "$rt" "$bare" \
+            "$(jq -n "$rt / $bare")" "$p_rt" "$p_bare" "$(jq -n "$p_rt - $p_bare")" "$cpu_rt" "$cpu_bare" "$errors"
         peak=$(jq -n "[$peak, $rt] | max")
     done
     # The mean over rounds: the figure to quote.

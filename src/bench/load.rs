@@ -274,18 +274,32 @@ async fn work<S: Session>(
     tally
 }
 
-/// The open-loop clock: one permit per arrival, each at its absolute due time.
+/// Sleeps of the open-loop clock are at least this long; every arrival due by the time it
+/// wakes is released at once. Waking a tokio worker per arrival cost the client 3-5x its
+/// closed-loop CPU per call at 10k/s; batching bounds wake-ups at 10k/s while adding at most
+/// this much (plus the OS's timer slack) to the start lag, which the report shows.
+const GRAIN: Duration = Duration::from_micros(100);
+
+/// The open-loop clock: one permit per arrival, never before its absolute due time.
 fn dispatch(start: Instant, rate: f64, total: u64, arrivals: &Semaphore) {
-    for n in 0..total {
+    let due = |n: u64| start + Duration::from_secs_f64(n as f64 / rate);
+    let mut next = 0;
+    while next < total {
         if arrivals.is_closed() {
             return;
         }
-        let due = start + Duration::from_secs_f64(n as f64 / rate);
         let now = Instant::now();
-        if due > now {
-            std::thread::sleep(due - now);
+        let wait = due(next).saturating_duration_since(now);
+        if !wait.is_zero() {
+            std::thread::sleep(wait.max(GRAIN));
         }
-        arrivals.add_permits(1);
+        let now = Instant::now();
+        let mut ready = 0;
+        while next < total && due(next) <= now {
+            next += 1;
+            ready += 1;
+        }
+        arrivals.add_permits(ready);
     }
 }
 

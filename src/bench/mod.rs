@@ -13,6 +13,7 @@
 
 pub mod args;
 pub mod bare;
+pub mod cpu;
 pub mod embedded;
 pub mod grpc;
 pub mod histogram;
@@ -70,8 +71,10 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
         Target::Server(uri) => {
             let caller =
                 grpc::GrpcCaller::connect(uri, plan.connections, request, plan.rpc).await?;
+            let cpu = cpu::now();
             let tally = load::run(&caller, load).await;
-            Ok(report("server", uri.clone(), plan.connections, None, tally))
+            let cpu = used(cpu);
+            Ok(report("server", uri.clone(), plan.connections, None, tally).with_cpu(cpu))
         }
         Target::Baseline(expected) => {
             let events = bare::capture(&request).await?;
@@ -85,19 +88,15 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
             let server = bare::BareServer::start(events)?;
             let uri = server.uri();
             let caller = grpc::GrpcCaller::connect(&uri, plan.connections, request, plan.rpc).await;
+            let cpu = cpu::now();
             let tally = match caller {
                 Ok(caller) => Ok(load::run(&caller, load).await),
                 Err(e) => Err(e),
             };
+            let cpu = used(cpu);
             // The client's connections are closed by now, so the stop does not wait on them.
             server.stop().await;
-            Ok(report(
-                "baseline",
-                uri,
-                plan.connections,
-                Some(deltas),
-                tally?,
-            ))
+            Ok(report("baseline", uri, plan.connections, Some(deltas), tally?).with_cpu(cpu))
         }
         Target::Embedded(path) => {
             let config = match path {
@@ -109,11 +108,18 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
                 .map_err(|e| BenchError::Setup(format!("the benchmark request: {e}")))?;
             let runtime = Runtime::new(config);
             let caller = embedded::EmbeddedCaller::new(runtime.clone(), core, plan.rpc);
+            let cpu = cpu::now();
             let tally = load::run(&caller, load).await;
+            let cpu = used(cpu);
             runtime.shutdown(EMBEDDED_DRAIN).await;
-            Ok(report("embedded", "in-process".into(), 0, None, tally))
+            Ok(report("embedded", "in-process".into(), 0, None, tally).with_cpu(cpu))
         }
     }
+}
+
+/// CPU used since `start`, if it could be read both times.
+fn used(start: Option<cpu::CpuTime>) -> Option<cpu::CpuTime> {
+    Some(cpu::now()?.since(start?))
 }
 
 /// The subcommand: plan, run, print. Exits 0 when the run happened (errors of individual

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::cpu::CpuTime;
 use super::histogram::Summary;
 use super::load::Tally;
 
@@ -42,6 +43,8 @@ pub struct Report {
     pub ttc: Summary,
     /// Open loop: start lag against the schedule, microseconds.
     pub start_lag: Option<Summary>,
+    /// CPU this process used during the load, when known.
+    pub cpu: Option<CpuTime>,
 }
 
 impl Report {
@@ -73,7 +76,24 @@ impl Report {
             ttfo: tally.ttfo.summary(),
             ttc: tally.ttc.summary(),
             start_lag: rate.map(|_| tally.start_lag.summary()),
+            cpu: None,
         }
+    }
+
+    /// With the CPU this process used.
+    pub(super) fn with_cpu(mut self, cpu: Option<CpuTime>) -> Self {
+        self.cpu = cpu;
+        self
+    }
+
+    /// CPU microseconds per ended call: (the load tool itself, the bare baseline's server
+    /// threads). Outside baseline mode the second is zero; embedded, the first includes the
+    /// runtime.
+    pub fn cpu_us_per_execution(&self) -> Option<(f64, f64)> {
+        let cpu = self.cpu?;
+        let n = self.executions.max(1) as f64;
+        let us = |d: std::time::Duration| d.as_secs_f64() * 1e6 / n;
+        Some((us(cpu.process.saturating_sub(cpu.bare)), us(cpu.bare)))
     }
 
     fn per_sec(&self, n: u64) -> f64 {
@@ -117,6 +137,10 @@ impl Report {
             "ttfo_us": summary(&self.ttfo),
             "ttc_us": summary(&self.ttc),
             "start_lag_us": self.start_lag.as_ref().map(summary),
+            "cpu_us_per_execution": self.cpu_us_per_execution().map(|(client, bare)| json!({
+                "client": (client * 10.0).round() / 10.0,
+                "bare_server": (self.mode == "baseline").then_some((bare * 10.0).round() / 10.0),
+            })),
         })
     }
 
@@ -171,6 +195,13 @@ impl Report {
         row("completion", &self.ttc);
         if let Some(lag) = &self.start_lag {
             row("start lag", lag);
+        }
+        if let Some((client, bare)) = self.cpu_us_per_execution() {
+            let _ = write!(t, "  cpu/execution   {client:>9.1} us client");
+            if self.mode == "baseline" {
+                let _ = write!(t, ", {bare:.1} us bare server");
+            }
+            let _ = writeln!(t);
         }
         if self.errors.is_empty() {
             let _ = writeln!(t, "  errors          none");
