@@ -20,6 +20,7 @@
 //! - [`service`]: tonic glue: wire -> core -> wire, and the one error -> `Status` mapper.
 //! - [`server`]: the gRPC server with health and reflection; [`telemetry`]: logging.
 //! - [`cli`]: the `exec` client of the command-line tool.
+//! - [`bench`]: the `bench` load tool, with its bare-tonic and embedded baselines.
 //! - [`pb`]: the generated wire types.
 //!
 //! One execution flows: `Execute` -> `service` (decode) -> [`Runtime::submit`] (validate,
@@ -27,6 +28,7 @@
 //! commit rule, append each event) -> store wakes every watcher -> `Execute`/`Watch` streams
 //! read the store from their cursor. `Execute` is `Submit` + `Watch` from 0.
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod error;

@@ -6,7 +6,15 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use model_runtime::cli::{self, ExecArgs};
-use model_runtime::{Config, Runtime, server, telemetry};
+use model_runtime::{Config, Runtime, bench, server, telemetry};
+
+/// The server makes many small allocations on one executor thread that another frees (an
+/// event is built by its driver, encoded by a stream task, and freed when its record leaves the
+/// store). Under glibc's malloc those frees queue on per-arena locks: about a third of the
+/// server's CPU at concurrency 64 went to malloc/free and their futex waits (BENCHMARKS.md).
+/// mimalloc frees across threads without a lock.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(
@@ -44,6 +52,8 @@ enum Command {
         /// The user prompt.
         prompt: String,
     },
+    /// Drive a server (or a baseline) with load; report throughput and latency.
+    Bench(bench::BenchArgs),
     /// Validate a config file and exit.
     CheckConfig {
         /// Config file (TOML).
@@ -88,6 +98,7 @@ fn main() -> ExitCode {
             }
             run(serve(config))
         }
+        Command::Bench(args) => run(bench::main(args)),
         Command::Exec {
             ability,
             addr,

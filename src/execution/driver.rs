@@ -334,9 +334,13 @@ impl Driver {
             input: self.job.input.clone(),
             deadline,
         });
-        // One timer for the whole attempt, moved once at the commit point.
+        // One cancellation waiter and one timer for the whole attempt, polled by reference (the
+        // timer moved once, at the commit point): made afresh per event they would register and
+        // remove a waiter and a timer entry each time, and a new timer wakes tokio's time
+        // driver, a syscall per event.
+        let cancelled = self.handle.token.cancelled();
         let limit = sleep_until(stop_at);
-        tokio::pin!(limit);
+        tokio::pin!(cancelled, limit);
         let mut limit_code = stop_code;
         let usage = |q: UsageQuantity| {
             EventPayload::Usage(UsageFact {
@@ -352,7 +356,7 @@ impl Driver {
         loop {
             let item = tokio::select! {
                 biased;
-                () = self.handle.token.cancelled() => Err(ErrorCode::Cancelled),
+                () = &mut cancelled => Err(ErrorCode::Cancelled),
                 () = &mut limit => Err(limit_code),
                 item = stream.next() => Ok(item),
             };

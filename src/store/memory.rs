@@ -1,11 +1,18 @@
-//! The bounded in-memory store (the default). One mutex guards the index; no lock is held
-//! across an await. Terminal executions leave in the order they ended once their retention
-//! has passed, or earlier when capacity is needed (then the oldest one nobody is watching);
-//! their id and idempotency key go with them in the same critical section. Non-terminal
-//! executions are never evicted: a store full of them rejects new work.
+//! The bounded in-memory store (the default).
+//!
+//! Two levels of locking, so executions do not queue behind each other: a read-mostly index
+//! (ids, idempotency keys, the order terminal executions ended in) and one mutex per
+//! execution for its events and view. An append takes the index for a lookup only and then
+//! its own execution's lock; lock order is always index then execution, and no lock is held
+//! across an await or while waking subscribers or freeing evicted records.
+//!
+//! Terminal executions leave in the order they ended once their retention has passed, or
+//! earlier when capacity is needed (then the oldest one nobody is watching); their id and
+//! idempotency key go with them under the same index lock. Non-terminal executions are never
+//! evicted: a store full of them rejects new work.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
@@ -19,15 +26,23 @@ use crate::execution::{Event, EventPayload, Execution, ExecutionId, Fingerprint,
 pub struct MemoryStore {
     max_executions: usize,
     retention: Duration,
-    state: Mutex<State>,
+    index: RwLock<Index>,
 }
 
 #[derive(Debug, Default)]
-struct State {
-    records: HashMap<ExecutionId, Record>,
+struct Index {
+    slots: HashMap<ExecutionId, Arc<Slot>>,
     idempotency: HashMap<String, ExecutionId>,
     /// Terminal executions in the order they ended, with when.
     ended: VecDeque<(ExecutionId, Instant)>,
+}
+
+/// One execution: what never changes, its subscribers' channel, and its lock.
+#[derive(Debug)]
+struct Slot {
+    idempotency: Option<(String, Fingerprint)>,
+    notify: watch::Sender<u64>,
+    record: Mutex<Record>,
 }
 
 #[derive(Debug)]
@@ -35,8 +50,20 @@ struct Record {
     events: Vec<Arc<Event>>,
     view: Execution,
     lifecycle: Lifecycle,
-    fingerprint: Option<Fingerprint>,
-    notify: watch::Sender<u64>,
+}
+
+/// A panic while a lock is held cannot leave these maps or a record half-updated in a way a
+/// later reader would misread (each update is one insert, remove or push), so keep serving.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Slot {
+    fn record(&self) -> MutexGuard<'_, Record> {
+        lock(&self.record)
+    }
 }
 
 impl MemoryStore {
@@ -45,34 +72,51 @@ impl MemoryStore {
         Self {
             max_executions: max_executions.max(1),
             retention,
-            state: Mutex::new(State::default()),
+            index: RwLock::new(Index::default()),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave the maps half-updated in a way later
-        // readers would misread (every update is a single insert/remove), so keep serving.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn read_index(&self) -> RwLockReadGuard<'_, Index> {
+        self.index.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn create_now(&self, new: NewExecution) -> Result<Created, StoreError> {
-        let mut state = self.lock();
-        let now = Instant::now();
-        state.expire(now, self.retention);
+    fn write_index(&self) -> RwLockWriteGuard<'_, Index> {
+        self.index.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn slot(&self, id: ExecutionId) -> Result<Arc<Slot>, StoreError> {
+        self.read_index()
+            .slots
+            .get(&id)
+            .cloned()
+            .ok_or(StoreError::NotFound(id))
+    }
+
+    /// Creates under the index lock; slots evicted to make room go to `evicted`, for the
+    /// caller to free once the lock is released.
+    fn create_now(
+        &self,
+        new: NewExecution,
+        evicted: &mut Vec<Arc<Slot>>,
+    ) -> Result<Created, StoreError> {
+        let mut index = self.write_index();
+        index.expire(Instant::now(), self.retention, evicted);
         if let Some((key, fingerprint)) = &new.idempotency
-            && let Some(existing) = state.idempotency.get(key)
-            && let Some(record) = state.records.get(existing)
+            && let Some(existing) = index.idempotency.get(key)
+            && let Some(slot) = index.slots.get(existing)
         {
-            return if record.fingerprint == Some(*fingerprint) {
-                Ok(Created::Existing(record.view.clone()))
+            let same = slot.idempotency.as_ref().map(|(_, f)| f) == Some(fingerprint);
+            return if same {
+                Ok(Created::Existing(slot.record().view.clone()))
             } else {
                 Err(StoreError::IdempotencyConflict(*existing))
             };
         }
-        if state.records.len() >= self.max_executions && !state.evict_for_room() {
-            return Err(StoreError::Full(state.records.len()));
+        if index.slots.len() >= self.max_executions {
+            match index.evict_for_room() {
+                Some(slot) => evicted.push(slot),
+                None => return Err(StoreError::Full(index.slots.len())),
+            }
         }
         let mut lifecycle = Lifecycle::default();
         let first = Arc::new(Event {
@@ -86,83 +130,80 @@ impl MemoryStore {
         let view = Execution::from_accepted(&first, new.labels, key.clone())
             .ok_or_else(|| StoreError::Failed("first event is not execution.accepted".into()))?;
         if let Some(key) = key {
-            state.idempotency.insert(key, new.id);
+            index.idempotency.insert(key, new.id);
         }
-        state.records.insert(
-            new.id,
-            Record {
+        let slot = Slot {
+            idempotency: new.idempotency,
+            notify: watch::Sender::new(1),
+            record: Mutex::new(Record {
                 events: vec![first],
                 view: view.clone(),
                 lifecycle,
-                fingerprint: new.idempotency.map(|(_, f)| f),
-                notify: watch::Sender::new(1),
-            },
-        );
+            }),
+        };
+        index.slots.insert(new.id, Arc::new(slot));
         Ok(Created::New(view))
     }
 
     fn append_now(&self, id: ExecutionId, payload: EventPayload) -> Result<Arc<Event>, StoreError> {
-        let mut state = self.lock();
-        let record = state.records.get_mut(&id).ok_or(StoreError::NotFound(id))?;
-        if record.view.state.is_terminal() {
-            return Err(StoreError::AlreadyTerminal(id));
-        }
-        let event = Arc::new(Event {
-            execution_id: id,
-            sequence: record.view.last_sequence + 1,
-            time: SystemTime::now(),
-            state: record.lifecycle.apply(&payload)?,
-            payload,
-        });
-        record.view.apply(&event);
-        record.events.push(event.clone());
-        record.notify.send_replace(event.sequence);
+        let slot = self.slot(id)?;
+        let event = {
+            let mut record = slot.record();
+            if record.view.state.is_terminal() {
+                return Err(StoreError::AlreadyTerminal(id));
+            }
+            let event = Arc::new(Event {
+                execution_id: id,
+                sequence: record.view.last_sequence + 1,
+                time: SystemTime::now(),
+                state: record.lifecycle.apply(&payload)?,
+                payload,
+            });
+            record.view.apply(&event);
+            record.events.push(event.clone());
+            event
+        };
         if event.is_terminal() {
-            state.ended.push_back((id, Instant::now()));
+            // Only now may it be evicted; until then it is simply not in `ended` yet.
+            self.write_index().ended.push_back((id, Instant::now()));
         }
+        // Watchers only use this as a wake-up and read by cursor, so waking them outside the
+        // record lock (and, with a concurrent append, out of order) is harmless.
+        slot.notify.send_replace(event.sequence);
         Ok(event)
     }
 }
 
-impl State {
-    /// Drops terminal executions whose retention has passed.
-    fn expire(&mut self, now: Instant, retention: Duration) {
+impl Index {
+    /// Removes terminal executions whose retention has passed, into `evicted`.
+    fn expire(&mut self, now: Instant, retention: Duration, evicted: &mut Vec<Arc<Slot>>) {
         while let Some((_, ended)) = self.ended.front() {
             if now.duration_since(*ended) < retention {
                 break;
             }
-            self.evict_at(0);
+            evicted.extend(self.evict_at(0));
         }
     }
 
-    /// Makes room by evicting the terminal execution that ended first among those no reader
-    /// is following (a reader mid-replay would otherwise lose its terminal event); false if
-    /// there is none.
-    fn evict_for_room(&mut self) -> bool {
+    /// Removes the terminal execution that ended first among those no reader is following (a
+    /// reader mid-replay would otherwise lose its terminal event); `None` if there is none.
+    fn evict_for_room(&mut self) -> Option<Arc<Slot>> {
         let unwatched = self.ended.iter().position(|(id, _)| {
-            self.records
+            self.slots
                 .get(id)
-                .is_none_or(|r| r.notify.receiver_count() == 0)
-        });
-        match unwatched {
-            Some(index) => {
-                self.evict_at(index);
-                true
-            }
-            None => false,
-        }
+                .is_none_or(|slot| slot.notify.receiver_count() == 0)
+        })?;
+        self.evict_at(unwatched)
     }
 
-    /// Drops the `index`-th ended execution with its identities.
-    fn evict_at(&mut self, index: usize) {
-        let Some((id, _)) = self.ended.remove(index) else {
-            return;
-        };
-        if let Some(record) = self.records.remove(&id)
-            && let Some(key) = &record.view.idempotency_key
-        {
+    /// Removes the `position`-th ended execution with its identities.
+    fn evict_at(&mut self, position: usize) -> Option<Arc<Slot>> {
+        let (id, _) = self.ended.remove(position)?;
+        let slot = self.slots.remove(&id)?;
+        if let Some((key, _)) = &slot.idempotency {
             self.idempotency.remove(key);
         }
+        Some(slot)
     }
 }
 
@@ -176,7 +217,10 @@ impl EventStore for MemoryStore {
     }
 
     fn create(&self, new: NewExecution) -> StoreFuture<'_, Created> {
-        let result = self.create_now(new);
+        let mut evicted = Vec::new();
+        let result = self.create_now(new, &mut evicted);
+        // Evicted executions' events are freed here, outside the lock.
+        drop(evicted);
         Box::pin(std::future::ready(result))
     }
 
@@ -186,14 +230,12 @@ impl EventStore for MemoryStore {
     }
 
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
-        let state = self.lock();
-        let record = state.records.get(&id).ok_or(StoreError::NotFound(id))?;
-        Ok(record.view.clone())
+        Ok(self.slot(id)?.record().view.clone())
     }
 
     fn read(&self, id: ExecutionId, after: u64, limit: usize) -> Result<EventPage, StoreError> {
-        let state = self.lock();
-        let record = state.records.get(&id).ok_or(StoreError::NotFound(id))?;
+        let slot = self.slot(id)?;
+        let record = slot.record();
         // Sequence n lives at index n - 1.
         let start = usize::try_from(after)
             .unwrap_or(usize::MAX)
@@ -205,14 +247,12 @@ impl EventStore for MemoryStore {
     }
 
     fn subscribe(&self, id: ExecutionId) -> Result<watch::Receiver<u64>, StoreError> {
-        let state = self.lock();
-        let record = state.records.get(&id).ok_or(StoreError::NotFound(id))?;
-        Ok(record.notify.subscribe())
+        Ok(self.slot(id)?.notify.subscribe())
     }
 
     fn stats(&self) -> StoreStats {
         StoreStats {
-            executions: self.lock().records.len(),
+            executions: self.read_index().slots.len(),
             max_executions: self.max_executions,
             retention: self.retention,
         }

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Before/after for a hot-path change: two server binaries under the same load tool, runs
+# interleaved (A, B, bare tonic, A, B, bare, ...) so noise from a shared machine lands on
+# all three alike. Prints each run and the mean throughput and p99 per binary.
+#
+#   cp target/release/model-runtime /tmp/before   # build, keep the old binary
+#   ...change, cargo build --release...
+#   benches/ab.sh /tmp/before target/release/model-runtime
+#   DURATION=3s ROUNDS=4 LEVELS="64" benches/ab.sh A B
+#
+# Needs jq. Loopback only; each run bounded by DURATION.
+set -euo pipefail
+
+[[ $# -eq 2 ]] || { echo "usage: $0 BIN_A BIN_B" >&2; exit 2; }
+A=$(realpath "$1")
+B=$(realpath "$2")
+DURATION=${DURATION:-3s}
+ROUNDS=${ROUNDS:-3}
+LEVELS=${LEVELS:-"64"}
+cd "$(dirname "$0")/.."
+command -v jq >/dev/null || { echo "ab.sh needs jq" >&2; exit 2; }
+# The client: this tree's load tool, the same for every run.
+CLIENT=${CLIENT:-target/release/model-runtime}
+[[ -x "$CLIENT" ]] || cargo build --release --quiet
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+# compare.sh's config: the scripted echo model at zero delay, admission and store opened up.
+sed -n "/^cat >\"\$work\/bench.toml\" <<'TOML'$/,/^TOML$/p" benches/compare.sh | sed '1d;$d' >"$work/bench.toml"
+
+# Not called inside $(...): a server started there would hold the substitution open.
+start() { # start NAME BIN: serve on a free port; its address lands in $work/NAME.addr
+    RUST_LOG=info "$2" serve --config "$work/bench.toml" 2>"$work/$1.log" &
+    pids+=($!)
+    for _ in $(seq 100); do
+        sed -n 's/.*model-runtime serving.*addr=\([0-9.:]*\).*/\1/p' "$work/$1.log" | head -1 >"$work/$1.addr"
+        [[ -s "$work/$1.addr" ]] && return
+        sleep 0.1
+    done
+    echo "server $1 did not start" >&2
+    exit 1
+}
+start a "$A"
+start b "$B"
+addr_a=$(cat "$work/a.addr")
+addr_b=$(cat "$work/b.addr")
+
+echo "A = $A ($addr_a)"
+echo "B = $B ($addr_b)"
+echo "$(nproc) cores, ${DURATION} per run, ${ROUNDS} rounds; load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-5s %-5s %-5s %12s %10s %10s %s\n' conc round who "exec/s" "p50 us" "p99 us" errors
+for c in $LEVELS; do
+    for r in $(seq "$ROUNDS"); do
+        for who in a b bare; do
+            case $who in
+                a) target=(--addr "$addr_a") ;;
+                b) target=(--addr "$addr_b") ;;
+                bare) target=(--baseline --deltas 16) ;;
+            esac
+            "$CLIENT" bench --json --timeout 10s "${target[@]}" --concurrency "$c" \
+                --duration "$DURATION" | tail -1 >"$work/$who-$c-$r.json"
+            jq -r --arg c "$c" --arg r "$r" --arg who "$who" \
+                '"\($c)\t\($r)\t\($who)\t\(.executions_per_sec | floor)\t\(.ttc_us.p50)\t\(.ttc_us.p99)\t\(.errors | tostring)"' \
+                "$work/$who-$c-$r.json" | awk -F'\t' '{printf "%-5s %-5s %-5s %12s %10s %10s %s\n", $1, $2, $3, $4, $5, $6, $7}'
+        done
+    done
+    for who in a b bare; do
+        jq -r -s --arg c "$c" --arg who "$who" '
+            "\($c) mean \($who): \(map(.executions_per_sec) | add / length | floor)/s, p99 \(map(.ttc_us.p99) | add / length | round) us"
+        ' "$work"/"$who"-"$c"-*.json
+    done
+done

@@ -1,0 +1,250 @@
+//! The gRPC side of the load tool: a few HTTP/2 connections shared round-robin by the
+//! workers, and calls that decode only what the measurement needs.
+//!
+//! The client must not be what is measured. A full `ExecutionEvent` decode allocates the
+//! id, type, timestamp and text of every event; here each event is decoded into [`EventHead`],
+//! which keeps only which payload it carries (and a failure's code) and skips the rest, as
+//! protobuf lets any reader skip fields it does not know.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use tonic::client::Grpc;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::{Channel, Endpoint};
+use tonic_prost::ProstCodec;
+
+use super::BenchError;
+use super::args::Rpc;
+use super::load::{Caller, Observed, Session};
+use crate::pb;
+
+const EXECUTE: &str = "/model_runtime.v1.ModelRuntime/Execute";
+const SUBMIT: &str = "/model_runtime.v1.ModelRuntime/Submit";
+
+/// The parts of an `ExecutionEvent` the tool looks at; the field tags are the wire
+/// contract's (`proto/model_runtime/v1/events.proto`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EventHead {
+    /// The payload, when it is one the tool cares about.
+    #[prost(oneof = "Head", tags = "14, 19, 20")]
+    pub head: Option<Head>,
+}
+
+/// The payloads that matter to the measurement.
+#[derive(Clone, PartialEq, prost::Oneof)]
+pub enum Head {
+    /// `output.text.delta`: the first one is the time to first output.
+    #[prost(message, tag = "14")]
+    TextDelta(Skipped),
+    /// `execution.completed`.
+    #[prost(message, tag = "19")]
+    Completed(Skipped),
+    /// `execution.failed`.
+    #[prost(message, tag = "20")]
+    Failed(FailedHead),
+}
+
+/// A message whose content is skipped.
+#[derive(Clone, Copy, PartialEq, prost::Message)]
+pub struct Skipped {}
+
+/// `ExecutionFailed`, down to its error code.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FailedHead {
+    /// `ExecutionFailed.error`.
+    #[prost(message, optional, tag = "1")]
+    pub error: Option<ErrorHead>,
+}
+
+/// `ExecutionError.code`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ErrorHead {
+    /// The error code, e.g. `deadline_exceeded`.
+    #[prost(string, tag = "1")]
+    pub code: String,
+}
+
+/// Connections to one server.
+pub struct GrpcCaller {
+    channels: Vec<Channel>,
+    request: Arc<pb::ExecuteRequest>,
+    rpc: Rpc,
+}
+
+impl GrpcCaller {
+    /// Opens `connections` HTTP/2 connections to `uri`, with TCP_NODELAY as the server has.
+    pub async fn connect(
+        uri: &str,
+        connections: usize,
+        request: pb::ExecuteRequest,
+        rpc: Rpc,
+    ) -> Result<Self, BenchError> {
+        let endpoint = Endpoint::from_shared(uri.to_owned())
+            .map_err(|e| BenchError::Connect(uri.to_owned(), e.to_string()))?
+            .tcp_nodelay(true);
+        let mut channels = Vec::with_capacity(connections);
+        for _ in 0..connections {
+            // Each `connect` is its own TCP connection; clones of one channel would share it.
+            let channel = endpoint
+                .connect()
+                .await
+                .map_err(|e| BenchError::Connect(uri.to_owned(), e.to_string()))?;
+            channels.push(channel);
+        }
+        Ok(Self {
+            channels,
+            request: Arc::new(request),
+            rpc,
+        })
+    }
+}
+
+impl Caller for GrpcCaller {
+    type Session = GrpcSession;
+
+    fn session(&self, worker: usize) -> GrpcSession {
+        GrpcSession {
+            grpc: Grpc::new(self.channels[worker % self.channels.len()].clone()),
+            request: self.request.clone(),
+            rpc: self.rpc,
+        }
+    }
+}
+
+/// One worker's client.
+pub struct GrpcSession {
+    grpc: Grpc<Channel>,
+    request: Arc<pb::ExecuteRequest>,
+    rpc: Rpc,
+}
+
+fn status_key(status: &tonic::Status) -> String {
+    format!("grpc:{:?}", status.code())
+}
+
+impl GrpcSession {
+    async fn execute(&mut self) -> Observed {
+        let mut seen = Observed::default();
+        if let Err(e) = self.grpc.ready().await {
+            seen.failure = Some(format!("client:not_ready: {e}"));
+            return seen;
+        }
+        let codec = ProstCodec::<pb::ExecuteRequest, EventHead>::default();
+        let request = tonic::Request::new((*self.request).clone());
+        let path = PathAndQuery::from_static(EXECUTE);
+        let mut events = match self.grpc.server_streaming(request, path, codec).await {
+            Ok(response) => response.into_inner(),
+            Err(status) => {
+                seen.failure = Some(status_key(&status));
+                return seen;
+            }
+        };
+        // Read to the end of the stream, trailers included, even after the terminal event:
+        // dropping it early resets the HTTP/2 stream, and a peer that sees too many resets
+        // (h2 allows 1024 pending) starts refusing streams.
+        while let Some(item) = events.next().await {
+            let event = match item {
+                Ok(event) => event,
+                Err(status) => {
+                    seen.failure.get_or_insert_with(|| status_key(&status));
+                    return seen;
+                }
+            };
+            seen.events += 1;
+            match event.head {
+                Some(Head::TextDelta(_)) if seen.first_output.is_none() => {
+                    seen.first_output = Some(Instant::now());
+                }
+                Some(Head::Completed(_)) => seen.end = Some(Instant::now()),
+                Some(Head::Failed(failed)) => {
+                    seen.end = Some(Instant::now());
+                    let code = failed.error.map(|e| e.code).unwrap_or_default();
+                    seen.failure = Some(format!("execution.failed:{code}"));
+                }
+                _ => {}
+            }
+        }
+        if seen.end.is_none() {
+            seen.failure = Some("client:no_terminal_event".into());
+        }
+        seen
+    }
+
+    async fn submit(&mut self) -> Observed {
+        let mut seen = Observed::default();
+        if let Err(e) = self.grpc.ready().await {
+            seen.failure = Some(format!("client:not_ready: {e}"));
+            return seen;
+        }
+        let codec = ProstCodec::<pb::ExecuteRequest, Skipped>::default();
+        let request = tonic::Request::new((*self.request).clone());
+        let path = PathAndQuery::from_static(SUBMIT);
+        if let Err(status) = self.grpc.unary(request, path, codec).await {
+            seen.failure = Some(status_key(&status));
+        }
+        seen
+    }
+}
+
+impl Session for GrpcSession {
+    async fn call(&mut self) -> Observed {
+        match self.rpc {
+            Rpc::Execute => self.execute().await,
+            Rpc::Submit => self.submit().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use prost::Message;
+
+    use super::*;
+
+    fn encoded(payload: pb::execution_event::Payload) -> Vec<u8> {
+        pb::ExecutionEvent {
+            execution_id: "0198f0f6-0000-7000-8000-000000000000".into(),
+            sequence: 4,
+            r#type: "whatever".into(),
+            payload: Some(payload),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    }
+
+    #[test]
+    fn heads_read_the_contract_tags() {
+        use pb::execution_event::Payload;
+        let delta = encoded(Payload::TextDelta(pb::OutputTextDelta {
+            attempt: 1,
+            text: "hi ".into(),
+        }));
+        assert!(matches!(
+            EventHead::decode(&delta[..]).unwrap().head,
+            Some(Head::TextDelta(_))
+        ));
+        let done = encoded(Payload::Completed(pb::ExecutionCompleted::default()));
+        assert!(matches!(
+            EventHead::decode(&done[..]).unwrap().head,
+            Some(Head::Completed(_))
+        ));
+        let failed = encoded(Payload::Failed(pb::ExecutionFailed {
+            error: Some(pb::ExecutionError {
+                code: "deadline_exceeded".into(),
+                message: "late".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }));
+        let Some(Head::Failed(f)) = EventHead::decode(&failed[..]).unwrap().head else {
+            panic!("not a failure");
+        };
+        assert_eq!(f.error.unwrap().code, "deadline_exceeded");
+        let other = encoded(Payload::Progress(pb::ExecutionProgress::default()));
+        assert_eq!(EventHead::decode(&other[..]).unwrap().head, None);
+    }
+}
