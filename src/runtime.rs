@@ -287,7 +287,7 @@ impl Runtime {
             .map_err(|e| RuntimeError::from_store(e, None))?;
         let wait = async {
             loop {
-                changes.borrow_and_update();
+                changes.mark_seen();
                 let view = self.get(id)?;
                 if view.state.is_terminal() {
                     return Ok(Some(view));

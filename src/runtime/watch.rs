@@ -6,11 +6,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::{Stream, stream};
-use tokio::sync::watch;
 
 use crate::error::{FieldViolation, RuntimeError};
 use crate::execution::{Event, ExecutionId};
-use crate::store::EventStore;
+use crate::store::{Changes, EventStore};
 
 /// Events of one execution, in sequence order, ending after the terminal one.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<Event>, RuntimeError>> + Send>>;
@@ -23,7 +22,7 @@ struct Cursor {
     id: ExecutionId,
     after: u64,
     buffer: VecDeque<Arc<Event>>,
-    changes: watch::Receiver<u64>,
+    changes: Changes,
     done: bool,
 }
 
@@ -69,7 +68,7 @@ async fn next(mut c: Cursor) -> Option<(Result<Arc<Event>, RuntimeError>, Cursor
         if c.done {
             return None;
         }
-        c.changes.borrow_and_update();
+        c.changes.mark_seen();
         match c.store.read(c.id, c.after, PAGE) {
             Ok(page) if !page.events.is_empty() => c.buffer.extend(page.events),
             Ok(_) => {

@@ -15,10 +15,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{Created, EventPage, EventStore, NewExecution, StoreError, StoreFuture, StoreStats};
+use super::{
+    ChangeSignal, Changes, Created, EventPage, EventStore, NewExecution, StoreError, StoreFuture,
+    StoreStats,
+};
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, Fingerprint, Lifecycle};
 
 /// The bounded in-memory event store.
@@ -41,7 +43,7 @@ struct Index {
 #[derive(Debug)]
 struct Slot {
     idempotency: Option<(String, Fingerprint)>,
-    notify: watch::Sender<u64>,
+    changes: Arc<ChangeSignal>,
     record: Mutex<Record>,
 }
 
@@ -134,7 +136,7 @@ impl MemoryStore {
         }
         let slot = Slot {
             idempotency: new.idempotency,
-            notify: watch::Sender::new(1),
+            changes: ChangeSignal::new(),
             record: Mutex::new(Record {
                 events: vec![first],
                 view: view.clone(),
@@ -169,7 +171,7 @@ impl MemoryStore {
         }
         // Watchers only use this as a wake-up and read by cursor, so waking them outside the
         // record lock (and, with a concurrent append, out of order) is harmless.
-        slot.notify.send_replace(event.sequence);
+        slot.changes.publish();
         Ok(event)
     }
 }
@@ -191,7 +193,7 @@ impl Index {
         let unwatched = self.ended.iter().position(|(id, _)| {
             self.slots
                 .get(id)
-                .is_none_or(|slot| slot.notify.receiver_count() == 0)
+                .is_none_or(|slot| slot.changes.readers() == 0)
         })?;
         self.evict_at(unwatched)
     }
@@ -200,6 +202,7 @@ impl Index {
     fn evict_at(&mut self, position: usize) -> Option<Arc<Slot>> {
         let (id, _) = self.ended.remove(position)?;
         let slot = self.slots.remove(&id)?;
+        slot.changes.close();
         if let Some((key, _)) = &slot.idempotency {
             self.idempotency.remove(key);
         }
@@ -246,8 +249,8 @@ impl EventStore for MemoryStore {
         })
     }
 
-    fn subscribe(&self, id: ExecutionId) -> Result<watch::Receiver<u64>, StoreError> {
-        Ok(self.slot(id)?.notify.subscribe())
+    fn subscribe(&self, id: ExecutionId) -> Result<Changes, StoreError> {
+        Ok(self.slot(id)?.changes.subscribe())
     }
 
     fn stats(&self) -> StoreStats {

@@ -4,6 +4,7 @@
 //!
 //! Every implementation runs [`conformance`], the one suite that defines the SPI's behaviour.
 
+mod changes;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 mod memory;
@@ -13,12 +14,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
-
 use crate::execution::{
     Event, EventPayload, Execution, ExecutionId, Fingerprint, IllegalTransition, Labels,
 };
 
+pub use changes::{ChangeSignal, Changes, Closed};
 pub use memory::MemoryStore;
 
 /// A boxed future, so the SPI stays object-safe.
@@ -108,8 +108,9 @@ pub trait EventStore: Send + Sync + 'static {
     /// Up to `limit` events with `sequence > after`.
     fn read(&self, id: ExecutionId, after: u64, limit: usize) -> Result<EventPage, StoreError>;
 
-    /// A receiver of the last sequence, changed on every append.
-    fn subscribe(&self, id: ExecutionId) -> Result<watch::Receiver<u64>, StoreError>;
+    /// A reader of the execution's changes: woken on every append, closed when the execution
+    /// leaves the store.
+    fn subscribe(&self, id: ExecutionId) -> Result<Changes, StoreError>;
 
     /// Capacity figures.
     fn stats(&self) -> StoreStats;

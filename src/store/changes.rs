@@ -1,0 +1,123 @@
+//! The change signal of one execution: its store bumps a version on every append and wakes
+//! whoever waits; readers then read the store from their cursor. It carries no data, so one
+//! `Notify` and one atomic do: cheaper per append than `tokio::sync::watch`, which stores a
+//! value under a lock and wakes through eight `Notify`s.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use tokio::sync::Notify;
+
+/// The writer's side, owned by the store.
+#[derive(Debug, Default)]
+pub struct ChangeSignal {
+    version: AtomicU64,
+    closed: AtomicBool,
+    notify: Notify,
+}
+
+/// The execution left the store: no change will come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the execution left the store")]
+pub struct Closed;
+
+/// A reader's side: waits for changes after the last one it marked seen.
+#[derive(Debug)]
+pub struct Changes {
+    signal: Arc<ChangeSignal>,
+    seen: u64,
+}
+
+impl ChangeSignal {
+    /// A signal with no readers.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Records a change and wakes every waiting reader.
+    pub fn publish(&self) {
+        self.version.fetch_add(1, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// No more changes will come (the execution left the store); wakes every reader.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// A new reader, which has seen everything published so far.
+    pub fn subscribe(self: &Arc<Self>) -> Changes {
+        Changes {
+            seen: self.version.load(Ordering::Acquire),
+            signal: self.clone(),
+        }
+    }
+
+    /// How many readers hold this signal.
+    pub fn readers(self: &Arc<Self>) -> usize {
+        // The store's own handle is the one that is not a reader.
+        Arc::strong_count(self).saturating_sub(1)
+    }
+}
+
+impl Changes {
+    /// Marks every change so far as seen: call before reading the store, so an append that
+    /// lands after the read is still waited for.
+    pub fn mark_seen(&mut self) {
+        self.seen = self.signal.version.load(Ordering::Acquire);
+    }
+
+    /// Waits for a change not yet marked seen, or `Closed`.
+    pub async fn changed(&mut self) -> Result<(), Closed> {
+        loop {
+            let notified = self.signal.notify.notified();
+            tokio::pin!(notified);
+            // Register before looking, so a publish between the look and the wait wakes us.
+            notified.as_mut().enable();
+            let version = self.signal.version.load(Ordering::Acquire);
+            if version != self.seen {
+                self.seen = version;
+                return Ok(());
+            }
+            if self.signal.closed.load(Ordering::Acquire) {
+                return Err(Closed);
+            }
+            notified.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_publish_wakes_a_waiting_reader_and_a_later_one_sees_it() {
+        let signal = ChangeSignal::new();
+        let mut early = signal.subscribe();
+        let waiter = tokio::spawn(async move { early.changed().await });
+        tokio::task::yield_now().await;
+        signal.publish();
+        let woken = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+        assert!(matches!(woken, Ok(Ok(Ok(())))), "{woken:?}");
+
+        let mut late = signal.subscribe();
+        signal.publish();
+        // Published before the wait began, after the subscription: not lost.
+        assert_eq!(late.changed().await, Ok(()));
+        assert_eq!(signal.readers(), 1);
+    }
+
+    #[tokio::test]
+    async fn marking_seen_skips_what_was_read_and_close_ends_the_wait() {
+        let signal = ChangeSignal::new();
+        let mut reader = signal.subscribe();
+        signal.publish();
+        reader.mark_seen();
+        signal.close();
+        assert_eq!(reader.changed().await, Err(Closed));
+    }
+}
