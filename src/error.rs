@@ -105,7 +105,7 @@ impl RuntimeError {
                 execution_id,
             },
             StoreError::Full(n) => Self::ResourceExhausted(format!(
-                "the event store is full: {n} executions are in progress; retry later"
+                "the event store is full: {n} executions are in progress or still being read; retry later"
             )),
             other => Self::internal(&other),
         }

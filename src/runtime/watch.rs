@@ -22,7 +22,9 @@ struct Cursor {
     id: ExecutionId,
     after: u64,
     buffer: VecDeque<Arc<Event>>,
-    changes: Changes,
+    /// Let go once the terminal event is read: a cursor a client stopped polling must not keep
+    /// a finished execution from being evicted.
+    changes: Option<Changes>,
     done: bool,
 }
 
@@ -44,13 +46,14 @@ pub(super) fn follow(
             ),
         )));
     }
+    let done = view.state.is_terminal() && after == view.last_sequence;
     let cursor = Cursor {
         store,
         id,
         after,
         buffer: VecDeque::new(),
-        changes,
-        done: view.state.is_terminal() && after == view.last_sequence,
+        changes: (!done).then_some(changes),
+        done,
     };
     Ok(Box::pin(stream::unfold(cursor, next)))
 }
@@ -68,11 +71,17 @@ async fn next(mut c: Cursor) -> Option<(Result<Arc<Event>, RuntimeError>, Cursor
         if c.done {
             return None;
         }
-        c.changes.mark_seen();
+        let changes = c.changes.as_mut()?;
+        changes.mark_seen();
         match c.store.read(c.id, c.after, PAGE) {
-            Ok(page) if !page.events.is_empty() => c.buffer.extend(page.events),
+            Ok(page) if !page.events.is_empty() => {
+                if page.events.last().is_some_and(|e| e.is_terminal()) {
+                    c.changes = None;
+                }
+                c.buffer.extend(page.events);
+            }
             Ok(_) => {
-                if c.changes.changed().await.is_err() {
+                if changes.changed().await.is_err() {
                     // The record left the store (expired) before we saw its end.
                     c.done = true;
                     return Some((Err(RuntimeError::NotFound(c.id)), c));

@@ -344,5 +344,14 @@ async fn retention_expires_records_with_their_identities(store: Arc<dyn EventSto
     // Its key expired with it: the same key with another request is a new execution.
     let fresh = create(&*store, new_execution(Some(("kept-key", 2)))).await;
     assert_ne!(fresh, id);
+    // A record someone is still reading outlives its retention until the reader lets go.
+    run_to_success(&*store, fresh).await;
+    let reader = store.subscribe(fresh).unwrap();
+    tokio::time::advance(Duration::from_secs(61)).await;
+    let _later = create(&*store, new_execution(None)).await;
+    assert!(store.get(fresh).is_ok(), "kept while read");
+    drop(reader);
+    let _last = create(&*store, new_execution(None)).await;
+    assert_eq!(store.get(fresh).unwrap_err(), StoreError::NotFound(fresh));
     tokio::time::resume();
 }

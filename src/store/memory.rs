@@ -7,8 +7,9 @@
 //! across an await or while waking subscribers or freeing evicted records.
 //!
 //! Terminal executions leave in the order they ended once their retention has passed, or
-//! earlier when capacity is needed (then the oldest one nobody is watching); their id and
-//! idempotency key go with them under the same index lock. Non-terminal executions are never
+//! earlier when capacity is needed (then the oldest one nobody is watching), but never while
+//! a reader still follows them; their id and idempotency key go with them under the same
+//! index lock. Non-terminal executions are never
 //! evicted: a store full of them rejects new work.
 
 use std::collections::{HashMap, VecDeque};
@@ -165,25 +166,34 @@ impl MemoryStore {
             record.events.push(event.clone());
             event
         };
+        // Watchers only use this as a wake-up and read by cursor, so waking them outside the
+        // record lock (and, with a concurrent append, out of order) is harmless. It comes
+        // before the record can be evicted, so a reader sees the change before any close.
+        slot.changes.publish();
         if event.is_terminal() {
             // Only now may it be evicted; until then it is simply not in `ended` yet.
             self.write_index().ended.push_back((id, Instant::now()));
         }
-        // Watchers only use this as a wake-up and read by cursor, so waking them outside the
-        // record lock (and, with a concurrent append, out of order) is harmless.
-        slot.changes.publish();
         Ok(event)
     }
 }
 
 impl Index {
-    /// Removes terminal executions whose retention has passed, into `evicted`.
+    /// Removes terminal executions whose retention has passed, into `evicted`. One that a
+    /// reader is still following stays until the reader lets go (readers end after the
+    /// terminal event), so no replay loses its end.
     fn expire(&mut self, now: Instant, retention: Duration, evicted: &mut Vec<Arc<Slot>>) {
-        while let Some((_, ended)) = self.ended.front() {
+        let mut position = 0;
+        while let Some((id, ended)) = self.ended.get(position) {
             if now.duration_since(*ended) < retention {
                 break;
             }
-            evicted.extend(self.evict_at(0));
+            let watched = self.slots.get(id).is_some_and(|s| s.changes.readers() > 0);
+            if watched {
+                position += 1;
+            } else {
+                evicted.extend(self.evict_at(position));
+            }
         }
     }
 
@@ -202,7 +212,6 @@ impl Index {
     fn evict_at(&mut self, position: usize) -> Option<Arc<Slot>> {
         let (id, _) = self.ended.remove(position)?;
         let slot = self.slots.remove(&id)?;
-        slot.changes.close();
         if let Some((key, _)) = &slot.idempotency {
             self.idempotency.remove(key);
         }
@@ -222,8 +231,11 @@ impl EventStore for MemoryStore {
     fn create(&self, new: NewExecution) -> StoreFuture<'_, Created> {
         let mut evicted = Vec::new();
         let result = self.create_now(new, &mut evicted);
-        // Evicted executions' events are freed here, outside the lock.
-        drop(evicted);
+        // Outside the lock: tell anyone still holding an evicted execution's signal that it
+        // left, and free its events.
+        for slot in evicted {
+            slot.changes.close();
+        }
         Box::pin(std::future::ready(result))
     }
 

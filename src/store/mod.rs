@@ -34,7 +34,7 @@ pub enum StoreError {
     #[error("idempotency key is in use by execution {0} with a different request")]
     IdempotencyConflict(ExecutionId),
     /// Capacity is taken by non-terminal executions.
-    #[error("store is full: {0} executions are in progress")]
+    #[error("store is full: {0} executions are in progress or still being read")]
     Full(usize),
     /// The execution has ended; nothing more may be appended.
     #[error("execution {0} has already ended")]
