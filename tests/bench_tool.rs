@@ -6,64 +6,13 @@
 
 mod common;
 
-use std::io::Read;
-use std::process::{Child, Command, Output, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_model-runtime");
 const WAIT: Duration = Duration::from_secs(30);
 /// accepted, routing, attempt started, 16 text deltas, 2 usage facts, completed.
 const EVENTS_PER_EXECUTION: u64 = 3 + 16 + 2 + 1;
-
-/// Kills the child on drop, so a failing test leaks no process.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-/// Runs the binary to completion, at most [`WAIT`] (polling: std has no timed wait).
-fn run(args: Vec<String>) -> Output {
-    let mut child = Guard(
-        Command::new(BIN)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start bench"),
-    );
-    let drain = |mut pipe: Box<dyn Read + Send>| {
-        thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            bytes
-        })
-    };
-    let stdout = drain(Box::new(child.0.stdout.take().unwrap()));
-    let stderr = drain(Box::new(child.0.stderr.take().unwrap()));
-    let end = Instant::now() + WAIT;
-    let status = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < end, "bench {args:?} did not finish");
-        thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
-    }
-}
 
 /// Runs `bench` with `args` off the async runtime (the server runs on it) and returns the
 /// JSON object on the last line of stdout.
@@ -72,7 +21,7 @@ async fn bench(args: &[&str]) -> Value {
         .chain(args.iter().copied())
         .map(str::to_owned)
         .collect();
-    let out = tokio::task::spawn_blocking(move || run(args))
+    let out = tokio::task::spawn_blocking(move || common::process::run(&args, WAIT))
         .await
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -159,13 +108,10 @@ async fn bench_baseline_reports_json() {
 #[tokio::test]
 async fn bench_against_nothing_fails_cleanly() {
     let out = tokio::task::spawn_blocking(|| {
-        run(vec![
-            "bench".into(),
-            "--addr".into(),
-            "127.0.0.1:1".into(),
-            "--executions".into(),
-            "1".into(),
-        ])
+        common::process::run(
+            &["bench", "--addr", "127.0.0.1:1", "--executions", "1"],
+            WAIT,
+        )
     })
     .await
     .unwrap();

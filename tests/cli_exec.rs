@@ -3,104 +3,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
-use std::thread;
-use std::time::{Duration, Instant};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_model-runtime");
+use std::process::Command;
+use std::time::Duration;
+
+use common::process::{start_server, wait_for};
+
 const WAIT: Duration = Duration::from_secs(20);
 
-/// Kills the child on drop, so a failing test leaks no process.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-/// Waits for `child` to exit, at most `limit`; polling because std has no timed wait.
-fn wait_for(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    None
-}
-
-/// Starts `serve --listen 127.0.0.1:0` and learns its port from the startup log line. The
-/// rest of stderr keeps being drained so the server never blocks on a full pipe.
-fn start_server() -> (Guard, String) {
-    let child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the server");
-    let mut guard = Guard(child);
-    let stderr = guard.0.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if line.contains("model-runtime serving") {
-                let addr = line
-                    .split_whitespace()
-                    .find_map(|word| word.strip_prefix("addr="))
-                    .map(str::to_owned);
-                let _ = tx.send(addr);
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(WAIT)
-        .expect("the server logs its address")
-        .expect("the log line has addr=");
-    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
-    (guard, addr)
-}
-
 /// Runs the binary to completion, at most [`WAIT`].
-fn run(args: &[&str]) -> Output {
-    let mut child = Guard(
-        Command::new(BIN)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start exec"),
-    );
-    let drain = |mut pipe: Box<dyn Read + Send>| {
-        thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            bytes
-        })
-    };
-    let stdout = drain(Box::new(child.0.stdout.take().unwrap()));
-    let stderr = drain(Box::new(child.0.stderr.take().unwrap()));
-    let status = wait_for(&mut child.0, WAIT).expect("exec finishes");
-    Output {
-        status,
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
-    }
+fn run(args: &[&str]) -> std::process::Output {
+    common::process::run(args, WAIT)
 }
 
 #[test]
 fn exec_against_serve_then_sigterm_exits_cleanly() {
-    let (mut server, addr) = start_server();
+    let (mut server, addr) = start_server(WAIT);
 
     let out = run(&[
         "exec",
@@ -158,7 +77,7 @@ fn exec_against_serve_then_sigterm_exits_cleanly() {
 
 #[test]
 fn exec_with_a_bad_ability_exits_nonzero_and_names_the_field() {
-    let (_server, addr) = start_server();
+    let (_server, addr) = start_server(WAIT);
     let out = run(&["exec", "--addr", &addr, "--ability", "nope", "hi"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 pub mod adapters;
+pub mod process;
 pub mod upstream;
 
 use std::future::Future;

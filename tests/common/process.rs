@@ -1,0 +1,105 @@
+//! The real binary as a child process: run to completion within a bound, or a `serve` whose
+//! address is read from its start-up log. Every child is killed on drop, so a failing test
+//! leaks no process.
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The `model-runtime` binary cargo built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_model-runtime");
+
+/// Kills the child on drop.
+pub struct Guard(pub Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Waits for `child` to exit, at most `limit`; polling because std has no timed wait.
+pub fn wait_for(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Runs the binary with `args` to completion, failing the test after `limit`.
+pub fn run<S: AsRef<OsStr>>(args: &[S], limit: Duration) -> Output {
+    let mut child = Guard(
+        Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the binary"),
+    );
+    // Both pipes are drained while it runs, so it never blocks on a full one.
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.0.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.0.stderr.take().unwrap()));
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect();
+    let status = wait_for(&mut child.0, limit)
+        .unwrap_or_else(|| panic!("{shown:?} did not finish within {limit:?}"));
+    Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
+}
+
+/// Starts `serve --listen 127.0.0.1:0` on the embedded default and learns its address from
+/// the start-up log line. The rest of stderr keeps being drained so the server never blocks.
+pub fn start_server(limit: Duration) -> (Guard, String) {
+    let child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    let mut guard = Guard(child);
+    let stderr = guard.0.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if line.contains("model-runtime serving") {
+                let addr = line
+                    .split_whitespace()
+                    .find_map(|word| word.strip_prefix("addr="))
+                    .map(str::to_owned);
+                let _ = tx.send(addr);
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(limit)
+        .expect("the server logs its address")
+        .expect("the log line has addr=");
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    (guard, addr)
+}
