@@ -41,28 +41,18 @@ async fn health_is_serving_overall_and_for_the_service() {
 }
 
 /// A model that never answers keeps the drain open while we look.
-const HANGING: &str = r#"
+fn hanging_config() -> String {
+    hanging(
+        r#"
 [server]
 drain_timeout = "60s"
-
-[providers.scripted]
-adapter = "scripted"
-
-[[providers.scripted.models]]
-name = "stuck"
-capabilities = ["text"]
-script = { hang = true }
-
-[policies.default]
-targets = ["scripted/stuck"]
-
-[abilities.chat]
-policy = "default"
-"#;
+"#,
+    )
+}
 
 #[tokio::test]
 async fn health_is_not_serving_once_shutdown_begins() {
-    let mut server = start(HANGING).await;
+    let mut server = start(&hanging_config()).await;
     let mut c = server.client.clone();
     let running = submit(&mut c, request("chat", "keep the drain open")).await;
     until_provider(&mut c, "scripted", |p| p.in_flight == 1).await;

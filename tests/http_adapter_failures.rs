@@ -16,7 +16,7 @@ use common::adapters::{
 use common::upstream::{Behaviour, Step, Upstream, sse, sse_steps, status};
 use futures_util::StreamExt;
 use model_runtime::execution::{ErrorClass, ExecutionId, ExecutionInput, FinishReason, Message};
-use model_runtime::provider::{ProviderCall, ProviderEvent};
+use model_runtime::provider::{ProviderCall, ProviderError, ProviderEvent};
 use model_runtime::usage::UsageUnit;
 
 #[derive(Debug, Clone, Copy)]
@@ -132,6 +132,13 @@ impl Kind {
     }
 }
 
+/// The error a call to a `kind` provider at `base_url` (with `extra` provider settings) ends
+/// with; the test fails if it ends without one.
+async fn error_of(kind: Kind, base_url: &str, extra: &str) -> ProviderError {
+    let p = provider(&config(kind.name(), base_url, extra));
+    split(call(&p).await).1.expect("an error")
+}
+
 fn short_timeouts() -> &'static str {
     "timeouts = { connect = \"100ms\", first_byte = \"200ms\", idle = \"200ms\" }"
 }
@@ -179,14 +186,12 @@ async fn each_error_status_is_classified() {
 async fn retry_after_is_read_as_seconds_or_a_date() {
     for kind in KINDS {
         let server = Upstream::always(status(429, "{}", &[("retry-after", "7")])).await;
-        let p = provider(&config(kind.name(), &server.base_url(), ""));
-        let error = split(call(&p).await).1.expect("an error");
+        let error = error_of(kind, &server.base_url(), "").await;
         assert_eq!(error.retry_after, Some(Duration::from_secs(7)));
 
         let date = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3600));
         let server = Upstream::always(status(503, "{}", &[("retry-after", &date)])).await;
-        let p = provider(&config(kind.name(), &server.base_url(), ""));
-        let error = split(call(&p).await).1.expect("an error");
+        let error = error_of(kind, &server.base_url(), "").await;
         let wait = error.retry_after.expect("a retry-after");
         assert!(
             wait > Duration::from_secs(3000) && wait <= Duration::from_secs(3600),
@@ -201,8 +206,7 @@ async fn a_refused_connection_is_retryable() {
     let url = format!("http://{}/v1", closed.local_addr().unwrap());
     drop(closed);
     for kind in KINDS {
-        let p = provider(&config(kind.name(), &url, ""));
-        let error = split(call(&p).await).1.expect("an error");
+        let error = error_of(kind, &url, "").await;
         assert_eq!(
             (error.class, error.code),
             (ErrorClass::Retryable, "connect_failed"),
@@ -216,8 +220,7 @@ async fn a_refused_connection_is_retryable() {
 async fn a_reset_after_the_request_was_sent_is_outcome_unknown() {
     for kind in KINDS {
         let server = Upstream::always(Behaviour::Reset).await;
-        let p = provider(&config(kind.name(), &server.base_url(), ""));
-        let error = split(call(&p).await).1.expect("an error");
+        let error = error_of(kind, &server.base_url(), "").await;
         assert_eq!(
             (error.class, error.code),
             (ErrorClass::OutcomeUnknown, "connection_lost"),
@@ -232,8 +235,7 @@ async fn a_reset_after_the_request_was_sent_is_outcome_unknown() {
 async fn no_answer_within_the_first_byte_timeout_is_outcome_unknown() {
     for kind in KINDS {
         let server = Upstream::always(Behaviour::Hang).await;
-        let p = provider(&config(kind.name(), &server.base_url(), short_timeouts()));
-        let error = split(call(&p).await).1.expect("an error");
+        let error = error_of(kind, &server.base_url(), short_timeouts()).await;
         assert_eq!(
             (error.class, error.code),
             (ErrorClass::OutcomeUnknown, "timeout"),
@@ -322,8 +324,7 @@ async fn a_clean_end_before_the_reply_finished_is_interrupted() {
         let mut events = kind.preamble();
         events.push(kind.delta("Hello"));
         let server = Upstream::always(sse(&events)).await;
-        let p = provider(&config(kind.name(), &server.base_url(), ""));
-        let error = split(call(&p).await).1.expect("an error");
+        let error = error_of(kind, &server.base_url(), "").await;
         assert_eq!(
             (error.class, error.code),
             (ErrorClass::OutcomeUnknown, "stream_interrupted")
@@ -367,8 +368,7 @@ async fn malformed_events_are_non_retryable_protocol_errors() {
             Kind::Anthropic => event("content_block_delta", &format!(r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{secretish}"#)),
         });
         let server = Upstream::always(sse(&events)).await;
-        let p = provider(&config(kind.name(), &server.base_url(), ""));
-        let error = split(call(&p).await).1.expect("an error");
+        let error = error_of(kind, &server.base_url(), "").await;
         assert_eq!(
             (error.class, error.code),
             (ErrorClass::NonRetryable, "protocol_error"),
@@ -387,8 +387,7 @@ async fn malformed_events_are_non_retryable_protocol_errors() {
             .collect();
         steps.push(Step::Send(b"data: \xff\xfe\n\n".to_vec()));
         let server = Upstream::always(sse_steps(steps)).await;
-        let p = provider(&config(kind.name(), &server.base_url(), ""));
-        let error = split(call(&p).await).1.expect("an error");
+        let error = error_of(kind, &server.base_url(), "").await;
         assert_eq!(
             (error.class, error.code),
             (ErrorClass::NonRetryable, "protocol_error")

@@ -81,28 +81,18 @@ async fn running_work_finishes_while_new_work_is_refused() {
     server.stop().await;
 }
 
-const SHORT_DRAIN: &str = r#"
+fn short_drain() -> String {
+    hanging(
+        r#"
 [server]
 drain_timeout = "100ms"
-
-[providers.scripted]
-adapter = "scripted"
-
-[[providers.scripted.models]]
-name = "stuck"
-capabilities = ["text"]
-script = { hang = true }
-
-[policies.default]
-targets = ["scripted/stuck"]
-
-[abilities.chat]
-policy = "default"
-"#;
+"#,
+    )
+}
 
 #[tokio::test]
 async fn the_drain_timeout_cancels_what_is_left_and_watchers_see_it() {
-    let mut server = start(SHORT_DRAIN).await;
+    let mut server = start(&short_drain()).await;
     let mut c = server.client.clone();
     let running = submit(&mut c, request("chat", "never answered")).await;
     until_provider(&mut c, "scripted", |p| p.in_flight == 1).await;
@@ -135,7 +125,7 @@ async fn the_drain_timeout_cancels_what_is_left_and_watchers_see_it() {
 
 #[tokio::test]
 async fn a_client_that_never_hangs_up_does_not_keep_the_server_alive() {
-    let mut server = start(SHORT_DRAIN).await;
+    let mut server = start(&short_drain()).await;
     // A health watch never ends on its own; the client keeps its connection open.
     let mut health = tonic_health::pb::health_client::HealthClient::new(server.channel.clone());
     let mut watch = within(health.watch(tonic_health::pb::HealthCheckRequest {

@@ -11,31 +11,21 @@ use model_runtime::pb;
 use model_runtime::pb::ExecutionState as S;
 use tonic::Code;
 
-const CONFIG: &str = r#"
+fn config() -> String {
+    hanging(
+        r#"
 [server]
 drain_timeout = "200ms"
 
 [store]
 max_executions = 3
-
-[providers.scripted]
-adapter = "scripted"
-
-[[providers.scripted.models]]
-name = "stuck"
-capabilities = ["text"]
-script = { hang = true }
-
-[policies.default]
-targets = ["scripted/stuck"]
-
-[abilities.chat]
-policy = "default"
-"#;
+"#,
+    )
+}
 
 #[tokio::test]
 async fn a_store_full_of_running_work_refuses_until_one_ends() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(&config()).await;
     let c = &mut server.client;
     let mut ids = Vec::new();
     for i in 0..3 {

@@ -49,6 +49,28 @@ policy = "default"
 requires = ["text"]
 "#;
 
+/// A config whose `chat` ability runs on `scripted/stuck`, a model that never answers, after
+/// `head` (the `[server]` and `[store]` settings the test needs).
+pub fn hanging(head: &str) -> String {
+    format!(
+        r#"{head}
+[providers.scripted]
+adapter = "scripted"
+
+[[providers.scripted.models]]
+name = "stuck"
+capabilities = ["text"]
+script = {{ hang = true }}
+
+[policies.default]
+targets = ["scripted/stuck"]
+
+[abilities.chat]
+policy = "default"
+"#
+    )
+}
+
 /// A server on 127.0.0.1:0 serving one runtime, with a connected client.
 pub struct TestServer {
     /// A client on one channel; clone it for concurrent calls.
