@@ -5,12 +5,11 @@
 
 use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use futures_util::{FutureExt, StreamExt};
-use tokio::time::{Instant, sleep, sleep_until};
-use tokio_util::sync::CancellationToken;
+use futures_util::FutureExt;
+use tokio::time::{Instant, sleep};
 use tracing::Instrument;
 
 use crate::config::{Config, PolicyConfig};
@@ -23,29 +22,6 @@ use crate::provider::{ProviderCall, ProviderError, ProviderEvent, ProviderSlot, 
 use crate::routing::{self, AttemptBudget, Decision, Permit, PlanTarget, RoutingPlan};
 use crate::store::{EventStore, StoreError};
 use crate::usage::{UsageFact, UsageQuantity};
-
-/// Lets the runtime cancel a running driver, with the caller's reason.
-#[derive(Debug, Default)]
-pub(crate) struct DriverHandle {
-    token: CancellationToken,
-    reason: Mutex<Option<String>>,
-}
-
-impl DriverHandle {
-    /// Asks the driver to end the execution as cancelled. The first reason given wins.
-    pub(crate) fn cancel(&self, reason: Option<String>) {
-        if let Ok(mut slot) = self.reason.lock()
-            && slot.is_none()
-        {
-            *slot = reason;
-        }
-        self.token.cancel();
-    }
-
-    fn reason(&self) -> Option<String> {
-        self.reason.lock().ok().and_then(|r| r.clone())
-    }
-}
 
 /// Everything one execution needs, resolved at submission.
 #[derive(Debug)]
@@ -127,17 +103,32 @@ struct Driver {
     handle: Arc<DriverHandle>,
 }
 
+mod batch;
 mod evidence;
+mod stop;
 
 use evidence::{AttemptEnd, EndKind, Tally, attempt_error, record, stop_message};
+pub(crate) use stop::DriverHandle;
+use stop::Race;
 
 impl Driver {
     async fn append(&self, payload: EventPayload) -> Result<(), StoreError> {
         self.deps.store.append(self.job.id, payload).await.map(drop)
     }
 
+    async fn append_all(&self, payloads: Vec<EventPayload>) -> Result<(), StoreError> {
+        if payloads.is_empty() {
+            return Ok(());
+        }
+        self.deps
+            .store
+            .append_all(self.job.id, payloads)
+            .await
+            .map(drop)
+    }
+
     async fn drive(&self) -> Result<(), StoreError> {
-        if self.handle.token.is_cancelled() {
+        if self.handle.is_cancelled() {
             let message = self.cancel_message();
             return self
                 .fail(
@@ -201,15 +192,14 @@ impl Driver {
             tally.record_error(error, end.admitted);
             match decision {
                 Decision::Retry { after } => {
-                    tokio::select! {
-                        biased;
-                        () = self.handle.token.cancelled() => {
-                            return self.fail(ErrorCode::Cancelled, self.cancel_message(), &tally, Output::default()).await;
-                        }
-                        () = sleep_until(stop_at) => {
-                            return self.fail(stop_code, stop_message(stop_code, &tally), &tally, Output::default()).await;
-                        }
-                        () = sleep(after) => {}
+                    let mut race = Race::new(&self.handle, stop_at, stop_code);
+                    if let Err(code) = race.run(sleep(after)).await {
+                        let message = if code == ErrorCode::Cancelled {
+                            self.cancel_message()
+                        } else {
+                            stop_message(code, &tally)
+                        };
+                        return self.fail(code, message, &tally, Output::default()).await;
                     }
                 }
                 Decision::Fallback => {
@@ -251,11 +241,10 @@ impl Driver {
                 ProviderError::non_retryable("provider_missing", "provider is not configured");
             return Ok(not_admitted(EndKind::Failed(attempt_error(error))));
         };
-        let admission = tokio::select! {
-            biased;
-            () = self.handle.token.cancelled() => return Ok(not_admitted(EndKind::Cut(ErrorCode::Cancelled))),
-            () = sleep_until(stop_at) => return Ok(not_admitted(EndKind::Cut(stop_code))),
-            permit = slot.admission.acquire() => permit,
+        let mut race = Race::new(&self.handle, stop_at, stop_code);
+        let admission = match race.run(slot.admission.acquire()).await {
+            Ok(admission) => admission,
+            Err(code) => return Ok(not_admitted(EndKind::Cut(code))),
         };
         let permit = match admission {
             Ok(permit) => permit,
@@ -276,29 +265,9 @@ impl Driver {
         let span = tracing::debug_span!("attempt", execution_id = %self.job.id, attempt = tally.attempts, provider = %target.provider, model = %target.model);
         let mut tracker = CommitTracker::new();
         let kind = self
-            .stream(
-                slot,
-                target,
-                tally,
-                stop_at,
-                stop_code,
-                permit,
-                &mut tracker,
-            )
+            .stream(slot, target, tally, &mut race, permit, &mut tracker)
             .instrument(span)
             .await?;
-        // The permit and the provider stream are released by now, so whoever sees the
-        // terminal event also sees the provider's capacity back.
-        if let EndKind::Succeeded(finish_reason) = kind {
-            let result = ExecutionResult {
-                output: tracker.take_output(),
-                finish_reason,
-                provider: target.provider.clone(),
-                model: target.model.clone(),
-                attempt: tally.attempts,
-            };
-            self.append(EventPayload::Completed(result)).await?;
-        }
         Ok(AttemptEnd {
             started_at,
             admitted: true,
@@ -308,19 +277,21 @@ impl Driver {
         })
     }
 
-    /// Forwards one provider stream into the store, holding `permit` until it ends. The
-    /// stream (and with it the provider call) is dropped on every way out. Until output is
-    /// committed the attempt is cut at `stop_at` (budget or deadline); after, only the
-    /// deadline applies: the retry budget bounds trying, not a reply already streaming. A
-    /// cut call's unreported usage is recorded before the attempt ends.
-    #[allow(clippy::too_many_arguments)]
+    /// Forwards one provider stream into the store, holding `permit` until it ends, and on
+    /// success appends `execution.completed`. The stream (and with it the provider call) is
+    /// dropped on every way out. Until output is committed the attempt is cut at the race's
+    /// stop time (budget or deadline); after, only the deadline applies: the retry budget
+    /// bounds trying, not a reply already streaming. A cut call's unreported usage is
+    /// recorded before the attempt ends.
+    ///
+    /// What the provider has ready at once is appended as one batch (see
+    /// [`EventStore::append_all`]); nothing waits to fill a batch.
     async fn stream(
         &self,
         slot: &ProviderSlot,
         target: &PlanTarget,
         tally: &Tally,
-        stop_at: Instant,
-        stop_code: ErrorCode,
+        race: &mut Race<'_>,
         permit: Permit,
         tracker: &mut CommitTracker,
     ) -> Result<EndKind, StoreError> {
@@ -334,14 +305,6 @@ impl Driver {
             input: self.job.input.clone(),
             deadline,
         });
-        // One cancellation waiter and one timer for the whole attempt, polled by reference (the
-        // timer moved once, at the commit point): made afresh per event they would register and
-        // remove a waiter and a timer entry each time, and a new timer wakes tokio's time
-        // driver, a syscall per event.
-        let cancelled = self.handle.token.cancelled();
-        let limit = sleep_until(stop_at);
-        tokio::pin!(cancelled, limit);
-        let mut limit_code = stop_code;
         let usage = |q: UsageQuantity| {
             EventPayload::Usage(UsageFact {
                 unit: q.unit,
@@ -353,54 +316,74 @@ impl Driver {
                 labels: self.job.labels.clone(),
             })
         };
+        let mut items = Vec::new();
         loop {
-            let item = tokio::select! {
-                biased;
-                () = &mut cancelled => Err(ErrorCode::Cancelled),
-                () = &mut limit => Err(limit_code),
-                item = stream.next() => Ok(item),
-            };
-            let item = match item {
-                Ok(item) => item,
-                Err(code) => {
-                    // A cut attempt reports its usage too: take what the call knows, abort
-                    // it (and free its permit) at once, then record.
-                    let known = stream.as_mut().unreported_usage();
-                    drop(stream);
-                    drop(permit);
-                    for quantity in known {
-                        self.append(usage(quantity)).await?;
+            if let Err(code) = race.run(batch::ready(&mut stream, &mut items)).await {
+                // A cut attempt reports its usage too: take what the call knows, abort
+                // it (and free its permit) at once, then record.
+                let known = stream.as_mut().unreported_usage();
+                drop(stream);
+                drop(permit);
+                let known: Vec<EventPayload> = known.into_iter().map(usage).collect();
+                self.append_all(known).await?;
+                return Ok(EndKind::Cut(code));
+            }
+            let mut payloads = Vec::with_capacity(items.len() + 1);
+            let mut end = None;
+            for item in items.drain(..) {
+                let event = match item {
+                    Some(Ok(event)) => event,
+                    Some(Err(error)) => {
+                        end = Some(EndKind::Failed(attempt_error(error)));
+                        break;
                     }
-                    return Ok(EndKind::Cut(code));
-                }
-            };
-            let event = match item {
-                Some(Ok(event)) => event,
-                Some(Err(error)) => return Ok(EndKind::Failed(attempt_error(error))),
-                None => {
-                    let error = ProviderError::retryable(
-                        "stream_ended",
-                        "the provider stream ended before the reply finished",
-                    );
-                    return Ok(EndKind::Failed(attempt_error(error)));
-                }
-            };
-            let payload = match event {
-                ProviderEvent::Finished(reason) => return Ok(EndKind::Succeeded(reason)),
-                ProviderEvent::Usage(q) => usage(q),
-                ProviderEvent::Progress(message) => EventPayload::Progress { attempt, message },
-                output => match tracker.output_event(attempt, output) {
-                    Some(payload) => {
-                        if limit_code != ErrorCode::DeadlineExceeded {
-                            limit.as_mut().reset(deadline);
-                            limit_code = ErrorCode::DeadlineExceeded;
+                    None => {
+                        let error = ProviderError::retryable(
+                            "stream_ended",
+                            "the provider stream ended before the reply finished",
+                        );
+                        end = Some(EndKind::Failed(attempt_error(error)));
+                        break;
+                    }
+                };
+                let payload = match event {
+                    ProviderEvent::Finished(reason) => {
+                        end = Some(EndKind::Succeeded(reason));
+                        break;
+                    }
+                    ProviderEvent::Usage(q) => usage(q),
+                    ProviderEvent::Progress(message) => EventPayload::Progress { attempt, message },
+                    output => match tracker.output_event(attempt, output) {
+                        Some(payload) => {
+                            if race.code() != ErrorCode::DeadlineExceeded {
+                                race.reset(deadline, ErrorCode::DeadlineExceeded);
+                            }
+                            payload
                         }
-                        payload
-                    }
-                    None => continue,
-                },
-            };
-            self.append(payload).await?;
+                        None => continue,
+                    },
+                };
+                payloads.push(payload);
+            }
+            if let Some(EndKind::Succeeded(finish_reason)) = end {
+                // The permit and the provider stream go first, so whoever sees the terminal
+                // event also sees the provider's capacity back.
+                drop(stream);
+                drop(permit);
+                payloads.push(EventPayload::Completed(ExecutionResult {
+                    output: tracker.take_output(),
+                    finish_reason,
+                    provider: target.provider.clone(),
+                    model: target.model.clone(),
+                    attempt,
+                }));
+                self.append_all(payloads).await?;
+                return Ok(EndKind::Succeeded(finish_reason));
+            }
+            self.append_all(payloads).await?;
+            if let Some(end) = end {
+                return Ok(end);
+            }
         }
     }
 

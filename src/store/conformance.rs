@@ -25,6 +25,7 @@ where
     appends_are_gap_free_and_follow_the_state_machine(roomy().await).await;
     illegal_events_change_nothing(roomy().await).await;
     nothing_follows_a_terminal_event(roomy().await).await;
+    batches_append_all_or_none(roomy().await).await;
     cursors_resume_exactly(roomy().await).await;
     subscribers_see_every_append(roomy().await).await;
     idempotency_keys_return_or_reject(roomy().await).await;
@@ -187,6 +188,58 @@ async fn nothing_follows_a_terminal_event(store: Arc<dyn EventStore>) {
     assert_eq!(store.get(id).unwrap().last_sequence, 2);
 }
 
+async fn batches_append_all_or_none(store: Arc<dyn EventStore>) {
+    let id = create(&*store, new_execution(None)).await;
+    assert_eq!(
+        store.append_all(id, Vec::new()).await,
+        Ok(1),
+        "an empty batch is a no-op"
+    );
+
+    // A batch that breaks the state machine part-way stores none of it.
+    let err = store
+        .append_all(id, vec![routing(), text(1, "too early")])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::IllegalTransition(_)), "{err:?}");
+    assert_eq!(store.get(id).unwrap().last_sequence, 1);
+    assert_eq!(store.read(id, 0, 10).unwrap().events.len(), 1);
+
+    let mut changes = store.subscribe(id).unwrap();
+    changes.mark_seen();
+    let batch = vec![routing(), attempt_started(1), text(1, "a"), text(1, "b")];
+    assert_eq!(store.append_all(id, batch).await, Ok(5));
+    tokio::time::timeout(Duration::from_secs(5), changes.changed())
+        .await
+        .expect("a batch wakes subscribers")
+        .unwrap();
+    let events = store.read(id, 1, usize::MAX).unwrap().events;
+    let sequences: Vec<u64> = events.iter().map(|e| e.sequence).collect();
+    assert_eq!(sequences, [2, 3, 4, 5], "one sequence per event, no gaps");
+    use ExecutionState::*;
+    let states: Vec<ExecutionState> = events.iter().map(|e| e.state).collect();
+    assert_eq!(states, [Routing, Running, Running, Running]);
+    let view = store.get(id).unwrap();
+    assert_eq!(
+        (view.last_sequence, view.partial_output.text.as_str()),
+        (5, "ab")
+    );
+
+    // Nothing may follow a terminal event, within a batch or after one.
+    let err = store
+        .append_all(id, vec![completed(1, "ab"), text(1, "c")])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::IllegalTransition(_)), "{err:?}");
+    assert_eq!(store.get(id).unwrap().last_sequence, 5);
+    assert_eq!(store.append_all(id, vec![completed(1, "ab")]).await, Ok(6));
+    assert_eq!(store.get(id).unwrap().state, Succeeded);
+    assert_eq!(
+        store.append_all(id, vec![routing()]).await,
+        Err(StoreError::AlreadyTerminal(id))
+    );
+}
+
 async fn cursors_resume_exactly(store: Arc<dyn EventStore>) {
     let id = create(&*store, new_execution(None)).await;
     run_to_success(&*store, id).await;
@@ -265,6 +318,10 @@ async fn unknown_ids_are_not_found(store: Arc<dyn EventStore>) {
     assert_eq!(
         store.append(id, routing()).await.unwrap_err(),
         StoreError::NotFound(id)
+    );
+    assert_eq!(
+        store.append_all(id, vec![routing()]).await,
+        Err(StoreError::NotFound(id))
     );
 }
 

@@ -152,28 +152,81 @@ impl MemoryStore {
         let slot = self.slot(id)?;
         let event = {
             let mut record = slot.record();
-            if record.view.state.is_terminal() {
-                return Err(StoreError::AlreadyTerminal(id));
-            }
-            let event = Arc::new(Event {
-                execution_id: id,
-                sequence: record.view.last_sequence + 1,
-                time: SystemTime::now(),
-                state: record.lifecycle.apply(&payload)?,
-                payload,
-            });
-            record.view.apply(&event);
-            record.events.push(event.clone());
-            event
+            record.check_open(id)?;
+            record.push(id, payload, SystemTime::now())?
         };
+        self.appended(id, &slot, event.is_terminal());
+        Ok(event)
+    }
+
+    fn append_all_now(
+        &self,
+        id: ExecutionId,
+        payloads: Vec<EventPayload>,
+    ) -> Result<u64, StoreError> {
+        let slot = self.slot(id)?;
+        let (last, terminal) = {
+            let mut record = slot.record();
+            if payloads.is_empty() {
+                return Ok(record.view.last_sequence);
+            }
+            record.check_open(id)?;
+            // All or none: the whole batch must pass the state machine before any is stored.
+            let mut check = record.lifecycle;
+            for payload in &payloads {
+                check.apply(payload)?;
+            }
+            // One time for the batch: its events are appended together.
+            let time = SystemTime::now();
+            record.events.reserve(payloads.len());
+            let mut terminal = false;
+            for payload in payloads {
+                terminal = record.push(id, payload, time)?.is_terminal();
+            }
+            (record.view.last_sequence, terminal)
+        };
+        self.appended(id, &slot, terminal);
+        Ok(last)
+    }
+
+    /// After an append, outside the record lock: wake the subscribers, and once the
+    /// execution has ended, make it a candidate for expiry.
+    fn appended(&self, id: ExecutionId, slot: &Slot, terminal: bool) {
         // Watchers only use this as a wake-up and read by cursor, so waking them outside the
         // record lock (and, with a concurrent append, out of order) is harmless. It comes
         // before the record can be evicted, so a reader sees the change before any close.
         slot.changes.publish();
-        if event.is_terminal() {
+        if terminal {
             // Only now may it be evicted; until then it is simply not in `ended` yet.
             self.write_index().ended.push_back((id, Instant::now()));
         }
+    }
+}
+
+impl Record {
+    fn check_open(&self, id: ExecutionId) -> Result<(), StoreError> {
+        if self.view.state.is_terminal() {
+            return Err(StoreError::AlreadyTerminal(id));
+        }
+        Ok(())
+    }
+
+    /// Stores one event after the last, through the state machine and into the view.
+    fn push(
+        &mut self,
+        id: ExecutionId,
+        payload: EventPayload,
+        time: SystemTime,
+    ) -> Result<Arc<Event>, StoreError> {
+        let event = Arc::new(Event {
+            execution_id: id,
+            sequence: self.view.last_sequence + 1,
+            time,
+            state: self.lifecycle.apply(&payload)?,
+            payload,
+        });
+        self.view.apply(&event);
+        self.events.push(event.clone());
         Ok(event)
     }
 }
@@ -241,6 +294,11 @@ impl EventStore for MemoryStore {
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Arc<Event>> {
         let result = self.append_now(id, payload);
+        Box::pin(std::future::ready(result))
+    }
+
+    fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
+        let result = self.append_all_now(id, payloads);
         Box::pin(std::future::ready(result))
     }
 

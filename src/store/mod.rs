@@ -102,6 +102,13 @@ pub trait EventStore: Send + Sync + 'static {
     /// machine), updates the view and wakes subscribers.
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Arc<Event>>;
 
+    /// Appends `payloads` in order, all or none, as [`append`](Self::append) would one by one
+    /// (one sequence number each, one state-machine step each), with one wake-up of the
+    /// subscribers for the lot; returns the last sequence. A batch is how a burst of provider
+    /// output costs one lock (memory) or one write and sync (a durable store) instead of one
+    /// per event. An empty batch changes nothing.
+    fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64>;
+
     /// The materialized view.
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError>;
 

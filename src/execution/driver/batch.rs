@@ -1,0 +1,102 @@
+//! Reading a provider stream in batches: everything it has ready, without waiting for more.
+
+use std::future::{Future, poll_fn};
+use std::task::Poll;
+
+use crate::provider::{ProviderError, ProviderEvent, ProviderStream};
+
+/// One item of a provider stream; `None` is its end.
+pub(super) type Item = Option<Result<ProviderEvent, ProviderError>>;
+
+/// The most items taken at once, so one burst cannot grow a batch without bound.
+const MAX: usize = 64;
+
+/// Fills `items` with what `stream` yields: waits for the first item, then takes the ones
+/// already ready, up to [`MAX`]. Stops after an item that ends the stream (its end, an
+/// error, `Finished`), which must not be polled past.
+pub(super) fn ready<'a>(
+    stream: &'a mut ProviderStream,
+    items: &'a mut Vec<Item>,
+) -> impl Future<Output = ()> + 'a {
+    poll_fn(move |cx| {
+        while items.len() < MAX {
+            let Poll::Ready(item) = stream.as_mut().poll_next(cx) else {
+                break;
+            };
+            let last = !matches!(item, Some(Ok(ref event)) if !matches!(event, ProviderEvent::Finished(_)));
+            items.push(item);
+            if last {
+                break;
+            }
+        }
+        if items.is_empty() {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use futures_util::stream;
+
+    use super::*;
+    use crate::execution::FinishReason;
+    use crate::provider::plain_stream;
+
+    fn text(t: &str) -> Result<ProviderEvent, ProviderError> {
+        Ok(ProviderEvent::TextDelta(t.into()))
+    }
+
+    #[tokio::test]
+    async fn takes_what_is_ready_and_stops_after_the_end() {
+        let ready_now = stream::iter([
+            text("a"),
+            text("b"),
+            Ok(ProviderEvent::Finished(FinishReason::Stop)),
+            text("never read"),
+        ]);
+        let mut stream = plain_stream(ready_now);
+        let mut items = Vec::new();
+        ready(&mut stream, &mut items).await;
+        assert_eq!(items.len(), 3, "{items:?}");
+        assert!(matches!(items[2], Some(Ok(ProviderEvent::Finished(_)))));
+    }
+
+    #[tokio::test]
+    async fn a_burst_is_cut_at_the_cap_and_an_end_is_kept() {
+        let mut stream = plain_stream(stream::iter((0..MAX + 5).map(|_| text("x"))));
+        let mut items = Vec::new();
+        ready(&mut stream, &mut items).await;
+        assert_eq!(items.len(), MAX);
+        items.clear();
+        ready(&mut stream, &mut items).await;
+        assert_eq!(items.len(), 5 + 1, "the rest, then the stream's end");
+        assert!(items[5].is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_for_the_first_item_only() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut stream = plain_stream(tokio_stream::wrappers::UnboundedReceiverStream::new(rx));
+        let mut items = Vec::new();
+        tx.send(text("a")).unwrap();
+        ready(&mut stream, &mut items).await;
+        assert_eq!(
+            items.len(),
+            1,
+            "nothing more was ready; it did not wait for it"
+        );
+        let sender = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            tx.send(text("b")).unwrap();
+            tx // kept open: the stream has not ended
+        });
+        items.clear();
+        ready(&mut stream, &mut items).await;
+        assert_eq!(items.len(), 1);
+        drop(sender.await.unwrap());
+    }
+}
