@@ -1,5 +1,6 @@
 //! Execution ids: a random UUID shown as `ex_` followed by 32 lowercase hex digits.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::str::FromStr;
 
@@ -12,9 +13,52 @@ const PREFIX: &str = "ex_";
 pub struct ExecutionId(Uuid);
 
 impl ExecutionId {
-    /// A fresh random id.
+    /// A fresh random id: a version 4 UUID from the operating system's random source.
     pub fn new() -> Self {
-        Self(Uuid::new_v4())
+        Self(random_pool::next().map_or_else(Uuid::new_v4, |bytes| {
+            uuid::Builder::from_random_bytes(bytes).into_uuid()
+        }))
+    }
+
+    /// The text form, written straight into a string of the right size: the wire carries it
+    /// on every event, and `to_string` would go through the formatting machinery.
+    pub fn to_text(self) -> String {
+        let mut text = String::with_capacity(PREFIX.len() + 32);
+        text.push_str(PREFIX);
+        text.push_str(self.0.simple().encode_lower(&mut Uuid::encode_buffer()));
+        text
+    }
+}
+
+/// Random bytes for ids, fetched from the OS a few kilobytes at a time per thread instead of
+/// one `getrandom` system call per id. The bytes are the OS's own, each used once.
+mod random_pool {
+    use super::RefCell;
+
+    const IDS: usize = 256;
+
+    struct Pool {
+        bytes: [[u8; 16]; IDS],
+        used: usize,
+    }
+
+    thread_local! {
+        static POOL: RefCell<Pool> = const {
+            RefCell::new(Pool { bytes: [[0; 16]; IDS], used: IDS })
+        };
+    }
+
+    /// 16 fresh random bytes, or `None` if the OS would not give any.
+    pub(super) fn next() -> Option<[u8; 16]> {
+        POOL.with_borrow_mut(|pool| {
+            if pool.used == IDS {
+                getrandom::fill(pool.bytes.as_flattened_mut()).ok()?;
+                pool.used = 0;
+            }
+            let bytes = std::mem::take(&mut pool.bytes[pool.used]);
+            pool.used += 1;
+            Some(bytes)
+        })
     }
 }
 
@@ -26,7 +70,8 @@ impl Default for ExecutionId {
 
 impl fmt::Display for ExecutionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{PREFIX}{}", self.0.simple())
+        f.write_str(PREFIX)?;
+        f.write_str(self.0.simple().encode_lower(&mut Uuid::encode_buffer()))
     }
 }
 
@@ -67,6 +112,15 @@ mod tests {
         let text = id.to_string();
         assert!(text.starts_with("ex_") && text.len() == 35, "{text}");
         assert_eq!(text.parse::<ExecutionId>(), Ok(id));
+        assert_eq!(id.to_text(), text);
+    }
+
+    #[test]
+    fn ids_are_version_4_and_distinct_across_pool_refills() {
+        let ids: std::collections::HashSet<ExecutionId> =
+            (0..1000).map(|_| ExecutionId::new()).collect();
+        assert_eq!(ids.len(), 1000);
+        assert!(ids.iter().all(|id| id.0.get_version_num() == 4));
     }
 
     #[test]

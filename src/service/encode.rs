@@ -110,7 +110,7 @@ pub fn event(e: &Event) -> pb::ExecutionEvent {
         }),
     };
     pb::ExecutionEvent {
-        execution_id: e.execution_id.to_string(),
+        execution_id: e.execution_id.to_text(),
         sequence: e.sequence,
         time: Some(timestamp(e.time)),
         r#type: e.payload.type_name().to_owned(),
@@ -127,7 +127,7 @@ pub fn execution(x: &Execution) -> pb::Execution {
         .map(|(p, m)| (p.to_string(), m.to_string()))
         .unwrap_or_default();
     pb::Execution {
-        execution_id: x.id.to_string(),
+        execution_id: x.id.to_text(),
         state: state(x.state).into(),
         ability: x.ability.to_string(),
         policy: x.policy.to_string(),
