@@ -2,7 +2,7 @@
 //!
 //! Two levels of locking, so executions do not queue behind each other: a read-mostly index
 //! (ids, idempotency keys, the order terminal executions ended in) and one mutex per
-//! execution for its events and view. An append takes the index for a lookup only and then
+//! execution for its events and view (folded lazily, when read). An append takes the index for a lookup only and then
 //! its own execution's lock; lock order is always index then execution, and no lock is held
 //! across an await or while waking subscribers or freeing evicted records.
 //!
@@ -22,7 +22,9 @@ use super::{
     ChangeSignal, Changes, Created, EventPage, EventStore, NewExecution, StoreError, StoreFuture,
     StoreStats,
 };
-use crate::execution::{Event, EventPayload, Execution, ExecutionId, Fingerprint, Lifecycle};
+use crate::execution::{
+    Event, EventPayload, Execution, ExecutionId, ExecutionState, Fingerprint, Lifecycle,
+};
 
 /// The bounded in-memory event store.
 #[derive(Debug)]
@@ -51,7 +53,11 @@ struct Slot {
 #[derive(Debug)]
 struct Record {
     events: Vec<Arc<Event>>,
+    /// The view folded from `events[..folded]`. Folding is lazy: appends only store events,
+    /// and whoever reads the view first folds what it has not seen yet. A caller that only
+    /// follows the events (`Execute`) never pays for a view it does not read.
     view: Execution,
+    folded: usize,
     lifecycle: Lifecycle,
 }
 
@@ -110,7 +116,7 @@ impl MemoryStore {
         {
             let same = slot.idempotency.as_ref().map(|(_, f)| f) == Some(fingerprint);
             return if same {
-                Ok(Created::Existing(slot.record().view.clone()))
+                Ok(Created::Existing(slot.record().view()))
             } else {
                 Err(StoreError::IdempotencyConflict(*existing))
             };
@@ -141,6 +147,7 @@ impl MemoryStore {
             record: Mutex::new(Record {
                 events: vec![first],
                 view: view.clone(),
+                folded: 1,
                 lifecycle,
             }),
         };
@@ -168,7 +175,7 @@ impl MemoryStore {
         let (last, terminal) = {
             let mut record = slot.record();
             if payloads.is_empty() {
-                return Ok(record.view.last_sequence);
+                return Ok(record.last_sequence());
             }
             record.check_open(id)?;
             // All or none: the whole batch must pass the state machine before any is stored.
@@ -183,7 +190,7 @@ impl MemoryStore {
             for payload in payloads {
                 terminal = record.push(id, payload, time)?.is_terminal();
             }
-            (record.view.last_sequence, terminal)
+            (record.last_sequence(), terminal)
         };
         self.appended(id, &slot, terminal);
         Ok(last)
@@ -205,13 +212,31 @@ impl MemoryStore {
 
 impl Record {
     fn check_open(&self, id: ExecutionId) -> Result<(), StoreError> {
-        if self.view.state.is_terminal() {
+        if self
+            .lifecycle
+            .state()
+            .is_some_and(ExecutionState::is_terminal)
+        {
             return Err(StoreError::AlreadyTerminal(id));
         }
         Ok(())
     }
 
-    /// Stores one event after the last, through the state machine and into the view.
+    /// Sequence n lives at index n - 1.
+    fn last_sequence(&self) -> u64 {
+        self.events.len() as u64
+    }
+
+    /// The view, after folding in the events it has not seen.
+    fn view(&mut self) -> Execution {
+        for event in &self.events[self.folded..] {
+            self.view.apply(event);
+        }
+        self.folded = self.events.len();
+        self.view.clone()
+    }
+
+    /// Stores one event after the last, through the state machine.
     fn push(
         &mut self,
         id: ExecutionId,
@@ -220,12 +245,11 @@ impl Record {
     ) -> Result<Arc<Event>, StoreError> {
         let event = Arc::new(Event {
             execution_id: id,
-            sequence: self.view.last_sequence + 1,
+            sequence: self.last_sequence() + 1,
             time,
             state: self.lifecycle.apply(&payload)?,
             payload,
         });
-        self.view.apply(&event);
         self.events.push(event.clone());
         Ok(event)
     }
@@ -303,7 +327,7 @@ impl EventStore for MemoryStore {
     }
 
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
-        Ok(self.slot(id)?.record().view.clone())
+        Ok(self.slot(id)?.record().view())
     }
 
     fn read(&self, id: ExecutionId, after: u64, limit: usize) -> Result<EventPage, StoreError> {
