@@ -4,8 +4,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::execution::{
     AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, Event, EventPayload, Execution,
-    ExecutionError, ExecutionResult, ExecutionState, FinishReason, NextAction, Outcome, Output,
-    ToolCall,
+    ExecutionError, ExecutionId, ExecutionResult, ExecutionState, FinishReason, NextAction,
+    Outcome, Output, ToolCall,
 };
 use crate::pb;
 use crate::routing::RoutingPlan;
@@ -38,8 +38,50 @@ pub fn state(s: ExecutionState) -> pb::ExecutionState {
 
 /// The wire form of an event.
 pub fn event(e: &Event) -> pb::ExecutionEvent {
+    EventEncoder::default().event(e)
+}
+
+/// Encodes the events of one stream: the id and the append time repeat from event to event
+/// (a batch shares one time), so their wire forms are made once and copied.
+#[derive(Default)]
+pub struct EventEncoder {
+    id: Option<(ExecutionId, String)>,
+    time: Option<(SystemTime, prost_types::Timestamp)>,
+}
+
+impl EventEncoder {
+    /// The wire form of `e`.
+    pub fn event(&mut self, e: &Event) -> pb::ExecutionEvent {
+        let execution_id = match &self.id {
+            Some((id, text)) if *id == e.execution_id => text.clone(),
+            _ => {
+                let text = e.execution_id.to_text();
+                self.id = Some((e.execution_id, text.clone()));
+                text
+            }
+        };
+        let time = match self.time {
+            Some((at, wire)) if at == e.time => wire,
+            _ => {
+                let wire = timestamp(e.time);
+                self.time = Some((e.time, wire));
+                wire
+            }
+        };
+        pb::ExecutionEvent {
+            execution_id,
+            sequence: e.sequence,
+            time: Some(time),
+            r#type: e.payload.type_name().to_owned(),
+            state: state(e.state).into(),
+            payload: Some(payload(&e.payload)),
+        }
+    }
+}
+
+fn payload(p: &EventPayload) -> pb::execution_event::Payload {
     use pb::execution_event::Payload;
-    let payload = match &e.payload {
+    match p {
         EventPayload::Accepted {
             ability,
             policy,
@@ -108,14 +150,6 @@ pub fn event(e: &Event) -> pb::ExecutionEvent {
             partial_output: Some(output(partial_output)),
             cancel_reason: cancel_reason.clone().unwrap_or_default(),
         }),
-    };
-    pb::ExecutionEvent {
-        execution_id: e.execution_id.to_text(),
-        sequence: e.sequence,
-        time: Some(timestamp(e.time)),
-        r#type: e.payload.type_name().to_owned(),
-        state: state(e.state).into(),
-        payload: Some(payload),
     }
 }
 

@@ -33,8 +33,9 @@ impl ModelRuntimeService {
 }
 
 fn wire(events: EventStream) -> WireEvents {
-    Box::pin(events.map(|item| match item {
-        Ok(event) => Ok(encode::event(&event)),
+    let mut encoder = encode::EventEncoder::default();
+    Box::pin(events.map(move |item| match item {
+        Ok(event) => Ok(encoder.event(&event)),
         Err(e) => Err(status::to_status(e)),
     }))
 }
