@@ -178,25 +178,33 @@ impl Runtime {
             Err(e) => return Err(RuntimeError::from_store(e, key.as_deref())),
         };
         // Registration and the stopping flag change under one lock, so shutdown either sees
-        // this driver (and drains or cancels it) or this submission sees shutdown.
-        let registered = {
+        // this driver (and drains or cancels it) or this submission sees shutdown. The
+        // tracker counts the driver from here, before it runs.
+        let driver = {
             let mut drivers = self.drivers();
             let open = !self.inner.stopping.load(Ordering::Acquire);
-            if open {
+            open.then(|| {
                 let handle = Arc::new(DriverHandle::default());
                 drivers.insert(id, handle.clone());
                 let runtime = self.clone();
-                self.inner.tasks.spawn(async move {
+                self.inner.tasks.track_future(async move {
                     driver::run(runtime.inner.deps.clone(), job, handle).await;
                     runtime.drivers().remove(&id);
-                });
-            }
-            open
+                })
+            })
         };
-        if !registered {
+        let Some(driver) = driver else {
             self.record_cancellation(id, Some("runtime shutting down".into()))
                 .await?;
             return Err(RuntimeError::Unavailable(RuntimeState::Stopping.as_str()));
+        };
+        // The driver's first step runs here, up to its first wait (admission, the provider's
+        // first byte, a backoff), and only then moves to a task of its own. A provider that
+        // answers at once is served without a task hop, and a follower of this execution
+        // finds the events of that step already stored, to send as one message batch.
+        let mut driver = Box::pin(driver);
+        if futures_util::poll!(driver.as_mut()).is_pending() {
+            tokio::spawn(driver);
         }
         tracing::debug!(execution_id = %id, ability = %view.ability, "accepted");
         Ok(view)

@@ -153,3 +153,80 @@ impl EventPayload {
         )
     }
 }
+
+/// An event as a store holds it: shared by the store and every reader, cheap to clone.
+/// Events appended together share one allocation, so a burst of output costs one, not one
+/// per event, and frees as one when the execution leaves the store.
+#[derive(Clone)]
+pub struct StoredEvent {
+    batch: Arc<[Event]>,
+    index: usize,
+}
+
+impl StoredEvent {
+    /// One event on its own.
+    pub fn new(event: Event) -> Self {
+        Self {
+            batch: Arc::from([event]),
+            index: 0,
+        }
+    }
+
+    /// Events appended together, sharing one allocation.
+    pub fn batch(events: Vec<Event>) -> impl Iterator<Item = StoredEvent> {
+        let batch: Arc<[Event]> = events.into();
+        (0..batch.len()).map(move |index| Self {
+            batch: batch.clone(),
+            index,
+        })
+    }
+}
+
+impl std::ops::Deref for StoredEvent {
+    type Target = Event;
+
+    fn deref(&self) -> &Event {
+        &self.batch[self.index]
+    }
+}
+
+impl std::fmt::Debug for StoredEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Event::fmt(self, f)
+    }
+}
+
+impl PartialEq for StoredEvent {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::execution::{ExecutionId, ExecutionState};
+
+    fn text(sequence: u64, text: &str) -> Event {
+        Event {
+            execution_id: ExecutionId::new(),
+            sequence,
+            time: SystemTime::UNIX_EPOCH,
+            state: ExecutionState::Running,
+            payload: EventPayload::TextDelta {
+                attempt: 1,
+                text: text.into(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_batch_shares_one_allocation_and_each_event_reads_as_itself() {
+        let stored: Vec<StoredEvent> =
+            StoredEvent::batch(vec![text(4, "a"), text(5, "b")]).collect();
+        let sequences: Vec<u64> = stored.iter().map(|e| e.sequence).collect();
+        assert_eq!(sequences, [4, 5]);
+        assert!(Arc::ptr_eq(&stored[0].batch, &stored[1].batch));
+        assert_eq!(StoredEvent::new(text(4, "a")).payload, stored[0].payload);
+    }
+}

@@ -82,7 +82,7 @@ fn request(policy: &str, prompt: &str) -> ExecuteRequest {
 async fn finish(
     rt: &Runtime,
     request: ExecuteRequest,
-) -> (Execution, Vec<Arc<crate::execution::Event>>) {
+) -> (Execution, Vec<crate::execution::StoredEvent>) {
     let view = rt.submit(request).await.unwrap();
     let events: Vec<_> = rt
         .watch(view.id, 0)
@@ -93,7 +93,7 @@ async fn finish(
     (rt.get(view.id).unwrap(), events)
 }
 
-fn types(events: &[Arc<crate::execution::Event>]) -> Vec<&'static str> {
+fn types(events: &[crate::execution::StoredEvent]) -> Vec<&'static str> {
     events.iter().map(|e| e.payload.type_name()).collect()
 }
 
@@ -210,18 +210,88 @@ async fn the_deadline_cuts_a_hung_provider_and_releases_its_permit() {
     assert_eq!((provider.in_flight, provider.queued), (0, 0));
 }
 
+/// A store that holds the routing event until the test opens the gate, so an execution stays
+/// ACCEPTED after `submit` (whose driver otherwise routes before returning).
+struct GatedRouting {
+    inner: crate::store::MemoryStore,
+    gate: tokio::sync::Semaphore,
+}
+
+impl EventStore for GatedRouting {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    fn durable(&self) -> bool {
+        false
+    }
+    fn create(&self, new: NewExecution) -> crate::store::StoreFuture<'_, Created> {
+        self.inner.create(new)
+    }
+    fn append(
+        &self,
+        id: ExecutionId,
+        payload: EventPayload,
+    ) -> crate::store::StoreFuture<'_, crate::execution::StoredEvent> {
+        Box::pin(async move {
+            if matches!(payload, EventPayload::Routing(_)) {
+                let _open = self.gate.acquire().await;
+            }
+            self.inner.append(id, payload).await
+        })
+    }
+    fn append_all(
+        &self,
+        id: ExecutionId,
+        payloads: Vec<EventPayload>,
+    ) -> crate::store::StoreFuture<'_, u64> {
+        self.inner.append_all(id, payloads)
+    }
+    fn position(&self, id: ExecutionId) -> Result<(u64, ExecutionState), StoreError> {
+        self.inner.position(id)
+    }
+    fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
+        self.inner.get(id)
+    }
+    fn read(
+        &self,
+        id: ExecutionId,
+        after: u64,
+        limit: usize,
+    ) -> Result<crate::store::EventPage, StoreError> {
+        self.inner.read(id, after, limit)
+    }
+    fn subscribe(&self, id: ExecutionId) -> Result<crate::store::Changes, StoreError> {
+        self.inner.subscribe(id)
+    }
+    fn stats(&self) -> crate::store::StoreStats {
+        self.inner.stats()
+    }
+    fn failed(&self) -> bool {
+        false
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn cancelling_before_routing_ends_in_cancelled() {
-    let rt = runtime("");
-    // On this single-threaded test runtime the driver has not run yet when submit returns.
+    let store = Arc::new(GatedRouting {
+        inner: crate::store::MemoryStore::new(100, Duration::from_secs(60)),
+        gate: tokio::sync::Semaphore::new(0),
+    });
+    let rt = Runtime::builder(runtime("").config().clone())
+        .store(store.clone())
+        .build()
+        .unwrap();
     let view = rt.submit(request("fallback", "hi")).await.unwrap();
-    assert_eq!(view.state, ExecutionState::Accepted);
+    assert_eq!(rt.get(view.id).unwrap().state, ExecutionState::Accepted);
     let view = rt
         .cancel(view.id, Some("changed my mind".into()))
         .await
         .unwrap();
     assert_eq!(view.state, ExecutionState::Cancelled);
     assert_eq!(view.error.as_ref().unwrap().outcome, Outcome::NotStarted);
+    // The driver's routing event, let through at last, finds the execution ended.
+    store.gate.add_permits(1);
+    rt.shutdown(Duration::from_secs(1)).await;
     let events: Vec<_> = rt
         .watch(view.id, 0)
         .unwrap()

@@ -3,17 +3,21 @@
 //! `Notify` and one atomic do: cheaper per append than `tokio::sync::watch`, which stores a
 //! value under a lock and wakes through eight `Notify`s.
 
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll};
 
 use tokio::sync::Notify;
+use tokio::sync::futures::OwnedNotified;
 
 /// The writer's side, owned by the store.
 #[derive(Debug, Default)]
 pub struct ChangeSignal {
     version: AtomicU64,
     closed: AtomicBool,
-    notify: Notify,
+    notify: Arc<Notify>,
 }
 
 /// The execution left the store: no change will come.
@@ -26,6 +30,8 @@ pub struct Closed;
 pub struct Changes {
     signal: Arc<ChangeSignal>,
     seen: u64,
+    /// Made at the first wait and reused, so a reader allocates it once, not per wait.
+    waiter: Option<Pin<Box<OwnedNotified>>>,
 }
 
 impl ChangeSignal {
@@ -51,6 +57,7 @@ impl ChangeSignal {
         Changes {
             seen: self.version.load(Ordering::Acquire),
             signal: self.clone(),
+            waiter: None,
         }
     }
 
@@ -70,20 +77,31 @@ impl Changes {
 
     /// Waits for a change not yet marked seen, or `Closed`.
     pub async fn changed(&mut self) -> Result<(), Closed> {
+        poll_fn(|cx| self.poll_changed(cx)).await
+    }
+
+    /// [`changed`](Self::changed) as a poll, for readers that are hand-written streams.
+    pub fn poll_changed(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Closed>> {
         loop {
-            let notified = self.signal.notify.notified();
-            tokio::pin!(notified);
+            let notify = &self.signal.notify;
+            let waiter = self
+                .waiter
+                .get_or_insert_with(|| Box::pin(notify.clone().notified_owned()));
             // Register before looking, so a publish between the look and the wait wakes us.
-            notified.as_mut().enable();
+            waiter.as_mut().enable();
             let version = self.signal.version.load(Ordering::Acquire);
             if version != self.seen {
                 self.seen = version;
-                return Ok(());
+                return Poll::Ready(Ok(()));
             }
             if self.signal.closed.load(Ordering::Acquire) {
-                return Err(Closed);
+                return Poll::Ready(Err(Closed));
             }
-            notified.await;
+            if waiter.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            // Woken (perhaps by a change already seen): wait afresh, in the same allocation.
+            waiter.set(notify.clone().notified_owned());
         }
     }
 }

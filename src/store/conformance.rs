@@ -142,7 +142,9 @@ async fn appends_are_gap_free_and_follow_the_state_machine(store: Arc<dyn EventS
         (view.state, view.last_sequence),
         (ExecutionState::Accepted, 1)
     );
+    assert_eq!(store.position(id), Ok((1, ExecutionState::Accepted)));
     run_to_success(&*store, id).await;
+    assert_eq!(store.position(id), Ok((5, ExecutionState::Succeeded)));
     let events = store.read(id, 0, usize::MAX).unwrap().events;
     let sequences: Vec<u64> = events.iter().map(|e| e.sequence).collect();
     assert_eq!(
@@ -315,6 +317,7 @@ async fn unknown_ids_are_not_found(store: Arc<dyn EventStore>) {
     assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id));
     assert_eq!(store.read(id, 0, 1).unwrap_err(), StoreError::NotFound(id));
     assert_eq!(store.subscribe(id).unwrap_err(), StoreError::NotFound(id));
+    assert_eq!(store.position(id), Err(StoreError::NotFound(id)));
     assert_eq!(
         store.append(id, routing()).await.unwrap_err(),
         StoreError::NotFound(id)

@@ -24,6 +24,7 @@ use super::{
 };
 use crate::execution::{
     Event, EventPayload, Execution, ExecutionId, ExecutionState, Fingerprint, Lifecycle,
+    StoredEvent,
 };
 
 /// The bounded in-memory event store.
@@ -52,7 +53,7 @@ struct Slot {
 
 #[derive(Debug)]
 struct Record {
-    events: Vec<Arc<Event>>,
+    events: Vec<StoredEvent>,
     /// The view folded from `events[..folded]`. Folding is lazy: appends only store events,
     /// and whoever reads the view first folds what it has not seen yet. A caller that only
     /// follows the events (`Execute`) never pays for a view it does not read.
@@ -128,7 +129,7 @@ impl MemoryStore {
             }
         }
         let mut lifecycle = Lifecycle::default();
-        let first = Arc::new(Event {
+        let first = StoredEvent::new(Event {
             execution_id: new.id,
             sequence: 1,
             time: SystemTime::now(),
@@ -155,12 +156,24 @@ impl MemoryStore {
         Ok(Created::New(view))
     }
 
-    fn append_now(&self, id: ExecutionId, payload: EventPayload) -> Result<Arc<Event>, StoreError> {
+    fn append_now(
+        &self,
+        id: ExecutionId,
+        payload: EventPayload,
+    ) -> Result<StoredEvent, StoreError> {
         let slot = self.slot(id)?;
         let event = {
             let mut record = slot.record();
             record.check_open(id)?;
-            record.push(id, payload, SystemTime::now())?
+            let event = StoredEvent::new(Event {
+                execution_id: id,
+                sequence: record.last_sequence() + 1,
+                time: SystemTime::now(),
+                state: record.lifecycle.apply(&payload)?,
+                payload,
+            });
+            record.events.push(event.clone());
+            event
         };
         self.appended(id, &slot, event.is_terminal());
         Ok(event)
@@ -178,18 +191,7 @@ impl MemoryStore {
                 return Ok(record.last_sequence());
             }
             record.check_open(id)?;
-            // All or none: the whole batch must pass the state machine before any is stored.
-            let mut check = record.lifecycle;
-            for payload in &payloads {
-                check.apply(payload)?;
-            }
-            // One time for the batch: its events are appended together.
-            let time = SystemTime::now();
-            record.events.reserve(payloads.len());
-            let mut terminal = false;
-            for payload in payloads {
-                terminal = record.push(id, payload, time)?.is_terminal();
-            }
+            let terminal = record.append_batch(id, payloads)?;
             (record.last_sequence(), terminal)
         };
         self.appended(id, &slot, terminal);
@@ -236,22 +238,34 @@ impl Record {
         self.view.clone()
     }
 
-    /// Stores one event after the last, through the state machine.
-    fn push(
+    /// Stores `payloads` after the last event, all or none: they go through a copy of the
+    /// state machine, which replaces the record's only once every one has passed. They share
+    /// one time (they are appended together) and one allocation. Returns whether the last
+    /// one ends the execution.
+    fn append_batch(
         &mut self,
         id: ExecutionId,
-        payload: EventPayload,
-        time: SystemTime,
-    ) -> Result<Arc<Event>, StoreError> {
-        let event = Arc::new(Event {
-            execution_id: id,
-            sequence: self.last_sequence() + 1,
-            time,
-            state: self.lifecycle.apply(&payload)?,
-            payload,
-        });
-        self.events.push(event.clone());
-        Ok(event)
+        payloads: Vec<EventPayload>,
+    ) -> Result<bool, StoreError> {
+        let mut lifecycle = self.lifecycle;
+        let time = SystemTime::now();
+        let events = payloads
+            .into_iter()
+            .zip(self.last_sequence() + 1..)
+            .map(|(payload, sequence)| {
+                Ok(Event {
+                    execution_id: id,
+                    sequence,
+                    time,
+                    state: lifecycle.apply(&payload)?,
+                    payload,
+                })
+            })
+            .collect::<Result<Vec<Event>, StoreError>>()?;
+        let terminal = events.last().is_some_and(Event::is_terminal);
+        self.lifecycle = lifecycle;
+        self.events.extend(StoredEvent::batch(events));
+        Ok(terminal)
     }
 }
 
@@ -316,7 +330,7 @@ impl EventStore for MemoryStore {
         Box::pin(std::future::ready(result))
     }
 
-    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Arc<Event>> {
+    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, StoredEvent> {
         let result = self.append_now(id, payload);
         Box::pin(std::future::ready(result))
     }
@@ -324,6 +338,13 @@ impl EventStore for MemoryStore {
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
         let result = self.append_all_now(id, payloads);
         Box::pin(std::future::ready(result))
+    }
+
+    fn position(&self, id: ExecutionId) -> Result<(u64, ExecutionState), StoreError> {
+        let slot = self.slot(id)?;
+        let record = slot.record();
+        let state = record.lifecycle.state().unwrap_or(ExecutionState::Accepted);
+        Ok((record.last_sequence(), state))
     }
 
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::execution::{
-    Event, EventPayload, Execution, ExecutionId, Fingerprint, IllegalTransition, Labels,
+    EventPayload, Execution, ExecutionId, ExecutionState, Fingerprint, IllegalTransition, Labels,
+    StoredEvent,
 };
 
 pub use changes::{ChangeSignal, Changes, Closed};
@@ -73,7 +74,7 @@ pub enum Created {
 #[derive(Debug, Clone, Default)]
 pub struct EventPage {
     /// Events in sequence order.
-    pub events: Vec<Arc<Event>>,
+    pub events: Vec<StoredEvent>,
 }
 
 /// Capacity figures.
@@ -100,7 +101,7 @@ pub trait EventStore: Send + Sync + 'static {
 
     /// Appends one event: the store assigns sequence, time and state (through the state
     /// machine), updates the view and wakes subscribers.
-    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Arc<Event>>;
+    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, StoredEvent>;
 
     /// Appends `payloads` in order, all or none, as [`append`](Self::append) would one by one
     /// (one sequence number each, one state-machine step each), with one wake-up of the
@@ -108,6 +109,9 @@ pub trait EventStore: Send + Sync + 'static {
     /// output costs one lock (memory) or one write and sync (a durable store) instead of one
     /// per event. An empty batch changes nothing.
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64>;
+
+    /// The last sequence and the state after it: where a follower starts, without the view.
+    fn position(&self, id: ExecutionId) -> Result<(u64, ExecutionState), StoreError>;
 
     /// The materialized view.
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError>;
