@@ -4,7 +4,7 @@
 mod metadata;
 mod watch;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -17,7 +17,7 @@ use crate::error::RuntimeError;
 use crate::execution::driver::{self, Deps, DriverHandle, Job};
 use crate::execution::validate::validate;
 use crate::execution::{
-    ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionError, ExecutionId, Outcome,
+    ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionError, ExecutionId, IdMap, Outcome,
 };
 use crate::provider::{Provider, ProviderInitError, Providers};
 use crate::routing::AttemptBudget;
@@ -38,7 +38,7 @@ pub struct Runtime {
 
 struct Inner {
     deps: Deps,
-    drivers: Mutex<HashMap<ExecutionId, Arc<DriverHandle>>>,
+    drivers: Mutex<IdMap<Arc<DriverHandle>>>,
     tasks: TaskTracker,
     stopping: AtomicBool,
 }
@@ -81,7 +81,7 @@ impl RuntimeBuilder {
                     providers,
                     config: Arc::new(self.config),
                 },
-                drivers: Mutex::new(HashMap::new()),
+                drivers: Mutex::new(IdMap::default()),
                 tasks: TaskTracker::new(),
                 stopping: AtomicBool::new(false),
             }),
@@ -340,7 +340,7 @@ impl Runtime {
         }
     }
 
-    fn drivers(&self) -> std::sync::MutexGuard<'_, HashMap<ExecutionId, Arc<DriverHandle>>> {
+    fn drivers(&self) -> std::sync::MutexGuard<'_, IdMap<Arc<DriverHandle>>> {
         // The map holds plain handles; a panic elsewhere cannot leave it inconsistent.
         self.inner
             .drivers

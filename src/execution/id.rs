@@ -1,7 +1,9 @@
 //! Execution ids: a random UUID shown as `ex_` followed by 32 lowercase hex digits.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::str::FromStr;
 
 use uuid::Uuid;
@@ -78,6 +80,37 @@ impl fmt::Display for ExecutionId {
 impl fmt::Debug for ExecutionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
+    }
+}
+
+/// A map keyed by execution id. Ids are the OS's random bytes and nobody outside chooses
+/// them, so their own bits are a good hash and SipHash's flood resistance buys nothing here.
+pub type IdMap<V> = HashMap<ExecutionId, V, BuildHasherDefault<IdHasher>>;
+
+/// Folds what it is fed into a word (an id: its 16 bytes and their length), multiplying to
+/// spread the bits, as `FxHasher` does.
+#[derive(Debug, Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
     }
 }
 

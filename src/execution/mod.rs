@@ -13,7 +13,7 @@ mod view;
 
 pub use commit::CommitTracker;
 pub use event::{EffectiveLimits, Event, EventPayload, StoredEvent};
-pub use id::{ExecutionId, MalformedId};
+pub use id::{ExecutionId, IdHasher, IdMap, MalformedId};
 pub use outcome::{
     AttemptError, AttemptRecord, ErrorClass, ErrorCode, ExecutionError, ExecutionResult,
     FinishReason, NextAction, Outcome, Output,

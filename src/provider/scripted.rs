@@ -9,7 +9,7 @@ use futures_util::{StreamExt, stream};
 use serde::Deserialize;
 
 use super::{Provider, ProviderCall, ProviderError, ProviderEvent, ProviderStream, plain_stream};
-use crate::execution::FinishReason;
+use crate::execution::{ContentPart, FinishReason, Message};
 use crate::usage::{UsageQuantity, UsageSource, UsageUnit};
 
 /// How a scripted model behaves. Every field is optional.
@@ -146,6 +146,10 @@ impl Provider for ScriptedProvider {
             return plain_stream(stream::pending());
         }
         let steps = plan(script, &call);
+        if steps.iter().all(|(delay, _)| delay.is_zero()) {
+            // Nothing to wait for: the items as they are, without a future per item.
+            return plain_stream(stream::iter(steps.into_iter().map(|(_, item)| item)));
+        }
         plain_stream(stream::iter(steps).then(|(delay, item)| async move {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
@@ -162,23 +166,22 @@ fn plan(script: &Script, call: &ProviderCall) -> Vec<Step> {
     if call.target_attempt <= script.fail_attempts {
         return vec![(first, Err(script.error("failure before output")))];
     }
-    let input_tokens = call
-        .input
-        .messages
-        .iter()
-        .map(|m| m.text().split_whitespace().count() as u64)
-        .sum();
+    let input_tokens = call.input.messages.iter().map(|m| words(m) as u64).sum();
     let (deltas, finish) = match &script.tool_call {
         Some(tool) => (
             tool_call_events(tool, call.attempt),
             FinishReason::ToolCalls,
         ),
         None => {
+            let echo;
             let reply = match &script.reply {
-                Some(reply) => reply.clone(),
-                None => call.input.last_user_text().unwrap_or_default(),
+                Some(reply) => reply.as_str(),
+                None => {
+                    echo = call.input.last_user_text().unwrap_or_default();
+                    echo.as_str()
+                }
             };
-            let deltas = chunks(&reply, script.chunk)
+            let deltas = chunks(reply, script.chunk)
                 .map(|c| ProviderEvent::TextDelta(c.to_owned()))
                 .collect();
             (deltas, FinishReason::Stop)
@@ -217,6 +220,15 @@ fn plan(script: &Script, call: &ProviderCall) -> Vec<Step> {
     }
     steps.push((Duration::ZERO, Ok(ProviderEvent::Finished(finish))));
     steps
+}
+
+/// Whitespace-separated words of a message's text, the scripted stand-in for tokens; without
+/// joining the text when it is one part, as it nearly always is.
+fn words(message: &Message) -> usize {
+    match message.content.as_slice() {
+        [ContentPart::Text(text)] => text.split_whitespace().count(),
+        _ => message.text().split_whitespace().count(),
+    }
 }
 
 fn tool_call_events(tool: &ScriptedToolCall, attempt: u32) -> Vec<ProviderEvent> {

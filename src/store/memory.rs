@@ -23,7 +23,7 @@ use super::{
     StoreStats,
 };
 use crate::execution::{
-    Event, EventPayload, Execution, ExecutionId, ExecutionState, Fingerprint, Lifecycle,
+    Event, EventPayload, Execution, ExecutionId, ExecutionState, Fingerprint, IdMap, Lifecycle,
     StoredEvent,
 };
 
@@ -37,7 +37,7 @@ pub struct MemoryStore {
 
 #[derive(Debug, Default)]
 struct Index {
-    slots: HashMap<ExecutionId, Arc<Slot>>,
+    slots: IdMap<Arc<Slot>>,
     idempotency: HashMap<String, ExecutionId>,
     /// Terminal executions in the order they ended, with when.
     ended: VecDeque<(ExecutionId, Instant)>,
