@@ -139,36 +139,37 @@ fn check_input(config: &Config, request: &ExecuteRequest, v: &mut Vec<FieldViola
         ));
     }
     for (i, m) in input.messages.iter().enumerate() {
-        let at = format!("input.messages[{i}]");
+        // Built only for a violation: most messages have none.
+        let at = || format!("input.messages[{i}]");
         if m.content.is_empty() && m.tool_calls.is_empty() {
-            v.push(FieldViolation::new(format!("{at}.content"), "is empty"));
+            v.push(FieldViolation::new(format!("{}.content", at()), "is empty"));
         }
         match (m.role, &m.tool_call_id) {
             (Role::Tool, None) => v.push(FieldViolation::new(
-                format!("{at}.tool_call_id"),
+                format!("{}.tool_call_id", at()),
                 "is required for a tool message",
             )),
             (Role::System | Role::User | Role::Assistant, Some(_)) => v.push(FieldViolation::new(
-                format!("{at}.tool_call_id"),
+                format!("{}.tool_call_id", at()),
                 "is only allowed on a tool message",
             )),
             _ => {}
         }
         if !m.tool_calls.is_empty() && m.role != Role::Assistant {
             v.push(FieldViolation::new(
-                format!("{at}.tool_calls"),
+                format!("{}.tool_calls", at()),
                 "are only allowed on an assistant message",
             ));
         }
         for (j, part) in m.content.iter().enumerate() {
             match part {
                 ContentPart::Text(text) if text.is_empty() => v.push(FieldViolation::new(
-                    format!("{at}.content[{j}].text"),
+                    format!("{}.content[{j}].text", at()),
                     "is empty",
                 )),
                 ContentPart::Image(image) if image.url.is_empty() == image.data.is_empty() => {
                     v.push(FieldViolation::new(
-                        format!("{at}.content[{j}].image"),
+                        format!("{}.content[{j}].image", at()),
                         "needs exactly one of `url` and `data`",
                     ));
                 }

@@ -111,7 +111,8 @@ fn input(wire: pb::ExecutionInput, v: &mut Vec<FieldViolation>) -> ExecutionInpu
 }
 
 fn message(i: usize, m: pb::Message, v: &mut Vec<FieldViolation>) -> Option<Message> {
-    let at = format!("input.messages[{i}]");
+    // Built only for a violation: most messages have none.
+        let at = || format!("input.messages[{i}]");
     let role = match pb::Role::try_from(m.role) {
         Ok(pb::Role::System) => Some(Role::System),
         Ok(pb::Role::User) => Some(Role::User),
@@ -119,14 +120,14 @@ fn message(i: usize, m: pb::Message, v: &mut Vec<FieldViolation>) -> Option<Mess
         Ok(pb::Role::Tool) => Some(Role::Tool),
         Ok(pb::Role::Unspecified) => {
             v.push(FieldViolation::new(
-                format!("{at}.role"),
+                format!("{}.role", at()),
                 "is required (SYSTEM, USER, ASSISTANT or TOOL)",
             ));
             None
         }
         Err(_) => {
             v.push(FieldViolation::new(
-                format!("{at}.role"),
+                format!("{}.role", at()),
                 format!("unknown value {}", m.role),
             ));
             None
@@ -142,7 +143,7 @@ fn message(i: usize, m: pb::Message, v: &mut Vec<FieldViolation>) -> Option<Mess
                 media_type: image.media_type,
             })),
             None => v.push(FieldViolation::new(
-                format!("{at}.content[{j}]"),
+                format!("{}.content[{j}]", at()),
                 "sets neither `text` nor `image`",
             )),
         }

@@ -12,6 +12,12 @@ use crate::routing::RoutingPlan;
 use crate::runtime::{RuntimeMetadata, RuntimeState};
 use crate::usage::{UsageFact, UsageSource};
 
+/// A name the core shares (`Arc<str>`) as the wire's own string: a plain copy, where
+/// `to_string` would go through the formatter.
+fn owned(name: &str) -> String {
+    name.to_owned()
+}
+
 fn timestamp(t: SystemTime) -> prost_types::Timestamp {
     prost_types::Timestamp::from(t)
 }
@@ -87,8 +93,8 @@ fn payload(p: &EventPayload) -> pb::execution_event::Payload {
             policy,
             limits: l,
         } => Payload::Accepted(pb::ExecutionAccepted {
-            ability: ability.to_string(),
-            policy: policy.to_string(),
+            ability: owned(ability),
+            policy: owned(policy),
             limits: Some(limits(l)),
         }),
         EventPayload::Routing(p) => Payload::Routing(pb::ExecutionRouting {
@@ -101,8 +107,8 @@ fn payload(p: &EventPayload) -> pb::execution_event::Payload {
             ..
         } => Payload::AttemptStarted(pb::RouteAttemptStarted {
             attempt: *attempt,
-            provider: provider.to_string(),
-            model: model.to_string(),
+            provider: owned(provider),
+            model: owned(model),
         }),
         EventPayload::AttemptFailed(record) => Payload::AttemptFailed(pb::RouteAttemptFailed {
             attempt: Some(attempt(record)),
@@ -158,13 +164,13 @@ pub fn execution(x: &Execution) -> pb::Execution {
     let (provider, model) = x
         .target
         .as_ref()
-        .map(|(p, m)| (p.to_string(), m.to_string()))
+        .map(|(p, m)| (owned(p), owned(m)))
         .unwrap_or_default();
     pb::Execution {
         execution_id: x.id.to_text(),
         state: state(x.state).into(),
-        ability: x.ability.to_string(),
-        policy: x.policy.to_string(),
+        ability: owned(&x.ability),
+        policy: owned(&x.policy),
         created_at: Some(timestamp(x.created_at)),
         updated_at: Some(timestamp(x.updated_at)),
         limits: Some(limits(&x.limits)),
@@ -197,14 +203,14 @@ fn limits(l: &EffectiveLimits) -> pb::EffectiveLimits {
 
 fn plan(p: &RoutingPlan) -> pb::RoutingPlan {
     pb::RoutingPlan {
-        policy: p.policy.to_string(),
+        policy: owned(&p.policy),
         required_capabilities: p.required_capabilities.clone(),
         targets: p
             .targets
             .iter()
             .map(|t| pb::PlanTarget {
-                provider: t.provider.to_string(),
-                model: t.model.to_string(),
+                provider: owned(&t.provider),
+                model: owned(&t.model),
                 kept: t.kept,
                 reason: t.reason.clone().unwrap_or_default(),
                 missing_capabilities: t.missing_capabilities.clone(),
@@ -216,8 +222,8 @@ fn plan(p: &RoutingPlan) -> pb::RoutingPlan {
 fn attempt(a: &AttemptRecord) -> pb::Attempt {
     pb::Attempt {
         number: a.number,
-        provider: a.provider.to_string(),
-        model: a.model.to_string(),
+        provider: owned(&a.provider),
+        model: owned(&a.model),
         started_at: Some(timestamp(a.started_at)),
         duration: a.duration.map(duration),
         error: a.error.as_ref().map(attempt_error),
@@ -284,8 +290,8 @@ fn result(r: &ExecutionResult) -> pb::ExecutionResult {
             FinishReason::Other => pb::FinishReason::Other,
         }
         .into(),
-        provider: r.provider.to_string(),
-        model: r.model.to_string(),
+        provider: owned(&r.provider),
+        model: owned(&r.model),
         attempt: r.attempt,
     }
 }
@@ -301,7 +307,7 @@ fn error(e: &ExecutionError) -> pb::ExecutionError {
 
 fn usage(f: &UsageFact) -> pb::UsageFact {
     pb::UsageFact {
-        unit: f.unit.to_string(),
+        unit: owned(f.unit.as_str()),
         quantity: f.quantity,
         source: match f.source {
             UsageSource::ProviderReported => pb::UsageSource::ProviderReported,
@@ -310,8 +316,8 @@ fn usage(f: &UsageFact) -> pb::UsageFact {
         }
         .into(),
         attempt: f.attempt,
-        provider: f.provider.to_string(),
-        model: f.model.to_string(),
+        provider: owned(&f.provider),
+        model: owned(&f.model),
         labels: f
             .labels
             .iter()
