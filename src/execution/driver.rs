@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use futures_util::FutureExt;
@@ -48,7 +48,12 @@ pub(crate) struct Deps {
 pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
     let id = job.id;
     let store = deps.store.clone();
-    let driver = Driver { deps, job, handle };
+    let driver = Driver {
+        deps,
+        job,
+        handle,
+        pending: Mutex::new(Vec::new()),
+    };
     let result = AssertUnwindSafe(driver.drive()).catch_unwind().await;
     let error = match result {
         // Someone else ended it (a cancellation that found no driver, or shutdown).
@@ -101,6 +106,12 @@ struct Driver {
     deps: Deps,
     job: Job,
     handle: Arc<DriverHandle>,
+    /// Events recorded but not yet appended. The driver appends them as one batch before
+    /// anything that may wait (admission, the provider, a backoff) and at the end, so a
+    /// caller never waits on an event the driver holds back, and the steps that run without
+    /// waiting (routing, admission granted at once, a provider that answers at once) cost
+    /// one append.
+    pending: Mutex<Vec<EventPayload>>,
 }
 
 mod batch;
@@ -112,11 +123,24 @@ pub(crate) use stop::DriverHandle;
 use stop::Race;
 
 impl Driver {
-    async fn append(&self, payload: EventPayload) -> Result<(), StoreError> {
-        self.deps.store.append(self.job.id, payload).await.map(drop)
+    /// Records an event, to be appended at the next flush.
+    fn record(&self, payload: EventPayload) {
+        self.pending().push(payload);
     }
 
-    async fn append_all(&self, payloads: Vec<EventPayload>) -> Result<(), StoreError> {
+    /// Records events, to be appended at the next flush.
+    fn record_all(&self, payloads: Vec<EventPayload>) {
+        let mut pending = self.pending();
+        if pending.is_empty() {
+            *pending = payloads;
+        } else {
+            pending.extend(payloads);
+        }
+    }
+
+    /// Appends what was recorded, as one batch.
+    async fn flush(&self) -> Result<(), StoreError> {
+        let payloads = std::mem::take(&mut *self.pending());
         if payloads.is_empty() {
             return Ok(());
         }
@@ -144,7 +168,7 @@ impl Driver {
             &self.job.policy,
             &self.job.required,
         ));
-        self.append(EventPayload::Routing(plan.clone())).await?;
+        self.record(EventPayload::Routing(plan.clone()));
         let targets: Vec<&PlanTarget> = plan.kept().collect();
         if targets.is_empty() {
             let message = format!(
@@ -188,10 +212,11 @@ impl Driver {
             );
             tracing::debug!(execution_id = %self.job.id, attempt = tally.attempts, code = %error.code, next = ?decision, "attempt failed");
             let record = record(target, &tally, &end, error.clone(), decision);
-            self.append(EventPayload::AttemptFailed(record)).await?;
+            self.record(EventPayload::AttemptFailed(record));
             tally.record_error(error, end.admitted);
             match decision {
                 Decision::Retry { after } => {
+                    self.flush().await?;
                     let mut race = Race::new(&self.handle, stop_at, stop_code);
                     if let Err(code) = race.run(sleep(after)).await {
                         let message = if code == ErrorCode::Cancelled {
@@ -242,9 +267,20 @@ impl Driver {
             return Ok(not_admitted(EndKind::Failed(attempt_error(error))));
         };
         let mut race = Race::new(&self.handle, stop_at, stop_code);
-        let admission = match race.run(slot.admission.acquire()).await {
-            Ok(admission) => admission,
-            Err(code) => return Ok(not_admitted(EndKind::Cut(code))),
+        // Cancellation and the stop time come first, as in the race, then a free permit; only
+        // when the attempt must queue does what happened so far become visible first.
+        if let Err(code) = race.check() {
+            return Ok(not_admitted(EndKind::Cut(code)));
+        }
+        let admission = match slot.admission.try_acquire() {
+            Some(permit) => Ok(permit),
+            None => {
+                self.flush().await?;
+                match race.run(slot.admission.acquire()).await {
+                    Ok(admission) => admission,
+                    Err(code) => return Ok(not_admitted(EndKind::Cut(code))),
+                }
+            }
         };
         let permit = match admission {
             Ok(permit) => permit,
@@ -253,13 +289,12 @@ impl Driver {
                 return Ok(not_admitted(EndKind::Failed(attempt_error(error))));
             }
         };
-        self.append(EventPayload::AttemptStarted {
+        self.record(EventPayload::AttemptStarted {
             attempt: tally.attempts,
             provider: target.provider.clone(),
             model: target.model.clone(),
             started_at,
-        })
-        .await?;
+        });
         tally.any_admitted = true;
         tally.on_target += 1;
         let span = tracing::debug_span!("attempt", execution_id = %self.job.id, attempt = tally.attempts, provider = %target.provider, model = %target.model);
@@ -318,14 +353,27 @@ impl Driver {
         };
         let mut items = Vec::new();
         loop {
-            if let Err(code) = race.run(batch::ready(&mut stream, &mut items)).await {
+            // What the provider has ready goes out with the events recorded before it; the
+            // driver flushes those first only when the provider makes it wait.
+            let ready = match race
+                .run(batch::ready(&mut stream, &mut items))
+                .now_or_never()
+            {
+                Some(ready) => ready,
+                None => {
+                    self.flush().await?;
+                    race.run(batch::ready(&mut stream, &mut items)).await
+                }
+            };
+            if let Err(code) = ready {
                 // A cut attempt reports its usage too: take what the call knows, abort
                 // it (and free its permit) at once, then record.
                 let known = stream.as_mut().unreported_usage();
                 drop(stream);
                 drop(permit);
-                let known: Vec<EventPayload> = known.into_iter().map(usage).collect();
-                self.append_all(known).await?;
+                for quantity in known {
+                    self.record(usage(quantity));
+                }
                 return Ok(EndKind::Cut(code));
             }
             let mut payloads = Vec::with_capacity(items.len() + 1);
@@ -377,12 +425,18 @@ impl Driver {
                     model: target.model.clone(),
                     attempt,
                 }));
-                self.append_all(payloads).await?;
+                self.record_all(payloads);
+                self.flush().await?;
                 return Ok(EndKind::Succeeded(finish_reason));
             }
-            self.append_all(payloads).await?;
+            self.record_all(payloads);
             if let Some(end) = end {
                 return Ok(end);
+            }
+            // A provider that never makes the driver wait still gets its output out in
+            // batches of bounded size.
+            if self.pending().len() >= batch::MAX {
+                self.flush().await?;
             }
         }
     }
@@ -408,7 +462,7 @@ impl Driver {
             retry_after: None,
         };
         let record = record(target, &tally, &end, error.clone(), Decision::Stop(code));
-        self.append(EventPayload::AttemptFailed(record)).await?;
+        self.record(EventPayload::AttemptFailed(record));
         if end.admitted {
             tally.record_error(error, true);
         }
@@ -430,7 +484,7 @@ impl Driver {
         let cancel_reason = (code == ErrorCode::Cancelled)
             .then(|| self.handle.reason())
             .flatten();
-        self.append(EventPayload::Failed {
+        self.record(EventPayload::Failed {
             error: ExecutionError {
                 code,
                 message,
@@ -439,8 +493,15 @@ impl Driver {
             },
             partial_output,
             cancel_reason,
-        })
-        .await
+        });
+        self.flush().await
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<EventPayload>> {
+        // Only this driver's task touches it; a panic mid-push leaves a plain Vec.
+        self.pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn cancel_message(&self) -> String {

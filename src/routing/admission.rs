@@ -53,9 +53,8 @@ impl Admission {
     /// Waits for a permit in FIFO order, or fails at once when the queue is full. Bound the
     /// wait by dropping the future.
     pub async fn acquire(&self) -> Result<Permit, AdmissionRejected> {
-        // Released permits go to queued waiters first, so this never jumps the queue.
-        if let Ok(permit) = self.permits.clone().try_acquire_owned() {
-            return Ok(Permit { _permit: permit });
+        if let Some(permit) = self.try_acquire() {
+            return Ok(permit);
         }
         let rejected = AdmissionRejected {
             capacity: self.queue_capacity,
@@ -75,6 +74,13 @@ impl Admission {
             .await
             .map_err(|_| rejected)?;
         Ok(Permit { _permit: permit })
+    }
+
+    /// A permit if one is free now, without queueing. Released permits go to queued
+    /// waiters first, so this never jumps the queue.
+    pub fn try_acquire(&self) -> Option<Permit> {
+        let permit = self.permits.clone().try_acquire_owned().ok()?;
+        Some(Permit { _permit: permit })
     }
 
     /// Attempts running now.

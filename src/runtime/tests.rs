@@ -232,19 +232,22 @@ impl EventStore for GatedRouting {
         id: ExecutionId,
         payload: EventPayload,
     ) -> crate::store::StoreFuture<'_, crate::execution::StoredEvent> {
-        Box::pin(async move {
-            if matches!(payload, EventPayload::Routing(_)) {
-                let _open = self.gate.acquire().await;
-            }
-            self.inner.append(id, payload).await
-        })
+        self.inner.append(id, payload)
     }
     fn append_all(
         &self,
         id: ExecutionId,
         payloads: Vec<EventPayload>,
     ) -> crate::store::StoreFuture<'_, u64> {
-        self.inner.append_all(id, payloads)
+        Box::pin(async move {
+            if payloads
+                .iter()
+                .any(|p| matches!(p, EventPayload::Routing(_)))
+            {
+                let _open = self.gate.acquire().await;
+            }
+            self.inner.append_all(id, payloads).await
+        })
     }
     fn position(&self, id: ExecutionId) -> Result<(u64, ExecutionState), StoreError> {
         self.inner.position(id)
@@ -404,4 +407,27 @@ async fn the_retry_budget_does_not_cut_a_reply_already_streaming() {
         started.elapsed() >= Duration::from_millis(450),
         "streamed past the 100ms budget"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_driver_waiting_on_its_provider_has_made_every_earlier_step_visible() {
+    let rt = runtime("");
+    let view = rt.submit(request("hang", "hi")).await.unwrap();
+    // The driver holds events back only while it runs without waiting; waiting on the
+    // provider, it has appended routing and the attempt's start.
+    let now = rt.get(view.id).unwrap();
+    assert_eq!(now.state, ExecutionState::Running);
+    assert_eq!(now.attempts.len(), 1);
+    let events: Vec<_> = rt
+        .watch(view.id, 0)
+        .unwrap()
+        .take(3)
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    assert_eq!(
+        types(&events),
+        ["execution.accepted", "execution.routing", "route.attempt.started"]
+    );
+    rt.cancel(view.id, None).await.unwrap();
 }

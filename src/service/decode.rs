@@ -112,7 +112,7 @@ fn input(wire: pb::ExecutionInput, v: &mut Vec<FieldViolation>) -> ExecutionInpu
 
 fn message(i: usize, m: pb::Message, v: &mut Vec<FieldViolation>) -> Option<Message> {
     // Built only for a violation: most messages have none.
-        let at = || format!("input.messages[{i}]");
+    let at = || format!("input.messages[{i}]");
     let role = match pb::Role::try_from(m.role) {
         Ok(pb::Role::System) => Some(Role::System),
         Ok(pb::Role::User) => Some(Role::User),

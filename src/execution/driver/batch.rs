@@ -9,7 +9,7 @@ use crate::provider::{ProviderError, ProviderEvent, ProviderStream};
 pub(super) type Item = Option<Result<ProviderEvent, ProviderError>>;
 
 /// The most items taken at once, so one burst cannot grow a batch without bound.
-const MAX: usize = 64;
+pub(super) const MAX: usize = 64;
 
 /// Fills `items` with what `stream` yields: waits for the first item, then takes the ones
 /// already ready, up to [`MAX`]. Stops after an item that ends the stream (its end, an

@@ -87,6 +87,17 @@ impl<'a> Race<'a> {
         self.code
     }
 
+    /// The code of what has stopped the race already, if anything has.
+    pub(super) fn check(&self) -> Result<(), ErrorCode> {
+        if self.handle.is_cancelled() {
+            return Err(ErrorCode::Cancelled);
+        }
+        if Instant::now() >= self.at {
+            return Err(self.code);
+        }
+        Ok(())
+    }
+
     /// `work`'s output, or the code of what stopped it first.
     pub(super) async fn run<F: Future>(&mut self, work: F) -> Result<F::Output, ErrorCode> {
         let mut work = pin!(work);
@@ -98,11 +109,8 @@ impl<'a> Race<'a> {
         cx: &mut Context<'_>,
         work: Pin<&mut F>,
     ) -> Poll<Result<F::Output, ErrorCode>> {
-        if self.handle.is_cancelled() {
-            return Poll::Ready(Err(ErrorCode::Cancelled));
-        }
-        if Instant::now() >= self.at {
-            return Poll::Ready(Err(self.code));
+        if let Err(code) = self.check() {
+            return Poll::Ready(Err(code));
         }
         if let Poll::Ready(output) = work.poll(cx) {
             return Poll::Ready(Ok(output));
