@@ -172,9 +172,10 @@ impl StoredEvent {
         }
     }
 
-    /// Events appended together, sharing one allocation.
-    pub fn batch(events: Vec<Event>) -> impl Iterator<Item = StoredEvent> {
-        let batch: Arc<[Event]> = events.into();
+    /// Events appended together, sharing one allocation (written in place when `events`
+    /// knows its exact length).
+    pub fn batch(events: impl IntoIterator<Item = Event>) -> impl Iterator<Item = StoredEvent> {
+        let batch: Arc<[Event]> = events.into_iter().collect();
         (0..batch.len()).map(move |index| Self {
             batch: batch.clone(),
             index,

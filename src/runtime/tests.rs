@@ -427,7 +427,11 @@ async fn a_driver_waiting_on_its_provider_has_made_every_earlier_step_visible() 
         .await;
     assert_eq!(
         types(&events),
-        ["execution.accepted", "execution.routing", "route.attempt.started"]
+        [
+            "execution.accepted",
+            "execution.routing",
+            "route.attempt.started"
+        ]
     );
     rt.cancel(view.id, None).await.unwrap();
 }

@@ -240,31 +240,34 @@ impl Record {
 
     /// Stores `payloads` after the last event, all or none: they go through a copy of the
     /// state machine, which replaces the record's only once every one has passed. They share
-    /// one time (they are appended together) and one allocation. Returns whether the last
-    /// one ends the execution.
+    /// one time (they are appended together) and one allocation, written in place. Returns
+    /// whether the last one ends the execution.
     fn append_batch(
         &mut self,
         id: ExecutionId,
         payloads: Vec<EventPayload>,
     ) -> Result<bool, StoreError> {
         let mut lifecycle = self.lifecycle;
+        let mut states = Vec::with_capacity(payloads.len());
+        for payload in &payloads {
+            states.push(lifecycle.apply(payload)?);
+        }
+        let terminal = states.last().is_some_and(|s| s.is_terminal());
         let time = SystemTime::now();
         let events = payloads
             .into_iter()
-            .zip(self.last_sequence() + 1..)
-            .map(|(payload, sequence)| {
-                Ok(Event {
-                    execution_id: id,
-                    sequence,
-                    time,
-                    state: lifecycle.apply(&payload)?,
-                    payload,
-                })
-            })
-            .collect::<Result<Vec<Event>, StoreError>>()?;
-        let terminal = events.last().is_some_and(Event::is_terminal);
+            .zip(states)
+            .zip(self.last_sequence() + 1..);
+        self.events.extend(StoredEvent::batch(events.map(
+            |((payload, state), sequence)| Event {
+                execution_id: id,
+                sequence,
+                time,
+                state,
+                payload,
+            },
+        )));
         self.lifecycle = lifecycle;
-        self.events.extend(StoredEvent::batch(events));
         Ok(terminal)
     }
 }
