@@ -18,7 +18,8 @@ fn owned(name: &str) -> String {
     name.to_owned()
 }
 
-fn timestamp(t: SystemTime) -> prost_types::Timestamp {
+/// The wire form of a point in time.
+pub(crate) fn timestamp(t: SystemTime) -> prost_types::Timestamp {
     prost_types::Timestamp::from(t)
 }
 
@@ -85,7 +86,8 @@ impl EventEncoder {
     }
 }
 
-fn payload(p: &EventPayload) -> pb::execution_event::Payload {
+/// The wire form of a payload.
+pub(crate) fn payload(p: &EventPayload) -> pb::execution_event::Payload {
     use pb::execution_event::Payload;
     match p {
         EventPayload::Accepted {

@@ -4,6 +4,8 @@
 pub mod decode;
 pub mod encode;
 pub mod status;
+mod streaming;
+mod wire_event;
 
 use std::pin::Pin;
 
@@ -15,11 +17,14 @@ use crate::pb::model_runtime_server::ModelRuntime;
 use crate::runtime::{EventStream, Runtime};
 
 pub use pb::model_runtime_server::ModelRuntimeServer;
+pub use streaming::ModelRuntimeGrpc;
 
 /// A stream of wire events.
 pub type WireEvents = Pin<Box<dyn Stream<Item = Result<pb::ExecutionEvent, Status>> + Send>>;
 
-/// The `model_runtime.v1.ModelRuntime` service over a [`Runtime`].
+/// The `model_runtime.v1.ModelRuntime` service over a [`Runtime`], every method through the
+/// generated server and prost messages. The server mounts it inside [`ModelRuntimeGrpc`],
+/// which streams `Execute` and `Watch` without building a message per event.
 #[derive(Clone)]
 pub struct ModelRuntimeService {
     runtime: Runtime,
