@@ -27,8 +27,10 @@ pub struct WireEvent {
     id: Arc<str>,
     time: prost_types::Timestamp,
     event: StoredEvent,
-    /// The payload as a prost message, for the kinds not written by hand.
-    built: Option<pb::execution_event::Payload>,
+    /// The payload as a prost message, for the kinds not written by hand. Boxed: the item
+    /// moves through several stream adapters on its way to the encoder, and the message is
+    /// far larger than the rest of it.
+    built: Option<Box<pb::execution_event::Payload>>,
     /// Encoded lengths of the time and of a hand-written payload, without their keys.
     time_len: usize,
     payload_len: usize,
@@ -88,7 +90,7 @@ impl WireEvent {
                 None,
                 uint_len(1, u64::from(*attempt)) + text_len(2, message),
             ),
-            payload => (Some(encode::payload(payload)), 0),
+            payload => (Some(Box::new(encode::payload(payload))), 0),
         };
         let time_len = uint_len(1, seconds(&time)) + uint_len(2, nanos(&time));
         Self {
