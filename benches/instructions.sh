@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Instructions per execution under callgrind: a count that does not move with the load of a
+# shared machine, for before/after comparisons of CPU-bound changes. (It counts instructions,
+# not cycles: cache misses and system calls are not in it, so confirm with benches/ab.sh.)
+#
+#   benches/instructions.sh BIN...     # each server binary: its instructions per execution
+#   benches/instructions.sh --bare     # the bare tonic baseline server's
+#
+# A server runs under valgrind --tool=callgrind with compare.sh's config; this tree's load tool
+# (native) sends N executions at concurrency 16; the figure is the difference between runs of
+# N and N/4 executions over the 3N/4 between them, so start-up and shutdown cancel out. The
+# bare baseline runs inside the load tool, so its figure is (load tool + bare) minus (load tool
+# alone against a native server). Needs valgrind. Loopback only; bounded by N and timeouts.
+set -euo pipefail
+
+N=${N:-4000}
+cd "$(dirname "$0")/.."
+command -v valgrind >/dev/null || { echo "instructions.sh needs valgrind" >&2; exit 2; }
+[[ $# -ge 1 ]] || { echo "usage: $0 BIN... | --bare" >&2; exit 2; }
+CLIENT=target/release/model-runtime
+[[ -x "$CLIENT" ]] || cargo build --release --quiet
+
+work=$(mktemp -d)
+pid=""
+cleanup() {
+    if [[ -n "$pid" ]]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+sed -n "/^cat >\"\$work\/bench.toml\" <<'TOML'$/,/^TOML$/p" benches/compare.sh | sed '1d;$d' >"$work/bench.toml"
+
+total() { grep -h "^summary:\|^totals:" "$work"/cg.* | head -1 | awk '{print $2}'; }
+
+serve() { # serve LAUNCHER... : start a server, its address in $work/addr
+    : >"$work/log"
+    RUST_LOG=info "$@" serve --config "$work/bench.toml" 2>"$work/log" &
+    pid=$!
+    for _ in $(seq 600); do
+        sed -n 's/.*model-runtime serving.*addr=\([0-9.:]*\).*/\1/p' "$work/log" | head -1 >"$work/addr"
+        [[ -s "$work/addr" ]] && return
+        sleep 0.1
+    done
+    echo "server did not start" >&2
+    exit 1
+}
+
+stop() { kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
+
+drive() { # drive COUNT: COUNT executions against the server at $work/addr
+    "$CLIENT" bench --addr "$(cat "$work/addr")" --concurrency 16 --executions "$1" --timeout 60s >/dev/null
+}
+
+server_run() { # server_run BIN COUNT -> the server's total instructions
+    rm -f "$work"/cg.*
+    serve valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p" "$1"
+    drive "$2"
+    stop
+    total
+}
+
+bench_run() { # bench_run ARGS... -> the load tool's total instructions
+    rm -f "$work"/cg.*
+    valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p" "$CLIENT" bench --concurrency 16 --timeout 60s "$@" >/dev/null 2>"$work/vg.log"
+    total
+}
+
+M=$((N - N / 4))
+if [[ $1 == --bare ]]; then
+    serve "$CLIENT"
+    addr=$(cat "$work/addr")
+    c1=$(bench_run --addr "$addr" --executions $((N / 4)))
+    c2=$(bench_run --addr "$addr" --executions "$N")
+    stop
+    b1=$(bench_run --baseline --deltas 16 --executions $((N / 4)))
+    b2=$(bench_run --baseline --deltas 16 --executions "$N")
+    echo "load tool: $(((c2 - c1) / M)) instructions per execution"
+    echo "bare tonic server: $((((b2 - b1) - (c2 - c1)) / M)) instructions per execution"
+    exit 0
+fi
+for bin in "$@"; do
+    a=$(server_run "$bin" $((N / 4)))
+    b=$(server_run "$bin" "$N")
+    echo "$bin: $(((b - a) / M)) instructions per execution"
+done
