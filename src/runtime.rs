@@ -4,6 +4,7 @@
 mod metadata;
 mod watch;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,7 +21,7 @@ use crate::execution::{
     ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionError, ExecutionId, IdMap, Outcome,
 };
 use crate::provider::{Provider, ProviderInitError, Providers};
-use crate::routing::AttemptBudget;
+use crate::routing::{self, AttemptBudget, Plans};
 use crate::store::{Created, EventStore, MemoryStore, NewExecution, StoreError};
 
 pub use metadata::{ProviderStatus, RuntimeMetadata, RuntimeState};
@@ -38,6 +39,7 @@ pub struct Runtime {
 
 struct Inner {
     deps: Deps,
+    plans: Plans,
     drivers: Mutex<IdMap<Arc<DriverHandle>>>,
     tasks: TaskTracker,
     stopping: AtomicBool,
@@ -74,8 +76,10 @@ impl RuntimeBuilder {
             )),
         });
         let providers = Arc::new(Providers::from_config(&self.config, self.providers)?);
+        let plans = Plans::new(&self.config);
         Ok(Runtime {
             inner: Arc::new(Inner {
+                plans,
                 deps: Deps {
                     store,
                     providers,
@@ -133,6 +137,21 @@ impl Runtime {
         let now = SystemTime::now();
         let admitted =
             validate(&deps.config, &request, now).map_err(RuntimeError::InvalidArgument)?;
+        // A request that adds no capability of its own routes by the plan made at start-up.
+        let plan = match &admitted.required {
+            Cow::Borrowed(_) => self
+                .inner
+                .plans
+                .get(&admitted.ability.name, &admitted.policy.name),
+            Cow::Owned(_) => None,
+        }
+        .unwrap_or_else(|| {
+            Arc::new(routing::plan(
+                &deps.config,
+                admitted.policy,
+                &admitted.required,
+            ))
+        });
         let id = ExecutionId::new();
         let labels = Arc::new(request.labels.clone());
         let key = request.idempotency_key.clone();
@@ -160,8 +179,7 @@ impl Runtime {
         let job = Job {
             id,
             input: Arc::new(request.input),
-            policy: admitted.policy.clone(),
-            required: admitted.required,
+            plan,
             budget: AttemptBudget {
                 max_attempts: admitted.limits.max_attempts,
                 allow_fallback: admitted.limits.allow_fallback,

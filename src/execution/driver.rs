@@ -3,7 +3,6 @@
 //! store. Every wait selects on cancellation and on the attempt budget's stop time, so a
 //! cancelled or expired execution releases its permit and aborts its provider call at once.
 
-use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -12,7 +11,7 @@ use futures_util::FutureExt;
 use tokio::time::{Instant, sleep};
 use tracing::Instrument;
 
-use crate::config::{Config, PolicyConfig};
+use crate::config::Config;
 use crate::error::log_internal;
 use crate::execution::{
     AttemptError, CommitTracker, ErrorClass, ErrorCode, EventPayload, ExecutionError, ExecutionId,
@@ -28,8 +27,8 @@ use crate::usage::{UsageFact, UsageQuantity};
 pub(crate) struct Job {
     pub id: ExecutionId,
     pub input: Arc<ExecutionInput>,
-    pub policy: PolicyConfig,
-    pub required: BTreeSet<String>,
+    /// The routing plan, made at submission.
+    pub plan: Arc<RoutingPlan>,
     pub budget: AttemptBudget,
     pub labels: Arc<Labels>,
 }
@@ -163,11 +162,7 @@ impl Driver {
                 )
                 .await;
         }
-        let plan = Arc::new(routing::plan(
-            &self.deps.config,
-            &self.job.policy,
-            &self.job.required,
-        ));
+        let plan = self.job.plan.clone();
         self.record(EventPayload::Routing(plan.clone()));
         let targets: Vec<&PlanTarget> = plan.kept().collect();
         if targets.is_empty() {

@@ -1,6 +1,7 @@
 //! Request validation against the configuration: every problem names its field, all problems
 //! are reported at once, and nothing is stored unless the request is valid.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
@@ -22,7 +23,8 @@ pub const MAX_LABEL_VALUE_BYTES: usize = 512;
 pub(crate) struct Admitted<'c> {
     pub ability: &'c AbilityConfig,
     pub policy: &'c PolicyConfig,
-    pub required: BTreeSet<String>,
+    /// The ability's requirements, borrowed, unless the request adds its own.
+    pub required: Cow<'c, BTreeSet<String>>,
     pub limits: EffectiveLimits,
     /// Time from `now` to the deadline.
     pub time_left: Duration,
@@ -36,15 +38,18 @@ pub(crate) fn validate<'c>(
     let mut v = Vec::new();
     let ability = resolve_ability(config, request, &mut v);
     let policy = ability.and_then(|a| resolve_policy(config, a, request, &mut v));
-    let mut required = ability.map(|a| a.requires.clone()).unwrap_or_default();
+    let mut required = match ability {
+        Some(a) => Cow::Borrowed(&a.requires),
+        None => Cow::Owned(BTreeSet::new()),
+    };
     for (i, c) in request.capabilities.iter().enumerate() {
         if c.is_empty() || c.contains(char::is_whitespace) {
             v.push(FieldViolation::new(
                 format!("requirements.capabilities[{i}]"),
                 "must be a non-empty name without spaces",
             ));
-        } else {
-            required.insert(c.clone());
+        } else if !required.contains(c) {
+            required.to_mut().insert(c.clone());
         }
     }
     check_input(config, request, &mut v);

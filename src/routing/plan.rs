@@ -2,10 +2,42 @@
 //! with the capabilities it lacks. Same config + same request = same plan: nothing here reads
 //! a clock, a random source or a caller weight.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::config::{Config, PolicyConfig};
+
+/// The plan of every (ability, policy) pair a request may name, for requests that add no
+/// capability of their own (nearly all): made once at start-up instead of per execution.
+#[derive(Debug, Default)]
+pub struct Plans {
+    by_ability: HashMap<Arc<str>, HashMap<Arc<str>, Arc<RoutingPlan>>>,
+}
+
+impl Plans {
+    /// The plans of `config`'s abilities with their own requirements.
+    pub fn new(config: &Config) -> Self {
+        let mut by_ability = HashMap::new();
+        for ability in config.abilities.values() {
+            let plans = ability
+                .allowed_policies
+                .iter()
+                .filter_map(|name| {
+                    let policy = config.policies.get(name)?;
+                    let plan = plan(config, policy, &ability.requires);
+                    Some((name.clone(), Arc::new(plan)))
+                })
+                .collect();
+            by_ability.insert(ability.name.clone(), plans);
+        }
+        Self { by_ability }
+    }
+
+    /// The plan of `policy` for a request of `ability` with the ability's requirements only.
+    pub fn get(&self, ability: &str, policy: &str) -> Option<Arc<RoutingPlan>> {
+        self.by_ability.get(ability)?.get(policy).cloned()
+    }
+}
 
 /// Every target of a policy, kept or filtered, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -435,3 +435,25 @@ async fn a_driver_waiting_on_its_provider_has_made_every_earlier_step_visible() 
     );
     rt.cancel(view.id, None).await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_request_adding_a_capability_is_planned_with_it_and_one_adding_none_is_not() {
+    let rt = runtime("");
+    let plain = rt.submit(request("vision", "hi")).await.unwrap();
+    let mut asking = request("vision", "hi");
+    asking.capabilities = vec!["vision".into(), "text".into()];
+    let asking = rt.submit(asking).await.unwrap();
+    let plan = |id| rt.get(id).unwrap().plan.unwrap();
+    // The ability requires nothing of its own: the plain request (planned at start-up) keeps
+    // both targets; the one that adds vision is planned with it and filters echo out.
+    let kept = |id| -> Vec<String> { plan(id).kept().map(|t| t.model.to_string()).collect() };
+    assert_eq!(kept(plain.id), ["echo", "vision"]);
+    assert_eq!(kept(asking.id), ["vision"]);
+    assert_eq!(plan(asking.id).required_capabilities, ["text", "vision"]);
+    assert_eq!(
+        plan(asking.id).targets[0].missing_capabilities,
+        ["vision"],
+        "{:?}",
+        plan(asking.id)
+    );
+}
