@@ -27,13 +27,18 @@ pub struct WireEvent {
     id: Arc<str>,
     time: prost_types::Timestamp,
     event: StoredEvent,
-    /// The payload as a prost message, for the kinds not written by hand. Boxed: the item
-    /// moves through several stream adapters on its way to the encoder, and the message is
-    /// far larger than the rest of it.
-    built: Option<Box<pb::execution_event::Payload>>,
-    /// Encoded lengths of the time and of a hand-written payload, without their keys.
+    payload: Payload,
+    /// Encoded length of the time, without its key.
     time_len: usize,
-    payload_len: usize,
+}
+
+#[derive(Debug)]
+enum Payload {
+    /// Written by hand: its field number and encoded length (without key).
+    Hand { field: u32, len: usize },
+    /// Built by prost. Boxed: the item moves through several stream adapters on its way to
+    /// the encoder, and the message is far larger than the rest of it.
+    Built(Box<pb::execution_event::Payload>),
 }
 
 // Field numbers of `ExecutionEvent` and its payload messages (events.proto).
@@ -51,55 +56,19 @@ const PROGRESS: u32 = 17;
 impl WireEvent {
     /// `event` of the execution whose id reads `id`, appended at `time`.
     pub fn new(id: Arc<str>, time: prost_types::Timestamp, event: StoredEvent) -> Self {
-        let (built, payload_len) = match &event.payload {
-            EventPayload::AttemptStarted {
-                attempt,
-                provider,
-                model,
-                ..
-            } => (
-                None,
-                uint_len(1, u64::from(*attempt)) + text_len(2, provider) + text_len(3, model),
-            ),
-            EventPayload::TextDelta { attempt, text } => {
-                (None, uint_len(1, u64::from(*attempt)) + text_len(2, text))
-            }
-            EventPayload::ToolCallStarted {
-                attempt,
-                index,
-                id,
-                name,
-            } => (
-                None,
-                uint_len(1, u64::from(*attempt))
-                    + uint_len(2, u64::from(*index))
-                    + text_len(3, id)
-                    + text_len(4, name),
-            ),
-            EventPayload::ToolCallArgumentsDelta {
-                attempt,
-                index,
-                delta,
-            } => (
-                None,
-                uint_len(1, u64::from(*attempt))
-                    + uint_len(2, u64::from(*index))
-                    + text_len(3, delta),
-            ),
-            EventPayload::Progress { attempt, message } => (
-                None,
-                uint_len(1, u64::from(*attempt)) + text_len(2, message),
-            ),
-            payload => (Some(Box::new(encode::payload(payload))), 0),
+        let mut len = Len(0);
+        let payload = match hand_written(&event.payload, &mut len) {
+            Some(field) => Payload::Hand { field, len: len.0 },
+            None => Payload::Built(Box::new(encode::payload(&event.payload))),
         };
-        let time_len = uint_len(1, seconds(&time)) + uint_len(2, nanos(&time));
+        let mut time_len = Len(0);
+        time_fields(&time, &mut time_len);
         Self {
             id,
             time,
             event,
-            built,
-            time_len,
-            payload_len,
+            payload,
+            time_len: time_len.0,
         }
     }
 
@@ -107,80 +76,81 @@ impl WireEvent {
         // An enum is an int32 on the wire: its two's-complement 64-bit varint.
         i64::from(encode::state(self.event.state) as i32) as u64
     }
+}
 
-    /// The hand-written payload's field number.
-    fn payload_field(&self) -> u32 {
-        match self.event.payload {
-            EventPayload::AttemptStarted { .. } => ATTEMPT_STARTED,
-            EventPayload::TextDelta { .. } => TEXT_DELTA,
-            EventPayload::ToolCallStarted { .. } => TOOL_CALL_STARTED,
-            EventPayload::ToolCallArgumentsDelta { .. } => TOOL_CALL_ARGUMENTS_DELTA,
-            _ => PROGRESS,
+/// Writes the fields of a payload kind that streams by the thousand and returns its field
+/// number; `None` (writing nothing) for the kinds prost builds.
+fn hand_written(payload: &EventPayload, out: &mut impl Sink) -> Option<u32> {
+    Some(match payload {
+        EventPayload::AttemptStarted {
+            attempt,
+            provider,
+            model,
+            ..
+        } => {
+            out.uint(1, u64::from(*attempt));
+            out.text(2, provider);
+            out.text(3, model);
+            ATTEMPT_STARTED
         }
-    }
+        EventPayload::TextDelta { attempt, text } => {
+            out.uint(1, u64::from(*attempt));
+            out.text(2, text);
+            TEXT_DELTA
+        }
+        EventPayload::ToolCallStarted {
+            attempt,
+            index,
+            id,
+            name,
+        } => {
+            out.uint(1, u64::from(*attempt));
+            out.uint(2, u64::from(*index));
+            out.text(3, id);
+            out.text(4, name);
+            TOOL_CALL_STARTED
+        }
+        EventPayload::ToolCallArgumentsDelta {
+            attempt,
+            index,
+            delta,
+        } => {
+            out.uint(1, u64::from(*attempt));
+            out.uint(2, u64::from(*index));
+            out.text(3, delta);
+            TOOL_CALL_ARGUMENTS_DELTA
+        }
+        EventPayload::Progress { attempt, message } => {
+            out.uint(1, u64::from(*attempt));
+            out.text(2, message);
+            PROGRESS
+        }
+        _ => return None,
+    })
+}
 
-    fn encode_payload(&self, buf: &mut impl BufMut) {
-        if let Some(built) = &self.built {
-            built.encode(buf);
-            return;
-        }
-        encode_key(self.payload_field(), WireType::LengthDelimited, buf);
-        encode_varint(self.payload_len as u64, buf);
-        match &self.event.payload {
-            EventPayload::AttemptStarted {
-                attempt,
-                provider,
-                model,
-                ..
-            } => {
-                put_uint(buf, 1, u64::from(*attempt));
-                put_text(buf, 2, provider);
-                put_text(buf, 3, model);
-            }
-            EventPayload::TextDelta { attempt, text } => {
-                put_uint(buf, 1, u64::from(*attempt));
-                put_text(buf, 2, text);
-            }
-            EventPayload::ToolCallStarted {
-                attempt,
-                index,
-                id,
-                name,
-            } => {
-                put_uint(buf, 1, u64::from(*attempt));
-                put_uint(buf, 2, u64::from(*index));
-                put_text(buf, 3, id);
-                put_text(buf, 4, name);
-            }
-            EventPayload::ToolCallArgumentsDelta {
-                attempt,
-                index,
-                delta,
-            } => {
-                put_uint(buf, 1, u64::from(*attempt));
-                put_uint(buf, 2, u64::from(*index));
-                put_text(buf, 3, delta);
-            }
-            EventPayload::Progress { attempt, message } => {
-                put_uint(buf, 1, u64::from(*attempt));
-                put_text(buf, 2, message);
-            }
-            _ => {}
-        }
-    }
+fn time_fields(time: &prost_types::Timestamp, out: &mut impl Sink) {
+    // int64 and int32 go on the wire as their two's-complement 64-bit varints.
+    out.uint(1, time.seconds as u64);
+    out.uint(2, i64::from(time.nanos) as u64);
 }
 
 impl prost::Message for WireEvent {
     fn encode_raw(&self, buf: &mut impl BufMut) {
-        put_text(buf, ID, &self.id);
-        put_uint(buf, SEQUENCE, self.event.sequence);
-        encode_key(TIME, WireType::LengthDelimited, buf);
-        encode_varint(self.time_len as u64, buf);
-        put_uint(buf, 1, seconds(&self.time));
-        put_uint(buf, 2, nanos(&self.time));
-        put_text(buf, TYPE, self.event.payload.type_name());
-        put_uint(buf, STATE, self.state());
-        self.encode_payload(buf);
+        let mut out = Put(buf);
+        out.text(ID, &self.id);
+        out.uint(SEQUENCE, self.event.sequence);
+        out.key(TIME, self.time_len);
+        time_fields(&self.time, &mut out);
+        out.text(TYPE, self.event.payload.type_name());
+        out.uint(STATE, self.state());
+        match &self.payload {
+            Payload::Built(built) => built.encode(out.0),
+            Payload::Hand { field, len } => {
+                out.key(*field, *len);
+                hand_written(&self.event.payload, &mut out);
+            }
+        }
     }
 
     fn merge_field(
@@ -194,65 +164,78 @@ impl prost::Message for WireEvent {
     }
 
     fn encoded_len(&self) -> usize {
-        let payload = match &self.built {
-            Some(built) => built.encoded_len(),
-            None => delimited_len(self.payload_field(), self.payload_len),
+        let mut out = Len(0);
+        out.text(ID, &self.id);
+        out.uint(SEQUENCE, self.event.sequence);
+        out.key(TIME, self.time_len);
+        out.text(TYPE, self.event.payload.type_name());
+        out.uint(STATE, self.state());
+        let payload = match &self.payload {
+            Payload::Built(built) => built.encoded_len(),
+            Payload::Hand { field, len } => {
+                out.key(*field, *len);
+                0
+            }
         };
-        text_len(ID, &self.id)
-            + uint_len(SEQUENCE, self.event.sequence)
-            + delimited_len(TIME, self.time_len)
-            + text_len(TYPE, self.event.payload.type_name())
-            + uint_len(STATE, self.state())
-            + payload
+        out.0 + payload
     }
 
     fn clear(&mut self) {
-        self.built = None;
+        // Nothing is ever decoded into a WireEvent, so there is nothing to reset.
     }
 }
 
-// int64 and int32 go on the wire as their two's-complement 64-bit varints.
-fn seconds(time: &prost_types::Timestamp) -> u64 {
-    time.seconds as u64
+/// Where fields go: counted ([`Len`]) or written ([`Put`]), by the same code. proto3 leaves
+/// fields at their default (0, "") out.
+trait Sink {
+    /// A length-delimited field's key and length; its `len` bytes follow.
+    fn key(&mut self, field: u32, len: usize);
+    fn uint(&mut self, field: u32, value: u64);
+    fn text(&mut self, field: u32, value: &str);
 }
 
-fn nanos(time: &prost_types::Timestamp) -> u64 {
-    i64::from(time.nanos) as u64
-}
+/// Counts bytes. `key` counts the content too, which is written after it.
+struct Len(usize);
 
-fn delimited_len(field: u32, len: usize) -> usize {
-    key_len(field) + encoded_len_varint(len as u64) + len
-}
+impl Sink for Len {
+    fn key(&mut self, field: u32, len: usize) {
+        self.0 += key_len(field) + encoded_len_varint(len as u64) + len;
+    }
 
-// proto3 leaves fields at their default (0, "") out.
-fn uint_len(field: u32, value: u64) -> usize {
-    if value == 0 {
-        0
-    } else {
-        key_len(field) + encoded_len_varint(value)
+    fn uint(&mut self, field: u32, value: u64) {
+        if value != 0 {
+            self.0 += key_len(field) + encoded_len_varint(value);
+        }
+    }
+
+    fn text(&mut self, field: u32, value: &str) {
+        if !value.is_empty() {
+            self.key(field, value.len());
+        }
     }
 }
 
-fn text_len(field: u32, value: &str) -> usize {
-    if value.is_empty() {
-        0
-    } else {
-        delimited_len(field, value.len())
-    }
-}
+/// Writes bytes.
+struct Put<'a, B>(&'a mut B);
 
-fn put_uint(buf: &mut impl BufMut, field: u32, value: u64) {
-    if value != 0 {
-        encode_key(field, WireType::Varint, buf);
-        encode_varint(value, buf);
+impl<B: BufMut> Sink for Put<'_, B> {
+    fn key(&mut self, field: u32, len: usize) {
+        encode_key(field, WireType::LengthDelimited, self.0);
+        encode_varint(len as u64, self.0);
     }
-}
 
-fn put_text(buf: &mut impl BufMut, field: u32, value: &str) {
-    if !value.is_empty() {
-        encode_key(field, WireType::LengthDelimited, buf);
-        encode_varint(value.len() as u64, buf);
-        buf.put_slice(value.as_bytes());
+    fn uint(&mut self, field: u32, value: u64) {
+        if value != 0 {
+            encode_key(field, WireType::Varint, self.0);
+            encode_varint(value, self.0);
+        }
+    }
+
+    fn text(&mut self, field: u32, value: &str) {
+        if !value.is_empty() {
+            self.key(field, value.len());
+            self.0.put_slice(value.as_bytes());
+        }
     }
 }
 
