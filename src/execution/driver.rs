@@ -1,6 +1,6 @@
 //! The per-execution driver: plan, then attempts with admission, streaming, the commit rule,
 //! retry and fallback, until one terminal event. It reaches callers only by appending to the
-//! store. Every wait selects on cancellation and on the attempt budget's stop time, so a
+//! store. Every wait races cancellation and the attempt budget's stop time (`stop.rs`), so a
 //! cancelled or expired execution releases its permit and aborts its provider call at once.
 
 use std::panic::AssertUnwindSafe;
@@ -105,16 +105,13 @@ struct Driver {
     deps: Deps,
     job: Job,
     handle: Arc<DriverHandle>,
-    /// Events recorded but not yet appended. The driver appends them as one batch before
-    /// anything that may wait (admission, the provider, a backoff) and at the end, so a
-    /// caller never waits on an event the driver holds back, and the steps that run without
-    /// waiting (routing, admission granted at once, a provider that answers at once) cost
-    /// one append.
+    /// Events recorded but not yet appended (`pending.rs`).
     pending: Mutex<Vec<EventPayload>>,
 }
 
 mod batch;
 mod evidence;
+mod pending;
 mod stop;
 
 use evidence::{AttemptEnd, EndKind, Tally, attempt_error, record, stop_message};
@@ -122,34 +119,6 @@ pub(crate) use stop::DriverHandle;
 use stop::Race;
 
 impl Driver {
-    /// Records an event, to be appended at the next flush.
-    fn record(&self, payload: EventPayload) {
-        self.pending().push(payload);
-    }
-
-    /// Records events, to be appended at the next flush.
-    fn record_all(&self, payloads: Vec<EventPayload>) {
-        let mut pending = self.pending();
-        if pending.is_empty() {
-            *pending = payloads;
-        } else {
-            pending.extend(payloads);
-        }
-    }
-
-    /// Appends what was recorded, as one batch.
-    async fn flush(&self) -> Result<(), StoreError> {
-        let payloads = std::mem::take(&mut *self.pending());
-        if payloads.is_empty() {
-            return Ok(());
-        }
-        self.deps
-            .store
-            .append_all(self.job.id, payloads)
-            .await
-            .map(drop)
-    }
-
     async fn drive(&self) -> Result<(), StoreError> {
         if self.handle.is_cancelled() {
             let message = self.cancel_message();
@@ -314,8 +283,9 @@ impl Driver {
     /// bounds trying, not a reply already streaming. A cut call's unreported usage is
     /// recorded before the attempt ends.
     ///
-    /// What the provider has ready at once is appended as one batch (see
-    /// [`EventStore::append_all`]); nothing waits to fill a batch.
+    /// What the provider has ready at once is taken as one batch and recorded; it reaches the
+    /// store with the events recorded before it, before the driver next waits or when it
+    /// ends. Nothing waits to fill a batch.
     async fn stream(
         &self,
         slot: &ProviderSlot,
@@ -430,7 +400,7 @@ impl Driver {
             }
             // A provider that never makes the driver wait still gets its output out in
             // batches of bounded size.
-            if self.pending().len() >= batch::MAX {
+            if self.recorded() >= batch::MAX {
                 self.flush().await?;
             }
         }
@@ -490,13 +460,6 @@ impl Driver {
             cancel_reason,
         });
         self.flush().await
-    }
-
-    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<EventPayload>> {
-        // Only this driver's task touches it; a panic mid-push leaves a plain Vec.
-        self.pending
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn cancel_message(&self) -> String {
