@@ -124,7 +124,9 @@ impl Runtime {
         }
     }
 
-    /// Validates and stores a request, starts driving it, and returns at once.
+    /// Validates and stores a request, starts driving it, and returns at once: after the
+    /// driver's first step, which runs here up to its first wait (see below), with the view
+    /// at acceptance.
     ///
     /// With an idempotency key: the same key and the same request (deadline aside) return
     /// the first execution; the same key with a different request is `AlreadyExists`.
