@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::adapters::{KEY, call, config, estimated, event, provider, reported, split, text};
+use common::adapters::{
+    KEY, assert_error, call, config, estimated, event, provider, reported, split, text,
+};
 use common::upstream::{Upstream, sse};
 use model_runtime::execution::{ErrorClass, FinishReason};
 use model_runtime::provider::ProviderEvent;
@@ -242,10 +244,7 @@ async fn an_error_event_is_classified_before_and_after_output() {
     let (events, error) = split(call(&p).await);
     assert_eq!(events, vec![reported(UsageUnit::INPUT_TOKENS, 25)]);
     let error = error.expect("an error");
-    assert_eq!(
-        (error.class, error.code),
-        (ErrorClass::Retryable, "overloaded")
-    );
+    assert_error(&error, ErrorClass::Retryable, "overloaded", "");
     // After output: the same error ends the call; the usage known so far is still reported.
     let server = Upstream::always(sse(&[
         message_start(r#"{"input_tokens":25,"output_tokens":1}"#),

@@ -11,7 +11,8 @@ mod common;
 use std::time::{Duration, SystemTime};
 
 use common::adapters::{
-    KEY, call, call_with, config, data, estimated, event, provider, reported, split, text,
+    KEY, assert_error, call, call_with, config, data, estimated, event, provider, reported, split,
+    text,
 };
 use common::upstream::{Behaviour, Step, Upstream, sse, sse_steps, status};
 use futures_util::StreamExt;
@@ -166,11 +167,7 @@ async fn each_error_status_is_classified() {
             let (events, error) = split(call(&p).await);
             let error = error.expect("an error");
             assert!(events.is_empty(), "{kind:?} {code}: {events:?}");
-            assert_eq!(
-                (error.class, error.code),
-                (class, name),
-                "{kind:?} HTTP {code}"
-            );
+            assert_error(&error, class, name, &format!("{kind:?} HTTP {code}"));
             let provider_named = format!("{} provider `p`", kind.name());
             assert!(error.message.contains(&provider_named), "{}", error.message);
             assert!(
@@ -207,12 +204,7 @@ async fn a_refused_connection_is_retryable() {
     drop(closed);
     for kind in KINDS {
         let error = error_of(kind, &url, "").await;
-        assert_eq!(
-            (error.class, error.code),
-            (ErrorClass::Retryable, "connect_failed"),
-            "{}",
-            error.message
-        );
+        assert_error(&error, ErrorClass::Retryable, "connect_failed", "");
     }
 }
 
@@ -221,12 +213,7 @@ async fn a_reset_after_the_request_was_sent_is_outcome_unknown() {
     for kind in KINDS {
         let server = Upstream::always(Behaviour::Reset).await;
         let error = error_of(kind, &server.base_url(), "").await;
-        assert_eq!(
-            (error.class, error.code),
-            (ErrorClass::OutcomeUnknown, "connection_lost"),
-            "{}",
-            error.message
-        );
+        assert_error(&error, ErrorClass::OutcomeUnknown, "connection_lost", "");
         assert_eq!(server.requests().len(), 1, "the request is not resent");
     }
 }
@@ -236,12 +223,7 @@ async fn no_answer_within_the_first_byte_timeout_is_outcome_unknown() {
     for kind in KINDS {
         let server = Upstream::always(Behaviour::Hang).await;
         let error = error_of(kind, &server.base_url(), short_timeouts()).await;
-        assert_eq!(
-            (error.class, error.code),
-            (ErrorClass::OutcomeUnknown, "timeout"),
-            "{}",
-            error.message
-        );
+        assert_error(&error, ErrorClass::OutcomeUnknown, "timeout", "");
     }
 }
 
@@ -260,10 +242,7 @@ async fn the_attempt_deadline_bounds_every_timeout() {
         let error = split(call_with(&p, input, Duration::from_millis(300)).await)
             .1
             .expect("an error");
-        assert_eq!(
-            (error.class, error.code),
-            (ErrorClass::OutcomeUnknown, "timeout")
-        );
+        assert_error(&error, ErrorClass::OutcomeUnknown, "timeout", "");
     }
     // The same for a stream that goes silent after output.
     for kind in KINDS {
@@ -305,10 +284,11 @@ async fn a_stream_cut_after_two_deltas_is_interrupted_with_its_usage() {
         expected.extend(kind.usage_when_cut(2));
         assert_eq!(events, expected, "{kind:?}");
         let error = error.expect("an error");
-        assert_eq!(
-            (error.class, error.code),
-            (ErrorClass::OutcomeUnknown, "stream_interrupted"),
-            "{kind:?}"
+        assert_error(
+            &error,
+            ErrorClass::OutcomeUnknown,
+            "stream_interrupted",
+            &format!("{kind:?}"),
         );
         assert!(
             error.message.contains("after output began"),
@@ -325,10 +305,7 @@ async fn a_clean_end_before_the_reply_finished_is_interrupted() {
         events.push(kind.delta("Hello"));
         let server = Upstream::always(sse(&events)).await;
         let error = error_of(kind, &server.base_url(), "").await;
-        assert_eq!(
-            (error.class, error.code),
-            (ErrorClass::OutcomeUnknown, "stream_interrupted")
-        );
+        assert_error(&error, ErrorClass::OutcomeUnknown, "stream_interrupted", "");
     }
 }
 
@@ -348,10 +325,7 @@ async fn a_stall_past_the_idle_timeout_ends_the_call_and_the_connection() {
         expected.extend(kind.usage_when_cut(1));
         assert_eq!(events, expected);
         let error = error.expect("an error");
-        assert_eq!(
-            (error.class, error.code),
-            (ErrorClass::OutcomeUnknown, "stream_stalled")
-        );
+        assert_error(&error, ErrorClass::OutcomeUnknown, "stream_stalled", "");
         tokio::time::timeout(Duration::from_secs(30), server.hung_up.notified())
             .await
             .expect("the adapter closed the connection");
@@ -369,10 +343,11 @@ async fn malformed_events_are_non_retryable_protocol_errors() {
         });
         let server = Upstream::always(sse(&events)).await;
         let error = error_of(kind, &server.base_url(), "").await;
-        assert_eq!(
-            (error.class, error.code),
-            (ErrorClass::NonRetryable, "protocol_error"),
-            "{kind:?}"
+        assert_error(
+            &error,
+            ErrorClass::NonRetryable,
+            "protocol_error",
+            &format!("{kind:?}"),
         );
         assert!(
             !error.message.contains(secretish),
@@ -388,10 +363,7 @@ async fn malformed_events_are_non_retryable_protocol_errors() {
         steps.push(Step::Send(b"data: \xff\xfe\n\n".to_vec()));
         let server = Upstream::always(sse_steps(steps)).await;
         let error = error_of(kind, &server.base_url(), "").await;
-        assert_eq!(
-            (error.class, error.code),
-            (ErrorClass::NonRetryable, "protocol_error")
-        );
+        assert_error(&error, ErrorClass::NonRetryable, "protocol_error", "");
     }
 }
 
@@ -407,10 +379,7 @@ async fn a_json_reply_instead_of_an_event_stream_is_a_protocol_error() {
     .await;
     let p = provider(&config("openai", &server.base_url(), ""));
     let error = split(call(&p).await).1.expect("an error");
-    assert_eq!(
-        (error.class, error.code),
-        (ErrorClass::NonRetryable, "protocol_error")
-    );
+    assert_error(&error, ErrorClass::NonRetryable, "protocol_error", "");
     assert!(
         error.message.contains("not an event stream"),
         "{}",

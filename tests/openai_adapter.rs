@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::adapters::{KEY, call, config, data, estimated, provider, reported, split, text};
+use common::adapters::{
+    KEY, assert_error, call, config, data, estimated, provider, reported, split, text,
+};
 use common::upstream::{Upstream, sse};
 use model_runtime::execution::{ErrorClass, FinishReason};
 use model_runtime::provider::ProviderEvent;
@@ -281,10 +283,11 @@ async fn arguments_of_a_call_that_was_never_named_are_a_protocol_error() {
             "{events:?}"
         );
         let error = error.expect("an error");
-        assert_eq!(
-            (error.class, error.code),
-            (ErrorClass::NonRetryable, "protocol_error"),
-            "with [DONE]: {with_done}"
+        assert_error(
+            &error,
+            ErrorClass::NonRetryable,
+            "protocol_error",
+            &format!("with [DONE]: {with_done}"),
         );
         assert!(
             error.message.contains("never received its name"),
@@ -354,10 +357,7 @@ async fn an_error_chunk_after_output_ends_the_call_with_its_class() {
         vec![text("Partial"), estimated(UsageUnit::OUTPUT_TOKENS, 1)]
     );
     let error = error.expect("an error");
-    assert_eq!(
-        (error.class, error.code),
-        (ErrorClass::Retryable, "internal")
-    );
+    assert_error(&error, ErrorClass::Retryable, "internal", "");
     assert!(
         error.message.contains("openai provider `p`"),
         "{}",
@@ -379,10 +379,7 @@ async fn an_error_chunk_with_a_status_code_is_classified_by_it() {
     let (events, error) = split(call(&p).await);
     assert_eq!(events, vec![]);
     let error = error.expect("an error");
-    assert_eq!(
-        (error.class, error.code),
-        (ErrorClass::NonRetryable, "invalid_request")
-    );
+    assert_error(&error, ErrorClass::NonRetryable, "invalid_request", "");
     assert!(
         error.message.contains("maximum context length"),
         "{}",

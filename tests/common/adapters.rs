@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use model_runtime::Config;
-use model_runtime::execution::{ExecutionId, ExecutionInput, Message};
+use model_runtime::execution::{ErrorClass, ExecutionId, ExecutionInput, Message};
 use model_runtime::provider::{Provider, ProviderCall, ProviderError, ProviderEvent, Providers};
 use model_runtime::usage::{UsageQuantity, UsageSource, UsageUnit};
 
@@ -112,4 +112,15 @@ pub fn data(json: &str) -> String {
 /// `event: <name>\ndata: <json>\n\n`.
 pub fn event(name: &str, json: &str) -> String {
     format!("event: {name}\ndata: {json}\n\n")
+}
+
+/// Asserts `error`'s class and code; a failure shows `context` and the error's message.
+#[track_caller]
+pub fn assert_error(error: &ProviderError, class: ErrorClass, code: &str, context: &str) {
+    assert_eq!(
+        (error.class, error.code),
+        (class, code),
+        "{context} ({})",
+        error.message
+    );
 }
