@@ -6,7 +6,8 @@
 mod common;
 
 use common::adapters::{
-    KEY, assert_error, call, config, data, estimated, provider, reported, split, text,
+    KEY, assert_error, assert_mentions, call, config, data, estimated, provider, reported, split,
+    text,
 };
 use common::upstream::{Upstream, sse};
 use model_runtime::execution::{ErrorClass, FinishReason};
@@ -289,11 +290,7 @@ async fn arguments_of_a_call_that_was_never_named_are_a_protocol_error() {
             "protocol_error",
             &format!("with [DONE]: {with_done}"),
         );
-        assert!(
-            error.message.contains("never received its name"),
-            "{}",
-            error.message
-        );
+        assert_mentions(&error, "never received its name");
     }
 }
 
@@ -358,11 +355,7 @@ async fn an_error_chunk_after_output_ends_the_call_with_its_class() {
     );
     let error = error.expect("an error");
     assert_error(&error, ErrorClass::Retryable, "internal", "");
-    assert!(
-        error.message.contains("openai provider `p`"),
-        "{}",
-        error.message
-    );
+    assert_mentions(&error, "openai provider `p`");
 }
 
 /// vLLM and llama.cpp report a failure found mid-request as an error chunk whose numeric
@@ -380,11 +373,7 @@ async fn an_error_chunk_with_a_status_code_is_classified_by_it() {
     assert_eq!(events, vec![]);
     let error = error.expect("an error");
     assert_error(&error, ErrorClass::NonRetryable, "invalid_request", "");
-    assert!(
-        error.message.contains("maximum context length"),
-        "{}",
-        error.message
-    );
+    assert_mentions(&error, "maximum context length");
 }
 
 #[tokio::test]

@@ -124,3 +124,13 @@ pub fn assert_error(error: &ProviderError, class: ErrorClass, code: &str, contex
         error.message
     );
 }
+
+/// Asserts `error`'s message mentions `text`.
+#[track_caller]
+pub fn assert_mentions(error: &ProviderError, text: &str) {
+    assert!(
+        error.message.contains(text),
+        "`{text}` not in: {}",
+        error.message
+    );
+}
