@@ -6,6 +6,9 @@
 use crate::execution::{EventPayload, Output, view::tool_call_slot};
 use crate::provider::ProviderEvent;
 
+/// The output text's first allocation, in bytes.
+const FIRST_TEXT_CAPACITY: usize = 256;
+
 /// What one attempt has exposed so far.
 #[derive(Debug, Default)]
 pub struct CommitTracker {
@@ -36,6 +39,13 @@ impl CommitTracker {
         let payload = match event {
             ProviderEvent::TextDelta(text) if text.is_empty() => return None,
             ProviderEvent::TextDelta(text) => {
+                if self.output.text.capacity() == 0 {
+                    // Replies run to hundreds of bytes: start there, not at 8 bytes and
+                    // five doublings.
+                    self.output
+                        .text
+                        .reserve(text.len().max(FIRST_TEXT_CAPACITY));
+                }
                 self.output.text.push_str(&text);
                 EventPayload::TextDelta { attempt, text }
             }

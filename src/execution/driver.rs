@@ -316,7 +316,9 @@ impl Driver {
                 labels: self.job.labels.clone(),
             })
         };
-        let mut items = Vec::new();
+        // A stream that knows its length (the scripted provider) fills the buffer without
+        // growing it; others start small.
+        let mut items = Vec::with_capacity(stream.size_hint().0.clamp(4, batch::MAX));
         loop {
             // What the provider has ready goes out with the events recorded before it; the
             // driver flushes those first only when the provider makes it wait.
@@ -341,67 +343,72 @@ impl Driver {
                 }
                 return Ok(EndKind::Cut(code));
             }
-            let mut payloads = Vec::with_capacity(items.len() + 1);
-            let mut end = None;
-            for item in items.drain(..) {
-                let event = match item {
-                    Some(Ok(event)) => event,
-                    Some(Err(error)) => {
-                        end = Some(EndKind::Failed(attempt_error(error)));
-                        break;
-                    }
-                    None => {
-                        let error = ProviderError::retryable(
-                            "stream_ended",
-                            "the provider stream ended before the reply finished",
-                        );
-                        end = Some(EndKind::Failed(attempt_error(error)));
-                        break;
-                    }
-                };
-                let payload = match event {
-                    ProviderEvent::Finished(reason) => {
-                        end = Some(EndKind::Succeeded(reason));
-                        break;
-                    }
-                    ProviderEvent::Usage(q) => usage(q),
-                    ProviderEvent::Progress(message) => EventPayload::Progress { attempt, message },
-                    output => match tracker.output_event(attempt, output) {
-                        Some(payload) => {
-                            if race.code() != ErrorCode::DeadlineExceeded {
-                                race.reset(deadline, ErrorCode::DeadlineExceeded);
-                            }
-                            payload
+            let (end, recorded) = {
+                let mut pending = self.pending();
+                pending.reserve(items.len() + 1);
+                let mut end = None;
+                for item in items.drain(..) {
+                    let event = match item {
+                        Some(Ok(event)) => event,
+                        Some(Err(error)) => {
+                            end = Some(EndKind::Failed(attempt_error(error)));
+                            break;
                         }
-                        None => continue,
-                    },
-                };
-                payloads.push(payload);
-            }
-            if let Some(EndKind::Succeeded(finish_reason)) = end {
-                // The permit and the provider stream go first, so whoever sees the terminal
-                // event also sees the provider's capacity back.
-                drop(stream);
-                drop(permit);
-                payloads.push(EventPayload::Completed(ExecutionResult {
-                    output: tracker.take_output(),
-                    finish_reason,
-                    provider: target.provider.clone(),
-                    model: target.model.clone(),
-                    attempt,
-                }));
-                self.record_all(payloads);
-                self.flush().await?;
-                return Ok(EndKind::Succeeded(finish_reason));
-            }
-            self.record_all(payloads);
-            if let Some(end) = end {
-                return Ok(end);
-            }
-            // A provider that never makes the driver wait still gets its output out in
-            // batches of bounded size.
-            if self.recorded() >= batch::MAX {
-                self.flush().await?;
+                        None => {
+                            let error = ProviderError::retryable(
+                                "stream_ended",
+                                "the provider stream ended before the reply finished",
+                            );
+                            end = Some(EndKind::Failed(attempt_error(error)));
+                            break;
+                        }
+                    };
+                    let payload = match event {
+                        ProviderEvent::Finished(reason) => {
+                            end = Some(EndKind::Succeeded(reason));
+                            break;
+                        }
+                        ProviderEvent::Usage(q) => usage(q),
+                        ProviderEvent::Progress(message) => {
+                            EventPayload::Progress { attempt, message }
+                        }
+                        output => match tracker.output_event(attempt, output) {
+                            Some(payload) => {
+                                if race.code() != ErrorCode::DeadlineExceeded {
+                                    race.reset(deadline, ErrorCode::DeadlineExceeded);
+                                }
+                                payload
+                            }
+                            None => continue,
+                        },
+                    };
+                    pending.push(payload);
+                }
+                if let Some(EndKind::Succeeded(finish_reason)) = end {
+                    pending.push(EventPayload::Completed(ExecutionResult {
+                        output: tracker.take_output(),
+                        finish_reason,
+                        provider: target.provider.clone(),
+                        model: target.model.clone(),
+                        attempt,
+                    }));
+                }
+                (end, pending.len())
+            };
+            match end {
+                Some(EndKind::Succeeded(finish_reason)) => {
+                    // The permit and the provider stream go first, so whoever sees the
+                    // terminal event also sees the provider's capacity back.
+                    drop(stream);
+                    drop(permit);
+                    self.flush().await?;
+                    return Ok(EndKind::Succeeded(finish_reason));
+                }
+                Some(end) => return Ok(end),
+                // A provider that never makes the driver wait still gets its output out in
+                // batches of bounded size.
+                None if recorded >= batch::MAX => self.flush().await?,
+                None => {}
             }
         }
     }

@@ -167,34 +167,46 @@ fn plan(script: &Script, call: &ProviderCall) -> Vec<Step> {
         return vec![(first, Err(script.error("failure before output")))];
     }
     let input_tokens = call.input.messages.iter().map(|m| words(m) as u64).sum();
-    let (deltas, finish) = match &script.tool_call {
-        Some(tool) => (
-            tool_call_events(tool, call.attempt),
-            FinishReason::ToolCalls,
-        ),
-        None => {
-            let echo;
-            let reply = match &script.reply {
-                Some(reply) => reply.as_str(),
-                None => {
-                    echo = call.input.last_user_text().unwrap_or_default();
-                    echo.as_str()
-                }
-            };
-            let deltas = chunks(reply, script.chunk)
-                .map(|c| ProviderEvent::TextDelta(c.to_owned()))
-                .collect();
-            (deltas, FinishReason::Stop)
+    let echo;
+    let reply = match (&script.tool_call, &script.reply) {
+        (Some(_), _) => "",
+        (None, Some(reply)) => reply.as_str(),
+        (None, None) => {
+            echo = call.input.last_user_text().unwrap_or_default();
+            echo.as_str()
         }
     };
-    let output_tokens = deltas.len() as u64;
-    let mut steps = Vec::with_capacity(deltas.len() + 3);
-    for (n, delta) in deltas.into_iter().enumerate() {
-        if script.fail_after_deltas == Some(n as u32) {
-            break;
+    // The deltas go straight into the steps, up to a scripted failure; every delta of the
+    // full reply counts as an output token. Room for the usual reply, its usage and end.
+    let expected = match script.chunk {
+        // A word and the whitespace after it: rarely under four bytes.
+        Chunk::Word => reply.len() / 4 + 1,
+        Chunk::Char => reply.len(),
+    };
+    let mut steps = Vec::with_capacity(expected + 3);
+    let mut output_tokens = 0u64;
+    let mut delta = |event: ProviderEvent| {
+        if script
+            .fail_after_deltas
+            .is_none_or(|n| output_tokens < u64::from(n))
+        {
+            let delay = if output_tokens == 0 { first } else { interval };
+            steps.push((delay, Ok(event)));
         }
-        steps.push((if n == 0 { first } else { interval }, Ok(delta)));
-    }
+        output_tokens += 1;
+    };
+    let finish = match &script.tool_call {
+        Some(tool) => {
+            tool_call_events(tool, call.attempt, &mut delta);
+            FinishReason::ToolCalls
+        }
+        None => {
+            chunks(reply, script.chunk, |piece| {
+                delta(ProviderEvent::TextDelta(piece.to_owned()));
+            });
+            FinishReason::Stop
+        }
+    };
     let delay = if steps.is_empty() {
         first
     } else {
@@ -202,7 +214,7 @@ fn plan(script: &Script, call: &ProviderCall) -> Vec<Step> {
     };
     if script
         .fail_after_deltas
-        .is_some_and(|n| (n as usize) == steps.len() && (n as u64) < output_tokens)
+        .is_some_and(|n| (n as usize) == steps.len() && u64::from(n) < output_tokens)
     {
         steps.push((interval, Err(script.error("failure mid-stream"))));
         return steps;
@@ -231,12 +243,12 @@ fn words(message: &Message) -> usize {
     }
 }
 
-fn tool_call_events(tool: &ScriptedToolCall, attempt: u32) -> Vec<ProviderEvent> {
-    let mut events = vec![ProviderEvent::ToolCallStarted {
+fn tool_call_events(tool: &ScriptedToolCall, attempt: u32, mut event: impl FnMut(ProviderEvent)) {
+    event(ProviderEvent::ToolCallStarted {
         index: 0,
         id: format!("call_{attempt}"),
         name: tool.name.clone(),
-    }];
+    });
     // Split the arguments in two, as providers do, on a character boundary.
     let args = &tool.arguments;
     let mid = (0..=args.len() / 2)
@@ -245,23 +257,23 @@ fn tool_call_events(tool: &ScriptedToolCall, attempt: u32) -> Vec<ProviderEvent>
         .unwrap_or(0);
     for piece in [&args[..mid], &args[mid..]] {
         if !piece.is_empty() {
-            events.push(ProviderEvent::ToolCallArgumentsDelta {
+            event(ProviderEvent::ToolCallArgumentsDelta {
                 index: 0,
                 delta: piece.to_owned(),
             });
         }
     }
-    events
 }
 
 /// Cuts `text` into word pieces (each keeping the whitespace after it) or characters.
-fn chunks(text: &str, chunk: Chunk) -> Box<dyn Iterator<Item = &str> + '_> {
+fn chunks<'a>(text: &'a str, chunk: Chunk, mut piece: impl FnMut(&'a str)) {
     match chunk {
-        Chunk::Char => Box::new(
-            text.char_indices()
-                .map(move |(i, c)| &text[i..i + c.len_utf8()]),
-        ),
-        Chunk::Word => Box::new(text.split_inclusive(char::is_whitespace)),
+        Chunk::Char => {
+            for (i, c) in text.char_indices() {
+                piece(&text[i..i + c.len_utf8()]);
+            }
+        }
+        Chunk::Word => text.split_inclusive(char::is_whitespace).for_each(piece),
     }
 }
 

@@ -13,21 +13,6 @@ impl Driver {
         self.pending().push(payload);
     }
 
-    /// Records events, to be appended at the next flush.
-    pub(super) fn record_all(&self, payloads: Vec<EventPayload>) {
-        let mut pending = self.pending();
-        if pending.is_empty() {
-            *pending = payloads;
-        } else {
-            pending.extend(payloads);
-        }
-    }
-
-    /// How many events are recorded and not yet appended.
-    pub(super) fn recorded(&self) -> usize {
-        self.pending().len()
-    }
-
     /// Appends what was recorded, as one batch.
     pub(super) async fn flush(&self) -> Result<(), StoreError> {
         let payloads = std::mem::take(&mut *self.pending());
@@ -41,7 +26,8 @@ impl Driver {
             .map(drop)
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<EventPayload>> {
+    /// The recorded events, to record several at once. Never held across a wait.
+    pub(super) fn pending(&self) -> std::sync::MutexGuard<'_, Vec<EventPayload>> {
         // Only this driver's task touches it; a panic mid-push leaves a plain Vec.
         self.pending
             .lock()
