@@ -18,7 +18,8 @@ use crate::error::RuntimeError;
 use crate::execution::driver::{self, Deps, DriverHandle, Job};
 use crate::execution::validate::validate;
 use crate::execution::{
-    ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionError, ExecutionId, IdMap, Outcome,
+    ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionError, ExecutionFailure,
+    ExecutionId, IdMap, Outcome,
 };
 use crate::provider::{Provider, ProviderInitError, Providers};
 use crate::routing::{self, AttemptBudget, Plans};
@@ -285,7 +286,7 @@ impl Runtime {
         } else {
             Outcome::NotStarted
         };
-        let payload = EventPayload::Failed {
+        let payload = EventPayload::Failed(Box::new(ExecutionFailure {
             error: ExecutionError {
                 code: ErrorCode::Cancelled,
                 message: reason
@@ -296,7 +297,7 @@ impl Runtime {
             },
             partial_output: view.partial_output,
             cancel_reason: reason,
-        };
+        }));
         match self.inner.deps.store.append(id, payload).await {
             Ok(_) | Err(StoreError::AlreadyTerminal(_)) => self.get(id),
             Err(e) => Err(RuntimeError::from_store(e, None)),

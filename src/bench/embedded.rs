@@ -86,8 +86,9 @@ impl Session for EmbeddedSession {
                     seen.first_output = Some(Instant::now());
                 }
                 EventPayload::Completed(_) => return seen,
-                EventPayload::Failed { error, .. } => {
-                    seen.failure = Some(format!("execution.failed:{}", error.code.as_str()));
+                EventPayload::Failed(failure) => {
+                    let code = failure.error.code.as_str();
+                    seen.failure = Some(format!("execution.failed:{code}"));
                     return seen;
                 }
                 _ => {}

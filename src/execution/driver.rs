@@ -14,8 +14,9 @@ use tracing::Instrument;
 use crate::config::Config;
 use crate::error::log_internal;
 use crate::execution::{
-    AttemptError, CommitTracker, ErrorClass, ErrorCode, EventPayload, ExecutionError, ExecutionId,
-    ExecutionInput, ExecutionResult, ExecutionState, Labels, Outcome, Output,
+    AttemptError, CommitTracker, ErrorClass, ErrorCode, EventPayload, ExecutionError,
+    ExecutionFailure, ExecutionId, ExecutionInput, ExecutionResult, ExecutionState, Labels,
+    Outcome, Output,
 };
 use crate::provider::{ProviderCall, ProviderError, ProviderEvent, ProviderSlot, Providers};
 use crate::routing::{self, AttemptBudget, Decision, Permit, PlanTarget, RoutingPlan};
@@ -86,7 +87,7 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
             return;
         }
     }
-    let payload = EventPayload::Failed {
+    let payload = EventPayload::Failed(Box::new(ExecutionFailure {
         error: ExecutionError {
             code: ErrorCode::InternalError,
             message: format!("internal_error (error id {error_id})"),
@@ -95,7 +96,7 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
         },
         partial_output: Output::default(),
         cancel_reason: None,
-    };
+    }));
     if let Err(e) = store.append(id, payload).await {
         tracing::error!(execution_id = %id, error = %e, "could not record the internal failure");
     }
@@ -176,7 +177,7 @@ impl Driver {
             );
             tracing::debug!(execution_id = %self.job.id, attempt = tally.attempts, code = %error.code, next = ?decision, "attempt failed");
             let record = record(target, &tally, &end, error.clone(), decision);
-            self.record(EventPayload::AttemptFailed(record));
+            self.record(EventPayload::AttemptFailed(Box::new(record)));
             tally.record_error(error, end.admitted);
             match decision {
                 Decision::Retry { after } => {
@@ -385,13 +386,13 @@ impl Driver {
                     pending.push(payload);
                 }
                 if let Some(EndKind::Succeeded(finish_reason)) = end {
-                    pending.push(EventPayload::Completed(ExecutionResult {
+                    pending.push(EventPayload::Completed(Box::new(ExecutionResult {
                         output: tracker.take_output(),
                         finish_reason,
                         provider: target.provider.clone(),
                         model: target.model.clone(),
                         attempt,
-                    }));
+                    })));
                 }
                 (end, pending.len())
             };
@@ -434,7 +435,7 @@ impl Driver {
             retry_after: None,
         };
         let record = record(target, &tally, &end, error.clone(), Decision::Stop(code));
-        self.record(EventPayload::AttemptFailed(record));
+        self.record(EventPayload::AttemptFailed(Box::new(record)));
         if end.admitted {
             tally.record_error(error, true);
         }
@@ -456,7 +457,7 @@ impl Driver {
         let cancel_reason = (code == ErrorCode::Cancelled)
             .then(|| self.handle.reason())
             .flatten();
-        self.record(EventPayload::Failed {
+        self.record(EventPayload::Failed(Box::new(ExecutionFailure {
             error: ExecutionError {
                 code,
                 message,
@@ -465,7 +466,7 @@ impl Driver {
             },
             partial_output,
             cancel_reason,
-        });
+        })));
         self.flush().await
     }
 

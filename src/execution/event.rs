@@ -70,7 +70,7 @@ pub enum EventPayload {
         started_at: SystemTime,
     },
     /// `route.attempt.failed`.
-    AttemptFailed(AttemptRecord),
+    AttemptFailed(Box<AttemptRecord>),
     /// `output.text.delta`.
     TextDelta {
         /// Attempt number.
@@ -108,16 +108,26 @@ pub enum EventPayload {
     /// `usage.reported`.
     Usage(UsageFact),
     /// `execution.completed`.
-    Completed(ExecutionResult),
+    Completed(Box<ExecutionResult>),
     /// `execution.failed`; code `cancelled` means the state is CANCELLED.
-    Failed {
-        /// Why.
-        error: ExecutionError,
-        /// Output streamed before the failure: evidence only.
-        partial_output: Output,
-        /// A cancelling caller's reason.
-        cancel_reason: Option<String>,
-    },
+    Failed(Box<ExecutionFailure>),
+}
+
+// The three once-per-execution payloads above are boxed: unboxed, the largest made every
+// event 216 bytes, copied on its way from provider to store and kept for retention. The
+// events that stream by the thousand stay inline.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Event>() <= 136);
+
+/// What `execution.failed` says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionFailure {
+    /// Why.
+    pub error: ExecutionError,
+    /// Output streamed before the failure: evidence only.
+    pub partial_output: Output,
+    /// A cancelling caller's reason.
+    pub cancel_reason: Option<String>,
 }
 
 impl EventPayload {
@@ -134,13 +144,13 @@ impl EventPayload {
             Self::Progress { .. } => "execution.progress",
             Self::Usage(_) => "usage.reported",
             Self::Completed(_) => "execution.completed",
-            Self::Failed { .. } => "execution.failed",
+            Self::Failed(_) => "execution.failed",
         }
     }
 
     /// Whether the event ends the execution.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, Self::Completed(_) | Self::Failed { .. })
+        matches!(self, Self::Completed(_) | Self::Failed(_))
     }
 
     /// Whether the event exposes output to the caller (the commit point).

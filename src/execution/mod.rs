@@ -12,7 +12,7 @@ pub(crate) mod validate;
 mod view;
 
 pub use commit::CommitTracker;
-pub use event::{EffectiveLimits, Event, EventPayload, StoredEvent};
+pub use event::{EffectiveLimits, Event, EventPayload, ExecutionFailure, StoredEvent};
 pub use id::{ExecutionId, IdHasher, IdMap, MalformedId};
 pub use outcome::{
     AttemptError, AttemptRecord, ErrorClass, ErrorCode, ExecutionError, ExecutionResult,

@@ -112,12 +112,12 @@ impl Lifecycle {
             (Running, e) if e.commits_output() => Running,
             (Routing | Running, EventPayload::Progress { .. } | EventPayload::Usage(_)) => from,
             (Running, EventPayload::Completed(_)) => Succeeded,
-            (Accepted | Routing | Running, EventPayload::Failed { error, .. })
-                if error.code == ErrorCode::Cancelled =>
+            (Accepted | Routing | Running, EventPayload::Failed(failure))
+                if failure.error.code == ErrorCode::Cancelled =>
             {
                 Cancelled
             }
-            (Routing | Running, EventPayload::Failed { .. }) => Failed,
+            (Routing | Running, EventPayload::Failed(_)) => Failed,
             _ => return Err(illegal()),
         };
         if event.commits_output() {

@@ -119,8 +119,8 @@ impl Execution {
             }
             EventPayload::AttemptFailed(record) => {
                 match self.attempts.iter_mut().find(|a| a.number == record.number) {
-                    Some(slot) => *slot = record.clone(),
-                    None => self.attempts.push(record.clone()),
+                    Some(slot) => slot.clone_from(record),
+                    None => self.attempts.push(AttemptRecord::clone(record)),
                 }
             }
             EventPayload::TextDelta { attempt, text } => {
@@ -161,15 +161,11 @@ impl Execution {
                     a.outcome = Some(crate::execution::Outcome::Completed);
                     a.duration = event.time.duration_since(a.started_at).ok();
                 }
-                self.result = Some(result.clone());
+                self.result = Some(ExecutionResult::clone(result));
             }
-            EventPayload::Failed {
-                error,
-                partial_output,
-                ..
-            } => {
-                self.partial_output = partial_output.clone();
-                self.error = Some(error.clone());
+            EventPayload::Failed(failure) => {
+                self.partial_output = failure.partial_output.clone();
+                self.error = Some(failure.error.clone());
             }
         }
     }

@@ -302,10 +302,10 @@ async fn cancelling_before_routing_ends_in_cancelled() {
         .collect()
         .await;
     assert_eq!(types(&events), ["execution.accepted", "execution.failed"]);
-    let EventPayload::Failed { cancel_reason, .. } = &events[1].payload else {
+    let EventPayload::Failed(failure) = &events[1].payload else {
         panic!()
     };
-    assert_eq!(cancel_reason.as_deref(), Some("changed my mind"));
+    assert_eq!(failure.cancel_reason.as_deref(), Some("changed my mind"));
 }
 
 #[tokio::test(start_paused = true)]

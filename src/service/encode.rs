@@ -149,14 +149,10 @@ pub(crate) fn payload(p: &EventPayload) -> pb::execution_event::Payload {
         EventPayload::Completed(r) => Payload::Completed(pb::ExecutionCompleted {
             result: Some(result(r)),
         }),
-        EventPayload::Failed {
-            error: e,
-            partial_output,
-            cancel_reason,
-        } => Payload::Failed(pb::ExecutionFailed {
-            error: Some(error(e)),
-            partial_output: Some(output(partial_output)),
-            cancel_reason: cancel_reason.clone().unwrap_or_default(),
+        EventPayload::Failed(failure) => Payload::Failed(pb::ExecutionFailed {
+            error: Some(error(&failure.error)),
+            partial_output: Some(output(&failure.partial_output)),
+            cancel_reason: failure.cancel_reason.clone().unwrap_or_default(),
         }),
     }
 }

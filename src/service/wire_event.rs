@@ -306,7 +306,7 @@ mod tests {
                 model: "m".into(),
                 labels: Arc::default(),
             }),
-            EventPayload::AttemptFailed(AttemptRecord {
+            EventPayload::AttemptFailed(Box::new(AttemptRecord {
                 number: 2,
                 provider: "p".into(),
                 model: "m".into(),
@@ -322,7 +322,7 @@ mod tests {
                 outcome: Some(Outcome::NotStarted),
                 next_action: Some(NextAction::RetrySameTarget),
                 admitted: true,
-            }),
+            })),
             completed(1, "hello world"),
             failed(ErrorCode::Cancelled),
         ]

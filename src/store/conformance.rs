@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use super::{Created, EventStore, NewExecution, StoreError};
 use crate::execution::{
-    EffectiveLimits, ErrorCode, EventPayload, ExecutionError, ExecutionId, ExecutionResult,
-    ExecutionState, FinishReason, Outcome, Output,
+    EffectiveLimits, ErrorCode, EventPayload, ExecutionError, ExecutionFailure, ExecutionId,
+    ExecutionResult, ExecutionState, FinishReason, Outcome, Output,
 };
 use crate::routing::RoutingPlan;
 
@@ -88,7 +88,7 @@ pub fn text(attempt: u32, text: &str) -> EventPayload {
 
 /// An `execution.completed` payload.
 pub fn completed(attempt: u32, text: &str) -> EventPayload {
-    EventPayload::Completed(ExecutionResult {
+    EventPayload::Completed(Box::new(ExecutionResult {
         output: Output {
             text: text.into(),
             tool_calls: Vec::new(),
@@ -97,12 +97,12 @@ pub fn completed(attempt: u32, text: &str) -> EventPayload {
         provider: "p".into(),
         model: "m".into(),
         attempt,
-    })
+    }))
 }
 
 /// An `execution.failed` payload with `code`.
 pub fn failed(code: ErrorCode) -> EventPayload {
-    EventPayload::Failed {
+    EventPayload::Failed(Box::new(ExecutionFailure {
         error: ExecutionError {
             code,
             message: code.as_str().into(),
@@ -111,7 +111,7 @@ pub fn failed(code: ErrorCode) -> EventPayload {
         },
         partial_output: Output::default(),
         cancel_reason: None,
-    }
+    }))
 }
 
 async fn create(store: &dyn EventStore, new: NewExecution) -> ExecutionId {

@@ -26,7 +26,7 @@ enum Kind {
 }
 
 fn attempt_failed(next: NextAction, committed: bool) -> EventPayload {
-    EventPayload::AttemptFailed(AttemptRecord {
+    EventPayload::AttemptFailed(Box::new(AttemptRecord {
         number: 1,
         provider: "p".into(),
         model: "m".into(),
@@ -42,7 +42,7 @@ fn attempt_failed(next: NextAction, committed: bool) -> EventPayload {
         outcome: Some(Outcome::Failed),
         next_action: Some(next),
         admitted: true,
-    })
+    }))
 }
 
 fn payload(kind: Kind, committed: bool) -> EventPayload {
