@@ -11,9 +11,7 @@
 use std::sync::Arc;
 
 use prost::bytes::{Buf, BufMut};
-use prost::encoding::{
-    DecodeContext, WireType, encode_key, encode_varint, encoded_len_varint, key_len, skip_field,
-};
+use prost::encoding::{DecodeContext, WireType, encoded_len_varint, key_len, skip_field};
 
 use super::encode;
 use crate::execution::{EventPayload, StoredEvent};
@@ -137,7 +135,7 @@ fn time_fields(time: &prost_types::Timestamp, out: &mut impl Sink) {
 
 impl prost::Message for WireEvent {
     fn encode_raw(&self, buf: &mut impl BufMut) {
-        let mut out = Put(buf);
+        let mut out = Put::new(buf);
         out.text(ID, &self.id);
         out.uint(SEQUENCE, self.event.sequence);
         out.key(TIME, self.time_len);
@@ -145,10 +143,11 @@ impl prost::Message for WireEvent {
         out.text(TYPE, self.event.payload.type_name());
         out.uint(STATE, self.state());
         match &self.payload {
-            Payload::Built(built) => built.encode(out.0),
+            Payload::Built(built) => built.encode(out.flush()),
             Payload::Hand { field, len } => {
                 out.key(*field, *len);
                 hand_written(&self.event.payload, &mut out);
+                out.flush();
             }
         }
     }
@@ -215,26 +214,82 @@ impl Sink for Len {
     }
 }
 
-/// Writes bytes.
-struct Put<'a, B>(&'a mut B);
+/// Writes bytes. Keys, lengths, numbers and short strings gather in a small buffer that goes
+/// out in one copy: a varint written byte by byte into a `BytesMut` checks its capacity at
+/// every byte, which cost more than the rest of the encoding. Call `flush` at the end.
+struct Put<'a, B> {
+    buf: &'a mut B,
+    scratch: [u8; SCRATCH],
+    used: usize,
+}
 
-impl<B: BufMut> Sink for Put<'_, B> {
-    fn key(&mut self, field: u32, len: usize) {
-        encode_key(field, WireType::LengthDelimited, self.0);
-        encode_varint(len as u64, self.0);
-    }
+/// Room for an event's fields up to its payload's text: id, sequence, time, type, state.
+const SCRATCH: usize = 128;
 
-    fn uint(&mut self, field: u32, value: u64) {
-        if value != 0 {
-            encode_key(field, WireType::Varint, self.0);
-            encode_varint(value, self.0);
+impl<'a, B: BufMut> Put<'a, B> {
+    fn new(buf: &'a mut B) -> Self {
+        Self {
+            buf,
+            scratch: [0; SCRATCH],
+            used: 0,
         }
     }
 
+    #[inline(always)]
+    fn varint(&mut self, mut value: u64) {
+        // A u64 takes at most ten bytes.
+        if SCRATCH - self.used < 10 {
+            self.flush();
+        }
+        while value >= 0x80 {
+            self.scratch[self.used] = (value as u8) | 0x80;
+            self.used += 1;
+            value >>= 7;
+        }
+        self.scratch[self.used] = value as u8;
+        self.used += 1;
+    }
+
+    #[inline(always)]
+    fn bytes(&mut self, bytes: &[u8]) {
+        if let Some(room) = self.scratch.get_mut(self.used..self.used + bytes.len()) {
+            room.copy_from_slice(bytes);
+            self.used += bytes.len();
+        } else {
+            self.flush().put_slice(bytes);
+        }
+    }
+
+    /// Sends what is gathered on; returns the buffer, to write to directly.
+    fn flush(&mut self) -> &mut B {
+        if self.used > 0 {
+            self.buf.put_slice(&self.scratch[..self.used]);
+            self.used = 0;
+        }
+        self.buf
+    }
+}
+
+impl<B: BufMut> Sink for Put<'_, B> {
+    #[inline(always)]
+    fn key(&mut self, field: u32, len: usize) {
+        self.varint(u64::from(field << 3 | WireType::LengthDelimited as u32));
+        self.varint(len as u64);
+    }
+
+    #[inline(always)]
+    fn uint(&mut self, field: u32, value: u64) {
+        if value != 0 {
+            self.varint(u64::from(field << 3 | WireType::Varint as u32));
+            self.varint(value);
+        }
+    }
+
+    #[inline(always)]
     fn text(&mut self, field: u32, value: &str) {
         if !value.is_empty() {
             self.key(field, value.len());
-            self.0.put_slice(value.as_bytes());
+            self.bytes(value.as_bytes());
         }
     }
 }
