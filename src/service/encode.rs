@@ -23,7 +23,8 @@ pub(crate) fn timestamp(t: SystemTime) -> prost_types::Timestamp {
     prost_types::Timestamp::from(t)
 }
 
-fn duration(d: Duration) -> prost_types::Duration {
+/// The wire form of a span of time.
+pub(crate) fn duration(d: Duration) -> prost_types::Duration {
     // Durations here are far below the ~292-year limit of the wire type.
     prost_types::Duration::try_from(d).unwrap_or(prost_types::Duration {
         seconds: i64::MAX,
@@ -277,17 +278,21 @@ fn tool_call(c: &ToolCall) -> pb::ToolCall {
     }
 }
 
+/// The wire form of a finish reason.
+pub(crate) fn finish_reason(r: FinishReason) -> pb::FinishReason {
+    match r {
+        FinishReason::Stop => pb::FinishReason::Stop,
+        FinishReason::Length => pb::FinishReason::Length,
+        FinishReason::ToolCalls => pb::FinishReason::ToolCalls,
+        FinishReason::ContentFilter => pb::FinishReason::ContentFilter,
+        FinishReason::Other => pb::FinishReason::Other,
+    }
+}
+
 fn result(r: &ExecutionResult) -> pb::ExecutionResult {
     pb::ExecutionResult {
         output: Some(output(&r.output)),
-        finish_reason: match r.finish_reason {
-            FinishReason::Stop => pb::FinishReason::Stop,
-            FinishReason::Length => pb::FinishReason::Length,
-            FinishReason::ToolCalls => pb::FinishReason::ToolCalls,
-            FinishReason::ContentFilter => pb::FinishReason::ContentFilter,
-            FinishReason::Other => pb::FinishReason::Other,
-        }
-        .into(),
+        finish_reason: finish_reason(r.finish_reason).into(),
         provider: owned(&r.provider),
         model: owned(&r.model),
         attempt: r.attempt,
@@ -303,16 +308,20 @@ fn error(e: &ExecutionError) -> pb::ExecutionError {
     }
 }
 
+/// The wire form of a usage source.
+pub(crate) fn usage_source(s: UsageSource) -> pb::UsageSource {
+    match s {
+        UsageSource::ProviderReported => pb::UsageSource::ProviderReported,
+        UsageSource::RuntimeMeasured => pb::UsageSource::RuntimeMeasured,
+        UsageSource::RuntimeEstimated => pb::UsageSource::RuntimeEstimated,
+    }
+}
+
 fn usage(f: &UsageFact) -> pb::UsageFact {
     pb::UsageFact {
         unit: owned(f.unit.as_str()),
         quantity: f.quantity,
-        source: match f.source {
-            UsageSource::ProviderReported => pb::UsageSource::ProviderReported,
-            UsageSource::RuntimeMeasured => pb::UsageSource::RuntimeMeasured,
-            UsageSource::RuntimeEstimated => pb::UsageSource::RuntimeEstimated,
-        }
-        .into(),
+        source: usage_source(f.source).into(),
         attempt: f.attempt,
         provider: owned(&f.provider),
         model: owned(&f.model),

@@ -4,18 +4,24 @@
 //! event. Building one cost three string allocations and copies per event (id, type, text)
 //! and moved a 296-byte message through every stream adapter on its way to the encoder.
 //!
-//! The payloads that stream by the thousand (output deltas, progress, attempt starts) are
-//! written by hand; the once-per-execution ones (accepted, routing, a failed attempt, usage,
-//! completed, failed) are built as prost messages and encoded by prost.
+//! Every payload an execution that succeeds streams is written by hand: those that stream by
+//! the thousand (output deltas, progress, attempt starts) and those every execution has
+//! (accepted, routing, usage, completed), whose built messages cloned every name, label and
+//! the whole output. The rare ones (a failed attempt, failed) are built as prost messages and
+//! encoded by prost.
 
 use std::sync::Arc;
 
 use prost::bytes::{Buf, BufMut};
-use prost::encoding::{DecodeContext, WireType, encoded_len_varint, key_len, skip_field};
+use prost::encoding::{DecodeContext, WireType, skip_field};
 
 use super::encode;
-use crate::execution::{EventPayload, StoredEvent};
+use crate::execution::{
+    EffectiveLimits, EventPayload, ExecutionResult, Output, StoredEvent, ToolCall,
+};
 use crate::pb;
+use crate::routing::{PlanTarget, RoutingPlan};
+use crate::usage::UsageFact;
 
 /// One event on its way to a client. Encode-only: the server never decodes one, and
 /// decoding skips every field.
@@ -45,11 +51,15 @@ const SEQUENCE: u32 = 2;
 const TIME: u32 = 3;
 const TYPE: u32 = 4;
 const STATE: u32 = 5;
+const ACCEPTED: u32 = 10;
+const ROUTING: u32 = 11;
 const ATTEMPT_STARTED: u32 = 12;
 const TEXT_DELTA: u32 = 14;
 const TOOL_CALL_STARTED: u32 = 15;
 const TOOL_CALL_ARGUMENTS_DELTA: u32 = 16;
 const PROGRESS: u32 = 17;
+const USAGE_REPORTED: u32 = 18;
+const COMPLETED: u32 = 19;
 
 impl WireEvent {
     /// `event` of the execution whose id reads `id`, appended at `time`.
@@ -80,6 +90,20 @@ impl WireEvent {
 /// number; `None` (writing nothing) for the kinds prost builds.
 fn hand_written(payload: &EventPayload, out: &mut impl Sink) -> Option<u32> {
     Some(match payload {
+        EventPayload::Accepted {
+            ability,
+            policy,
+            limits,
+        } => {
+            out.text(1, ability);
+            out.text(2, policy);
+            out.message(3, limits);
+            ACCEPTED
+        }
+        EventPayload::Routing(plan) => {
+            out.message(1, &**plan);
+            ROUTING
+        }
         EventPayload::AttemptStarted {
             attempt,
             provider,
@@ -123,8 +147,120 @@ fn hand_written(payload: &EventPayload, out: &mut impl Sink) -> Option<u32> {
             out.text(2, message);
             PROGRESS
         }
+        // Twice per execution (input and output tokens), and each built one cost a clone of
+        // every name and label.
+        EventPayload::Usage(fact) => {
+            out.message(1, fact);
+            USAGE_REPORTED
+        }
+        // Once per execution, but the built one copied the whole output.
+        EventPayload::Completed(result) => {
+            out.message(1, &**result);
+            COMPLETED
+        }
         _ => return None,
     })
+}
+
+/// A message written by hand as a field of another.
+trait Fields {
+    fn fields(&self, out: &mut impl Sink);
+}
+
+impl Fields for EffectiveLimits {
+    fn fields(&self, out: &mut impl Sink) {
+        out.message(1, &encode::timestamp(self.deadline));
+        out.uint(2, u64::from(self.max_attempts));
+        out.uint(3, u64::from(self.allow_fallback));
+        out.message(4, &encode::duration(self.retry_budget));
+    }
+}
+
+impl Fields for prost_types::Timestamp {
+    fn fields(&self, out: &mut impl Sink) {
+        time_fields(self, out);
+    }
+}
+
+impl Fields for prost_types::Duration {
+    fn fields(&self, out: &mut impl Sink) {
+        out.uint(1, self.seconds as u64);
+        out.uint(2, i64::from(self.nanos) as u64);
+    }
+}
+
+impl Fields for RoutingPlan {
+    fn fields(&self, out: &mut impl Sink) {
+        out.text(1, &self.policy);
+        for capability in &self.required_capabilities {
+            out.item(2, capability);
+        }
+        for target in &self.targets {
+            out.message(3, target);
+        }
+    }
+}
+
+impl Fields for PlanTarget {
+    fn fields(&self, out: &mut impl Sink) {
+        out.text(1, &self.provider);
+        out.text(2, &self.model);
+        out.uint(3, u64::from(self.kept));
+        out.text(4, self.reason.as_deref().unwrap_or_default());
+        for capability in &self.missing_capabilities {
+            out.item(5, capability);
+        }
+    }
+}
+
+impl Fields for UsageFact {
+    fn fields(&self, out: &mut impl Sink) {
+        out.text(1, self.unit.as_str());
+        out.uint(2, self.quantity);
+        out.uint(3, encode::usage_source(self.source) as u64);
+        out.uint(4, u64::from(self.attempt));
+        out.text(5, &self.provider);
+        out.text(6, &self.model);
+        // A map is a repeated entry message of key (1) and value (2). Its order is not part
+        // of the encoding: this writes it in the labels' own (sorted) order.
+        for entry in self.labels.iter() {
+            out.message(7, &entry);
+        }
+    }
+}
+
+impl Fields for (&String, &String) {
+    fn fields(&self, out: &mut impl Sink) {
+        out.text(1, self.0);
+        out.text(2, self.1);
+    }
+}
+
+impl Fields for ExecutionResult {
+    fn fields(&self, out: &mut impl Sink) {
+        out.message(1, &self.output);
+        out.uint(2, encode::finish_reason(self.finish_reason) as u64);
+        out.text(3, &self.provider);
+        out.text(4, &self.model);
+        out.uint(5, u64::from(self.attempt));
+    }
+}
+
+impl Fields for Output {
+    fn fields(&self, out: &mut impl Sink) {
+        out.text(1, &self.text);
+        for call in &self.tool_calls {
+            out.message(2, call);
+        }
+    }
+}
+
+impl Fields for ToolCall {
+    fn fields(&self, out: &mut impl Sink) {
+        out.text(1, &self.id);
+        out.text(2, &self.name);
+        out.text(3, &self.arguments_json);
+    }
 }
 
 fn time_fields(time: &prost_types::Timestamp, out: &mut impl Sink) {
@@ -184,241 +320,8 @@ impl prost::Message for WireEvent {
     }
 }
 
-/// Where fields go: counted ([`Len`]) or written ([`Put`]), by the same code. proto3 leaves
-/// fields at their default (0, "") out.
-trait Sink {
-    /// A length-delimited field's key and length; its `len` bytes follow.
-    fn key(&mut self, field: u32, len: usize);
-    fn uint(&mut self, field: u32, value: u64);
-    fn text(&mut self, field: u32, value: &str);
-}
-
-/// Counts bytes. `key` counts the content too, which is written after it.
-struct Len(usize);
-
-impl Sink for Len {
-    fn key(&mut self, field: u32, len: usize) {
-        self.0 += key_len(field) + encoded_len_varint(len as u64) + len;
-    }
-
-    fn uint(&mut self, field: u32, value: u64) {
-        if value != 0 {
-            self.0 += key_len(field) + encoded_len_varint(value);
-        }
-    }
-
-    fn text(&mut self, field: u32, value: &str) {
-        if !value.is_empty() {
-            self.key(field, value.len());
-        }
-    }
-}
-
-/// Writes bytes. Keys, lengths, numbers and short strings gather in a small buffer that goes
-/// out in one copy: a varint written byte by byte into a `BytesMut` checks its capacity at
-/// every byte, which cost more than the rest of the encoding. Call `flush` at the end.
-struct Put<'a, B> {
-    buf: &'a mut B,
-    scratch: [u8; SCRATCH],
-    used: usize,
-}
-
-/// Room for an event's fields up to its payload's text: id, sequence, time, type, state.
-const SCRATCH: usize = 128;
-
-impl<'a, B: BufMut> Put<'a, B> {
-    fn new(buf: &'a mut B) -> Self {
-        Self {
-            buf,
-            scratch: [0; SCRATCH],
-            used: 0,
-        }
-    }
-
-    #[inline(always)]
-    fn varint(&mut self, mut value: u64) {
-        // A u64 takes at most ten bytes.
-        if SCRATCH - self.used < 10 {
-            self.flush();
-        }
-        while value >= 0x80 {
-            self.scratch[self.used] = (value as u8) | 0x80;
-            self.used += 1;
-            value >>= 7;
-        }
-        self.scratch[self.used] = value as u8;
-        self.used += 1;
-    }
-
-    #[inline(always)]
-    fn bytes(&mut self, bytes: &[u8]) {
-        if let Some(room) = self.scratch.get_mut(self.used..self.used + bytes.len()) {
-            room.copy_from_slice(bytes);
-            self.used += bytes.len();
-        } else {
-            self.flush().put_slice(bytes);
-        }
-    }
-
-    /// Sends what is gathered on; returns the buffer, to write to directly.
-    fn flush(&mut self) -> &mut B {
-        if self.used > 0 {
-            self.buf.put_slice(&self.scratch[..self.used]);
-            self.used = 0;
-        }
-        self.buf
-    }
-}
-
-impl<B: BufMut> Sink for Put<'_, B> {
-    #[inline(always)]
-    fn key(&mut self, field: u32, len: usize) {
-        self.varint(u64::from(field << 3 | WireType::LengthDelimited as u32));
-        self.varint(len as u64);
-    }
-
-    #[inline(always)]
-    fn uint(&mut self, field: u32, value: u64) {
-        if value != 0 {
-            self.varint(u64::from(field << 3 | WireType::Varint as u32));
-            self.varint(value);
-        }
-    }
-
-    #[inline(always)]
-    fn text(&mut self, field: u32, value: &str) {
-        if !value.is_empty() {
-            self.key(field, value.len());
-            self.bytes(value.as_bytes());
-        }
-    }
-}
-
+mod sink;
 #[cfg(test)]
-mod tests {
-    use std::time::{Duration, SystemTime};
+mod tests;
 
-    use prost::Message;
-
-    use super::*;
-    use crate::execution::{
-        AttemptError, AttemptRecord, ErrorClass, ErrorCode, Event, ExecutionId, ExecutionState,
-        NextAction, Outcome,
-    };
-    use crate::store::conformance::{accepted, attempt_started, completed, failed, routing, text};
-    use crate::usage::{UsageFact, UsageQuantity, UsageSource, UsageUnit};
-
-    fn payloads() -> Vec<EventPayload> {
-        let usage = UsageQuantity {
-            unit: UsageUnit::OUTPUT_TOKENS,
-            quantity: 12,
-            source: UsageSource::ProviderReported,
-        };
-        vec![
-            accepted(),
-            routing(),
-            attempt_started(1),
-            attempt_started(0),
-            text(1, "hello "),
-            text(
-                2,
-                "héllo, wörld ✓ with a longer piece of text than a varint byte can count: "
-                    .repeat(3)
-                    .as_str(),
-            ),
-            text(0, ""),
-            EventPayload::ToolCallStarted {
-                attempt: 1,
-                index: 0,
-                id: "call_1".into(),
-                name: "lookup".into(),
-            },
-            EventPayload::ToolCallStarted {
-                attempt: 3,
-                index: 2,
-                id: String::new(),
-                name: "x".into(),
-            },
-            EventPayload::ToolCallArgumentsDelta {
-                attempt: 1,
-                index: 7,
-                delta: "{\"q\":".into(),
-            },
-            EventPayload::Progress {
-                attempt: 0,
-                message: "queued".into(),
-            },
-            EventPayload::Progress {
-                attempt: 200,
-                message: String::new(),
-            },
-            EventPayload::Usage(UsageFact {
-                unit: usage.unit,
-                quantity: usage.quantity,
-                source: usage.source,
-                attempt: 1,
-                provider: "p".into(),
-                model: "m".into(),
-                labels: Arc::default(),
-            }),
-            EventPayload::AttemptFailed(Box::new(AttemptRecord {
-                number: 2,
-                provider: "p".into(),
-                model: "m".into(),
-                started_at: SystemTime::now(),
-                duration: Some(Duration::from_millis(1500)),
-                error: Some(AttemptError {
-                    class: ErrorClass::Retryable,
-                    code: "unavailable".into(),
-                    message: "503".into(),
-                    retry_after: Some(Duration::from_secs(2)),
-                }),
-                output_committed: false,
-                outcome: Some(Outcome::NotStarted),
-                next_action: Some(NextAction::RetrySameTarget),
-                admitted: true,
-            })),
-            completed(1, "hello world"),
-            failed(ErrorCode::Cancelled),
-        ]
-    }
-
-    #[test]
-    fn every_payload_encodes_exactly_as_prost_encodes_the_built_message() {
-        let id = ExecutionId::new();
-        let times = [
-            SystemTime::now(),
-            SystemTime::UNIX_EPOCH,
-            SystemTime::UNIX_EPOCH + Duration::new(1, 999_999_999),
-            SystemTime::UNIX_EPOCH - Duration::new(5, 250),
-        ];
-        let states = [
-            ExecutionState::Accepted,
-            ExecutionState::Running,
-            ExecutionState::Failed,
-        ];
-        for (n, payload) in payloads().into_iter().enumerate() {
-            for (time, sequence, state) in [
-                (times[n % 4], n as u64 + 1, states[n % 3]),
-                (times[(n + 1) % 4], 0, states[(n + 1) % 3]),
-                (times[(n + 2) % 4], u64::MAX, states[(n + 2) % 3]),
-            ] {
-                let event = Event {
-                    execution_id: id,
-                    sequence,
-                    time,
-                    state,
-                    payload: payload.clone(),
-                };
-                let want = encode::event(&event).encode_to_vec();
-                let wire = WireEvent::new(
-                    id.to_text().into(),
-                    prost_types::Timestamp::from(time),
-                    StoredEvent::new(event),
-                );
-                assert_eq!(wire.encoded_len(), want.len(), "length of {:?}", wire.event);
-                assert_eq!(wire.encode_to_vec(), want, "bytes of {:?}", wire.event);
-            }
-        }
-    }
-}
+use sink::{Len, Put, Sink};
