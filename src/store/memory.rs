@@ -23,8 +23,8 @@ use super::{
     StoreStats,
 };
 use crate::execution::{
-    Event, EventPayload, Execution, ExecutionId, ExecutionState, Fingerprint, IdMap, Lifecycle,
-    StoredEvent,
+    Event, EventPayload, Execution, ExecutionId, ExecutionState, Fingerprint, IdMap, Labels,
+    Lifecycle, StoredEvent,
 };
 
 /// The bounded in-memory event store.
@@ -47,6 +47,7 @@ struct Index {
 #[derive(Debug)]
 struct Slot {
     idempotency: Option<(String, Fingerprint)>,
+    labels: Arc<Labels>,
     changes: Arc<ChangeSignal>,
     record: Mutex<Record>,
 }
@@ -54,10 +55,11 @@ struct Slot {
 #[derive(Debug)]
 struct Record {
     events: Vec<StoredEvent>,
-    /// The view folded from `events[..folded]`. Folding is lazy: appends only store events,
-    /// and whoever reads the view first folds what it has not seen yet. A caller that only
-    /// follows the events (`Execute`) never pays for a view it does not read.
-    view: Execution,
+    /// The view folded from `events[..folded]`, made when first read. Folding is lazy:
+    /// appends only store events, and whoever reads the view folds what it has not seen yet.
+    /// A caller that only follows the events (`Execute`) never pays for a view, and a record
+    /// nobody asked about keeps none (it was most of a stored execution's fixed size).
+    view: Option<Box<Execution>>,
     folded: usize,
     lifecycle: Lifecycle,
 }
@@ -73,6 +75,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Slot {
     fn record(&self) -> MutexGuard<'_, Record> {
         lock(&self.record)
+    }
+
+    /// The view, folded up to the last event.
+    fn view(&self) -> Result<Execution, StoreError> {
+        let key = self.idempotency.as_ref().map(|(key, _)| key);
+        self.record().view(&self.labels, key)
     }
 }
 
@@ -117,7 +125,7 @@ impl MemoryStore {
         {
             let same = slot.idempotency.as_ref().map(|(_, f)| f) == Some(fingerprint);
             return if same {
-                Ok(Created::Existing(slot.record().view()))
+                Ok(Created::Existing(slot.view()?))
             } else {
                 Err(StoreError::IdempotencyConflict(*existing))
             };
@@ -136,19 +144,20 @@ impl MemoryStore {
             state: lifecycle.apply(&new.accepted)?,
             payload: new.accepted,
         });
-        let key = new.idempotency.as_ref().map(|(k, _)| k.clone());
-        let view = Execution::from_accepted(&first, new.labels, key.clone())
-            .ok_or_else(|| StoreError::Failed("first event is not execution.accepted".into()))?;
+        let key = new.idempotency.as_ref().map(|(k, _)| k);
+        let view = Execution::from_accepted(&first, new.labels.clone(), key.cloned())
+            .ok_or_else(not_accepted)?;
         if let Some(key) = key {
-            index.idempotency.insert(key, new.id);
+            index.idempotency.insert(key.clone(), new.id);
         }
         let slot = Slot {
             idempotency: new.idempotency,
+            labels: new.labels,
             changes: ChangeSignal::new(),
             record: Mutex::new(Record {
                 events: vec![first],
-                view: view.clone(),
-                folded: 1,
+                view: None,
+                folded: 0,
                 lifecycle,
             }),
         };
@@ -212,6 +221,10 @@ impl MemoryStore {
     }
 }
 
+fn not_accepted() -> StoreError {
+    StoreError::Failed("first event is not execution.accepted".into())
+}
+
 impl Record {
     fn check_open(&self, id: ExecutionId) -> Result<(), StoreError> {
         if self
@@ -230,12 +243,26 @@ impl Record {
     }
 
     /// The view, after folding in the events it has not seen.
-    fn view(&mut self) -> Execution {
+    fn view(
+        &mut self,
+        labels: &Arc<Labels>,
+        key: Option<&String>,
+    ) -> Result<Execution, StoreError> {
+        let view = match &mut self.view {
+            Some(view) => view,
+            None => {
+                let first = self.events.first().ok_or_else(not_accepted)?;
+                let view = Execution::from_accepted(first, labels.clone(), key.cloned())
+                    .ok_or_else(not_accepted)?;
+                self.folded = 1;
+                self.view.insert(Box::new(view))
+            }
+        };
         for event in &self.events[self.folded..] {
-            self.view.apply(event);
+            view.apply(event);
         }
         self.folded = self.events.len();
-        self.view.clone()
+        Ok(Execution::clone(view))
     }
 
     /// Stores `payloads` after the last event, all or none: they go through a copy of the
@@ -351,7 +378,7 @@ impl EventStore for MemoryStore {
     }
 
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
-        Ok(self.slot(id)?.record().view())
+        self.slot(id)?.view()
     }
 
     fn read(&self, id: ExecutionId, after: u64, limit: usize) -> Result<EventPage, StoreError> {
