@@ -6,9 +6,6 @@
 use crate::execution::{EventPayload, Output, view::tool_call_slot};
 use crate::provider::ProviderEvent;
 
-/// The output text's first allocation, in bytes.
-const FIRST_TEXT_CAPACITY: usize = 256;
-
 /// What one attempt has exposed so far.
 #[derive(Debug, Default)]
 pub struct CommitTracker {
@@ -32,6 +29,19 @@ impl CommitTracker {
         std::mem::take(&mut self.output)
     }
 
+    /// Makes room for the text `events` bring, so the output grows once per batch of
+    /// events instead of doubling its way up from a few bytes, and a reply that comes in one
+    /// batch is kept at its exact size.
+    pub fn reserve<'a>(&mut self, events: impl Iterator<Item = &'a ProviderEvent>) {
+        let text: usize = events
+            .map(|event| match event {
+                ProviderEvent::TextDelta(text) => text.len(),
+                _ => 0,
+            })
+            .sum();
+        self.output.text.reserve(text);
+    }
+
     /// Turns an output event of attempt `attempt` into the payload to append, recording it.
     /// Returns `None` for events that carry nothing (an empty text delta is preamble, not
     /// output) and for events that are not output.
@@ -39,13 +49,6 @@ impl CommitTracker {
         let payload = match event {
             ProviderEvent::TextDelta(text) if text.is_empty() => return None,
             ProviderEvent::TextDelta(text) => {
-                if self.output.text.capacity() == 0 {
-                    // Replies run to hundreds of bytes: start there, not at 8 bytes and
-                    // five doublings.
-                    self.output
-                        .text
-                        .reserve(text.len().max(FIRST_TEXT_CAPACITY));
-                }
                 self.output.text.push_str(&text);
                 EventPayload::TextDelta { attempt, text }
             }

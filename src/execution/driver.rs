@@ -347,6 +347,7 @@ impl Driver {
             let (end, recorded) = {
                 let mut pending = self.pending();
                 pending.reserve(items.len() + 1);
+                tracker.reserve(items.iter().filter_map(|item| item.as_ref()?.as_ref().ok()));
                 let mut end = None;
                 for item in items.drain(..) {
                     let event = match item {
