@@ -182,14 +182,17 @@ impl StoredEvent {
         }
     }
 
-    /// Events appended together, sharing one allocation (written in place when `events`
-    /// knows its exact length).
-    pub fn batch(events: impl IntoIterator<Item = Event>) -> impl Iterator<Item = StoredEvent> {
-        let batch: Arc<[Event]> = events.into_iter().collect();
-        (0..batch.len()).map(move |index| Self {
-            batch: batch.clone(),
-            index,
-        })
+    /// The event at `index` of events appended together, which share one allocation.
+    ///
+    /// # Panics
+    /// If `index` is not below `batch.len()`.
+    pub fn in_batch(batch: Arc<[Event]>, index: usize) -> Self {
+        assert!(
+            index < batch.len(),
+            "event {index} of a batch of {}",
+            batch.len()
+        );
+        Self { batch, index }
     }
 }
 
@@ -233,8 +236,10 @@ mod tests {
 
     #[test]
     fn a_batch_shares_one_allocation_and_each_event_reads_as_itself() {
-        let stored: Vec<StoredEvent> =
-            StoredEvent::batch(vec![text(4, "a"), text(5, "b")]).collect();
+        let batch: Arc<[Event]> = Arc::from([text(4, "a"), text(5, "b")]);
+        let stored: Vec<StoredEvent> = (0..2)
+            .map(|i| StoredEvent::in_batch(batch.clone(), i))
+            .collect();
         let sequences: Vec<u64> = stored.iter().map(|e| e.sequence).collect();
         assert_eq!(sequences, [4, 5]);
         assert!(Arc::ptr_eq(&stored[0].batch, &stored[1].batch));

@@ -27,6 +27,10 @@ use crate::execution::{
     Lifecycle, StoredEvent,
 };
 
+mod log;
+
+use log::Log;
+
 /// The bounded in-memory event store.
 #[derive(Debug)]
 pub struct MemoryStore {
@@ -54,13 +58,13 @@ struct Slot {
 
 #[derive(Debug)]
 struct Record {
-    events: Vec<StoredEvent>,
-    /// The view folded from `events[..folded]`, made when first read. Folding is lazy:
+    events: Log,
+    /// The view folded from the first `folded` events, made when first read. Folding is lazy:
     /// appends only store events, and whoever reads the view folds what it has not seen yet.
     /// A caller that only follows the events (`Execute`) never pays for a view, and a record
     /// nobody asked about keeps none (it was most of a stored execution's fixed size).
     view: Option<Box<Execution>>,
-    folded: usize,
+    folded: u64,
     lifecycle: Lifecycle,
 }
 
@@ -137,16 +141,18 @@ impl MemoryStore {
             }
         }
         let mut lifecycle = Lifecycle::default();
-        let first = StoredEvent::new(Event {
+        let first = Event {
             execution_id: new.id,
             sequence: 1,
             time: SystemTime::now(),
             state: lifecycle.apply(&new.accepted)?,
             payload: new.accepted,
-        });
+        };
         let key = new.idempotency.as_ref().map(|(k, _)| k);
         let view = Execution::from_accepted(&first, new.labels.clone(), key.cloned())
             .ok_or_else(not_accepted)?;
+        let mut events = Log::default();
+        events.push(Arc::from([first]));
         if let Some(key) = key {
             index.idempotency.insert(key.clone(), new.id);
         }
@@ -155,7 +161,7 @@ impl MemoryStore {
             labels: new.labels,
             changes: ChangeSignal::new(),
             record: Mutex::new(Record {
-                events: vec![first],
+                events,
                 view: None,
                 folded: 0,
                 lifecycle,
@@ -174,15 +180,16 @@ impl MemoryStore {
         let event = {
             let mut record = slot.record();
             record.check_open(id)?;
-            let event = StoredEvent::new(Event {
+            let event = Event {
                 execution_id: id,
                 sequence: record.last_sequence() + 1,
                 time: SystemTime::now(),
                 state: record.lifecycle.apply(&payload)?,
                 payload,
-            });
-            record.events.push(event.clone());
-            event
+            };
+            let batch: Arc<[Event]> = Arc::from([event]);
+            record.events.push(batch.clone());
+            StoredEvent::in_batch(batch, 0)
         };
         self.appended(id, &slot, event.is_terminal());
         Ok(event)
@@ -239,7 +246,7 @@ impl Record {
 
     /// Sequence n lives at index n - 1.
     fn last_sequence(&self) -> u64 {
-        self.events.len() as u64
+        self.events.len()
     }
 
     /// The view, after folding in the events it has not seen.
@@ -251,14 +258,14 @@ impl Record {
         let view = match &mut self.view {
             Some(view) => view,
             None => {
-                let first = self.events.first().ok_or_else(not_accepted)?;
+                let first = self.events.events(0).next().ok_or_else(not_accepted)?;
                 let view = Execution::from_accepted(first, labels.clone(), key.cloned())
                     .ok_or_else(not_accepted)?;
                 self.folded = 1;
                 self.view.insert(Box::new(view))
             }
         };
-        for event in &self.events[self.folded..] {
+        for event in self.events.events(self.folded) {
             view.apply(event);
         }
         self.folded = self.events.len();
@@ -285,15 +292,17 @@ impl Record {
             .into_iter()
             .zip(states)
             .zip(self.last_sequence() + 1..);
-        self.events.extend(StoredEvent::batch(events.map(
-            |((payload, state), sequence)| Event {
-                execution_id: id,
-                sequence,
-                time,
-                state,
-                payload,
-            },
-        )));
+        self.events.push(
+            events
+                .map(|((payload, state), sequence)| Event {
+                    execution_id: id,
+                    sequence,
+                    time,
+                    state,
+                    payload,
+                })
+                .collect(),
+        );
         self.lifecycle = lifecycle;
         Ok(terminal)
     }
@@ -383,15 +392,8 @@ impl EventStore for MemoryStore {
 
     fn read(&self, id: ExecutionId, after: u64, limit: usize) -> Result<EventPage, StoreError> {
         let slot = self.slot(id)?;
-        let record = slot.record();
-        // Sequence n lives at index n - 1.
-        let start = usize::try_from(after)
-            .unwrap_or(usize::MAX)
-            .min(record.events.len());
-        let end = start.saturating_add(limit).min(record.events.len());
-        Ok(EventPage {
-            events: record.events[start..end].to_vec(),
-        })
+        let events = slot.record().events.read(after, limit);
+        Ok(EventPage { events })
     }
 
     fn subscribe(&self, id: ExecutionId) -> Result<Changes, StoreError> {
