@@ -201,6 +201,9 @@ impl Runtime {
         // Registration and the stopping flag change under one lock, so shutdown either sees
         // this driver (and drains or cancels it) or this submission sees shutdown. The
         // tracker counts the driver from here, before it runs.
+        // The driver is boxed as soon as it is made: this future holds a pointer to it, not
+        // the driver's own state (which would make every `Submit` and `Execute` future as
+        // large as the driver's, copied whole into its box on every call).
         let driver = {
             let mut drivers = self.drivers();
             let open = !self.inner.stopping.load(Ordering::Acquire);
@@ -208,22 +211,21 @@ impl Runtime {
                 let handle = Arc::new(DriverHandle::default());
                 drivers.insert(id, handle.clone());
                 let runtime = self.clone();
-                self.inner.tasks.track_future(async move {
+                Box::pin(self.inner.tasks.track_future(async move {
                     driver::run(runtime.inner.deps.clone(), job, handle).await;
                     runtime.drivers().remove(&id);
-                })
+                }))
             })
         };
-        let Some(driver) = driver else {
-            self.record_cancellation(id, Some("runtime shutting down".into()))
-                .await?;
+        let Some(mut driver) = driver else {
+            // Rare, and boxed for the same reason.
+            Box::pin(self.record_cancellation(id, Some("runtime shutting down".into()))).await?;
             return Err(RuntimeError::Unavailable(RuntimeState::Stopping.as_str()));
         };
         // The driver's first step runs here, up to its first wait (admission, the provider's
         // first byte, a backoff), and only then moves to a task of its own. A provider that
         // answers at once is served without a task hop, and a follower of this execution
         // finds the events of that step already stored, to send as one message batch.
-        let mut driver = Box::pin(driver);
         if futures_util::poll!(driver.as_mut()).is_pending() {
             tokio::spawn(driver);
         }
