@@ -15,13 +15,11 @@ use crate::config::Config;
 use crate::error::log_internal;
 use crate::execution::{
     AttemptError, CommitTracker, ErrorClass, ErrorCode, EventPayload, ExecutionError,
-    ExecutionFailure, ExecutionId, ExecutionInput, ExecutionResult, ExecutionState, Labels,
-    Outcome, Output,
+    ExecutionFailure, ExecutionId, ExecutionInput, ExecutionState, Labels, Outcome, Output,
 };
-use crate::provider::{ProviderCall, ProviderError, ProviderEvent, ProviderSlot, Providers};
+use crate::provider::{ProviderCall, ProviderError, ProviderSlot, Providers};
 use crate::routing::{self, AttemptBudget, Decision, Permit, PlanTarget, RoutingPlan};
 use crate::store::{EventStore, StoreError};
-use crate::usage::{UsageFact, UsageQuantity};
 
 /// Everything one execution needs, resolved at submission.
 #[derive(Debug)]
@@ -306,17 +304,6 @@ impl Driver {
             input: self.job.input.clone(),
             deadline,
         });
-        let usage = |q: UsageQuantity| {
-            EventPayload::Usage(UsageFact {
-                unit: q.unit,
-                quantity: q.quantity,
-                source: q.source,
-                attempt,
-                provider: target.provider.clone(),
-                model: target.model.clone(),
-                labels: self.job.labels.clone(),
-            })
-        };
         // A stream that knows its length (the scripted provider) fills the buffer without
         // growing it; others start small.
         let mut items = Vec::with_capacity(stream.size_hint().0.clamp(4, batch::MAX));
@@ -340,63 +327,11 @@ impl Driver {
                 drop(stream);
                 drop(permit);
                 for quantity in known {
-                    self.record(usage(quantity));
+                    self.record(self.usage(target, attempt, quantity));
                 }
                 return Ok(EndKind::Cut(code));
             }
-            let (end, recorded) = {
-                let mut pending = self.pending();
-                pending.reserve(items.len() + 1);
-                tracker.reserve(items.iter().filter_map(|item| item.as_ref()?.as_ref().ok()));
-                let mut end = None;
-                for item in items.drain(..) {
-                    let event = match item {
-                        Some(Ok(event)) => event,
-                        Some(Err(error)) => {
-                            end = Some(EndKind::Failed(attempt_error(error)));
-                            break;
-                        }
-                        None => {
-                            let error = ProviderError::retryable(
-                                "stream_ended",
-                                "the provider stream ended before the reply finished",
-                            );
-                            end = Some(EndKind::Failed(attempt_error(error)));
-                            break;
-                        }
-                    };
-                    let payload = match event {
-                        ProviderEvent::Finished(reason) => {
-                            end = Some(EndKind::Succeeded(reason));
-                            break;
-                        }
-                        ProviderEvent::Usage(q) => usage(q),
-                        ProviderEvent::Progress(message) => {
-                            EventPayload::Progress { attempt, message }
-                        }
-                        output => match tracker.output_event(attempt, output) {
-                            Some(payload) => {
-                                if race.code() != ErrorCode::DeadlineExceeded {
-                                    race.reset(deadline, ErrorCode::DeadlineExceeded);
-                                }
-                                payload
-                            }
-                            None => continue,
-                        },
-                    };
-                    pending.push(payload);
-                }
-                if let Some(EndKind::Succeeded(finish_reason)) = end {
-                    pending.push(EventPayload::Completed(Box::new(ExecutionResult {
-                        output: tracker.take_output(),
-                        finish_reason,
-                        provider: target.provider.clone(),
-                        model: target.model.clone(),
-                        attempt,
-                    })));
-                }
-                (end, pending.len())
-            };
+            let (end, recorded) = self.record_batch(&mut items, target, attempt, race, tracker);
             match end {
                 Some(EndKind::Succeeded(finish_reason)) => {
                     // The permit and the provider stream go first, so whoever sees the

@@ -1,9 +1,16 @@
-//! Reading a provider stream in batches: everything it has ready, without waiting for more.
+//! Reading a provider stream in batches: everything it has ready, without waiting for more,
+//! recorded as events in one go.
 
 use std::future::{Future, poll_fn};
 use std::task::Poll;
 
+use super::Driver;
+use super::evidence::{EndKind, attempt_error};
+use super::stop::Race;
+use crate::execution::{CommitTracker, ErrorCode, EventPayload, ExecutionResult};
 use crate::provider::{ProviderError, ProviderEvent, ProviderStream};
+use crate::routing::PlanTarget;
+use crate::usage::{UsageFact, UsageQuantity};
 
 /// One item of a provider stream; `None` is its end.
 pub(super) type Item = Option<Result<ProviderEvent, ProviderError>>;
@@ -35,6 +42,89 @@ pub(super) fn ready<'a>(
             Poll::Ready(())
         }
     })
+}
+
+impl Driver {
+    /// Records the events that `items` (of attempt `attempt` on `target`) bring, and the
+    /// completion when the reply finished; returns how the attempt ended, if it did, and how
+    /// many events are recorded. Once output is exposed the attempt's stop time becomes the
+    /// deadline: a committed attempt is not cut short by the retry budget.
+    pub(super) fn record_batch(
+        &self,
+        items: &mut Vec<Item>,
+        target: &PlanTarget,
+        attempt: u32,
+        race: &mut Race<'_>,
+        tracker: &mut CommitTracker,
+    ) -> (Option<EndKind>, usize) {
+        let mut pending = self.pending();
+        pending.reserve(items.len() + 1);
+        tracker.reserve(items.iter().filter_map(|item| item.as_ref()?.as_ref().ok()));
+        let mut end = None;
+        for item in items.drain(..) {
+            let event = match item {
+                Some(Ok(event)) => event,
+                Some(Err(error)) => {
+                    end = Some(EndKind::Failed(attempt_error(error)));
+                    break;
+                }
+                None => {
+                    let error = ProviderError::retryable(
+                        "stream_ended",
+                        "the provider stream ended before the reply finished",
+                    );
+                    end = Some(EndKind::Failed(attempt_error(error)));
+                    break;
+                }
+            };
+            let payload = match event {
+                ProviderEvent::Finished(reason) => {
+                    end = Some(EndKind::Succeeded(reason));
+                    break;
+                }
+                ProviderEvent::Usage(quantity) => self.usage(target, attempt, quantity),
+                ProviderEvent::Progress(message) => EventPayload::Progress { attempt, message },
+                output => match tracker.output_event(attempt, output) {
+                    Some(payload) => {
+                        if race.code() != ErrorCode::DeadlineExceeded {
+                            race.reset(self.job.budget.deadline, ErrorCode::DeadlineExceeded);
+                        }
+                        payload
+                    }
+                    None => continue,
+                },
+            };
+            pending.push(payload);
+        }
+        if let Some(EndKind::Succeeded(finish_reason)) = end {
+            pending.push(EventPayload::Completed(Box::new(ExecutionResult {
+                output: tracker.take_output(),
+                finish_reason,
+                provider: target.provider.clone(),
+                model: target.model.clone(),
+                attempt,
+            })));
+        }
+        (end, pending.len())
+    }
+
+    /// A usage fact of attempt `attempt` on `target`.
+    pub(super) fn usage(
+        &self,
+        target: &PlanTarget,
+        attempt: u32,
+        quantity: UsageQuantity,
+    ) -> EventPayload {
+        EventPayload::Usage(UsageFact {
+            unit: quantity.unit,
+            quantity: quantity.quantity,
+            source: quantity.source,
+            attempt,
+            provider: target.provider.clone(),
+            model: target.model.clone(),
+            labels: self.job.labels.clone(),
+        })
+    }
 }
 
 #[cfg(test)]
