@@ -18,6 +18,7 @@ DURATION=${DURATION:-3s}
 ROUNDS=${ROUNDS:-3}
 LEVELS=${LEVELS:-"64"}
 cd "$(dirname "$0")/.."
+source benches/lib.sh
 command -v jq >/dev/null || { echo "ab.sh needs jq" >&2; exit 2; }
 # The client: this tree's load tool, the same for every run.
 CLIENT=${CLIENT:-target/release/model-runtime}
@@ -35,20 +36,12 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# compare.sh's config: the scripted echo model at zero delay, admission and store opened up.
-sed -n "/^cat >\"\$work\/bench.toml\" <<'TOML'$/,/^TOML$/p" benches/compare.sh | sed '1d;$d' >"$work/bench.toml"
 
 # Not called inside $(...): a server started there would hold the substitution open.
 start() { # start NAME BIN: serve on a free port; its address lands in $work/NAME.addr
-    RUST_LOG=info "$2" serve --config "$work/bench.toml" 2>"$work/$1.log" &
+    RUST_LOG=info "$2" serve --config benches/bench.toml 2>"$work/$1.log" &
     pids+=($!)
-    for _ in $(seq 100); do
-        sed -n 's/.*model-runtime serving.*addr=\([0-9.:]*\).*/\1/p' "$work/$1.log" | head -1 >"$work/$1.addr"
-        [[ -s "$work/$1.addr" ]] && return
-        sleep 0.1
-    done
-    echo "server $1 did not start" >&2
-    exit 1
+    server_addr "$work/$1.log" "$!" >"$work/$1.addr" || exit 1
 }
 start a "$A"
 start b "$B"

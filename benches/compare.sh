@@ -25,6 +25,7 @@ DELTAS=16
 OPEN_CONCURRENCY=${OPEN_CONCURRENCY:-256}
 
 cd "$(dirname "$0")/.."
+source benches/lib.sh
 command -v jq >/dev/null || { echo "compare.sh needs jq" >&2; exit 2; }
 cargo build --release --quiet
 BIN=target/release/model-runtime
@@ -41,49 +42,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# The embedded default's names (so the bare baseline's captured messages have the same
-# sizes), with admission and the store opened up so neither is what limits the run.
-cat >"$work/bench.toml" <<'TOML'
-[server]
-listen = "127.0.0.1:0"
-drain_timeout = "2s"
-default_deadline = "60s"
 
-[store]
-kind = "memory"
-max_executions = 20000
-retention = "10s"
-
-[providers.scripted]
-adapter = "scripted"
-max_concurrency = 4096
-queue_capacity = 65536
-
-[[providers.scripted.models]]
-name = "echo"
-capabilities = ["text", "streaming"]
-script = { chunk = "word" }
-
-[policies.default]
-targets = ["scripted/echo"]
-max_attempts = 3
-retry_budget = "30s"
-
-[abilities.chat]
-policy = "default"
-requires = ["text"]
-TOML
-
-RUST_LOG=info "$BIN" serve --config "$work/bench.toml" 2>"$work/server.log" &
+RUST_LOG=info "$BIN" serve --config benches/bench.toml 2>"$work/server.log" &
 server_pid=$!
-addr=""
-for _ in $(seq 100); do
-    addr=$(sed -n 's/.*model-runtime serving.*addr=\([0-9.:]*\).*/\1/p' "$work/server.log" | head -1)
-    [[ -n "$addr" ]] && break
-    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
-    sleep 0.1
-done
-[[ -n "$addr" ]] || { echo "server did not report its address" >&2; exit 1; }
+addr=$(server_addr "$work/server.log" "$server_pid") || exit 1
 
 prompt=$("$BIN" bench --baseline --deltas "$DELTAS" --executions 1 --json | jq -r '.deltas')
 [[ "$prompt" == "$DELTAS" ]] || { echo "baseline self-check failed" >&2; exit 1; }

@@ -6,7 +6,7 @@
 #   benches/instructions.sh BIN...     # each server binary: its instructions per execution
 #   benches/instructions.sh --bare     # the bare tonic baseline server's
 #
-# A server runs under valgrind --tool=callgrind with compare.sh's config; this tree's load tool
+# A server runs under valgrind --tool=callgrind with benches/bench.toml; this tree's load tool
 # (native) sends N executions at concurrency 16; the figure is the difference between runs of
 # N and N/4 executions over the 3N/4 between them, so start-up and shutdown cancel out. The
 # bare baseline runs inside the load tool, so its figure is (load tool + bare) minus (load tool
@@ -15,6 +15,7 @@ set -euo pipefail
 
 N=${N:-4000}
 cd "$(dirname "$0")/.."
+source benches/lib.sh
 command -v valgrind >/dev/null || { echo "instructions.sh needs valgrind" >&2; exit 2; }
 [[ $# -ge 1 ]] || { echo "usage: $0 BIN... | --bare" >&2; exit 2; }
 CLIENT=target/release/model-runtime
@@ -27,21 +28,14 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
-sed -n "/^cat >\"\$work\/bench.toml\" <<'TOML'$/,/^TOML$/p" benches/compare.sh | sed '1d;$d' >"$work/bench.toml"
 
 total() { grep -h "^summary:\|^totals:" "$work"/cg.* | head -1 | awk '{print $2}'; }
 
 serve() { # serve LAUNCHER... : start a server, its address in $work/addr
-    : >"$work/log"
-    RUST_LOG=info "$@" serve --config "$work/bench.toml" 2>"$work/log" &
+    RUST_LOG=info "$@" serve --config benches/bench.toml 2>"$work/log" &
     pid=$!
-    for _ in $(seq 600); do
-        sed -n 's/.*model-runtime serving.*addr=\([0-9.:]*\).*/\1/p' "$work/log" | head -1 >"$work/addr"
-        [[ -s "$work/addr" ]] && return
-        sleep 0.1
-    done
-    echo "server did not start" >&2
-    exit 1
+    # Slow to start under valgrind.
+    server_addr "$work/log" "$pid" 600 >"$work/addr" || exit 1
 }
 
 stop() { kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }

@@ -10,6 +10,7 @@ set -euo pipefail
 
 N=${N:-50000}
 cd "$(dirname "$0")/.."
+source benches/lib.sh
 BIN=${1:-target/release/model-runtime}
 [[ $# -ge 1 ]] || cargo build --release --quiet
 CLIENT=target/release/model-runtime
@@ -57,13 +58,7 @@ TOML
 
 RUST_LOG=warn,model_runtime=info "$BIN" serve --config "$work/queue.toml" 2>"$work/server.log" &
 pid=$!
-addr=""
-for _ in $(seq 100); do
-    addr=$(sed -n 's/.*model-runtime serving.*addr=\([0-9.:]*\).*/\1/p' "$work/server.log" | head -1)
-    [[ -n "$addr" ]] && break
-    sleep 0.1
-done
-[[ -n "$addr" ]] || { cat "$work/server.log" >&2; exit 1; }
+addr=$(server_addr "$work/server.log" "$pid") || exit 1
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
 
 # Warm up connections and the code paths with a few, so "before" is a running server.

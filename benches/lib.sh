@@ -1,0 +1,20 @@
+# Shared by the load scripts (sourced, not run).
+
+# server_addr LOG PID [TRIES]: waits for the server PID to log its address in LOG and prints
+# it; fails, showing the log, if the server exits or says nothing for TRIES tenths of a
+# second (default 100).
+server_addr() {
+    local log=$1 pid=$2 tries=${3:-100} addr
+    for _ in $(seq "$tries"); do
+        addr=$(sed -n 's/.*model-runtime serving.*addr=\([0-9.:]*\).*/\1/p' "$log" | head -1)
+        if [[ -n "$addr" ]]; then
+            echo "$addr"
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "the server did not report its address; its log:" >&2
+    cat "$log" >&2
+    return 1
+}
