@@ -1,7 +1,19 @@
-//! Compiles `proto/` with protox (pure Rust, no system `protoc`) and writes the descriptor set
-//! that server reflection serves.
+//! Compiles `proto/` with protox (pure Rust, no system `protoc`) and writes:
+//!
+//! - `model_runtime.v1.rs`: the messages, the client and a plain prost server (`crate::pb`);
+//! - `server/model_runtime.v1.rs`: the server the runtime mounts, whose `ExecutionEvent` is the
+//!   runtime's own `crate::service::WireEvent`, encoded straight from the store (every other
+//!   message is `crate::pb`'s);
+//! - `field_numbers.rs`: the field numbers of every message, as constants the hand-written
+//!   event encoder uses, so the encoder names fields the .proto defines, never bare numbers;
+//! - `model_runtime_descriptor.bin`: the descriptor set that server reflection serves.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
+
+use prost_types::{DescriptorProto, FileDescriptorSet};
+
+const PACKAGE: &str = "model_runtime.v1";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
@@ -17,9 +29,75 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out.join("model_runtime_descriptor.bin"),
         prost::Message::encode_to_vec(&descriptors),
     )?;
+    std::fs::write(out.join("field_numbers.rs"), field_numbers(&descriptors))?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        .compile_fds(descriptors.clone())?;
+    let server = out.join("server");
+    std::fs::create_dir_all(&server)?;
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(true)
+        .out_dir(server)
+        .extern_path(
+            ".model_runtime.v1.ExecutionEvent",
+            "crate::service::WireEvent",
+        )
+        .extern_path(".model_runtime.v1", "crate::pb")
         .compile_fds(descriptors)?;
     Ok(())
+}
+
+/// `pub mod <message> { pub const <FIELD>: u32 = <number>; ... }` for every message of the
+/// package, nested messages inside their parent's module.
+fn field_numbers(set: &FileDescriptorSet) -> String {
+    let mut code = String::new();
+    for file in set.file.iter().filter(|f| f.package() == PACKAGE) {
+        for message in &file.message_type {
+            write_message(&mut code, message);
+        }
+    }
+    code
+}
+
+fn write_message(code: &mut String, message: &DescriptorProto) {
+    let _ = writeln!(
+        code,
+        "/// Field numbers of `{}`.\npub mod {} {{",
+        message.name(),
+        snake_case(message.name())
+    );
+    for field in &message.field {
+        let _ = writeln!(
+            code,
+            "    /// `{}`.\n    pub const {}: u32 = {};",
+            field.name(),
+            field.name().to_ascii_uppercase(),
+            field.number()
+        );
+    }
+    for nested in message
+        .nested_type
+        .iter()
+        .filter(|n| !n.options.as_ref().is_some_and(|o| o.map_entry()))
+    {
+        write_message(code, nested);
+    }
+    code.push_str("}\n");
+}
+
+fn snake_case(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

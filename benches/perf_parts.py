@@ -21,7 +21,7 @@ PARTS = [
     ("store appends", r"MemoryStore::append(_all)?_now$"),
     ("  subscriber wake (notify)", r"Notify::notify_waiters|watch::Sender<T>::send_replace"),
     ("watcher (cursor)", r"runtime::watch::next::\{\{closure\}\}$|watch::Cursor as futures_core::stream::Stream>::poll_next$"),
-    ("encode core->wire", r"service::encode::(event|EventEncoder::event)$"),
+    ("encode core->wire", r"service::wire_event::WireEvent::new$|WireEvent as prost::message::Message>::encode_raw$"),
     ("prost/tonic encode", r"tonic::codec::encode::encode_item$"),
     ("h2 server stream task", r"H2Stream<F,B,Ex>::poll2$"),
     ("h2 connection task", r"hyper::proto::h2::server::Server<T,S,B,E> as core::future::future::Future>::poll$|h2::proto::connection"),

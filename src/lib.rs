@@ -5,33 +5,66 @@
 //! runs the call with bounded retry and fallback, and records every step as an append-only,
 //! resumable event sequence, with usage facts (never prices).
 //!
+//! This library is the runtime; the `model-runtime` binary (`src/main.rs`, with its `cli/`
+//! and `bench/` modules) uses only its public API.
+//!
 //! # Layout
-//! - [`runtime`]: the embedded core facade ([`Runtime`]): submit, execute, watch, get,
-//!   cancel, metadata. It knows no gRPC type.
-//! - [`config`]: the TOML file, raw shapes -> validated types; the embedded default.
-//! - [`execution`]: ids, the request, the state machine (one transition function), events,
-//!   the materialized view, the commit tracker and the per-execution driver.
-//! - [`routing`]: the candidate plan (capability filter, deterministic order), the attempt
-//!   budget with its retry and fallback decisions, and per-provider admission.
+//! - [`execution`]: the domain, and the leaf: ids, the request, events, the state machine
+//!   (one transition function), the materialized view, outcomes and their codes, plans and
+//!   usage facts as events record them, the commit rule and idempotency.
+//! - [`config`]: the TOML file, raw shapes -> validated types; the embedded default; a typed
+//!   builder.
+//! - [`store`]: the EventStore SPI, the bounded memory store, retention, the conformance suite.
 //! - [`provider`]: the Provider SPI and its adapters (`openai`, `anthropic` over streaming
 //!   HTTP, `scripted`), with the shared HTTP client, SSE parser and error classification.
-//! - [`usage`]: usage facts: unit, quantity, source; no prices.
-//! - [`store`]: the EventStore SPI, the bounded memory store and the conformance suite.
+//! - [`routing`]: the candidate plan (capability filter, deterministic order), the attempt
+//!   budget with its retry and fallback decisions, and per-provider admission.
+//! - [`runtime`]: the embedded core facade ([`Runtime`]): submit, execute, watch, get,
+//!   cancel, metadata; the per-execution driver; request validation. It knows no gRPC type.
+//! - [`pb`]: the generated wire types.
 //! - [`service`]: tonic glue: wire -> core -> wire, and the one error -> `Status` mapper.
 //! - [`server`]: the gRPC server with health and reflection; [`telemetry`]: logging.
-//! - [`cli`]: the `exec` client of the command-line tool.
-//! - [`bench`]: the `bench` load tool, with its bare-tonic and embedded baselines.
-//! - [`pb`]: the generated wire types.
 //!
-//! One execution flows: `Execute` -> `service` (decode) -> [`Runtime::submit`] (validate,
-//! store `execution.accepted`, spawn the driver) -> driver (plan, attempts, provider stream,
-//! commit rule, append each event) -> store wakes every watcher -> `Execute`/`Watch` streams
-//! read the store from their cursor. `Execute` is `Submit` + `Watch` from 0.
+//! # Layers
+//! Bottom to top. A module imports only from layers below its own, never from its own layer
+//! or above; `tests/layers.rs` reads this list and every `crate::` path in `src/` to hold the
+//! code to it.
+//!
+//! 1. `execution`
+//! 2. `config`
+//! 3. `store`, `provider`, `routing`
+//! 4. `runtime`
+//! 5. `pb`
+//! 6. `service`
+//! 7. `server`, `telemetry`
+//!
+//! # Rules and their homes
+//! Each rule of the protocol is written once:
+//!
+//! | rule | file |
+//! |---|---|
+//! | state machine: every transition | `execution/state.rs` |
+//! | commit: what commits output, what follows a failure after it | `execution/commit.rs` |
+//! | idempotency: canonical request, fingerprint, comparison | `execution/idempotency.rs` |
+//! | error codes and their wire names | `execution/code.rs` |
+//! | request validation (every field violation) | `runtime/validate.rs` |
+//! | capability filter and deterministic order | `routing/plan.rs` |
+//! | attempt budget: retry, fallback, stop, time limits | `routing/budget.rs` |
+//! | admission: permits and the bounded FIFO queue | `routing/admission.rs` |
+//! | evidence: attempt records, outcome, failure messages | `runtime/driver/evidence.rs` |
+//! | append before every wait | `runtime/driver/pending.rs` |
+//! | retention and capacity of terminal executions | `store/retention.rs` |
+//! | resumable cursors (`Watch`) | `runtime/watch.rs` |
+//! | errors -> gRPC statuses | `service/status.rs` |
+//! | shutdown order | `runtime.rs` (`Runtime::shutdown`), `server.rs` |
+//!
+//! # One execution
+//! `Execute` -> `service` (decode) -> [`Runtime::submit`] (validate, store
+//! `execution.accepted`, start the driver) -> driver (plan, attempts, provider stream, commit
+//! rule, append events) -> the store wakes every watcher -> `Execute`/`Watch` streams read the
+//! store from their cursor. `Execute` is `Submit` + `Watch` from 0.
 
-pub mod bench;
-pub mod cli;
 pub mod config;
-pub mod error;
 pub mod execution;
 pub mod pb;
 pub mod provider;
@@ -41,8 +74,6 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod telemetry;
-pub mod usage;
 
 pub use config::Config;
-pub use error::{FieldViolation, RuntimeError};
-pub use runtime::Runtime;
+pub use runtime::{FieldViolation, Runtime, RuntimeError};

@@ -1,12 +1,18 @@
-//! The `model-runtime` command: parse, init telemetry, load config, run.
+//! The `model-runtime` command: parse, init telemetry, load config, run. Its client-side
+//! modules live with it: `cli` (the `exec` client) and `bench` (the load tool); both use only
+//! the library's public API.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use model_runtime::cli::{self, ExecArgs};
-use model_runtime::{Config, Runtime, bench, server, telemetry};
+use model_runtime::{Config, Runtime, server, telemetry};
+
+mod bench;
+mod cli;
+
+use cli::ExecArgs;
 
 /// The server makes many small allocations on one executor thread that another frees (an
 /// event is built by its driver, encoded by a stream task, and freed when its record leaves the

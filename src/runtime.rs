@@ -1,30 +1,41 @@
 //! The embedded core: submit, execute, watch, get, cancel and metadata, with no gRPC type in
-//! sight. The gRPC service, the CLI and tests all drive a [`Runtime`].
+//! sight. The gRPC service, the CLI and tests all drive a [`Runtime`]. Below the facade: the
+//! per-execution driver (`driver`), request validation against the configuration
+//! (`validate`), following an execution (`watch`), the runtime's self-description
+//! (`metadata`), providers paired with their admission gates (`targets`), and the errors the
+//! runtime returns (`error`).
 
+mod driver;
+mod error;
 mod metadata;
+mod targets;
+mod validate;
 mod watch;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, StoreKind};
-use crate::error::RuntimeError;
-use crate::execution::driver::{self, Deps, DriverHandle, Job};
-use crate::execution::validate::validate;
+use crate::execution::idempotency::{Idempotency, Resolved};
 use crate::execution::{
     ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionError, ExecutionFailure,
     ExecutionId, IdMap, Outcome,
 };
-use crate::provider::{Provider, ProviderInitError, Providers};
+use crate::provider::{Provider, ProviderInitError};
 use crate::routing::{self, AttemptBudget, Plans};
 use crate::store::{Created, EventStore, MemoryStore, NewExecution, StoreError};
+use driver::{Deps, DriverHandle, Job};
+use targets::Slots;
+use validate::validate;
 
+pub use error::{Exhausted, FieldViolation, RuntimeError};
 pub use metadata::{ProviderStatus, RuntimeMetadata, RuntimeState};
 pub use watch::EventStream;
 
@@ -39,6 +50,7 @@ pub struct Runtime {
 }
 
 struct Inner {
+    config: Arc<Config>,
     deps: Deps,
     plans: Plans,
     drivers: Mutex<IdMap<Arc<DriverHandle>>>,
@@ -76,16 +88,13 @@ impl RuntimeBuilder {
                 self.config.store.retention,
             )),
         });
-        let providers = Arc::new(Providers::from_config(&self.config, self.providers)?);
+        let providers = Arc::new(Slots::new(&self.config, self.providers)?);
         let plans = Plans::new(&self.config);
         Ok(Runtime {
             inner: Arc::new(Inner {
                 plans,
-                deps: Deps {
-                    store,
-                    providers,
-                    config: Arc::new(self.config),
-                },
+                deps: Deps { store, providers },
+                config: Arc::new(self.config),
                 drivers: Mutex::new(IdMap::default()),
                 tasks: TaskTracker::new(),
                 stopping: AtomicBool::new(false),
@@ -111,7 +120,7 @@ impl Runtime {
 
     /// The configuration in effect.
     pub fn config(&self) -> &Config {
-        &self.inner.deps.config
+        &self.inner.config
     }
 
     /// Whether new work is admitted.
@@ -131,15 +140,18 @@ impl Runtime {
     ///
     /// With an idempotency key: the same key and the same request (deadline aside) return
     /// the first execution; the same key with a different request is `AlreadyExists`.
+    ///
+    /// Once the store has the execution, it is driven to a terminal event even if the caller
+    /// drops this future: a store whose create waits (for I/O) finishes the submission in a
+    /// task of its own.
     pub async fn submit(&self, request: ExecuteRequest) -> Result<Execution, RuntimeError> {
         match self.state() {
             RuntimeState::Ready => {}
-            state => return Err(RuntimeError::Unavailable(state.as_str())),
+            state => return Err(RuntimeError::Unavailable(state)),
         }
-        let deps = &self.inner.deps;
+        let config = &self.inner.config;
         let now = SystemTime::now();
-        let admitted =
-            validate(&deps.config, &request, now).map_err(RuntimeError::InvalidArgument)?;
+        let admitted = validate(config, &request, now).map_err(RuntimeError::InvalidArgument)?;
         // A request that adds no capability of its own routes by the plan made at start-up.
         let plan = match &admitted.required {
             Cow::Borrowed(_) => self
@@ -148,16 +160,17 @@ impl Runtime {
                 .get(&admitted.ability.name, &admitted.policy.name),
             Cow::Owned(_) => None,
         }
-        .unwrap_or_else(|| {
-            Arc::new(routing::plan(
-                &deps.config,
-                admitted.policy,
-                &admitted.required,
-            ))
-        });
+        .unwrap_or_else(|| Arc::new(routing::plan(config, admitted.policy, &admitted.required)));
         let id = ExecutionId::new();
         let labels = Arc::new(request.labels.clone());
-        let key = request.idempotency_key.clone();
+        let idempotency = Idempotency::of(
+            &request,
+            Resolved {
+                policy: &admitted.policy.name,
+                max_attempts: admitted.limits.max_attempts,
+                allow_fallback: admitted.limits.allow_fallback,
+            },
+        );
         let new = NewExecution {
             id,
             accepted: EventPayload::Accepted {
@@ -166,17 +179,7 @@ impl Runtime {
                 limits: admitted.limits.clone(),
             },
             labels: labels.clone(),
-            // Compare requests as they resolve, so leaving a field to its default and
-            // spelling the default out are the same request.
-            idempotency: key.clone().map(|k| {
-                let canonical = ExecuteRequest {
-                    policy: Some(admitted.policy.name.to_string()),
-                    max_attempts: Some(admitted.limits.max_attempts),
-                    allow_fallback: Some(admitted.limits.allow_fallback),
-                    ..request.clone()
-                };
-                (k, canonical.fingerprint())
-            }),
+            idempotency,
         };
         let start = Instant::now();
         let job = Job {
@@ -193,11 +196,40 @@ impl Runtime {
             },
             labels,
         };
-        let view = match deps.store.create(new).await {
+        let key = request.idempotency_key;
+        let mut created = self.inner.deps.store.create(new);
+        let created = match futures_util::poll!(created.as_mut()) {
+            Poll::Ready(created) => created,
+            Poll::Pending => {
+                // The store waits for I/O; the record may exist already. From here on a
+                // dropped caller must not leave it with nobody driving it, so creating and
+                // starting the driver finish in a task the caller cannot cancel.
+                let runtime = self.clone();
+                let finish = self.inner.tasks.spawn(async move {
+                    let created = created.await;
+                    Box::pin(runtime.start(job, created, key)).await
+                });
+                return finish
+                    .await
+                    .unwrap_or_else(|e| Err(RuntimeError::internal(&e)));
+            }
+        };
+        self.start(job, created, key).await
+    }
+
+    /// Starts driving a stored execution, or answers for one that was not stored.
+    async fn start(
+        &self,
+        job: Job,
+        created: Result<Created, StoreError>,
+        key: Option<String>,
+    ) -> Result<Execution, RuntimeError> {
+        let view = match created {
             Ok(Created::New(view)) => view,
             Ok(Created::Existing(view)) => return Ok(view),
             Err(e) => return Err(RuntimeError::from_store(e, key.as_deref())),
         };
+        let id = job.id;
         // Registration and the stopping flag change under one lock, so shutdown either sees
         // this driver (and drains or cancels it) or this submission sees shutdown. The
         // tracker counts the driver from here, before it runs.
@@ -220,7 +252,7 @@ impl Runtime {
         let Some(mut driver) = driver else {
             // Rare, and boxed for the same reason.
             Box::pin(self.record_cancellation(id, Some("runtime shutting down".into()))).await?;
-            return Err(RuntimeError::Unavailable(RuntimeState::Stopping.as_str()));
+            return Err(RuntimeError::Unavailable(RuntimeState::Stopping));
         };
         // The driver's first step runs here, up to its first wait (admission, the provider's
         // first byte, a backoff), and only then moves to a task of its own. A provider that
@@ -336,7 +368,13 @@ impl Runtime {
 
     /// What the runtime is and can do now.
     pub fn metadata(&self) -> RuntimeMetadata {
-        metadata::describe(self.state(), &self.inner.deps)
+        let inner = &self.inner;
+        metadata::describe(
+            self.state(),
+            &*inner.deps.store,
+            &inner.deps.providers,
+            &inner.config,
+        )
     }
 
     /// Stops admitting work, lets running executions finish within `drain_timeout`, then
@@ -372,9 +410,5 @@ impl Runtime {
     }
 }
 
-#[cfg(test)]
-mod routing_properties;
-#[cfg(test)]
-mod spi_tests;
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@ use tonic_health::ServingStatus;
 
 use crate::pb;
 use crate::runtime::Runtime;
-use crate::service::ModelRuntimeGrpc;
+use crate::service::ModelRuntimeService;
 
 /// After the drain, how long open streams (slow readers, health watches) get to finish before
 /// their connections are closed, so a stop always ends.
@@ -56,7 +56,7 @@ pub async fn serve(
         .max_input_bytes
         .saturating_mul(2)
         .max(4 * 1024 * 1024);
-    let service = ModelRuntimeGrpc::new(runtime.clone(), max_message);
+    let service = ModelRuntimeService::new(runtime.clone()).server(max_message);
     // Deltas are forwarded the moment they arrive: no Nagle delay on accepted connections.
     let incoming = TcpIncoming::from(listener)
         .with_nodelay(Some(true))

@@ -9,10 +9,10 @@ use common::adapters::{
     KEY, assert_error, call, config, estimated, event, provider, reported, split, text,
 };
 use common::upstream::{Upstream, sse};
+use model_runtime::execution::UsageUnit;
 use model_runtime::execution::{ErrorClass, FinishReason};
 use model_runtime::provider::ProviderEvent;
 use model_runtime::provider::anthropic::CACHE_WRITE_INPUT_TOKENS;
-use model_runtime::usage::UsageUnit;
 
 fn message_start(usage: &str) -> String {
     event(
@@ -263,7 +263,7 @@ async fn an_error_event_is_classified_before_and_after_output() {
             estimated(UsageUnit::OUTPUT_TOKENS, 1),
         ]
     );
-    assert_eq!(error.expect("an error").code, "overloaded");
+    assert_eq!(error.expect("an error").code.as_str(), "overloaded");
 }
 
 #[tokio::test]

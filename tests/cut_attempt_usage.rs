@@ -15,10 +15,10 @@ use common::*;
 use futures_util::StreamExt;
 use model_runtime::Config;
 use model_runtime::execution::{ExecutionId, ExecutionInput, Message};
+use model_runtime::execution::{UsageQuantity, UsageSource, UsageUnit};
 use model_runtime::pb;
 use model_runtime::pb::execution_event::Payload;
 use model_runtime::provider::{Provider, ProviderCall, ProviderStream};
-use model_runtime::usage::{UsageQuantity, UsageSource, UsageUnit};
 
 fn message_start() -> String {
     event(

@@ -16,9 +16,9 @@ use common::adapters::{
 };
 use common::upstream::{Behaviour, Step, Upstream, sse, sse_steps, status};
 use futures_util::StreamExt;
+use model_runtime::execution::UsageUnit;
 use model_runtime::execution::{ErrorClass, ExecutionId, ExecutionInput, FinishReason, Message};
 use model_runtime::provider::{ProviderCall, ProviderError, ProviderEvent};
-use model_runtime::usage::UsageUnit;
 
 #[derive(Debug, Clone, Copy)]
 enum Kind {
@@ -260,7 +260,7 @@ async fn the_attempt_deadline_bounds_every_timeout() {
         };
         let (events, error) = split(call_with(&p, input, Duration::from_millis(300)).await);
         assert_eq!(events[0], text("one"));
-        assert_eq!(error.expect("an error").code, "stream_stalled");
+        assert_eq!(error.expect("an error").code.as_str(), "stream_stalled");
     }
 }
 

@@ -10,9 +10,9 @@ use common::adapters::{
     text,
 };
 use common::upstream::{Upstream, sse};
+use model_runtime::execution::UsageUnit;
 use model_runtime::execution::{ErrorClass, FinishReason};
 use model_runtime::provider::ProviderEvent;
-use model_runtime::usage::UsageUnit;
 
 const HEAD: &str = r#""id":"chatcmpl-123","object":"chat.completion.chunk","created":1694268190,"model":"gpt-4o-mini","system_fingerprint":"fp_44709d6fcb""#;
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::endpoint;
-use crate::pb;
+use model_runtime::pb;
 
 /// The reply the benchmarks use unless told otherwise: 16 words, so the echo model streams 16
 /// text deltas, the figure the performance targets are stated for.

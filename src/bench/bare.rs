@@ -19,9 +19,9 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
 use super::BenchError;
-use crate::pb::model_runtime_server::{ModelRuntime, ModelRuntimeServer};
-use crate::runtime::Runtime;
-use crate::{Config, pb, service};
+use model_runtime::pb::model_runtime_server::{ModelRuntime, ModelRuntimeServer};
+use model_runtime::runtime::Runtime;
+use model_runtime::{Config, pb, service};
 
 /// The events the runtime streams for `request`, on the wire: accepted, routing, attempt
 /// started, one text delta per word, two usage facts, completed.

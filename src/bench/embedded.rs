@@ -9,9 +9,9 @@ use futures_util::StreamExt;
 
 use super::args::Rpc;
 use super::load::{Caller, Observed, Session};
-use crate::execution::{EventPayload, ExecuteRequest};
-use crate::runtime::Runtime;
-use crate::{RuntimeError, service};
+use model_runtime::execution::{EventPayload, ExecuteRequest};
+use model_runtime::runtime::Runtime;
+use model_runtime::{RuntimeError, service};
 
 /// Calls into one in-process runtime.
 pub struct EmbeddedCaller {

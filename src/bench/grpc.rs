@@ -18,7 +18,7 @@ use tonic_prost::ProstCodec;
 use super::BenchError;
 use super::args::Rpc;
 use super::load::{Caller, Observed, Session};
-use crate::pb;
+use model_runtime::pb;
 
 const EXECUTE: &str = "/model_runtime.v1.ModelRuntime/Execute";
 const SUBMIT: &str = "/model_runtime.v1.ModelRuntime/Submit";

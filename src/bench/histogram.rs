@@ -68,11 +68,6 @@ fn upper(i: usize) -> u64 {
 }
 
 impl Histogram {
-    /// An empty histogram.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Records one duration, saturating at about 584 years.
     pub fn record(&mut self, value: Duration) {
         self.record_nanos(u64::try_from(value.as_nanos()).unwrap_or(u64::MAX));
@@ -95,6 +90,12 @@ impl Histogram {
         self.sum += u128::from(value);
     }
 
+    /// Values recorded.
+    #[cfg(test)]
+    pub fn count(&self) -> u64 {
+        self.total
+    }
+
     /// Adds every value of `other`.
     pub fn merge(&mut self, other: &Histogram) {
         if other.total == 0 {
@@ -114,11 +115,6 @@ impl Histogram {
         self.max = self.max.max(other.max);
         self.total += other.total;
         self.sum += other.sum;
-    }
-
-    /// Values recorded.
-    pub fn count(&self) -> u64 {
-        self.total
     }
 
     /// The value at quantile `q` (0.0..=1.0) in nanoseconds: the upper bound of the bucket
@@ -210,7 +206,7 @@ mod tests {
 
     #[test]
     fn quantiles_of_a_uniform_run() {
-        let mut h = Histogram::new();
+        let mut h = Histogram::default();
         for v in 1..=10_000u64 {
             h.record_nanos(v * 1000);
         }
@@ -232,7 +228,7 @@ mod tests {
 
     #[test]
     fn a_single_value_is_every_quantile() {
-        let mut h = Histogram::new();
+        let mut h = Histogram::default();
         h.record(Duration::from_micros(1234));
         for q in [0.0, 0.5, 0.99, 0.999, 1.0] {
             assert_eq!(h.quantile(q), 1_234_000);
@@ -241,24 +237,28 @@ mod tests {
 
     #[test]
     fn empty_reports_zero() {
-        let h = Histogram::new();
+        let h = Histogram::default();
         assert_eq!(h.quantile(0.99), 0);
         assert_eq!(h.summary(), Summary::default());
     }
 
     #[test]
     fn merge_equals_recording_everything_in_one() {
-        let (mut a, mut b, mut all) = (Histogram::new(), Histogram::new(), Histogram::new());
+        let (mut a, mut b, mut all) = (
+            Histogram::default(),
+            Histogram::default(),
+            Histogram::default(),
+        );
         for v in 0..5_000u64 {
             let value = v * v;
             let part = if v.is_multiple_of(3) { &mut a } else { &mut b };
             part.record_nanos(value);
             all.record_nanos(value);
         }
-        let mut merged = Histogram::new();
+        let mut merged = Histogram::default();
         merged.merge(&a);
         merged.merge(&b);
-        merged.merge(&Histogram::new());
+        merged.merge(&Histogram::default());
         assert_eq!(merged.count(), all.count());
         for q in [0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0] {
             assert_eq!(merged.quantile(q), all.quantile(q));

@@ -229,7 +229,7 @@ mod tests {
             ..Tally::default()
         };
         tally.errors.insert("grpc:Unavailable".into(), 1);
-        let mut h = Histogram::new();
+        let mut h = Histogram::default();
         h.record(Duration::from_micros(500));
         tally.ttc = h;
         Report::new(

@@ -9,9 +9,9 @@ use futures_util::StreamExt;
 use tonic_types::StatusExt;
 
 use super::render;
-use crate::pb;
-use crate::pb::execution_event::Payload;
-use crate::pb::model_runtime_client::ModelRuntimeClient;
+use model_runtime::pb;
+use model_runtime::pb::execution_event::Payload;
+use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 
 /// What to run.
 #[derive(Debug, Clone)]

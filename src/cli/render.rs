@@ -4,8 +4,8 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::pb;
-use crate::pb::execution_event::Payload;
+use model_runtime::pb;
+use model_runtime::pb::execution_event::Payload;
 
 fn time(t: Option<&prost_types::Timestamp>) -> Value {
     let Some(t) = t else { return Value::Null };

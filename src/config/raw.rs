@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::provider::scripted::Script;
+use super::Script;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,12 +1,83 @@
-//! The commit point: the first text delta, tool call or tool-argument delta exposes output,
-//! after which no failure may retry or fall back. Provider preamble, progress and usage do
-//! not commit. The tracker also keeps the attempt's output for the result or, after a
-//! failure, as evidence.
+//! The commit rule of the draft, in one place: "Fallback is allowed only before any text
+//! delta, tool call, tool-argument delta, or result is exposed. After output begins, an error
+//! is terminal and non-retryable; partial output remains diagnostic evidence and must not be
+//! treated as a successful result. Progress and usage events alone do not commit output."
+//!
+//! - What commits: [`EventPayload::commits_output`], the one definition. The state machine,
+//!   the view, the driver's [`CommitTracker`] and the router all ask it.
+//! - What follows a failure after commit: [`after_failure`], which the router and the state
+//!   machine both obey.
+//! - What output is: [`Output::absorb`] folds output events into text and tool calls, for the
+//!   result, for partial output as evidence, and for the view.
 
-use crate::execution::{EventPayload, Output, view::tool_call_slot};
-use crate::provider::ProviderEvent;
+use crate::execution::{ErrorCode, EventPayload, Output, ToolCall};
 
-/// What one attempt has exposed so far.
+impl EventPayload {
+    /// Whether the event exposes output to the caller: a text delta, a tool call or a
+    /// tool-argument delta, none of them empty. The first such event of an attempt commits
+    /// it.
+    pub fn commits_output(&self) -> bool {
+        match self {
+            Self::TextDelta { text, .. } => !text.is_empty(),
+            Self::ToolCallStarted { .. } => true,
+            Self::ToolCallArgumentsDelta { delta, .. } => !delta.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// Whether the event is an output delta that carries nothing (a provider's empty first
+    /// chunk): preamble, not output. It commits nothing and is never stored.
+    pub fn is_empty_output(&self) -> bool {
+        match self {
+            Self::TextDelta { text, .. } => text.is_empty(),
+            Self::ToolCallArgumentsDelta { delta, .. } => delta.is_empty(),
+            _ => false,
+        }
+    }
+}
+
+/// What the commit rule leaves to the router once an attempt has failed: anything while
+/// nothing was committed (`Ok`); after commit, the execution ends with `output_interrupted`
+/// (`Err`): no retry, no fallback.
+pub fn after_failure(committed: bool) -> Result<(), ErrorCode> {
+    if committed {
+        Err(ErrorCode::OutputInterrupted)
+    } else {
+        Ok(())
+    }
+}
+
+impl Output {
+    /// Folds an output event into the text and tool calls; other events change nothing.
+    pub fn absorb(&mut self, payload: &EventPayload) {
+        match payload {
+            EventPayload::TextDelta { text, .. } => self.text.push_str(text),
+            EventPayload::ToolCallStarted {
+                index, id, name, ..
+            } => {
+                let call = self.tool_call(*index);
+                call.id.clone_from(id);
+                call.name.clone_from(name);
+            }
+            EventPayload::ToolCallArgumentsDelta { index, delta, .. } => {
+                self.tool_call(*index).arguments_json.push_str(delta);
+            }
+            _ => {}
+        }
+    }
+
+    /// The tool call at `index`, created (empty) if the reply has not reached it yet.
+    fn tool_call(&mut self, index: u32) -> &mut ToolCall {
+        let index = index as usize;
+        if self.tool_calls.len() <= index {
+            self.tool_calls.resize_with(index + 1, ToolCall::default);
+        }
+        &mut self.tool_calls[index]
+    }
+}
+
+/// What one attempt has exposed so far: whether it committed, and its output, kept for the
+/// result or, after a failure, as evidence.
 #[derive(Debug, Default)]
 pub struct CommitTracker {
     output: Output,
@@ -29,56 +100,22 @@ impl CommitTracker {
         std::mem::take(&mut self.output)
     }
 
-    /// Makes room for the text `events` bring, so the output grows once per batch of
+    /// Makes room for `text` more bytes of text, so the output grows once per batch of
     /// events instead of doubling its way up from a few bytes, and a reply that comes in one
     /// batch is kept at its exact size.
-    pub fn reserve<'a>(&mut self, events: impl Iterator<Item = &'a ProviderEvent>) {
-        let text: usize = events
-            .map(|event| match event {
-                ProviderEvent::TextDelta(text) => text.len(),
-                _ => 0,
-            })
-            .sum();
+    pub fn reserve(&mut self, text: usize) {
         self.output.text.reserve(text);
     }
 
-    /// Turns an output event of attempt `attempt` into the payload to append, recording it.
-    /// Returns `None` for events that carry nothing (an empty text delta is preamble, not
-    /// output) and for events that are not output.
-    pub fn output_event(&mut self, attempt: u32, event: ProviderEvent) -> Option<EventPayload> {
-        let payload = match event {
-            ProviderEvent::TextDelta(text) if text.is_empty() => return None,
-            ProviderEvent::TextDelta(text) => {
-                self.output.text.push_str(&text);
-                EventPayload::TextDelta { attempt, text }
-            }
-            ProviderEvent::ToolCallStarted { index, id, name } => {
-                let slot = tool_call_slot(&mut self.output, index);
-                slot.id.clone_from(&id);
-                slot.name.clone_from(&name);
-                EventPayload::ToolCallStarted {
-                    attempt,
-                    index,
-                    id,
-                    name,
-                }
-            }
-            ProviderEvent::ToolCallArgumentsDelta { delta, .. } if delta.is_empty() => return None,
-            ProviderEvent::ToolCallArgumentsDelta { index, delta } => {
-                tool_call_slot(&mut self.output, index)
-                    .arguments_json
-                    .push_str(&delta);
-                EventPayload::ToolCallArgumentsDelta {
-                    attempt,
-                    index,
-                    delta,
-                }
-            }
-            ProviderEvent::Progress(_) | ProviderEvent::Usage(_) | ProviderEvent::Finished(_) => {
-                return None;
-            }
-        };
-        self.committed = true;
+    /// Records one event of the attempt and returns it to be stored, or `None` for an empty
+    /// output delta, which is preamble and never stored. Output is kept, and commits.
+    pub fn record(&mut self, payload: EventPayload) -> Option<EventPayload> {
+        if payload.commits_output() {
+            self.output.absorb(&payload);
+            self.committed = true;
+        } else if payload.is_empty_output() {
+            return None;
+        }
         Some(payload)
     }
 }
@@ -87,22 +124,30 @@ impl CommitTracker {
 mod tests {
     use super::*;
 
+    fn text(text: &str) -> EventPayload {
+        EventPayload::TextDelta {
+            attempt: 1,
+            text: text.into(),
+        }
+    }
+
     #[test]
     fn empty_deltas_and_non_output_do_not_commit() {
         let mut t = CommitTracker::new();
-        assert!(
-            t.output_event(1, ProviderEvent::TextDelta(String::new()))
-                .is_none()
-        );
-        assert!(
-            t.output_event(1, ProviderEvent::Progress("warming".into()))
-                .is_none()
-        );
+        assert_eq!(t.record(text("")), None);
+        let arguments = EventPayload::ToolCallArgumentsDelta {
+            attempt: 1,
+            index: 0,
+            delta: String::new(),
+        };
+        assert_eq!(t.record(arguments), None);
+        let progress = EventPayload::Progress {
+            attempt: 1,
+            message: "warming".into(),
+        };
+        assert_eq!(t.record(progress.clone()), Some(progress));
         assert!(!t.committed());
-        assert!(
-            t.output_event(1, ProviderEvent::TextDelta("hi".into()))
-                .is_some()
-        );
+        assert_eq!(t.record(text("hi")), Some(text("hi")));
         assert!(t.committed());
         assert_eq!(t.take_output().text, "hi");
     }
@@ -110,23 +155,31 @@ mod tests {
     #[test]
     fn tool_calls_commit_and_accumulate_arguments() {
         let mut t = CommitTracker::new();
-        let started = ProviderEvent::ToolCallStarted {
+        let started = EventPayload::ToolCallStarted {
+            attempt: 2,
             index: 0,
             id: "c1".into(),
             name: "f".into(),
         };
-        assert!(t.output_event(2, started).is_some());
+        assert!(t.record(started).is_some());
         assert!(t.committed());
         for piece in ["{\"a\":", "1}"] {
-            let delta = ProviderEvent::ToolCallArgumentsDelta {
+            let delta = EventPayload::ToolCallArgumentsDelta {
+                attempt: 2,
                 index: 0,
                 delta: piece.into(),
             };
-            assert!(t.output_event(2, delta).is_some());
+            assert!(t.record(delta).is_some());
         }
         let out = t.take_output();
         assert_eq!(out.tool_calls.len(), 1);
         assert_eq!(out.tool_calls[0].arguments_json, "{\"a\":1}");
         assert_eq!(out.tool_calls[0].name, "f");
+    }
+
+    #[test]
+    fn after_commit_a_failure_ends_the_execution() {
+        assert_eq!(after_failure(false), Ok(()));
+        assert_eq!(after_failure(true), Err(ErrorCode::OutputInterrupted));
     }
 }

@@ -5,9 +5,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::execution::{
     AttemptRecord, ExecutionError, ExecutionId, ExecutionResult, ExecutionState, Output,
+    RoutingPlan, UsageFact,
 };
-use crate::routing::RoutingPlan;
-use crate::usage::UsageFact;
 
 /// One stored event. The store assigns `sequence`, `time` and `state` when it appends.
 #[derive(Debug, Clone, PartialEq)]
@@ -151,16 +150,6 @@ impl EventPayload {
     /// Whether the event ends the execution.
     pub fn is_terminal(&self) -> bool {
         matches!(self, Self::Completed(_) | Self::Failed(_))
-    }
-
-    /// Whether the event exposes output to the caller (the commit point).
-    pub fn commits_output(&self) -> bool {
-        matches!(
-            self,
-            Self::TextDelta { .. }
-                | Self::ToolCallStarted { .. }
-                | Self::ToolCallArgumentsDelta { .. }
-        )
     }
 }
 

@@ -1,10 +1,9 @@
 //! How attempts and executions end: results, errors, their classes and codes.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::execution::ToolCall;
+use crate::execution::{AttemptCode, ErrorCode, ToolCall};
 
 /// Retryability of an attempt error: data set by the adapter, never inferred from text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,8 +64,8 @@ impl NextAction {
 pub struct AttemptError {
     /// Retryability.
     pub class: ErrorClass,
-    /// Stable lowercase code, e.g. `unavailable`.
-    pub code: Arc<str>,
+    /// Stable code, e.g. `unavailable`.
+    pub code: AttemptCode,
     /// Sanitized message: never a secret, never a raw upstream body.
     pub message: String,
     /// The provider's requested back-off.
@@ -155,52 +154,6 @@ pub struct ExecutionResult {
     pub model: Arc<str>,
     /// The attempt that produced it.
     pub attempt: u32,
-}
-
-/// Why an execution failed, as a small closed set of stable codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorCode {
-    /// Every target of the plan lacks a required capability.
-    NoCapableTarget,
-    /// The attempt limit was reached.
-    AttemptsExhausted,
-    /// The policy's wall-clock retry budget ran out.
-    RetryBudgetExhausted,
-    /// The execution's deadline passed.
-    DeadlineExceeded,
-    /// A failure after output was committed.
-    OutputInterrupted,
-    /// An attempt failed in a way retrying cannot fix.
-    NonRetryable,
-    /// The remote may still be running the request, so it was not repeated.
-    OutcomeUnknown,
-    /// A caller or shutdown cancelled it.
-    Cancelled,
-    /// A fault inside the runtime.
-    InternalError,
-}
-
-impl ErrorCode {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::NoCapableTarget => "no_capable_target",
-            Self::AttemptsExhausted => "attempts_exhausted",
-            Self::RetryBudgetExhausted => "retry_budget_exhausted",
-            Self::DeadlineExceeded => "deadline_exceeded",
-            Self::OutputInterrupted => "output_interrupted",
-            Self::NonRetryable => "non_retryable",
-            Self::OutcomeUnknown => "outcome_unknown",
-            Self::Cancelled => "cancelled",
-            Self::InternalError => "internal_error",
-        }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Why an execution failed or was cancelled.

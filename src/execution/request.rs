@@ -9,7 +9,7 @@ use serde::Serialize;
 pub type Labels = BTreeMap<String, String>;
 
 /// A request to run one ability. Validated by [`crate::Runtime::submit`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExecuteRequest {
     /// The ability to run.
     pub ability: String,
@@ -18,7 +18,6 @@ pub struct ExecuteRequest {
     /// The conversation, tools and parameters.
     pub input: ExecutionInput,
     /// Absolute deadline; `None` takes the configured default.
-    #[serde(skip)]
     pub deadline: Option<SystemTime>,
     /// Routing policy; `None` takes the ability's default.
     pub policy: Option<String>,
@@ -222,30 +221,9 @@ pub enum ResponseFormatKind {
     JsonSchema,
 }
 
-/// A stable digest of a request, deadline excluded: two submissions with one idempotency key
-/// must have equal fingerprints. FNV-1a over the request's canonical JSON, so the value is the
-/// same across processes and versions of the standard library (a durable store keeps it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Fingerprint(pub u128);
-
-impl ExecuteRequest {
-    /// The request's fingerprint.
-    pub fn fingerprint(&self) -> Fingerprint {
-        const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
-        const PRIME: u128 = 0x0000000001000000000000000000013B;
-        // Serializing plain data to JSON cannot fail; an empty text still yields a digest.
-        let canonical = serde_json::to_vec(self).unwrap_or_default();
-        let digest = canonical.iter().fold(OFFSET, |hash, byte| {
-            (hash ^ u128::from(*byte)).wrapping_mul(PRIME)
-        });
-        Fingerprint(digest)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn request(prompt: &str) -> ExecuteRequest {
         ExecuteRequest {
@@ -256,18 +234,6 @@ mod tests {
             },
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn fingerprint_ignores_the_deadline_only() {
-        let a = request("hello");
-        let mut b = a.clone();
-        b.deadline = Some(SystemTime::now() + Duration::from_secs(5));
-        assert_eq!(a.fingerprint(), b.fingerprint());
-        let mut c = a.clone();
-        c.labels.insert("tenant".into(), "t1".into());
-        assert_ne!(a.fingerprint(), c.fingerprint());
-        assert_ne!(a.fingerprint(), request("hello!").fingerprint());
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //!            ROUTING | RUNNING -> FAILED
 //! ```
 
+use crate::execution::commit::after_failure;
 use crate::execution::{ErrorCode, EventPayload};
 
 /// The lifecycle state of an execution.
@@ -101,9 +102,8 @@ impl Lifecycle {
             // output was committed is exactly what the commit rule forbids.
             (Routing | Running, EventPayload::AttemptFailed(record)) => match record.next_action {
                 Some(next) if next.continues() => {
-                    if self.output_committed || record.output_committed {
-                        return Err(illegal());
-                    }
+                    after_failure(self.output_committed || record.output_committed)
+                        .map_err(|_| illegal())?;
                     Routing
                 }
                 Some(_) => from,

@@ -7,10 +7,8 @@ use std::time::SystemTime;
 
 use crate::execution::{
     AttemptRecord, EffectiveLimits, Event, EventPayload, ExecutionError, ExecutionId,
-    ExecutionResult, ExecutionState, Labels, Output, ToolCall,
+    ExecutionResult, ExecutionState, Labels, Outcome, Output, RoutingPlan, UsageFact,
 };
-use crate::routing::RoutingPlan;
-use crate::usage::UsageFact;
 
 /// Status, target, attempts, result or error, and usage of one execution.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,30 +121,13 @@ impl Execution {
                     None => self.attempts.push(AttemptRecord::clone(record)),
                 }
             }
-            EventPayload::TextDelta { attempt, text } => {
-                self.partial_output.text.push_str(text);
-                self.mark_committed(*attempt);
-            }
-            EventPayload::ToolCallStarted {
-                attempt,
-                index,
-                id,
-                name,
-            } => {
-                let call = tool_call_slot(&mut self.partial_output, *index);
-                call.id.clone_from(id);
-                call.name.clone_from(name);
-                self.mark_committed(*attempt);
-            }
-            EventPayload::ToolCallArgumentsDelta {
-                attempt,
-                index,
-                delta,
-            } => {
-                tool_call_slot(&mut self.partial_output, *index)
-                    .arguments_json
-                    .push_str(delta);
-                self.mark_committed(*attempt);
+            output @ (EventPayload::TextDelta { attempt, .. }
+            | EventPayload::ToolCallStarted { attempt, .. }
+            | EventPayload::ToolCallArgumentsDelta { attempt, .. }) => {
+                self.partial_output.absorb(output);
+                if output.commits_output() {
+                    self.mark_committed(*attempt);
+                }
             }
             EventPayload::Progress { .. } => {}
             EventPayload::Usage(fact) => self.usage.push(fact.clone()),
@@ -158,7 +139,7 @@ impl Execution {
                     .iter_mut()
                     .find(|a| a.number == result.attempt)
                 {
-                    a.outcome = Some(crate::execution::Outcome::Completed);
+                    a.outcome = Some(Outcome::Completed);
                     a.duration = event.time.duration_since(a.started_at).ok();
                 }
                 self.result = Some(ExecutionResult::clone(result));
@@ -175,13 +156,4 @@ impl Execution {
             a.output_committed = true;
         }
     }
-}
-
-/// The tool call at `index`, created (empty) if the reply has not reached it yet.
-pub(crate) fn tool_call_slot(output: &mut Output, index: u32) -> &mut ToolCall {
-    let index = index as usize;
-    if output.tool_calls.len() <= index {
-        output.tool_calls.resize_with(index + 1, ToolCall::default);
-    }
-    &mut output.tool_calls[index]
 }

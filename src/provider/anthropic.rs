@@ -21,8 +21,7 @@ use super::{
     Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream,
 };
 use crate::config::AnthropicConfig;
-use crate::execution::FinishReason;
-use crate::usage::UsageUnit;
+use crate::execution::{FinishReason, UsageUnit};
 
 /// Prompt tokens written to the provider's cache by this call (a part of `input_tokens`,
 /// priced differently by Anthropic, hence its own unit).

@@ -28,8 +28,7 @@ use super::http::{Upstream, cause};
 use super::sse::{SseEvent, SseParser};
 use super::tally::UsageTally;
 use super::{CallStream, ProviderError, ProviderEvent, ProviderStream, plain_stream};
-use crate::execution::FinishReason;
-use crate::usage::UsageQuantity;
+use crate::execution::{AttemptCode, FinishReason, UsageQuantity};
 
 /// How much of an error response's body is read to classify it.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -212,9 +211,9 @@ impl<D: Decoder> Exchange<D> {
     fn head(&mut self, sent: Result<reqwest::Result<reqwest::Response>, Elapsed>, limit: Duration) {
         let response = match sent {
             Err(_) => {
-                let error = self
-                    .upstream
-                    .timeout("timeout", "no response came", limit, false);
+                let error =
+                    self.upstream
+                        .timeout(AttemptCode::Timeout, "no response came", limit, false);
                 return self.fail(error);
             }
             Ok(Err(error)) => return self.fail(self.upstream.transport_error(&error)),
@@ -281,9 +280,9 @@ impl<D: Decoder> Exchange<D> {
         let piece = match piece {
             Err(_) => {
                 let (code, what) = if got_byte {
-                    ("stream_stalled", "the response stream was silent")
+                    (AttemptCode::StreamStalled, "the response stream was silent")
                 } else {
-                    ("timeout", "no response body came")
+                    (AttemptCode::Timeout, "no response body came")
                 };
                 let error = self
                     .upstream

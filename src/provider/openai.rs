@@ -21,8 +21,7 @@ use super::{
     Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream,
 };
 use crate::config::{MaxTokensField, OpenAiConfig};
-use crate::execution::FinishReason;
-use crate::usage::UsageUnit;
+use crate::execution::{FinishReason, UsageUnit};
 
 /// An OpenAI-compatible chat completions endpoint.
 #[derive(Debug)]

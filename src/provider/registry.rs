@@ -1,4 +1,4 @@
-//! The configured providers, each with its adapter and admission gate.
+//! The adapter of every configured provider, built from its configuration.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,7 +9,6 @@ use super::http::HttpClients;
 use super::openai::OpenAiProvider;
 use super::scripted::ScriptedProvider;
 use crate::config::{AdapterConfig, Config, ProviderConfig};
-use crate::routing::Admission;
 
 /// A provider's adapter could not be built at start-up.
 #[derive(Debug, thiserror::Error)]
@@ -31,21 +30,10 @@ impl ProviderInitError {
     }
 }
 
-/// One provider: its configuration, adapter and admission gate.
-#[derive(Debug)]
-pub struct ProviderSlot {
-    /// Its configuration.
-    pub config: ProviderConfig,
-    /// The adapter.
-    pub provider: Arc<dyn Provider>,
-    /// Its admission gate.
-    pub admission: Admission,
-}
-
-/// Every configured provider, by name.
+/// The adapter of every configured provider, by name.
 #[derive(Debug, Default)]
 pub struct Providers {
-    slots: BTreeMap<Arc<str>, ProviderSlot>,
+    adapters: BTreeMap<Arc<str>, Arc<dyn Provider>>,
 }
 
 impl Providers {
@@ -57,30 +45,20 @@ impl Providers {
         mut overrides: BTreeMap<String, Arc<dyn Provider>>,
     ) -> Result<Self, ProviderInitError> {
         let mut clients = HttpClients::default();
-        let mut slots = BTreeMap::new();
+        let mut adapters = BTreeMap::new();
         for p in config.providers.values() {
             let provider = match overrides.remove(&*p.name) {
                 Some(provider) => provider,
                 None => adapter(p, &mut clients)?,
             };
-            let slot = ProviderSlot {
-                config: p.clone(),
-                provider,
-                admission: Admission::new(p.max_concurrency, p.queue_capacity),
-            };
-            slots.insert(p.name.clone(), slot);
+            adapters.insert(p.name.clone(), provider);
         }
-        Ok(Self { slots })
+        Ok(Self { adapters })
     }
 
-    /// The provider called `name`.
-    pub fn get(&self, name: &str) -> Option<&ProviderSlot> {
-        self.slots.get(name)
-    }
-
-    /// All providers, ordered by name.
-    pub fn iter(&self) -> impl Iterator<Item = &ProviderSlot> {
-        self.slots.values()
+    /// The adapter of the provider called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Provider>> {
+        self.adapters.get(name)
     }
 }
 

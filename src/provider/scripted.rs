@@ -6,115 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{StreamExt, stream};
-use serde::Deserialize;
 
 use super::{Provider, ProviderCall, ProviderError, ProviderEvent, ProviderStream, plain_stream};
-use crate::execution::{ContentPart, FinishReason, Message};
-use crate::usage::{UsageQuantity, UsageSource, UsageUnit};
-
-/// How a scripted model behaves. Every field is optional.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Script {
-    /// The reply; default: echo the last user message.
-    pub reply: Option<String>,
-    /// How the reply is cut into deltas.
-    #[serde(default)]
-    pub chunk: Chunk,
-    /// Delay before the first event, in milliseconds.
-    #[serde(default)]
-    pub first_delta_ms: u64,
-    /// Delay between deltas, in milliseconds.
-    #[serde(default)]
-    pub delta_interval_ms: u64,
-    /// The first N attempts of each execution on this model fail before output.
-    #[serde(default)]
-    pub fail_attempts: u32,
-    /// The error those attempts (and `fail_after_deltas`) report.
-    #[serde(default)]
-    pub fail_error: FailError,
-    /// With `fail_error = "rate_limited"`: the Retry-After the error carries, in milliseconds.
-    pub retry_after_ms: Option<u64>,
-    /// Fail mid-stream after N deltas.
-    pub fail_after_deltas: Option<u32>,
-    /// Never answer (until the runtime gives up on the attempt).
-    #[serde(default)]
-    pub hang: bool,
-    /// Emit this tool call instead of text.
-    pub tool_call: Option<ScriptedToolCall>,
-}
-
-/// How the reply is cut into deltas.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Chunk {
-    /// One delta per word, each with its trailing whitespace.
-    #[default]
-    Word,
-    /// One delta per character.
-    Char,
-}
-
-/// The error a scripted failure reports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailError {
-    /// Retryable, like HTTP 503.
-    #[default]
-    Unavailable,
-    /// Retryable, like HTTP 429.
-    RateLimited,
-    /// Non-retryable, like HTTP 400.
-    InvalidRequest,
-    /// Outcome unknown, like a timeout after the request was sent.
-    TimeoutUnknown,
-    /// Retryable, like HTTP 500.
-    Internal,
-}
-
-/// A scripted tool call.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScriptedToolCall {
-    /// Tool name.
-    pub name: String,
-    /// Arguments as JSON text.
-    pub arguments: String,
-}
-
-impl Script {
-    /// Checks the script; on error returns the field and the reason.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        if let Some(call) = &self.tool_call {
-            if call.name.is_empty() {
-                return Err(("tool_call.name", "must not be empty".into()));
-            }
-            if let Err(e) = serde_json::from_str::<serde_json::Value>(&call.arguments) {
-                return Err(("tool_call.arguments", format!("is not JSON text: {e}")));
-            }
-        }
-        if self.retry_after_ms.is_some() && self.fail_error != FailError::RateLimited {
-            return Err((
-                "retry_after_ms",
-                "only applies to `fail_error = \"rate_limited\"`".into(),
-            ));
-        }
-        Ok(())
-    }
-
-    fn error(&self, during: &str) -> ProviderError {
-        let message = format!("scripted {during}");
-        let mut error = match self.fail_error {
-            FailError::Unavailable => ProviderError::retryable("unavailable", message),
-            FailError::RateLimited => ProviderError::retryable("rate_limited", message),
-            FailError::InvalidRequest => ProviderError::non_retryable("invalid_request", message),
-            FailError::TimeoutUnknown => ProviderError::outcome_unknown("timeout", message),
-            FailError::Internal => ProviderError::retryable("internal", message),
-        };
-        error.retry_after = self.retry_after_ms.map(Duration::from_millis);
-        error
-    }
-}
+use crate::config::{Chunk, FailError, Script, ScriptedToolCall};
+use crate::execution::{
+    AttemptCode, ContentPart, FinishReason, Message, UsageQuantity, UsageSource, UsageUnit,
+};
 
 /// The scripted provider: one script per model.
 #[derive(Debug, Default)]
@@ -137,7 +34,7 @@ impl Provider for ScriptedProvider {
     fn call(&self, call: ProviderCall) -> ProviderStream {
         let Some(script) = self.scripts.get(&call.model) else {
             let error = ProviderError::non_retryable(
-                "model_not_found",
+                AttemptCode::ModelNotFound,
                 format!("scripted provider has no model `{}`", call.model),
             );
             return plain_stream(stream::iter([Err(error)]));
@@ -159,12 +56,28 @@ impl Provider for ScriptedProvider {
     }
 }
 
+/// The error a scripted failure reports.
+fn failure(script: &Script, during: &str) -> ProviderError {
+    let message = format!("scripted {during}");
+    let mut error = match script.fail_error {
+        FailError::Unavailable => ProviderError::retryable(AttemptCode::Unavailable, message),
+        FailError::RateLimited => ProviderError::retryable(AttemptCode::RateLimited, message),
+        FailError::InvalidRequest => {
+            ProviderError::non_retryable(AttemptCode::InvalidRequest, message)
+        }
+        FailError::TimeoutUnknown => ProviderError::outcome_unknown(AttemptCode::Timeout, message),
+        FailError::Internal => ProviderError::retryable(AttemptCode::Internal, message),
+    };
+    error.retry_after = script.retry_after_ms.map(Duration::from_millis);
+    error
+}
+
 /// The whole reply of one call as timed steps.
 fn plan(script: &Script, call: &ProviderCall) -> Vec<Step> {
     let first = Duration::from_millis(script.first_delta_ms);
     let interval = Duration::from_millis(script.delta_interval_ms);
     if call.target_attempt <= script.fail_attempts {
-        return vec![(first, Err(script.error("failure before output")))];
+        return vec![(first, Err(failure(script, "failure before output")))];
     }
     let input_tokens = call.input.messages.iter().map(|m| words(m) as u64).sum();
     let echo;
@@ -216,7 +129,7 @@ fn plan(script: &Script, call: &ProviderCall) -> Vec<Step> {
         .fail_after_deltas
         .is_some_and(|n| (n as usize) == steps.len() && u64::from(n) < output_tokens)
     {
-        steps.push((interval, Err(script.error("failure mid-stream"))));
+        steps.push((interval, Err(failure(script, "failure mid-stream"))));
         return steps;
     }
     for (unit, quantity) in [

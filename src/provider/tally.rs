@@ -5,7 +5,7 @@
 //! streamed, and a completed call that reported nothing says so in a progress note.
 
 use super::ProviderEvent;
-use crate::usage::{UsageQuantity, UsageSource, UsageUnit};
+use crate::execution::{UsageQuantity, UsageSource, UsageUnit};
 
 /// Usage reported or measured so far.
 #[derive(Debug, Default)]

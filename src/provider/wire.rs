@@ -10,11 +10,11 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use super::ProviderError;
-use crate::execution::Image;
+use crate::execution::{AttemptCode, Image};
 
 /// The request field `field` cannot be sent, because `reason`.
 pub(crate) fn invalid(field: impl Display, reason: impl Display) -> ProviderError {
-    ProviderError::non_retryable("invalid_request", format!("{field}: {reason}"))
+    ProviderError::non_retryable(AttemptCode::InvalidRequest, format!("{field}: {reason}"))
 }
 
 /// A JSON object given as text (a tool schema, tool-call arguments); empty text is `{}`.
@@ -58,7 +58,7 @@ pub(crate) fn image_data<'a>(
 pub(crate) fn encode(body: Map<String, Value>) -> Result<Vec<u8>, ProviderError> {
     serde_json::to_vec(&Value::Object(body)).map_err(|e| {
         ProviderError::non_retryable(
-            "invalid_request",
+            AttemptCode::InvalidRequest,
             format!("the request could not be encoded: {e}"),
         )
     })
@@ -84,7 +84,7 @@ mod tests {
             serde_json::json!({"a": 1})
         );
         let error = json_object("input.tools[0].parameters_json_schema", "[1]").unwrap_err();
-        assert_eq!(error.code, "invalid_request");
+        assert_eq!(error.code.as_str(), "invalid_request");
         assert!(
             error
                 .message

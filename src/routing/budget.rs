@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::execution::commit::after_failure;
 use crate::execution::{AttemptError, ErrorClass, ErrorCode, NextAction};
 
 /// The limits one execution's attempts run under.
@@ -78,6 +79,12 @@ impl AttemptBudget {
         }
     }
 
+    /// When an attempt that has committed output must stop: the retry budget bounds trying,
+    /// not a reply already streaming, so only the deadline is left.
+    pub fn after_commit(&self) -> (Instant, ErrorCode) {
+        (self.deadline, ErrorCode::DeadlineExceeded)
+    }
+
     /// Decides what follows a failed attempt, at time `now`.
     ///
     /// The same target is tried again while the policy's `retries_per_target` allows, after
@@ -85,8 +92,8 @@ impl AttemptBudget {
     /// wait does not fit the time left, the router moves on. With no later target, a
     /// Retry-After that fits is honoured even when the policy allows no retries.
     pub fn decide(&self, failure: Failure<'_>, now: Instant) -> Decision {
-        if failure.committed {
-            return Decision::Stop(ErrorCode::OutputInterrupted);
+        if let Err(code) = after_failure(failure.committed) {
+            return Decision::Stop(code);
         }
         match failure.error.class {
             ErrorClass::Retryable => {}

@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::config::{Config, PolicyConfig};
+use crate::execution::{PlanTarget, RoutingPlan};
 
 /// The plan of every (ability, policy) pair a request may name, for requests that add no
 /// capability of their own (nearly all): made once at start-up instead of per execution.
@@ -37,39 +38,6 @@ impl Plans {
     pub fn get(&self, ability: &str, policy: &str) -> Option<Arc<RoutingPlan>> {
         self.by_ability.get(ability)?.get(policy).cloned()
     }
-}
-
-/// Every target of a policy, kept or filtered, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RoutingPlan {
-    /// The policy it comes from.
-    pub policy: Arc<str>,
-    /// The ability's plus the request's capabilities, sorted.
-    pub required_capabilities: Vec<String>,
-    /// The candidates in order.
-    pub targets: Vec<PlanTarget>,
-}
-
-impl RoutingPlan {
-    /// The targets that may be attempted, in order.
-    pub fn kept(&self) -> impl Iterator<Item = &PlanTarget> {
-        self.targets.iter().filter(|t| t.kept)
-    }
-}
-
-/// One candidate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlanTarget {
-    /// Provider name.
-    pub provider: Arc<str>,
-    /// Provider model.
-    pub model: Arc<str>,
-    /// Whether it may be attempted.
-    pub kept: bool,
-    /// Why it was filtered; `None` when kept.
-    pub reason: Option<String>,
-    /// Required capabilities the model lacks.
-    pub missing_capabilities: Vec<String>,
 }
 
 /// Plans `policy` for a request needing `required` capabilities.

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::config::{AbilityConfig, PolicyConfig};
-use crate::execution::driver::Deps;
-use crate::store::StoreStats;
+use super::targets::Slots;
+use crate::config::{AbilityConfig, Config, PolicyConfig};
+use crate::store::{EventStore, StoreStats};
 
 /// Whether the runtime admits new work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,15 +69,19 @@ pub struct RuntimeMetadata {
     pub policies: Vec<PolicyConfig>,
 }
 
-pub(super) fn describe(state: RuntimeState, deps: &Deps) -> RuntimeMetadata {
+pub(super) fn describe(
+    state: RuntimeState,
+    store: &dyn EventStore,
+    providers: &Slots,
+    config: &Config,
+) -> RuntimeMetadata {
     RuntimeMetadata {
         state,
         version: env!("CARGO_PKG_VERSION"),
-        store_kind: deps.store.kind(),
-        store_durable: deps.store.durable(),
-        store: deps.store.stats(),
-        providers: deps
-            .providers
+        store_kind: store.kind(),
+        store_durable: store.durable(),
+        store: store.stats(),
+        providers: providers
             .iter()
             .map(|slot| ProviderStatus {
                 name: slot.config.name.clone(),
@@ -94,7 +98,7 @@ pub(super) fn describe(state: RuntimeState, deps: &Deps) -> RuntimeMetadata {
                     .collect(),
             })
             .collect(),
-        abilities: deps.config.abilities.values().cloned().collect(),
-        policies: deps.config.policies.values().cloned().collect(),
+        abilities: config.abilities.values().cloned().collect(),
+        policies: config.policies.values().cloned().collect(),
     }
 }

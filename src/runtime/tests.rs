@@ -8,6 +8,11 @@ use futures_util::StreamExt;
 
 use super::*;
 use crate::execution::{ExecutionInput, ExecutionState, Message, NextAction};
+use crate::store::faulty::{Faults, FaultyStore};
+
+mod routing_properties;
+mod spi;
+mod store_faults;
 
 fn runtime(extra: &str) -> Runtime {
     let text = format!(
@@ -65,6 +70,17 @@ allowed_policies = ["breaks", "hang", "bad", "vision", "long"]
 "#
     );
     Runtime::new(Config::from_toml(&text).unwrap()).unwrap()
+}
+
+/// A runtime on the test configuration over a memory store with `faults`.
+fn with_faults(faults: Faults) -> (Runtime, Arc<FaultyStore>) {
+    let memory = Arc::new(MemoryStore::new(100, Duration::from_secs(60)));
+    let store = Arc::new(FaultyStore::new(memory, faults));
+    let rt = Runtime::builder(runtime("").config().clone())
+        .store(store.clone())
+        .build()
+        .unwrap();
+    (rt, store)
 }
 
 fn request(policy: &str, prompt: &str) -> ExecuteRequest {
@@ -210,80 +226,14 @@ async fn the_deadline_cuts_a_hung_provider_and_releases_its_permit() {
     assert_eq!((provider.in_flight, provider.queued), (0, 0));
 }
 
-/// A store that holds the routing event until the test opens the gate, so an execution stays
-/// ACCEPTED after `submit` (whose driver otherwise routes before returning).
-struct GatedRouting {
-    inner: crate::store::MemoryStore,
-    gate: tokio::sync::Semaphore,
-}
-
-impl EventStore for GatedRouting {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
-    fn durable(&self) -> bool {
-        false
-    }
-    fn create(&self, new: NewExecution) -> crate::store::StoreFuture<'_, Created> {
-        self.inner.create(new)
-    }
-    fn append(
-        &self,
-        id: ExecutionId,
-        payload: EventPayload,
-    ) -> crate::store::StoreFuture<'_, crate::execution::StoredEvent> {
-        self.inner.append(id, payload)
-    }
-    fn append_all(
-        &self,
-        id: ExecutionId,
-        payloads: Vec<EventPayload>,
-    ) -> crate::store::StoreFuture<'_, u64> {
-        Box::pin(async move {
-            if payloads
-                .iter()
-                .any(|p| matches!(p, EventPayload::Routing(_)))
-            {
-                let _open = self.gate.acquire().await;
-            }
-            self.inner.append_all(id, payloads).await
-        })
-    }
-    fn position(&self, id: ExecutionId) -> Result<(u64, ExecutionState), StoreError> {
-        self.inner.position(id)
-    }
-    fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
-        self.inner.get(id)
-    }
-    fn read(
-        &self,
-        id: ExecutionId,
-        after: u64,
-        limit: usize,
-    ) -> Result<crate::store::EventPage, StoreError> {
-        self.inner.read(id, after, limit)
-    }
-    fn subscribe(&self, id: ExecutionId) -> Result<crate::store::Changes, StoreError> {
-        self.inner.subscribe(id)
-    }
-    fn stats(&self) -> crate::store::StoreStats {
-        self.inner.stats()
-    }
-    fn failed(&self) -> bool {
-        false
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn cancelling_before_routing_ends_in_cancelled() {
-    let store = Arc::new(GatedRouting {
-        inner: crate::store::MemoryStore::new(100, Duration::from_secs(60)),
-        gate: tokio::sync::Semaphore::new(0),
-    });
-    let rt = Runtime::builder(runtime("").config().clone())
-        .store(store.clone())
-        .build()
-        .unwrap();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let rt = with_faults(Faults {
+        hold_routing: Some(gate.clone()),
+        ..Faults::default()
+    })
+    .0;
     let view = rt.submit(request("fallback", "hi")).await.unwrap();
     assert_eq!(rt.get(view.id).unwrap().state, ExecutionState::Accepted);
     let view = rt
@@ -293,7 +243,7 @@ async fn cancelling_before_routing_ends_in_cancelled() {
     assert_eq!(view.state, ExecutionState::Cancelled);
     assert_eq!(view.error.as_ref().unwrap().outcome, Outcome::NotStarted);
     // The driver's routing event, let through at last, finds the execution ended.
-    store.gate.add_permits(1);
+    gate.add_permits(1);
     rt.shutdown(Duration::from_secs(1)).await;
     let events: Vec<_> = rt
         .watch(view.id, 0)
@@ -346,7 +296,7 @@ async fn a_full_queue_rejects_and_routes_on() {
     assert_eq!(view.attempts.len(), 1);
     assert!(!view.attempts[0].admitted);
     assert_eq!(
-        &*view.attempts[0].error.as_ref().unwrap().code,
+        view.attempts[0].error.as_ref().unwrap().code.as_str(),
         "admission_rejected"
     );
     assert_eq!(view.error.unwrap().outcome, Outcome::NotStarted);
@@ -365,7 +315,7 @@ async fn shutdown_drains_then_cancels_what_is_left() {
     assert_eq!(rt.state(), RuntimeState::Stopping);
     let refused = rt.submit(request("fallback", "late")).await.unwrap_err();
     assert!(
-        matches!(refused, RuntimeError::Unavailable("stopping")),
+        matches!(refused, RuntimeError::Unavailable(RuntimeState::Stopping)),
         "{refused:?}"
     );
 }

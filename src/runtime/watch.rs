@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 
 use futures_util::Stream;
 
-use crate::error::{FieldViolation, RuntimeError};
+use super::{FieldViolation, RuntimeError};
 use crate::execution::{ExecutionId, StoredEvent};
 use crate::store::{Changes, Closed, EventStore};
 

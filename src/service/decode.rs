@@ -4,12 +4,12 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::error::{FieldViolation, RuntimeError};
 use crate::execution::{
     ContentPart, ExecuteRequest, ExecutionId, ExecutionInput, GenerationParameters, Image, Message,
     ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
 };
 use crate::pb;
+use crate::runtime::{FieldViolation, RuntimeError};
 
 /// Decodes an `ExecuteRequest`.
 pub fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest, RuntimeError> {

@@ -4,13 +4,11 @@ use std::time::{Duration, SystemTime};
 
 use crate::execution::{
     AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, Event, EventPayload, Execution,
-    ExecutionError, ExecutionId, ExecutionResult, ExecutionState, FinishReason, NextAction,
-    Outcome, Output, ToolCall,
+    ExecutionError, ExecutionResult, ExecutionState, FinishReason, NextAction, Outcome, Output,
+    RoutingPlan, ToolCall, UsageFact, UsageSource,
 };
 use crate::pb;
-use crate::routing::RoutingPlan;
 use crate::runtime::{RuntimeMetadata, RuntimeState};
-use crate::usage::{UsageFact, UsageSource};
 
 /// A name the core shares (`Arc<str>`) as the wire's own string: a plain copy, where
 /// `to_string` would go through the formatter.
@@ -44,46 +42,16 @@ pub fn state(s: ExecutionState) -> pb::ExecutionState {
     }
 }
 
-/// The wire form of an event.
+/// The wire form of an event, built as a prost message. The service streams events as
+/// [`WireEvent`](super::WireEvent)s instead; this is the form they must decode to.
 pub fn event(e: &Event) -> pb::ExecutionEvent {
-    EventEncoder::default().event(e)
-}
-
-/// Encodes the events of one stream: the id and the append time repeat from event to event
-/// (a batch shares one time), so their wire forms are made once and copied.
-#[derive(Default)]
-pub struct EventEncoder {
-    id: Option<(ExecutionId, String)>,
-    time: Option<(SystemTime, prost_types::Timestamp)>,
-}
-
-impl EventEncoder {
-    /// The wire form of `e`.
-    pub fn event(&mut self, e: &Event) -> pb::ExecutionEvent {
-        let execution_id = match &self.id {
-            Some((id, text)) if *id == e.execution_id => text.clone(),
-            _ => {
-                let text = e.execution_id.to_text();
-                self.id = Some((e.execution_id, text.clone()));
-                text
-            }
-        };
-        let time = match self.time {
-            Some((at, wire)) if at == e.time => wire,
-            _ => {
-                let wire = timestamp(e.time);
-                self.time = Some((e.time, wire));
-                wire
-            }
-        };
-        pb::ExecutionEvent {
-            execution_id,
-            sequence: e.sequence,
-            time: Some(time),
-            r#type: e.payload.type_name().to_owned(),
-            state: state(e.state).into(),
-            payload: Some(payload(&e.payload)),
-        }
+    pb::ExecutionEvent {
+        execution_id: e.execution_id.to_text(),
+        sequence: e.sequence,
+        time: Some(timestamp(e.time)),
+        r#type: e.payload.type_name().to_owned(),
+        state: state(e.state).into(),
+        payload: Some(payload(&e.payload)),
     }
 }
 
@@ -248,7 +216,7 @@ fn attempt_error(e: &AttemptError) -> pb::AttemptError {
             ErrorClass::OutcomeUnknown => pb::ErrorClass::OutcomeUnknown,
         }
         .into(),
-        code: e.code.to_string(),
+        code: e.code.as_str().to_owned(),
         message: e.message.clone(),
         retry_after: e.retry_after.map(duration),
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::error::RuntimeError;
+use crate::runtime::{RuntimeError, RuntimeState};
 
 /// The `ErrorInfo.domain` of every error this service returns.
 pub const ERROR_DOMAIN: &str = "model-runtime";
@@ -49,15 +49,15 @@ pub fn to_status(error: RuntimeError) -> Status {
                 format!("idempotency key `{key}` is bound to a different request"),
             ),
         ),
-        RuntimeError::ResourceExhausted(_) => Status::with_error_details(
+        RuntimeError::ResourceExhausted(exhausted) => Status::with_error_details(
             Code::ResourceExhausted,
             message,
-            ErrorDetails::with_error_info("STORE_FULL", ERROR_DOMAIN, HashMap::new()),
+            ErrorDetails::with_error_info(exhausted.reason(), ERROR_DOMAIN, HashMap::new()),
         ),
         RuntimeError::Unavailable(state) => Status::with_error_details(
             Code::Unavailable,
             message,
-            ErrorDetails::with_error_info(state.to_uppercase(), ERROR_DOMAIN, HashMap::new()),
+            ErrorDetails::with_error_info(unavailable_reason(state), ERROR_DOMAIN, HashMap::new()),
         ),
         RuntimeError::Internal { error_id } => Status::with_error_details(
             Code::Internal,
@@ -71,11 +71,21 @@ pub fn to_status(error: RuntimeError) -> Status {
     }
 }
 
+/// The `ErrorInfo` reason of work refused in `state`.
+fn unavailable_reason(state: RuntimeState) -> &'static str {
+    match state {
+        RuntimeState::Stopping => "STOPPING",
+        RuntimeState::Unavailable => "UNAVAILABLE",
+        // Never refused for being ready; named all the same rather than panicking.
+        RuntimeState::Ready => "READY",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::FieldViolation;
     use crate::execution::ExecutionId;
+    use crate::runtime::{Exhausted, FieldViolation};
 
     #[test]
     fn invalid_arguments_carry_field_violations() {
@@ -121,5 +131,32 @@ mod tests {
             .map(|b| b.field_violations.iter().map(|v| v.field.clone()).collect())
             .unwrap_or_default();
         assert_eq!(fields, ["execution_id"]);
+    }
+
+    #[test]
+    fn refusals_name_their_reason() {
+        let status = to_status(RuntimeError::Unavailable(RuntimeState::Stopping));
+        assert_eq!(status.code(), Code::Unavailable);
+        let reason = status
+            .get_error_details()
+            .error_info()
+            .map(|i| i.reason.clone());
+        assert_eq!(reason.as_deref(), Some("STOPPING"));
+        let status = to_status(RuntimeError::Unavailable(RuntimeState::Unavailable));
+        let reason = status
+            .get_error_details()
+            .error_info()
+            .map(|i| i.reason.clone());
+        assert_eq!(reason.as_deref(), Some("UNAVAILABLE"));
+        let status = to_status(RuntimeError::ResourceExhausted(Exhausted::StoreFull {
+            executions: 3,
+        }));
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        assert!(status.message().contains("3 executions"), "{status:?}");
+        let reason = status
+            .get_error_details()
+            .error_info()
+            .map(|i| i.reason.clone());
+        assert_eq!(reason.as_deref(), Some("STORE_FULL"));
     }
 }

@@ -2,11 +2,15 @@
 //! whoever waits; readers then read the store from their cursor. It carries no data, so one
 //! `Notify` and one atomic do: cheaper per append than `tokio::sync::watch`, which stores a
 //! value under a lock and wakes through eight `Notify`s.
+//!
+//! It also counts its readers, explicitly: each [`Changes`] registers on creation and
+//! deregisters on drop. Retention keeps an execution that someone still follows, so the count
+//! must mean exactly that, not how many handles of the signal happen to exist.
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use tokio::sync::Notify;
@@ -17,6 +21,7 @@ use tokio::sync::futures::OwnedNotified;
 pub struct ChangeSignal {
     version: AtomicU64,
     closed: AtomicBool,
+    readers: AtomicUsize,
     notify: Arc<Notify>,
 }
 
@@ -54,6 +59,7 @@ impl ChangeSignal {
 
     /// A new reader, which has seen everything published so far.
     pub fn subscribe(self: &Arc<Self>) -> Changes {
+        self.readers.fetch_add(1, Ordering::AcqRel);
         Changes {
             seen: self.version.load(Ordering::Acquire),
             signal: self.clone(),
@@ -61,10 +67,9 @@ impl ChangeSignal {
         }
     }
 
-    /// How many readers hold this signal.
-    pub fn readers(self: &Arc<Self>) -> usize {
-        // The store's own handle is the one that is not a reader.
-        Arc::strong_count(self).saturating_sub(1)
+    /// How many readers follow the execution now.
+    pub fn readers(&self) -> usize {
+        self.readers.load(Ordering::Acquire)
     }
 }
 
@@ -106,6 +111,12 @@ impl Changes {
     }
 }
 
+impl Drop for Changes {
+    fn drop(&mut self) {
+        self.signal.readers.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -127,6 +138,11 @@ mod tests {
         // Published before the wait began, after the subscription: not lost.
         assert_eq!(late.changed().await, Ok(()));
         assert_eq!(signal.readers(), 1);
+        drop(late);
+        assert_eq!(signal.readers(), 0);
+        // Another handle of the signal is not a reader.
+        let _handle = signal.clone();
+        assert_eq!(signal.readers(), 0);
     }
 
     #[tokio::test]

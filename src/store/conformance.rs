@@ -1,117 +1,71 @@
-//! The EventStore conformance suite: the behaviour every store must have, written once and
-//! run against each implementation (`run_all` with a factory that builds a fresh store).
-//! Failures panic with a message naming the rule, like any test assertion.
+//! The EventStore conformance suite: the behaviour every store must have, written once as
+//! one public function per rule, and run against each implementation as one named test per
+//! rule by [`event_store_conformance!`](crate::event_store_conformance), so the first broken
+//! rule does not hide the rest. Failures panic with a message naming the rule, like any test
+//! assertion.
+//!
+//! Each rule takes a factory, `make(max_executions, retention)`, that builds a fresh store.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use super::{Created, EventStore, NewExecution, StoreError};
-use crate::execution::{
-    EffectiveLimits, ErrorCode, EventPayload, ExecutionError, ExecutionFailure, ExecutionId,
-    ExecutionResult, ExecutionState, FinishReason, Outcome, Output,
-};
-use crate::routing::RoutingPlan;
+use crate::execution::fixtures::{attempt_started, completed, failed, routing, text};
+use crate::execution::{ErrorCode, ExecutionId, ExecutionState, Fingerprint, Idempotency};
 
-/// Runs every rule against stores built by `make(max_executions, retention)`.
-pub async fn run_all<F, Fut>(make: F)
+/// One `#[tokio::test]` per rule of the suite, each on a fresh store from `$make`, a
+/// `Fn(usize, Duration) -> impl Future<Output = Arc<dyn EventStore>>` (capacity in
+/// executions, retention). Use it inside a test module of the store under test.
+#[macro_export]
+macro_rules! event_store_conformance {
+    ($make:expr) => {
+        $crate::event_store_conformance!(@rules $make;
+            appends_are_gap_free_and_follow_the_state_machine,
+            illegal_events_change_nothing,
+            nothing_follows_a_terminal_event,
+            batches_append_all_or_none,
+            cursors_resume_exactly,
+            subscribers_see_every_append,
+            idempotency_keys_return_or_reject,
+            unknown_ids_are_not_found,
+            a_full_store_evicts_terminal_records_only,
+            a_full_store_keeps_records_being_watched,
+            retention_expires_records_with_their_identities,
+        );
+    };
+    (@rules $make:expr; $($rule:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $rule() {
+                $crate::store::conformance::$rule($make).await;
+            }
+        )*
+    };
+}
+
+/// A store with room to spare: nothing expires or is evicted during a rule.
+async fn roomy<F, Fut>(make: F) -> Arc<dyn EventStore>
 where
     F: Fn(usize, Duration) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
-    let roomy = || make(100, Duration::from_secs(3600));
-    appends_are_gap_free_and_follow_the_state_machine(roomy().await).await;
-    illegal_events_change_nothing(roomy().await).await;
-    nothing_follows_a_terminal_event(roomy().await).await;
-    batches_append_all_or_none(roomy().await).await;
-    cursors_resume_exactly(roomy().await).await;
-    subscribers_see_every_append(roomy().await).await;
-    idempotency_keys_return_or_reject(roomy().await).await;
-    unknown_ids_are_not_found(roomy().await).await;
-    a_full_store_evicts_terminal_records_only(make(3, Duration::from_secs(3600)).await).await;
-    a_full_store_keeps_records_being_watched(make(2, Duration::from_secs(3600)).await).await;
-    retention_expires_records_with_their_identities(make(100, Duration::from_secs(60)).await).await;
+    make(100, Duration::from_secs(3600)).await
 }
 
 /// A new execution with an optional idempotency key and fingerprint.
 pub fn new_execution(key: Option<(&str, u128)>) -> NewExecution {
     NewExecution {
         id: ExecutionId::new(),
-        accepted: accepted(),
+        accepted: crate::execution::fixtures::accepted(),
         labels: Arc::default(),
-        idempotency: key.map(|(k, f)| (k.to_owned(), crate::execution::Fingerprint(f))),
+        idempotency: key.map(|(key, fingerprint)| Idempotency {
+            key: key.to_owned(),
+            fingerprint: Fingerprint(fingerprint),
+        }),
     }
-}
-
-/// An `execution.accepted` payload.
-pub fn accepted() -> EventPayload {
-    EventPayload::Accepted {
-        ability: "chat".into(),
-        policy: "default".into(),
-        limits: EffectiveLimits {
-            deadline: SystemTime::now() + Duration::from_secs(60),
-            max_attempts: 3,
-            allow_fallback: true,
-            retry_budget: Duration::from_secs(30),
-        },
-    }
-}
-
-/// An `execution.routing` payload with an empty plan.
-pub fn routing() -> EventPayload {
-    EventPayload::Routing(Arc::new(RoutingPlan {
-        policy: "default".into(),
-        required_capabilities: Vec::new(),
-        targets: Vec::new(),
-    }))
-}
-
-/// A `route.attempt.started` payload.
-pub fn attempt_started(attempt: u32) -> EventPayload {
-    EventPayload::AttemptStarted {
-        attempt,
-        provider: "p".into(),
-        model: "m".into(),
-        started_at: SystemTime::now(),
-    }
-}
-
-/// An `output.text.delta` payload.
-pub fn text(attempt: u32, text: &str) -> EventPayload {
-    EventPayload::TextDelta {
-        attempt,
-        text: text.into(),
-    }
-}
-
-/// An `execution.completed` payload.
-pub fn completed(attempt: u32, text: &str) -> EventPayload {
-    EventPayload::Completed(Box::new(ExecutionResult {
-        output: Output {
-            text: text.into(),
-            tool_calls: Vec::new(),
-        },
-        finish_reason: FinishReason::Stop,
-        provider: "p".into(),
-        model: "m".into(),
-        attempt,
-    }))
-}
-
-/// An `execution.failed` payload with `code`.
-pub fn failed(code: ErrorCode) -> EventPayload {
-    EventPayload::Failed(Box::new(ExecutionFailure {
-        error: ExecutionError {
-            code,
-            message: code.as_str().into(),
-            outcome: Outcome::NotStarted,
-            last_attempt_error: None,
-        },
-        partial_output: Output::default(),
-        cancel_reason: None,
-    }))
 }
 
 async fn create(store: &dyn EventStore, new: NewExecution) -> ExecutionId {
@@ -135,7 +89,14 @@ async fn run_to_success(store: &dyn EventStore, id: ExecutionId) {
     }
 }
 
-async fn appends_are_gap_free_and_follow_the_state_machine(store: Arc<dyn EventStore>) {
+/// Sequences start at 1 with no gaps; each event carries the state the state machine gives it,
+/// and the view says what the events say.
+pub async fn appends_are_gap_free_and_follow_the_state_machine<F, Fut>(make: F)
+where
+    F: Fn(usize, Duration) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = roomy(make).await;
     let id = create(&*store, new_execution(None)).await;
     let view = store.get(id).unwrap();
     assert_eq!(
@@ -165,7 +126,13 @@ async fn appends_are_gap_free_and_follow_the_state_machine(store: Arc<dyn EventS
     );
 }
 
-async fn illegal_events_change_nothing(store: Arc<dyn EventStore>) {
+/// An event the state machine refuses is an error and stores nothing.
+pub async fn illegal_events_change_nothing<F, Fut>(make: F)
+where
+    F: Fn(usize, Duration) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = roomy(make).await;
     let id = create(&*store, new_execution(None)).await;
     let err = store.append(id, completed(1, "x")).await.unwrap_err();
     assert!(matches!(err, StoreError::IllegalTransition(_)), "{err:?}");
@@ -173,7 +140,13 @@ async fn illegal_events_change_nothing(store: Arc<dyn EventStore>) {
     assert_eq!(store.read(id, 0, 10).unwrap().events.len(), 1);
 }
 
-async fn nothing_follows_a_terminal_event(store: Arc<dyn EventStore>) {
+/// After a terminal event every append is `AlreadyTerminal`.
+pub async fn nothing_follows_a_terminal_event<F, Fut>(make: F)
+where
+    F: Fn(usize, Duration) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = roomy(make).await;
     let id = create(&*store, new_execution(None)).await;
     store
         .append(id, failed(ErrorCode::Cancelled))
@@ -190,7 +163,13 @@ async fn nothing_follows_a_terminal_event(store: Arc<dyn EventStore>) {
     assert_eq!(store.get(id).unwrap().last_sequence, 2);
 }
 
-async fn batches_append_all_or_none(store: Arc<dyn EventStore>) {
+/// `append_all` stores a batch whole or not at all, one sequence per event, with one wake-up.
+pub async fn batches_append_all_or_none<F, Fut>(make: F)
+where
+    F: Fn(usize, Duration) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = roomy(make).await;
     let id = create(&*store, new_execution(None)).await;
     assert_eq!(
         store.append_all(id, Vec::new()).await,
@@ -242,7 +221,13 @@ async fn batches_append_all_or_none(store: Arc<dyn EventStore>) {
     );
 }
 
-async fn cursors_resume_exactly(store: Arc<dyn EventStore>) {
+/// A read after any sequence returns exactly the events after it; `limit` bounds a page.
+pub async fn cursors_resume_exactly<F, Fut>(make: F)
+where
+    F: Fn(usize, Duration) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = roomy(make).await;
     let id = create(&*store, new_execution(None)).await;
     run_to_success(&*store, id).await;
     for after in 0..=6 {
@@ -266,7 +251,13 @@ async fn cursors_resume_exactly(store: Arc<dyn EventStore>) {
     assert_eq!(page, [2, 3], "limit bounds a page");
 }
 
-async fn subscribers_see_every_append(store: Arc<dyn EventStore>) {
+/// A subscriber is woken by every append, including one made before it began to wait.
+pub async fn subscribers_see_every_append<F, Fut>(make: F)
+where
+    F: Fn(usize, Duration) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = roomy(make).await;
     let id = create(&*store, new_execution(None)).await;
     let mut changes = store.subscribe(id).unwrap();
     changes.mark_seen();
@@ -286,7 +277,14 @@ async fn subscribers_see_every_append(store: Arc<dyn EventStore>) {
         .unwrap();
 }
 
-async fn idempotency_keys_return_or_reject(store: Arc<dyn EventStore>) {
+/// A key with the same request returns the first execution; with another, a conflict that
+/// stores nothing.
+pub async fn idempotency_keys_return_or_reject<F, Fut>(make: F)
+where
+    F: Fn(usize, Duration) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = roomy(make).await;
     let id = create(&*store, new_execution(Some(("key-1", 7)))).await;
     match store
         .create(new_execution(Some(("key-1", 7))))
@@ -312,7 +310,13 @@ async fn idempotency_keys_return_or_reject(store: Arc<dyn EventStore>) {
     );
 }
 
-async fn unknown_ids_are_not_found(store: Arc<dyn EventStore>) {
+/// Every operation on an unknown id is `NotFound`.
+pub async fn unknown_ids_are_not_found<F, Fut>(make: F)
+where
+    F: Fn(usize, Duration) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = roomy(make).await;
     let id = ExecutionId::new();
     assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id));
     assert_eq!(store.read(id, 0, 1).unwrap_err(), StoreError::NotFound(id));
@@ -328,7 +332,14 @@ async fn unknown_ids_are_not_found(store: Arc<dyn EventStore>) {
     );
 }
 
-async fn a_full_store_evicts_terminal_records_only(store: Arc<dyn EventStore>) {
+/// A full store evicts a terminal execution (with its key) for a new one, and refuses new work
+/// when only running ones are left.
+pub async fn a_full_store_evicts_terminal_records_only<F, Fut>(make: F)
+where
+    F: Fn(usize, Duration) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = make(3, Duration::from_secs(3600)).await;
     // Capacity 3: one terminal (with a key) and two running.
     let done = create(&*store, new_execution(Some(("done-key", 1)))).await;
     run_to_success(&*store, done).await;
@@ -360,7 +371,13 @@ async fn a_full_store_evicts_terminal_records_only(store: Arc<dyn EventStore>) {
     assert_eq!(store.stats().executions, 3);
 }
 
-async fn a_full_store_keeps_records_being_watched(store: Arc<dyn EventStore>) {
+/// A full store never evicts an execution a reader still follows.
+pub async fn a_full_store_keeps_records_being_watched<F, Fut>(make: F)
+where
+    F: Fn(usize, Duration) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = make(2, Duration::from_secs(3600)).await;
     let watched = create(&*store, new_execution(None)).await;
     run_to_success(&*store, watched).await;
     let unwatched = create(&*store, new_execution(None)).await;
@@ -387,7 +404,13 @@ async fn a_full_store_keeps_records_being_watched(store: Arc<dyn EventStore>) {
     assert!(store.get(third).is_ok());
 }
 
-async fn retention_expires_records_with_their_identities(store: Arc<dyn EventStore>) {
+/// Terminal executions expire after the retention with their keys, but not while read.
+pub async fn retention_expires_records_with_their_identities<F, Fut>(make: F)
+where
+    F: Fn(usize, Duration) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = make(100, Duration::from_secs(60)).await;
     tokio::time::pause();
     let id = create(&*store, new_execution(Some(("kept-key", 1)))).await;
     run_to_success(&*store, id).await;

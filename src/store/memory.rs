@@ -6,24 +6,22 @@
 //! its own execution's lock; lock order is always index then execution, and no lock is held
 //! across an await or while waking subscribers or freeing evicted records.
 //!
-//! Terminal executions leave in the order they ended once their retention has passed, or
-//! earlier when capacity is needed (then the oldest one nobody is watching), but never while
-//! a reader still follows them; their id and idempotency key go with them under the same
-//! index lock. Non-terminal executions are never
-//! evicted: a store full of them rejects new work.
+//! Which terminal executions leave, and when, is [`Retention`]'s decision; their id and
+//! idempotency key go with them under the same index lock. Whether a key names the same
+//! request is [`Idempotency`]'s; the index only maps keys to executions.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
 use super::{
-    ChangeSignal, Changes, Created, EventPage, EventStore, NewExecution, StoreError, StoreFuture,
-    StoreStats,
+    ChangeSignal, Changes, Created, EventPage, EventStore, NewExecution, Retention, StoreError,
+    StoreFuture, StoreStats,
 };
 use crate::execution::{
-    Event, EventPayload, Execution, ExecutionId, ExecutionState, Fingerprint, IdMap, Labels,
+    Event, EventPayload, Execution, ExecutionId, ExecutionState, IdMap, Idempotency, Labels,
     Lifecycle, StoredEvent,
 };
 
@@ -35,22 +33,20 @@ use log::Log;
 #[derive(Debug)]
 pub struct MemoryStore {
     max_executions: usize,
-    retention: Duration,
     index: RwLock<Index>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Index {
     slots: IdMap<Arc<Slot>>,
     idempotency: HashMap<String, ExecutionId>,
-    /// Terminal executions in the order they ended, with when.
-    ended: VecDeque<(ExecutionId, Instant)>,
+    retention: Retention,
 }
 
 /// One execution: what never changes, its subscribers' channel, and its lock.
 #[derive(Debug)]
 struct Slot {
-    idempotency: Option<(String, Fingerprint)>,
+    idempotency: Option<Idempotency>,
     labels: Arc<Labels>,
     changes: Arc<ChangeSignal>,
     record: Mutex<Record>,
@@ -83,7 +79,7 @@ impl Slot {
 
     /// The view, folded up to the last event.
     fn view(&self) -> Result<Execution, StoreError> {
-        let key = self.idempotency.as_ref().map(|(key, _)| key);
+        let key = self.idempotency.as_ref().map(|i| &i.key);
         self.record().view(&self.labels, key)
     }
 }
@@ -93,8 +89,11 @@ impl MemoryStore {
     pub fn new(max_executions: usize, retention: Duration) -> Self {
         Self {
             max_executions: max_executions.max(1),
-            retention,
-            index: RwLock::new(Index::default()),
+            index: RwLock::new(Index {
+                slots: IdMap::default(),
+                idempotency: HashMap::new(),
+                retention: Retention::new(retention),
+            }),
         }
     }
 
@@ -122,12 +121,15 @@ impl MemoryStore {
         evicted: &mut Vec<Arc<Slot>>,
     ) -> Result<Created, StoreError> {
         let mut index = self.write_index();
-        index.expire(Instant::now(), self.retention, evicted);
-        if let Some((key, fingerprint)) = &new.idempotency
-            && let Some(existing) = index.idempotency.get(key)
+        index.expire(Instant::now(), evicted);
+        if let Some(identity) = &new.idempotency
+            && let Some(existing) = index.idempotency.get(&identity.key)
             && let Some(slot) = index.slots.get(existing)
         {
-            let same = slot.idempotency.as_ref().map(|(_, f)| f) == Some(fingerprint);
+            let same = slot
+                .idempotency
+                .as_ref()
+                .is_some_and(|first| first.same_request(identity));
             return if same {
                 Ok(Created::Existing(slot.view()?))
             } else {
@@ -148,7 +150,7 @@ impl MemoryStore {
             state: lifecycle.apply(&new.accepted)?,
             payload: new.accepted,
         };
-        let key = new.idempotency.as_ref().map(|(k, _)| k);
+        let key = new.idempotency.as_ref().map(|i| &i.key);
         let view = Execution::from_accepted(&first, new.labels.clone(), key.cloned())
             .ok_or_else(not_accepted)?;
         let mut events = Log::default();
@@ -223,7 +225,7 @@ impl MemoryStore {
         slot.changes.publish();
         if terminal {
             // Only now may it be evicted; until then it is simply not in `ended` yet.
-            self.write_index().ended.push_back((id, Instant::now()));
+            self.write_index().retention.ended(id, Instant::now());
         }
     }
 }
@@ -309,44 +311,35 @@ impl Record {
 }
 
 impl Index {
-    /// Removes terminal executions whose retention has passed, into `evicted`. One that a
-    /// reader is still following stays until the reader lets go (readers end after the
-    /// terminal event), so no replay loses its end.
-    fn expire(&mut self, now: Instant, retention: Duration, evicted: &mut Vec<Arc<Slot>>) {
-        let mut position = 0;
-        while let Some((id, ended)) = self.ended.get(position) {
-            if now.duration_since(*ended) < retention {
-                break;
-            }
-            let watched = self.slots.get(id).is_some_and(|s| s.changes.readers() > 0);
-            if watched {
-                position += 1;
-            } else {
-                evicted.extend(self.evict_at(position));
-            }
+    /// Removes the executions whose retention has passed, into `evicted`.
+    fn expire(&mut self, now: Instant, evicted: &mut Vec<Arc<Slot>>) {
+        let slots = &self.slots;
+        let gone = self.retention.expired(now, |id| readers(slots, id));
+        for id in gone {
+            evicted.extend(self.remove(id));
         }
     }
 
-    /// Removes the terminal execution that ended first among those no reader is following (a
-    /// reader mid-replay would otherwise lose its terminal event); `None` if there is none.
+    /// Removes the terminal execution retention gives up to make room; `None` if there is none.
     fn evict_for_room(&mut self) -> Option<Arc<Slot>> {
-        let unwatched = self.ended.iter().position(|(id, _)| {
-            self.slots
-                .get(id)
-                .is_none_or(|slot| slot.changes.readers() == 0)
-        })?;
-        self.evict_at(unwatched)
+        let slots = &self.slots;
+        let id = self.retention.make_room(|id| readers(slots, id))?;
+        self.remove(id)
     }
 
-    /// Removes the `position`-th ended execution with its identities.
-    fn evict_at(&mut self, position: usize) -> Option<Arc<Slot>> {
-        let (id, _) = self.ended.remove(position)?;
+    /// Removes an execution with its identities.
+    fn remove(&mut self, id: ExecutionId) -> Option<Arc<Slot>> {
         let slot = self.slots.remove(&id)?;
-        if let Some((key, _)) = &slot.idempotency {
-            self.idempotency.remove(key);
+        if let Some(identity) = &slot.idempotency {
+            self.idempotency.remove(&identity.key);
         }
         Some(slot)
     }
+}
+
+/// How many readers follow `id`: none once it has left.
+fn readers(slots: &IdMap<Arc<Slot>>, id: ExecutionId) -> usize {
+    slots.get(&id).map_or(0, |slot| slot.changes.readers())
 }
 
 impl EventStore for MemoryStore {
@@ -358,7 +351,7 @@ impl EventStore for MemoryStore {
         false
     }
 
-    fn create(&self, new: NewExecution) -> StoreFuture<'_, Created> {
+    fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
         let mut evicted = Vec::new();
         let result = self.create_now(new, &mut evicted);
         // Outside the lock: tell anyone still holding an evicted execution's signal that it
@@ -404,7 +397,7 @@ impl EventStore for MemoryStore {
         StoreStats {
             executions: self.read_index().slots.len(),
             max_executions: self.max_executions,
-            retention: self.retention,
+            retention: self.read_index().retention.period(),
         }
     }
 
@@ -416,17 +409,8 @@ impl EventStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::conformance;
 
-    fn store(max: usize, retention: Duration) -> MemoryStore {
-        MemoryStore::new(max, retention)
-    }
-
-    #[tokio::test]
-    async fn conformance_suite() {
-        conformance::run_all(|max, retention| async move {
-            Arc::new(store(max, retention)) as Arc<dyn EventStore>
-        })
-        .await;
-    }
+    crate::event_store_conformance!(|max, retention| async move {
+        Arc::new(MemoryStore::new(max, retention)) as Arc<dyn EventStore>
+    });
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use model_runtime::Config;
 use model_runtime::execution::{ErrorClass, ExecutionId, ExecutionInput, Message};
+use model_runtime::execution::{UsageQuantity, UsageSource, UsageUnit};
 use model_runtime::provider::{Provider, ProviderCall, ProviderError, ProviderEvent, Providers};
-use model_runtime::usage::{UsageQuantity, UsageSource, UsageUnit};
 
 /// The API key the tests' environment holds; it must never show up in errors.
 pub const KEY: &str = "sk-test-secret-0123456789";
@@ -34,7 +34,7 @@ pub fn config(adapter: &str, base_url: &str, extra: &str) -> Config {
 /// The adapter of provider `p`.
 pub fn provider(config: &Config) -> Arc<dyn Provider> {
     let providers = Providers::from_config(config, BTreeMap::new()).expect("providers");
-    providers.get("p").expect("provider p").provider.clone()
+    providers.get("p").expect("provider p").clone()
 }
 
 /// One call with `input` and `time` until the attempt's deadline, run to its end.
@@ -118,7 +118,7 @@ pub fn event(name: &str, json: &str) -> String {
 #[track_caller]
 pub fn assert_error(error: &ProviderError, class: ErrorClass, code: &str, context: &str) {
     assert_eq!(
-        (error.class, error.code),
+        (error.class, error.code.as_str()),
         (class, code),
         "{context} ({})",
         error.message

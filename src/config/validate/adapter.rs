@@ -192,3 +192,6 @@ fn api_key(key: &str, var: &str, env: Env<'_>) -> Result<Secret, ConfigError> {
 fn is_header_text(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| b.is_ascii_graphic())
 }
+
+#[cfg(test)]
+mod tests;

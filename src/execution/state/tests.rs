@@ -5,9 +5,9 @@ use std::time::SystemTime;
 use proptest::prelude::*;
 
 use super::*;
-use crate::execution::{AttemptError, AttemptRecord, ErrorClass, NextAction, Outcome};
-use crate::store::conformance::{accepted, attempt_started, completed, failed, routing, text};
-use crate::usage::{UsageFact, UsageSource, UsageUnit};
+use crate::execution::fixtures::{accepted, attempt_started, completed, failed, routing, text};
+use crate::execution::{AttemptCode, AttemptError, AttemptRecord, ErrorClass, NextAction, Outcome};
+use crate::execution::{UsageFact, UsageSource, UsageUnit};
 
 /// The kinds of event a script may contain, legal or not.
 #[derive(Debug, Clone, Copy)]
@@ -34,7 +34,7 @@ fn attempt_failed(next: NextAction, committed: bool) -> EventPayload {
         duration: None,
         error: Some(AttemptError {
             class: ErrorClass::Retryable,
-            code: "unavailable".into(),
+            code: AttemptCode::Unavailable,
             message: String::new(),
             retry_after: None,
         }),

@@ -187,7 +187,7 @@ fn input_the_protocol_cannot_express_names_the_field() {
     for (input, field) in cases {
         let error = body("m", &input, 16).unwrap_err();
         assert_eq!(
-            (error.class, error.code),
+            (error.class, error.code.as_str()),
             (ErrorClass::NonRetryable, "invalid_request")
         );
         assert!(error.message.starts_with(field), "{}", error.message);

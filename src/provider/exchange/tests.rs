@@ -4,8 +4,8 @@ use std::pin::Pin;
 
 use super::*;
 use crate::config::TimeoutsConfig;
+use crate::execution::{UsageSource, UsageUnit};
 use crate::provider::http::HttpClients;
-use crate::usage::{UsageSource, UsageUnit};
 
 /// Reads nothing: the tests drive the exchange's state by hand.
 struct Silent;
@@ -90,7 +90,7 @@ fn a_cut_hands_over_usage_queued_or_tallied_and_nothing_yielded() {
 fn a_failed_exchange_has_nothing_left_once_its_items_are_read() {
     let mut exchange = exchange();
     exchange.usage.report(UsageUnit::INPUT_TOKENS, 7);
-    exchange.fail(ProviderError::retryable("unavailable", "gone"));
+    exchange.fail(ProviderError::retryable(AttemptCode::Unavailable, "gone"));
     exchange.pending.retain(|item| item.is_err());
     assert_eq!(Pin::new(&mut exchange).unreported_usage(), vec![]);
 }

@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
 use super::{Upstream, cause};
-use crate::execution::ErrorClass;
+use crate::execution::{AttemptCode, ErrorClass};
 use crate::provider::ProviderError;
 
 /// The longest back-off a provider may ask for. No execution waits a day, so a longer
@@ -37,18 +37,18 @@ impl Upstream {
                 "connecting failed".to_owned()
             };
             return ProviderError::retryable(
-                "connect_failed",
+                AttemptCode::ConnectFailed,
                 format!("{}: {what}: {cause}", self.label()),
             );
         }
         if error.is_builder() {
             return ProviderError::non_retryable(
-                "invalid_request",
+                AttemptCode::InvalidRequest,
                 format!("{}: the request could not be built: {cause}", self.label()),
             );
         }
         ProviderError::outcome_unknown(
-            "connection_lost",
+            AttemptCode::ConnectionLost,
             format!(
                 "{}: the connection failed after the request was sent, before a response: {cause}",
                 self.label()
@@ -72,7 +72,7 @@ impl Upstream {
             .by_status(code, &format!("(HTTP {code})"), &detail)
             .unwrap_or_else(|| {
                 ProviderError::non_retryable(
-                    "protocol_error",
+                    AttemptCode::ProtocolError,
                     format!(
                         "{} answered with unexpected HTTP status {code}",
                         self.label()
@@ -93,46 +93,46 @@ impl Upstream {
         let error = match code {
             // Never the body: a 401 message may quote part of the key.
             401 => ProviderError::non_retryable(
-                "unauthorized",
+                AttemptCode::Unauthorized,
                 format!("{label} rejected the API key {place}; check its api_key_env"),
             ),
             403 => ProviderError::non_retryable(
-                "forbidden",
+                AttemptCode::Forbidden,
                 format!("{label} refused access to this model or endpoint {place}"),
             ),
             400 | 422 => ProviderError::non_retryable(
-                "invalid_request",
+                AttemptCode::InvalidRequest,
                 format!("{label} rejected the request {place}{}", detail.quoted()),
             ),
             404 => ProviderError::non_retryable(
-                "not_found",
+                AttemptCode::NotFound,
                 format!(
                     "{label} has no such model or endpoint {place}{}",
                     detail.quoted()
                 ),
             ),
             408 => ProviderError::retryable(
-                "request_timeout",
+                AttemptCode::RequestTimeout,
                 format!("{label} timed out reading the request {place}"),
             ),
             429 => ProviderError::retryable(
-                "rate_limited",
+                AttemptCode::RateLimited,
                 format!("{label} is rate limiting {place}{}", detail.kind()),
             ),
             500 => ProviderError::retryable(
-                "internal",
+                AttemptCode::Internal,
                 format!("{label} failed internally {place}{}", detail.kind()),
             ),
             529 => ProviderError::retryable(
-                "overloaded",
+                AttemptCode::Overloaded,
                 format!("{label} is overloaded {place}{}", detail.kind()),
             ),
             501..=599 => ProviderError::retryable(
-                "unavailable",
+                AttemptCode::Unavailable,
                 format!("{label} is unavailable {place}{}", detail.kind()),
             ),
             400..=499 => ProviderError::non_retryable(
-                "rejected",
+                AttemptCode::Rejected,
                 format!("{label} refused the request {place}{}", detail.quoted()),
             ),
             _ => return None,
@@ -143,7 +143,7 @@ impl Upstream {
     /// A first-byte (`timeout`) or idle (`stream_stalled`) timer ran out after `limit`.
     pub fn timeout(
         &self,
-        code: &'static str,
+        code: AttemptCode,
         what: &str,
         limit: Duration,
         output_started: bool,
@@ -171,7 +171,7 @@ impl Upstream {
             "before any output"
         };
         ProviderError::outcome_unknown(
-            "stream_interrupted",
+            AttemptCode::StreamInterrupted,
             format!("{}: the response stream {why} {when}", self.label()),
         )
     }
@@ -214,33 +214,34 @@ impl Upstream {
         let reported = format!("{label} reported an error in the stream");
         match kind {
             "overloaded_error" | "overloaded" => {
-                ProviderError::retryable("overloaded", format!("{reported}: {kind}"))
+                ProviderError::retryable(AttemptCode::Overloaded, format!("{reported}: {kind}"))
             }
             "rate_limit_error" | "rate_limit_exceeded" | "tokens" | "requests" => {
-                ProviderError::retryable("rate_limited", format!("{reported}: {kind}"))
+                ProviderError::retryable(AttemptCode::RateLimited, format!("{reported}: {kind}"))
             }
             "api_error" | "server_error" | "internal_error" | "internal_server_error" => {
-                ProviderError::retryable("internal", format!("{reported}: {kind}"))
+                ProviderError::retryable(AttemptCode::Internal, format!("{reported}: {kind}"))
             }
             "timeout_error" | "timeout" => {
-                ProviderError::retryable("unavailable", format!("{reported}: {kind}"))
+                ProviderError::retryable(AttemptCode::Unavailable, format!("{reported}: {kind}"))
             }
             "invalid_request_error" | "invalid_request" | "request_too_large" => {
                 ProviderError::non_retryable(
-                    "invalid_request",
+                    AttemptCode::InvalidRequest,
                     format!("{reported}{}", detail.quoted()),
                 )
             }
             "authentication_error" | "invalid_api_key" => ProviderError::non_retryable(
-                "unauthorized",
+                AttemptCode::Unauthorized,
                 format!("{reported}: the API key was rejected"),
             ),
             "permission_error" => {
-                ProviderError::non_retryable("forbidden", format!("{reported}: {kind}"))
+                ProviderError::non_retryable(AttemptCode::Forbidden, format!("{reported}: {kind}"))
             }
-            "not_found_error" | "model_not_found" => {
-                ProviderError::non_retryable("not_found", format!("{reported}{}", detail.quoted()))
-            }
+            "not_found_error" | "model_not_found" => ProviderError::non_retryable(
+                AttemptCode::NotFound,
+                format!("{reported}{}", detail.quoted()),
+            ),
             _ => detail
                 .status
                 .and_then(|code| {
@@ -249,7 +250,7 @@ impl Upstream {
                 })
                 .unwrap_or_else(|| {
                     ProviderError::retryable(
-                        "provider_error",
+                        AttemptCode::ProviderError,
                         format!("{reported}{}", detail.kind()),
                     )
                 }),
@@ -283,7 +284,7 @@ impl Upstream {
             "malformed provider response: {what}"
         );
         ProviderError::non_retryable(
-            "protocol_error",
+            AttemptCode::ProtocolError,
             format!("{} sent a malformed response: {what}", self.label()),
         )
     }

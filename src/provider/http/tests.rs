@@ -111,7 +111,11 @@ fn statuses_map_to_classes_and_codes() {
             &HeaderMap::new(),
             b"",
         );
-        assert_eq!((error.class, error.code), (class, code), "HTTP {status}");
+        assert_eq!(
+            (error.class, error.code.as_str()),
+            (class, code),
+            "HTTP {status}"
+        );
         assert!(
             error.message.contains("openai provider `main`"),
             "{}",
@@ -172,7 +176,7 @@ fn a_key_cut_in_two_by_the_quote_limit_is_still_blanked() {
     let from_status = up.status_error(StatusCode::BAD_REQUEST, &HeaderMap::new(), &body);
     let from_stream = up.stream_error(&error);
     for error in [from_status, from_stream] {
-        assert_eq!(error.code, "invalid_request");
+        assert_eq!(error.code.as_str(), "invalid_request");
         assert!(!error.message.contains("sk-"), "{}", error.message);
         assert!(error.message.contains("mmmm<reda"), "{}", error.message);
     }
@@ -238,7 +242,11 @@ fn a_numeric_code_in_a_stream_error_classifies_like_that_status() {
     ];
     for (json, class, code) in &cases {
         let error = up.stream_error(json);
-        assert_eq!((error.class, error.code), (*class, *code), "{json}");
+        assert_eq!(
+            (error.class, error.code.as_str()),
+            (*class, *code),
+            "{json}"
+        );
         assert!(
             error.message.contains("openai provider `main`"),
             "{}",

@@ -159,7 +159,7 @@ fn input_the_protocol_cannot_express_names_the_field() {
             ..Default::default()
         };
         let error = body("m", &input, MaxTokensField::MaxCompletionTokens).unwrap_err();
-        assert_eq!(error.code, "invalid_request");
+        assert_eq!(error.code.as_str(), "invalid_request");
         assert_eq!(error.class, crate::execution::ErrorClass::NonRetryable);
         assert!(error.message.starts_with(field), "{}", error.message);
     }

@@ -79,7 +79,7 @@ async fn fails_the_first_attempts_on_a_target() {
             panic!("{events:?}")
         };
         assert_eq!(
-            (e.class, e.code, e.retry_after),
+            (e.class, e.code.as_str(), e.retry_after),
             (
                 ErrorClass::Retryable,
                 "rate_limited",
@@ -124,7 +124,7 @@ async fn fails_mid_stream_after_n_deltas() {
     let events = run(script, call(1, "one two three four")).await;
     assert_eq!(&events[..2], [text("one "), text("two ")]);
     assert!(
-        matches!(&events[2..], [Err(e)] if e.code == "unavailable"),
+        matches!(&events[2..], [Err(e)] if e.code == AttemptCode::Unavailable),
         "{events:?}"
     );
 }

@@ -1,8 +1,7 @@
 #![allow(clippy::unwrap_used)]
 
-use std::sync::Arc;
-
 use super::*;
+use crate::execution::AttemptCode;
 
 fn budget(now: Instant) -> AttemptBudget {
     AttemptBudget {
@@ -18,7 +17,7 @@ fn budget(now: Instant) -> AttemptBudget {
 fn error(class: ErrorClass, retry_after: Option<Duration>) -> AttemptError {
     AttemptError {
         class,
-        code: Arc::from("unavailable"),
+        code: AttemptCode::Unavailable,
         message: String::new(),
         retry_after,
     }

@@ -5,12 +5,15 @@ use std::time::{Duration, SystemTime};
 use prost::Message;
 
 use super::*;
+use crate::execution::fixtures::{accepted, attempt_started, completed, failed, routing, text};
 use crate::execution::{
-    AttemptError, AttemptRecord, ErrorClass, ErrorCode, Event, ExecutionId, ExecutionState,
-    FinishReason, Labels, NextAction, Outcome,
+    AttemptCode, AttemptError, AttemptRecord, ErrorClass, ErrorCode, Event, ExecutionId,
+    ExecutionState, FinishReason, Labels, NextAction, Outcome, UsageQuantity, UsageSource,
+    UsageUnit,
 };
-use crate::store::conformance::{accepted, attempt_started, completed, failed, routing, text};
-use crate::usage::{UsageQuantity, UsageSource, UsageUnit};
+
+mod arbitrary;
+mod descriptor;
 
 fn payloads() -> Vec<EventPayload> {
     let usage = UsageQuantity {
@@ -116,7 +119,7 @@ fn payloads() -> Vec<EventPayload> {
             duration: Some(Duration::from_millis(1500)),
             error: Some(AttemptError {
                 class: ErrorClass::Retryable,
-                code: "unavailable".into(),
+                code: AttemptCode::Unavailable,
                 message: "503".into(),
                 retry_after: Some(Duration::from_secs(2)),
             }),

@@ -24,10 +24,10 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-pub use args::{BenchArgs, Plan, Rpc, Target};
+pub use args::{BenchArgs, Plan, Target};
 pub use report::Report;
 
-use crate::{Config, Runtime, service};
+use model_runtime::{Config, Runtime, service};
 
 /// Why a benchmark could not run.
 #[derive(Debug, thiserror::Error)]

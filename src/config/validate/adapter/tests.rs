@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use super::*;
+use crate::config::*;
 
 const KEY: &str = "sk-test-0123456789";
 

@@ -7,4 +7,4 @@ mod plan;
 
 pub use admission::{Admission, AdmissionRejected, Permit};
 pub use budget::{AttemptBudget, Decision, Failure};
-pub use plan::{PlanTarget, Plans, RoutingPlan, plan};
+pub use plan::{Plans, plan};

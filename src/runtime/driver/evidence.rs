@@ -4,10 +4,10 @@
 use std::time::SystemTime;
 
 use crate::execution::{
-    AttemptError, AttemptRecord, ErrorClass, ErrorCode, FinishReason, Outcome, Output,
+    AttemptError, AttemptRecord, ErrorClass, ErrorCode, FinishReason, Outcome, Output, PlanTarget,
 };
 use crate::provider::ProviderError;
-use crate::routing::{Decision, PlanTarget};
+use crate::routing::Decision;
 
 /// How one attempt ended.
 pub(super) struct AttemptEnd {
@@ -90,7 +90,7 @@ pub(super) fn record(
 pub(super) fn attempt_error(error: ProviderError) -> AttemptError {
     AttemptError {
         class: error.class,
-        code: error.code.into(),
+        code: error.code,
         message: error.message,
         retry_after: error.retry_after,
     }

@@ -7,10 +7,10 @@ use std::task::Poll;
 use super::Driver;
 use super::evidence::{EndKind, attempt_error};
 use super::stop::Race;
-use crate::execution::{CommitTracker, ErrorCode, EventPayload, ExecutionResult};
+use crate::execution::{
+    AttemptCode, CommitTracker, EventPayload, ExecutionResult, PlanTarget, UsageFact, UsageQuantity,
+};
 use crate::provider::{ProviderError, ProviderEvent, ProviderStream};
-use crate::routing::PlanTarget;
-use crate::usage::{UsageFact, UsageQuantity};
 
 /// One item of a provider stream; `None` is its end.
 pub(super) type Item = Option<Result<ProviderEvent, ProviderError>>;
@@ -50,16 +50,22 @@ impl Driver {
     /// many events are recorded. Once output is exposed the attempt's stop time becomes the
     /// deadline: a committed attempt is not cut short by the retry budget.
     pub(super) fn record_batch(
-        &self,
+        &mut self,
         items: &mut Vec<Item>,
         target: &PlanTarget,
         attempt: u32,
-        race: &mut Race<'_>,
+        race: &mut Race,
         tracker: &mut CommitTracker,
     ) -> (Option<EndKind>, usize) {
-        let mut pending = self.pending();
-        pending.reserve(items.len() + 1);
-        tracker.reserve(items.iter().filter_map(|item| item.as_ref()?.as_ref().ok()));
+        self.pending.reserve(items.len() + 1);
+        let text: usize = items
+            .iter()
+            .map(|item| match item {
+                Some(Ok(ProviderEvent::TextDelta(text))) => text.len(),
+                _ => 0,
+            })
+            .sum();
+        tracker.reserve(text);
         let mut end = None;
         for item in items.drain(..) {
             let event = match item {
@@ -70,7 +76,7 @@ impl Driver {
                 }
                 None => {
                     let error = ProviderError::retryable(
-                        "stream_ended",
+                        AttemptCode::StreamEnded,
                         "the provider stream ended before the reply finished",
                     );
                     end = Some(EndKind::Failed(attempt_error(error)));
@@ -84,28 +90,45 @@ impl Driver {
                 }
                 ProviderEvent::Usage(quantity) => self.usage(target, attempt, quantity),
                 ProviderEvent::Progress(message) => EventPayload::Progress { attempt, message },
-                output => match tracker.output_event(attempt, output) {
-                    Some(payload) => {
-                        if race.code() != ErrorCode::DeadlineExceeded {
-                            race.reset(self.job.budget.deadline, ErrorCode::DeadlineExceeded);
-                        }
-                        payload
+                ProviderEvent::TextDelta(text) => EventPayload::TextDelta { attempt, text },
+                ProviderEvent::ToolCallStarted { index, id, name } => {
+                    EventPayload::ToolCallStarted {
+                        attempt,
+                        index,
+                        id,
+                        name,
                     }
-                    None => continue,
-                },
+                }
+                ProviderEvent::ToolCallArgumentsDelta { index, delta } => {
+                    EventPayload::ToolCallArgumentsDelta {
+                        attempt,
+                        index,
+                        delta,
+                    }
+                }
             };
-            pending.push(payload);
+            let committed = tracker.committed();
+            let Some(payload) = tracker.record(payload) else {
+                continue;
+            };
+            if !committed && tracker.committed() {
+                // Once output is exposed only the deadline may cut the attempt.
+                let (at, code) = self.job.budget.after_commit();
+                race.reset(at, code);
+            }
+            self.pending.push(payload);
         }
         if let Some(EndKind::Succeeded(finish_reason)) = end {
-            pending.push(EventPayload::Completed(Box::new(ExecutionResult {
-                output: tracker.take_output(),
-                finish_reason,
-                provider: target.provider.clone(),
-                model: target.model.clone(),
-                attempt,
-            })));
+            self.pending
+                .push(EventPayload::Completed(Box::new(ExecutionResult {
+                    output: tracker.take_output(),
+                    finish_reason,
+                    provider: target.provider.clone(),
+                    model: target.model.clone(),
+                    attempt,
+                })));
         }
-        (end, pending.len())
+        (end, self.pending.len())
     }
 
     /// A usage fact of attempt `attempt` on `target`.

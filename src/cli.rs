@@ -4,4 +4,4 @@
 mod exec;
 pub mod render;
 
-pub use exec::{ExecArgs, ExecError, endpoint, exec};
+pub use exec::{ExecArgs, endpoint, exec};

@@ -1,25 +1,36 @@
 //! The per-execution driver: plan, then attempts with admission, streaming, the commit rule,
 //! retry and fallback, until one terminal event. It reaches callers only by appending to the
-//! store. Every wait races cancellation and the attempt budget's stop time (`stop.rs`), so a
+//! store. Every wait goes through [`Driver::wait`], which appends what the driver recorded
+//! first and races cancellation and the attempt budget's stop time (`stop.rs`), so a
 //! cancelled or expired execution releases its permit and aborts its provider call at once.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use futures_util::FutureExt;
 use tokio::time::{Instant, sleep};
 use tracing::Instrument;
 
-use crate::config::Config;
-use crate::error::log_internal;
+use super::error::log_internal;
+use super::targets::{ProviderSlot, Slots};
 use crate::execution::{
-    AttemptError, CommitTracker, ErrorClass, ErrorCode, EventPayload, ExecutionError,
+    AttemptCode, AttemptError, CommitTracker, ErrorClass, ErrorCode, EventPayload, ExecutionError,
     ExecutionFailure, ExecutionId, ExecutionInput, ExecutionState, Labels, Outcome, Output,
+    PlanTarget, RoutingPlan,
 };
-use crate::provider::{ProviderCall, ProviderError, ProviderSlot, Providers};
-use crate::routing::{self, AttemptBudget, Decision, Permit, PlanTarget, RoutingPlan};
+use crate::provider::{ProviderCall, ProviderError};
+use crate::routing::{self, AttemptBudget, Decision, Permit};
 use crate::store::{EventStore, StoreError};
+
+mod batch;
+mod evidence;
+mod pending;
+mod stop;
+
+use evidence::{AttemptEnd, EndKind, Tally, attempt_error, record, stop_message};
+pub(crate) use stop::DriverHandle;
+use stop::Race;
 
 /// Everything one execution needs, resolved at submission.
 #[derive(Debug)]
@@ -36,8 +47,7 @@ pub(crate) struct Job {
 #[derive(Clone)]
 pub(crate) struct Deps {
     pub store: Arc<dyn EventStore>,
-    pub providers: Arc<Providers>,
-    pub config: Arc<Config>,
+    pub providers: Arc<Slots>,
 }
 
 /// Drives `job` to its terminal event. A panic inside (say, in a provider adapter) is caught:
@@ -46,11 +56,11 @@ pub(crate) struct Deps {
 pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
     let id = job.id;
     let store = deps.store.clone();
-    let driver = Driver {
+    let mut driver = Driver {
         deps,
         job,
         handle,
-        pending: Mutex::new(Vec::new()),
+        pending: Vec::new(),
     };
     let result = AssertUnwindSafe(driver.drive()).catch_unwind().await;
     let error = match result {
@@ -105,20 +115,11 @@ struct Driver {
     job: Job,
     handle: Arc<DriverHandle>,
     /// Events recorded but not yet appended (`pending.rs`).
-    pending: Mutex<Vec<EventPayload>>,
+    pending: Vec<EventPayload>,
 }
 
-mod batch;
-mod evidence;
-mod pending;
-mod stop;
-
-use evidence::{AttemptEnd, EndKind, Tally, attempt_error, record, stop_message};
-pub(crate) use stop::DriverHandle;
-use stop::Race;
-
 impl Driver {
-    async fn drive(&self) -> Result<(), StoreError> {
+    async fn drive(&mut self) -> Result<(), StoreError> {
         if self.handle.is_cancelled() {
             let message = self.cancel_message();
             return self
@@ -149,18 +150,20 @@ impl Driver {
                 .await;
         }
         let (stop_at, stop_code) = self.job.budget.stop_at();
+        let providers = self.deps.providers.clone();
         let mut tally = Tally::default();
         let mut index = 0;
         loop {
             let target = targets[index];
+            let slot = providers.get(&target.provider);
             tally.attempts += 1;
-            let end = self.attempt(target, &mut tally, stop_at, stop_code).await?;
+            let mut race = Race::new(&self.handle, stop_at, stop_code);
+            let end = self.attempt(slot, target, &mut tally, &mut race).await?;
             let error = match &end.kind {
                 EndKind::Succeeded(_) => return Ok(()),
                 EndKind::Cut(code) => return self.cut(target, tally, *code, end).await,
                 EndKind::Failed(error) => error.clone(),
             };
-            let slot = self.deps.providers.get(&target.provider);
             let decision = self.job.budget.decide(
                 routing::Failure {
                     error: &error,
@@ -179,14 +182,9 @@ impl Driver {
             tally.record_error(error, end.admitted);
             match decision {
                 Decision::Retry { after } => {
-                    self.flush().await?;
                     let mut race = Race::new(&self.handle, stop_at, stop_code);
-                    if let Err(code) = race.run(sleep(after)).await {
-                        let message = if code == ErrorCode::Cancelled {
-                            self.cancel_message()
-                        } else {
-                            stop_message(code, &tally)
-                        };
+                    if let Err(code) = self.wait(&mut race, sleep(after)).await? {
+                        let message = self.stop_message(code, &tally);
                         return self.fail(code, message, &tally, Output::default()).await;
                     }
                 }
@@ -195,26 +193,22 @@ impl Driver {
                     tally.on_target = 0;
                 }
                 Decision::Stop(code) => {
-                    let partial = if end.committed {
-                        end.output
-                    } else {
-                        Output::default()
-                    };
+                    // Output exists only once committed: then it is the evidence.
                     return self
-                        .fail(code, stop_message(code, &tally), &tally, partial)
+                        .fail(code, stop_message(code, &tally), &tally, end.output)
                         .await;
                 }
             }
         }
     }
 
-    /// Runs one attempt on `target`: admission, then the provider stream.
+    /// Runs one attempt on `target` (served by `slot`): admission, then the provider stream.
     async fn attempt(
-        &self,
+        &mut self,
+        slot: Option<&ProviderSlot>,
         target: &PlanTarget,
         tally: &mut Tally,
-        stop_at: Instant,
-        stop_code: ErrorCode,
+        race: &mut Race,
     ) -> Result<AttemptEnd, StoreError> {
         let started_at = SystemTime::now();
         let not_admitted = |kind| AttemptEnd {
@@ -224,33 +218,23 @@ impl Driver {
             output: Output::default(),
             kind,
         };
-        let Some(slot) = self.deps.providers.get(&target.provider) else {
-            let error =
-                ProviderError::non_retryable("provider_missing", "provider is not configured");
+        let Some(slot) = slot else {
+            let error = ProviderError::non_retryable(
+                AttemptCode::ProviderMissing,
+                "provider is not configured",
+            );
             return Ok(not_admitted(EndKind::Failed(attempt_error(error))));
         };
-        let mut race = Race::new(&self.handle, stop_at, stop_code);
-        // Cancellation and the stop time come first, as in the race, then a free permit; only
-        // when the attempt must queue does what happened so far become visible first.
-        if let Err(code) = race.check() {
-            return Ok(not_admitted(EndKind::Cut(code)));
-        }
-        let admission = match slot.admission.try_acquire() {
-            Some(permit) => Ok(permit),
-            None => {
-                self.flush().await?;
-                match race.run(slot.admission.acquire()).await {
-                    Ok(admission) => admission,
-                    Err(code) => return Ok(not_admitted(EndKind::Cut(code))),
-                }
-            }
-        };
-        let permit = match admission {
-            Ok(permit) => permit,
-            Err(rejected) => {
-                let error = ProviderError::retryable("admission_rejected", rejected.to_string());
+        // Cancellation and the stop time come first, then a free permit; only when the
+        // attempt must queue does what happened so far become visible first.
+        let permit = match self.wait(race, slot.admission.acquire()).await? {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(rejected)) => {
+                let error =
+                    ProviderError::retryable(AttemptCode::AdmissionRejected, rejected.to_string());
                 return Ok(not_admitted(EndKind::Failed(attempt_error(error))));
             }
+            Err(code) => return Ok(not_admitted(EndKind::Cut(code))),
         };
         self.record(EventPayload::AttemptStarted {
             attempt: tally.attempts,
@@ -263,7 +247,7 @@ impl Driver {
         let span = tracing::debug_span!("attempt", execution_id = %self.job.id, attempt = tally.attempts, provider = %target.provider, model = %target.model);
         let mut tracker = CommitTracker::new();
         let kind = self
-            .stream(slot, target, tally, &mut race, permit, &mut tracker)
+            .stream(slot, target, tally, race, permit, &mut tracker)
             .instrument(span)
             .await?;
         Ok(AttemptEnd {
@@ -286,40 +270,30 @@ impl Driver {
     /// store with the events recorded before it, before the driver next waits or when it
     /// ends. Nothing waits to fill a batch.
     async fn stream(
-        &self,
+        &mut self,
         slot: &ProviderSlot,
         target: &PlanTarget,
         tally: &Tally,
-        race: &mut Race<'_>,
+        race: &mut Race,
         permit: Permit,
         tracker: &mut CommitTracker,
     ) -> Result<EndKind, StoreError> {
         let attempt = tally.attempts;
-        let deadline = self.job.budget.deadline;
-        let mut stream = slot.provider.call(ProviderCall {
+        let mut stream = slot.adapter.call(ProviderCall {
             execution_id: self.job.id,
             attempt,
             target_attempt: tally.on_target,
             model: target.model.clone(),
             input: self.job.input.clone(),
-            deadline,
+            deadline: self.job.budget.deadline,
         });
         // A stream that knows its length (the scripted provider) fills the buffer without
         // growing it; others start small.
         let mut items = Vec::with_capacity(stream.size_hint().0.clamp(4, batch::MAX));
         loop {
-            // What the provider has ready goes out with the events recorded before it; the
-            // driver flushes those first only when the provider makes it wait.
-            let ready = match race
-                .run(batch::ready(&mut stream, &mut items))
-                .now_or_never()
-            {
-                Some(ready) => ready,
-                None => {
-                    self.flush().await?;
-                    race.run(batch::ready(&mut stream, &mut items)).await
-                }
-            };
+            let ready = self
+                .wait(race, batch::ready(&mut stream, &mut items))
+                .await?;
             if let Err(code) = ready {
                 // A cut attempt reports its usage too: take what the call knows, abort
                 // it (and free its permit) at once, then record.
@@ -327,7 +301,8 @@ impl Driver {
                 drop(stream);
                 drop(permit);
                 for quantity in known {
-                    self.record(self.usage(target, attempt, quantity));
+                    let usage = self.usage(target, attempt, quantity);
+                    self.record(usage);
                 }
                 return Ok(EndKind::Cut(code));
             }
@@ -352,7 +327,7 @@ impl Driver {
 
     /// Records an attempt cut by cancellation or the stop time, then ends the execution.
     async fn cut(
-        &self,
+        &mut self,
         target: &PlanTarget,
         mut tally: Tally,
         code: ErrorCode,
@@ -366,7 +341,7 @@ impl Driver {
             } else {
                 ErrorClass::NonRetryable
             },
-            code: code.as_str().into(),
+            code: AttemptCode::cut_by(code),
             message: format!("attempt stopped: {code}"),
             retry_after: None,
         };
@@ -375,16 +350,12 @@ impl Driver {
         if end.admitted {
             tally.record_error(error, true);
         }
-        let message = if code == ErrorCode::Cancelled {
-            self.cancel_message()
-        } else {
-            stop_message(code, &tally)
-        };
+        let message = self.stop_message(code, &tally);
         self.fail(code, message, &tally, end.output).await
     }
 
     async fn fail(
-        &self,
+        &mut self,
         code: ErrorCode,
         message: String,
         tally: &Tally,
@@ -404,6 +375,15 @@ impl Driver {
             cancel_reason,
         })));
         self.flush().await
+    }
+
+    /// Why the execution stopped with `code`: the caller's reason for a cancellation.
+    fn stop_message(&self, code: ErrorCode, tally: &Tally) -> String {
+        if code == ErrorCode::Cancelled {
+            self.cancel_message()
+        } else {
+            stop_message(code, tally)
+        }
     }
 
     fn cancel_message(&self) -> String {

@@ -1,30 +1,42 @@
 //! tonic glue: decode the request, call the [`Runtime`], encode the answer. Errors become
 //! statuses only in [`status`].
+//!
+//! Every method is served by one generated server, so the options set on it (message size
+//! limits, compression, interceptors) hold for all six. `Execute` and `Watch` stream
+//! [`WireEvent`]s, written straight from the stored event into the response buffer; the build
+//! maps the .proto's `ExecutionEvent` to that type for this server only (`build.rs`), so the
+//! generated code encodes it like any other message.
 
 pub mod decode;
 pub mod encode;
 pub mod status;
-mod streaming;
 mod wire_event;
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
+use crate::execution::{Execution, ExecutionId};
 use crate::pb;
-use crate::pb::model_runtime_server::ModelRuntime;
 use crate::runtime::{EventStream, Runtime};
 
-pub use pb::model_runtime_server::ModelRuntimeServer;
-pub use streaming::ModelRuntimeGrpc;
+pub use wire_event::WireEvent;
 
-/// A stream of wire events.
-pub type WireEvents = Pin<Box<dyn Stream<Item = Result<pb::ExecutionEvent, Status>> + Send>>;
+/// The server code generated for the runtime: `pb`'s messages, with `ExecutionEvent` as
+/// [`WireEvent`].
+mod generated {
+    #![allow(missing_docs, clippy::all, clippy::pedantic)]
+    include!(concat!(env!("OUT_DIR"), "/server/model_runtime.v1.rs"));
+}
 
-/// The `model_runtime.v1.ModelRuntime` service over a [`Runtime`], every method through the
-/// generated server and prost messages. The server mounts it inside [`ModelRuntimeGrpc`],
-/// which streams `Execute` and `Watch` without building a message per event.
+pub use generated::model_runtime_server::{ModelRuntime, ModelRuntimeServer};
+
+/// A stream of events on their way to a client.
+pub type WireEvents = Pin<Box<dyn Stream<Item = Result<WireEvent, Status>> + Send>>;
+
+/// The `model_runtime.v1.ModelRuntime` service over a [`Runtime`].
 #[derive(Clone)]
 pub struct ModelRuntimeService {
     runtime: Runtime,
@@ -35,13 +47,39 @@ impl ModelRuntimeService {
     pub fn new(runtime: Runtime) -> Self {
         Self { runtime }
     }
+
+    /// The generated server over this service, refusing requests larger than
+    /// `max_decoding_message_size` bytes.
+    pub fn server(self, max_decoding_message_size: usize) -> ModelRuntimeServer<Self> {
+        ModelRuntimeServer::new(self).max_decoding_message_size(max_decoding_message_size)
+    }
+
+    /// `Submit`, and the first half of `Execute`.
+    async fn submitted(&self, request: Request<pb::ExecuteRequest>) -> Result<Execution, Status> {
+        let request = decode::execute_request(request.into_inner()).map_err(status::to_status)?;
+        self.runtime
+            .submit(request)
+            .await
+            .map_err(status::to_status)
+    }
 }
 
-fn wire(events: EventStream) -> WireEvents {
-    let mut encoder = encode::EventEncoder::default();
-    Box::pin(events.map(move |item| match item {
-        Ok(event) => Ok(encoder.event(&event)),
-        Err(e) => Err(status::to_status(e)),
+/// The events of `id`'s execution, each with the id's text form (made once) and its append
+/// time (converted once per batch: a batch shares one).
+fn wire(id: ExecutionId, events: EventStream) -> WireEvents {
+    let id: Arc<str> = id.to_text().into();
+    let mut time = None;
+    Box::pin(events.map(move |item| {
+        let event = item.map_err(status::to_status)?;
+        let at = match time {
+            Some((at, wire)) if at == event.time => wire,
+            _ => {
+                let wire = encode::timestamp(event.time);
+                time = Some((event.time, wire));
+                wire
+            }
+        };
+        Ok(WireEvent::new(id.clone(), at, event))
     }))
 }
 
@@ -54,25 +92,16 @@ impl ModelRuntime for ModelRuntimeService {
         &self,
         request: Request<pb::ExecuteRequest>,
     ) -> Result<Response<Self::ExecuteStream>, Status> {
-        let request = decode::execute_request(request.into_inner()).map_err(status::to_status)?;
-        let events = self
-            .runtime
-            .execute(request)
-            .await
-            .map_err(status::to_status)?;
-        Ok(Response::new(wire(events)))
+        let view = self.submitted(request).await?;
+        let events = self.runtime.watch(view.id, 0).map_err(status::to_status)?;
+        Ok(Response::new(wire(view.id, events)))
     }
 
     async fn submit(
         &self,
         request: Request<pb::ExecuteRequest>,
     ) -> Result<Response<pb::Execution>, Status> {
-        let request = decode::execute_request(request.into_inner()).map_err(status::to_status)?;
-        let view = self
-            .runtime
-            .submit(request)
-            .await
-            .map_err(status::to_status)?;
+        let view = self.submitted(request).await?;
         Ok(Response::new(encode::execution(&view)))
     }
 
@@ -87,7 +116,7 @@ impl ModelRuntime for ModelRuntimeService {
             .runtime
             .watch(id, request.after_sequence)
             .map_err(status::to_status)?;
-        Ok(Response::new(wire(events)))
+        Ok(Response::new(wire(id, events)))
     }
 
     async fn get_execution(

@@ -12,7 +12,7 @@ mod sse;
 mod tally;
 mod wire;
 
-pub use registry::{ProviderInitError, ProviderSlot, Providers};
+pub use registry::{ProviderInitError, Providers};
 
 use std::fmt;
 use std::pin::Pin;
@@ -22,8 +22,9 @@ use std::time::Duration;
 
 use futures_util::Stream;
 
-use crate::execution::{ErrorClass, ExecutionId, ExecutionInput, FinishReason};
-use crate::usage::UsageQuantity;
+use crate::execution::{
+    AttemptCode, ErrorClass, ExecutionId, ExecutionInput, FinishReason, UsageQuantity,
+};
 
 /// One attempt's call to a provider model.
 #[derive(Debug, Clone)]
@@ -76,8 +77,8 @@ pub enum ProviderEvent {
 pub struct ProviderError {
     /// Retryability.
     pub class: ErrorClass,
-    /// Stable lowercase code, e.g. `unavailable`, `rate_limited`.
-    pub code: &'static str,
+    /// What went wrong, e.g. `unavailable`, `rate_limited`.
+    pub code: AttemptCode,
     /// Sanitized message; never a secret.
     pub message: String,
     /// The provider's requested back-off.
@@ -86,21 +87,21 @@ pub struct ProviderError {
 
 impl ProviderError {
     /// A retryable error.
-    pub fn retryable(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn retryable(code: AttemptCode, message: impl Into<String>) -> Self {
         Self::new(ErrorClass::Retryable, code, message)
     }
 
     /// An error retrying cannot fix.
-    pub fn non_retryable(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn non_retryable(code: AttemptCode, message: impl Into<String>) -> Self {
         Self::new(ErrorClass::NonRetryable, code, message)
     }
 
     /// An error after which the remote may still be running the request.
-    pub fn outcome_unknown(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn outcome_unknown(code: AttemptCode, message: impl Into<String>) -> Self {
         Self::new(ErrorClass::OutcomeUnknown, code, message)
     }
 
-    fn new(class: ErrorClass, code: &'static str, message: impl Into<String>) -> Self {
+    fn new(class: ErrorClass, code: AttemptCode, message: impl Into<String>) -> Self {
         Self {
             class,
             code,

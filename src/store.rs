@@ -7,7 +7,10 @@
 mod changes;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+#[cfg(any(test, feature = "conformance"))]
+pub mod faulty;
 mod memory;
+mod retention;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,12 +18,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::execution::{
-    EventPayload, Execution, ExecutionId, ExecutionState, Fingerprint, IllegalTransition, Labels,
+    EventPayload, Execution, ExecutionId, ExecutionState, Idempotency, IllegalTransition, Labels,
     StoredEvent,
 };
 
 pub use changes::{ChangeSignal, Changes, Closed};
 pub use memory::MemoryStore;
+pub use retention::Retention;
 
 /// A boxed future, so the SPI stays object-safe.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -58,7 +62,7 @@ pub struct NewExecution {
     /// The request's labels.
     pub labels: Arc<Labels>,
     /// The idempotency key and the request's fingerprint.
-    pub idempotency: Option<(String, Fingerprint)>,
+    pub idempotency: Option<Idempotency>,
 }
 
 /// What `create` did.
@@ -97,7 +101,11 @@ pub trait EventStore: Send + Sync + 'static {
     fn durable(&self) -> bool;
 
     /// Stores a new execution, or returns the existing one its idempotency key names.
-    fn create(&self, new: NewExecution) -> StoreFuture<'_, Created>;
+    ///
+    /// The future borrows nothing of the store (`'static`): the runtime may finish awaiting
+    /// it in a task of its own, so that a caller who goes away while a durable store writes
+    /// cannot leave a stored execution with nobody driving it.
+    fn create(&self, new: NewExecution) -> StoreFuture<'static, Created>;
 
     /// Appends one event: the store assigns sequence, time and state (through the state
     /// machine), updates the view and wakes subscribers.

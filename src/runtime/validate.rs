@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
+use super::FieldViolation;
 use crate::config::{AbilityConfig, Config, PolicyConfig};
-use crate::error::FieldViolation;
 use crate::execution::{ContentPart, EffectiveLimits, ExecuteRequest, ResponseFormatKind, Role};
 
 /// Longest idempotency key, in bytes.

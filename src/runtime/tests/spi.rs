@@ -117,7 +117,10 @@ async fn five_hundred_executions_never_exceed_the_permits() {
         let view = runtime.get(*id).unwrap();
         assert_eq!(view.state, ExecutionState::Succeeded, "{view:?}");
         if let Some(first) = view.attempts.first().filter(|a| !a.admitted) {
-            assert_eq!(&*first.error.as_ref().unwrap().code, "admission_rejected");
+            assert_eq!(
+                first.error.as_ref().unwrap().code.as_str(),
+                "admission_rejected"
+            );
             assert_eq!(&*view.attempts[1].provider, "spare", "rejections fall back");
             rejected += 1;
         }

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::execution::ExecutionId;
+use crate::runtime::RuntimeState;
 use crate::store::StoreError;
 
 /// A caller mistake in one field.
@@ -53,18 +54,40 @@ pub enum RuntimeError {
         /// The execution holding it.
         execution_id: ExecutionId,
     },
-    /// Capacity is taken by work in progress.
+    /// A bounded resource is full.
     #[error("{0}")]
-    ResourceExhausted(String),
-    /// The runtime is stopping or its storage failed.
-    #[error("runtime is {0}")]
-    Unavailable(&'static str),
+    ResourceExhausted(Exhausted),
+    /// The runtime is stopping or its storage failed: never `Ready`.
+    #[error("runtime is {}", .0.as_str())]
+    Unavailable(RuntimeState),
     /// A fault inside the runtime; the cause is logged under `error_id`, never returned.
     #[error("internal_error (error id {error_id})")]
     Internal {
         /// Correlates the caller's error with the log line holding the cause.
         error_id: String,
     },
+}
+
+/// Which bounded resource is full: a closed set, each with the reason gRPC clients see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Exhausted {
+    /// The store holds `executions` executions, all in progress or still being read.
+    #[error(
+        "the event store is full: {executions} executions are in progress or still being read; retry later"
+    )]
+    StoreFull {
+        /// Executions held.
+        executions: usize,
+    },
+}
+
+impl Exhausted {
+    /// The `google.rpc.ErrorInfo` reason.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::StoreFull { .. } => "STORE_FULL",
+        }
+    }
 }
 
 /// Logs an internal fault with a fresh error id and returns the id, which is all a caller
@@ -104,9 +127,9 @@ impl RuntimeError {
                 key: key.unwrap_or_default().to_owned(),
                 execution_id,
             },
-            StoreError::Full(n) => Self::ResourceExhausted(format!(
-                "the event store is full: {n} executions are in progress or still being read; retry later"
-            )),
+            StoreError::Full(executions) => {
+                Self::ResourceExhausted(Exhausted::StoreFull { executions })
+            }
             other => Self::internal(&other),
         }
     }

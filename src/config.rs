@@ -3,6 +3,7 @@
 //! (`default.toml`) runs a `scripted` provider that echoes the prompt.
 
 mod raw;
+mod script;
 mod secret;
 mod validate;
 
@@ -12,12 +13,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::provider::scripted::Script;
-
+pub use script::{Chunk, FailError, Script, ScriptedToolCall};
 pub use secret::Secret;
 
 /// The embedded default configuration.
-pub const DEFAULT_TOML: &str = include_str!("default.toml");
+pub const DEFAULT_TOML: &str = include_str!("config/default.toml");
 
 /// A configuration that could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -293,6 +293,3 @@ impl Config {
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-mod adapter_tests;

@@ -10,11 +10,11 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use tokio::sync::{Notify, futures::Notified};
+use tokio::sync::{Notify, futures::OwnedNotified};
 use tokio::time::{Instant, Sleep, sleep_until};
 
 use crate::execution::ErrorCode;
@@ -23,7 +23,7 @@ use crate::execution::ErrorCode;
 #[derive(Debug, Default)]
 pub(crate) struct DriverHandle {
     cancelled: AtomicBool,
-    wake: Notify,
+    wake: Arc<Notify>,
     reason: Mutex<Option<String>>,
 }
 
@@ -51,21 +51,22 @@ impl DriverHandle {
 }
 
 /// Runs work against cancellation (checked first) and a stop time (then), in that order of
-/// precedence, so a cancelled execution reports `cancelled` even past its stop time.
-pub(super) struct Race<'a> {
-    handle: &'a DriverHandle,
+/// precedence, so a cancelled execution reports `cancelled` even past its stop time. It holds
+/// its own handle, so the driver stays free to change itself while a race is under way.
+pub(super) struct Race {
+    handle: Arc<DriverHandle>,
     at: Instant,
     code: ErrorCode,
     /// Registered on the first wait, then kept (and moved by `reset`) for the race's life.
     timer: Option<Pin<Box<Sleep>>>,
-    waiter: Option<Pin<Box<Notified<'a>>>>,
+    waiter: Option<Pin<Box<OwnedNotified>>>,
 }
 
-impl<'a> Race<'a> {
+impl Race {
     /// A race that ends with `code` once `at` has passed.
-    pub(super) fn new(handle: &'a DriverHandle, at: Instant, code: ErrorCode) -> Self {
+    pub(super) fn new(handle: &Arc<DriverHandle>, at: Instant, code: ErrorCode) -> Self {
         Self {
-            handle,
+            handle: handle.clone(),
             at,
             code,
             timer: None,
@@ -80,11 +81,6 @@ impl<'a> Race<'a> {
         if let Some(timer) = &mut self.timer {
             timer.as_mut().reset(at);
         }
-    }
-
-    /// The code the race ends with at its stop time.
-    pub(super) fn code(&self) -> ErrorCode {
-        self.code
     }
 
     /// The code of what has stopped the race already, if anything has.
@@ -118,10 +114,10 @@ impl<'a> Race<'a> {
         // The work waits: make sure cancellation and the stop time wake this task. The
         // waiter exists before the flag is read again, so a cancellation between the first
         // read and here is seen one way or the other.
-        let handle = self.handle;
+        let handle = &self.handle;
         let waiter = self
             .waiter
-            .get_or_insert_with(|| Box::pin(handle.wake.notified()));
+            .get_or_insert_with(|| Box::pin(handle.wake.clone().notified_owned()));
         if handle.is_cancelled() || waiter.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Err(ErrorCode::Cancelled));
         }
@@ -143,7 +139,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn ready_work_wins_and_registers_nothing() {
-        let handle = DriverHandle::default();
+        let handle = Arc::new(DriverHandle::default());
         let mut race = Race::new(
             &handle,
             Instant::now() + Duration::from_secs(1),
@@ -155,7 +151,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_stop_time_ends_waiting_work_with_its_code_and_reset_moves_it() {
-        let handle = DriverHandle::default();
+        let handle = Arc::new(DriverHandle::default());
         let start = Instant::now();
         let mut race = Race::new(
             &handle,
@@ -170,14 +166,13 @@ mod tests {
         assert_eq!(Instant::now(), start + Duration::from_secs(1));
 
         race.reset(start + Duration::from_secs(5), ErrorCode::DeadlineExceeded);
-        assert_eq!(race.code(), ErrorCode::DeadlineExceeded);
         assert_eq!(race.run(never()).await, Err(ErrorCode::DeadlineExceeded));
         assert_eq!(Instant::now(), start + Duration::from_secs(5));
     }
 
     #[tokio::test(start_paused = true)]
     async fn cancellation_wakes_waiting_work_and_beats_a_passed_stop_time() {
-        let handle = std::sync::Arc::new(DriverHandle::default());
+        let handle = Arc::new(DriverHandle::default());
         let canceller = handle.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -1,0 +1,218 @@
+//! The two closed sets of error codes and their wire names, in one place: why an execution
+//! ended ([`ErrorCode`]) and why one attempt failed ([`AttemptCode`]). Callers match on these
+//! strings, so a new code is a change to the contract, made here.
+
+use std::fmt;
+
+/// Why an execution failed, as a small closed set of stable codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// Every target of the plan lacks a required capability.
+    NoCapableTarget,
+    /// The attempt limit was reached.
+    AttemptsExhausted,
+    /// The policy's wall-clock retry budget ran out.
+    RetryBudgetExhausted,
+    /// The execution's deadline passed.
+    DeadlineExceeded,
+    /// A failure after output was committed.
+    OutputInterrupted,
+    /// An attempt failed in a way retrying cannot fix.
+    NonRetryable,
+    /// The remote may still be running the request, so it was not repeated.
+    OutcomeUnknown,
+    /// A caller or shutdown cancelled it.
+    Cancelled,
+    /// A fault inside the runtime.
+    InternalError,
+}
+
+impl ErrorCode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoCapableTarget => "no_capable_target",
+            Self::AttemptsExhausted => "attempts_exhausted",
+            Self::RetryBudgetExhausted => "retry_budget_exhausted",
+            Self::DeadlineExceeded => "deadline_exceeded",
+            Self::OutputInterrupted => "output_interrupted",
+            Self::NonRetryable => "non_retryable",
+            Self::OutcomeUnknown => "outcome_unknown",
+            Self::Cancelled => "cancelled",
+            Self::InternalError => "internal_error",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why one attempt failed. Adapters pick the code and, separately, the
+/// [`ErrorClass`](crate::execution::ErrorClass) that decides what the router does next: the
+/// code is for people and dashboards, the class for routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttemptCode {
+    // The provider said no, or could not be reached.
+    /// The provider is down or answered 5xx (HTTP 501-599 but 529).
+    Unavailable,
+    /// HTTP 429, or a rate-limit error in the stream.
+    RateLimited,
+    /// HTTP 529, or an overload error in the stream.
+    Overloaded,
+    /// HTTP 500, or an internal error in the stream.
+    Internal,
+    /// HTTP 408: the provider timed out reading the request.
+    RequestTimeout,
+    /// The connection could not be made: nothing was sent.
+    ConnectFailed,
+    /// The connection broke after the request was sent, before a response.
+    ConnectionLost,
+    /// No first byte within `timeouts.first_byte`.
+    Timeout,
+    /// Silence longer than `timeouts.idle` inside the response.
+    StreamStalled,
+    /// The response body broke or ended before the reply was complete.
+    StreamInterrupted,
+    /// The provider stream ended without finishing the reply.
+    StreamEnded,
+    /// The response did not follow the protocol (bad JSON, unexpected status).
+    ProtocolError,
+    /// An error the provider reported in the stream that no other code fits.
+    ProviderError,
+    // The request, as this target sees it.
+    /// The request cannot be expressed in, or was refused by, the provider's protocol.
+    InvalidRequest,
+    /// HTTP 401: the API key was refused.
+    Unauthorized,
+    /// HTTP 403.
+    Forbidden,
+    /// HTTP 404: no such model or endpoint.
+    NotFound,
+    /// Another HTTP 4xx.
+    Rejected,
+    /// The scripted provider has no such model.
+    ModelNotFound,
+    // The runtime's own reasons.
+    /// The plan names a provider the runtime does not have.
+    ProviderMissing,
+    /// The provider's admission queue was full.
+    AdmissionRejected,
+    /// The caller or shutdown cancelled the attempt.
+    Cancelled,
+    /// The execution's deadline cut the attempt.
+    DeadlineExceeded,
+    /// The policy's retry budget cut the attempt.
+    RetryBudgetExhausted,
+}
+
+impl AttemptCode {
+    /// Every code, for tests and documentation.
+    pub const ALL: [Self; 24] = [
+        Self::Unavailable,
+        Self::RateLimited,
+        Self::Overloaded,
+        Self::Internal,
+        Self::RequestTimeout,
+        Self::ConnectFailed,
+        Self::ConnectionLost,
+        Self::Timeout,
+        Self::StreamStalled,
+        Self::StreamInterrupted,
+        Self::StreamEnded,
+        Self::ProtocolError,
+        Self::ProviderError,
+        Self::InvalidRequest,
+        Self::Unauthorized,
+        Self::Forbidden,
+        Self::NotFound,
+        Self::Rejected,
+        Self::ModelNotFound,
+        Self::ProviderMissing,
+        Self::AdmissionRejected,
+        Self::Cancelled,
+        Self::DeadlineExceeded,
+        Self::RetryBudgetExhausted,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unavailable => "unavailable",
+            Self::RateLimited => "rate_limited",
+            Self::Overloaded => "overloaded",
+            Self::Internal => "internal",
+            Self::RequestTimeout => "request_timeout",
+            Self::ConnectFailed => "connect_failed",
+            Self::ConnectionLost => "connection_lost",
+            Self::Timeout => "timeout",
+            Self::StreamStalled => "stream_stalled",
+            Self::StreamInterrupted => "stream_interrupted",
+            Self::StreamEnded => "stream_ended",
+            Self::ProtocolError => "protocol_error",
+            Self::ProviderError => "provider_error",
+            Self::InvalidRequest => "invalid_request",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::NotFound => "not_found",
+            Self::Rejected => "rejected",
+            Self::ModelNotFound => "model_not_found",
+            Self::ProviderMissing => "provider_missing",
+            Self::AdmissionRejected => "admission_rejected",
+            Self::Cancelled => "cancelled",
+            Self::DeadlineExceeded => "deadline_exceeded",
+            Self::RetryBudgetExhausted => "retry_budget_exhausted",
+        }
+    }
+
+    /// The code of an attempt that `code` cut short (cancellation or a time limit).
+    pub fn cut_by(code: ErrorCode) -> Self {
+        match code {
+            ErrorCode::Cancelled => Self::Cancelled,
+            ErrorCode::RetryBudgetExhausted => Self::RetryBudgetExhausted,
+            _ => Self::DeadlineExceeded,
+        }
+    }
+}
+
+impl fmt::Display for AttemptCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn wire_names_are_distinct_lowercase_snake_case() {
+        let names: HashSet<&str> = AttemptCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(names.len(), AttemptCode::ALL.len());
+        for name in names {
+            assert!(
+                name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cut_attempt_is_named_after_what_cut_it() {
+        for (code, cut) in [
+            (ErrorCode::Cancelled, AttemptCode::Cancelled),
+            (ErrorCode::DeadlineExceeded, AttemptCode::DeadlineExceeded),
+            (
+                ErrorCode::RetryBudgetExhausted,
+                AttemptCode::RetryBudgetExhausted,
+            ),
+        ] {
+            assert_eq!(AttemptCode::cut_by(code).as_str(), code.as_str());
+            assert_eq!(AttemptCode::cut_by(code), cut);
+        }
+    }
+}

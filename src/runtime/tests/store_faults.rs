@@ -1,0 +1,94 @@
+//! The runtime over a store that fails: a failed write turns the runtime unavailable, a
+//! create that waits for I/O cannot strand an execution when its caller goes away, and a
+//! subscription the store drops ends a watch with a clear error.
+
+use std::pin::pin;
+
+use super::*;
+use crate::execution::StoredEvent;
+
+async fn all_events(rt: &Runtime, id: ExecutionId) -> Vec<Result<StoredEvent, RuntimeError>> {
+    let events = rt.watch(id, 0).unwrap().collect::<Vec<_>>();
+    tokio::time::timeout(Duration::from_secs(30), events)
+        .await
+        .expect("the execution ends")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_write_turns_the_runtime_unavailable_and_new_work_is_refused() {
+    // Write 1 creates; write 2, the driver's first append, fails and poisons the store.
+    let (rt, store) = with_faults(Faults {
+        fail_writes_from: Some(2),
+        ..Faults::default()
+    });
+    assert_eq!(rt.state(), RuntimeState::Ready);
+    let view = rt.submit(request("fallback", "hi")).await.unwrap();
+    assert_eq!(view.state, ExecutionState::Accepted);
+    assert!(store.failed());
+    assert_eq!(rt.state(), RuntimeState::Unavailable);
+    assert_eq!(rt.metadata().state, RuntimeState::Unavailable);
+    let refused = rt.submit(request("fallback", "again")).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            RuntimeError::Unavailable(RuntimeState::Unavailable)
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        store.created(),
+        [view.id],
+        "nothing was stored for the refusal"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_submission_dropped_while_the_store_creates_is_still_driven_to_its_end() {
+    let (rt, store) = with_faults(Faults {
+        create_pending_polls: 3,
+        ..Faults::default()
+    });
+    {
+        let mut submit = pin!(rt.submit(request("fallback", "hello there")));
+        assert!(futures_util::poll!(submit.as_mut()).is_pending());
+        // The caller goes away (an RPC cancelled) with the record already stored.
+    }
+    let [id] = store.created()[..] else {
+        panic!("one execution created: {:?}", store.created())
+    };
+    let events = all_events(&rt, id).await;
+    let last = events.last().unwrap().as_ref().unwrap();
+    assert_eq!(last.payload.type_name(), "execution.completed");
+    assert_eq!(rt.get(id).unwrap().state, ExecutionState::Succeeded);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_create_still_answers_its_caller() {
+    let (rt, _store) = with_faults(Faults {
+        create_pending_polls: 3,
+        ..Faults::default()
+    });
+    let view = rt.submit(request("fallback", "hi")).await.unwrap();
+    let events = all_events(&rt, view.id).await;
+    assert_eq!(
+        events.last().unwrap().as_ref().unwrap().payload.type_name(),
+        "execution.completed"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subscription_the_store_drops_ends_a_watch_with_not_found() {
+    let (rt, _store) = with_faults(Faults {
+        drop_subscriptions: true,
+        ..Faults::default()
+    });
+    let view = rt.submit(request("hang", "never")).await.unwrap();
+    let events = all_events(&rt, view.id).await;
+    let (last, before) = events.split_last().unwrap();
+    assert!(before.iter().all(Result::is_ok), "{before:?}");
+    assert!(
+        matches!(last, Err(RuntimeError::NotFound(id)) if id == &view.id),
+        "{last:?}"
+    );
+    rt.shutdown(Duration::from_millis(10)).await;
+}

@@ -1,0 +1,248 @@
+//! The encoder against the .proto itself: an event of every kind with every field set is
+//! encoded, its bytes are walked field by field with the descriptor set that reflection
+//! serves, and every field of every message an event can hold must have been written at
+//! least once. A field added to the .proto that the encoder (hand-written, or the conversion
+//! prost encodes) does not write fails here, even though every other check still passes.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use prost::encoding::{WireType, decode_key, decode_varint};
+use prost_types::field_descriptor_proto::Type;
+use prost_types::{DescriptorProto, FileDescriptorSet};
+
+use super::*;
+use crate::execution::{
+    AttemptCode, AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, ErrorCode, Event,
+    ExecutionError, ExecutionFailure, ExecutionId, ExecutionResult, ExecutionState, FinishReason,
+    Labels, NextAction, Outcome, Output, PlanTarget, RoutingPlan, ToolCall, UsageFact, UsageSource,
+    UsageUnit,
+};
+
+const ROOT: &str = ".model_runtime.v1.ExecutionEvent";
+
+fn output() -> Output {
+    Output {
+        text: "partial".into(),
+        tool_calls: vec![ToolCall {
+            id: "call_1".into(),
+            name: "lookup".into(),
+            arguments_json: "{}".into(),
+        }],
+    }
+}
+
+fn attempt_error() -> AttemptError {
+    AttemptError {
+        class: ErrorClass::Retryable,
+        code: AttemptCode::RateLimited,
+        message: "slow down".into(),
+        retry_after: Some(Duration::from_millis(1500)),
+    }
+}
+
+/// One event of every kind, every field of it set to something other than its default.
+fn every_field_set() -> Vec<EventPayload> {
+    let time = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 5);
+    vec![
+        EventPayload::Accepted {
+            ability: "chat".into(),
+            policy: "default".into(),
+            limits: EffectiveLimits {
+                deadline: time,
+                max_attempts: 3,
+                allow_fallback: true,
+                retry_budget: Duration::new(30, 1),
+            },
+        },
+        EventPayload::Routing(Arc::new(RoutingPlan {
+            policy: "default".into(),
+            required_capabilities: vec!["text".into()],
+            targets: vec![PlanTarget {
+                provider: "p".into(),
+                model: "m".into(),
+                kept: true,
+                reason: Some("why".into()),
+                missing_capabilities: vec!["vision".into()],
+            }],
+        })),
+        EventPayload::AttemptStarted {
+            attempt: 1,
+            provider: "p".into(),
+            model: "m".into(),
+            started_at: time,
+        },
+        EventPayload::AttemptFailed(Box::new(AttemptRecord {
+            number: 1,
+            provider: "p".into(),
+            model: "m".into(),
+            started_at: time,
+            duration: Some(Duration::from_millis(20)),
+            error: Some(attempt_error()),
+            output_committed: true,
+            outcome: Some(Outcome::Failed),
+            next_action: Some(NextAction::Fallback),
+            admitted: true,
+        })),
+        EventPayload::TextDelta {
+            attempt: 1,
+            text: "hi".into(),
+        },
+        EventPayload::ToolCallStarted {
+            attempt: 1,
+            index: 1,
+            id: "call_1".into(),
+            name: "lookup".into(),
+        },
+        EventPayload::ToolCallArgumentsDelta {
+            attempt: 1,
+            index: 1,
+            delta: "{".into(),
+        },
+        EventPayload::Progress {
+            attempt: 1,
+            message: "thinking".into(),
+        },
+        EventPayload::Usage(UsageFact {
+            unit: UsageUnit::INPUT_TOKENS,
+            quantity: 4,
+            source: UsageSource::ProviderReported,
+            attempt: 1,
+            provider: "p".into(),
+            model: "m".into(),
+            labels: Arc::new(Labels::from([("tenant".into(), "acme".into())])),
+        }),
+        EventPayload::Completed(Box::new(ExecutionResult {
+            output: output(),
+            finish_reason: FinishReason::Stop,
+            provider: "p".into(),
+            model: "m".into(),
+            attempt: 1,
+        })),
+        EventPayload::Failed(Box::new(ExecutionFailure {
+            error: ExecutionError {
+                code: ErrorCode::OutputInterrupted,
+                message: "broke".into(),
+                outcome: Outcome::Unknown,
+                last_attempt_error: Some(attempt_error()),
+            },
+            partial_output: output(),
+            cancel_reason: Some("enough".into()),
+        })),
+    ]
+}
+
+/// Every message of the descriptor set by full name (`.package.Name`, nested ones included).
+fn messages(set: &FileDescriptorSet) -> HashMap<String, &DescriptorProto> {
+    fn add<'a>(
+        prefix: &str,
+        message: &'a DescriptorProto,
+        into: &mut HashMap<String, &'a DescriptorProto>,
+    ) {
+        let name = format!("{prefix}.{}", message.name());
+        for nested in &message.nested_type {
+            add(&name, nested, into);
+        }
+        into.insert(name, message);
+    }
+    let mut all = HashMap::new();
+    for file in &set.file {
+        for message in &file.message_type {
+            add(&format!(".{}", file.package()), message, &mut all);
+        }
+    }
+    all
+}
+
+/// Records `(message, field)` for every field present in `bytes`, an encoded `message`,
+/// descending into the fields that hold messages of this package.
+fn walk(
+    message: &str,
+    mut bytes: &[u8],
+    all: &HashMap<String, &DescriptorProto>,
+    seen: &mut BTreeSet<(String, i32)>,
+) {
+    let descriptor = all[message];
+    while !bytes.is_empty() {
+        let (number, wire_type) = decode_key(&mut bytes).unwrap();
+        seen.insert((message.to_owned(), number as i32));
+        let value: &[u8] = match wire_type {
+            WireType::Varint => {
+                decode_varint(&mut bytes).unwrap();
+                continue;
+            }
+            WireType::SixtyFourBit => {
+                bytes = &bytes[8..];
+                continue;
+            }
+            WireType::ThirtyTwoBit => {
+                bytes = &bytes[4..];
+                continue;
+            }
+            WireType::LengthDelimited => {
+                let len = decode_varint(&mut bytes).unwrap() as usize;
+                let (value, rest) = bytes.split_at(len);
+                bytes = rest;
+                value
+            }
+            other => panic!("{message}.{number}: unexpected wire type {other:?}"),
+        };
+        let field = descriptor
+            .field
+            .iter()
+            .find(|f| f.number() == number as i32)
+            .unwrap_or_else(|| panic!("{message} has no field {number}"));
+        if field.r#type() == Type::Message && all.contains_key(field.type_name()) {
+            walk(field.type_name(), value, all, seen);
+        }
+    }
+}
+
+/// Every `(message, field)` of the messages an event can hold, reached from the root.
+fn reachable(all: &HashMap<String, &DescriptorProto>) -> BTreeSet<(String, i32, String)> {
+    let mut fields = BTreeSet::new();
+    let mut todo = vec![ROOT.to_owned()];
+    let mut visited = BTreeSet::new();
+    while let Some(message) = todo.pop() {
+        if !visited.insert(message.clone()) {
+            continue;
+        }
+        for field in &all[&message].field {
+            fields.insert((message.clone(), field.number(), field.name().to_owned()));
+            if field.r#type() == Type::Message && all.contains_key(field.type_name()) {
+                todo.push(field.type_name().to_owned());
+            }
+        }
+    }
+    fields
+}
+
+#[test]
+fn every_field_the_proto_defines_for_an_event_is_written() {
+    let set = FileDescriptorSet::decode(pb::FILE_DESCRIPTOR_SET).unwrap();
+    let all = messages(&set);
+    let mut seen = BTreeSet::new();
+    for payload in every_field_set() {
+        let event = Event {
+            execution_id: ExecutionId::new(),
+            sequence: 7,
+            time: SystemTime::now(),
+            state: ExecutionState::Running,
+            payload,
+        };
+        let id: Arc<str> = event.execution_id.to_text().into();
+        let time = prost_types::Timestamp::from(event.time);
+        let bytes = WireEvent::new(id, time, StoredEvent::new(event)).encode_to_vec();
+        walk(ROOT, &bytes, &all, &mut seen);
+    }
+    let missing: Vec<String> = reachable(&all)
+        .into_iter()
+        .filter(|(message, number, _)| !seen.contains(&(message.clone(), *number)))
+        .map(|(message, _, name)| format!("{message}.{name}"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "fields of the .proto that no event writes: {missing:?}"
+    );
+}

@@ -1,0 +1,259 @@
+//! A store that wraps another and injects faults on request, to drive the runtime through the
+//! paths a real store's failures take: a write that fails (and poisons the store, as a
+//! journal's failed write or fsync does), a create that waits for I/O, a subscription the
+//! store drops, an append held back until the test lets it through. With no fault set it is
+//! the store it wraps, and passes the conformance suite as that store does.
+
+#![allow(clippy::expect_used)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use tokio::sync::Semaphore;
+
+use super::{
+    ChangeSignal, Changes, Created, EventPage, EventStore, NewExecution, StoreError, StoreFuture,
+    StoreStats,
+};
+use crate::execution::{EventPayload, Execution, ExecutionId, ExecutionState, StoredEvent};
+
+/// Which faults to inject. The default injects none.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// Writes (creates and appends, counted from 1) from this one on fail with
+    /// `StoreError::Failed`, and the store reports itself failed from the first of them.
+    pub fail_writes_from: Option<u64>,
+    /// A create does its work at once, then its future stays pending this many polls, as a
+    /// create that awaits I/O after the record exists: a caller that drops it then has
+    /// stored an execution and registered nothing.
+    pub create_pending_polls: u32,
+    /// Every subscription is dropped by the store at once: readers see `Closed`.
+    pub drop_subscriptions: bool,
+    /// A batch holding `execution.routing` waits for a permit here before it is appended,
+    /// so an execution stays `ACCEPTED` until the test adds one.
+    pub hold_routing: Option<Arc<Semaphore>>,
+}
+
+/// A store with [`Faults`].
+pub struct FaultyStore {
+    inner: Arc<dyn EventStore>,
+    faults: Faults,
+    writes: AtomicU64,
+    failed: AtomicBool,
+    created: Arc<Mutex<Vec<ExecutionId>>>,
+}
+
+impl FaultyStore {
+    /// `inner` with `faults`.
+    pub fn new(inner: Arc<dyn EventStore>, faults: Faults) -> Self {
+        Self {
+            inner,
+            faults,
+            writes: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            created: Arc::default(),
+        }
+    }
+
+    /// Every execution created through this store, in order.
+    pub fn created(&self) -> Vec<ExecutionId> {
+        self.created.lock().expect("not poisoned").clone()
+    }
+
+    /// Counts a write; `Err` when it is one that fails.
+    fn write(&self) -> Result<(), StoreError> {
+        let n = self.writes.fetch_add(1, Ordering::AcqRel) + 1;
+        if self.faults.fail_writes_from.is_some_and(|from| n >= from) {
+            self.failed.store(true, Ordering::Release);
+            return Err(StoreError::Failed(format!("injected fault on write {n}")));
+        }
+        Ok(())
+    }
+}
+
+/// Pending for `polls` polls (waking itself each time), then ready with `value`.
+struct PendingFor<T> {
+    polls: u32,
+    value: Option<T>,
+}
+
+impl<T: Unpin> Future for PendingFor<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        if self.polls == 0 {
+            return Poll::Ready(self.value.take().expect("polled after completion"));
+        }
+        self.polls -= 1;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl EventStore for FaultyStore {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    fn durable(&self) -> bool {
+        self.inner.durable()
+    }
+
+    fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
+        if let Err(e) = self.write() {
+            return Box::pin(std::future::ready(Err(e)));
+        }
+        let id = new.id;
+        let inner = self.inner.create(new);
+        let created = self.created.clone();
+        let polls = self.faults.create_pending_polls;
+        Box::pin(async move {
+            let result = inner.await;
+            if matches!(result, Ok(Created::New(_))) {
+                created.lock().expect("not poisoned").push(id);
+            }
+            PendingFor {
+                polls,
+                value: Some(()),
+            }
+            .await;
+            result
+        })
+    }
+
+    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, StoredEvent> {
+        match self.write() {
+            Ok(()) => self.inner.append(id, payload),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    }
+
+    fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
+        if let Err(e) = self.write() {
+            return Box::pin(std::future::ready(Err(e)));
+        }
+        let held = payloads
+            .iter()
+            .any(|p| matches!(p, EventPayload::Routing(_)));
+        match (&self.faults.hold_routing, held) {
+            (Some(gate), true) => Box::pin(async move {
+                let _open = gate.acquire().await;
+                self.inner.append_all(id, payloads).await
+            }),
+            _ => self.inner.append_all(id, payloads),
+        }
+    }
+
+    fn position(&self, id: ExecutionId) -> Result<(u64, ExecutionState), StoreError> {
+        self.inner.position(id)
+    }
+
+    fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
+        self.inner.get(id)
+    }
+
+    fn read(&self, id: ExecutionId, after: u64, limit: usize) -> Result<EventPage, StoreError> {
+        self.inner.read(id, after, limit)
+    }
+
+    fn subscribe(&self, id: ExecutionId) -> Result<Changes, StoreError> {
+        let changes = self.inner.subscribe(id)?;
+        if !self.faults.drop_subscriptions {
+            return Ok(changes);
+        }
+        let dropped = ChangeSignal::new();
+        dropped.close();
+        Ok(dropped.subscribe())
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+
+    fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire) || self.inner.failed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::MemoryStore;
+
+    fn over_memory(max: usize, retention: Duration, faults: Faults) -> Arc<dyn EventStore> {
+        let inner = Arc::new(MemoryStore::new(max, retention));
+        Arc::new(FaultyStore::new(inner, faults))
+    }
+
+    /// With no fault set, the wrapper is the store it wraps.
+    mod without_faults {
+        use super::*;
+
+        crate::event_store_conformance!(|max, retention| async move {
+            over_memory(max, retention, Faults::default())
+        });
+    }
+
+    /// A create that waits before it answers changes nothing the suite can see.
+    mod with_pending_creates {
+        use super::*;
+
+        crate::event_store_conformance!(|max, retention| async move {
+            let faults = Faults {
+                create_pending_polls: 2,
+                ..Faults::default()
+            };
+            over_memory(max, retention, faults)
+        });
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_poisons_the_store() {
+        let store = over_memory(
+            10,
+            Duration::from_secs(60),
+            Faults {
+                fail_writes_from: Some(2),
+                ..Faults::default()
+            },
+        );
+        let new = crate::store::conformance::new_execution(None);
+        let id = new.id;
+        assert!(store.create(new).await.is_ok());
+        assert!(!store.failed());
+        let routing = crate::execution::fixtures::routing();
+        assert!(matches!(
+            store.append(id, routing.clone()).await,
+            Err(StoreError::Failed(_))
+        ));
+        assert!(store.failed());
+        assert!(store.append_all(id, vec![routing]).await.is_err());
+        assert_eq!(store.position(id), Ok((1, ExecutionState::Accepted)));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_subscription_reads_as_closed() {
+        let store = over_memory(
+            10,
+            Duration::from_secs(60),
+            Faults {
+                drop_subscriptions: true,
+                ..Faults::default()
+            },
+        );
+        let new = crate::store::conformance::new_execution(None);
+        let id = new.id;
+        store.create(new).await.ok();
+        let mut changes = store.subscribe(id).ok();
+        let closed = match changes.as_mut() {
+            Some(changes) => changes.changed().await,
+            None => Ok(()),
+        };
+        assert_eq!(closed, Err(crate::store::Closed));
+    }
+}
