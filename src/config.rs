@@ -1,7 +1,9 @@
 //! Configuration: one TOML file, validated at start-up into the types below. Every error
 //! names the key and the reason; unknown keys are errors. With no file, the embedded default
-//! (`default.toml`) runs a `scripted` provider that echoes the prompt.
+//! (`default.toml`) runs a `scripted` provider that echoes the prompt. [`Config::builder`]
+//! makes the same configuration in code.
 
+mod builder;
 mod raw;
 mod script;
 mod secret;
@@ -13,6 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use builder::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
 pub use script::{Chunk, FailError, Script, ScriptedToolCall};
 pub use secret::Secret;
 

@@ -10,41 +10,34 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use common::*;
+use model_runtime::Config;
+use model_runtime::config::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
 use model_runtime::pb;
 
-const CONFIG: &str = r#"
-[store]
-max_executions = 2000
-
-[providers.limited]
-adapter = "scripted"
-max_concurrency = 4
-queue_capacity = 16
-
-[[providers.limited.models]]
-name = "slow"
-capabilities = ["text"]
-script = { first_delta_ms = 5 }
-
-[providers.spare]
-adapter = "scripted"
-max_concurrency = 1000
-queue_capacity = 1000
-
-[[providers.spare.models]]
-name = "echo"
-capabilities = ["text"]
-
-[policies.main]
-targets = ["limited/slow", "spare/echo"]
-
-[abilities.chat]
-policy = "main"
-"#;
+fn config() -> ConfigBuilder {
+    Config::builder()
+        .max_executions(2000)
+        .provider(
+            "limited",
+            ProviderSpec::scripted()
+                .max_concurrency(4)
+                .queue_capacity(16)
+                .scripted_model("slow", &["text"], script(|s| s.first_delta_ms = 5)),
+        )
+        .provider(
+            "spare",
+            ProviderSpec::scripted()
+                .max_concurrency(1000)
+                .queue_capacity(1000)
+                .model("echo", &["text"]),
+        )
+        .policy("main", PolicySpec::new(&["limited/slow", "spare/echo"]))
+        .ability("chat", AbilitySpec::new("main"))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_hundred_concurrent_executions_respect_admission() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let done = Arc::new(AtomicBool::new(false));
     let peak = Arc::new(AtomicU32::new(0));
     let sampler = {

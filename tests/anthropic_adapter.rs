@@ -6,7 +6,7 @@
 mod common;
 
 use common::adapters::{
-    KEY, assert_error, call, config, estimated, event, provider, reported, split, text,
+    KEY, assert_error, call, config, estimated, event, provider, reported, spec, split, text,
 };
 use common::upstream::{Upstream, sse};
 use model_runtime::execution::UsageUnit;
@@ -87,7 +87,7 @@ async fn streams_text_with_usage_and_sends_a_streaming_request() {
         message_stop(),
     ]))
     .await;
-    let p = provider(&config("anthropic", &server.base_url(), ""));
+    let p = provider(&config(spec("anthropic", &server.base_url())));
     let (events, error) = split(call(&p).await);
     assert_eq!(error, None);
     assert_eq!(
@@ -146,7 +146,7 @@ async fn streams_tool_use_with_input_json_deltas() {
     stream.extend(pieces.iter().map(|p| json_delta(1, p)));
     stream.extend([block_stop(1), message_delta("tool_use", 89), message_stop()]);
     let server = Upstream::always(sse(&stream)).await;
-    let p = provider(&config("anthropic", &server.base_url(), ""));
+    let p = provider(&config(spec("anthropic", &server.base_url())));
     let (events, error) = split(call(&p).await);
     assert_eq!(error, None);
     let mut expected = vec![
@@ -188,7 +188,7 @@ async fn a_tool_call_without_streamed_input_gets_its_start_input() {
         message_stop(),
     ]))
     .await;
-    let p = provider(&config("anthropic", &server.base_url(), ""));
+    let p = provider(&config(spec("anthropic", &server.base_url())));
     let (events, _) = split(call(&p).await);
     assert_eq!(
         events[1],
@@ -212,7 +212,7 @@ async fn cache_usage_counts_in_input_and_as_its_parts() {
         message_stop(),
     ]))
     .await;
-    let p = provider(&config("anthropic", &server.base_url(), ""));
+    let p = provider(&config(spec("anthropic", &server.base_url())));
     let (events, error) = split(call(&p).await);
     assert_eq!(error, None);
     assert_eq!(
@@ -240,7 +240,7 @@ async fn an_error_event_is_classified_before_and_after_output() {
         overloaded.clone(),
     ]))
     .await;
-    let p = provider(&config("anthropic", &server.base_url(), ""));
+    let p = provider(&config(spec("anthropic", &server.base_url())));
     let (events, error) = split(call(&p).await);
     assert_eq!(events, vec![reported(UsageUnit::INPUT_TOKENS, 25)]);
     let error = error.expect("an error");
@@ -253,7 +253,7 @@ async fn an_error_event_is_classified_before_and_after_output() {
         overloaded,
     ]))
     .await;
-    let p = provider(&config("anthropic", &server.base_url(), ""));
+    let p = provider(&config(spec("anthropic", &server.base_url())));
     let (events, error) = split(call(&p).await);
     assert_eq!(
         events,
@@ -282,7 +282,7 @@ async fn stop_reasons_map_to_the_runtime_enum() {
             message_stop(),
         ]))
         .await;
-        let p = provider(&config("anthropic", &server.base_url(), ""));
+        let p = provider(&config(spec("anthropic", &server.base_url())));
         let (events, _) = split(call(&p).await);
         assert_eq!(
             events.last(),
@@ -310,7 +310,7 @@ async fn unknown_events_and_blocks_are_skipped() {
         message_stop(),
     ]))
     .await;
-    let p = provider(&config("anthropic", &server.base_url(), ""));
+    let p = provider(&config(spec("anthropic", &server.base_url())));
     let (events, error) = split(call(&p).await);
     assert_eq!(error, None);
     assert_eq!(events[0], text("answer"));

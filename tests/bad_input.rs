@@ -8,6 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use model_runtime::Config;
+use model_runtime::config::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
 use model_runtime::pb;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 use tonic::Code;
@@ -15,29 +17,20 @@ use tonic::transport::Channel;
 
 /// `other` exists but `chat` does not allow it; inputs are capped at 64 bytes and deadlines
 /// at one minute.
-const CONFIG: &str = r#"
-[server]
-drain_timeout = "200ms"
-default_deadline = "30s"
-max_deadline = "1m"
-max_input_bytes = 64
-
-[providers.scripted]
-adapter = "scripted"
-
-[[providers.scripted.models]]
-name = "echo"
-capabilities = ["text"]
-
-[policies.default]
-targets = ["scripted/echo"]
-
-[policies.other]
-targets = ["scripted/echo"]
-
-[abilities.chat]
-policy = "default"
-"#;
+fn config() -> ConfigBuilder {
+    Config::builder()
+        .drain_timeout(Duration::from_millis(200))
+        .default_deadline(Duration::from_secs(30))
+        .max_deadline(Duration::from_secs(60))
+        .max_input_bytes(64)
+        .provider(
+            "scripted",
+            ProviderSpec::scripted().model("echo", &["text"]),
+        )
+        .policy("default", PolicySpec::new(&["scripted/echo"]))
+        .policy("other", PolicySpec::new(&["scripted/echo"]))
+        .ability("chat", AbilitySpec::new("default"))
+}
 
 fn cases() -> Vec<(&'static str, pb::ExecuteRequest, &'static str)> {
     let ok = || request("chat", "hello");
@@ -102,7 +95,7 @@ fn cases() -> Vec<(&'static str, pb::ExecuteRequest, &'static str)> {
 
 #[tokio::test]
 async fn submit_and_execute_name_the_bad_field_and_store_nothing() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let c = &mut server.client;
     for (name, req, field) in cases() {
         let status = within(c.submit(req.clone()))
@@ -149,7 +142,7 @@ async fn lookups(
 
 #[tokio::test]
 async fn an_unknown_execution_id_is_not_found() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let unknown = "ex_0123456789abcdef0123456789abcdef";
     for (rpc, status) in lookups(&mut server.client, unknown).await {
         assert_eq!(status.code(), Code::NotFound, "{rpc}: {status:?}");
@@ -160,7 +153,7 @@ async fn an_unknown_execution_id_is_not_found() {
 
 #[tokio::test]
 async fn a_malformed_execution_id_is_invalid() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     for id in ["", "nope", "ex_123", "ex_0123456789ABCDEF0123456789ABCDEF"] {
         for (rpc, status) in lookups(&mut server.client, id).await {
             assert_eq!(

@@ -56,7 +56,7 @@ fn assert_clean_run(report: &Value, executions: u64) {
 
 #[tokio::test]
 async fn bench_against_a_server_reports_json() {
-    let server = common::start(common::ECHO).await;
+    let server = common::start(common::echo()).await;
     let addr = server.addr.to_string();
     let report = bench(&[
         "--addr",

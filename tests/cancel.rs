@@ -5,48 +5,35 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
+use model_runtime::Config;
+use model_runtime::config::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
 use model_runtime::pb;
 use model_runtime::pb::ExecutionState as S;
 
 /// `slow` has one permit and room for four waiters; its model never answers.
-const CONFIG: &str = r#"
-[server]
-drain_timeout = "200ms"
-
-[providers.slow]
-adapter = "scripted"
-max_concurrency = 1
-queue_capacity = 4
-
-[[providers.slow.models]]
-name = "stuck"
-capabilities = ["text"]
-script = { hang = true }
-
-[providers.fast]
-adapter = "scripted"
-
-[[providers.fast.models]]
-name = "echo"
-capabilities = ["text"]
-
-[policies.hang]
-targets = ["slow/stuck"]
-
-[policies.echo]
-targets = ["fast/echo"]
-
-[abilities.stuck]
-policy = "hang"
-
-[abilities.chat]
-policy = "echo"
-"#;
+fn config() -> ConfigBuilder {
+    Config::builder()
+        .drain_timeout(Duration::from_millis(200))
+        .provider(
+            "slow",
+            ProviderSpec::scripted()
+                .max_concurrency(1)
+                .queue_capacity(4)
+                .scripted_model("stuck", &["text"], script(|s| s.hang = true)),
+        )
+        .provider("fast", ProviderSpec::scripted().model("echo", &["text"]))
+        .policy("hang", PolicySpec::new(&["slow/stuck"]))
+        .policy("echo", PolicySpec::new(&["fast/echo"]))
+        .ability("stuck", AbilitySpec::new("hang"))
+        .ability("chat", AbilitySpec::new("echo"))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_queued_execution_frees_its_queue_slot() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let c = &mut server.client;
     let holder = submit(c, request("stuck", "hold the permit")).await;
     until_provider(c, "slow", |p| p.in_flight == 1).await;
@@ -98,7 +85,7 @@ async fn cancelling_a_queued_execution_frees_its_queue_slot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_running_execution_releases_its_permit() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let c = &mut server.client;
     let running = submit(c, request("stuck", "never answered")).await;
     until_provider(c, "slow", |p| p.in_flight == 1).await;
@@ -130,7 +117,7 @@ async fn cancelling_a_running_execution_releases_its_permit() {
 
 #[tokio::test]
 async fn cancelling_a_finished_execution_returns_it_unchanged() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let c = &mut server.client;
     let events = execute(c, request("chat", "done already")).await;
     let id = events[0].execution_id.clone();
@@ -147,7 +134,7 @@ async fn cancelling_a_finished_execution_returns_it_unchanged() {
 
 #[tokio::test]
 async fn cancel_is_idempotent_and_the_first_reason_wins() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let c = &mut server.client;
     let running = submit(c, request("stuck", "cancel me twice")).await;
     until_provider(c, "slow", |p| p.in_flight == 1).await;

@@ -9,13 +9,15 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::adapters::{config, env, event, provider, text};
+use common::adapters::{config, env, event, provider, spec, text};
 use common::upstream::{Step, Upstream, sse_steps};
 use common::*;
 use futures_util::StreamExt;
 use model_runtime::Config;
-use model_runtime::execution::{ExecutionId, ExecutionInput, Message};
-use model_runtime::execution::{UsageQuantity, UsageSource, UsageUnit};
+use model_runtime::config::{AbilitySpec, PolicySpec, ProviderSpec};
+use model_runtime::execution::{
+    ExecutionId, ExecutionInput, Message, UsageQuantity, UsageSource, UsageUnit,
+};
 use model_runtime::pb;
 use model_runtime::pb::execution_event::Payload;
 use model_runtime::provider::{Provider, ProviderCall, ProviderStream};
@@ -78,7 +80,7 @@ fn quantity(unit: UsageUnit, quantity: u64, source: UsageSource) -> UsageQuantit
 #[tokio::test]
 async fn a_call_cut_after_message_start_hands_over_its_input_tokens() {
     let server = stalling_after(&[message_start()]).await;
-    let p = provider(&config("anthropic", &server.base_url(), ""));
+    let p = provider(&config(spec("anthropic", &server.base_url())));
     let mut stream = start_call(&p);
     // `message_start` yields no event: keep the call going until it has been read.
     let known = within(async {
@@ -111,7 +113,7 @@ async fn a_call_cut_after_deltas_hands_over_input_and_estimated_output() {
         text_delta("lo"),
     ])
     .await;
-    let p = provider(&config("anthropic", &server.base_url(), ""));
+    let p = provider(&config(spec("anthropic", &server.base_url())));
     let mut stream = start_call(&p);
     assert_eq!(stream.next().await, Some(Ok(text("Hel"))));
     assert_eq!(stream.next().await, Some(Ok(text("lo"))));
@@ -130,25 +132,17 @@ async fn a_call_cut_after_deltas_hands_over_input_and_estimated_output() {
 #[tokio::test]
 async fn the_deadline_cutting_a_reply_keeps_its_usage() {
     let upstream = stalling_after(&[message_start(), text_block(), text_delta("Hel")]).await;
-    let toml = format!(
-        r#"
-[server]
-drain_timeout = "200ms"
-[providers.an]
-adapter = "anthropic"
-base_url = "{}"
-api_key_env = "TEST_API_KEY"
-[[providers.an.models]]
-name = "claude-sonnet-4-5"
-capabilities = ["text"]
-[policies.default]
-targets = ["an/claude-sonnet-4-5"]
-[abilities.chat]
-policy = "default"
-"#,
-        upstream.base_url()
-    );
-    let mut server = start_with(Config::from_toml_with_env(&toml, &env).unwrap()).await;
+    let config = Config::builder()
+        .drain_timeout(Duration::from_millis(200))
+        .provider(
+            "an",
+            ProviderSpec::anthropic(&upstream.base_url())
+                .api_key_env("TEST_API_KEY")
+                .model("claude-sonnet-4-5", &["text"]),
+        )
+        .policy("default", PolicySpec::new(&["an/claude-sonnet-4-5"]))
+        .ability("chat", AbilitySpec::new("default"));
+    let mut server = start_with(config.build_with_env(&env).unwrap()).await;
     let mut req = request("chat", "hi");
     req.deadline = Some(deadline_in(Duration::from_millis(500)));
     let events = execute(&mut server.client, req).await;

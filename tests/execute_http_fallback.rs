@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::adapters::{KEY, env, event};
 use common::upstream::{Upstream, sse, status};
 use futures_util::StreamExt;
+use model_runtime::config::{AbilitySpec, PolicySpec, ProviderSpec};
 use model_runtime::pb::execution_event::Payload;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 use model_runtime::{Config, Runtime, pb, server};
@@ -55,36 +56,26 @@ async fn a_503_from_openai_falls_back_to_anthropic() {
     ))
     .await;
     let anthropic = Upstream::always(sse(&anthropic_reply())).await;
-    let toml = format!(
-        r#"
-[providers.oa]
-adapter = "openai"
-base_url = "{openai}"
-api_key_env = "TEST_API_KEY"
-[[providers.oa.models]]
-name = "gpt-4o-mini"
-capabilities = ["text", "streaming"]
-
-[providers.an]
-adapter = "anthropic"
-base_url = "{anthropic}"
-api_key_env = "TEST_API_KEY"
-[[providers.an.models]]
-name = "claude-sonnet-4-5"
-capabilities = ["text", "streaming"]
-
-[policies.default]
-targets = ["oa/gpt-4o-mini", "an/claude-sonnet-4-5"]
-max_attempts = 3
-
-[abilities.chat]
-policy = "default"
-requires = ["text"]
-"#,
-        openai = openai.base_url(),
-        anthropic = anthropic.base_url(),
-    );
-    let config = Config::from_toml_with_env(&toml, &env).unwrap();
+    let config = Config::builder()
+        .provider(
+            "oa",
+            ProviderSpec::openai(&openai.base_url())
+                .api_key_env("TEST_API_KEY")
+                .model("gpt-4o-mini", &["text", "streaming"]),
+        )
+        .provider(
+            "an",
+            ProviderSpec::anthropic(&anthropic.base_url())
+                .api_key_env("TEST_API_KEY")
+                .model("claude-sonnet-4-5", &["text", "streaming"]),
+        )
+        .policy(
+            "default",
+            PolicySpec::new(&["oa/gpt-4o-mini", "an/claude-sonnet-4-5"]).max_attempts(3),
+        )
+        .ability("chat", AbilitySpec::new("default").requires(&["text"]))
+        .build_with_env(&env)
+        .unwrap();
     let runtime = Runtime::new(config).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

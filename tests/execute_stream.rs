@@ -5,16 +5,22 @@
 
 mod common;
 
+use std::time::Duration;
+
 use std::collections::HashMap;
 
 use common::*;
+use model_runtime::Config;
+use model_runtime::config::{
+    AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec, ScriptedToolCall,
+};
 use model_runtime::pb;
 use model_runtime::pb::ExecutionState as S;
 use model_runtime::pb::execution_event::Payload;
 
 #[tokio::test]
 async fn execute_streams_the_lifecycle_word_by_word() {
-    let mut server = start(ECHO).await;
+    let mut server = start(echo()).await;
     let prompt = "the quick brown fox";
     let mut req = request("chat", prompt);
     req.labels = HashMap::from([("tenant".to_owned(), "t-1".to_owned())]);
@@ -118,29 +124,28 @@ async fn execute_streams_the_lifecycle_word_by_word() {
     server.stop().await;
 }
 
-const TOOLS: &str = r#"
-[server]
-drain_timeout = "200ms"
-
-[providers.scripted]
-adapter = "scripted"
-
-[[providers.scripted.models]]
-name = "caller"
-capabilities = ["text", "tools"]
-script = { tool_call = { name = "get_weather", arguments = '{"city":"Paris","unit":"c"}' } }
-
-[policies.default]
-targets = ["scripted/caller"]
-
-[abilities.agent]
-policy = "default"
-requires = ["tools"]
-"#;
+fn tools() -> ConfigBuilder {
+    let call = ScriptedToolCall {
+        name: "get_weather".into(),
+        arguments: r#"{"city":"Paris","unit":"c"}"#.into(),
+    };
+    Config::builder()
+        .drain_timeout(Duration::from_millis(200))
+        .provider(
+            "scripted",
+            ProviderSpec::scripted().scripted_model(
+                "caller",
+                &["text", "tools"],
+                script(|s| s.tool_call = Some(call)),
+            ),
+        )
+        .policy("default", PolicySpec::new(&["scripted/caller"]))
+        .ability("agent", AbilitySpec::new("default").requires(&["tools"]))
+}
 
 #[tokio::test]
 async fn a_tool_call_streams_its_start_and_argument_deltas() {
-    let server = start(TOOLS).await;
+    let server = start(tools()).await;
     let mut client = server.client.clone();
 
     let events = execute(&mut client, request("agent", "weather in Paris?")).await;

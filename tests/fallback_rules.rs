@@ -5,63 +5,61 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
+use model_runtime::Config;
+use model_runtime::config::{AbilitySpec, ConfigBuilder, FailError, PolicySpec, ProviderSpec};
 use model_runtime::pb;
 use model_runtime::pb::ExecutionState as S;
 
 /// `primary/broken` streams two words and then fails; `primary/flaky` fails before output;
 /// `primary/refuses` fails with a non-retryable error; `backup/steady` always works.
-const CONFIG: &str = r#"
-[server]
-drain_timeout = "200ms"
-
-[providers.primary]
-adapter = "scripted"
-
-[[providers.primary.models]]
-name = "broken"
-capabilities = ["text"]
-script = { fail_after_deltas = 2 }
-
-[[providers.primary.models]]
-name = "flaky"
-capabilities = ["text"]
-script = { fail_attempts = 1 }
-
-[[providers.primary.models]]
-name = "refuses"
-capabilities = ["text"]
-script = { fail_attempts = 1, fail_error = "invalid_request" }
-
-[providers.backup]
-adapter = "scripted"
-
-[[providers.backup.models]]
-name = "steady"
-capabilities = ["text"]
-
-[policies.broken]
-targets = ["primary/broken", "backup/steady"]
-
-[policies.flaky]
-targets = ["primary/flaky", "backup/steady"]
-
-[policies.refuses]
-targets = ["primary/refuses", "backup/steady"]
-
-[abilities.broken]
-policy = "broken"
-
-[abilities.flaky]
-policy = "flaky"
-
-[abilities.refuses]
-policy = "refuses"
-"#;
+fn config() -> ConfigBuilder {
+    Config::builder()
+        .drain_timeout(Duration::from_millis(200))
+        .provider(
+            "primary",
+            ProviderSpec::scripted()
+                .scripted_model(
+                    "broken",
+                    &["text"],
+                    script(|s| s.fail_after_deltas = Some(2)),
+                )
+                .scripted_model("flaky", &["text"], script(|s| s.fail_attempts = 1))
+                .scripted_model(
+                    "refuses",
+                    &["text"],
+                    script(|s| {
+                        s.fail_attempts = 1;
+                        s.fail_error = FailError::InvalidRequest;
+                    }),
+                ),
+        )
+        .provider(
+            "backup",
+            ProviderSpec::scripted().model("steady", &["text"]),
+        )
+        .policy(
+            "broken",
+            PolicySpec::new(&["primary/broken", "backup/steady"]),
+        )
+        .policy(
+            "flaky",
+            PolicySpec::new(&["primary/flaky", "backup/steady"]),
+        )
+        .policy(
+            "refuses",
+            PolicySpec::new(&["primary/refuses", "backup/steady"]),
+        )
+        .ability("broken", AbilitySpec::new("broken"))
+        .ability("flaky", AbilitySpec::new("flaky"))
+        .ability("refuses", AbilitySpec::new("refuses"))
+}
 
 #[tokio::test]
 async fn a_failure_after_output_is_terminal_and_keeps_the_partial_output() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let events = execute(
         &mut server.client,
         request("broken", "alpha beta gamma delta"),
@@ -103,7 +101,7 @@ async fn a_failure_after_output_is_terminal_and_keeps_the_partial_output() {
 
 #[tokio::test]
 async fn allow_fallback_false_permits_exactly_one_attempt() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let mut req = request("flaky", "just once");
     req.allow_fallback = Some(false);
     req.max_attempts = Some(3);
@@ -128,7 +126,7 @@ async fn allow_fallback_false_permits_exactly_one_attempt() {
 
 #[tokio::test]
 async fn a_non_retryable_error_stops_without_fallback() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let events = execute(&mut server.client, request("refuses", "bad request")).await;
 
     assert_complete_sequence(&events);

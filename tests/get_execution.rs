@@ -5,15 +5,19 @@
 
 mod common;
 
+use std::time::Duration;
+
 use std::collections::HashMap;
 
 use common::*;
+use model_runtime::Config;
+use model_runtime::config::{AbilitySpec, ConfigBuilder, FailError, PolicySpec, ProviderSpec};
 use model_runtime::pb;
 use model_runtime::pb::execution_event::Payload;
 
 #[tokio::test]
 async fn a_succeeded_execution_is_fully_materialized() {
-    let mut server = start(ECHO).await;
+    let mut server = start(echo()).await;
     let mut req = request("chat", "hello there world");
     req.labels = HashMap::from([
         ("tenant".to_owned(), "acme".to_owned()),
@@ -94,36 +98,34 @@ async fn a_succeeded_execution_is_fully_materialized() {
 }
 
 /// Two providers; the first fails its first attempt before output with a retryable error.
-const FALLBACK: &str = r#"
-[server]
-drain_timeout = "200ms"
-
-[providers.primary]
-adapter = "scripted"
-
-[[providers.primary.models]]
-name = "flaky"
-capabilities = ["text"]
-script = { fail_attempts = 1, fail_error = "unavailable" }
-
-[providers.backup]
-adapter = "scripted"
-
-[[providers.backup.models]]
-name = "steady"
-capabilities = ["text"]
-
-[policies.default]
-targets = ["primary/flaky", "backup/steady"]
-max_attempts = 3
-
-[abilities.chat]
-policy = "default"
-"#;
+fn fallback() -> ConfigBuilder {
+    Config::builder()
+        .drain_timeout(Duration::from_millis(200))
+        .provider(
+            "primary",
+            ProviderSpec::scripted().scripted_model(
+                "flaky",
+                &["text"],
+                script(|s| {
+                    s.fail_attempts = 1;
+                    s.fail_error = FailError::Unavailable;
+                }),
+            ),
+        )
+        .provider(
+            "backup",
+            ProviderSpec::scripted().model("steady", &["text"]),
+        )
+        .policy(
+            "default",
+            PolicySpec::new(&["primary/flaky", "backup/steady"]).max_attempts(3),
+        )
+        .ability("chat", AbilitySpec::new("default"))
+}
 
 #[tokio::test]
 async fn a_fallback_keeps_both_attempts_and_resolves_the_second_target() {
-    let mut server = start(FALLBACK).await;
+    let mut server = start(fallback()).await;
     let events = execute(&mut server.client, request("chat", "fall back please")).await;
     assert_complete_sequence(&events);
     assert_eq!(

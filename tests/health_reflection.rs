@@ -8,6 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use model_runtime::config::ConfigBuilder;
 use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -28,7 +29,7 @@ async fn health(channel: Channel, service: &str) -> ServingStatus {
 
 #[tokio::test]
 async fn health_is_serving_overall_and_for_the_service() {
-    let server = start(ECHO).await;
+    let server = start(echo()).await;
     assert_eq!(
         health(server.channel.clone(), "").await,
         ServingStatus::Serving
@@ -41,18 +42,13 @@ async fn health_is_serving_overall_and_for_the_service() {
 }
 
 /// A model that never answers keeps the drain open while we look.
-fn hanging_config() -> String {
-    hanging(
-        r#"
-[server]
-drain_timeout = "60s"
-"#,
-    )
+fn hanging_config() -> ConfigBuilder {
+    hanging().drain_timeout(Duration::from_secs(60))
 }
 
 #[tokio::test]
 async fn health_is_not_serving_once_shutdown_begins() {
-    let mut server = start(&hanging_config()).await;
+    let mut server = start(hanging_config()).await;
     let mut c = server.client.clone();
     let running = submit(&mut c, request("chat", "keep the drain open")).await;
     until_provider(&mut c, "scripted", |p| p.in_flight == 1).await;
@@ -109,7 +105,7 @@ macro_rules! reflection_suite {
 
             #[tokio::test]
             async fn lists_the_runtime_and_health_services() {
-                let server = start(ECHO).await;
+                let server = start(echo()).await;
                 let response = ask(
                     server.channel.clone(),
                     MessageRequest::ListServices(String::new()),
@@ -126,7 +122,7 @@ macro_rules! reflection_suite {
 
             #[tokio::test]
             async fn serves_the_file_declaring_a_message() {
-                let server = start(ECHO).await;
+                let server = start(echo()).await;
                 let symbol = "model_runtime.v1.ExecuteRequest";
                 let response = ask(
                     server.channel.clone(),

@@ -12,12 +12,14 @@ use std::time::{Duration, SystemTime};
 
 use common::adapters::{
     KEY, assert_error, assert_mentions, call, call_with, config, data, estimated, event, provider,
-    reported, split, text,
+    reported, spec, split, text, timeouts,
 };
 use common::upstream::{Behaviour, Step, Upstream, sse, sse_steps, status};
 use futures_util::StreamExt;
-use model_runtime::execution::UsageUnit;
-use model_runtime::execution::{ErrorClass, ExecutionId, ExecutionInput, FinishReason, Message};
+use model_runtime::config::ProviderSpec;
+use model_runtime::execution::{
+    ErrorClass, ExecutionId, ExecutionInput, FinishReason, Message, UsageUnit,
+};
 use model_runtime::provider::{ProviderCall, ProviderError, ProviderEvent};
 
 #[derive(Debug, Clone, Copy)]
@@ -133,15 +135,19 @@ impl Kind {
     }
 }
 
-/// The error a call to a `kind` provider at `base_url` (with `extra` provider settings) ends
+/// The error a call to a `kind` provider at `base_url` (with its `spec` changed by `edit`) ends
 /// with; the test fails if it ends without one.
-async fn error_of(kind: Kind, base_url: &str, extra: &str) -> ProviderError {
-    let p = provider(&config(kind.name(), base_url, extra));
+async fn error_of(
+    kind: Kind,
+    base_url: &str,
+    edit: impl FnOnce(ProviderSpec) -> ProviderSpec,
+) -> ProviderError {
+    let p = provider(&config(edit(spec(kind.name(), base_url))));
     split(call(&p).await).1.expect("an error")
 }
 
-fn short_timeouts() -> &'static str {
-    "timeouts = { connect = \"100ms\", first_byte = \"200ms\", idle = \"200ms\" }"
+fn short_timeouts(spec: ProviderSpec) -> ProviderSpec {
+    timeouts(spec, 100, 200, 200)
 }
 
 #[tokio::test]
@@ -163,7 +169,7 @@ async fn each_error_status_is_classified() {
     for kind in KINDS {
         for (code, class, name) in table {
             let server = Upstream::always(status(code, &kind.error_body("some_error"), &[])).await;
-            let p = provider(&config(kind.name(), &server.base_url(), ""));
+            let p = provider(&config(spec(kind.name(), &server.base_url())));
             let (events, error) = split(call(&p).await);
             let error = error.expect("an error");
             assert!(events.is_empty(), "{kind:?} {code}: {events:?}");
@@ -183,12 +189,12 @@ async fn each_error_status_is_classified() {
 async fn retry_after_is_read_as_seconds_or_a_date() {
     for kind in KINDS {
         let server = Upstream::always(status(429, "{}", &[("retry-after", "7")])).await;
-        let error = error_of(kind, &server.base_url(), "").await;
+        let error = error_of(kind, &server.base_url(), |s| s).await;
         assert_eq!(error.retry_after, Some(Duration::from_secs(7)));
 
         let date = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3600));
         let server = Upstream::always(status(503, "{}", &[("retry-after", &date)])).await;
-        let error = error_of(kind, &server.base_url(), "").await;
+        let error = error_of(kind, &server.base_url(), |s| s).await;
         let wait = error.retry_after.expect("a retry-after");
         assert!(
             wait > Duration::from_secs(3000) && wait <= Duration::from_secs(3600),
@@ -203,7 +209,7 @@ async fn a_refused_connection_is_retryable() {
     let url = format!("http://{}/v1", closed.local_addr().unwrap());
     drop(closed);
     for kind in KINDS {
-        let error = error_of(kind, &url, "").await;
+        let error = error_of(kind, &url, |s| s).await;
         assert_error(&error, ErrorClass::Retryable, "connect_failed", "");
     }
 }
@@ -212,7 +218,7 @@ async fn a_refused_connection_is_retryable() {
 async fn a_reset_after_the_request_was_sent_is_outcome_unknown() {
     for kind in KINDS {
         let server = Upstream::always(Behaviour::Reset).await;
-        let error = error_of(kind, &server.base_url(), "").await;
+        let error = error_of(kind, &server.base_url(), |s| s).await;
         assert_error(&error, ErrorClass::OutcomeUnknown, "connection_lost", "");
         assert_eq!(server.requests().len(), 1, "the request is not resent");
     }
@@ -222,7 +228,7 @@ async fn a_reset_after_the_request_was_sent_is_outcome_unknown() {
 async fn no_answer_within_the_first_byte_timeout_is_outcome_unknown() {
     for kind in KINDS {
         let server = Upstream::always(Behaviour::Hang).await;
-        let error = error_of(kind, &server.base_url(), short_timeouts()).await;
+        let error = error_of(kind, &server.base_url(), short_timeouts).await;
         assert_error(&error, ErrorClass::OutcomeUnknown, "timeout", "");
     }
 }
@@ -231,15 +237,22 @@ async fn no_answer_within_the_first_byte_timeout_is_outcome_unknown() {
 async fn the_attempt_deadline_bounds_every_timeout() {
     // A ten-minute first-byte timeout, but the attempt has 300ms: the call ends well before
     // the helper's one-minute safety net.
+    let slow_to_give_up = |kind: Kind, url: &str| {
+        provider(&config(timeouts(
+            spec(kind.name(), url),
+            300_000,
+            600_000,
+            600_000,
+        )))
+    };
+    let hi = || ExecutionInput {
+        messages: vec![Message::user("hi")],
+        ..Default::default()
+    };
     let server = Upstream::always(Behaviour::Hang).await;
-    let timeouts = "timeouts = { connect = \"5m\", first_byte = \"10m\", idle = \"10m\" }";
     for kind in KINDS {
-        let p = provider(&config(kind.name(), &server.base_url(), timeouts));
-        let input = ExecutionInput {
-            messages: vec![Message::user("hi")],
-            ..Default::default()
-        };
-        let error = split(call_with(&p, input, Duration::from_millis(300)).await)
+        let p = slow_to_give_up(kind, &server.base_url());
+        let error = split(call_with(&p, hi(), Duration::from_millis(300)).await)
             .1
             .expect("an error");
         assert_error(&error, ErrorClass::OutcomeUnknown, "timeout", "");
@@ -253,12 +266,8 @@ async fn the_attempt_deadline_bounds_every_timeout() {
             .collect();
         steps.extend([Step::Send(kind.delta("one").into_bytes()), Step::Stall]);
         let server = Upstream::always(sse_steps(steps)).await;
-        let p = provider(&config(kind.name(), &server.base_url(), timeouts));
-        let input = ExecutionInput {
-            messages: vec![Message::user("hi")],
-            ..Default::default()
-        };
-        let (events, error) = split(call_with(&p, input, Duration::from_millis(300)).await);
+        let p = slow_to_give_up(kind, &server.base_url());
+        let (events, error) = split(call_with(&p, hi(), Duration::from_millis(300)).await);
         assert_eq!(events[0], text("one"));
         assert_eq!(error.expect("an error").code.as_str(), "stream_stalled");
     }
@@ -278,7 +287,7 @@ async fn a_stream_cut_after_two_deltas_is_interrupted_with_its_usage() {
             Step::Cut,
         ]);
         let server = Upstream::always(sse_steps(steps)).await;
-        let p = provider(&config(kind.name(), &server.base_url(), ""));
+        let p = provider(&config(spec(kind.name(), &server.base_url())));
         let (events, error) = split(call(&p).await);
         let mut expected = vec![text("Hello"), text(" world")];
         expected.extend(kind.usage_when_cut(2));
@@ -300,7 +309,7 @@ async fn a_clean_end_before_the_reply_finished_is_interrupted() {
         let mut events = kind.preamble();
         events.push(kind.delta("Hello"));
         let server = Upstream::always(sse(&events)).await;
-        let error = error_of(kind, &server.base_url(), "").await;
+        let error = error_of(kind, &server.base_url(), |s| s).await;
         assert_error(&error, ErrorClass::OutcomeUnknown, "stream_interrupted", "");
     }
 }
@@ -315,7 +324,10 @@ async fn a_stall_past_the_idle_timeout_ends_the_call_and_the_connection() {
             .collect();
         steps.extend([Step::Send(kind.delta("Hello").into_bytes()), Step::Stall]);
         let server = Upstream::always(sse_steps(steps)).await;
-        let p = provider(&config(kind.name(), &server.base_url(), short_timeouts()));
+        let p = provider(&config(short_timeouts(spec(
+            kind.name(),
+            &server.base_url(),
+        ))));
         let (events, error) = split(call(&p).await);
         let mut expected = vec![text("Hello")];
         expected.extend(kind.usage_when_cut(1));
@@ -338,7 +350,7 @@ async fn malformed_events_are_non_retryable_protocol_errors() {
             Kind::Anthropic => event("content_block_delta", &format!(r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{secretish}"#)),
         });
         let server = Upstream::always(sse(&events)).await;
-        let error = error_of(kind, &server.base_url(), "").await;
+        let error = error_of(kind, &server.base_url(), |s| s).await;
         assert_error(
             &error,
             ErrorClass::NonRetryable,
@@ -358,7 +370,7 @@ async fn malformed_events_are_non_retryable_protocol_errors() {
             .collect();
         steps.push(Step::Send(b"data: \xff\xfe\n\n".to_vec()));
         let server = Upstream::always(sse_steps(steps)).await;
-        let error = error_of(kind, &server.base_url(), "").await;
+        let error = error_of(kind, &server.base_url(), |s| s).await;
         assert_error(&error, ErrorClass::NonRetryable, "protocol_error", "");
     }
 }
@@ -373,7 +385,7 @@ async fn a_json_reply_instead_of_an_event_stream_is_a_protocol_error() {
         )],
     })
     .await;
-    let p = provider(&config("openai", &server.base_url(), ""));
+    let p = provider(&config(spec("openai", &server.base_url())));
     let error = split(call(&p).await).1.expect("an error");
     assert_error(&error, ErrorClass::NonRetryable, "protocol_error", "");
     assert_mentions(&error, "not an event stream");
@@ -392,7 +404,7 @@ async fn a_multi_megabyte_reply_arrives_whole() {
             .map(|c| Step::Send(c.to_vec()))
             .collect();
         let server = Upstream::always(sse_steps(steps)).await;
-        let p = provider(&config(kind.name(), &server.base_url(), ""));
+        let p = provider(&config(spec(kind.name(), &server.base_url())));
         let (events, error) = split(call(&p).await);
         assert_eq!(error, None);
         assert_eq!(events[0], text(&huge), "{kind:?}");
@@ -418,8 +430,8 @@ async fn a_slow_trickle_within_the_idle_timeout_is_a_normal_reply() {
             steps.push(Step::Send(piece.to_vec()));
         }
         let server = Upstream::always(sse_steps(steps)).await;
-        let timeouts = "timeouts = { connect = \"2s\", first_byte = \"30s\", idle = \"10s\" }";
-        let p = provider(&config(kind.name(), &server.base_url(), timeouts));
+        let usual = timeouts(spec(kind.name(), &server.base_url()), 2_000, 30_000, 10_000);
+        let p = provider(&config(usual));
         let (events, error) = split(call(&p).await);
         assert_eq!(error, None);
         let mut expected = vec![text("Hel"), text("lo")];
@@ -439,7 +451,7 @@ async fn dropping_the_stream_closes_the_connection_at_once() {
             .collect();
         steps.extend([Step::Send(kind.delta("Hello").into_bytes()), Step::Stall]);
         let server = Upstream::always(sse_steps(steps)).await;
-        let p = provider(&config(kind.name(), &server.base_url(), ""));
+        let p = provider(&config(spec(kind.name(), &server.base_url())));
         let mut stream = p.call(ProviderCall {
             execution_id: ExecutionId::new(),
             attempt: 1,

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::adapters::{call, config, data, provider, split, text};
+use common::adapters::{call, config, data, provider, spec, split, text, timeouts};
 use common::upstream::{Step, Upstream, sse_steps};
 use model_runtime::execution::FinishReason;
 use model_runtime::provider::ProviderEvent;
@@ -30,8 +30,8 @@ async fn a_body_left_open_after_the_end_marker_still_finishes() {
     let server = Upstream::always(sse_steps(steps)).await;
     // Idle and first-byte timeouts far longer than the test's wait: only the short grace
     // after the marker can end this call.
-    let timeouts = "timeouts = { connect = \"5s\", first_byte = \"10m\", idle = \"10m\" }";
-    let p = provider(&config("openai", &server.base_url(), timeouts));
+    let long = timeouts(spec("openai", &server.base_url()), 5_000, 600_000, 600_000);
+    let p = provider(&config(long));
     let (events, error) = split(common::within(call(&p)).await);
     assert_eq!(error, None);
     assert_eq!(events[0], text("Hi"));

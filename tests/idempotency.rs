@@ -20,7 +20,7 @@ fn keyed(key: &str, prompt: &str) -> pb::ExecuteRequest {
 
 #[tokio::test]
 async fn the_same_key_and_request_return_the_same_execution() {
-    let mut server = start(ECHO).await;
+    let mut server = start(echo()).await;
     let c = &mut server.client;
     let first = submit(c, keyed("order-1", "hello")).await;
     let again = submit(c, keyed("order-1", "hello")).await;
@@ -45,7 +45,7 @@ async fn the_same_key_and_request_return_the_same_execution() {
 
 #[tokio::test]
 async fn the_same_key_with_a_different_request_is_already_exists() {
-    let mut server = start(ECHO).await;
+    let mut server = start(echo()).await;
     let c = &mut server.client;
     let first = submit(c, keyed("order-1", "hello")).await;
 
@@ -76,7 +76,7 @@ async fn the_same_key_with_a_different_request_is_already_exists() {
 
 #[tokio::test]
 async fn a_new_deadline_with_the_same_key_attaches_to_the_first_execution() {
-    let mut server = start(ECHO).await;
+    let mut server = start(echo()).await;
     let c = &mut server.client;
     let mut req = keyed("order-1", "hello");
     req.deadline = Some(deadline_in(Duration::from_secs(30)));

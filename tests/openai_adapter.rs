@@ -6,12 +6,13 @@
 mod common;
 
 use common::adapters::{
-    KEY, assert_error, assert_mentions, call, config, data, estimated, provider, reported, split,
-    text,
+    KEY, assert_error, assert_mentions, call, config, data, estimated, provider, reported, spec,
+    split, text,
 };
 use common::upstream::{Upstream, sse};
-use model_runtime::execution::UsageUnit;
-use model_runtime::execution::{ErrorClass, FinishReason};
+use model_runtime::Config;
+use model_runtime::config::{AbilitySpec, PolicySpec, ProviderSpec};
+use model_runtime::execution::{ErrorClass, FinishReason, UsageUnit};
 use model_runtime::provider::ProviderEvent;
 
 const HEAD: &str = r#""id":"chatcmpl-123","object":"chat.completion.chunk","created":1694268190,"model":"gpt-4o-mini","system_fingerprint":"fp_44709d6fcb""#;
@@ -48,7 +49,7 @@ async fn streams_text_with_usage_and_sends_a_streaming_request() {
         done(),
     ]))
     .await;
-    let p = provider(&config("openai", &server.base_url(), ""));
+    let p = provider(&config(spec("openai", &server.base_url())));
     let (events, error) = split(call(&p).await);
     assert_eq!(error, None);
     assert_eq!(
@@ -112,7 +113,7 @@ async fn streams_tool_calls_with_argument_deltas() {
         done(),
     ]))
     .await;
-    let p = provider(&config("openai", &server.base_url(), ""));
+    let p = provider(&config(spec("openai", &server.base_url())));
     let (events, error) = split(call(&p).await);
     assert_eq!(error, None);
     let delta = |d: &str| ProviderEvent::ToolCallArgumentsDelta {
@@ -165,7 +166,7 @@ async fn tool_events(chunks: &[String]) -> Vec<ProviderEvent> {
     let mut stream = chunks.to_vec();
     stream.extend([chunk("{}", r#""tool_calls""#), usage_chunk(), done()]);
     let server = Upstream::always(sse(&stream)).await;
-    let p = provider(&config("openai", &server.base_url(), ""));
+    let p = provider(&config(spec("openai", &server.base_url())));
     let (events, error) = split(call(&p).await);
     assert_eq!(error, None);
     assert_eq!(
@@ -275,7 +276,7 @@ async fn arguments_of_a_call_that_was_never_named_are_a_protocol_error() {
             stream.push(done());
         }
         let server = Upstream::always(sse(&stream)).await;
-        let p = provider(&config("openai", &server.base_url(), ""));
+        let p = provider(&config(spec("openai", &server.base_url())));
         let (events, error) = split(call(&p).await);
         assert!(
             !events
@@ -307,13 +308,16 @@ async fn serves_compatible_servers_without_assuming_openai() {
         chunk("{}", r#""tool_calls""#),
     ]))
     .await;
-    let base_url = server.base_url();
-    let text_config = format!(
-        "[providers.p]\nadapter = \"openai\"\nbase_url = \"{base_url}\"\n\
-         [[providers.p.models]]\nname = \"m\"\n[policies.default]\ntargets = [\"p/m\"]\n\
-         [abilities.chat]\npolicy = \"default\"\n"
-    );
-    let config = model_runtime::Config::from_toml_with_env(&text_config, &|_| None).unwrap();
+    // No key, no capabilities: what a local server needs.
+    let config = Config::builder()
+        .provider(
+            "p",
+            ProviderSpec::openai(&server.base_url()).model("m", &[]),
+        )
+        .policy("default", PolicySpec::new(&["p/m"]))
+        .ability("chat", AbilitySpec::new("default"))
+        .build_with_env(&|_| None)
+        .unwrap();
     let p = provider(&config);
     let (events, error) = split(call(&p).await);
     assert_eq!(error, None);
@@ -347,7 +351,7 @@ async fn an_error_chunk_after_output_ends_the_call_with_its_class() {
         data(r#"{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}"#),
     ]))
     .await;
-    let p = provider(&config("openai", &server.base_url(), ""));
+    let p = provider(&config(spec("openai", &server.base_url())));
     let (events, error) = split(call(&p).await);
     assert_eq!(
         events,
@@ -368,7 +372,7 @@ async fn an_error_chunk_with_a_status_code_is_classified_by_it() {
         done(),
     ]))
     .await;
-    let p = provider(&config("openai", &server.base_url(), ""));
+    let p = provider(&config(spec("openai", &server.base_url())));
     let (events, error) = split(call(&p).await);
     assert_eq!(events, vec![]);
     let error = error.expect("an error");
@@ -391,7 +395,7 @@ async fn finish_reasons_map_to_the_runtime_enum() {
             done(),
         ]))
         .await;
-        let p = provider(&config("openai", &server.base_url(), ""));
+        let p = provider(&config(spec("openai", &server.base_url())));
         let (events, _) = split(call(&p).await);
         assert_eq!(
             events.last(),
@@ -409,7 +413,7 @@ async fn a_finished_call_leaves_its_connection_in_the_pool() {
         done(),
     ]))
     .await;
-    let p = provider(&config("openai", &server.base_url(), ""));
+    let p = provider(&config(spec("openai", &server.base_url())));
     for _ in 0..3 {
         let (_, error) = split(call(&p).await);
         assert_eq!(error, None);
@@ -425,7 +429,7 @@ async fn a_finished_call_leaves_its_connection_in_the_pool() {
 #[tokio::test]
 async fn adapters_never_show_the_key_in_debug_output() {
     for adapter in ["openai", "anthropic"] {
-        let p = provider(&config(adapter, "http://127.0.0.1:9/v1", ""));
+        let p = provider(&config(spec(adapter, "http://127.0.0.1:9/v1")));
         let shown = format!("{p:?}");
         assert!(
             shown.contains("/v1/") && shown.contains("Sensitive"),

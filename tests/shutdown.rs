@@ -10,43 +10,37 @@ use std::time::Duration;
 
 use common::*;
 use futures_util::StreamExt;
+use model_runtime::Config;
+use model_runtime::config::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
 use model_runtime::pb;
 use tonic::Code;
 
 /// `slow` finishes on its own in a few hundred milliseconds; `stuck` never does.
-const CONFIG: &str = r#"
-[server]
-drain_timeout = "60s"
-
-[providers.scripted]
-adapter = "scripted"
-
-[[providers.scripted.models]]
-name = "slow"
-capabilities = ["text"]
-script = { first_delta_ms = 20, delta_interval_ms = 20 }
-
-[[providers.scripted.models]]
-name = "stuck"
-capabilities = ["text"]
-script = { hang = true }
-
-[policies.slow]
-targets = ["scripted/slow"]
-
-[policies.stuck]
-targets = ["scripted/stuck"]
-
-[abilities.chat]
-policy = "slow"
-
-[abilities.stuck]
-policy = "stuck"
-"#;
+fn config() -> ConfigBuilder {
+    Config::builder()
+        .drain_timeout(Duration::from_secs(60))
+        .provider(
+            "scripted",
+            ProviderSpec::scripted()
+                .scripted_model(
+                    "slow",
+                    &["text"],
+                    script(|s| {
+                        s.first_delta_ms = 20;
+                        s.delta_interval_ms = 20;
+                    }),
+                )
+                .scripted_model("stuck", &["text"], script(|s| s.hang = true)),
+        )
+        .policy("slow", PolicySpec::new(&["scripted/slow"]))
+        .policy("stuck", PolicySpec::new(&["scripted/stuck"]))
+        .ability("chat", AbilitySpec::new("slow"))
+        .ability("stuck", AbilitySpec::new("stuck"))
+}
 
 #[tokio::test]
 async fn running_work_finishes_while_new_work_is_refused() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let mut c = server.client.clone();
     // The stuck execution holds the drain open until the test lets it go.
     let holder = submit(&mut c, request("stuck", "hold")).await;
@@ -81,18 +75,13 @@ async fn running_work_finishes_while_new_work_is_refused() {
     server.stop().await;
 }
 
-fn short_drain() -> String {
-    hanging(
-        r#"
-[server]
-drain_timeout = "100ms"
-"#,
-    )
+fn short_drain() -> ConfigBuilder {
+    hanging().drain_timeout(Duration::from_millis(100))
 }
 
 #[tokio::test]
 async fn the_drain_timeout_cancels_what_is_left_and_watchers_see_it() {
-    let mut server = start(&short_drain()).await;
+    let mut server = start(short_drain()).await;
     let mut c = server.client.clone();
     let running = submit(&mut c, request("chat", "never answered")).await;
     until_provider(&mut c, "scripted", |p| p.in_flight == 1).await;
@@ -125,7 +114,7 @@ async fn the_drain_timeout_cancels_what_is_left_and_watchers_see_it() {
 
 #[tokio::test]
 async fn a_client_that_never_hangs_up_does_not_keep_the_server_alive() {
-    let mut server = start(&short_drain()).await;
+    let mut server = start(short_drain()).await;
     // A health watch never ends on its own; the client keeps its connection open.
     let mut health = tonic_health::pb::health_client::HealthClient::new(server.channel.clone());
     let mut watch = within(health.watch(tonic_health::pb::HealthCheckRequest {

@@ -6,26 +6,23 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
+use model_runtime::config::ConfigBuilder;
 use model_runtime::pb;
 use model_runtime::pb::ExecutionState as S;
 use tonic::Code;
 
-fn config() -> String {
-    hanging(
-        r#"
-[server]
-drain_timeout = "200ms"
-
-[store]
-max_executions = 3
-"#,
-    )
+fn config() -> ConfigBuilder {
+    hanging()
+        .drain_timeout(Duration::from_millis(200))
+        .max_executions(3)
 }
 
 #[tokio::test]
 async fn a_store_full_of_running_work_refuses_until_one_ends() {
-    let mut server = start(&config()).await;
+    let mut server = start(config()).await;
     let c = &mut server.client;
     let mut ids = Vec::new();
     for i in 0..3 {

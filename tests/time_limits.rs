@@ -8,39 +8,36 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use model_runtime::Config;
+use model_runtime::config::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
 use model_runtime::pb;
 use model_runtime::pb::ExecutionState as S;
 
 /// One permit, a model that never answers; `short` has a 150ms retry budget.
-const CONFIG: &str = r#"
-[server]
-drain_timeout = "200ms"
-
-[providers.scripted]
-adapter = "scripted"
-max_concurrency = 1
-queue_capacity = 4
-
-[[providers.scripted.models]]
-name = "stuck"
-capabilities = ["text"]
-script = { hang = true }
-
-[policies.default]
-targets = ["scripted/stuck"]
-
-[policies.short]
-targets = ["scripted/stuck"]
-retry_budget = "150ms"
-
-[abilities.chat]
-policy = "default"
-allowed_policies = ["short"]
-"#;
+fn config() -> ConfigBuilder {
+    Config::builder()
+        .drain_timeout(Duration::from_millis(200))
+        .provider(
+            "scripted",
+            ProviderSpec::scripted()
+                .max_concurrency(1)
+                .queue_capacity(4)
+                .scripted_model("stuck", &["text"], script(|s| s.hang = true)),
+        )
+        .policy("default", PolicySpec::new(&["scripted/stuck"]))
+        .policy(
+            "short",
+            PolicySpec::new(&["scripted/stuck"]).retry_budget(Duration::from_millis(150)),
+        )
+        .ability(
+            "chat",
+            AbilitySpec::new("default").allowed_policies(&["short"]),
+        )
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deadline_cuts_a_running_attempt() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let mut req = request("chat", "too slow");
     // Long enough that admission (free here) always comes first, even on a loaded machine.
     req.deadline = Some(deadline_in(Duration::from_millis(400)));
@@ -65,7 +62,7 @@ async fn the_deadline_cuts_a_running_attempt() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deadline_takes_a_waiter_out_of_the_queue() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let c = &mut server.client;
     let holder = submit(c, request("chat", "hold the permit")).await;
     until_provider(c, "scripted", |p| p.in_flight == 1).await;
@@ -91,7 +88,7 @@ async fn the_deadline_takes_a_waiter_out_of_the_queue() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_retry_budget_bounds_attempts_before_the_deadline() {
-    let mut server = start(CONFIG).await;
+    let mut server = start(config()).await;
     let mut req = request("chat", "budgeted");
     req.policy = "short".into();
     let events = execute(&mut server.client, req).await;

@@ -6,36 +6,39 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 use futures_util::StreamExt;
+use model_runtime::Config;
+use model_runtime::config::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
 use model_runtime::pb;
 use tonic::Code;
 
 /// An echo model slow enough that watchers join while it runs.
-const SLOW: &str = r#"
-[server]
-drain_timeout = "200ms"
-
-[providers.scripted]
-adapter = "scripted"
-
-[[providers.scripted.models]]
-name = "slow"
-capabilities = ["text"]
-script = { first_delta_ms = 20, delta_interval_ms = 20 }
-
-[policies.default]
-targets = ["scripted/slow"]
-
-[abilities.chat]
-policy = "default"
-"#;
+fn slow() -> ConfigBuilder {
+    Config::builder()
+        .drain_timeout(Duration::from_millis(200))
+        .provider(
+            "scripted",
+            ProviderSpec::scripted().scripted_model(
+                "slow",
+                &["text"],
+                script(|s| {
+                    s.first_delta_ms = 20;
+                    s.delta_interval_ms = 20;
+                }),
+            ),
+        )
+        .policy("default", PolicySpec::new(&["scripted/slow"]))
+        .ability("chat", AbilitySpec::new("default"))
+}
 
 const PROMPT: &str = "one two three four five six seven eight";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_from_zero_after_submit_gives_the_whole_sequence() {
-    let mut server = start(SLOW).await;
+    let mut server = start(slow()).await;
     let submitted = submit(&mut server.client, request("chat", PROMPT)).await;
 
     let events = watch(&mut server.client, &submitted.execution_id, 0).await;
@@ -50,7 +53,7 @@ async fn watch_from_zero_after_submit_gives_the_whole_sequence() {
 
 #[tokio::test]
 async fn watch_from_the_middle_gives_exactly_the_rest() {
-    let mut server = start(ECHO).await;
+    let mut server = start(echo()).await;
     let full = execute(&mut server.client, request("chat", PROMPT)).await;
     let id = full[0].execution_id.clone();
     let n = full.len() as u64;
@@ -65,7 +68,7 @@ async fn watch_from_the_middle_gives_exactly_the_rest() {
 
 #[tokio::test]
 async fn watch_of_a_finished_execution_replays_and_ends() {
-    let mut server = start(ECHO).await;
+    let mut server = start(echo()).await;
     let streamed = execute(&mut server.client, request("chat", PROMPT)).await;
     let id = streamed[0].execution_id.clone();
     let last = streamed.last().unwrap().sequence;
@@ -83,7 +86,7 @@ async fn watch_of_a_finished_execution_replays_and_ends() {
 
 #[tokio::test]
 async fn watch_past_the_end_is_out_of_range() {
-    let mut server = start(ECHO).await;
+    let mut server = start(echo()).await;
     let events = execute(&mut server.client, request("chat", PROMPT)).await;
     let id = events[0].execution_id.clone();
     let last = events.last().unwrap().sequence;
@@ -100,7 +103,7 @@ async fn watch_past_the_end_is_out_of_range() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_watchers_see_identical_sequences() {
-    let mut server = start(SLOW).await;
+    let mut server = start(slow()).await;
     let submitted = submit(&mut server.client, request("chat", PROMPT)).await;
 
     let watchers: Vec<_> = (0..20)
@@ -125,7 +128,7 @@ async fn concurrent_watchers_see_identical_sequences() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closing_execute_early_does_not_cancel_the_execution() {
-    let mut server = start(SLOW).await;
+    let mut server = start(slow()).await;
     let mut stream = within(server.client.execute(request("chat", PROMPT)))
         .await
         .unwrap()

@@ -1,14 +1,15 @@
 //! The TOML file as written: serde shapes with defaults, unknown keys rejected. Meaning is
-//! checked in `validate`, which turns these into the types the runtime uses.
+//! checked in `validate`, which turns these into the types the runtime uses. The builder
+//! (`builder.rs`) fills the same shapes from code, and can write them back as TOML.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::Script;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawConfig {
     #[serde(default)]
@@ -23,7 +24,7 @@ pub(super) struct RawConfig {
     pub abilities: BTreeMap<String, RawAbility>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawServer {
     pub listen: String,
@@ -50,7 +51,7 @@ impl Default for RawServer {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawStore {
     pub kind: String,
@@ -75,7 +76,7 @@ impl Default for RawStore {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProvider {
     pub adapter: String,
@@ -96,6 +97,25 @@ pub(super) struct RawProvider {
     pub models: Vec<RawModel>,
 }
 
+impl RawProvider {
+    /// A provider of `adapter` with every optional key unset or at its default.
+    pub fn new(adapter: &str) -> Self {
+        Self {
+            adapter: adapter.to_owned(),
+            base_url: None,
+            api_key_env: None,
+            anthropic_version: None,
+            default_max_output_tokens: None,
+            max_tokens_field: None,
+            max_concurrency: default_max_concurrency(),
+            queue_capacity: default_queue_capacity(),
+            retry_unknown_outcome: false,
+            timeouts: RawTimeouts::default(),
+            models: Vec::new(),
+        }
+    }
+}
+
 fn default_max_concurrency() -> u32 {
     64
 }
@@ -104,7 +124,7 @@ fn default_queue_capacity() -> u32 {
     256
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawTimeouts {
     #[serde(with = "humantime_serde")]
@@ -125,7 +145,7 @@ impl Default for RawTimeouts {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawModel {
     pub name: String,
@@ -134,7 +154,7 @@ pub(super) struct RawModel {
     pub script: Option<Script>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawPolicy {
     pub targets: Vec<String>,
@@ -146,6 +166,19 @@ pub(super) struct RawPolicy {
     pub retries_per_target: u32,
     #[serde(default = "default_backoff", with = "humantime_serde")]
     pub backoff: Duration,
+}
+
+impl RawPolicy {
+    /// A policy over `targets` with every other key at its default.
+    pub fn new(targets: Vec<String>) -> Self {
+        Self {
+            targets,
+            max_attempts: default_max_attempts(),
+            retry_budget: default_retry_budget(),
+            retries_per_target: 0,
+            backoff: default_backoff(),
+        }
+    }
 }
 
 fn default_max_attempts() -> u32 {
@@ -160,7 +193,7 @@ fn default_backoff() -> Duration {
     Duration::from_millis(100)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAbility {
     pub policy: String,

@@ -82,36 +82,26 @@ pub fn plan(config: &Config, policy: &PolicyConfig, required: &BTreeSet<String>)
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use std::fmt::Write;
-
     use proptest::prelude::*;
 
     use super::*;
+    use crate::config::{PolicySpec, ProviderSpec};
 
     const CAPABILITIES: [&str; 4] = ["text", "vision", "tools", "json_schema"];
 
     fn config(models: &[Vec<usize>], order: &[usize]) -> Config {
-        let mut toml = String::from("[providers.p]\nadapter = \"scripted\"\n");
+        let mut provider = ProviderSpec::scripted();
         for (i, caps) in models.iter().enumerate() {
-            let caps: Vec<String> = caps
-                .iter()
-                .map(|c| format!("\"{}\"", CAPABILITIES[*c]))
-                .collect();
-            write!(
-                toml,
-                "[[providers.p.models]]\nname = \"m{i}\"\ncapabilities = [{}]\n",
-                caps.join(", ")
-            )
-            .unwrap();
+            let caps: Vec<&str> = caps.iter().map(|c| CAPABILITIES[*c]).collect();
+            provider = provider.model(&format!("m{i}"), &caps);
         }
-        let targets: Vec<String> = order.iter().map(|i| format!("\"p/m{i}\"")).collect();
-        write!(
-            toml,
-            "[policies.main]\ntargets = [{}]\n",
-            targets.join(", ")
-        )
-        .unwrap();
-        Config::from_toml(&toml).unwrap()
+        let targets: Vec<String> = order.iter().map(|i| format!("p/m{i}")).collect();
+        let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+        Config::builder()
+            .provider("p", provider)
+            .policy("main", PolicySpec::new(&targets))
+            .build()
+            .unwrap()
     }
 
     proptest! {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 
 use super::*;
+use crate::config::{AbilitySpec, FailError, PolicySpec, ProviderSpec, Script};
 use crate::execution::{ExecutionInput, ExecutionState, Message, NextAction};
 use crate::store::faulty::{Faults, FaultyStore};
 
@@ -14,69 +15,68 @@ mod routing_properties;
 mod spi;
 mod store_faults;
 
-fn runtime(extra: &str) -> Runtime {
-    let text = format!(
-        r#"
-[providers.a]
-adapter = "scripted"
-max_concurrency = 2
-queue_capacity = 2
-[[providers.a.models]]
-name = "echo"
-capabilities = ["text"]
-[[providers.a.models]]
-name = "flaky"
-capabilities = ["text"]
-script = {{ fail_attempts = 5 }}
-[[providers.a.models]]
-name = "breaks"
-capabilities = ["text"]
-script = {{ fail_after_deltas = 2 }}
-[[providers.a.models]]
-name = "hang"
-capabilities = ["text"]
-script = {{ hang = true }}
-[[providers.a.models]]
-name = "bad"
-capabilities = ["text"]
-script = {{ fail_attempts = 1, fail_error = "invalid_request" }}
-[[providers.a.models]]
-name = "slow"
-capabilities = ["text"]
-script = {{ delta_interval_ms = 50 }}
-[[providers.a.models]]
-name = "vision"
-capabilities = ["text", "vision"]
+/// A script with what `edit` sets, the rest at its defaults.
+fn script(edit: impl FnOnce(&mut Script)) -> Script {
+    let mut script = Script::default();
+    edit(&mut script);
+    script
+}
 
-[policies.fallback]
-targets = ["a/flaky", "a/echo"]
-[policies.breaks]
-targets = ["a/breaks", "a/echo"]
-[policies.hang]
-targets = ["a/hang"]
-retry_budget = "1h"
-[policies.bad]
-targets = ["a/bad", "a/echo"]
-[policies.vision]
-targets = ["a/echo", "a/vision"]
-[policies.long]
-targets = ["a/slow"]
-retry_budget = "100ms"
+/// Provider `a`, two permits and two queue places, with a model for each way an attempt goes,
+/// and a policy for each.
+fn config() -> Config {
+    let text = &["text"][..];
+    Config::builder()
+        .provider(
+            "a",
+            ProviderSpec::scripted()
+                .max_concurrency(2)
+                .queue_capacity(2)
+                .model("echo", text)
+                .scripted_model("flaky", text, script(|s| s.fail_attempts = 5))
+                .scripted_model("breaks", text, script(|s| s.fail_after_deltas = Some(2)))
+                .scripted_model("hang", text, script(|s| s.hang = true))
+                .scripted_model(
+                    "bad",
+                    text,
+                    script(|s| {
+                        s.fail_attempts = 1;
+                        s.fail_error = FailError::InvalidRequest;
+                    }),
+                )
+                .scripted_model("slow", text, script(|s| s.delta_interval_ms = 50))
+                .model("vision", &["text", "vision"]),
+        )
+        .policy("fallback", PolicySpec::new(&["a/flaky", "a/echo"]))
+        .policy("breaks", PolicySpec::new(&["a/breaks", "a/echo"]))
+        .policy(
+            "hang",
+            PolicySpec::new(&["a/hang"]).retry_budget(Duration::from_secs(3600)),
+        )
+        .policy("bad", PolicySpec::new(&["a/bad", "a/echo"]))
+        .policy("vision", PolicySpec::new(&["a/echo", "a/vision"]))
+        .policy(
+            "long",
+            PolicySpec::new(&["a/slow"]).retry_budget(Duration::from_millis(100)),
+        )
+        .ability(
+            "chat",
+            AbilitySpec::new("fallback")
+                .allowed_policies(&["breaks", "hang", "bad", "vision", "long"]),
+        )
+        .build()
+        .unwrap()
+}
 
-[abilities.chat]
-policy = "fallback"
-allowed_policies = ["breaks", "hang", "bad", "vision", "long"]
-{extra}
-"#
-    );
-    Runtime::new(Config::from_toml(&text).unwrap()).unwrap()
+fn runtime() -> Runtime {
+    Runtime::new(config()).unwrap()
 }
 
 /// A runtime on the test configuration over a memory store with `faults`.
 fn with_faults(faults: Faults) -> (Runtime, Arc<FaultyStore>) {
     let memory = Arc::new(MemoryStore::new(100, Duration::from_secs(60)));
     let store = Arc::new(FaultyStore::new(memory, faults));
-    let rt = Runtime::builder(runtime("").config().clone())
+    let rt = Runtime::builder(config())
         .store(store.clone())
         .build()
         .unwrap();
@@ -115,7 +115,7 @@ fn types(events: &[crate::execution::StoredEvent]) -> Vec<&'static str> {
 
 #[tokio::test(start_paused = true)]
 async fn falls_back_after_a_failure_before_output() {
-    let rt = runtime("");
+    let rt = runtime();
     let (view, events) = finish(&rt, request("fallback", "hi there")).await;
     assert_eq!(view.state, ExecutionState::Succeeded);
     assert_eq!(view.result.as_ref().unwrap().output.text, "hi there");
@@ -141,7 +141,7 @@ async fn falls_back_after_a_failure_before_output() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failure_after_output_is_terminal_with_partial_output() {
-    let rt = runtime("");
+    let rt = runtime();
     let (view, events) = finish(&rt, request("breaks", "one two three")).await;
     assert_eq!(view.state, ExecutionState::Failed);
     let error = view.error.unwrap();
@@ -155,7 +155,7 @@ async fn a_failure_after_output_is_terminal_with_partial_output() {
 
 #[tokio::test(start_paused = true)]
 async fn a_non_retryable_error_stops_at_once() {
-    let rt = runtime("");
+    let rt = runtime();
     let (view, _) = finish(&rt, request("bad", "hi")).await;
     assert_eq!(view.error.unwrap().code, ErrorCode::NonRetryable);
     assert_eq!(view.attempts.len(), 1);
@@ -163,7 +163,7 @@ async fn a_non_retryable_error_stops_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn without_fallback_only_one_attempt_runs() {
-    let rt = runtime("");
+    let rt = runtime();
     let mut r = request("fallback", "hi");
     r.allow_fallback = Some(false);
     r.max_attempts = Some(3);
@@ -175,7 +175,7 @@ async fn without_fallback_only_one_attempt_runs() {
 
 #[tokio::test(start_paused = true)]
 async fn capability_filtering_keeps_the_order_and_says_why() {
-    let rt = runtime("");
+    let rt = runtime();
     let mut r = request("vision", "look");
     r.capabilities = vec!["vision".into()];
     let (view, _) = finish(&rt, r).await;
@@ -205,7 +205,7 @@ async fn capability_filtering_keeps_the_order_and_says_why() {
 
 #[tokio::test(start_paused = true)]
 async fn the_deadline_cuts_a_hung_provider_and_releases_its_permit() {
-    let rt = runtime("");
+    let rt = runtime();
     let mut r = request("hang", "hi");
     r.deadline = Some(SystemTime::now() + Duration::from_secs(5));
     let started = Instant::now();
@@ -260,7 +260,7 @@ async fn cancelling_before_routing_ends_in_cancelled() {
 
 #[tokio::test(start_paused = true)]
 async fn cancelling_while_queued_leaves_the_queue() {
-    let rt = runtime("");
+    let rt = runtime();
     let a = rt.submit(request("hang", "1")).await.unwrap();
     let b = rt.submit(request("hang", "2")).await.unwrap();
     let queued = rt.submit(request("hang", "3")).await.unwrap();
@@ -286,7 +286,7 @@ async fn cancelling_while_queued_leaves_the_queue() {
 
 #[tokio::test(start_paused = true)]
 async fn a_full_queue_rejects_and_routes_on() {
-    let rt = runtime("");
+    let rt = runtime();
     for n in 0..4 {
         rt.submit(request("hang", &n.to_string())).await.unwrap();
     }
@@ -304,7 +304,7 @@ async fn a_full_queue_rejects_and_routes_on() {
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_drains_then_cancels_what_is_left() {
-    let rt = runtime("");
+    let rt = runtime();
     let quick = rt.submit(request("fallback", "quick")).await.unwrap();
     let stuck = rt.submit(request("hang", "stuck")).await.unwrap();
     rt.shutdown(Duration::from_secs(2)).await;
@@ -322,7 +322,7 @@ async fn shutdown_drains_then_cancels_what_is_left() {
 
 #[tokio::test(start_paused = true)]
 async fn idempotency_compares_requests_as_they_resolve() {
-    let rt = runtime("");
+    let rt = runtime();
     let mut first = request("fallback", "hi");
     first.policy = None;
     first.idempotency_key = Some("k".into());
@@ -347,7 +347,7 @@ async fn idempotency_compares_requests_as_they_resolve() {
 
 #[tokio::test(start_paused = true)]
 async fn the_retry_budget_does_not_cut_a_reply_already_streaming() {
-    let rt = runtime("");
+    let rt = runtime();
     let prompt = "one two three four five six seven eight nine ten";
     let started = Instant::now();
     let (view, _) = finish(&rt, request("long", prompt)).await;
@@ -361,7 +361,7 @@ async fn the_retry_budget_does_not_cut_a_reply_already_streaming() {
 
 #[tokio::test(start_paused = true)]
 async fn a_driver_waiting_on_its_provider_has_made_every_earlier_step_visible() {
-    let rt = runtime("");
+    let rt = runtime();
     let view = rt.submit(request("hang", "hi")).await.unwrap();
     // The driver holds events back only while it runs without waiting; waiting on the
     // provider, it has appended routing and the attempt's start.
@@ -388,7 +388,7 @@ async fn a_driver_waiting_on_its_provider_has_made_every_earlier_step_visible() 
 
 #[tokio::test(start_paused = true)]
 async fn a_request_adding_a_capability_is_planned_with_it_and_one_adding_none_is_not() {
-    let rt = runtime("");
+    let rt = runtime();
     let plain = rt.submit(request("vision", "hi")).await.unwrap();
     let mut asking = request("vision", "hi");
     asking.capabilities = vec!["vision".into(), "text".into()];

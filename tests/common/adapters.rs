@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use model_runtime::Config;
+use model_runtime::config::{AbilitySpec, PolicySpec, ProviderSpec};
 use model_runtime::execution::{ErrorClass, ExecutionId, ExecutionInput, Message};
 use model_runtime::execution::{UsageQuantity, UsageSource, UsageUnit};
 use model_runtime::provider::{Provider, ProviderCall, ProviderError, ProviderEvent, Providers};
@@ -19,16 +20,31 @@ pub fn env(name: &str) -> Option<String> {
     (name == "TEST_API_KEY").then(|| KEY.to_owned())
 }
 
-/// A config with provider `p` (model `m`) of `adapter` at `base_url`, plus `extra` lines in
-/// the provider table.
-pub fn config(adapter: &str, base_url: &str, extra: &str) -> Config {
-    let text = format!(
-        "[providers.p]\nadapter = \"{adapter}\"\nbase_url = \"{base_url}\"\n\
-         api_key_env = \"TEST_API_KEY\"\n{extra}\n\
-         [[providers.p.models]]\nname = \"m\"\ncapabilities = [\"text\"]\n\
-         [policies.default]\ntargets = [\"p/m\"]\n[abilities.chat]\npolicy = \"default\"\n"
-    );
-    Config::from_toml_with_env(&text, &env).expect("valid config")
+/// A provider of `adapter` at `base_url` with the tests' key.
+pub fn spec(adapter: &str, base_url: &str) -> ProviderSpec {
+    ProviderSpec::scripted()
+        .adapter(adapter)
+        .base_url(base_url)
+        .api_key_env("TEST_API_KEY")
+}
+
+/// A config whose one provider `p` (model `m`) is `spec`.
+pub fn config(spec: ProviderSpec) -> Config {
+    Config::builder()
+        .provider("p", spec.model("m", &["text"]))
+        .policy("default", PolicySpec::new(&["p/m"]))
+        .ability("chat", AbilitySpec::new("default"))
+        .build_with_env(&env)
+        .expect("valid config")
+}
+
+/// `timeouts = { connect, first_byte, idle }` in milliseconds.
+pub fn timeouts(spec: ProviderSpec, connect: u64, first_byte: u64, idle: u64) -> ProviderSpec {
+    spec.timeouts(
+        Duration::from_millis(connect),
+        Duration::from_millis(first_byte),
+        Duration::from_millis(idle),
+    )
 }
 
 /// The adapter of provider `p`.

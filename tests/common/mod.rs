@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
 use futures_util::StreamExt;
+use model_runtime::config::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec, Script};
 use model_runtime::pb;
 use model_runtime::pb::execution_event::Payload;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
@@ -30,45 +31,33 @@ use tonic_types::StatusExt;
 pub const WAIT: Duration = Duration::from_secs(10);
 
 /// The embedded default's shape, with a short drain so stopping never waits long.
-pub const ECHO: &str = r#"
-[server]
-drain_timeout = "200ms"
+pub fn echo() -> ConfigBuilder {
+    Config::builder()
+        .drain_timeout(Duration::from_millis(200))
+        .provider(
+            "scripted",
+            ProviderSpec::scripted().model("echo", &["text", "streaming"]),
+        )
+        .policy("default", PolicySpec::new(&["scripted/echo"]))
+        .ability("chat", AbilitySpec::new("default").requires(&["text"]))
+}
 
-[providers.scripted]
-adapter = "scripted"
+/// A config whose `chat` ability runs on `scripted/stuck`, a model that never answers.
+pub fn hanging() -> ConfigBuilder {
+    Config::builder()
+        .provider(
+            "scripted",
+            ProviderSpec::scripted().scripted_model("stuck", &["text"], script(|s| s.hang = true)),
+        )
+        .policy("default", PolicySpec::new(&["scripted/stuck"]))
+        .ability("chat", AbilitySpec::new("default"))
+}
 
-[[providers.scripted.models]]
-name = "echo"
-capabilities = ["text", "streaming"]
-
-[policies.default]
-targets = ["scripted/echo"]
-
-[abilities.chat]
-policy = "default"
-requires = ["text"]
-"#;
-
-/// A config whose `chat` ability runs on `scripted/stuck`, a model that never answers, after
-/// `head` (the `[server]` and `[store]` settings the test needs).
-pub fn hanging(head: &str) -> String {
-    format!(
-        r#"{head}
-[providers.scripted]
-adapter = "scripted"
-
-[[providers.scripted.models]]
-name = "stuck"
-capabilities = ["text"]
-script = {{ hang = true }}
-
-[policies.default]
-targets = ["scripted/stuck"]
-
-[abilities.chat]
-policy = "default"
-"#
-    )
+/// A script with what `edit` sets, the rest at its defaults.
+pub fn script(edit: impl FnOnce(&mut Script)) -> Script {
+    let mut script = Script::default();
+    edit(&mut script);
+    script
 }
 
 /// A server on 127.0.0.1:0 serving one runtime, with a connected client.
@@ -84,8 +73,8 @@ pub struct TestServer {
 }
 
 /// Starts `model_runtime::server::serve` in-process on a fresh loopback port.
-pub async fn start(toml: &str) -> TestServer {
-    start_with(Config::from_toml(toml).expect("test config is valid")).await
+pub async fn start(config: ConfigBuilder) -> TestServer {
+    start_with(config.build().expect("test config is valid")).await
 }
 
 /// [`start`] with a configuration already loaded (e.g. with a test environment for keys).

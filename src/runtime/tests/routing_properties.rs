@@ -3,14 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fmt::Write;
 use std::time::{Duration, SystemTime};
 
 use futures_util::StreamExt;
 use proptest::prelude::*;
 use tokio::time::Instant;
 
-use crate::config::Config;
+use crate::config::{AbilitySpec, Config, FailError, PolicySpec, ProviderSpec, Script};
 use crate::execution::{
     ErrorCode, EventPayload, ExecuteRequest, ExecutionInput, ExecutionState, Message,
 };
@@ -18,12 +17,12 @@ use crate::routing::plan;
 use crate::runtime::Runtime;
 
 const CAPABILITIES: [&str; 3] = ["text", "vision", "tools"];
-const FAIL_ERRORS: [&str; 5] = [
-    "unavailable",
-    "rate_limited",
-    "invalid_request",
-    "timeout_unknown",
-    "internal",
+const FAIL_ERRORS: [FailError; 5] = [
+    FailError::Unavailable,
+    FailError::RateLimited,
+    FailError::InvalidRequest,
+    FailError::TimeoutUnknown,
+    FailError::Internal,
 ];
 
 #[derive(Debug, Clone)]
@@ -125,41 +124,42 @@ fn case() -> impl Strategy<Value = Case> {
 }
 
 fn config(case: &Case) -> Config {
-    let mut toml = format!(
-        "[providers.p]\nadapter = \"scripted\"\nmax_concurrency = 8\nqueue_capacity = 8\nretry_unknown_outcome = {}\n",
-        case.retry_unknown
-    );
+    let mut provider = ProviderSpec::scripted()
+        .max_concurrency(8)
+        .queue_capacity(8)
+        .retry_unknown_outcome(case.retry_unknown);
     for (i, t) in case.targets.iter().enumerate() {
         let mut caps: Vec<&str> = vec!["text"];
         caps.extend(t.capabilities.iter().map(|c| CAPABILITIES[*c]));
         caps.dedup();
-        let caps: Vec<String> = caps.iter().map(|c| format!("\"{c}\"")).collect();
-        let mut script = format!(
-            "fail_attempts = {}, fail_error = \"{}\", first_delta_ms = {}, hang = {}",
-            t.fail_attempts, FAIL_ERRORS[t.fail_error], t.first_delta_ms, t.hang
-        );
-        if FAIL_ERRORS[t.fail_error] == "rate_limited" {
-            write!(script, ", retry_after_ms = {}", t.retry_after_ms).unwrap();
-        }
-        if let Some(n) = t.fail_after_deltas {
-            write!(script, ", fail_after_deltas = {n}").unwrap();
-        }
-        write!(toml, "[[providers.p.models]]\nname = \"m{i}\"\ncapabilities = [{}]\nscript = {{ {script} }}\n", caps.join(", ")).unwrap();
+        let fail_error = FAIL_ERRORS[t.fail_error];
+        let script = Script {
+            fail_attempts: t.fail_attempts,
+            fail_error,
+            first_delta_ms: t.first_delta_ms,
+            hang: t.hang,
+            retry_after_ms: (fail_error == FailError::RateLimited).then_some(t.retry_after_ms),
+            fail_after_deltas: t.fail_after_deltas,
+            ..Script::default()
+        };
+        provider = provider.scripted_model(&format!("m{i}"), &caps, script);
     }
-    let targets: Vec<String> = (0..case.targets.len())
-        .map(|i| format!("\"p/m{i}\""))
-        .collect();
-    write!(
-        toml,
-        "[policies.main]\ntargets = [{}]\nmax_attempts = {}\nretries_per_target = {}\nretry_budget = \"{}ms\"\nbackoff = \"{}ms\"\n[abilities.chat]\npolicy = \"main\"\n[server]\nmax_deadline = \"1h\"\n",
-        targets.join(", "),
-        case.policy_max_attempts,
-        case.retries_per_target,
-        case.retry_budget_ms,
-        case.backoff_ms
-    )
-    .unwrap();
-    Config::from_toml(&toml).unwrap()
+    let targets: Vec<String> = (0..case.targets.len()).map(|i| format!("p/m{i}")).collect();
+    let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+    Config::builder()
+        .max_deadline(Duration::from_secs(3600))
+        .provider("p", provider)
+        .policy(
+            "main",
+            PolicySpec::new(&targets)
+                .max_attempts(case.policy_max_attempts)
+                .retries_per_target(case.retries_per_target)
+                .retry_budget(Duration::from_millis(case.retry_budget_ms))
+                .backoff(Duration::from_millis(case.backoff_ms)),
+        )
+        .ability("chat", AbilitySpec::new("main"))
+        .build()
+        .unwrap()
 }
 
 fn request(case: &Case) -> ExecuteRequest {

@@ -10,35 +10,37 @@ use std::time::Duration;
 
 use futures_util::{StreamExt, stream};
 
-use crate::config::Config;
+use crate::config::{AbilitySpec, Config, PolicySpec, ProviderSpec};
 use crate::execution::{
     ErrorCode, ExecuteRequest, ExecutionInput, ExecutionState, FinishReason, Message,
 };
 use crate::provider::{Provider, ProviderCall, ProviderEvent, ProviderStream, plain_stream};
 use crate::runtime::Runtime;
 
-const CONFIG: &str = r#"
-[providers.limited]
-adapter = "scripted"
-max_concurrency = 4
-queue_capacity = 16
-[[providers.limited.models]]
-name = "m"
-capabilities = ["text"]
-[providers.spare]
-adapter = "scripted"
-max_concurrency = 1000
-queue_capacity = 0
-[[providers.spare.models]]
-name = "m"
-capabilities = ["text"]
-[policies.main]
-targets = ["limited/m", "spare/m"]
-[abilities.chat]
-policy = "main"
-[store]
-max_executions = 1000
-"#;
+/// `limited` has four permits and room for sixteen waiters; `spare`, plenty of permits and no
+/// queue.
+fn config() -> Config {
+    Config::builder()
+        .max_executions(1000)
+        .provider(
+            "limited",
+            ProviderSpec::scripted()
+                .max_concurrency(4)
+                .queue_capacity(16)
+                .model("m", &["text"]),
+        )
+        .provider(
+            "spare",
+            ProviderSpec::scripted()
+                .max_concurrency(1000)
+                .queue_capacity(0)
+                .model("m", &["text"]),
+        )
+        .policy("main", PolicySpec::new(&["limited/m", "spare/m"]))
+        .ability("chat", AbilitySpec::new("main"))
+        .build()
+        .unwrap()
+}
 
 /// Counts calls running at once and remembers the most.
 #[derive(Debug, Default)]
@@ -99,7 +101,7 @@ fn request() -> ExecuteRequest {
 async fn five_hundred_executions_never_exceed_the_permits() {
     let limited = Arc::new(Counting::default());
     let spare = Arc::new(Counting::default());
-    let runtime = Runtime::builder(Config::from_toml(CONFIG).unwrap())
+    let runtime = Runtime::builder(config())
         .provider("limited", limited.clone())
         .provider("spare", spare.clone())
         .build()
@@ -147,7 +149,7 @@ async fn five_hundred_executions_never_exceed_the_permits() {
 
 #[tokio::test]
 async fn a_panicking_adapter_fails_the_execution_and_frees_its_permit() {
-    let runtime = Runtime::builder(Config::from_toml(CONFIG).unwrap())
+    let runtime = Runtime::builder(config())
         .provider("limited", Arc::new(Panicking))
         .build()
         .unwrap();

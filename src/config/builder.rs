@@ -1,0 +1,361 @@
+//! A configuration built in code: the typed twin of the TOML file, for embedding and tests.
+//! It fills the same raw shapes the file is read into and goes through the same validation,
+//! so a mistake is reported with the same key and reason as in a file; [`to_toml`] writes it
+//! out as the file that would say the same (for a `serve --config` in a test).
+//!
+//! ```
+//! use model_runtime::config::{AbilitySpec, Config, PolicySpec, ProviderSpec};
+//!
+//! let config = Config::builder()
+//!     .provider("scripted", ProviderSpec::scripted().model("echo", &["text"]))
+//!     .policy("default", PolicySpec::new(&["scripted/echo"]))
+//!     .ability("chat", AbilitySpec::new("default"))
+//!     .build()
+//!     .unwrap();
+//! assert_eq!(config.abilities.len(), 1);
+//! ```
+//!
+//! [`to_toml`]: ConfigBuilder::to_toml
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::raw::{RawAbility, RawConfig, RawModel, RawPolicy, RawProvider, RawTimeouts};
+use super::{Config, ConfigError, Script, validate};
+
+/// Builds a [`Config`]; every setting left out keeps the default the file would have.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigBuilder {
+    raw: RawConfig,
+}
+
+/// A `[providers.NAME]` table.
+#[derive(Debug, Clone)]
+pub struct ProviderSpec(RawProvider);
+
+/// A `[policies.NAME]` table.
+#[derive(Debug, Clone)]
+pub struct PolicySpec(RawPolicy);
+
+/// An `[abilities.NAME]` table.
+#[derive(Debug, Clone)]
+pub struct AbilitySpec(RawAbility);
+
+impl Config {
+    /// A builder with nothing configured.
+    pub fn builder() -> ConfigBuilder {
+        ConfigBuilder::default()
+    }
+}
+
+fn owned(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+impl ConfigBuilder {
+    /// `server.listen`.
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.raw.server.listen = addr.to_string();
+        self
+    }
+
+    /// `server.drain_timeout`.
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.raw.server.drain_timeout = timeout;
+        self
+    }
+
+    /// `server.default_deadline`.
+    pub fn default_deadline(mut self, deadline: Duration) -> Self {
+        self.raw.server.default_deadline = deadline;
+        self
+    }
+
+    /// `server.max_deadline`.
+    pub fn max_deadline(mut self, deadline: Duration) -> Self {
+        self.raw.server.max_deadline = deadline;
+        self
+    }
+
+    /// `server.max_input_bytes`.
+    pub fn max_input_bytes(mut self, bytes: usize) -> Self {
+        self.raw.server.max_input_bytes = bytes;
+        self
+    }
+
+    /// `store.max_executions`.
+    pub fn max_executions(mut self, executions: usize) -> Self {
+        self.raw.store.max_executions = executions;
+        self
+    }
+
+    /// `store.retention`.
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.raw.store.retention = retention;
+        self
+    }
+
+    /// `[providers.NAME]`, replacing one of the same name.
+    pub fn provider(mut self, name: &str, provider: ProviderSpec) -> Self {
+        self.raw.providers.insert(name.to_owned(), provider.0);
+        self
+    }
+
+    /// `[policies.NAME]`, replacing one of the same name.
+    pub fn policy(mut self, name: &str, policy: PolicySpec) -> Self {
+        self.raw.policies.insert(name.to_owned(), policy.0);
+        self
+    }
+
+    /// `[abilities.NAME]`, replacing one of the same name.
+    pub fn ability(mut self, name: &str, ability: AbilitySpec) -> Self {
+        self.raw.abilities.insert(name.to_owned(), ability.0);
+        self
+    }
+
+    /// The validated configuration, reading `api_key_env` variables from the process.
+    pub fn build(self) -> Result<Config, ConfigError> {
+        self.build_with_env(&|name| std::env::var(name).ok())
+    }
+
+    /// Like [`build`](Self::build), with `env` in place of the process environment.
+    pub fn build_with_env(
+        self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        validate::validate(self.raw, env)
+    }
+
+    /// The TOML file that says the same.
+    pub fn to_toml(&self) -> String {
+        // Plain strings, numbers, booleans, tables and arrays of tables: TOML has a form for
+        // each, so writing them cannot fail.
+        toml::to_string(&self.raw).unwrap_or_default()
+    }
+}
+
+impl ProviderSpec {
+    /// `adapter = "scripted"`.
+    pub fn scripted() -> Self {
+        Self(RawProvider::new("scripted"))
+    }
+
+    /// `adapter = "openai"` at `base_url`.
+    pub fn openai(base_url: &str) -> Self {
+        Self(RawProvider::new("openai")).base_url(base_url)
+    }
+
+    /// `adapter = "anthropic"` at `base_url`.
+    pub fn anthropic(base_url: &str) -> Self {
+        Self(RawProvider::new("anthropic")).base_url(base_url)
+    }
+
+    /// `adapter`, by name as the file writes it (for a name the file would refuse).
+    pub fn adapter(mut self, adapter: &str) -> Self {
+        adapter.clone_into(&mut self.0.adapter);
+        self
+    }
+
+    /// `base_url`.
+    pub fn base_url(mut self, url: &str) -> Self {
+        self.0.base_url = Some(url.to_owned());
+        self
+    }
+
+    /// `api_key_env`.
+    pub fn api_key_env(mut self, variable: &str) -> Self {
+        self.0.api_key_env = Some(variable.to_owned());
+        self
+    }
+
+    /// `max_concurrency`.
+    pub fn max_concurrency(mut self, permits: u32) -> Self {
+        self.0.max_concurrency = permits;
+        self
+    }
+
+    /// `queue_capacity`.
+    pub fn queue_capacity(mut self, waiters: u32) -> Self {
+        self.0.queue_capacity = waiters;
+        self
+    }
+
+    /// `retry_unknown_outcome`.
+    pub fn retry_unknown_outcome(mut self, retry: bool) -> Self {
+        self.0.retry_unknown_outcome = retry;
+        self
+    }
+
+    /// `timeouts = { connect, first_byte, idle }`.
+    pub fn timeouts(mut self, connect: Duration, first_byte: Duration, idle: Duration) -> Self {
+        self.0.timeouts = RawTimeouts {
+            connect,
+            first_byte,
+            idle,
+        };
+        self
+    }
+
+    /// `max_tokens_field` (`openai`).
+    pub fn max_tokens_field(mut self, field: &str) -> Self {
+        self.0.max_tokens_field = Some(field.to_owned());
+        self
+    }
+
+    /// `anthropic_version` (`anthropic`).
+    pub fn anthropic_version(mut self, version: &str) -> Self {
+        self.0.anthropic_version = Some(version.to_owned());
+        self
+    }
+
+    /// `default_max_output_tokens` (`anthropic`).
+    pub fn default_max_output_tokens(mut self, tokens: u32) -> Self {
+        self.0.default_max_output_tokens = Some(tokens);
+        self
+    }
+
+    /// A `[[providers.NAME.models]]` entry with `capabilities`.
+    pub fn model(self, name: &str, capabilities: &[&str]) -> Self {
+        self.push_model(name, capabilities, None)
+    }
+
+    /// A model of a `scripted` provider that plays `script`.
+    pub fn scripted_model(self, name: &str, capabilities: &[&str], script: Script) -> Self {
+        self.push_model(name, capabilities, Some(script))
+    }
+
+    fn push_model(mut self, name: &str, capabilities: &[&str], script: Option<Script>) -> Self {
+        self.0.models.push(RawModel {
+            name: name.to_owned(),
+            capabilities: owned(capabilities),
+            script,
+        });
+        self
+    }
+}
+
+impl PolicySpec {
+    /// A policy trying `targets` (`"provider/model"`) in order, the rest at its defaults.
+    pub fn new(targets: &[&str]) -> Self {
+        Self(RawPolicy::new(owned(targets)))
+    }
+
+    /// `max_attempts`.
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.0.max_attempts = attempts;
+        self
+    }
+
+    /// `retry_budget`.
+    pub fn retry_budget(mut self, budget: Duration) -> Self {
+        self.0.retry_budget = budget;
+        self
+    }
+
+    /// `retries_per_target`.
+    pub fn retries_per_target(mut self, retries: u32) -> Self {
+        self.0.retries_per_target = retries;
+        self
+    }
+
+    /// `backoff`.
+    pub fn backoff(mut self, backoff: Duration) -> Self {
+        self.0.backoff = backoff;
+        self
+    }
+}
+
+impl AbilitySpec {
+    /// An ability whose default policy is `policy`.
+    pub fn new(policy: &str) -> Self {
+        Self(RawAbility {
+            policy: policy.to_owned(),
+            allowed_policies: Vec::new(),
+            requires: Vec::new(),
+        })
+    }
+
+    /// `allowed_policies`.
+    pub fn allowed_policies(mut self, policies: &[&str]) -> Self {
+        self.0.allowed_policies = owned(policies);
+        self
+    }
+
+    /// `requires`.
+    pub fn requires(mut self, capabilities: &[&str]) -> Self {
+        self.0.requires = owned(capabilities);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::config::AdapterConfig;
+
+    fn echo() -> ConfigBuilder {
+        Config::builder()
+            .drain_timeout(Duration::from_millis(200))
+            .provider(
+                "scripted",
+                ProviderSpec::scripted()
+                    .max_concurrency(4)
+                    .model("echo", &["text", "streaming"])
+                    .scripted_model(
+                        "slow",
+                        &["text"],
+                        Script {
+                            delta_interval_ms: 5,
+                            ..Script::default()
+                        },
+                    ),
+            )
+            .policy(
+                "default",
+                PolicySpec::new(&["scripted/echo", "scripted/slow"])
+                    .retry_budget(Duration::from_secs(5)),
+            )
+            .ability("chat", AbilitySpec::new("default").requires(&["text"]))
+    }
+
+    #[test]
+    fn builds_what_the_file_would_say() {
+        let config = echo().build().unwrap();
+        assert_eq!(config.server.drain_timeout, Duration::from_millis(200));
+        let provider = &config.providers["scripted"];
+        assert!(matches!(provider.adapter, AdapterConfig::Scripted));
+        assert_eq!(provider.max_concurrency, 4);
+        assert_eq!(
+            provider.queue_capacity, 256,
+            "a default the file would give"
+        );
+        assert_eq!(provider.models[1].script.delta_interval_ms, 5);
+        assert_eq!(
+            config.policies["default"].retry_budget,
+            Duration::from_secs(5)
+        );
+    }
+
+    #[test]
+    fn written_as_toml_it_reads_back_the_same() {
+        let builder = echo();
+        let text = builder.to_toml();
+        let from_file = Config::from_toml(&text).unwrap();
+        let built = builder.build().unwrap();
+        assert_eq!(format!("{from_file:?}"), format!("{built:?}"), "{text}");
+    }
+
+    #[test]
+    fn mistakes_name_the_key_as_in_a_file() {
+        let error = echo()
+            .policy("default", PolicySpec::new(&["scripted/nope"]))
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "policies.default.targets[0]: provider `scripted` has no model `nope`"
+        );
+    }
+}
