@@ -24,18 +24,15 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, StoreKind};
 use crate::execution::idempotency::{Idempotency, Resolved};
-use crate::execution::{
-    ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionError, ExecutionFailure,
-    ExecutionId, IdMap, Outcome,
-};
+use crate::execution::{ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionId, IdMap};
 use crate::provider::{Provider, ProviderInitError};
 use crate::routing::{self, AttemptBudget, Plans};
 use crate::store::{Created, EventStore, MemoryStore, NewExecution, StoreError};
-use driver::{Deps, DriverHandle, Job};
+use driver::{Deps, DriverHandle, Job, evidence};
 use targets::Slots;
 use validate::validate;
 
-pub use error::{Exhausted, FieldViolation, RuntimeError};
+pub use error::{Exhausted, FieldViolation, NotReady, RuntimeError};
 pub use metadata::{ProviderStatus, RuntimeMetadata, RuntimeState};
 pub use watch::EventStream;
 
@@ -145,9 +142,8 @@ impl Runtime {
     /// drops this future: a store whose create waits (for I/O) finishes the submission in a
     /// task of its own.
     pub async fn submit(&self, request: ExecuteRequest) -> Result<Execution, RuntimeError> {
-        match self.state() {
-            RuntimeState::Ready => {}
-            state => return Err(RuntimeError::Unavailable(state)),
+        if let Some(refusal) = NotReady::of(self.state()) {
+            return Err(RuntimeError::Unavailable(refusal));
         }
         let config = &self.inner.config;
         let now = SystemTime::now();
@@ -252,7 +248,7 @@ impl Runtime {
         let Some(mut driver) = driver else {
             // Rare, and boxed for the same reason.
             Box::pin(self.record_cancellation(id, Some("runtime shutting down".into()))).await?;
-            return Err(RuntimeError::Unavailable(RuntimeState::Stopping));
+            return Err(RuntimeError::Unavailable(NotReady::Stopping));
         };
         // The driver's first step runs here, up to its first wait (admission, the provider's
         // first byte, a backoff), and only then moves to a task of its own. A provider that
@@ -315,23 +311,15 @@ impl Runtime {
         reason: Option<String>,
     ) -> Result<Execution, RuntimeError> {
         let view = self.get(id)?;
-        let outcome = if view.attempts.iter().any(|a| a.admitted) {
-            Outcome::Unknown
-        } else {
-            Outcome::NotStarted
-        };
-        let payload = EventPayload::Failed(Box::new(ExecutionFailure {
-            error: ExecutionError {
-                code: ErrorCode::Cancelled,
-                message: reason
-                    .as_ref()
-                    .map_or_else(|| "cancelled".to_owned(), |r| format!("cancelled: {r}")),
-                outcome,
-                last_attempt_error: None,
-            },
-            partial_output: view.partial_output,
-            cancel_reason: reason,
-        }));
+        let last_attempt_error = view.attempts.iter().rev().find_map(|a| a.error.clone());
+        let payload = evidence::failure(
+            ErrorCode::Cancelled,
+            evidence::cancel_message(reason.as_deref()),
+            evidence::outcome_of(&view.attempts),
+            last_attempt_error,
+            view.partial_output,
+            reason,
+        );
         match self.inner.deps.store.append(id, payload).await {
             Ok(_) | Err(StoreError::AlreadyTerminal(_)) => self.get(id),
             Err(e) => Err(RuntimeError::from_store(e, None)),

@@ -167,12 +167,20 @@ impl AttemptCode {
         }
     }
 
-    /// The code of an attempt that `code` cut short (cancellation or a time limit).
+    /// The code of an attempt that `code` cut short: cancellation or a time limit. Only those
+    /// cut attempts; any other code is a bug in the caller, reported as the deadline (the
+    /// one limit that always applies) rather than a panic.
     pub fn cut_by(code: ErrorCode) -> Self {
         match code {
             ErrorCode::Cancelled => Self::Cancelled,
             ErrorCode::RetryBudgetExhausted => Self::RetryBudgetExhausted,
-            _ => Self::DeadlineExceeded,
+            ErrorCode::DeadlineExceeded
+            | ErrorCode::NoCapableTarget
+            | ErrorCode::AttemptsExhausted
+            | ErrorCode::OutputInterrupted
+            | ErrorCode::NonRetryable
+            | ErrorCode::OutcomeUnknown
+            | ErrorCode::InternalError => Self::DeadlineExceeded,
         }
     }
 }

@@ -13,9 +13,18 @@
 use crate::execution::{ErrorCode, EventPayload, Output, ToolCall};
 
 impl EventPayload {
-    /// Whether the event exposes output to the caller: a text delta, a tool call or a
-    /// tool-argument delta, none of them empty. The first such event of an attempt commits
-    /// it.
+    /// Whether the event is an output delta: text, a tool call or a tool-argument delta.
+    pub fn is_output(&self) -> bool {
+        matches!(
+            self,
+            Self::TextDelta { .. }
+                | Self::ToolCallStarted { .. }
+                | Self::ToolCallArgumentsDelta { .. }
+        )
+    }
+
+    /// Whether the event exposes output to the caller: an output delta that carries something.
+    /// The first such event of an attempt commits it.
     pub fn commits_output(&self) -> bool {
         match self {
             Self::TextDelta { text, .. } => !text.is_empty(),
@@ -26,13 +35,9 @@ impl EventPayload {
     }
 
     /// Whether the event is an output delta that carries nothing (a provider's empty first
-    /// chunk): preamble, not output. It commits nothing and is never stored.
+    /// chunk): preamble, not output. It commits nothing, and the driver does not store it.
     pub fn is_empty_output(&self) -> bool {
-        match self {
-            Self::TextDelta { text, .. } => text.is_empty(),
-            Self::ToolCallArgumentsDelta { delta, .. } => delta.is_empty(),
-            _ => false,
-        }
+        self.is_output() && !self.commits_output()
     }
 }
 
@@ -107,16 +112,16 @@ impl CommitTracker {
         self.output.text.reserve(text);
     }
 
-    /// Records one event of the attempt and returns it to be stored, or `None` for an empty
-    /// output delta, which is preamble and never stored. Output is kept, and commits.
-    pub fn record(&mut self, payload: EventPayload) -> Option<EventPayload> {
+    /// Records one event of the attempt: output is kept, and commits. Returns whether the
+    /// event is to be stored: not an empty output delta, which is preamble.
+    pub fn record(&mut self, payload: &EventPayload) -> bool {
         if payload.commits_output() {
-            self.output.absorb(&payload);
+            self.output.absorb(payload);
             self.committed = true;
-        } else if payload.is_empty_output() {
-            return None;
+            true
+        } else {
+            !payload.is_empty_output()
         }
-        Some(payload)
     }
 }
 
@@ -134,20 +139,20 @@ mod tests {
     #[test]
     fn empty_deltas_and_non_output_do_not_commit() {
         let mut t = CommitTracker::new();
-        assert_eq!(t.record(text("")), None);
+        assert!(!t.record(&text("")), "an empty delta is not stored");
         let arguments = EventPayload::ToolCallArgumentsDelta {
             attempt: 1,
             index: 0,
             delta: String::new(),
         };
-        assert_eq!(t.record(arguments), None);
+        assert!(!t.record(&arguments));
         let progress = EventPayload::Progress {
             attempt: 1,
             message: "warming".into(),
         };
-        assert_eq!(t.record(progress.clone()), Some(progress));
+        assert!(t.record(&progress));
         assert!(!t.committed());
-        assert_eq!(t.record(text("hi")), Some(text("hi")));
+        assert!(t.record(&text("hi")));
         assert!(t.committed());
         assert_eq!(t.take_output().text, "hi");
     }
@@ -161,7 +166,7 @@ mod tests {
             id: "c1".into(),
             name: "f".into(),
         };
-        assert!(t.record(started).is_some());
+        assert!(t.record(&started));
         assert!(t.committed());
         for piece in ["{\"a\":", "1}"] {
             let delta = EventPayload::ToolCallArgumentsDelta {
@@ -169,7 +174,7 @@ mod tests {
                 index: 0,
                 delta: piece.into(),
             };
-            assert!(t.record(delta).is_some());
+            assert!(t.record(&delta));
         }
         let out = t.take_output();
         assert_eq!(out.tool_calls.len(), 1);

@@ -54,15 +54,27 @@ struct Canonical<'a> {
 impl Idempotency {
     /// The identity of `request`, which resolved to `resolved`; `None` without a key.
     pub fn of(request: &ExecuteRequest, resolved: Resolved<'_>) -> Option<Self> {
-        let key = request.idempotency_key.as_ref()?;
+        // Every field named, so a field added to the request is a decision made here.
+        let ExecuteRequest {
+            ability,
+            capabilities,
+            input,
+            deadline: _,
+            policy: _,
+            max_attempts: _,
+            allow_fallback: _,
+            idempotency_key,
+            labels,
+        } = request;
+        let key = idempotency_key.as_ref()?;
         let canonical = Canonical {
-            ability: &request.ability,
-            capabilities: &request.capabilities,
-            input: &request.input,
+            ability,
+            capabilities,
+            input,
             policy: resolved.policy,
             max_attempts: resolved.max_attempts,
             allow_fallback: resolved.allow_fallback,
-            labels: &request.labels,
+            labels,
         };
         Some(Self {
             key: key.clone(),

@@ -8,7 +8,7 @@ use serde::Serialize;
 /// Opaque caller labels (e.g. a tenant id), copied onto usage facts.
 pub type Labels = BTreeMap<String, String>;
 
-/// A request to run one ability. Validated by [`crate::Runtime::submit`].
+/// A request to run one ability, as the runtime validates it against its configuration.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExecuteRequest {
     /// The ability to run.
@@ -25,7 +25,7 @@ pub struct ExecuteRequest {
     pub max_attempts: Option<u32>,
     /// `None` means fallback is allowed.
     pub allow_fallback: Option<bool>,
-    /// Deduplicates submissions; see [`crate::Runtime::submit`].
+    /// Deduplicates submissions: see [`Idempotency`](crate::execution::Idempotency).
     pub idempotency_key: Option<String>,
     /// Copied onto usage facts.
     pub labels: Labels,

@@ -109,7 +109,8 @@ impl Lifecycle {
                 Some(_) => from,
                 None => return Err(illegal()),
             },
-            (Running, e) if e.commits_output() => Running,
+            // Output deltas belong to a running attempt; an empty one commits nothing.
+            (Running, e) if e.is_output() => Running,
             (Routing | Running, EventPayload::Progress { .. } | EventPayload::Usage(_)) => from,
             (Running, EventPayload::Completed(_)) => Succeeded,
             (Accepted | Routing | Running, EventPayload::Failed(failure))

@@ -78,7 +78,7 @@ impl Admission {
 
     /// A permit if one is free now, without queueing. Released permits go to queued
     /// waiters first, so this never jumps the queue.
-    pub fn try_acquire(&self) -> Option<Permit> {
+    fn try_acquire(&self) -> Option<Permit> {
         let permit = self.permits.clone().try_acquire_owned().ok()?;
         Some(Permit { _permit: permit })
     }

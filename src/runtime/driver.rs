@@ -15,20 +15,22 @@ use tracing::Instrument;
 use super::error::log_internal;
 use super::targets::{ProviderSlot, Slots};
 use crate::execution::{
-    AttemptCode, AttemptError, CommitTracker, ErrorClass, ErrorCode, EventPayload, ExecutionError,
-    ExecutionFailure, ExecutionId, ExecutionInput, ExecutionState, Labels, Outcome, Output,
-    PlanTarget, RoutingPlan,
+    AttemptCode, AttemptError, CommitTracker, ErrorClass, ErrorCode, EventPayload, ExecutionId,
+    ExecutionInput, ExecutionState, Labels, Output, PlanTarget, RoutingPlan,
 };
 use crate::provider::{ProviderCall, ProviderError};
 use crate::routing::{self, AttemptBudget, Decision, Permit};
 use crate::store::{EventStore, StoreError};
 
 mod batch;
-mod evidence;
+pub(super) mod evidence;
 mod pending;
 mod stop;
 
-use evidence::{AttemptEnd, EndKind, Tally, attempt_error, record, stop_message};
+use evidence::{
+    AttemptEnd, EndKind, Tally, attempt_error, cancel_message, failure, internal_failure, record,
+    stop_message,
+};
 pub(crate) use stop::DriverHandle;
 use stop::Race;
 
@@ -95,17 +97,7 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
             return;
         }
     }
-    let payload = EventPayload::Failed(Box::new(ExecutionFailure {
-        error: ExecutionError {
-            code: ErrorCode::InternalError,
-            message: format!("internal_error (error id {error_id})"),
-            outcome: Outcome::Unknown,
-            last_attempt_error: None,
-        },
-        partial_output: Output::default(),
-        cancel_reason: None,
-    }));
-    if let Err(e) = store.append(id, payload).await {
+    if let Err(e) = store.append(id, internal_failure(&error_id)).await {
         tracing::error!(execution_id = %id, error = %e, "could not record the internal failure");
     }
 }
@@ -361,19 +353,14 @@ impl Driver {
         tally: &Tally,
         partial_output: Output,
     ) -> Result<(), StoreError> {
-        let cancel_reason = (code == ErrorCode::Cancelled)
-            .then(|| self.handle.reason())
-            .flatten();
-        self.record(EventPayload::Failed(Box::new(ExecutionFailure {
-            error: ExecutionError {
-                code,
-                message,
-                outcome: tally.outcome(),
-                last_attempt_error: tally.last_error.clone(),
-            },
+        self.record(failure(
+            code,
+            message,
+            tally.outcome(),
+            tally.last_error.clone(),
             partial_output,
-            cancel_reason,
-        })));
+            self.handle.reason(),
+        ));
         self.flush().await
     }
 
@@ -387,9 +374,6 @@ impl Driver {
     }
 
     fn cancel_message(&self) -> String {
-        match self.handle.reason() {
-            Some(reason) => format!("cancelled: {reason}"),
-            None => "cancelled".to_owned(),
-        }
+        cancel_message(self.handle.reason().as_deref())
     }
 }

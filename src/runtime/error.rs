@@ -57,9 +57,9 @@ pub enum RuntimeError {
     /// A bounded resource is full.
     #[error("{0}")]
     ResourceExhausted(Exhausted),
-    /// The runtime is stopping or its storage failed: never `Ready`.
-    #[error("runtime is {}", .0.as_str())]
-    Unavailable(RuntimeState),
+    /// The runtime is stopping or its storage failed.
+    #[error("runtime is {}", .0.state().as_str())]
+    Unavailable(NotReady),
     /// A fault inside the runtime; the cause is logged under `error_id`, never returned.
     #[error("internal_error (error id {error_id})")]
     Internal {
@@ -81,11 +81,30 @@ pub enum Exhausted {
     },
 }
 
-impl Exhausted {
-    /// The `google.rpc.ErrorInfo` reason.
-    pub fn reason(self) -> &'static str {
+/// Why the runtime refuses new work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotReady {
+    /// Shutdown has begun.
+    Stopping,
+    /// Event storage failed.
+    StorageFailed,
+}
+
+impl NotReady {
+    /// Why a runtime in `state` refuses work; `None` when it is ready.
+    pub fn of(state: RuntimeState) -> Option<Self> {
+        match state {
+            RuntimeState::Ready => None,
+            RuntimeState::Stopping => Some(Self::Stopping),
+            RuntimeState::Unavailable => Some(Self::StorageFailed),
+        }
+    }
+
+    /// The runtime state it is refused in.
+    pub fn state(self) -> RuntimeState {
         match self {
-            Self::StoreFull { .. } => "STORE_FULL",
+            Self::Stopping => RuntimeState::Stopping,
+            Self::StorageFailed => RuntimeState::Unavailable,
         }
     }
 }

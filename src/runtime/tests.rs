@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 
 use super::*;
 use crate::config::{AbilitySpec, FailError, PolicySpec, ProviderSpec, Script};
-use crate::execution::{ExecutionInput, ExecutionState, Message, NextAction};
+use crate::execution::{ExecutionInput, ExecutionState, Message, NextAction, Outcome};
 use crate::store::faulty::{Faults, FaultyStore};
 
 mod routing_properties;
@@ -315,7 +315,7 @@ async fn shutdown_drains_then_cancels_what_is_left() {
     assert_eq!(rt.state(), RuntimeState::Stopping);
     let refused = rt.submit(request("fallback", "late")).await.unwrap_err();
     assert!(
-        matches!(refused, RuntimeError::Unavailable(RuntimeState::Stopping)),
+        matches!(refused, RuntimeError::Unavailable(NotReady::Stopping)),
         "{refused:?}"
     );
 }

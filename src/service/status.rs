@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::runtime::{RuntimeError, RuntimeState};
+use crate::runtime::{Exhausted, NotReady, RuntimeError};
 
 /// The `ErrorInfo.domain` of every error this service returns.
 pub const ERROR_DOMAIN: &str = "model-runtime";
@@ -52,12 +52,20 @@ pub fn to_status(error: RuntimeError) -> Status {
         RuntimeError::ResourceExhausted(exhausted) => Status::with_error_details(
             Code::ResourceExhausted,
             message,
-            ErrorDetails::with_error_info(exhausted.reason(), ERROR_DOMAIN, HashMap::new()),
+            ErrorDetails::with_error_info(
+                exhausted_reason(exhausted),
+                ERROR_DOMAIN,
+                HashMap::new(),
+            ),
         ),
-        RuntimeError::Unavailable(state) => Status::with_error_details(
+        RuntimeError::Unavailable(refusal) => Status::with_error_details(
             Code::Unavailable,
             message,
-            ErrorDetails::with_error_info(unavailable_reason(state), ERROR_DOMAIN, HashMap::new()),
+            ErrorDetails::with_error_info(
+                unavailable_reason(refusal),
+                ERROR_DOMAIN,
+                HashMap::new(),
+            ),
         ),
         RuntimeError::Internal { error_id } => Status::with_error_details(
             Code::Internal,
@@ -71,13 +79,18 @@ pub fn to_status(error: RuntimeError) -> Status {
     }
 }
 
-/// The `ErrorInfo` reason of work refused in `state`.
-fn unavailable_reason(state: RuntimeState) -> &'static str {
-    match state {
-        RuntimeState::Stopping => "STOPPING",
-        RuntimeState::Unavailable => "UNAVAILABLE",
-        // Never refused for being ready; named all the same rather than panicking.
-        RuntimeState::Ready => "READY",
+// The `google.rpc.ErrorInfo` reasons, all here: clients match on them.
+
+fn unavailable_reason(refusal: NotReady) -> &'static str {
+    match refusal {
+        NotReady::Stopping => "STOPPING",
+        NotReady::StorageFailed => "UNAVAILABLE",
+    }
+}
+
+fn exhausted_reason(exhausted: Exhausted) -> &'static str {
+    match exhausted {
+        Exhausted::StoreFull { .. } => "STORE_FULL",
     }
 }
 
@@ -85,7 +98,7 @@ fn unavailable_reason(state: RuntimeState) -> &'static str {
 mod tests {
     use super::*;
     use crate::execution::ExecutionId;
-    use crate::runtime::{Exhausted, FieldViolation};
+    use crate::runtime::FieldViolation;
 
     #[test]
     fn invalid_arguments_carry_field_violations() {
@@ -135,14 +148,14 @@ mod tests {
 
     #[test]
     fn refusals_name_their_reason() {
-        let status = to_status(RuntimeError::Unavailable(RuntimeState::Stopping));
+        let status = to_status(RuntimeError::Unavailable(NotReady::Stopping));
         assert_eq!(status.code(), Code::Unavailable);
         let reason = status
             .get_error_details()
             .error_info()
             .map(|i| i.reason.clone());
         assert_eq!(reason.as_deref(), Some("STOPPING"));
-        let status = to_status(RuntimeError::Unavailable(RuntimeState::Unavailable));
+        let status = to_status(RuntimeError::Unavailable(NotReady::StorageFailed));
         let reason = status
             .get_error_details()
             .error_info()

@@ -438,3 +438,28 @@ where
     assert_eq!(store.get(fresh).unwrap_err(), StoreError::NotFound(fresh));
     tokio::time::resume();
 }
+
+#[cfg(test)]
+mod tests {
+    /// A rule missing from the macro's list would never run anywhere.
+    #[test]
+    fn the_macro_runs_every_rule() {
+        let source = include_str!("conformance.rs");
+        // The list the macro passes itself: from `(@rules $make;` to the `);` closing it.
+        let start = source.find("(@rules $make;").unwrap();
+        let end = source[start..].find(");").unwrap() + start;
+        let listed = &source[start..end];
+        let rules: Vec<&str> = source
+            .lines()
+            .filter_map(|line| line.strip_prefix("pub async fn "))
+            .filter_map(|rest| rest.split('<').next())
+            .collect();
+        assert!(rules.len() >= 11, "{rules:?}");
+        for rule in rules {
+            assert!(
+                listed.contains(&format!("{rule},")),
+                "rule `{rule}` is not in event_store_conformance!"
+            );
+        }
+    }
+}

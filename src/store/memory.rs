@@ -394,10 +394,13 @@ impl EventStore for MemoryStore {
     }
 
     fn stats(&self) -> StoreStats {
+        // One guard: a second read lock taken while holding the first would wait behind a
+        // queued writer that waits for the first.
+        let index = self.read_index();
         StoreStats {
-            executions: self.read_index().slots.len(),
+            executions: index.slots.len(),
             max_executions: self.max_executions,
-            retention: self.read_index().retention.period(),
+            retention: index.retention.period(),
         }
     }
 

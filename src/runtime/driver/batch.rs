@@ -108,9 +108,9 @@ impl Driver {
                 }
             };
             let committed = tracker.committed();
-            let Some(payload) = tracker.record(payload) else {
+            if !tracker.record(&payload) {
                 continue;
-            };
+            }
             if !committed && tracker.committed() {
                 // Once output is exposed only the deadline may cut the attempt.
                 let (at, code) = self.job.budget.after_commit();

@@ -1,10 +1,13 @@
 //! What the driver knows about the attempts so far, and how it writes that down as
-//! evidence: attempt records, the execution's outcome and its failure message.
+//! evidence: attempt records, the execution's outcome, and its terminal failure (with its
+//! message). The runtime writes a cancellation that found no driver, and the driver's last
+//! resort after a fault, with the same functions.
 
 use std::time::SystemTime;
 
 use crate::execution::{
-    AttemptError, AttemptRecord, ErrorClass, ErrorCode, FinishReason, Outcome, Output, PlanTarget,
+    AttemptError, AttemptRecord, ErrorClass, ErrorCode, EventPayload, ExecutionError,
+    ExecutionFailure, FinishReason, Outcome, Output, PlanTarget,
 };
 use crate::provider::ProviderError;
 use crate::routing::Decision;
@@ -23,8 +26,8 @@ pub(super) struct AttemptEnd {
 }
 
 pub(super) enum EndKind {
-    /// The provider finished the reply. `attempt` appends `execution.completed` once the
-    /// permit is released.
+    /// The provider finished the reply; `execution.completed` is recorded with the batch that
+    /// finished it.
     Succeeded(FinishReason),
     /// The attempt failed; the router decides what follows.
     Failed(AttemptError),
@@ -46,11 +49,7 @@ pub(super) struct Tally {
 
 impl Tally {
     pub(super) fn outcome(&self) -> Outcome {
-        match (self.any_admitted, self.any_unknown) {
-            (false, _) => Outcome::NotStarted,
-            (true, true) => Outcome::Unknown,
-            (true, false) => Outcome::Failed,
-        }
+        outcome(self.any_admitted, self.any_unknown)
     }
 
     /// Counts a finished attempt's error.
@@ -58,6 +57,70 @@ impl Tally {
         self.any_unknown |= admitted && error.class == ErrorClass::OutcomeUnknown;
         self.last_error = Some(error);
     }
+}
+
+/// What the remote side did over all of an execution's attempts: nothing started when no
+/// attempt was admitted; `unknown` once any admitted attempt may still run remotely, whatever
+/// later attempts did; else `failed`.
+fn outcome(any_admitted: bool, any_unknown: bool) -> Outcome {
+    match (any_admitted, any_unknown) {
+        (false, _) => Outcome::NotStarted,
+        (true, true) => Outcome::Unknown,
+        (true, false) => Outcome::Failed,
+    }
+}
+
+/// The outcome of the attempts a view records, for an execution ended by someone other than
+/// its driver: an admitted attempt that has not finished may still be running remotely.
+pub(in crate::runtime) fn outcome_of(attempts: &[AttemptRecord]) -> Outcome {
+    let admitted = attempts.iter().filter(|a| a.admitted);
+    let any_unknown = admitted
+        .clone()
+        .any(|a| a.outcome.is_none_or(|o| o == Outcome::Unknown));
+    outcome(admitted.count() > 0, any_unknown)
+}
+
+/// The `execution.failed` that ends an execution with `code`; `cancel_reason` is kept only
+/// for a cancellation.
+pub(in crate::runtime) fn failure(
+    code: ErrorCode,
+    message: String,
+    outcome: Outcome,
+    last_attempt_error: Option<AttemptError>,
+    partial_output: Output,
+    cancel_reason: Option<String>,
+) -> EventPayload {
+    EventPayload::Failed(Box::new(ExecutionFailure {
+        error: ExecutionError {
+            code,
+            message,
+            outcome,
+            last_attempt_error,
+        },
+        partial_output,
+        cancel_reason: cancel_reason.filter(|_| code == ErrorCode::Cancelled),
+    }))
+}
+
+/// The message of a cancellation with the caller's `reason`.
+pub(in crate::runtime) fn cancel_message(reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) => format!("cancelled: {reason}"),
+        None => "cancelled".to_owned(),
+    }
+}
+
+/// The `execution.failed` of a fault inside the runtime, logged under `error_id`: the caller
+/// learns only the id. A fault may strike with an attempt in flight, so the outcome is unknown.
+pub(in crate::runtime) fn internal_failure(error_id: &str) -> EventPayload {
+    failure(
+        ErrorCode::InternalError,
+        format!("internal_error (error id {error_id})"),
+        Outcome::Unknown,
+        None,
+        Output::default(),
+        None,
+    )
 }
 
 /// The evidence of a finished attempt.

@@ -29,10 +29,7 @@ async fn a_failed_write_turns_the_runtime_unavailable_and_new_work_is_refused() 
     assert_eq!(rt.metadata().state, RuntimeState::Unavailable);
     let refused = rt.submit(request("fallback", "again")).await.unwrap_err();
     assert!(
-        matches!(
-            refused,
-            RuntimeError::Unavailable(RuntimeState::Unavailable)
-        ),
+        matches!(refused, RuntimeError::Unavailable(NotReady::StorageFailed)),
         "{refused:?}"
     );
     assert_eq!(
