@@ -74,6 +74,21 @@ pub struct ServerConfig {
     pub max_deadline: Duration,
     /// Upper bound on a request's content bytes.
     pub max_input_bytes: usize,
+    /// Output (text, tool calls and arguments) one execution may stream before it ends with
+    /// `output_too_large`.
+    pub max_output_bytes: usize,
+    /// Events one execution may have before it ends with `output_too_large`.
+    pub max_events_per_execution: u64,
+    /// Client connections open at once; more are closed as they arrive.
+    pub max_connections: usize,
+    /// HTTP/2 streams open at once on one connection.
+    pub max_concurrent_streams: u32,
+    /// How long a new connection has to send its first bytes.
+    pub handshake_timeout: Duration,
+    /// HTTP/2 keepalive: how often an idle connection is pinged.
+    pub keepalive_interval: Duration,
+    /// HTTP/2 keepalive: how long a ping may go unanswered before the connection is closed.
+    pub keepalive_timeout: Duration,
 }
 
 /// `[store]`.

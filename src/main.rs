@@ -157,7 +157,26 @@ async fn serve(config: Config) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match server::serve(runtime, listener, shutdown_signal()).await {
+    // The first SIGTERM or SIGINT drains; a second one ends the process at once.
+    let mut signals = match Signals::new() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("cannot listen for signals: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let (first, drain) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        signals.next().await;
+        let _ = first.send(());
+        signals.next().await;
+        eprintln!("second shutdown signal: exiting without waiting for the drain");
+        std::process::exit(SECOND_SIGNAL_EXIT);
+    });
+    let drain = async {
+        let _ = drain.await;
+    };
+    match server::serve(runtime, listener, drain).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "server failed");
@@ -166,27 +185,30 @@ async fn serve(config: Config) -> ExitCode {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                    let _ = interrupt.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
-        }
+/// The exit code after a second shutdown signal: the drain did not finish.
+const SECOND_SIGNAL_EXIT: i32 = 130;
+
+/// SIGINT and SIGTERM, both listened for from start-up, so no signal can fall between two
+/// waits.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
     }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
+
+    /// The next SIGINT or SIGTERM.
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
     }
 }

@@ -7,6 +7,7 @@
 
 mod driver;
 mod error;
+pub mod limits;
 mod metadata;
 mod targets;
 mod validate;
@@ -28,11 +29,11 @@ use crate::execution::{ErrorCode, EventPayload, ExecuteRequest, Execution, Execu
 use crate::provider::{Provider, ProviderInitError};
 use crate::routing::{self, AttemptBudget, Plans};
 use crate::store::{Created, EventStore, MemoryStore, NewExecution, StoreError};
-use driver::{Deps, DriverHandle, Job, evidence};
+use driver::{Deps, DriverHandle, Job, SizeLimits, evidence};
 use targets::Slots;
 use validate::validate;
 
-pub use error::{Exhausted, FieldViolation, NotReady, RuntimeError};
+pub use error::{Exhausted, FieldViolation, NotReady, RuntimeError, Violations};
 pub use metadata::{ProviderStatus, RuntimeMetadata, RuntimeState};
 pub use watch::EventStream;
 
@@ -190,6 +191,10 @@ impl Runtime {
                 budget_end: start + admitted.policy.retry_budget,
                 deadline: start + admitted.time_left,
             },
+            size: SizeLimits {
+                max_output_bytes: config.server.max_output_bytes,
+                max_events: config.server.max_events_per_execution,
+            },
             labels,
         };
         let key = request.idempotency_key;
@@ -289,6 +294,15 @@ impl Runtime {
         id: ExecutionId,
         reason: Option<String>,
     ) -> Result<Execution, RuntimeError> {
+        if reason
+            .as_ref()
+            .is_some_and(|r| r.len() > limits::MAX_CANCEL_REASON_BYTES)
+        {
+            return Err(RuntimeError::invalid(
+                "reason",
+                format!("is longer than {} bytes", limits::MAX_CANCEL_REASON_BYTES),
+            ));
+        }
         let view = self.get(id)?;
         if view.state.is_terminal() {
             return Ok(view);
@@ -366,7 +380,8 @@ impl Runtime {
     }
 
     /// Stops admitting work, lets running executions finish within `drain_timeout`, then
-    /// cancels the rest and waits for every driver to record its terminal event.
+    /// cancels the rest and waits for every driver to record its terminal event, at most
+    /// five seconds more.
     pub async fn shutdown(&self, drain_timeout: Duration) {
         {
             let _registrations = self.drivers();
@@ -385,7 +400,17 @@ impl Runtime {
             for handle in handles {
                 handle.cancel(Some("runtime shutting down".into()));
             }
-            self.inner.tasks.wait().await;
+            // Cancelled drivers end at their next wait; one stuck in an adapter that never
+            // yields must not hold the process open.
+            if tokio::time::timeout(CANCEL_GRACE, self.inner.tasks.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    remaining = self.drivers().len(),
+                    "executions did not end after being cancelled; stopping without them"
+                );
+            }
         }
     }
 

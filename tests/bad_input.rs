@@ -14,6 +14,7 @@ use model_runtime::pb;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 use tonic::Code;
 use tonic::transport::Channel;
+use tonic_types::StatusExt;
 
 /// `other` exists but `chat` does not allow it; inputs are capped at 64 bytes and deadlines
 /// at one minute.
@@ -90,7 +91,106 @@ fn cases() -> Vec<(&'static str, pb::ExecuteRequest, &'static str)> {
             with(|r| r.input.as_mut().unwrap().messages = vec![user(&"x".repeat(65))]),
             "input",
         ),
+        (
+            "too many required capabilities",
+            with(|r| {
+                r.requirements = Some(pb::Requirements {
+                    capabilities: vec!["c".into(); 65],
+                });
+            }),
+            "requirements.capabilities",
+        ),
+        (
+            "a capability name too long",
+            with(|r| {
+                r.requirements = Some(pb::Requirements {
+                    capabilities: vec!["c".repeat(129)],
+                });
+            }),
+            "requirements.capabilities[0]",
+        ),
+        (
+            "too many stop sequences",
+            with(|r| {
+                r.input.as_mut().unwrap().parameters = Some(pb::GenerationParameters {
+                    stop_sequences: vec!["x".into(); 17],
+                    ..Default::default()
+                });
+            }),
+            "input.parameters.stop_sequences",
+        ),
     ]
+}
+
+#[tokio::test]
+async fn a_request_larger_than_its_content_may_be_is_refused_before_decoding() {
+    let mut server = start(config()).await;
+    // max_input_bytes is 64: the wire limit is that plus an eighth, plus 64 KiB of framing.
+    let status = within(server.client.submit(request("chat", &"x".repeat(70_000))))
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    assert!(status.message().contains("too large"), "{status:?}");
+    assert_eq!(stored_executions(&mut server.client).await, 0);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn errors_say_how_many_more_violations_there_were_and_quote_little() {
+    let mut server = start(config()).await;
+    let mut req = request(&"a".repeat(10_000), "hi");
+    req.input.as_mut().unwrap().messages = vec![user(""); 500];
+    let status = within(server.client.submit(req))
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(bad_request_fields(&status).len(), 20);
+    assert!(status.message().contains("more)"), "{}", status.message());
+    assert!(
+        status.message().len() < 4_000,
+        "the message quotes the caller's 10 000-byte ability at its length: {} bytes",
+        status.message().len()
+    );
+    let details = format!("{:?}", status.get_error_details());
+    assert!(
+        !details.contains(&"a".repeat(100)),
+        "a detail echoes the caller's string"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn too_many_messages_are_one_violation() {
+    // With the default 1 MiB of content, ten thousand and one short messages decode.
+    let mut server = start(echo()).await;
+    let mut req = request("chat", "hi");
+    req.input.as_mut().unwrap().messages = vec![user("a"); 10_001];
+    let status = within(server.client.submit(req))
+        .await
+        .expect_err("refused");
+    assert_violation(&status, Code::InvalidArgument, "input.messages");
+    assert_eq!(bad_request_fields(&status), ["input.messages"]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_cancel_reason_is_bounded() {
+    let mut server = start(config()).await;
+    let view = submit(&mut server.client, request("chat", "hello")).await;
+    let cancel = |reason: String| pb::CancelExecutionRequest {
+        execution_id: view.execution_id.clone(),
+        reason,
+    };
+    let status = within(server.client.cancel_execution(cancel("r".repeat(513))))
+        .await
+        .expect_err("refused");
+    assert_violation(&status, Code::InvalidArgument, "reason");
+    // Four MiB never reach the runtime: the request is larger than any request may be.
+    let status = within(server.client.cancel_execution(cancel("r".repeat(4 << 20))))
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    server.stop().await;
 }
 
 #[tokio::test]

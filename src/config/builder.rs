@@ -83,6 +83,36 @@ impl ConfigBuilder {
         self
     }
 
+    /// `server.max_output_bytes`.
+    pub fn max_output_bytes(mut self, bytes: usize) -> Self {
+        self.raw.server.max_output_bytes = bytes;
+        self
+    }
+
+    /// `server.max_events_per_execution`.
+    pub fn max_events_per_execution(mut self, events: u64) -> Self {
+        self.raw.server.max_events_per_execution = events;
+        self
+    }
+
+    /// `server.max_connections`.
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.raw.server.max_connections = connections;
+        self
+    }
+
+    /// `server.max_concurrent_streams`.
+    pub fn max_concurrent_streams(mut self, streams: u32) -> Self {
+        self.raw.server.max_concurrent_streams = streams;
+        self
+    }
+
+    /// `server.handshake_timeout`.
+    pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.raw.server.handshake_timeout = timeout;
+        self
+    }
+
     /// `store.max_executions`.
     pub fn max_executions(mut self, executions: usize) -> Self {
         self.raw.store.max_executions = executions;

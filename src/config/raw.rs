@@ -36,6 +36,16 @@ pub(super) struct RawServer {
     #[serde(with = "humantime_serde")]
     pub max_deadline: Duration,
     pub max_input_bytes: usize,
+    pub max_output_bytes: usize,
+    pub max_events_per_execution: u64,
+    pub max_connections: usize,
+    pub max_concurrent_streams: u32,
+    #[serde(with = "humantime_serde")]
+    pub handshake_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub keepalive_interval: Duration,
+    #[serde(with = "humantime_serde")]
+    pub keepalive_timeout: Duration,
 }
 
 impl Default for RawServer {
@@ -47,6 +57,13 @@ impl Default for RawServer {
             default_deadline: Duration::from_secs(60),
             max_deadline: Duration::from_secs(600),
             max_input_bytes: 1024 * 1024,
+            max_output_bytes: 16 * 1024 * 1024,
+            max_events_per_execution: 100_000,
+            max_connections: 1024,
+            max_concurrent_streams: 1024,
+            handshake_timeout: Duration::from_secs(10),
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(10),
         }
     }
 }

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::validate::bounds::{MAX_SCRIPTED_COUNT, MAX_WAIT};
+
 /// How a scripted model behaves. Every field is optional.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -76,6 +78,24 @@ pub struct ScriptedToolCall {
 impl Script {
     /// Checks the script; on error returns the field and the reason.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let max_ms = MAX_WAIT.as_millis();
+        for (field, ms) in [
+            ("first_delta_ms", Some(self.first_delta_ms)),
+            ("delta_interval_ms", Some(self.delta_interval_ms)),
+            ("retry_after_ms", self.retry_after_ms),
+        ] {
+            if ms.is_some_and(|ms| u128::from(ms) > max_ms) {
+                return Err((field, format!("must be at most {max_ms}")));
+            }
+        }
+        for (field, n) in [
+            ("fail_attempts", Some(self.fail_attempts)),
+            ("fail_after_deltas", self.fail_after_deltas),
+        ] {
+            if n.is_some_and(|n| n > MAX_SCRIPTED_COUNT) {
+                return Err((field, format!("must be at most {MAX_SCRIPTED_COUNT}")));
+            }
+        }
         if let Some(call) = &self.tool_call {
             if call.name.is_empty() {
                 return Err(("tool_call.name", "must not be empty".into()));

@@ -20,6 +20,17 @@ fn error_of(text: &str) -> String {
     Config::from_toml(text).unwrap_err().to_string()
 }
 
+/// Each file is refused with an error that starts with its expected text.
+fn assert_errors(cases: &[(String, &str)]) {
+    for (text, expected) in cases {
+        let error = error_of(text);
+        assert!(
+            error.starts_with(expected),
+            "expected `{expected}`, got `{error}`"
+        );
+    }
+}
+
 #[test]
 fn the_embedded_default_is_valid_and_echoes() {
     let config = Config::embedded_default().unwrap();
@@ -75,11 +86,11 @@ fn errors_name_the_key_and_the_reason() {
         (MINIMAL.replace("adapter = \"scripted\"", "adapter = \"grpc\""), "providers.fake.adapter: unknown adapter `grpc`"),
         (
             MINIMAL.replace("adapter = \"scripted\"", "adapter = \"scripted\"\nmax_concurrency = 0"),
-            "providers.fake.max_concurrency: must be at least 1",
+            "providers.fake.max_concurrency: must be between 1 and 100000",
         ),
         (
             MINIMAL.replace("targets = [\"fake/m1\"]", "targets = [\"fake/m1\"]\nmax_attempts = 0"),
-            "policies.main.max_attempts: must be at least 1",
+            "policies.main.max_attempts: must be between 1 and 100",
         ),
         (
             MINIMAL.replace("targets = [\"fake/m1\"]", "targets = [\"fake/m1\", \"fake/m1\"]"),
@@ -95,19 +106,13 @@ fn errors_name_the_key_and_the_reason() {
             format!("{MINIMAL}\n[server]\nmetrics_listen = \"127.0.0.1:9090\"\n"),
             "server.metrics_listen: the metrics endpoint is not available",
         ),
-        (format!("{MINIMAL}\n[store]\nmax_executions = 0\n"), "store.max_executions: must be at least 1"),
+        (format!("{MINIMAL}\n[store]\nmax_executions = 0\n"), "store.max_executions: must be between 1 and 10000000"),
         (
             MINIMAL.replace("capabilities = [\"text\"]", "capabilities = [\"text\"]\nscript = { tool_call = { name = \"f\", arguments = \"{nope\" } }"),
             "providers.fake.models[0].script.tool_call.arguments: is not JSON text",
         ),
     ];
-    for (text, expected) in cases {
-        let error = error_of(&text);
-        assert!(
-            error.starts_with(expected),
-            "expected `{expected}`, got `{error}`"
-        );
-    }
+    assert_errors(&cases);
 }
 
 #[test]
@@ -128,4 +133,97 @@ fn durations_are_humantime() {
 fn a_missing_file_names_the_path() {
     let error = Config::load(Path::new("/nonexistent/runtime.toml")).unwrap_err();
     assert!(error.to_string().contains("/nonexistent/runtime.toml"));
+}
+
+#[test]
+fn every_duration_and_count_is_bounded() {
+    let cases = [
+        // Once a panic in time arithmetic at the first execution; now a start-up error.
+        (
+            MINIMAL.replace(
+                "targets = [\"fake/m1\"]",
+                "targets = [\"fake/m1\"]\nretry_budget = \"300000000000y\"",
+            ),
+            "policies.main.retry_budget: must be at most 1day",
+        ),
+        (
+            MINIMAL.replace(
+                "targets = [\"fake/m1\"]",
+                "targets = [\"fake/m1\"]\nbackoff = \"2h\"",
+            ),
+            "policies.main.backoff: must be at most 1h",
+        ),
+        (
+            MINIMAL.replace(
+                "targets = [\"fake/m1\"]",
+                "targets = [\"fake/m1\"]\nretries_per_target = 1000",
+            ),
+            "policies.main.retries_per_target: must be between 0 and 100",
+        ),
+        (
+            format!("{MINIMAL}\n[server]\nmax_deadline = \"2days\"\n"),
+            "server.max_deadline: must be at most 1day",
+        ),
+        (
+            format!("{MINIMAL}\n[server]\ndrain_timeout = \"1year\"\n"),
+            "server.drain_timeout: must be at most 1h",
+        ),
+        (
+            format!("{MINIMAL}\n[server]\nmax_input_bytes = 0\n"),
+            "server.max_input_bytes: must be between 1 and 67108864",
+        ),
+        (
+            format!("{MINIMAL}\n[server]\nmax_events_per_execution = 3\n"),
+            "server.max_events_per_execution: must be between 16 and 10000000",
+        ),
+        (
+            format!("{MINIMAL}\n[store]\nretention = \"30days\"\n"),
+            "store.retention: must be at most 7days",
+        ),
+        (
+            MINIMAL.replace(
+                "adapter = \"scripted\"",
+                "adapter = \"scripted\"\ntimeouts = { idle = \"5h\" }",
+            ),
+            "providers.fake.timeouts.idle: must be at most 1h",
+        ),
+        (
+            MINIMAL.replace(
+                "capabilities = [\"text\"]",
+                "capabilities = [\"text\"]\nscript = { first_delta_ms = 99999999999 }",
+            ),
+            "providers.fake.models[0].script.first_delta_ms: must be at most 3600000",
+        ),
+        (
+            MINIMAL.replace(
+                "capabilities = [\"text\"]",
+                &format!("capabilities = [\"{}\"]", "c".repeat(200)),
+            ),
+            "providers.fake.models[0].capabilities[0]: must be 1 to 128 bytes without spaces",
+        ),
+    ];
+    assert_errors(&cases);
+}
+
+#[test]
+fn an_ability_that_can_never_route_is_an_error_naming_it() {
+    let text = MINIMAL.replace(
+        "policy = \"main\"",
+        "policy = \"main\"\nrequires = [\"vision\"]",
+    );
+    assert_eq!(
+        error_of(&text),
+        "abilities.chat.requires: no target of any policy ability `chat` allows has every \
+         capability it requires (vision)"
+    );
+    // One allowed policy that can serve it is enough.
+    let text = format!(
+        "{}\n[[providers.fake.models]]\nname = \"eyes\"\ncapabilities = [\"text\", \"vision\"]\n\
+         [policies.seeing]\ntargets = [\"fake/eyes\"]\n",
+        text.replace(
+            "requires = [\"vision\"]",
+            "requires = [\"vision\"]\nallowed_policies = [\"seeing\"]"
+        )
+    );
+    assert!(Config::from_toml(&text).is_ok(), "{}", error_of(&text));
 }

@@ -17,6 +17,8 @@ pub enum ErrorCode {
     DeadlineExceeded,
     /// A failure after output was committed.
     OutputInterrupted,
+    /// The execution reached `server.max_output_bytes` or `server.max_events_per_execution`.
+    OutputTooLarge,
     /// An attempt failed in a way retrying cannot fix.
     NonRetryable,
     /// The remote may still be running the request, so it was not repeated.
@@ -36,6 +38,7 @@ impl ErrorCode {
             Self::RetryBudgetExhausted => "retry_budget_exhausted",
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::OutputInterrupted => "output_interrupted",
+            Self::OutputTooLarge => "output_too_large",
             Self::NonRetryable => "non_retryable",
             Self::OutcomeUnknown => "outcome_unknown",
             Self::Cancelled => "cancelled",
@@ -106,11 +109,13 @@ pub enum AttemptCode {
     DeadlineExceeded,
     /// The policy's retry budget cut the attempt.
     RetryBudgetExhausted,
+    /// The execution's output or event bound cut the attempt.
+    OutputTooLarge,
 }
 
 impl AttemptCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [Self; 24] = [
+    pub const ALL: [Self; 25] = [
         Self::Unavailable,
         Self::RateLimited,
         Self::Overloaded,
@@ -135,6 +140,7 @@ impl AttemptCode {
         Self::Cancelled,
         Self::DeadlineExceeded,
         Self::RetryBudgetExhausted,
+        Self::OutputTooLarge,
     ];
 
     /// The wire name.
@@ -164,16 +170,18 @@ impl AttemptCode {
             Self::Cancelled => "cancelled",
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::RetryBudgetExhausted => "retry_budget_exhausted",
+            Self::OutputTooLarge => "output_too_large",
         }
     }
 
-    /// The code of an attempt that `code` cut short: cancellation or a time limit. Only those
-    /// cut attempts; any other code is a bug in the caller, reported as the deadline (the
-    /// one limit that always applies) rather than a panic.
+    /// The code of an attempt that `code` cut short: cancellation, a time limit or the size
+    /// bound. Only those cut attempts; any other code is a bug in the caller, reported as the
+    /// deadline (the one limit that always applies) rather than a panic.
     pub fn cut_by(code: ErrorCode) -> Self {
         match code {
             ErrorCode::Cancelled => Self::Cancelled,
             ErrorCode::RetryBudgetExhausted => Self::RetryBudgetExhausted,
+            ErrorCode::OutputTooLarge => Self::OutputTooLarge,
             ErrorCode::DeadlineExceeded
             | ErrorCode::NoCapableTarget
             | ErrorCode::AttemptsExhausted
@@ -218,6 +226,7 @@ mod tests {
                 ErrorCode::RetryBudgetExhausted,
                 AttemptCode::RetryBudgetExhausted,
             ),
+            (ErrorCode::OutputTooLarge, AttemptCode::OutputTooLarge),
         ] {
             assert_eq!(AttemptCode::cut_by(code).as_str(), code.as_str());
             assert_eq!(AttemptCode::cut_by(code), cut);

@@ -34,6 +34,17 @@ impl EventPayload {
         }
     }
 
+    /// The bytes of output the event carries: text, a tool call's id and name, a piece of
+    /// its arguments.
+    pub fn output_bytes(&self) -> usize {
+        match self {
+            Self::TextDelta { text, .. } => text.len(),
+            Self::ToolCallStarted { id, name, .. } => id.len() + name.len(),
+            Self::ToolCallArgumentsDelta { delta, .. } => delta.len(),
+            _ => 0,
+        }
+    }
+
     /// Whether the event is an output delta that carries nothing (a provider's empty first
     /// chunk): preamble, not output. It commits nothing, and the driver does not store it.
     pub fn is_empty_output(&self) -> bool {
@@ -112,15 +123,12 @@ impl CommitTracker {
         self.output.text.reserve(text);
     }
 
-    /// Records one event of the attempt: output is kept, and commits. Returns whether the
-    /// event is to be stored: not an empty output delta, which is preamble.
-    pub fn record(&mut self, payload: &EventPayload) -> bool {
+    /// Records one event of the attempt: output is kept, and commits. (An empty output
+    /// delta commits nothing; the driver does not store it at all.)
+    pub fn record(&mut self, payload: &EventPayload) {
         if payload.commits_output() {
             self.output.absorb(payload);
             self.committed = true;
-            true
-        } else {
-            !payload.is_empty_output()
         }
     }
 }
@@ -139,20 +147,22 @@ mod tests {
     #[test]
     fn empty_deltas_and_non_output_do_not_commit() {
         let mut t = CommitTracker::new();
-        assert!(!t.record(&text("")), "an empty delta is not stored");
         let arguments = EventPayload::ToolCallArgumentsDelta {
             attempt: 1,
             index: 0,
             delta: String::new(),
         };
-        assert!(!t.record(&arguments));
         let progress = EventPayload::Progress {
             attempt: 1,
             message: "warming".into(),
         };
-        assert!(t.record(&progress));
+        for preamble in [text(""), arguments, progress] {
+            assert!(!preamble.commits_output());
+            t.record(&preamble);
+        }
+        assert!(text("").is_empty_output());
         assert!(!t.committed());
-        assert!(t.record(&text("hi")));
+        t.record(&text("hi"));
         assert!(t.committed());
         assert_eq!(t.take_output().text, "hi");
     }
@@ -166,7 +176,7 @@ mod tests {
             id: "c1".into(),
             name: "f".into(),
         };
-        assert!(t.record(&started));
+        t.record(&started);
         assert!(t.committed());
         for piece in ["{\"a\":", "1}"] {
             let delta = EventPayload::ToolCallArgumentsDelta {
@@ -174,7 +184,7 @@ mod tests {
                 index: 0,
                 delta: piece.into(),
             };
-            assert!(t.record(&delta));
+            t.record(&delta);
         }
         let out = t.take_output();
         assert_eq!(out.tool_calls.len(), 1);

@@ -25,12 +25,15 @@ use crate::store::{EventStore, StoreError};
 mod batch;
 pub(super) mod evidence;
 mod pending;
+mod size;
 mod stop;
 
 use evidence::{
     AttemptEnd, EndKind, Tally, attempt_error, cancel_message, failure, internal_failure, record,
     stop_message,
 };
+use size::Size;
+pub(crate) use size::SizeLimits;
 pub(crate) use stop::DriverHandle;
 use stop::Race;
 
@@ -42,6 +45,8 @@ pub(crate) struct Job {
     /// The routing plan, made at submission.
     pub plan: Arc<RoutingPlan>,
     pub budget: AttemptBudget,
+    /// How large the execution may grow.
+    pub size: SizeLimits,
     pub labels: Arc<Labels>,
 }
 
@@ -59,6 +64,7 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
     let id = job.id;
     let store = deps.store.clone();
     let mut driver = Driver {
+        size: Size::new(job.size),
         deps,
         job,
         handle,
@@ -108,6 +114,8 @@ struct Driver {
     handle: Arc<DriverHandle>,
     /// Events recorded but not yet appended (`pending.rs`).
     pending: Vec<EventPayload>,
+    /// What the execution holds so far against its bounds (`size.rs`).
+    size: Size,
 }
 
 impl Driver {
@@ -286,20 +294,23 @@ impl Driver {
             let ready = self
                 .wait(race, batch::ready(&mut stream, &mut items))
                 .await?;
-            if let Err(code) = ready {
-                // A cut attempt reports its usage too: take what the call knows, abort
-                // it (and free its permit) at once, then record.
-                let known = stream.as_mut().unreported_usage();
-                drop(stream);
-                drop(permit);
-                for quantity in known {
-                    let usage = self.usage(target, attempt, quantity);
-                    self.record(usage);
-                }
-                return Ok(EndKind::Cut(code));
-            }
-            let (end, recorded) = self.record_batch(&mut items, target, attempt, race, tracker);
+            let (end, recorded) = match ready {
+                Err(code) => (Some(EndKind::Cut(code)), 0),
+                Ok(()) => self.record_batch(&mut items, target, attempt, race, tracker),
+            };
             match end {
+                Some(EndKind::Cut(code)) => {
+                    // A cut attempt reports its usage too: take what the call knows, abort
+                    // it (and free its permit) at once, then record.
+                    let known = stream.as_mut().unreported_usage();
+                    drop(stream);
+                    drop(permit);
+                    for quantity in known {
+                        let usage = self.usage(target, attempt, quantity);
+                        self.record(usage);
+                    }
+                    return Ok(EndKind::Cut(code));
+                }
                 Some(EndKind::Succeeded(finish_reason)) => {
                     // The permit and the provider stream go first, so whoever sees the
                     // terminal event also sees the provider's capacity back.

@@ -32,12 +32,81 @@ impl fmt::Display for FieldViolation {
     }
 }
 
+/// The field violations of one request: the first [`Violations::MAX`] in full and a count of
+/// the rest, so a request with a million bad fields gets an answer of bounded size.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Violations {
+    shown: Vec<FieldViolation>,
+    more: usize,
+}
+
+impl Violations {
+    /// Violations reported in full.
+    pub const MAX: usize = 20;
+
+    /// No violation yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a violation of `field`.
+    pub fn push(&mut self, field: impl Into<String>, description: impl Into<String>) {
+        if self.shown.len() < Self::MAX {
+            self.shown.push(FieldViolation::new(field, description));
+        } else {
+            self.more += 1;
+        }
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.shown.is_empty()
+    }
+
+    /// The violations reported in full, in the order found.
+    pub fn shown(&self) -> &[FieldViolation] {
+        &self.shown
+    }
+
+    /// How many more there were.
+    pub fn more(&self) -> usize {
+        self.more
+    }
+}
+
+impl fmt::Display for Violations {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, violation) in self.shown.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{violation}")?;
+        }
+        if self.more > 0 {
+            write!(f, " (and {} more)", self.more)?;
+        }
+        Ok(())
+    }
+}
+
+/// At most [`EXCERPT_CHARS`] characters of a caller's text, for an error message: a caller's
+/// string is never echoed at its own length.
+pub(crate) fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(EXCERPT_CHARS) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((end, _)) => std::borrow::Cow::Owned(format!("{}…", &text[..end])),
+    }
+}
+
+/// How much of a caller's text an error message quotes.
+pub(crate) const EXCERPT_CHARS: usize = 64;
+
 /// Why the runtime refused or failed a call.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RuntimeError {
     /// The request is malformed; nothing changed.
-    #[error("invalid request: {}", join(.0))]
-    InvalidArgument(Vec<FieldViolation>),
+    #[error("invalid request: {0}")]
+    InvalidArgument(Violations),
     /// A cursor or range lies outside what exists.
     #[error("out of range: {0}")]
     OutOfRange(FieldViolation),
@@ -117,18 +186,12 @@ pub(crate) fn log_internal(cause: &dyn fmt::Display) -> String {
     error_id
 }
 
-fn join(violations: &[FieldViolation]) -> String {
-    violations
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
 impl RuntimeError {
     /// One invalid field.
     pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
-        Self::InvalidArgument(vec![FieldViolation::new(field, description)])
+        let mut violations = Violations::new();
+        violations.push(field, description);
+        Self::InvalidArgument(violations)
     }
 
     /// An internal fault: logs the cause with a fresh error id and returns the sanitized error.

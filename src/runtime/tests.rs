@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 
 use super::*;
-use crate::config::{AbilitySpec, FailError, PolicySpec, ProviderSpec, Script};
+use crate::config::{AbilitySpec, Chunk, FailError, PolicySpec, ProviderSpec, Script};
 use crate::execution::{ExecutionInput, ExecutionState, Message, NextAction, Outcome};
 use crate::store::faulty::{Faults, FaultyStore};
 
@@ -405,5 +405,75 @@ async fn a_request_adding_a_capability_is_planned_with_it_and_one_adding_none_is
         ["vision"],
         "{:?}",
         plan(asking.id)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn output_past_its_bound_ends_the_execution_with_its_usage_and_partial_output() {
+    let long = "word ".repeat(100);
+    let config = Config::builder()
+        .max_output_bytes(52)
+        .provider(
+            "a",
+            ProviderSpec::scripted().scripted_model(
+                "long",
+                &["text"],
+                script(|s| {
+                    s.reply = Some(long.clone());
+                    s.delta_interval_ms = 1;
+                }),
+            ),
+        )
+        .policy("main", PolicySpec::new(&["a/long"]))
+        .ability("chat", AbilitySpec::new("main"))
+        .build()
+        .unwrap();
+    let rt = Runtime::new(config).unwrap();
+    let (view, _) = finish(&rt, request("main", "hi")).await;
+    assert_eq!(view.state, ExecutionState::Failed);
+    let error = view.error.unwrap();
+    assert_eq!(error.code, ErrorCode::OutputTooLarge);
+    assert_eq!(
+        error.outcome,
+        Outcome::Unknown,
+        "the provider call was dropped"
+    );
+    // Ten five-byte words fit in 52 bytes; the eleventh would not.
+    assert_eq!(view.partial_output.text, "word ".repeat(10));
+    let attempt = &view.attempts[0];
+    assert_eq!(
+        attempt.error.as_ref().map(|e| e.code.as_str()),
+        Some("output_too_large")
+    );
+    assert!(attempt.output_committed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn events_past_their_bound_end_the_execution() {
+    let config = Config::builder()
+        .max_events_per_execution(40)
+        .provider(
+            "a",
+            ProviderSpec::scripted().scripted_model(
+                "chatty",
+                &["text"],
+                script(|s| {
+                    s.chunk = Chunk::Char;
+                    s.reply = Some("x".repeat(1000));
+                }),
+            ),
+        )
+        .policy("main", PolicySpec::new(&["a/chatty"]))
+        .ability("chat", AbilitySpec::new("main"))
+        .build()
+        .unwrap();
+    let rt = Runtime::new(config).unwrap();
+    let (view, _) = finish(&rt, request("main", "hi")).await;
+    assert_eq!(view.error.as_ref().unwrap().code, ErrorCode::OutputTooLarge);
+    assert!(view.last_sequence <= 40, "{} events", view.last_sequence);
+    let deltas = view.partial_output.text.len();
+    assert!(
+        deltas >= 20,
+        "room was kept for the end, not more: {deltas} deltas"
     );
 }

@@ -1,6 +1,7 @@
 //! Wire -> core. Only what the core types cannot represent is checked here (an unset enum,
 //! an empty oneof, a malformed timestamp or id); meaning is checked by the runtime, so an
-//! embedded caller gets the same validation.
+//! embedded caller gets the same validation. A list over its cap is refused before any of it
+//! is converted: the runtime would refuse it anyway.
 
 use std::time::{Duration, SystemTime};
 
@@ -9,16 +10,26 @@ use crate::execution::{
     ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
 };
 use crate::pb;
-use crate::runtime::{FieldViolation, RuntimeError};
+use crate::runtime::limits::{MAX_CONTENT_PARTS, MAX_MESSAGES};
+use crate::runtime::{RuntimeError, Violations};
 
 /// Decodes an `ExecuteRequest`.
 pub fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest, RuntimeError> {
-    let mut v = Vec::new();
-    let input = input(wire.input.unwrap_or_default(), &mut v);
+    let mut v = Violations::new();
+    let wire_input = wire.input.unwrap_or_default();
+    let messages = wire_input.messages.len();
+    if messages > MAX_MESSAGES {
+        v.push(
+            "input.messages",
+            format!("has {messages} entries; at most {MAX_MESSAGES} are allowed"),
+        );
+        return Err(RuntimeError::InvalidArgument(v));
+    }
+    let input = input(wire_input, &mut v);
     let deadline = wire.deadline.and_then(|t| match timestamp(&t) {
         Some(time) => Some(time),
         None => {
-            v.push(FieldViolation::new("deadline", "is not a valid timestamp"));
+            v.push("deadline", "is not a valid timestamp");
             None
         }
     });
@@ -60,7 +71,7 @@ fn timestamp(t: &prost_types::Timestamp) -> Option<SystemTime> {
     SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
 }
 
-fn input(wire: pb::ExecutionInput, v: &mut Vec<FieldViolation>) -> ExecutionInput {
+fn input(wire: pb::ExecutionInput, v: &mut Violations) -> ExecutionInput {
     let messages = wire
         .messages
         .into_iter()
@@ -84,10 +95,10 @@ fn input(wire: pb::ExecutionInput, v: &mut Vec<FieldViolation>) -> ExecutionInpu
             Ok(pb::ResponseFormatKind::JsonObject) => ResponseFormatKind::JsonObject,
             Ok(pb::ResponseFormatKind::JsonSchema) => ResponseFormatKind::JsonSchema,
             Err(_) => {
-                v.push(FieldViolation::new(
+                v.push(
                     "input.parameters.response_format.kind",
                     format!("unknown value {}", f.kind),
-                ));
+                );
                 return None;
             }
         };
@@ -110,7 +121,7 @@ fn input(wire: pb::ExecutionInput, v: &mut Vec<FieldViolation>) -> ExecutionInpu
     }
 }
 
-fn message(i: usize, m: pb::Message, v: &mut Vec<FieldViolation>) -> Option<Message> {
+fn message(i: usize, m: pb::Message, v: &mut Violations) -> Option<Message> {
     // Built only for a violation: most messages have none.
     let at = || format!("input.messages[{i}]");
     let role = match pb::Role::try_from(m.role) {
@@ -119,20 +130,30 @@ fn message(i: usize, m: pb::Message, v: &mut Vec<FieldViolation>) -> Option<Mess
         Ok(pb::Role::Assistant) => Some(Role::Assistant),
         Ok(pb::Role::Tool) => Some(Role::Tool),
         Ok(pb::Role::Unspecified) => {
-            v.push(FieldViolation::new(
+            v.push(
                 format!("{}.role", at()),
                 "is required (SYSTEM, USER, ASSISTANT or TOOL)",
-            ));
+            );
             None
         }
         Err(_) => {
-            v.push(FieldViolation::new(
+            v.push(
                 format!("{}.role", at()),
                 format!("unknown value {}", m.role),
-            ));
+            );
             None
         }
     };
+    if m.content.len() > MAX_CONTENT_PARTS {
+        v.push(
+            format!("{}.content", at()),
+            format!(
+                "has {} entries; at most {MAX_CONTENT_PARTS} are allowed",
+                m.content.len()
+            ),
+        );
+        return None;
+    }
     let mut content = Vec::with_capacity(m.content.len());
     for (j, part) in m.content.into_iter().enumerate() {
         match part.part {
@@ -142,10 +163,10 @@ fn message(i: usize, m: pb::Message, v: &mut Vec<FieldViolation>) -> Option<Mess
                 data: image.data,
                 media_type: image.media_type,
             })),
-            None => v.push(FieldViolation::new(
+            None => v.push(
                 format!("{}.content[{j}]", at()),
                 "sets neither `text` nor `image`",
-            )),
+            ),
         }
     }
     let tool_calls = m

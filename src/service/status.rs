@@ -19,8 +19,8 @@ pub fn to_status(error: RuntimeError) -> Status {
     match error {
         RuntimeError::InvalidArgument(violations) => {
             let mut details = ErrorDetails::new();
-            for v in violations {
-                details.add_bad_request_violation(v.field, v.description);
+            for v in violations.shown() {
+                details.add_bad_request_violation(v.field.clone(), v.description.clone());
             }
             Status::with_error_details(Code::InvalidArgument, message, details)
         }
@@ -98,14 +98,14 @@ fn exhausted_reason(exhausted: Exhausted) -> &'static str {
 mod tests {
     use super::*;
     use crate::execution::ExecutionId;
-    use crate::runtime::FieldViolation;
+    use crate::runtime::Violations;
 
     #[test]
     fn invalid_arguments_carry_field_violations() {
-        let status = to_status(RuntimeError::InvalidArgument(vec![
-            FieldViolation::new("ability", "is required"),
-            FieldViolation::new("input.messages", "needs at least one message"),
-        ]));
+        let mut violations = Violations::new();
+        violations.push("ability", "is required");
+        violations.push("input.messages", "needs at least one message");
+        let status = to_status(RuntimeError::InvalidArgument(violations));
         assert_eq!(status.code(), Code::InvalidArgument);
         let details = status.get_error_details();
         let fields: Vec<&str> = details
@@ -171,5 +171,25 @@ mod tests {
             .error_info()
             .map(|i| i.reason.clone());
         assert_eq!(reason.as_deref(), Some("STORE_FULL"));
+    }
+
+    #[test]
+    fn a_flood_of_violations_is_cut_to_twenty_and_counted() {
+        let mut violations = Violations::new();
+        for i in 0..1000 {
+            violations.push(format!("input.messages[{i}].role"), "is required");
+        }
+        let status = to_status(RuntimeError::InvalidArgument(violations));
+        let details = status.get_error_details();
+        let listed = details
+            .bad_request()
+            .map_or(0, |b| b.field_violations.len());
+        assert_eq!(listed, Violations::MAX);
+        assert!(
+            status.message().ends_with("(and 980 more)"),
+            "{}",
+            status.message()
+        );
+        assert!(status.message().len() < 2000);
     }
 }

@@ -73,8 +73,14 @@ pub fn run<S: AsRef<OsStr>>(args: &[S], limit: Duration) -> Output {
 /// Starts `serve --listen 127.0.0.1:0` on the embedded default and learns its address from
 /// the start-up log line. The rest of stderr keeps being drained so the server never blocks.
 pub fn start_server(limit: Duration) -> (Guard, String) {
+    start_server_with(&[], limit)
+}
+
+/// [`start_server`] with more arguments to `serve` (a `--config FILE`).
+pub fn start_server_with(extra: &[&str], limit: Duration) -> (Guard, String) {
     let child = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

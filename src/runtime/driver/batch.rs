@@ -8,7 +8,8 @@ use super::Driver;
 use super::evidence::{EndKind, attempt_error};
 use super::stop::Race;
 use crate::execution::{
-    AttemptCode, CommitTracker, EventPayload, ExecutionResult, PlanTarget, UsageFact, UsageQuantity,
+    AttemptCode, CommitTracker, ErrorCode, EventPayload, ExecutionResult, PlanTarget, UsageFact,
+    UsageQuantity,
 };
 use crate::provider::{ProviderError, ProviderEvent, ProviderStream};
 
@@ -107,10 +108,15 @@ impl Driver {
                     }
                 }
             };
-            let committed = tracker.committed();
-            if !tracker.record(&payload) {
+            if payload.is_empty_output() {
                 continue;
             }
+            if !self.size.admit(&payload) {
+                end = Some(EndKind::Cut(ErrorCode::OutputTooLarge));
+                break;
+            }
+            let committed = tracker.committed();
+            tracker.record(&payload);
             if !committed && tracker.committed() {
                 // Once output is exposed only the deadline may cut the attempt.
                 let (at, code) = self.job.budget.after_commit();
@@ -119,6 +125,7 @@ impl Driver {
             self.pending.push(payload);
         }
         if let Some(EndKind::Succeeded(finish_reason)) = end {
+            self.size.count();
             self.pending
                 .push(EventPayload::Completed(Box::new(ExecutionResult {
                     output: tracker.take_output(),

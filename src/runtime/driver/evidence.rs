@@ -175,6 +175,10 @@ pub(super) fn stop_message(code: ErrorCode, tally: &Tally) -> String {
         }
         ErrorCode::DeadlineExceeded => format!("the deadline passed after {n} attempt(s){last}"),
         ErrorCode::OutputInterrupted => format!("attempt {n} failed after output began{last}"),
+        ErrorCode::OutputTooLarge => format!(
+            "attempt {n} was stopped: the execution reached its output bound \
+             (server.max_output_bytes or server.max_events_per_execution){last}"
+        ),
         ErrorCode::NonRetryable => format!("attempt {n} failed and retrying cannot help{last}"),
         ErrorCode::OutcomeUnknown => {
             format!(

@@ -19,6 +19,7 @@ use crate::store::StoreError;
 impl Driver {
     /// Records an event, to be appended at the next flush.
     pub(super) fn record(&mut self, payload: EventPayload) {
+        self.size.count();
         self.pending.push(payload);
     }
 

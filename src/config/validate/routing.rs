@@ -1,0 +1,127 @@
+//! `[policies.NAME]` and `[abilities.NAME]`: targets that exist, bounded attempts and waits,
+//! and abilities that can route.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::bounds::{self, count, duration, duration_from, items};
+use super::{capabilities, invalid, name};
+use crate::config::raw::{RawAbility, RawPolicy};
+use crate::config::{AbilityConfig, ConfigError, PolicyConfig, ProviderConfig, Target};
+
+pub(super) fn policy(
+    key: &str,
+    table: &str,
+    raw: RawPolicy,
+    providers: &BTreeMap<Arc<str>, ProviderConfig>,
+) -> Result<PolicyConfig, ConfigError> {
+    let name = name(key, table)?;
+    if raw.targets.is_empty() {
+        return Err(invalid(
+            format!("{key}.targets"),
+            "needs at least one target",
+        ));
+    }
+    items(&format!("{key}.targets"), &raw.targets, bounds::MAX_TARGETS)?;
+    let mut targets: Vec<Target> = Vec::with_capacity(raw.targets.len());
+    for (i, t) in raw.targets.iter().enumerate() {
+        let tkey = format!("{key}.targets[{i}]");
+        let Some((provider, model)) = t.split_once('/') else {
+            return Err(invalid(
+                tkey,
+                format!("`{t}` is not of the form `provider/model`"),
+            ));
+        };
+        let Some(p) = providers.get(provider) else {
+            return Err(invalid(tkey, format!("unknown provider `{provider}`")));
+        };
+        let Some(m) = p.model(model) else {
+            return Err(invalid(
+                tkey,
+                format!("provider `{provider}` has no model `{model}`"),
+            ));
+        };
+        let target = Target {
+            provider: p.name.clone(),
+            model: m.name.clone(),
+        };
+        if targets.contains(&target) {
+            return Err(invalid(tkey, format!("`{t}` is listed twice")));
+        }
+        targets.push(target);
+    }
+    Ok(PolicyConfig {
+        name,
+        targets,
+        max_attempts: count(
+            &format!("{key}.max_attempts"),
+            raw.max_attempts,
+            1,
+            bounds::MAX_ATTEMPTS,
+        )?,
+        retry_budget: duration(
+            &format!("{key}.retry_budget"),
+            raw.retry_budget,
+            bounds::MAX_DEADLINE,
+        )?,
+        retries_per_target: count(
+            &format!("{key}.retries_per_target"),
+            raw.retries_per_target,
+            0,
+            bounds::MAX_ATTEMPTS,
+        )?,
+        backoff: duration_from(
+            &format!("{key}.backoff"),
+            raw.backoff,
+            std::time::Duration::ZERO,
+            bounds::MAX_WAIT,
+        )?,
+    })
+}
+
+pub(super) fn ability(
+    key: &str,
+    table: &str,
+    raw: RawAbility,
+    policies: &BTreeMap<Arc<str>, PolicyConfig>,
+    providers: &BTreeMap<Arc<str>, ProviderConfig>,
+) -> Result<AbilityConfig, ConfigError> {
+    let name = name(key, table)?;
+    let lookup = |k: String, p: &str| {
+        policies
+            .get_key_value(p)
+            .map(|(n, _)| n.clone())
+            .ok_or_else(|| invalid(k, format!("unknown policy `{p}`")))
+    };
+    let default_policy = lookup(format!("{key}.policy"), &raw.policy)?;
+    let mut allowed_policies = BTreeSet::from([default_policy.clone()]);
+    for (i, p) in raw.allowed_policies.iter().enumerate() {
+        allowed_policies.insert(lookup(format!("{key}.allowed_policies[{i}]"), p)?);
+    }
+    let requires = capabilities(&format!("{key}.requires"), raw.requires)?;
+    // An ability none of whose policies has a target with every capability it requires
+    // could only ever end in `no_capable_target`: that is a mistake in the file.
+    let routable = allowed_policies.iter().any(|p| {
+        policies[p].targets.iter().any(|t| {
+            providers[&t.provider]
+                .model(&t.model)
+                .is_some_and(|m| requires.is_subset(&m.capabilities))
+        })
+    });
+    if !routable {
+        let required: Vec<&str> = requires.iter().map(String::as_str).collect();
+        return Err(invalid(
+            format!("{key}.requires"),
+            format!(
+                "no target of any policy ability `{table}` allows has every capability it requires ({})",
+                required.join(", ")
+            ),
+        ));
+    }
+    Ok(AbilityConfig {
+        name,
+        default_policy,
+        allowed_policies,
+        requires,
+    })
+}

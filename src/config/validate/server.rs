@@ -1,0 +1,142 @@
+//! `[server]` and `[store]`.
+
+use std::net::SocketAddr;
+
+use super::bounds::{self, count, duration, duration_from};
+use super::invalid;
+use crate::config::raw::{RawServer, RawStore};
+use crate::config::{ConfigError, ServerConfig, StoreConfig, StoreKind};
+
+fn address(key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
+    text.parse().map_err(|_| {
+        invalid(
+            key,
+            format!("`{text}` is not an address like 127.0.0.1:50051"),
+        )
+    })
+}
+
+pub(super) fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
+    let default_deadline = duration(
+        "server.default_deadline",
+        raw.default_deadline,
+        bounds::MAX_DEADLINE,
+    )?;
+    let max_deadline = duration(
+        "server.max_deadline",
+        raw.max_deadline,
+        bounds::MAX_DEADLINE,
+    )?;
+    if default_deadline > max_deadline {
+        return Err(invalid(
+            "server.default_deadline",
+            "must not be longer than server.max_deadline",
+        ));
+    }
+    if raw.metrics_listen.is_some() {
+        // Accepting the key and serving nothing would look like a broken endpoint.
+        return Err(invalid(
+            "server.metrics_listen",
+            "the metrics endpoint is not available in this version",
+        ));
+    }
+    Ok(ServerConfig {
+        listen: address("server.listen", &raw.listen)?,
+        drain_timeout: duration_from(
+            "server.drain_timeout",
+            raw.drain_timeout,
+            std::time::Duration::ZERO,
+            bounds::MAX_WAIT,
+        )?,
+        default_deadline,
+        max_deadline,
+        max_input_bytes: count(
+            "server.max_input_bytes",
+            raw.max_input_bytes,
+            1,
+            bounds::MAX_INPUT_BYTES,
+        )?,
+        max_output_bytes: count(
+            "server.max_output_bytes",
+            raw.max_output_bytes,
+            1,
+            bounds::MAX_OUTPUT_BYTES,
+        )?,
+        // Room for acceptance, routing, an attempt and the terminal event at least.
+        max_events_per_execution: count(
+            "server.max_events_per_execution",
+            raw.max_events_per_execution,
+            16,
+            bounds::MAX_EVENTS,
+        )?,
+        max_connections: count(
+            "server.max_connections",
+            raw.max_connections,
+            1,
+            bounds::MAX_CONNECTIONS,
+        )?,
+        max_concurrent_streams: count(
+            "server.max_concurrent_streams",
+            raw.max_concurrent_streams,
+            1,
+            bounds::MAX_STREAMS,
+        )?,
+        handshake_timeout: duration(
+            "server.handshake_timeout",
+            raw.handshake_timeout,
+            bounds::MAX_HANDSHAKE,
+        )?,
+        keepalive_interval: duration(
+            "server.keepalive_interval",
+            raw.keepalive_interval,
+            bounds::MAX_WAIT,
+        )?,
+        keepalive_timeout: duration(
+            "server.keepalive_timeout",
+            raw.keepalive_timeout,
+            bounds::MAX_WAIT,
+        )?,
+    })
+}
+
+pub(super) fn store(raw: RawStore) -> Result<StoreConfig, ConfigError> {
+    let kind = match raw.kind.as_str() {
+        "memory" => StoreKind::Memory,
+        "file" => {
+            return Err(invalid(
+                "store.kind",
+                "the `file` store is not available in this version; use `memory`",
+            ));
+        }
+        other => {
+            return Err(invalid(
+                "store.kind",
+                format!("unknown kind `{other}`; expected `memory`"),
+            ));
+        }
+    };
+    for (key, value) in [
+        ("store.path", &raw.path),
+        ("store.key_env", &raw.key_env),
+        ("store.key_file", &raw.key_file),
+    ] {
+        if value.is_some() {
+            return Err(invalid(key, "only applies to the `file` store"));
+        }
+    }
+    Ok(StoreConfig {
+        kind,
+        max_executions: count(
+            "store.max_executions",
+            raw.max_executions,
+            1,
+            bounds::MAX_EXECUTIONS,
+        )?,
+        retention: duration_from(
+            "store.retention",
+            raw.retention,
+            std::time::Duration::ZERO,
+            bounds::MAX_RETENTION,
+        )?,
+    })
+}
