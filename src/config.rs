@@ -163,6 +163,9 @@ pub struct HttpEndpointConfig {
     pub base_url: String,
     /// Timeouts of one attempt; each is also cut to the attempt's remaining time.
     pub timeouts: TimeoutsConfig,
+    /// An HTTP proxy every request goes through; `None` (the default) connects directly and
+    /// ignores `HTTP_PROXY`/`HTTPS_PROXY` in the environment.
+    pub proxy: Option<String>,
 }
 
 /// `[providers.NAME] timeouts`.

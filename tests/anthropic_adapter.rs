@@ -6,7 +6,8 @@
 mod common;
 
 use common::adapters::{
-    KEY, assert_error, call, config, estimated, event, provider, reported, spec, split, text,
+    KEY, assert_error, assert_mentions, call, config, estimated, event, provider, reported, spec,
+    split, text,
 };
 use common::upstream::{Upstream, sse};
 use model_runtime::execution::UsageUnit;
@@ -318,4 +319,40 @@ async fn unknown_events_and_blocks_are_skipped() {
         events.last(),
         Some(&ProviderEvent::Finished(FinishReason::Stop))
     );
+}
+
+#[tokio::test]
+async fn extreme_block_indexes_and_overflowing_counts_are_handled() {
+    // The largest index a block can have is looked up like any other, allocating nothing by it.
+    let last = u32::MAX;
+    let server = Upstream::always(sse(&[
+        message_start(r#"{"input_tokens":1,"output_tokens":1}"#),
+        block_start(
+            last,
+            r#"{"type":"tool_use","id":"toolu_1","name":"f","input":{}}"#,
+        ),
+        json_delta(last, r#"{"a":1}"#),
+        block_stop(last),
+        message_delta("tool_use", 3),
+        message_stop(),
+    ]))
+    .await;
+    let p = provider(&config(spec("anthropic", &server.base_url())));
+    let (events, error) = split(call(&p).await);
+    assert_eq!(error, None);
+    assert!(events.contains(&ProviderEvent::ToolCallStarted {
+        index: 0,
+        id: "toolu_1".into(),
+        name: "f".into(),
+    }));
+    // Counts whose sum does not fit a u64 are a malformed reply, not a wrapped number.
+    let server = Upstream::always(sse(&[message_start(&format!(
+        r#"{{"input_tokens":{},"cache_read_input_tokens":2,"output_tokens":1}}"#,
+        u64::MAX
+    ))]))
+    .await;
+    let p = provider(&config(spec("anthropic", &server.base_url())));
+    let error = split(call(&p).await).1.expect("an error");
+    assert_error(&error, ErrorClass::NonRetryable, "protocol_error", "");
+    assert_mentions(&error, "overflow");
 }

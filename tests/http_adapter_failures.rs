@@ -391,28 +391,49 @@ async fn a_json_reply_instead_of_an_event_stream_is_a_protocol_error() {
     assert_mentions(&error, "not an event stream");
 }
 
+/// A reply of one `huge` delta then `end`, sent in 64 KiB pieces.
+async fn one_big_delta(kind: Kind, huge: &str) -> Upstream {
+    let mut bytes = Vec::new();
+    for e in kind.whole_reply(&[huge, "end"]) {
+        bytes.extend_from_slice(e.as_bytes());
+    }
+    let steps = bytes
+        .chunks(64 * 1024)
+        .map(|c| Step::Send(c.to_vec()))
+        .collect();
+    Upstream::always(sse_steps(steps)).await
+}
+
 #[tokio::test]
-async fn a_multi_megabyte_reply_arrives_whole() {
-    let huge = "lorem ipsum ".repeat(5 * 1024 * 1024 / 12);
+async fn a_large_event_arrives_whole_and_one_past_the_bound_is_refused() {
+    // Just under the 1 MiB an event may hold (with its JSON around the text).
+    let large = "lorem ipsum ".repeat(1000 * 1024 / 12);
     for kind in KINDS {
-        let mut bytes = Vec::new();
-        for e in kind.whole_reply(&[&huge, "end"]) {
-            bytes.extend_from_slice(e.as_bytes());
-        }
-        let steps = bytes
-            .chunks(64 * 1024)
-            .map(|c| Step::Send(c.to_vec()))
-            .collect();
-        let server = Upstream::always(sse_steps(steps)).await;
+        let server = one_big_delta(kind, &large).await;
         let p = provider(&config(spec(kind.name(), &server.base_url())));
         let (events, error) = split(call(&p).await);
         assert_eq!(error, None);
-        assert_eq!(events[0], text(&huge), "{kind:?}");
+        assert_eq!(events[0], text(&large), "{kind:?}");
         assert_eq!(events[1], text("end"));
         assert_eq!(
             events.last(),
             Some(&ProviderEvent::Finished(FinishReason::Stop))
         );
+    }
+    // Five MiB in one event: a malformed reply, not five MiB held per call.
+    let huge = "lorem ipsum ".repeat(5 * 1024 * 1024 / 12);
+    for kind in KINDS {
+        let server = one_big_delta(kind, &huge).await;
+        let p = provider(&config(spec(kind.name(), &server.base_url())));
+        let (events, error) = split(call(&p).await);
+        assert!(
+            events
+                .iter()
+                .all(|e| !matches!(e, ProviderEvent::TextDelta(_)))
+        );
+        let error = error.expect("an error");
+        assert_error(&error, ErrorClass::NonRetryable, "protocol_error", "");
+        assert_mentions(&error, "larger than the limit");
     }
 }
 

@@ -441,3 +441,27 @@ async fn adapters_never_show_the_key_in_debug_output() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_largest_tool_call_index_is_one_more_call() {
+    let server = Upstream::always(sse(&[
+        chunk(
+            r#"{"tool_calls":[{"index":4294967295,"id":"call_x","function":{"name":"f","arguments":"{}"}}]}"#,
+            "null",
+        ),
+        chunk("{}", r#""tool_calls""#),
+        done(),
+    ]))
+    .await;
+    let p = provider(&config(spec("openai", &server.base_url())));
+    let (events, error) = split(call(&p).await);
+    assert_eq!(error, None);
+    assert_eq!(
+        events[0],
+        ProviderEvent::ToolCallStarted {
+            index: 0,
+            id: "call_x".into(),
+            name: "f".into(),
+        }
+    );
+}

@@ -198,6 +198,18 @@ impl ProviderSpec {
         self
     }
 
+    /// `proxy` (HTTP adapters).
+    pub fn proxy(mut self, url: &str) -> Self {
+        self.0.proxy = Some(url.to_owned());
+        self
+    }
+
+    /// `allow_insecure_http` (HTTP adapters).
+    pub fn allow_insecure_http(mut self, allow: bool) -> Self {
+        self.0.allow_insecure_http = allow;
+        self
+    }
+
     /// `max_concurrency`.
     pub fn max_concurrency(mut self, permits: u32) -> Self {
         self.0.max_concurrency = permits;

@@ -102,6 +102,9 @@ pub(super) struct RawProvider {
     pub anthropic_version: Option<String>,
     pub default_max_output_tokens: Option<u32>,
     pub max_tokens_field: Option<String>,
+    pub proxy: Option<String>,
+    #[serde(default)]
+    pub allow_insecure_http: bool,
     #[serde(default = "default_max_concurrency")]
     pub max_concurrency: u32,
     #[serde(default = "default_queue_capacity")]
@@ -124,6 +127,8 @@ impl RawProvider {
             anthropic_version: None,
             default_max_output_tokens: None,
             max_tokens_field: None,
+            proxy: None,
+            allow_insecure_http: false,
             max_concurrency: default_max_concurrency(),
             queue_capacity: default_queue_capacity(),
             retry_unknown_outcome: false,

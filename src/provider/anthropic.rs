@@ -7,11 +7,13 @@
 
 mod request;
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::exchange::{self, Decoder};
 use super::http::{Upstream, endpoint, secret_header};
@@ -70,37 +72,27 @@ impl Provider for AnthropicProvider {
     }
 }
 
-/// One event's `data`, by its `type`.
+/// One event's `data`: every field any event type has, each optional, read in one pass with
+/// unknown fields skipped. (An internally tagged enum would first buffer the whole object
+/// into a tree to find its `type`: a tree of whatever size the upstream sent.)
 #[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Event {
-    MessageStart {
-        message: MessageStart,
-    },
-    ContentBlockStart {
-        index: u32,
-        content_block: Block,
-    },
-    ContentBlockDelta {
-        index: u32,
-        delta: BlockDelta,
-    },
-    ContentBlockStop {
-        index: u32,
-    },
-    MessageDelta {
-        #[serde(default)]
-        delta: Option<MessageDeltaBody>,
-        #[serde(default)]
-        usage: Option<Usage>,
-    },
-    MessageStop,
-    Ping,
-    Error {
-        error: Value,
-    },
-    #[serde(other)]
-    Unknown,
+struct Event<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    message: Option<MessageStart>,
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    content_block: Option<Block>,
+    /// A content block's delta (`content_block_delta`) or the message's (`message_delta`).
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    /// The error object of an `error` event, as its JSON text.
+    #[serde(default)]
+    error: Option<Box<RawValue>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,38 +101,31 @@ struct MessageStart {
     usage: Option<Usage>,
 }
 
+/// A content block as `content_block_start` opens it.
 #[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Block {
-    Text {
-        #[serde(default)]
-        text: String,
-    },
-    ToolUse {
-        id: String,
-        name: String,
-        #[serde(default)]
-        input: Option<Value>,
-    },
-    #[serde(other)]
-    Other,
+struct Block {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    /// A tool call's arguments when none are streamed, as their JSON text.
+    #[serde(default)]
+    input: Option<Box<RawValue>>,
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum BlockDelta {
-    TextDelta {
-        text: String,
-    },
-    InputJsonDelta {
-        partial_json: String,
-    },
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Debug, Deserialize)]
-struct MessageDeltaBody {
+struct Delta {
+    /// `text_delta` or `input_json_delta` in a block's delta; absent in the message's.
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    partial_json: Option<String>,
     #[serde(default)]
     stop_reason: Option<String>,
 }
@@ -166,8 +151,9 @@ enum BlockState {
         ordinal: u32,
         /// Whether any argument text was streamed.
         streamed: bool,
-        /// The `input` of `content_block_start`: the arguments when none are streamed.
-        initial: Option<Value>,
+        /// The `input` of `content_block_start` (its JSON text): the arguments when none are
+        /// streamed.
+        initial: Option<Box<RawValue>>,
     },
     Other,
 }
@@ -176,7 +162,8 @@ enum BlockState {
 #[derive(Debug, Default)]
 struct EventDecoder {
     stop: Option<FinishReason>,
-    blocks: Vec<(u32, BlockState)>,
+    /// By the provider's block index: found at once, whatever numbers it uses.
+    blocks: HashMap<u32, BlockState>,
     tools: u32,
     /// Uncached, cache-read and cache-write prompt tokens as last reported.
     input: [Option<u64>; 3],
@@ -193,28 +180,35 @@ impl Decoder for EventDecoder {
         let parsed: Event = serde_json::from_str(&event.data).map_err(|e| {
             upstream.malformed_json("an event is not a messages stream event", &e, &event.data)
         })?;
-        match parsed {
-            Event::MessageStart { message } => {
+        let missing = |what: &str| {
+            upstream.protocol_error(&format!("a `{}` event has no {what}", parsed.kind), "")
+        };
+        match &*parsed.kind {
+            "message_start" => {
                 // Its `output_tokens` is a placeholder; `message_delta` brings the count.
                 // The input count goes to the tally, not out as an event yet: `message_delta`
                 // is cumulative and may restate it, which would report it twice. A call cut
                 // before the end still hands it over (`CallStream::unreported_usage`).
-                if let Some(reported) = message.usage {
-                    self.report_input(&reported, usage);
+                if let Some(reported) = parsed.message.as_ref().and_then(|m| m.usage.as_ref()) {
+                    self.report_input(upstream, reported, usage)?;
                 }
             }
-            Event::ContentBlockStart {
-                index,
-                content_block,
-            } => {
-                let state = match content_block {
-                    Block::Text { text } => {
-                        if !text.is_empty() {
+            "content_block_start" => {
+                let index = parsed.index.ok_or_else(|| missing("index"))?;
+                let block = parsed
+                    .content_block
+                    .ok_or_else(|| missing("content_block"))?;
+                let state = match block.kind.as_str() {
+                    "text" => {
+                        if let Some(text) = block.text.filter(|t| !t.is_empty()) {
                             out.push(ProviderEvent::TextDelta(text));
                         }
                         BlockState::Text
                     }
-                    Block::ToolUse { id, name, input } => {
+                    "tool_use" => {
+                        let (Some(id), Some(name)) = (block.id, block.name) else {
+                            return Err(missing("tool call id and name"));
+                        };
                         let ordinal = self.tools;
                         self.tools += 1;
                         out.push(ProviderEvent::ToolCallStarted {
@@ -225,40 +219,48 @@ impl Decoder for EventDecoder {
                         BlockState::Tool {
                             ordinal,
                             streamed: false,
-                            initial: input,
+                            initial: block.input,
                         }
                     }
-                    Block::Other => BlockState::Other,
+                    _ => BlockState::Other,
                 };
-                self.blocks.push((index, state));
+                self.blocks.insert(index, state);
             }
-            Event::ContentBlockDelta { index, delta } => match (delta, self.block(index)) {
-                (BlockDelta::TextDelta { text }, _) => {
-                    if !text.is_empty() {
-                        out.push(ProviderEvent::TextDelta(text));
+            "content_block_delta" => {
+                let index = parsed.index.ok_or_else(|| missing("index"))?;
+                let delta = parsed.delta.ok_or_else(|| missing("delta"))?;
+                match (delta.kind.as_deref(), self.block(index)) {
+                    (Some("text_delta"), _) => {
+                        let text = delta.text.ok_or_else(|| missing("text"))?;
+                        if !text.is_empty() {
+                            out.push(ProviderEvent::TextDelta(text));
+                        }
                     }
-                }
-                (
-                    BlockDelta::InputJsonDelta { partial_json },
-                    Some(BlockState::Tool {
-                        ordinal, streamed, ..
-                    }),
-                ) => {
-                    if !partial_json.is_empty() {
-                        *streamed = true;
-                        out.push(ProviderEvent::ToolCallArgumentsDelta {
-                            index: *ordinal,
-                            delta: partial_json,
-                        });
+                    (
+                        Some("input_json_delta"),
+                        Some(BlockState::Tool {
+                            ordinal, streamed, ..
+                        }),
+                    ) => {
+                        let partial_json =
+                            delta.partial_json.ok_or_else(|| missing("partial_json"))?;
+                        if !partial_json.is_empty() {
+                            *streamed = true;
+                            out.push(ProviderEvent::ToolCallArgumentsDelta {
+                                index: *ordinal,
+                                delta: partial_json,
+                            });
+                        }
                     }
+                    (Some("input_json_delta"), _) => {
+                        let what = "tool input arrived for a block that is not a tool call";
+                        return Err(upstream.protocol_error(what, &event.data));
+                    }
+                    _ => {}
                 }
-                (BlockDelta::InputJsonDelta { .. }, _) => {
-                    let what = "tool input arrived for a block that is not a tool call";
-                    return Err(upstream.protocol_error(what, &event.data));
-                }
-                (BlockDelta::Other, _) => {}
-            },
-            Event::ContentBlockStop { index } => {
+            }
+            "content_block_stop" => {
+                let index = parsed.index.ok_or_else(|| missing("index"))?;
                 if let Some(BlockState::Tool {
                     ordinal,
                     streamed: false,
@@ -268,29 +270,28 @@ impl Decoder for EventDecoder {
                     // A call whose arguments were all in `content_block_start` (usually `{}`).
                     out.push(ProviderEvent::ToolCallArgumentsDelta {
                         index: *ordinal,
-                        delta: input.to_string(),
+                        delta: input.get().to_owned(),
                     });
                 }
             }
-            Event::MessageDelta {
-                delta,
-                usage: reported,
-            } => {
-                if let Some(reason) = delta.and_then(|d| d.stop_reason) {
+            "message_delta" => {
+                if let Some(reason) = parsed.delta.and_then(|d| d.stop_reason) {
                     self.stop = Some(stop_reason(&reason));
                 }
-                if let Some(reported) = reported {
+                if let Some(reported) = &parsed.usage {
                     if let Some(output) = reported.output_tokens {
                         usage.report(UsageUnit::OUTPUT_TOKENS, output);
                     }
-                    self.report_input(&reported, usage);
+                    self.report_input(upstream, reported, usage)?;
                 }
             }
-            Event::MessageStop => return Ok(Some(self.stop.unwrap_or(FinishReason::Other))),
-            Event::Error { error } => {
-                return Err(upstream.stream_error(&error));
+            "message_stop" => return Ok(Some(self.stop.unwrap_or(FinishReason::Other))),
+            "error" => {
+                let error = parsed.error.as_deref().map_or("", RawValue::get);
+                return Err(upstream.stream_error(error.as_bytes()));
             }
-            Event::Ping | Event::Unknown => {}
+            // `ping`, and event types this adapter does not know, carry nothing for it.
+            _ => {}
         }
         Ok(None)
     }
@@ -302,16 +303,18 @@ impl Decoder for EventDecoder {
 
 impl EventDecoder {
     fn block(&mut self, index: u32) -> Option<&mut BlockState> {
-        self.blocks
-            .iter_mut()
-            .find(|(i, _)| *i == index)
-            .map(|(_, state)| state)
+        self.blocks.get_mut(&index)
     }
 
     /// Anthropic's `input_tokens` leaves out cached tokens; the runtime's `input_tokens`
     /// counts every prompt token, with `cached_input_tokens` and `cache_write_input_tokens`
     /// as parts of it (the OpenAI convention), so the units mean one thing across providers.
-    fn report_input(&mut self, reported: &Usage, usage: &mut UsageTally) {
+    fn report_input(
+        &mut self,
+        upstream: &Upstream,
+        reported: &Usage,
+        usage: &mut UsageTally,
+    ) -> Result<(), ProviderError> {
         let fields = [
             reported.input_tokens,
             reported.cache_read_input_tokens,
@@ -324,9 +327,17 @@ impl EventDecoder {
         }
         let [uncached, read, write] = self.input;
         if uncached.is_none() && read.is_none() && write.is_none() {
-            return;
+            return Ok(());
         }
-        let total = [uncached, read, write].into_iter().flatten().sum();
+        // Counts from upstream are checked: a sum past u64 is a malformed reply, not a
+        // number that wraps.
+        let total = [uncached, read, write]
+            .into_iter()
+            .flatten()
+            .try_fold(0u64, u64::checked_add)
+            .ok_or_else(|| {
+                upstream.protocol_error("the reported prompt token counts overflow", "")
+            })?;
         usage.report(UsageUnit::INPUT_TOKENS, total);
         if let Some(read) = read {
             usage.report(UsageUnit::CACHED_INPUT_TOKENS, read);
@@ -334,6 +345,7 @@ impl EventDecoder {
         if let Some(write) = write {
             usage.report(UsageUnit::new(CACHE_WRITE_INPUT_TOKENS), write);
         }
+        Ok(())
     }
 }
 

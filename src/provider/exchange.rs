@@ -290,8 +290,9 @@ impl<D: Decoder> Exchange<D> {
                 return self.fail(error);
             }
             Ok(Err(error)) => {
-                let why = format!("broke ({})", cause(&error));
-                return self.fail(self.upstream.interrupted(&why, self.output_started));
+                // The network's account of it is for the log, not the caller.
+                tracing::warn!(provider = %self.upstream.name, cause = %cause(&error), "provider response broke");
+                return self.fail(self.upstream.interrupted("broke", self.output_started));
             }
             Ok(Ok(None)) => return self.end_of_body(),
             Ok(Ok(Some(piece))) => piece,

@@ -6,6 +6,7 @@
 //! [`ErrorClass`]: crate::execution::ErrorClass
 
 mod classify;
+mod detail;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,34 +33,47 @@ const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 #[error("building the HTTP client: {0}")]
 pub struct ClientError(#[from] reqwest::Error);
 
-/// The HTTP clients of one runtime. A reqwest client fixes its connect timeout, so providers
-/// share one client per distinct `timeouts.connect` (in practice one: the default), and with
-/// it the connection pool and TLS configuration.
+/// The HTTP clients of one runtime. A reqwest client fixes its connect timeout and proxy, so
+/// providers share one client per distinct pair (in practice one: the defaults), and with it
+/// the connection pool and TLS configuration.
 #[derive(Debug, Default)]
 pub struct HttpClients {
-    by_connect_timeout: BTreeMap<Duration, reqwest::Client>,
+    by_settings: BTreeMap<(Duration, Option<String>), reqwest::Client>,
 }
 
 impl HttpClients {
-    /// The client for providers whose connect timeout is `connect`.
-    pub fn client(&mut self, connect: Duration) -> Result<reqwest::Client, ClientError> {
-        if let Some(client) = self.by_connect_timeout.get(&connect) {
+    /// The client for providers whose connect timeout is `connect`, through `proxy` if one
+    /// is configured (else directly, whatever the environment's proxy variables say).
+    pub fn client(
+        &mut self,
+        connect: Duration,
+        proxy: Option<&str>,
+    ) -> Result<reqwest::Client, ClientError> {
+        let settings = (connect, proxy.map(str::to_owned));
+        if let Some(client) = self.by_settings.get(&settings) {
             return Ok(client.clone());
         }
-        let client = build_client(connect)?;
-        self.by_connect_timeout.insert(connect, client.clone());
+        let client = build_client(connect, proxy)?;
+        self.by_settings.insert(settings, client.clone());
         Ok(client)
     }
 }
 
-fn build_client(connect: Duration) -> Result<reqwest::Client, ClientError> {
+fn build_client(connect: Duration, proxy: Option<&str>) -> Result<reqwest::Client, ClientError> {
     // reqwest is built without a bundled crypto provider (see Cargo.toml); use ring unless
     // the embedding program installed one of its own. An error means another thread
     // installed one first, which then serves us as well.
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
-    let client = reqwest::Client::builder()
+    let builder = reqwest::Client::builder();
+    // Only a proxy the configuration names: HTTP(S)_PROXY in the environment would send
+    // provider traffic, keys included, somewhere the configuration does not say.
+    let builder = match proxy {
+        Some(url) => builder.proxy(reqwest::Proxy::all(url)?),
+        None => builder.no_proxy(),
+    };
+    let client = builder
         .connect_timeout(connect)
         // Deltas are forwarded the moment they arrive: no Nagle delay on provider sockets.
         .tcp_nodelay(true)

@@ -10,8 +10,10 @@ mod request;
 use std::sync::Arc;
 
 use reqwest::header::{AUTHORIZATION, HeaderMap};
+use std::collections::HashMap;
+
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::exchange::{self, Decoder};
 use super::http::{Upstream, endpoint, secret_header};
@@ -75,7 +77,7 @@ struct Chunk {
     #[serde(default)]
     usage: Option<Usage>,
     #[serde(default)]
-    error: Option<Value>,
+    error: Option<Box<RawValue>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,9 +115,10 @@ struct ToolCallDelta {
 struct FunctionDelta {
     #[serde(default)]
     name: Option<String>,
-    /// JSON text; some servers (Ollama) send the arguments as an object instead.
+    /// JSON text; some servers (Ollama) send the arguments as an object instead, kept as its
+    /// JSON text.
     #[serde(default)]
-    arguments: Option<Value>,
+    arguments: Option<Box<RawValue>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -145,8 +148,6 @@ struct CompletionDetails {
 /// A tool call being streamed.
 #[derive(Debug)]
 struct ToolState {
-    /// The provider's `index`, if it sent one.
-    provider_index: Option<u32>,
     id: Option<String>,
     name: Option<String>,
     /// Whether `ToolCallStarted` went out (it needs the name).
@@ -161,6 +162,9 @@ struct ChunkDecoder {
     finish: Option<FinishReason>,
     /// In order of first appearance: the position is the SPI tool-call index.
     tools: Vec<ToolState>,
+    /// The provider's tool-call `index` -> position in `tools`: found at once however many
+    /// calls a reply has, whatever numbers the provider uses.
+    by_index: HashMap<u32, usize>,
 }
 
 impl Decoder for ChunkDecoder {
@@ -180,7 +184,7 @@ impl Decoder for ChunkDecoder {
             upstream.malformed_json("a chunk is not a chat completion chunk", &e, data)
         })?;
         if let Some(error) = &chunk.error {
-            return Err(upstream.stream_error(error));
+            return Err(upstream.stream_error(error.get().as_bytes()));
         }
         if let Some(reported) = chunk.usage {
             report(usage, &reported);
@@ -227,10 +231,7 @@ impl ChunkDecoder {
     fn slot(&mut self, call: &ToolCallDelta, name: Option<&str>) -> usize {
         let id = call.id.as_deref().filter(|id| !id.is_empty());
         let existing = match call.index {
-            Some(index) => self
-                .tools
-                .iter()
-                .position(|t| t.provider_index == Some(index)),
+            Some(index) => self.by_index.get(&index).copied(),
             // Without an index (some compatible servers send each call whole, in a chunk of
             // its own), a delta continues the latest call unless it brings what only a new
             // call does: another id, or a name when that call already has one.
@@ -243,13 +244,16 @@ impl ChunkDecoder {
         };
         existing.unwrap_or_else(|| {
             self.tools.push(ToolState {
-                provider_index: call.index,
                 id: None,
                 name: None,
                 started: false,
                 held: String::new(),
             });
-            self.tools.len() - 1
+            let position = self.tools.len() - 1;
+            if let Some(index) = call.index {
+                self.by_index.insert(index, position);
+            }
+            position
         })
     }
 
@@ -274,10 +278,13 @@ impl ChunkDecoder {
             if tool.name.is_none() {
                 tool.name = name;
             }
-            let arguments = match arguments {
-                None | Some(Value::Null) => String::new(),
-                Some(Value::String(text)) => text,
-                Some(object) => object.to_string(),
+            let arguments = match arguments.as_deref().map(RawValue::get) {
+                None | Some("null") => String::new(),
+                // A JSON string: its text. One that does not decode is kept as sent.
+                Some(text) if text.starts_with('"') => {
+                    serde_json::from_str(text).unwrap_or_else(|_| text.to_owned())
+                }
+                Some(object) => object.to_owned(),
             };
             if !tool.started {
                 let Some(name) = tool.name.clone() else {

@@ -66,9 +66,9 @@ fn adapter(
     config: &ProviderConfig,
     clients: &mut HttpClients,
 ) -> Result<Arc<dyn Provider>, ProviderInitError> {
-    let mut client = |connect| {
+    let mut client = |endpoint: &crate::config::HttpEndpointConfig| {
         clients
-            .client(connect)
+            .client(endpoint.timeouts.connect, endpoint.proxy.as_deref())
             .map_err(|e| ProviderInitError::new(&config.name, e.to_string()))
     };
     Ok(match &config.adapter {
@@ -81,12 +81,12 @@ fn adapter(
         AdapterConfig::OpenAi(openai) => Arc::new(OpenAiProvider::new(
             config.name.clone(),
             openai,
-            client(openai.endpoint.timeouts.connect)?,
+            client(&openai.endpoint)?,
         )?),
         AdapterConfig::Anthropic(anthropic) => Arc::new(AnthropicProvider::new(
             config.name.clone(),
             anthropic,
-            client(anthropic.endpoint.timeouts.connect)?,
+            client(&anthropic.endpoint)?,
         )?),
     })
 }

@@ -3,12 +3,15 @@
 //! be split across any number of pieces, `:` lines are comments, and an event ends at a
 //! blank line. Each byte is scanned once, so a multi-megabyte event costs linear time.
 
-/// Upper bound on one line or one event's data; past it the stream is malformed rather than
-/// a reason to exhaust memory. Every running call may buffer this much, so the bound is what
-/// one misbehaving upstream can pin per call (times `max_concurrency`): 16 MiB is far above
-/// any real event (a whole long reply is a few hundred KiB) yet keeps a provider at 64 calls
-/// under 1 GiB.
-pub(crate) const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+/// Upper bound on one event: its data so far and the line being received, together. Past it
+/// the stream is malformed rather than a reason to exhaust memory. Every running call may
+/// hold this much, so the bound is what one misbehaving upstream can pin per call (times
+/// `max_concurrency`): 1 MiB is far above any real event (a chunk carries a token or a few;
+/// even a whole long reply sent as one event is a few hundred KiB).
+pub(crate) const MAX_EVENT_BYTES: usize = 1024 * 1024;
+
+/// How much of an offending line an error keeps for the log.
+const OFFENDING_BYTES: usize = 256;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +120,8 @@ impl SseParser {
         }
         self.buf.drain(..start);
         self.scanned -= start;
-        if self.buf.len() > self.limit {
+        // One budget for the event: what it has gathered and the line still coming.
+        if self.buf.len() + self.data.len() > self.limit {
             return Err(SseError::TooLarge);
         }
         Ok(())
@@ -137,7 +141,7 @@ impl SseParser {
     /// Handles one complete line (without its terminator).
     fn line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
         let mut line = std::str::from_utf8(line).map_err(|_| SseError::InvalidUtf8 {
-            line: String::from_utf8_lossy(line).into_owned(),
+            line: String::from_utf8_lossy(&line[..line.len().min(OFFENDING_BYTES)]).into_owned(),
         })?;
         if std::mem::take(&mut self.at_start) {
             line = line.strip_prefix('\u{feff}').unwrap_or(line);

@@ -78,9 +78,15 @@ pub fn start_server(limit: Duration) -> (Guard, String) {
 
 /// [`start_server`] with more arguments to `serve` (a `--config FILE`).
 pub fn start_server_with(extra: &[&str], limit: Duration) -> (Guard, String) {
+    start_server_env(extra, &[], limit)
+}
+
+/// [`start_server_with`] with variables set in the server's environment.
+pub fn start_server_env(extra: &[&str], env: &[(&str, &str)], limit: Duration) -> (Guard, String) {
     let child = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(extra)
+        .envs(env.iter().copied())
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -33,6 +33,8 @@ pub(super) fn adapter(
     for (field, present, used_by) in [
         ("base_url", raw.base_url.is_some(), http),
         ("api_key_env", raw.api_key_env.is_some(), http),
+        ("proxy", raw.proxy.is_some(), http),
+        ("allow_insecure_http", raw.allow_insecure_http, http),
         (
             "max_tokens_field",
             raw.max_tokens_field.is_some(),
@@ -56,6 +58,8 @@ pub(super) fn adapter(
             ));
         }
     }
+    // A key sent over plain http to another machine can be read by anyone on the path.
+    let with_key = raw.api_key_env.is_some();
     let endpoint = || -> Result<HttpEndpointConfig, ConfigError> {
         // Connecting happens inside the first-byte wait. A connect timeout that long could
         // never fire: a slow connect would end as a first-byte `timeout` (outcome unknown,
@@ -71,9 +75,25 @@ pub(super) fn adapter(
                 ),
             ));
         }
+        let url_key = format!("{key}.base_url");
+        let base_url = base_url(&url_key, kind, raw.base_url.as_deref())?;
+        if with_key && !raw.allow_insecure_http && !secure_enough(&base_url) {
+            return Err(invalid(
+                url_key,
+                format!(
+                    "would send the API key over plain http to a host that is not this machine; \
+                     use https, or set {key}.allow_insecure_http = true"
+                ),
+            ));
+        }
         Ok(HttpEndpointConfig {
-            base_url: base_url(&format!("{key}.base_url"), kind, raw.base_url.as_deref())?,
+            base_url,
             timeouts,
+            proxy: raw
+                .proxy
+                .as_deref()
+                .map(|p| proxy(&format!("{key}.proxy"), p))
+                .transpose()?,
         })
     };
     let api_key = |var: &str| api_key(&format!("{key}.api_key_env"), var, env);
@@ -154,6 +174,35 @@ fn base_url(key: &str, adapter: &str, text: Option<&str>) -> Result<String, Conf
         return Err(invalid(key, "must not have a query or a fragment"));
     }
     Ok(text.trim_end_matches('/').to_owned())
+}
+
+/// Whether a key may go to `base_url` (already checked to be http or https): over https, or
+/// over http to this machine.
+fn secure_enough(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else {
+        return false;
+    };
+    if url.scheme() == "https" {
+        return true;
+    }
+    match url.host_str() {
+        Some(host) if host.eq_ignore_ascii_case("localhost") => true,
+        Some(host) => host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback()),
+        None => false,
+    }
+}
+
+/// A proxy URL (http or https).
+fn proxy(key: &str, text: &str) -> Result<String, ConfigError> {
+    let url = reqwest::Url::parse(text).map_err(|e| invalid(key, format!("is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid(key, "must be an http:// or https:// URL"));
+    }
+    Ok(text.to_owned())
 }
 
 /// Reads the key from the variable `var`. Errors name the variable, never the value.

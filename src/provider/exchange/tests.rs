@@ -35,7 +35,9 @@ fn exchange() -> Exchange<Silent> {
     let upstream = Upstream {
         name: "main".into(),
         adapter: "anthropic",
-        client: HttpClients::default().client(timeouts.connect).unwrap(),
+        client: HttpClients::default()
+            .client(timeouts.connect, None)
+            .unwrap(),
         timeouts,
         secret: None,
         url: reqwest::Url::parse("http://127.0.0.1:9/v1/messages").unwrap(),

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
+use super::detail::ErrorDetail;
 use super::{Upstream, cause};
 use crate::execution::{AttemptCode, ErrorClass};
 use crate::provider::ProviderError;
@@ -24,9 +25,11 @@ const QUOTE_LIMIT: usize = 200;
 
 impl Upstream {
     /// A transport error of `send`: before the request left (retryable) or after (the remote
-    /// may be running it).
+    /// may be running it). What the network or TLS layer said goes to the log, not to the
+    /// caller: it names hosts, addresses and certificate details of the deployment.
     pub fn transport_error(&self, error: &reqwest::Error) -> ProviderError {
         let cause = cause(error);
+        tracing::warn!(provider = %self.name, adapter = self.adapter, cause = %cause, "provider request failed");
         if error.is_connect() {
             let what = if error.is_timeout() {
                 format!(
@@ -38,19 +41,19 @@ impl Upstream {
             };
             return ProviderError::retryable(
                 AttemptCode::ConnectFailed,
-                format!("{}: {what}: {cause}", self.label()),
+                format!("{}: {what}", self.label()),
             );
         }
         if error.is_builder() {
             return ProviderError::non_retryable(
                 AttemptCode::InvalidRequest,
-                format!("{}: the request could not be built: {cause}", self.label()),
+                format!("{}: the request could not be built", self.label()),
             );
         }
         ProviderError::outcome_unknown(
             AttemptCode::ConnectionLost,
             format!(
-                "{}: the connection failed after the request was sent, before a response: {cause}",
+                "{}: the connection failed after the request was sent, before a response",
                 self.label()
             ),
         )
@@ -64,10 +67,7 @@ impl Upstream {
         body: &[u8],
     ) -> ProviderError {
         let code = status.as_u16();
-        let detail = match serde_json::from_slice::<serde_json::Value>(body) {
-            Ok(value) => self.detail(&value),
-            Err(_) => ErrorDetail::default(),
-        };
+        let detail = self.detail(body);
         let mut error = self
             .by_status(code, &format!("(HTTP {code})"), &detail)
             .unwrap_or_else(|| {
@@ -179,8 +179,8 @@ impl Upstream {
     /// What a provider's error JSON says, with the key blanked out of every part of it. The
     /// whole text is cleaned before anything cuts it short: a key cut in two by a later
     /// truncation would no longer match, and its first half would reach the caller.
-    fn detail(&self, value: &serde_json::Value) -> ErrorDetail {
-        let mut detail = ErrorDetail::from_json(value);
+    fn detail(&self, json: &[u8]) -> ErrorDetail {
+        let mut detail = ErrorDetail::parse(json);
         for text in [&mut detail.kind, &mut detail.message]
             .into_iter()
             .flatten()
@@ -207,7 +207,7 @@ impl Upstream {
     /// error would have had: by its type where it is a known one, else by the status that
     /// vLLM and llama.cpp put in a numeric `code`. The provider stopped working on the
     /// request, so nothing is left running remotely.
-    pub fn stream_error(&self, error: &serde_json::Value) -> ProviderError {
+    pub fn stream_error(&self, error: &[u8]) -> ProviderError {
         let detail = self.detail(error);
         let label = self.label();
         let kind = detail.kind.as_deref().unwrap_or("");
@@ -295,54 +295,7 @@ fn whole_millis(limit: Duration) -> Duration {
     Duration::from_millis(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// What a provider's JSON error says: `{"error": {"type", "code", "message"}}` (OpenAI,
-/// Anthropic, llama.cpp, vLLM) or the same keys at the top level (older vLLM). Read it
-/// through [`Upstream::detail`], which blanks out the key.
-#[derive(Debug, Default)]
-pub(super) struct ErrorDetail {
-    /// A short identifier such as `overloaded_error`, if it looks like one.
-    pub kind: Option<String>,
-    /// The human message.
-    pub message: Option<String>,
-    /// A numeric `code` that can be an HTTP status (vLLM and llama.cpp put the status they
-    /// would have answered with there).
-    pub status: Option<u16>,
-}
-
 impl ErrorDetail {
-    /// Reads an error object, or an object holding one under `error`.
-    pub(super) fn from_json(value: &serde_json::Value) -> Self {
-        let error = match value.get("error") {
-            Some(inner @ serde_json::Value::Object(_)) => inner,
-            Some(serde_json::Value::String(message)) => {
-                return Self {
-                    message: Some(message.clone()),
-                    ..Self::default()
-                };
-            }
-            _ => value,
-        };
-        let status = error
-            .get("code")
-            .and_then(serde_json::Value::as_u64)
-            .and_then(|code| u16::try_from(code).ok());
-        let text = |key: &str| error.get(key).and_then(serde_json::Value::as_str);
-        let kind = text("type")
-            .or_else(|| text("code"))
-            .filter(|k| {
-                !k.is_empty()
-                    && k.len() <= 64
-                    && k.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
-            })
-            .map(str::to_owned);
-        Self {
-            kind,
-            message: text("message").map(str::to_owned),
-            status,
-        }
-    }
-
     /// `: overloaded_error`, or nothing.
     fn kind(&self) -> String {
         self.kind

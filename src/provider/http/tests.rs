@@ -5,7 +5,8 @@ use std::time::{Duration, SystemTime};
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderValue};
 
-use super::classify::{ErrorDetail, retry_after, truncate};
+use super::classify::{retry_after, truncate};
+use super::detail::ErrorDetail;
 use super::*;
 use crate::execution::ErrorClass;
 
@@ -18,7 +19,9 @@ fn upstream() -> Upstream {
     Upstream {
         name: "main".into(),
         adapter: "openai",
-        client: HttpClients::default().client(timeouts.connect).unwrap(),
+        client: HttpClients::default()
+            .client(timeouts.connect, None)
+            .unwrap(),
         timeouts,
         secret: Some(crate::config::Secret::new("sk-live-key")),
         url: reqwest::Url::parse("http://127.0.0.1:9/v1/chat/completions").unwrap(),
@@ -161,7 +164,7 @@ fn quoted_provider_text_never_carries_the_key() {
         "{}",
         error.message
     );
-    let error = up.stream_error(&serde_json::from_slice(body).unwrap());
+    let error = up.stream_error(body);
     assert!(!error.message.contains("sk-live-key"), "{}", error.message);
 }
 
@@ -174,7 +177,7 @@ fn a_key_cut_in_two_by_the_quote_limit_is_still_blanked() {
     let error = serde_json::json!({"error": {"message": message, "type": "invalid_request_error"}});
     let body = serde_json::to_vec(&error).unwrap();
     let from_status = up.status_error(StatusCode::BAD_REQUEST, &HeaderMap::new(), &body);
-    let from_stream = up.stream_error(&error);
+    let from_stream = up.stream_error(error.to_string().as_bytes());
     for error in [from_status, from_stream] {
         assert_eq!(error.code.as_str(), "invalid_request");
         assert!(!error.message.contains("sk-"), "{}", error.message);
@@ -189,7 +192,7 @@ fn a_key_cut_in_two_by_the_quote_limit_is_still_blanked() {
         "{}",
         limited.message
     );
-    let streamed = up.stream_error(&error);
+    let streamed = up.stream_error(error.to_string().as_bytes());
     assert!(
         !streamed.message.contains("sk-live-key"),
         "{}",
@@ -241,7 +244,7 @@ fn a_numeric_code_in_a_stream_error_classifies_like_that_status() {
         ),
     ];
     for (json, class, code) in &cases {
-        let error = up.stream_error(json);
+        let error = up.stream_error(json.to_string().as_bytes());
         assert_eq!(
             (error.class, error.code.as_str()),
             (*class, *code),
@@ -254,7 +257,7 @@ fn a_numeric_code_in_a_stream_error_classifies_like_that_status() {
         );
         assert!(!error.message.contains("sk-live-key"), "{}", error.message);
     }
-    let error = up.stream_error(&cases[0].0);
+    let error = up.stream_error(cases[0].0.to_string().as_bytes());
     assert!(
         error
             .message
@@ -281,7 +284,7 @@ fn request_errors_quote_the_providers_reason_cut_short() {
     );
     assert!(error.message.len() < 400, "{}", error.message.len());
     // vLLM puts the fields at the top level; Anthropic nests them under `error` beside `type`.
-    let parse = |body: &str| ErrorDetail::from_json(&serde_json::from_str(body).unwrap());
+    let parse = |body: &str| ErrorDetail::parse(body.as_bytes());
     let vllm =
         parse(r#"{"object":"error","message":"no such model","type":"NotFoundError","code":404}"#);
     assert_eq!(vllm.kind.as_deref(), Some("NotFoundError"));
@@ -310,12 +313,15 @@ fn truncation_respects_character_boundaries() {
 }
 
 #[test]
-fn clients_are_shared_per_connect_timeout() {
+fn clients_are_shared_per_connect_timeout_and_proxy() {
     let mut clients = HttpClients::default();
-    clients.client(Duration::from_secs(5)).unwrap();
-    clients.client(Duration::from_secs(5)).unwrap();
-    clients.client(Duration::from_secs(1)).unwrap();
-    assert_eq!(clients.by_connect_timeout.len(), 2);
+    clients.client(Duration::from_secs(5), None).unwrap();
+    clients.client(Duration::from_secs(5), None).unwrap();
+    clients.client(Duration::from_secs(1), None).unwrap();
+    let proxy = Some("http://127.0.0.1:3128");
+    clients.client(Duration::from_secs(5), proxy).unwrap();
+    clients.client(Duration::from_secs(5), proxy).unwrap();
+    assert_eq!(clients.by_settings.len(), 3);
 }
 
 #[test]

@@ -91,8 +91,8 @@ fn an_unfinished_event_at_the_end_is_dropped() {
 }
 
 #[test]
-fn multi_megabyte_events_in_small_pieces() {
-    let payload = "x".repeat(5 * 1024 * 1024);
+fn large_events_in_small_pieces() {
+    let payload = "x".repeat(1000 * 1024);
     let text = format!("data: {payload}\n\ndata: after\n\n");
     let events = parse_pieces(text.as_bytes().chunks(1500)).unwrap();
     assert_eq!(events.len(), 2);
@@ -125,10 +125,24 @@ fn lines_and_events_past_the_limit_are_malformed() {
 }
 
 #[test]
-fn the_default_limit_is_sixteen_mebibytes() {
-    // A multi-megabyte event passes (see above); one line past 16 MiB does not.
+fn the_default_limit_is_one_mebibyte_for_data_and_line_together() {
     let mut parser = SseParser::default();
     let mut out = Vec::new();
-    let line = vec![b'x'; 16 * 1024 * 1024 + 1];
+    let line = vec![b'x'; 1024 * 1024 + 1];
     assert_eq!(parser.push(&line, &mut out), Err(SseError::TooLarge));
+    // Half a MiB of data gathered, and a line of more than the rest still coming: too large
+    // together, though each alone would fit.
+    let mut parser = SseParser::default();
+    let half = format!("data: {}\n", "y".repeat(512 * 1024));
+    assert_eq!(parser.push(half.as_bytes(), &mut out), Ok(()));
+    let rest = vec![b'z'; 600 * 1024];
+    assert_eq!(parser.push(&rest, &mut out), Err(SseError::TooLarge));
+    assert!(out.is_empty());
+    // Events of 900 KiB each pass, one after another.
+    let mut parser = SseParser::default();
+    let event = format!("data: {}\n\n", "w".repeat(900 * 1024));
+    for _ in 0..3 {
+        assert_eq!(parser.push(event.as_bytes(), &mut out), Ok(()));
+    }
+    assert_eq!(out.len(), 3);
 }

@@ -199,3 +199,43 @@ fn settings_of_another_adapter_are_errors() {
     let (key, _) = error("adapter = \"grpc\"");
     assert_eq!(key, "providers.p.adapter");
 }
+
+#[test]
+fn a_key_over_plain_http_goes_only_to_this_machine_unless_allowed() {
+    let remote =
+        "adapter = \"openai\"\nbase_url = \"http://10.0.0.7:8000/v1\"\napi_key_env = \"TEST_KEY\"";
+    let (key, reason) = error(remote);
+    assert_eq!(key, "providers.p.base_url");
+    assert!(reason.contains("plain http"), "{reason}");
+    assert!(load(&format!("{remote}\nallow_insecure_http = true")).is_ok());
+    for local in ["127.0.0.1:8000", "localhost:8000", "[::1]:8000"] {
+        let table = format!(
+            "adapter = \"openai\"\nbase_url = \"http://{local}/v1\"\napi_key_env = \"TEST_KEY\""
+        );
+        assert!(load(&table).is_ok(), "{local}");
+    }
+    // Without a key there is nothing to leak.
+    assert!(load("adapter = \"openai\"\nbase_url = \"http://10.0.0.7:8000/v1\"").is_ok());
+    assert!(load("adapter = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\napi_key_env = \"TEST_KEY\"").is_ok());
+}
+
+#[test]
+fn a_proxy_is_an_http_url_for_an_http_adapter() {
+    let ok = "adapter = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\nproxy = \"http://proxy.internal:3128\"";
+    let config = load(ok).unwrap();
+    let AdapterConfig::OpenAi(openai) = &config.providers["p"].adapter else {
+        panic!("openai");
+    };
+    assert_eq!(
+        openai.endpoint.proxy.as_deref(),
+        Some("http://proxy.internal:3128")
+    );
+    assert_eq!(
+        error("adapter = \"openai\"\nbase_url = \"https://a/v1\"\nproxy = \"ftp://x\"").0,
+        "providers.p.proxy"
+    );
+    assert_eq!(
+        error("adapter = \"scripted\"\nproxy = \"http://x\"").0,
+        "providers.p.proxy"
+    );
+}
