@@ -79,6 +79,8 @@ pub struct ServerConfig {
     pub max_output_bytes: usize,
     /// Events one execution may have before it ends with `output_too_large`.
     pub max_events_per_execution: u64,
+    /// `Watch` and `Execute` streams that may follow one execution at once.
+    pub max_watchers_per_execution: usize,
     /// Client connections open at once; more are closed as they arrive.
     pub max_connections: usize,
     /// HTTP/2 streams open at once on one connection.
@@ -98,6 +100,8 @@ pub struct StoreConfig {
     pub kind: StoreKind,
     /// Capacity in executions.
     pub max_executions: usize,
+    /// Capacity in bytes: events, views and running executions' inputs.
+    pub max_bytes: u64,
     /// How long after it ended a terminal execution expires (capacity may evict it sooner).
     pub retention: Duration,
 }

@@ -20,7 +20,10 @@ mod view;
 
 pub use code::{AttemptCode, ErrorCode};
 pub use commit::CommitTracker;
-pub use event::{EffectiveLimits, Event, EventPayload, ExecutionFailure, StoredEvent};
+pub use event::{
+    Acceptance, AttemptStart, EffectiveLimits, Event, EventPayload, ExecutionFailure, Text,
+    ToolCallStart,
+};
 pub use id::{ExecutionId, IdHasher, IdMap, MalformedId};
 pub use idempotency::{Fingerprint, Idempotency};
 pub use outcome::{

@@ -25,10 +25,12 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, StoreKind};
 use crate::execution::idempotency::{Idempotency, Resolved};
-use crate::execution::{ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionId, IdMap};
+use crate::execution::{
+    Acceptance, ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionId, IdMap,
+};
 use crate::provider::{Provider, ProviderInitError};
 use crate::routing::{self, AttemptBudget, Plans};
-use crate::store::{Created, EventStore, MemoryStore, NewExecution, StoreError};
+use crate::store::{Created, EventStore, MemoryStore, NewExecution, StoreError, StoreLimits};
 use driver::{Deps, DriverHandle, Job, SizeLimits, evidence};
 use targets::Slots;
 use validate::validate;
@@ -81,10 +83,11 @@ impl RuntimeBuilder {
     /// set-up); configuration errors were already caught when the `Config` was validated.
     pub fn build(self) -> Result<Runtime, ProviderInitError> {
         let store = self.store.unwrap_or_else(|| match self.config.store.kind {
-            StoreKind::Memory => Arc::new(MemoryStore::new(
-                self.config.store.max_executions,
-                self.config.store.retention,
-            )),
+            StoreKind::Memory => Arc::new(MemoryStore::new(StoreLimits {
+                max_executions: self.config.store.max_executions,
+                max_bytes: self.config.store.max_bytes,
+                retention: self.config.store.retention,
+            })),
         });
         let providers = Arc::new(Slots::new(&self.config, self.providers)?);
         let plans = Plans::new(&self.config);
@@ -170,13 +173,14 @@ impl Runtime {
         );
         let new = NewExecution {
             id,
-            accepted: EventPayload::Accepted {
+            accepted: EventPayload::Accepted(Arc::new(Acceptance {
                 ability: admitted.ability.name.clone(),
                 policy: admitted.policy.name.clone(),
                 limits: admitted.limits.clone(),
-            },
+            })),
             labels: labels.clone(),
             idempotency,
+            input_bytes: request.input.retained_bytes(),
         };
         let start = Instant::now();
         let job = Job {
@@ -275,7 +279,8 @@ impl Runtime {
     /// Every event with `sequence > after_sequence`, then live events, ending after the
     /// terminal one. Dropping the stream does not cancel the execution.
     pub fn watch(&self, id: ExecutionId, after_sequence: u64) -> Result<EventStream, RuntimeError> {
-        watch::follow(self.inner.deps.store.clone(), id, after_sequence)
+        let max_watchers = self.inner.config.server.max_watchers_per_execution;
+        watch::follow(&*self.inner.deps.store, id, after_sequence, max_watchers)
     }
 
     /// The materialized view.
@@ -347,17 +352,17 @@ impl Runtime {
         limit: Duration,
     ) -> Result<Option<Execution>, RuntimeError> {
         let store = &self.inner.deps.store;
-        let mut changes = store
-            .subscribe(id)
+        let mut follower = store
+            .follow(id)
             .map_err(|e| RuntimeError::from_store(e, None))?;
         let wait = async {
             loop {
-                changes.mark_seen();
+                follower.changes().mark_seen();
                 let view = self.get(id)?;
                 if view.state.is_terminal() {
                     return Ok(Some(view));
                 }
-                if changes.changed().await.is_err() {
+                if follower.changes().changed().await.is_err() {
                     return self.get(id).map(Some);
                 }
             }

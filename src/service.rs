@@ -18,7 +18,6 @@ use std::sync::Arc;
 use futures_util::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
-use crate::execution::{Execution, ExecutionId};
 use crate::pb;
 use crate::runtime::{EventStream, Runtime};
 
@@ -53,21 +52,12 @@ impl ModelRuntimeService {
     pub fn server(self, max_decoding_message_size: usize) -> ModelRuntimeServer<Self> {
         ModelRuntimeServer::new(self).max_decoding_message_size(max_decoding_message_size)
     }
-
-    /// `Submit`, and the first half of `Execute`.
-    async fn submitted(&self, request: Request<pb::ExecuteRequest>) -> Result<Execution, Status> {
-        let request = decode::execute_request(request.into_inner()).map_err(status::to_status)?;
-        self.runtime
-            .submit(request)
-            .await
-            .map_err(status::to_status)
-    }
 }
 
-/// The events of `id`'s execution, each with the id's text form (made once) and its append
-/// time (converted once per batch: a batch shares one).
-fn wire(id: ExecutionId, events: EventStream) -> WireEvents {
-    let id: Arc<str> = id.to_text().into();
+/// The events of an execution, each with the id's text form (made once) and its append time
+/// (converted once per batch: a batch shares one).
+fn wire(events: EventStream) -> WireEvents {
+    let id: Arc<str> = events.execution_id().to_text().into();
     let mut time = None;
     Box::pin(events.map(move |item| {
         let event = item.map_err(status::to_status)?;
@@ -92,16 +82,25 @@ impl ModelRuntime for ModelRuntimeService {
         &self,
         request: Request<pb::ExecuteRequest>,
     ) -> Result<Response<Self::ExecuteStream>, Status> {
-        let view = self.submitted(request).await?;
-        let events = self.runtime.watch(view.id, 0).map_err(status::to_status)?;
-        Ok(Response::new(wire(view.id, events)))
+        let request = decode::execute_request(request.into_inner()).map_err(status::to_status)?;
+        let events = self
+            .runtime
+            .execute(request)
+            .await
+            .map_err(status::to_status)?;
+        Ok(Response::new(wire(events)))
     }
 
     async fn submit(
         &self,
         request: Request<pb::ExecuteRequest>,
     ) -> Result<Response<pb::Execution>, Status> {
-        let view = self.submitted(request).await?;
+        let request = decode::execute_request(request.into_inner()).map_err(status::to_status)?;
+        let view = self
+            .runtime
+            .submit(request)
+            .await
+            .map_err(status::to_status)?;
         Ok(Response::new(encode::execution(&view)))
     }
 
@@ -116,7 +115,7 @@ impl ModelRuntime for ModelRuntimeService {
             .runtime
             .watch(id, request.after_sequence)
             .map_err(status::to_status)?;
-        Ok(Response::new(wire(id, events)))
+        Ok(Response::new(wire(events)))
     }
 
     async fn get_execution(

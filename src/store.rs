@@ -1,6 +1,6 @@
 //! The EventStore SPI and its implementations. The store is the single source of truth: a
 //! driver never sends an event to a caller except by appending it here, and every reader
-//! follows a cursor (`after_sequence`) over what was appended.
+//! follows a cursor (`after_sequence`) over what was appended, through a [`Follower`].
 //!
 //! Every implementation runs [`conformance`], the one suite that defines the SPI's behaviour.
 
@@ -9,6 +9,7 @@ mod changes;
 pub mod conformance;
 #[cfg(any(test, feature = "conformance"))]
 pub mod faulty;
+mod follower;
 mod memory;
 mod retention;
 
@@ -18,11 +19,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::execution::{
-    EventPayload, Execution, ExecutionId, ExecutionState, Idempotency, IllegalTransition, Labels,
-    StoredEvent,
+    Event, EventPayload, Execution, ExecutionId, Idempotency, IllegalTransition, Labels,
 };
 
 pub use changes::{ChangeSignal, Changes, Closed};
+pub use follower::{EventSource, Follower};
 pub use memory::MemoryStore;
 pub use retention::Retention;
 
@@ -38,9 +39,14 @@ pub enum StoreError {
     /// The idempotency key is held by an execution of a different request.
     #[error("idempotency key is in use by execution {0} with a different request")]
     IdempotencyConflict(ExecutionId),
-    /// Capacity is taken by non-terminal executions.
-    #[error("store is full: {0} executions are in progress or still being read")]
-    Full(usize),
+    /// Capacity (executions or bytes) is taken by non-terminal executions.
+    #[error("store is full: {executions} executions ({bytes} bytes) are in progress")]
+    Full {
+        /// Executions held.
+        executions: usize,
+        /// Bytes held.
+        bytes: u64,
+    },
     /// The execution has ended; nothing more may be appended.
     #[error("execution {0} has already ended")]
     AlreadyTerminal(ExecutionId),
@@ -63,6 +69,9 @@ pub struct NewExecution {
     pub labels: Arc<Labels>,
     /// The idempotency key and the request's fingerprint.
     pub idempotency: Option<Idempotency>,
+    /// What holding the request's input costs while the execution runs: a store that bounds
+    /// its memory counts it.
+    pub input_bytes: usize,
 }
 
 /// What `create` did.
@@ -74,11 +83,15 @@ pub enum Created {
     Existing(Execution),
 }
 
-/// A page of events.
-#[derive(Debug, Clone, Default)]
-pub struct EventPage {
-    /// Events in sequence order.
-    pub events: Vec<StoredEvent>,
+/// How much a store may hold, and how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreLimits {
+    /// Executions at most.
+    pub max_executions: usize,
+    /// Bytes at most: events, views and running executions' inputs.
+    pub max_bytes: u64,
+    /// How long after it ended a terminal execution expires (capacity may evict it sooner).
+    pub retention: Duration,
 }
 
 /// Capacity figures.
@@ -86,10 +99,10 @@ pub struct EventPage {
 pub struct StoreStats {
     /// Executions held now.
     pub executions: usize,
-    /// Capacity.
-    pub max_executions: usize,
-    /// How long after it ended a terminal execution expires.
-    pub retention: Duration,
+    /// Bytes held now, as the store counts them.
+    pub bytes: u64,
+    /// The limits.
+    pub limits: StoreLimits,
 }
 
 /// Storage of executions and their events.
@@ -108,28 +121,23 @@ pub trait EventStore: Send + Sync + 'static {
     fn create(&self, new: NewExecution) -> StoreFuture<'static, Created>;
 
     /// Appends one event: the store assigns sequence, time and state (through the state
-    /// machine), updates the view and wakes subscribers.
-    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, StoredEvent>;
+    /// machine), updates the view and wakes followers; returns the event as stored.
+    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event>;
 
     /// Appends `payloads` in order, all or none, as [`append`](Self::append) would one by one
     /// (one sequence number each, one state-machine step each), with one wake-up of the
-    /// subscribers for the lot; returns the last sequence. A batch is how a burst of provider
+    /// followers for the lot; returns the last sequence. A batch is how a burst of provider
     /// output costs one lock (memory) or one write and sync (a durable store) instead of one
     /// per event. An empty batch changes nothing.
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64>;
 
-    /// The last sequence and the state after it: where a follower starts, without the view.
-    fn position(&self, id: ExecutionId) -> Result<(u64, ExecutionState), StoreError>;
-
     /// The materialized view.
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError>;
 
-    /// Up to `limit` events with `sequence > after`.
-    fn read(&self, id: ExecutionId, after: u64, limit: usize) -> Result<EventPage, StoreError>;
-
-    /// A reader of the execution's changes: woken on every append, closed when the execution
-    /// leaves the store.
-    fn subscribe(&self, id: ExecutionId) -> Result<Changes, StoreError>;
+    /// A reader's hold on the execution: its events from any cursor and a wake-up on every
+    /// append, readable to its last event even after the store lets the execution go
+    /// (retention and capacity never wait for readers).
+    fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError>;
 
     /// Capacity figures.
     fn stats(&self) -> StoreStats;

@@ -37,7 +37,7 @@ pub async fn capture(request: &pb::ExecuteRequest) -> Result<Vec<pb::ExecutionEv
     let mut wire = Vec::new();
     while let Some(event) = events.next().await {
         let event = event.map_err(|e| BenchError::Setup(format!("capturing: {e}")))?;
-        wire.push(service::encode::event(&event));
+        wire.push(service::encode::event(events.execution_id(), &event));
     }
     runtime.shutdown(Duration::from_secs(1)).await;
     match wire.last().and_then(|e| e.payload.as_ref()) {

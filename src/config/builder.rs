@@ -95,6 +95,12 @@ impl ConfigBuilder {
         self
     }
 
+    /// `server.max_watchers_per_execution`.
+    pub fn max_watchers_per_execution(mut self, watchers: usize) -> Self {
+        self.raw.server.max_watchers_per_execution = watchers;
+        self
+    }
+
     /// `server.max_connections`.
     pub fn max_connections(mut self, connections: usize) -> Self {
         self.raw.server.max_connections = connections;
@@ -110,6 +116,12 @@ impl ConfigBuilder {
     /// `server.handshake_timeout`.
     pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
         self.raw.server.handshake_timeout = timeout;
+        self
+    }
+
+    /// `store.max_bytes`.
+    pub fn max_bytes(mut self, bytes: u64) -> Self {
+        self.raw.store.max_bytes = bytes;
         self
     }
 

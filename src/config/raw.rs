@@ -38,6 +38,7 @@ pub(super) struct RawServer {
     pub max_input_bytes: usize,
     pub max_output_bytes: usize,
     pub max_events_per_execution: u64,
+    pub max_watchers_per_execution: usize,
     pub max_connections: usize,
     pub max_concurrent_streams: u32,
     #[serde(with = "humantime_serde")]
@@ -59,6 +60,7 @@ impl Default for RawServer {
             max_input_bytes: 1024 * 1024,
             max_output_bytes: 16 * 1024 * 1024,
             max_events_per_execution: 100_000,
+            max_watchers_per_execution: 64,
             max_connections: 1024,
             max_concurrent_streams: 1024,
             handshake_timeout: Duration::from_secs(10),
@@ -73,6 +75,7 @@ impl Default for RawServer {
 pub(super) struct RawStore {
     pub kind: String,
     pub max_executions: usize,
+    pub max_bytes: u64,
     #[serde(with = "humantime_serde")]
     pub retention: Duration,
     pub path: Option<String>,
@@ -85,6 +88,7 @@ impl Default for RawStore {
         Self {
             kind: "memory".into(),
             max_executions: 10_000,
+            max_bytes: 512 * 1024 * 1024,
             retention: Duration::from_secs(600),
             path: None,
             key_env: None,

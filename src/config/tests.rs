@@ -177,6 +177,10 @@ fn every_duration_and_count_is_bounded() {
             "server.max_events_per_execution: must be between 16 and 10000000",
         ),
         (
+            format!("{MINIMAL}\n[store]\nmax_bytes = 1024\n"),
+            "store.max_bytes: must be between 1048576 and 1099511627776",
+        ),
+        (
             format!("{MINIMAL}\n[store]\nretention = \"30days\"\n"),
             "store.retention: must be at most 7days",
         ),

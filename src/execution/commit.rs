@@ -39,7 +39,7 @@ impl EventPayload {
     pub fn output_bytes(&self) -> usize {
         match self {
             Self::TextDelta { text, .. } => text.len(),
-            Self::ToolCallStarted { id, name, .. } => id.len() + name.len(),
+            Self::ToolCallStarted(call) => call.id.len() + call.name.len(),
             Self::ToolCallArgumentsDelta { delta, .. } => delta.len(),
             _ => 0,
         }
@@ -68,12 +68,10 @@ impl Output {
     pub fn absorb(&mut self, payload: &EventPayload) {
         match payload {
             EventPayload::TextDelta { text, .. } => self.text.push_str(text),
-            EventPayload::ToolCallStarted {
-                index, id, name, ..
-            } => {
-                let call = self.tool_call(*index);
-                call.id.clone_from(id);
-                call.name.clone_from(name);
+            EventPayload::ToolCallStarted(started) => {
+                let call = self.tool_call(started.index);
+                call.id.clone_from(&started.id);
+                call.name.clone_from(&started.name);
             }
             EventPayload::ToolCallArgumentsDelta { index, delta, .. } => {
                 self.tool_call(*index).arguments_json.push_str(delta);
@@ -150,7 +148,7 @@ mod tests {
         let arguments = EventPayload::ToolCallArgumentsDelta {
             attempt: 1,
             index: 0,
-            delta: String::new(),
+            delta: "".into(),
         };
         let progress = EventPayload::Progress {
             attempt: 1,
@@ -170,12 +168,13 @@ mod tests {
     #[test]
     fn tool_calls_commit_and_accumulate_arguments() {
         let mut t = CommitTracker::new();
-        let started = EventPayload::ToolCallStarted {
-            attempt: 2,
-            index: 0,
-            id: "c1".into(),
-            name: "f".into(),
-        };
+        let started =
+            EventPayload::ToolCallStarted(std::sync::Arc::new(crate::execution::ToolCallStart {
+                attempt: 2,
+                index: 0,
+                id: "c1".into(),
+                name: "f".into(),
+            }));
         t.record(&started);
         assert!(t.committed());
         for piece in ["{\"a\":", "1}"] {

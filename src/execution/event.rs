@@ -1,18 +1,26 @@
 //! Events: the append-only record of one execution.
+//!
+//! An event is kept small, because a store keeps every one of them: the execution's id and
+//! the time are the record's and the batch's, not repeated per event where avoidable, the
+//! payloads that come once per attempt or execution sit behind an `Arc` (shared, not copied,
+//! by every reader), and text is a [`Text`]: up to 23 bytes inline, so a streamed delta costs
+//! no heap allocation of its own.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::execution::{
-    AttemptRecord, ExecutionError, ExecutionId, ExecutionResult, ExecutionState, Output,
-    RoutingPlan, UsageFact,
+    AttemptRecord, ExecutionError, ExecutionResult, ExecutionState, Output, RoutingPlan, UsageFact,
 };
 
-/// One stored event. The store assigns `sequence`, `time` and `state` when it appends.
+/// Event text: up to 23 bytes inline, longer text in one shared allocation; cloning never
+/// copies the text.
+pub type Text = smol_str::SmolStr;
+
+/// One stored event. The store assigns `sequence`, `time` and `state` when it appends; the
+/// execution it belongs to is the stream's or the record's, not repeated here.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
-    /// The execution it belongs to.
-    pub execution_id: ExecutionId,
     /// 1, 2, 3, ... with no gaps.
     pub sequence: u64,
     /// When it was appended.
@@ -43,51 +51,63 @@ pub struct EffectiveLimits {
     pub retry_budget: Duration,
 }
 
+/// What `execution.accepted` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acceptance {
+    /// The ability requested.
+    pub ability: Arc<str>,
+    /// The policy in effect.
+    pub policy: Arc<str>,
+    /// The limits in effect.
+    pub limits: EffectiveLimits,
+}
+
+/// What `route.attempt.started` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptStart {
+    /// Attempt number.
+    pub attempt: u32,
+    /// Provider name.
+    pub provider: Arc<str>,
+    /// Provider model.
+    pub model: Arc<str>,
+    /// When admission was requested.
+    pub started_at: SystemTime,
+}
+
+/// What `output.tool_call.started` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCallStart {
+    /// Attempt number.
+    pub attempt: u32,
+    /// Position within the reply.
+    pub index: u32,
+    /// Provider's call id.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+}
+
 /// What an event says.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventPayload {
     /// `execution.accepted`.
-    Accepted {
-        /// The ability requested.
-        ability: Arc<str>,
-        /// The policy in effect.
-        policy: Arc<str>,
-        /// The limits in effect.
-        limits: EffectiveLimits,
-    },
+    Accepted(Arc<Acceptance>),
     /// `execution.routing`.
     Routing(Arc<RoutingPlan>),
     /// `route.attempt.started`.
-    AttemptStarted {
-        /// Attempt number.
-        attempt: u32,
-        /// Provider name.
-        provider: Arc<str>,
-        /// Provider model.
-        model: Arc<str>,
-        /// When admission was requested.
-        started_at: SystemTime,
-    },
+    AttemptStarted(Arc<AttemptStart>),
     /// `route.attempt.failed`.
-    AttemptFailed(Box<AttemptRecord>),
+    AttemptFailed(Arc<AttemptRecord>),
     /// `output.text.delta`.
     TextDelta {
         /// Attempt number.
         attempt: u32,
         /// The text.
-        text: String,
+        text: Text,
     },
     /// `output.tool_call.started`.
-    ToolCallStarted {
-        /// Attempt number.
-        attempt: u32,
-        /// Position within the reply.
-        index: u32,
-        /// Provider's call id.
-        id: String,
-        /// Tool name.
-        name: String,
-    },
+    ToolCallStarted(Arc<ToolCallStart>),
     /// `output.tool_call.arguments.delta`.
     ToolCallArgumentsDelta {
         /// Attempt number.
@@ -95,28 +115,28 @@ pub enum EventPayload {
         /// Position within the reply.
         index: u32,
         /// Piece of the arguments' JSON.
-        delta: String,
+        delta: Text,
     },
     /// `execution.progress`.
     Progress {
         /// Attempt number, 0 for none.
         attempt: u32,
         /// Short note.
-        message: String,
+        message: Text,
     },
     /// `usage.reported`.
-    Usage(UsageFact),
+    Usage(Arc<UsageFact>),
     /// `execution.completed`.
-    Completed(Box<ExecutionResult>),
+    Completed(Arc<ExecutionResult>),
     /// `execution.failed`; code `cancelled` means the state is CANCELLED.
-    Failed(Box<ExecutionFailure>),
+    Failed(Arc<ExecutionFailure>),
 }
 
-// The three once-per-execution payloads above are boxed: unboxed, the largest made every
-// event 216 bytes, copied on its way from provider to store and kept for retention. The
-// events that stream by the thousand stay inline.
+// The events that stream by the thousand (deltas) are what a store holds most of: kept at
+// most this size, a 100 000-delta reply costs well under 100 bytes per delta beyond text
+// longer than 23 bytes.
 #[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<Event>() <= 136);
+const _: () = assert!(std::mem::size_of::<Event>() <= 72);
 
 /// What `execution.failed` says.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,88 +170,5 @@ impl EventPayload {
     /// Whether the event ends the execution.
     pub fn is_terminal(&self) -> bool {
         matches!(self, Self::Completed(_) | Self::Failed(_))
-    }
-}
-
-/// An event as a store holds it: shared by the store and every reader, cheap to clone.
-/// Events appended together share one allocation, so a burst of output costs one, not one
-/// per event, and frees as one when the execution leaves the store.
-#[derive(Clone)]
-pub struct StoredEvent {
-    batch: Arc<[Event]>,
-    index: usize,
-}
-
-impl StoredEvent {
-    /// One event on its own.
-    pub fn new(event: Event) -> Self {
-        Self {
-            batch: Arc::from([event]),
-            index: 0,
-        }
-    }
-
-    /// The event at `index` of events appended together, which share one allocation.
-    ///
-    /// # Panics
-    /// If `index` is not below `batch.len()`.
-    pub fn in_batch(batch: Arc<[Event]>, index: usize) -> Self {
-        assert!(
-            index < batch.len(),
-            "event {index} of a batch of {}",
-            batch.len()
-        );
-        Self { batch, index }
-    }
-}
-
-impl std::ops::Deref for StoredEvent {
-    type Target = Event;
-
-    fn deref(&self) -> &Event {
-        &self.batch[self.index]
-    }
-}
-
-impl std::fmt::Debug for StoredEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        Event::fmt(self, f)
-    }
-}
-
-impl PartialEq for StoredEvent {
-    fn eq(&self, other: &Self) -> bool {
-        **self == **other
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::execution::{ExecutionId, ExecutionState};
-
-    fn text(sequence: u64, text: &str) -> Event {
-        Event {
-            execution_id: ExecutionId::new(),
-            sequence,
-            time: SystemTime::UNIX_EPOCH,
-            state: ExecutionState::Running,
-            payload: EventPayload::TextDelta {
-                attempt: 1,
-                text: text.into(),
-            },
-        }
-    }
-
-    #[test]
-    fn a_batch_shares_one_allocation_and_each_event_reads_as_itself() {
-        let batch: Arc<[Event]> = Arc::from([text(4, "a"), text(5, "b")]);
-        let stored: Vec<StoredEvent> = (0..2)
-            .map(|i| StoredEvent::in_batch(batch.clone(), i))
-            .collect();
-        let sequences: Vec<u64> = stored.iter().map(|e| e.sequence).collect();
-        assert_eq!(sequences, [4, 5]);
-        assert!(Arc::ptr_eq(&stored[0].batch, &stored[1].batch));
-        assert_eq!(StoredEvent::new(text(4, "a")).payload, stored[0].payload);
     }
 }

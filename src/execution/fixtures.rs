@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::execution::{
-    EffectiveLimits, ErrorCode, EventPayload, ExecutionError, ExecutionFailure, ExecutionResult,
-    FinishReason, Outcome, Output, RoutingPlan,
+    Acceptance, AttemptStart, EffectiveLimits, ErrorCode, EventPayload, ExecutionError,
+    ExecutionFailure, ExecutionResult, FinishReason, Outcome, Output, RoutingPlan,
 };
 
 /// An `execution.accepted` payload.
 pub fn accepted() -> EventPayload {
-    EventPayload::Accepted {
+    EventPayload::Accepted(Arc::new(Acceptance {
         ability: "chat".into(),
         policy: "default".into(),
         limits: EffectiveLimits {
@@ -20,7 +20,7 @@ pub fn accepted() -> EventPayload {
             allow_fallback: true,
             retry_budget: Duration::from_secs(30),
         },
-    }
+    }))
 }
 
 /// An `execution.routing` payload with an empty plan.
@@ -34,12 +34,12 @@ pub fn routing() -> EventPayload {
 
 /// A `route.attempt.started` payload.
 pub fn attempt_started(attempt: u32) -> EventPayload {
-    EventPayload::AttemptStarted {
+    EventPayload::AttemptStarted(Arc::new(AttemptStart {
         attempt,
         provider: "p".into(),
         model: "m".into(),
         started_at: SystemTime::now(),
-    }
+    }))
 }
 
 /// An `output.text.delta` payload.
@@ -52,7 +52,7 @@ pub fn text(attempt: u32, text: &str) -> EventPayload {
 
 /// An `execution.completed` payload.
 pub fn completed(attempt: u32, text: &str) -> EventPayload {
-    EventPayload::Completed(Box::new(ExecutionResult {
+    EventPayload::Completed(Arc::new(ExecutionResult {
         output: Output {
             text: text.into(),
             tool_calls: Vec::new(),
@@ -66,7 +66,7 @@ pub fn completed(attempt: u32, text: &str) -> EventPayload {
 
 /// An `execution.failed` payload with `code`.
 pub fn failed(code: ErrorCode) -> EventPayload {
-    EventPayload::Failed(Box::new(ExecutionFailure {
+    EventPayload::Failed(Arc::new(ExecutionFailure {
         error: ExecutionError {
             code,
             message: code.as_str().into(),

@@ -80,6 +80,20 @@ impl ExecutionInput {
         messages + tools + stops + format
     }
 
+    /// Roughly what holding this input costs: its content bytes and the structures around
+    /// them. A store that bounds its memory counts it while the execution runs.
+    pub fn retained_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let parts: usize = self.messages.iter().map(|m| m.content.len()).sum();
+        let calls: usize = self.messages.iter().map(|m| m.tool_calls.len()).sum();
+        self.content_bytes()
+            + size_of::<Self>()
+            + self.messages.len() * size_of::<Message>()
+            + parts * size_of::<ContentPart>()
+            + calls * size_of::<ToolCall>()
+            + self.tools.len() * size_of::<ToolDefinition>()
+    }
+
     /// The text of the last user message, if any.
     pub fn last_user_text(&self) -> Option<String> {
         self.messages

@@ -53,25 +53,21 @@ impl Execution {
     /// The view after the first event, `execution.accepted`; `None` for any other event.
     pub fn from_accepted(
         event: &Event,
+        id: ExecutionId,
         labels: Arc<Labels>,
         idempotency_key: Option<String>,
     ) -> Option<Self> {
-        let EventPayload::Accepted {
-            ability,
-            policy,
-            limits,
-        } = &event.payload
-        else {
+        let EventPayload::Accepted(accepted) = &event.payload else {
             return None;
         };
         Some(Self {
-            id: event.execution_id,
+            id,
             state: event.state,
-            ability: ability.clone(),
-            policy: policy.clone(),
+            ability: accepted.ability.clone(),
+            policy: accepted.policy.clone(),
             created_at: event.time,
             updated_at: event.time,
-            limits: limits.clone(),
+            limits: accepted.limits.clone(),
             last_sequence: event.sequence,
             plan: None,
             attempts: Vec::new(),
@@ -92,21 +88,16 @@ impl Execution {
         self.updated_at = event.time;
         self.last_sequence = event.sequence;
         match &event.payload {
-            EventPayload::Accepted { .. } => {}
+            EventPayload::Accepted(_) => {}
             EventPayload::Routing(plan) => self.plan = Some(plan.clone()),
-            EventPayload::AttemptStarted {
-                attempt,
-                provider,
-                model,
-                started_at,
-            } => {
-                self.target = Some((provider.clone(), model.clone()));
+            EventPayload::AttemptStarted(started) => {
+                self.target = Some((started.provider.clone(), started.model.clone()));
                 self.partial_output = Output::default();
                 self.attempts.push(AttemptRecord {
-                    number: *attempt,
-                    provider: provider.clone(),
-                    model: model.clone(),
-                    started_at: *started_at,
+                    number: started.attempt,
+                    provider: started.provider.clone(),
+                    model: started.model.clone(),
+                    started_at: started.started_at,
                     duration: None,
                     error: None,
                     output_committed: false,
@@ -122,15 +113,18 @@ impl Execution {
                 }
             }
             output @ (EventPayload::TextDelta { attempt, .. }
-            | EventPayload::ToolCallStarted { attempt, .. }
             | EventPayload::ToolCallArgumentsDelta { attempt, .. }) => {
                 self.partial_output.absorb(output);
                 if output.commits_output() {
                     self.mark_committed(*attempt);
                 }
             }
+            started @ EventPayload::ToolCallStarted(call) => {
+                self.partial_output.absorb(started);
+                self.mark_committed(call.attempt);
+            }
             EventPayload::Progress { .. } => {}
-            EventPayload::Usage(fact) => self.usage.push(fact.clone()),
+            EventPayload::Usage(fact) => self.usage.push(UsageFact::clone(fact)),
             EventPayload::Completed(result) => {
                 self.partial_output = Output::default();
                 self.target = Some((result.provider.clone(), result.model.clone()));

@@ -15,8 +15,8 @@ use tracing::Instrument;
 use super::error::log_internal;
 use super::targets::{ProviderSlot, Slots};
 use crate::execution::{
-    AttemptCode, AttemptError, CommitTracker, ErrorClass, ErrorCode, EventPayload, ExecutionId,
-    ExecutionInput, ExecutionState, Labels, Output, PlanTarget, RoutingPlan,
+    AttemptCode, AttemptError, AttemptStart, CommitTracker, ErrorClass, ErrorCode, EventPayload,
+    ExecutionId, ExecutionInput, ExecutionState, Labels, Output, PlanTarget, RoutingPlan,
 };
 use crate::provider::{ProviderCall, ProviderError};
 use crate::routing::{self, AttemptBudget, Decision, Permit};
@@ -178,7 +178,7 @@ impl Driver {
             );
             tracing::debug!(execution_id = %self.job.id, attempt = tally.attempts, code = %error.code, next = ?decision, "attempt failed");
             let record = record(target, &tally, &end, error.clone(), decision);
-            self.record(EventPayload::AttemptFailed(Box::new(record)));
+            self.record(EventPayload::AttemptFailed(Arc::new(record)));
             tally.record_error(error, end.admitted);
             match decision {
                 Decision::Retry { after } => {
@@ -236,12 +236,12 @@ impl Driver {
             }
             Err(code) => return Ok(not_admitted(EndKind::Cut(code))),
         };
-        self.record(EventPayload::AttemptStarted {
+        self.record(EventPayload::AttemptStarted(Arc::new(AttemptStart {
             attempt: tally.attempts,
             provider: target.provider.clone(),
             model: target.model.clone(),
             started_at,
-        });
+        })));
         tally.any_admitted = true;
         tally.on_target += 1;
         let span = tracing::debug_span!("attempt", execution_id = %self.job.id, attempt = tally.attempts, provider = %target.provider, model = %target.model);
@@ -349,7 +349,7 @@ impl Driver {
             retry_after: None,
         };
         let record = record(target, &tally, &end, error.clone(), Decision::Stop(code));
-        self.record(EventPayload::AttemptFailed(Box::new(record)));
+        self.record(EventPayload::AttemptFailed(Arc::new(record)));
         if end.admitted {
             tally.record_error(error, true);
         }

@@ -140,13 +140,23 @@ pub enum RuntimeError {
 /// Which bounded resource is full: a closed set, each with the reason gRPC clients see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Exhausted {
-    /// The store holds `executions` executions, all in progress or still being read.
+    /// The store is full of executions in progress.
     #[error(
-        "the event store is full: {executions} executions are in progress or still being read; retry later"
+        "the event store is full: {executions} executions ({bytes} bytes) are in progress; retry later"
     )]
     StoreFull {
         /// Executions held.
         executions: usize,
+        /// Bytes held.
+        bytes: u64,
+    },
+    /// The execution has as many watchers as `server.max_watchers_per_execution` allows.
+    #[error(
+        "the execution already has {max} watchers (server.max_watchers_per_execution); retry later"
+    )]
+    Watchers {
+        /// The limit.
+        max: usize,
     },
 }
 
@@ -209,8 +219,8 @@ impl RuntimeError {
                 key: key.unwrap_or_default().to_owned(),
                 execution_id,
             },
-            StoreError::Full(executions) => {
-                Self::ResourceExhausted(Exhausted::StoreFull { executions })
+            StoreError::Full { executions, bytes } => {
+                Self::ResourceExhausted(Exhausted::StoreFull { executions, bytes })
             }
             other => Self::internal(&other),
         }

@@ -74,7 +74,10 @@ fn runtime() -> Runtime {
 
 /// A runtime on the test configuration over a memory store with `faults`.
 fn with_faults(faults: Faults) -> (Runtime, Arc<FaultyStore>) {
-    let memory = Arc::new(MemoryStore::new(100, Duration::from_secs(60)));
+    let memory = Arc::new(MemoryStore::new(crate::store::conformance::limits(
+        100,
+        Duration::from_secs(60),
+    )));
     let store = Arc::new(FaultyStore::new(memory, faults));
     let rt = Runtime::builder(config())
         .store(store.clone())
@@ -98,7 +101,7 @@ fn request(policy: &str, prompt: &str) -> ExecuteRequest {
 async fn finish(
     rt: &Runtime,
     request: ExecuteRequest,
-) -> (Execution, Vec<crate::execution::StoredEvent>) {
+) -> (Execution, Vec<crate::execution::Event>) {
     let view = rt.submit(request).await.unwrap();
     let events: Vec<_> = rt
         .watch(view.id, 0)
@@ -109,7 +112,7 @@ async fn finish(
     (rt.get(view.id).unwrap(), events)
 }
 
-fn types(events: &[crate::execution::StoredEvent]) -> Vec<&'static str> {
+fn types(events: &[crate::execution::Event]) -> Vec<&'static str> {
     events.iter().map(|e| e.payload.type_name()).collect()
 }
 

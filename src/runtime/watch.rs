@@ -1,43 +1,64 @@
-//! Following an execution: a cursor over the store that replays what was appended after it,
-//! then waits for more, and ends after the terminal event.
+//! Following an execution: a cursor over a store [`Follower`] that replays what was appended
+//! after it, then waits for more, and ends after the terminal event. The follower keeps the
+//! execution's events readable, so a stream that has begun reaches its end even if the store
+//! lets the execution go meanwhile.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures_util::Stream;
 
-use super::{FieldViolation, RuntimeError};
-use crate::execution::{ExecutionId, StoredEvent};
-use crate::store::{Changes, Closed, EventStore};
-
-/// Events of one execution, in sequence order, ending after the terminal one.
-pub type EventStream = Pin<Box<dyn Stream<Item = Result<StoredEvent, RuntimeError>> + Send>>;
+use super::{Exhausted, FieldViolation, RuntimeError};
+use crate::execution::{Event, ExecutionId};
+use crate::store::{Closed, EventStore, Follower};
 
 /// Events read from the store at a time.
 const PAGE: usize = 256;
 
-struct Cursor {
-    store: Arc<dyn EventStore>,
+/// Events of one execution, in sequence order, ending after the terminal one. Dropping it
+/// does not cancel the execution.
+pub struct EventStream {
     id: ExecutionId,
     after: u64,
-    buffer: VecDeque<StoredEvent>,
-    /// Let go once the terminal event is read: a cursor a client stopped polling must not keep
-    /// a finished execution from being evicted.
-    changes: Option<Changes>,
+    buffer: VecDeque<Event>,
+    /// Let go once the terminal event is read: a cursor a client stopped polling holds the
+    /// execution's events only as long as it still has some to send.
+    follower: Option<Follower>,
     done: bool,
 }
 
+impl EventStream {
+    /// The execution the events are of.
+    pub fn execution_id(&self) -> ExecutionId {
+        self.id
+    }
+}
+
+impl std::fmt::Debug for EventStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventStream")
+            .field("execution_id", &self.id)
+            .field("after", &self.after)
+            .finish_non_exhaustive()
+    }
+}
+
 pub(super) fn follow(
-    store: Arc<dyn EventStore>,
+    store: &dyn EventStore,
     id: ExecutionId,
     after: u64,
+    max_watchers: usize,
 ) -> Result<EventStream, RuntimeError> {
     let from_store = |e| RuntimeError::from_store(e, None);
-    // Subscribe before looking, so no append can fall between the look and the wait.
-    let changes = store.subscribe(id).map_err(from_store)?;
-    let (last, state) = store.position(id).map_err(from_store)?;
+    // Following before looking, so no append can fall between the look and the wait.
+    let follower = store.follow(id).map_err(from_store)?;
+    if follower.readers() > max_watchers {
+        return Err(RuntimeError::ResourceExhausted(Exhausted::Watchers {
+            max: max_watchers,
+        }));
+    }
+    let (last, state) = follower.position();
     if after > last {
         return Err(RuntimeError::OutOfRange(FieldViolation::new(
             "after_sequence",
@@ -45,20 +66,19 @@ pub(super) fn follow(
         )));
     }
     let done = state.is_terminal() && after == last;
-    Ok(Box::pin(Cursor {
-        store,
+    Ok(EventStream {
         id,
         after,
         buffer: VecDeque::new(),
-        changes: (!done).then_some(changes),
+        follower: (!done).then_some(follower),
         done,
-    }))
+    })
 }
 
 /// A hand-written stream rather than `stream::unfold`, which moves its state and a fresh
 /// future in and out for every item: a cost per event that profiles showed.
-impl Stream for Cursor {
-    type Item = Result<StoredEvent, RuntimeError>;
+impl Stream for EventStream {
+    type Item = Result<Event, RuntimeError>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let c = self.get_mut();
@@ -74,29 +94,28 @@ impl Stream for Cursor {
             if c.done {
                 return Poll::Ready(None);
             }
-            let Some(changes) = c.changes.as_mut() else {
+            let Some(follower) = c.follower.as_mut() else {
                 return Poll::Ready(None);
             };
-            changes.mark_seen();
-            match c.store.read(c.id, c.after, PAGE) {
-                Ok(page) if !page.events.is_empty() => {
-                    if page.events.last().is_some_and(|e| e.is_terminal()) {
-                        c.changes = None;
-                    }
-                    c.buffer.extend(page.events);
+            follower.changes().mark_seen();
+            let page = follower.read(c.after, PAGE);
+            if !page.is_empty() {
+                if page.last().is_some_and(Event::is_terminal) {
+                    c.follower = None;
                 }
-                Ok(_) => match changes.poll_changed(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Ok(())) => {}
-                    Poll::Ready(Err(Closed)) => {
-                        // The record left the store (expired) before we saw its end.
+                c.buffer.extend(page);
+                continue;
+            }
+            match follower.changes().poll_changed(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(Closed)) => {
+                    // The store let the execution go with nothing more to read: it will
+                    // never end (a store that failed, or dropped it).
+                    if follower.read(c.after, 1).is_empty() {
                         c.done = true;
                         return Poll::Ready(Some(Err(RuntimeError::NotFound(c.id))));
                     }
-                },
-                Err(e) => {
-                    c.done = true;
-                    return Poll::Ready(Some(Err(RuntimeError::from_store(e, None))));
                 }
             }
         }

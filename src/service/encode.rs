@@ -4,8 +4,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::execution::{
     AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, Event, EventPayload, Execution,
-    ExecutionError, ExecutionResult, ExecutionState, FinishReason, NextAction, Outcome, Output,
-    RoutingPlan, ToolCall, UsageFact, UsageSource,
+    ExecutionError, ExecutionId, ExecutionResult, ExecutionState, FinishReason, NextAction,
+    Outcome, Output, RoutingPlan, ToolCall, UsageFact, UsageSource,
 };
 use crate::pb;
 use crate::runtime::{RuntimeMetadata, RuntimeState};
@@ -42,11 +42,12 @@ pub fn state(s: ExecutionState) -> pb::ExecutionState {
     }
 }
 
-/// The wire form of an event, built as a prost message. The service streams events as
-/// [`WireEvent`](super::WireEvent)s instead; this is the form they must decode to.
-pub fn event(e: &Event) -> pb::ExecutionEvent {
+/// The wire form of an event of execution `id`, built as a prost message. The service
+/// streams events as [`WireEvent`](super::WireEvent)s instead; this is the form they must
+/// decode to.
+pub fn event(id: ExecutionId, e: &Event) -> pb::ExecutionEvent {
     pb::ExecutionEvent {
-        execution_id: e.execution_id.to_text(),
+        execution_id: id.to_text(),
         sequence: e.sequence,
         time: Some(timestamp(e.time)),
         r#type: e.payload.type_name().to_owned(),
@@ -59,46 +60,34 @@ pub fn event(e: &Event) -> pb::ExecutionEvent {
 pub(crate) fn payload(p: &EventPayload) -> pb::execution_event::Payload {
     use pb::execution_event::Payload;
     match p {
-        EventPayload::Accepted {
-            ability,
-            policy,
-            limits: l,
-        } => Payload::Accepted(pb::ExecutionAccepted {
-            ability: owned(ability),
-            policy: owned(policy),
-            limits: Some(limits(l)),
+        EventPayload::Accepted(accepted) => Payload::Accepted(pb::ExecutionAccepted {
+            ability: owned(&accepted.ability),
+            policy: owned(&accepted.policy),
+            limits: Some(limits(&accepted.limits)),
         }),
         EventPayload::Routing(p) => Payload::Routing(pb::ExecutionRouting {
             plan: Some(plan(p)),
         }),
-        EventPayload::AttemptStarted {
-            attempt,
-            provider,
-            model,
-            ..
-        } => Payload::AttemptStarted(pb::RouteAttemptStarted {
-            attempt: *attempt,
-            provider: owned(provider),
-            model: owned(model),
+        EventPayload::AttemptStarted(started) => Payload::AttemptStarted(pb::RouteAttemptStarted {
+            attempt: started.attempt,
+            provider: owned(&started.provider),
+            model: owned(&started.model),
         }),
         EventPayload::AttemptFailed(record) => Payload::AttemptFailed(pb::RouteAttemptFailed {
             attempt: Some(attempt(record)),
         }),
         EventPayload::TextDelta { attempt, text } => Payload::TextDelta(pb::OutputTextDelta {
             attempt: *attempt,
-            text: text.clone(),
+            text: owned(text),
         }),
-        EventPayload::ToolCallStarted {
-            attempt,
-            index,
-            id,
-            name,
-        } => Payload::ToolCallStarted(pb::OutputToolCallStarted {
-            attempt: *attempt,
-            index: *index,
-            id: id.clone(),
-            name: name.clone(),
-        }),
+        EventPayload::ToolCallStarted(call) => {
+            Payload::ToolCallStarted(pb::OutputToolCallStarted {
+                attempt: call.attempt,
+                index: call.index,
+                id: call.id.clone(),
+                name: call.name.clone(),
+            })
+        }
         EventPayload::ToolCallArgumentsDelta {
             attempt,
             index,
@@ -106,11 +95,11 @@ pub(crate) fn payload(p: &EventPayload) -> pb::execution_event::Payload {
         } => Payload::ToolCallArgumentsDelta(pb::OutputToolCallArgumentsDelta {
             attempt: *attempt,
             index: *index,
-            delta: delta.clone(),
+            delta: owned(delta),
         }),
         EventPayload::Progress { attempt, message } => Payload::Progress(pb::ExecutionProgress {
             attempt: *attempt,
-            message: message.clone(),
+            message: owned(message),
         }),
         EventPayload::Usage(fact) => Payload::UsageReported(pb::UsageReported {
             fact: Some(usage(fact)),
@@ -314,9 +303,11 @@ pub fn metadata(m: &RuntimeMetadata) -> pb::RuntimeMetadata {
         store: Some(pb::StoreInfo {
             kind: m.store_kind.to_owned(),
             durable: m.store_durable,
-            max_executions: m.store.max_executions as u64,
-            retention: Some(duration(m.store.retention)),
+            max_executions: m.store.limits.max_executions as u64,
+            retention: Some(duration(m.store.limits.retention)),
             executions: m.store.executions as u64,
+            max_bytes: m.store.limits.max_bytes,
+            bytes: m.store.bytes,
         }),
         providers: m
             .providers

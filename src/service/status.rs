@@ -91,6 +91,7 @@ fn unavailable_reason(refusal: NotReady) -> &'static str {
 fn exhausted_reason(exhausted: Exhausted) -> &'static str {
     match exhausted {
         Exhausted::StoreFull { .. } => "STORE_FULL",
+        Exhausted::Watchers { .. } => "TOO_MANY_WATCHERS",
     }
 }
 
@@ -163,6 +164,7 @@ mod tests {
         assert_eq!(reason.as_deref(), Some("UNAVAILABLE"));
         let status = to_status(RuntimeError::ResourceExhausted(Exhausted::StoreFull {
             executions: 3,
+            bytes: 1024,
         }));
         assert_eq!(status.code(), Code::ResourceExhausted);
         assert!(status.message().contains("3 executions"), "{status:?}");

@@ -17,7 +17,7 @@ use prost::encoding::{DecodeContext, WireType, skip_field};
 
 use super::encode;
 use crate::execution::{
-    EffectiveLimits, EventPayload, ExecutionResult, Output, PlanTarget, RoutingPlan, StoredEvent,
+    EffectiveLimits, Event, EventPayload, ExecutionResult, Output, PlanTarget, RoutingPlan,
     ToolCall, UsageFact,
 };
 use crate::pb;
@@ -29,7 +29,7 @@ pub struct WireEvent {
     /// The stream's execution id, in its text form, shared by the stream's events.
     id: Arc<str>,
     time: prost_types::Timestamp,
-    event: StoredEvent,
+    event: Event,
     payload: Payload,
     /// Encoded length of the time, without its key.
     time_len: usize,
@@ -68,7 +68,7 @@ const MAP_VALUE: u32 = 2;
 
 impl WireEvent {
     /// `event` of the execution whose id reads `id`, appended at `time`.
-    pub fn new(id: Arc<str>, time: prost_types::Timestamp, event: StoredEvent) -> Self {
+    pub fn new(id: Arc<str>, time: prost_types::Timestamp, event: Event) -> Self {
         let mut len = Len(0);
         let payload = match hand_written(&event.payload, &mut len) {
             Some(field) => Payload::Hand { field, len: len.0 },
@@ -95,29 +95,20 @@ impl WireEvent {
 /// number; `None` (writing nothing) for the kinds prost builds.
 fn hand_written(payload: &EventPayload, out: &mut impl Sink) -> Option<u32> {
     Some(match payload {
-        EventPayload::Accepted {
-            ability,
-            policy,
-            limits,
-        } => {
-            out.text(accepted_field::ABILITY, ability);
-            out.text(accepted_field::POLICY, policy);
-            out.message(accepted_field::LIMITS, limits);
+        EventPayload::Accepted(accepted) => {
+            out.text(accepted_field::ABILITY, &accepted.ability);
+            out.text(accepted_field::POLICY, &accepted.policy);
+            out.message(accepted_field::LIMITS, &accepted.limits);
             event_field::ACCEPTED
         }
         EventPayload::Routing(plan) => {
             out.message(routing_field::PLAN, &**plan);
             event_field::ROUTING
         }
-        EventPayload::AttemptStarted {
-            attempt,
-            provider,
-            model,
-            ..
-        } => {
-            out.uint(started_field::ATTEMPT, u64::from(*attempt));
-            out.text(started_field::PROVIDER, provider);
-            out.text(started_field::MODEL, model);
+        EventPayload::AttemptStarted(started) => {
+            out.uint(started_field::ATTEMPT, u64::from(started.attempt));
+            out.text(started_field::PROVIDER, &started.provider);
+            out.text(started_field::MODEL, &started.model);
             event_field::ATTEMPT_STARTED
         }
         EventPayload::TextDelta { attempt, text } => {
@@ -125,16 +116,11 @@ fn hand_written(payload: &EventPayload, out: &mut impl Sink) -> Option<u32> {
             out.text(text_field::TEXT, text);
             event_field::TEXT_DELTA
         }
-        EventPayload::ToolCallStarted {
-            attempt,
-            index,
-            id,
-            name,
-        } => {
-            out.uint(tool_call_started_field::ATTEMPT, u64::from(*attempt));
-            out.uint(tool_call_started_field::INDEX, u64::from(*index));
-            out.text(tool_call_started_field::ID, id);
-            out.text(tool_call_started_field::NAME, name);
+        EventPayload::ToolCallStarted(call) => {
+            out.uint(tool_call_started_field::ATTEMPT, u64::from(call.attempt));
+            out.uint(tool_call_started_field::INDEX, u64::from(call.index));
+            out.text(tool_call_started_field::ID, &call.id);
+            out.text(tool_call_started_field::NAME, &call.name);
             event_field::TOOL_CALL_STARTED
         }
         EventPayload::ToolCallArgumentsDelta {
@@ -155,7 +141,7 @@ fn hand_written(payload: &EventPayload, out: &mut impl Sink) -> Option<u32> {
         // Twice per execution (input and output tokens), and each built one cost a clone of
         // every name and label.
         EventPayload::Usage(fact) => {
-            out.message(reported_field::FACT, fact);
+            out.message(reported_field::FACT, &**fact);
             event_field::USAGE_REPORTED
         }
         // Once per execution, but the built one copied the whole output.

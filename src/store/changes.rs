@@ -74,6 +74,11 @@ impl ChangeSignal {
 }
 
 impl Changes {
+    /// How many readers follow the execution now, this one included.
+    pub fn readers(&self) -> usize {
+        self.signal.readers()
+    }
+
     /// Marks every change so far as seen: call before reading the store, so an append that
     /// lands after the read is still waited for.
     pub fn mark_seen(&mut self) {

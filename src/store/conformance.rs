@@ -4,7 +4,7 @@
 //! rule does not hide the rest. Failures panic with a message naming the rule, like any test
 //! assertion.
 //!
-//! Each rule takes a factory, `make(max_executions, retention)`, that builds a fresh store.
+//! Each rule takes a factory, `make(limits)`, that builds a fresh store within `limits`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -12,13 +12,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Created, EventStore, NewExecution, StoreError};
+use super::{Created, EventStore, Follower, NewExecution, StoreError, StoreLimits};
 use crate::execution::fixtures::{attempt_started, completed, failed, routing, text};
-use crate::execution::{ErrorCode, ExecutionId, ExecutionState, Fingerprint, Idempotency};
+use crate::execution::{ErrorCode, Event, ExecutionId, ExecutionState, Fingerprint, Idempotency};
 
 /// One `#[tokio::test]` per rule of the suite, each on a fresh store from `$make`, a
-/// `Fn(usize, Duration) -> impl Future<Output = Arc<dyn EventStore>>` (capacity in
-/// executions, retention). Use it inside a test module of the store under test.
+/// `Fn(StoreLimits) -> impl Future<Output = Arc<dyn EventStore>>`. Use it inside a test module
+/// of the store under test.
 #[macro_export]
 macro_rules! event_store_conformance {
     ($make:expr) => {
@@ -28,12 +28,13 @@ macro_rules! event_store_conformance {
             nothing_follows_a_terminal_event,
             batches_append_all_or_none,
             cursors_resume_exactly,
-            subscribers_see_every_append,
+            followers_see_every_append,
             idempotency_keys_return_or_reject,
             unknown_ids_are_not_found,
             a_full_store_evicts_terminal_records_only,
-            a_full_store_keeps_records_being_watched,
+            a_follower_reads_to_the_end_after_its_execution_leaves,
             retention_expires_records_with_their_identities,
+            bytes_are_counted_and_bounded,
         );
     };
     (@rules $make:expr; $($rule:ident),* $(,)?) => {
@@ -46,13 +47,22 @@ macro_rules! event_store_conformance {
     };
 }
 
+/// Limits with `executions` and a day's retention and a GiB.
+pub fn limits(max_executions: usize, retention: Duration) -> StoreLimits {
+    StoreLimits {
+        max_executions,
+        max_bytes: 1 << 30,
+        retention,
+    }
+}
+
 /// A store with room to spare: nothing expires or is evicted during a rule.
 async fn roomy<F, Fut>(make: F) -> Arc<dyn EventStore>
 where
-    F: Fn(usize, Duration) -> Fut,
+    F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
-    make(100, Duration::from_secs(3600)).await
+    make(limits(100, Duration::from_secs(3600))).await
 }
 
 /// A new execution with an optional idempotency key and fingerprint.
@@ -65,6 +75,7 @@ pub fn new_execution(key: Option<(&str, u128)>) -> NewExecution {
             key: key.to_owned(),
             fingerprint: Fingerprint(fingerprint),
         }),
+        input_bytes: 0,
     }
 }
 
@@ -89,11 +100,15 @@ async fn run_to_success(store: &dyn EventStore, id: ExecutionId) {
     }
 }
 
+fn all(follower: &Follower) -> Vec<Event> {
+    follower.read(0, usize::MAX)
+}
+
 /// Sequences start at 1 with no gaps; each event carries the state the state machine gives it,
 /// and the view says what the events say.
 pub async fn appends_are_gap_free_and_follow_the_state_machine<F, Fut>(make: F)
 where
-    F: Fn(usize, Duration) -> Fut,
+    F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
     let store = roomy(make).await;
@@ -103,10 +118,11 @@ where
         (view.state, view.last_sequence),
         (ExecutionState::Accepted, 1)
     );
-    assert_eq!(store.position(id), Ok((1, ExecutionState::Accepted)));
+    let follower = store.follow(id).unwrap();
+    assert_eq!(follower.position(), (1, ExecutionState::Accepted));
     run_to_success(&*store, id).await;
-    assert_eq!(store.position(id), Ok((5, ExecutionState::Succeeded)));
-    let events = store.read(id, 0, usize::MAX).unwrap().events;
+    assert_eq!(follower.position(), (5, ExecutionState::Succeeded));
+    let events = all(&follower);
     let sequences: Vec<u64> = events.iter().map(|e| e.sequence).collect();
     assert_eq!(
         sequences,
@@ -116,7 +132,6 @@ where
     let states: Vec<ExecutionState> = events.iter().map(|e| e.state).collect();
     use ExecutionState::*;
     assert_eq!(states, [Accepted, Routing, Running, Running, Succeeded]);
-    assert!(events.iter().all(|e| e.execution_id == id));
     let view = store.get(id).unwrap();
     assert_eq!(view.state, Succeeded);
     assert_eq!(view.last_sequence, 5);
@@ -129,7 +144,7 @@ where
 /// An event the state machine refuses is an error and stores nothing.
 pub async fn illegal_events_change_nothing<F, Fut>(make: F)
 where
-    F: Fn(usize, Duration) -> Fut,
+    F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
     let store = roomy(make).await;
@@ -137,13 +152,13 @@ where
     let err = store.append(id, completed(1, "x")).await.unwrap_err();
     assert!(matches!(err, StoreError::IllegalTransition(_)), "{err:?}");
     assert_eq!(store.get(id).unwrap().last_sequence, 1);
-    assert_eq!(store.read(id, 0, 10).unwrap().events.len(), 1);
+    assert_eq!(all(&store.follow(id).unwrap()).len(), 1);
 }
 
 /// After a terminal event every append is `AlreadyTerminal`.
 pub async fn nothing_follows_a_terminal_event<F, Fut>(make: F)
 where
-    F: Fn(usize, Duration) -> Fut,
+    F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
     let store = roomy(make).await;
@@ -166,7 +181,7 @@ where
 /// `append_all` stores a batch whole or not at all, one sequence per event, with one wake-up.
 pub async fn batches_append_all_or_none<F, Fut>(make: F)
 where
-    F: Fn(usize, Duration) -> Fut,
+    F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
     let store = roomy(make).await;
@@ -184,17 +199,17 @@ where
         .unwrap_err();
     assert!(matches!(err, StoreError::IllegalTransition(_)), "{err:?}");
     assert_eq!(store.get(id).unwrap().last_sequence, 1);
-    assert_eq!(store.read(id, 0, 10).unwrap().events.len(), 1);
+    let mut follower = store.follow(id).unwrap();
+    assert_eq!(all(&follower).len(), 1);
 
-    let mut changes = store.subscribe(id).unwrap();
-    changes.mark_seen();
+    follower.changes().mark_seen();
     let batch = vec![routing(), attempt_started(1), text(1, "a"), text(1, "b")];
     assert_eq!(store.append_all(id, batch).await, Ok(5));
-    tokio::time::timeout(Duration::from_secs(5), changes.changed())
+    tokio::time::timeout(Duration::from_secs(5), follower.changes().changed())
         .await
-        .expect("a batch wakes subscribers")
+        .expect("a batch wakes followers")
         .unwrap();
-    let events = store.read(id, 1, usize::MAX).unwrap().events;
+    let events = follower.read(1, usize::MAX);
     let sequences: Vec<u64> = events.iter().map(|e| e.sequence).collect();
     assert_eq!(sequences, [2, 3, 4, 5], "one sequence per event, no gaps");
     use ExecutionState::*;
@@ -224,64 +239,61 @@ where
 /// A read after any sequence returns exactly the events after it; `limit` bounds a page.
 pub async fn cursors_resume_exactly<F, Fut>(make: F)
 where
-    F: Fn(usize, Duration) -> Fut,
+    F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
     let store = roomy(make).await;
     let id = create(&*store, new_execution(None)).await;
     run_to_success(&*store, id).await;
+    let follower = store.follow(id).unwrap();
     for after in 0..=6 {
-        let got: Vec<u64> = store
-            .read(id, after, usize::MAX)
-            .unwrap()
-            .events
+        let got: Vec<u64> = follower
+            .read(after, usize::MAX)
             .iter()
             .map(|e| e.sequence)
             .collect();
         let want: Vec<u64> = (after + 1..=5).collect();
         assert_eq!(got, want, "read after {after}");
     }
-    let page: Vec<u64> = store
-        .read(id, 1, 2)
-        .unwrap()
-        .events
-        .iter()
-        .map(|e| e.sequence)
-        .collect();
+    let page: Vec<u64> = follower.read(1, 2).iter().map(|e| e.sequence).collect();
     assert_eq!(page, [2, 3], "limit bounds a page");
 }
 
-/// A subscriber is woken by every append, including one made before it began to wait.
-pub async fn subscribers_see_every_append<F, Fut>(make: F)
+/// A follower is woken by every append, including one made before it began to wait.
+pub async fn followers_see_every_append<F, Fut>(make: F)
 where
-    F: Fn(usize, Duration) -> Fut,
+    F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
     let store = roomy(make).await;
     let id = create(&*store, new_execution(None)).await;
-    let mut changes = store.subscribe(id).unwrap();
-    changes.mark_seen();
-    let waiting = tokio::spawn(async move { changes.changed().await.map(|()| changes) });
+    let mut follower = store.follow(id).unwrap();
+    follower.changes().mark_seen();
+    let waiting =
+        tokio::spawn(async move { follower.changes().changed().await.map(|()| follower) });
     tokio::task::yield_now().await;
     store.append(id, routing()).await.unwrap();
-    let mut changes = tokio::time::timeout(Duration::from_secs(5), waiting)
+    let mut follower = tokio::time::timeout(Duration::from_secs(5), waiting)
         .await
-        .expect("subscriber woken")
+        .expect("follower woken")
         .unwrap()
         .unwrap();
     // An append before the wait begins is not lost either.
     store.append(id, attempt_started(1)).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), changes.changed())
+    tokio::time::timeout(Duration::from_secs(5), follower.changes().changed())
         .await
         .expect("an earlier append is seen")
         .unwrap();
+    assert_eq!(follower.readers(), 1);
+    let second = store.follow(id).unwrap();
+    assert_eq!((follower.readers(), second.readers()), (2, 2));
 }
 
 /// A key with the same request returns the first execution; with another, a conflict that
 /// stores nothing.
 pub async fn idempotency_keys_return_or_reject<F, Fut>(make: F)
 where
-    F: Fn(usize, Duration) -> Fut,
+    F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
     let store = roomy(make).await;
@@ -313,15 +325,13 @@ where
 /// Every operation on an unknown id is `NotFound`.
 pub async fn unknown_ids_are_not_found<F, Fut>(make: F)
 where
-    F: Fn(usize, Duration) -> Fut,
+    F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
     let store = roomy(make).await;
     let id = ExecutionId::new();
     assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id));
-    assert_eq!(store.read(id, 0, 1).unwrap_err(), StoreError::NotFound(id));
-    assert_eq!(store.subscribe(id).unwrap_err(), StoreError::NotFound(id));
-    assert_eq!(store.position(id), Err(StoreError::NotFound(id)));
+    assert_eq!(store.follow(id).unwrap_err(), StoreError::NotFound(id));
     assert_eq!(
         store.append(id, routing()).await.unwrap_err(),
         StoreError::NotFound(id)
@@ -336,10 +346,10 @@ where
 /// when only running ones are left.
 pub async fn a_full_store_evicts_terminal_records_only<F, Fut>(make: F)
 where
-    F: Fn(usize, Duration) -> Fut,
+    F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
-    let store = make(3, Duration::from_secs(3600)).await;
+    let store = make(limits(3, Duration::from_secs(3600))).await;
     // Capacity 3: one terminal (with a key) and two running.
     let done = create(&*store, new_execution(Some(("done-key", 1)))).await;
     run_to_success(&*store, done).await;
@@ -353,7 +363,10 @@ where
     assert_eq!(store.get(done).unwrap_err(), StoreError::NotFound(done));
     // Now all three are non-terminal: a fifth is refused and nothing is evicted.
     let err = store.create(new_execution(None)).await.unwrap_err();
-    assert_eq!(err, StoreError::Full(3));
+    assert!(
+        matches!(err, StoreError::Full { executions: 3, .. }),
+        "{err:?}"
+    );
     for id in running.iter().chain([&fourth]) {
         assert_eq!(
             store.get(*id).unwrap().state,
@@ -371,49 +384,51 @@ where
     assert_eq!(store.stats().executions, 3);
 }
 
-/// A full store never evicts an execution a reader still follows.
-pub async fn a_full_store_keeps_records_being_watched<F, Fut>(make: F)
+/// Capacity and retention do not wait for readers: a followed execution is evicted like any
+/// other, and its follower still reads every event to the last.
+pub async fn a_follower_reads_to_the_end_after_its_execution_leaves<F, Fut>(make: F)
 where
-    F: Fn(usize, Duration) -> Fut,
+    F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
-    let store = make(2, Duration::from_secs(3600)).await;
-    let watched = create(&*store, new_execution(None)).await;
-    run_to_success(&*store, watched).await;
-    let unwatched = create(&*store, new_execution(None)).await;
-    run_to_success(&*store, unwatched).await;
-    let reader = store.subscribe(watched).unwrap();
-    // The older record has a reader: the younger, unwatched one makes room.
-    let third = create(&*store, new_execution(None)).await;
+    let store = make(limits(2, Duration::from_secs(3600))).await;
+    let followed = create(&*store, new_execution(None)).await;
+    let mut follower = store.follow(followed).unwrap();
+    run_to_success(&*store, followed).await;
+    let _second = create(&*store, new_execution(None)).await;
+    // A third needs room: the terminal, followed one goes.
+    let _third = create(&*store, new_execution(None)).await;
     assert_eq!(
-        store.get(unwatched).unwrap_err(),
-        StoreError::NotFound(unwatched)
+        store.get(followed).unwrap_err(),
+        StoreError::NotFound(followed)
     );
-    assert!(store.get(watched).is_ok(), "a record being read is kept");
-    // Nothing left to evict while the reader stays: the store is full.
     assert_eq!(
-        store.create(new_execution(None)).await.unwrap_err(),
-        StoreError::Full(2)
+        store.follow(followed).unwrap_err(),
+        StoreError::NotFound(followed),
+        "no new follower for an execution that left"
     );
-    drop(reader);
-    let _fourth = create(&*store, new_execution(None)).await;
-    assert_eq!(
-        store.get(watched).unwrap_err(),
-        StoreError::NotFound(watched)
-    );
-    assert!(store.get(third).is_ok());
+    let sequences: Vec<u64> = all(&follower).iter().map(|e| e.sequence).collect();
+    assert_eq!(sequences, [1, 2, 3, 4, 5], "the follower reads it all");
+    assert!(follower.read(4, 10)[0].is_terminal());
+    // It is told that no change will come.
+    follower.changes().mark_seen();
+    let closed = tokio::time::timeout(Duration::from_secs(5), follower.changes().changed())
+        .await
+        .expect("the follower is told");
+    assert_eq!(closed, Err(crate::store::Closed));
 }
 
-/// Terminal executions expire after the retention with their keys, but not while read.
+/// Terminal executions expire after the retention, with their keys.
 pub async fn retention_expires_records_with_their_identities<F, Fut>(make: F)
 where
-    F: Fn(usize, Duration) -> Fut,
+    F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
-    let store = make(100, Duration::from_secs(60)).await;
+    let store = make(limits(100, Duration::from_secs(60))).await;
     tokio::time::pause();
     let id = create(&*store, new_execution(Some(("kept-key", 1)))).await;
     run_to_success(&*store, id).await;
+    let follower = store.follow(id).unwrap();
     tokio::time::advance(Duration::from_secs(30)).await;
     let _other = create(&*store, new_execution(None)).await;
     assert!(store.get(id).is_ok(), "kept within retention");
@@ -422,21 +437,85 @@ where
     assert_eq!(
         store.get(id).unwrap_err(),
         StoreError::NotFound(id),
-        "expired after retention"
+        "expired after retention, though a follower holds it"
     );
+    assert_eq!(all(&follower).len(), 5, "and the follower still reads it");
     // Its key expired with it: the same key with another request is a new execution.
     let fresh = create(&*store, new_execution(Some(("kept-key", 2)))).await;
     assert_ne!(fresh, id);
-    // A record someone is still reading outlives its retention until the reader lets go.
-    run_to_success(&*store, fresh).await;
-    let reader = store.subscribe(fresh).unwrap();
-    tokio::time::advance(Duration::from_secs(61)).await;
-    let _later = create(&*store, new_execution(None)).await;
-    assert!(store.get(fresh).is_ok(), "kept while read");
-    drop(reader);
-    let _last = create(&*store, new_execution(None)).await;
-    assert_eq!(store.get(fresh).unwrap_err(), StoreError::NotFound(fresh));
     tokio::time::resume();
+}
+
+/// The store counts what it holds and stays within its bytes: a create that does not fit makes
+/// room from terminal executions, or is refused when only running ones are left.
+pub async fn bytes_are_counted_and_bounded<F, Fut>(make: F)
+where
+    F: Fn(StoreLimits) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    const KIB: u64 = 1024;
+    let store = make(StoreLimits {
+        max_executions: 1000,
+        max_bytes: 350 * KIB,
+        retention: Duration::from_secs(3600),
+    })
+    .await;
+    let heavy = || NewExecution {
+        input_bytes: 100 * 1024,
+        ..new_execution(None)
+    };
+    assert_eq!(store.stats().bytes, 0);
+
+    // The input counts while the execution runs, and no longer once it has ended.
+    let short = create(&*store, heavy()).await;
+    let one = store.stats().bytes;
+    assert!(
+        (100 * KIB..110 * KIB).contains(&one),
+        "the input counts: {one}"
+    );
+    run_to_success(&*store, short).await;
+    assert!(store.stats().bytes < 10 * KIB, "{:?}", store.stats());
+
+    // The output it streamed counts for as long as it is kept: 100 deltas of 1 KiB.
+    let long = create(&*store, new_execution(None)).await;
+    for payload in [routing(), attempt_started(1)] {
+        store.append(long, payload).await.expect("legal append");
+    }
+    let kib = "x".repeat(1024);
+    for _ in 0..100 {
+        store
+            .append(long, text(1, &kib))
+            .await
+            .expect("legal append");
+    }
+    store
+        .append(long, completed(1, ""))
+        .await
+        .expect("legal append");
+    let held = store.stats().bytes;
+    assert!(
+        (100 * KIB..130 * KIB).contains(&held),
+        "output counts: {held}"
+    );
+
+    // Two running executions fit beside it; a third does not, and the terminal execution
+    // that ended first makes room, then the next.
+    let running = [
+        create(&*store, heavy()).await,
+        create(&*store, heavy()).await,
+        create(&*store, heavy()).await,
+    ];
+    assert_eq!(store.get(short).unwrap_err(), StoreError::NotFound(short));
+    assert_eq!(store.get(long).unwrap_err(), StoreError::NotFound(long));
+    // Only running executions are left, and a fourth does not fit beside them.
+    let err = store.create(heavy()).await.unwrap_err();
+    assert!(matches!(err, StoreError::Full { .. }), "{err:?}");
+    let stats = store.stats();
+    assert!(stats.bytes <= 350 * KIB, "{stats:?}");
+    assert_eq!(stats.executions, 3, "{stats:?}");
+    for id in running {
+        assert!(store.get(id).is_ok());
+    }
 }
 
 #[cfg(test)]
@@ -454,7 +533,7 @@ mod tests {
             .filter_map(|line| line.strip_prefix("pub async fn "))
             .filter_map(|rest| rest.split('<').next())
             .collect();
-        assert!(rules.len() >= 11, "{rules:?}");
+        assert!(rules.len() >= 12, "{rules:?}");
         for rule in rules {
             assert!(
                 listed.contains(&format!("{rule},")),

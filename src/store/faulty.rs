@@ -15,10 +15,10 @@ use std::task::{Context, Poll};
 use tokio::sync::Semaphore;
 
 use super::{
-    ChangeSignal, Changes, Created, EventPage, EventStore, NewExecution, StoreError, StoreFuture,
-    StoreStats,
+    ChangeSignal, Created, EventSource, EventStore, Follower, NewExecution, StoreError,
+    StoreFuture, StoreStats,
 };
-use crate::execution::{EventPayload, Execution, ExecutionId, ExecutionState, StoredEvent};
+use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
 
 /// Which faults to inject. The default injects none.
 #[derive(Debug, Default)]
@@ -30,7 +30,8 @@ pub struct Faults {
     /// create that awaits I/O after the record exists: a caller that drops it then has
     /// stored an execution and registered nothing.
     pub create_pending_polls: u32,
-    /// Every subscription is dropped by the store at once: readers see `Closed`.
+    /// Every follower's wake-up is closed at once (its events stay readable): followers
+    /// see `Closed`, as when the store lets an execution go.
     pub drop_subscriptions: bool,
     /// A batch holding `execution.routing` waits for a permit here before it is appended,
     /// so an execution stays `ACCEPTED` until the test adds one.
@@ -71,6 +72,19 @@ impl FaultyStore {
             return Err(StoreError::Failed(format!("injected fault on write {n}")));
         }
         Ok(())
+    }
+}
+
+/// Reads through another follower.
+struct Through(Follower);
+
+impl EventSource for Through {
+    fn read(&self, after: u64, limit: usize) -> Vec<Event> {
+        self.0.read(after, limit)
+    }
+
+    fn position(&self) -> (u64, ExecutionState) {
+        self.0.position()
     }
 }
 
@@ -124,7 +138,7 @@ impl EventStore for FaultyStore {
         })
     }
 
-    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, StoredEvent> {
+    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
         match self.write() {
             Ok(()) => self.inner.append(id, payload),
             Err(e) => Box::pin(std::future::ready(Err(e))),
@@ -147,26 +161,22 @@ impl EventStore for FaultyStore {
         }
     }
 
-    fn position(&self, id: ExecutionId) -> Result<(u64, ExecutionState), StoreError> {
-        self.inner.position(id)
-    }
-
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
         self.inner.get(id)
     }
 
-    fn read(&self, id: ExecutionId, after: u64, limit: usize) -> Result<EventPage, StoreError> {
-        self.inner.read(id, after, limit)
-    }
-
-    fn subscribe(&self, id: ExecutionId) -> Result<Changes, StoreError> {
-        let changes = self.inner.subscribe(id)?;
+    fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
+        let follower = self.inner.follow(id)?;
         if !self.faults.drop_subscriptions {
-            return Ok(changes);
+            return Ok(follower);
         }
+        // The events stay readable; the wake-up is closed, as when the store lets go.
         let dropped = ChangeSignal::new();
         dropped.close();
-        Ok(dropped.subscribe())
+        Ok(Follower::new(
+            dropped.subscribe(),
+            Arc::new(Through(follower)),
+        ))
     }
 
     fn stats(&self) -> StoreStats {
@@ -183,40 +193,43 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::store::MemoryStore;
+    use crate::store::{MemoryStore, StoreLimits};
 
-    fn over_memory(max: usize, retention: Duration, faults: Faults) -> Arc<dyn EventStore> {
-        let inner = Arc::new(MemoryStore::new(max, retention));
+    fn over_memory(limits: StoreLimits, faults: Faults) -> Arc<dyn EventStore> {
+        let inner = Arc::new(MemoryStore::new(limits));
         Arc::new(FaultyStore::new(inner, faults))
+    }
+
+    fn limits() -> StoreLimits {
+        crate::store::conformance::limits(10, Duration::from_secs(60))
     }
 
     /// With no fault set, the wrapper is the store it wraps.
     mod without_faults {
         use super::*;
 
-        crate::event_store_conformance!(|max, retention| async move {
-            over_memory(max, retention, Faults::default())
-        });
+        crate::event_store_conformance!(
+            |limits| async move { over_memory(limits, Faults::default()) }
+        );
     }
 
     /// A create that waits before it answers changes nothing the suite can see.
     mod with_pending_creates {
         use super::*;
 
-        crate::event_store_conformance!(|max, retention| async move {
+        crate::event_store_conformance!(|limits| async move {
             let faults = Faults {
                 create_pending_polls: 2,
                 ..Faults::default()
             };
-            over_memory(max, retention, faults)
+            over_memory(limits, faults)
         });
     }
 
     #[tokio::test]
     async fn a_failed_write_poisons_the_store() {
         let store = over_memory(
-            10,
-            Duration::from_secs(60),
+            limits(),
             Faults {
                 fail_writes_from: Some(2),
                 ..Faults::default()
@@ -233,14 +246,16 @@ mod tests {
         ));
         assert!(store.failed());
         assert!(store.append_all(id, vec![routing]).await.is_err());
-        assert_eq!(store.position(id), Ok((1, ExecutionState::Accepted)));
+        assert_eq!(
+            store.follow(id).map(|f| f.position()),
+            Ok((1, ExecutionState::Accepted))
+        );
     }
 
     #[tokio::test]
     async fn a_dropped_subscription_reads_as_closed() {
         let store = over_memory(
-            10,
-            Duration::from_secs(60),
+            limits(),
             Faults {
                 drop_subscriptions: true,
                 ..Faults::default()
@@ -249,11 +264,12 @@ mod tests {
         let new = crate::store::conformance::new_execution(None);
         let id = new.id;
         store.create(new).await.ok();
-        let mut changes = store.subscribe(id).ok();
-        let closed = match changes.as_mut() {
-            Some(changes) => changes.changed().await,
+        let mut follower = store.follow(id).ok();
+        let closed = match follower.as_mut() {
+            Some(follower) => follower.changes().changed().await,
             None => Ok(()),
         };
         assert_eq!(closed, Err(crate::store::Closed));
+        assert_eq!(follower.map(|f| f.read(0, 10).len()), Some(1));
     }
 }

@@ -3,13 +3,15 @@
 //! is told to, with the execution's identities (id, idempotency key) in the same step.
 //!
 //! - A terminal execution leaves once `retention` has passed since it ended.
-//! - When the store is full, the one that ended first leaves early to make room.
-//! - Never one a reader still follows (a replay must not lose its terminal event): the store
-//!   says how many readers each has, from an explicit count ([`Changes`] registers itself).
+//! - When the store is full (executions or bytes), the one that ended first leaves early to
+//!   make room.
+//! - Readers do not hold an execution in the store: one still reading keeps its own hold on
+//!   the events ([`Follower`]) and reaches the end of them, so a slow or stalled reader cannot
+//!   pin a store's capacity.
 //! - Non-terminal executions are not here at all: they never leave, and a store full of them
 //!   refuses new work.
 //!
-//! [`Changes`]: crate::store::Changes
+//! [`Follower`]: crate::store::Follower
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -44,42 +46,29 @@ impl Retention {
         self.ended.push_back((id, at));
     }
 
-    /// The executions whose retention has passed at `now` and that no reader follows,
-    /// forgotten here as they are returned; the store removes them. One with readers stays
-    /// until they let go.
-    pub fn expired(
-        &mut self,
-        now: Instant,
-        readers: impl Fn(ExecutionId) -> usize,
-    ) -> Vec<ExecutionId> {
+    /// The executions whose retention has passed at `now`, forgotten here as they are
+    /// returned; the store removes them.
+    pub fn expired(&mut self, now: Instant) -> Vec<ExecutionId> {
         let mut gone = Vec::new();
-        let mut position = 0;
-        while let Some(&(id, ended)) = self.ended.get(position) {
+        while let Some(&(id, ended)) = self.ended.front() {
             if now.saturating_duration_since(ended) < self.period {
                 break;
             }
-            if readers(id) > 0 {
-                position += 1;
-            } else {
-                self.ended.remove(position);
-                gone.push(id);
-            }
+            self.ended.pop_front();
+            gone.push(id);
         }
         gone
     }
 
-    /// The execution that ended first among those no reader follows, forgotten here as it is
-    /// returned, to make room for a new one; `None` when every terminal execution is read.
-    pub fn make_room(&mut self, readers: impl Fn(ExecutionId) -> usize) -> Option<ExecutionId> {
-        let position = self.ended.iter().position(|(id, _)| readers(*id) == 0)?;
-        self.ended.remove(position).map(|(id, _)| id)
+    /// The execution that ended first, forgotten here as it is returned, to make room for a
+    /// new one; `None` when no execution has ended.
+    pub fn make_room(&mut self) -> Option<ExecutionId> {
+        self.ended.pop_front().map(|(id, _)| id)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
 
     fn ids(n: usize) -> Vec<ExecutionId> {
@@ -87,7 +76,7 @@ mod tests {
     }
 
     #[test]
-    fn expires_in_end_order_after_the_period_and_skips_what_is_read() {
+    fn expires_in_end_order_after_the_period() {
         let start = Instant::now();
         let [a, b, c] = ids(3)[..] else {
             unreachable!()
@@ -96,41 +85,21 @@ mod tests {
         retention.ended(a, start);
         retention.ended(b, start + Duration::from_secs(10));
         retention.ended(c, start + Duration::from_secs(20));
-        let read = HashMap::from([(a, 1)]);
-        let readers = |id| read.get(&id).copied().unwrap_or(0);
-        assert_eq!(
-            retention.expired(start + Duration::from_secs(59), readers),
-            []
-        );
-        // a's period has passed but it is read; b's has passed; c's has not.
-        assert_eq!(
-            retention.expired(start + Duration::from_secs(75), readers),
-            [b]
-        );
-        assert_eq!(
-            retention.expired(start + Duration::from_secs(90), readers),
-            [c]
-        );
-        assert_eq!(
-            retention.expired(start + Duration::from_secs(90), |_| 0),
-            [a]
-        );
-        assert_eq!(
-            retention.expired(start + Duration::from_secs(999), |_| 0),
-            []
-        );
+        assert_eq!(retention.expired(start + Duration::from_secs(59)), []);
+        assert_eq!(retention.expired(start + Duration::from_secs(75)), [a, b]);
+        assert_eq!(retention.expired(start + Duration::from_secs(90)), [c]);
+        assert_eq!(retention.expired(start + Duration::from_secs(999)), []);
     }
 
     #[test]
-    fn room_is_made_from_the_oldest_unread_and_never_from_a_read_one() {
+    fn room_is_made_from_the_oldest() {
         let start = Instant::now();
         let [a, b] = ids(2)[..] else { unreachable!() };
         let mut retention = Retention::new(Duration::from_secs(3600));
         retention.ended(a, start);
         retention.ended(b, start);
-        assert_eq!(retention.make_room(|id| usize::from(id == a)), Some(b));
-        assert_eq!(retention.make_room(|_| 1), None);
-        assert_eq!(retention.make_room(|_| 0), Some(a));
-        assert_eq!(retention.make_room(|_| 0), None);
+        assert_eq!(retention.make_room(), Some(a));
+        assert_eq!(retention.make_room(), Some(b));
+        assert_eq!(retention.make_room(), None);
     }
 }

@@ -27,12 +27,17 @@ pub(crate) const MAX_INPUT_BYTES: usize = 64 << 20;
 pub(crate) const MAX_OUTPUT_BYTES: usize = 1 << 30;
 /// `server.max_events_per_execution`.
 pub(crate) const MAX_EVENTS: u64 = 10_000_000;
+/// `server.max_watchers_per_execution`.
+pub(crate) const MAX_WATCHERS: usize = 100_000;
 /// `server.max_concurrent_streams` (per connection).
 pub(crate) const MAX_STREAMS: u32 = 100_000;
 /// `server.max_connections`.
 pub(crate) const MAX_CONNECTIONS: usize = 1_000_000;
 /// `store.max_executions`.
 pub(crate) const MAX_EXECUTIONS: usize = 10_000_000;
+/// `store.max_bytes`: at least 1 MiB, at most 1 TiB.
+pub(crate) const MIN_STORE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_STORE_BYTES: u64 = 1 << 40;
 /// `providers.NAME.max_concurrency`.
 pub(crate) const MAX_CONCURRENCY: u32 = 100_000;
 /// `providers.NAME.queue_capacity`.

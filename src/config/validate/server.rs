@@ -69,6 +69,12 @@ pub(super) fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
             16,
             bounds::MAX_EVENTS,
         )?,
+        max_watchers_per_execution: count(
+            "server.max_watchers_per_execution",
+            raw.max_watchers_per_execution,
+            1,
+            bounds::MAX_WATCHERS,
+        )?,
         max_connections: count(
             "server.max_connections",
             raw.max_connections,
@@ -131,6 +137,12 @@ pub(super) fn store(raw: RawStore) -> Result<StoreConfig, ConfigError> {
             raw.max_executions,
             1,
             bounds::MAX_EXECUTIONS,
+        )?,
+        max_bytes: count(
+            "store.max_bytes",
+            raw.max_bytes,
+            bounds::MIN_STORE_BYTES,
+            bounds::MAX_STORE_BYTES,
         )?,
         retention: duration_from(
             "store.retention",

@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used)]
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use proptest::prelude::*;
@@ -26,7 +27,7 @@ enum Kind {
 }
 
 fn attempt_failed(next: NextAction, committed: bool) -> EventPayload {
-    EventPayload::AttemptFailed(Box::new(AttemptRecord {
+    EventPayload::AttemptFailed(Arc::new(AttemptRecord {
         number: 1,
         provider: "p".into(),
         model: "m".into(),
@@ -53,7 +54,7 @@ fn payload(kind: Kind, committed: bool) -> EventPayload {
         Kind::FailedRetry => attempt_failed(NextAction::Fallback, committed),
         Kind::FailedStop => attempt_failed(NextAction::Stop, committed),
         Kind::Delta => text(1, "x"),
-        Kind::Usage => EventPayload::Usage(UsageFact {
+        Kind::Usage => EventPayload::Usage(Arc::new(UsageFact {
             unit: UsageUnit::OUTPUT_TOKENS,
             quantity: 1,
             source: UsageSource::ProviderReported,
@@ -61,7 +62,7 @@ fn payload(kind: Kind, committed: bool) -> EventPayload {
             provider: "p".into(),
             model: "m".into(),
             labels: Default::default(),
-        }),
+        })),
         Kind::Progress => EventPayload::Progress {
             attempt: 1,
             message: "working".into(),

@@ -2,14 +2,15 @@
 //! recorded as events in one go.
 
 use std::future::{Future, poll_fn};
+use std::sync::Arc;
 use std::task::Poll;
 
 use super::Driver;
 use super::evidence::{EndKind, attempt_error};
 use super::stop::Race;
 use crate::execution::{
-    AttemptCode, CommitTracker, ErrorCode, EventPayload, ExecutionResult, PlanTarget, UsageFact,
-    UsageQuantity,
+    AttemptCode, CommitTracker, ErrorCode, EventPayload, ExecutionResult, PlanTarget,
+    ToolCallStart, UsageFact, UsageQuantity,
 };
 use crate::provider::{ProviderError, ProviderEvent, ProviderStream};
 
@@ -90,21 +91,27 @@ impl Driver {
                     break;
                 }
                 ProviderEvent::Usage(quantity) => self.usage(target, attempt, quantity),
-                ProviderEvent::Progress(message) => EventPayload::Progress { attempt, message },
-                ProviderEvent::TextDelta(text) => EventPayload::TextDelta { attempt, text },
+                ProviderEvent::Progress(message) => EventPayload::Progress {
+                    attempt,
+                    message: message.into(),
+                },
+                ProviderEvent::TextDelta(text) => EventPayload::TextDelta {
+                    attempt,
+                    text: text.into(),
+                },
                 ProviderEvent::ToolCallStarted { index, id, name } => {
-                    EventPayload::ToolCallStarted {
+                    EventPayload::ToolCallStarted(Arc::new(ToolCallStart {
                         attempt,
                         index,
                         id,
                         name,
-                    }
+                    }))
                 }
                 ProviderEvent::ToolCallArgumentsDelta { index, delta } => {
                     EventPayload::ToolCallArgumentsDelta {
                         attempt,
                         index,
-                        delta,
+                        delta: delta.into(),
                     }
                 }
             };
@@ -127,7 +134,7 @@ impl Driver {
         if let Some(EndKind::Succeeded(finish_reason)) = end {
             self.size.count();
             self.pending
-                .push(EventPayload::Completed(Box::new(ExecutionResult {
+                .push(EventPayload::Completed(Arc::new(ExecutionResult {
                     output: tracker.take_output(),
                     finish_reason,
                     provider: target.provider.clone(),
@@ -145,7 +152,7 @@ impl Driver {
         attempt: u32,
         quantity: UsageQuantity,
     ) -> EventPayload {
-        EventPayload::Usage(UsageFact {
+        EventPayload::Usage(Arc::new(UsageFact {
             unit: quantity.unit,
             quantity: quantity.quantity,
             source: quantity.source,
@@ -153,7 +160,7 @@ impl Driver {
             provider: target.provider.clone(),
             model: target.model.clone(),
             labels: self.job.labels.clone(),
-        })
+        }))
     }
 }
 

@@ -3,6 +3,7 @@
 //! message). The runtime writes a cancellation that found no driver, and the driver's last
 //! resort after a fault, with the same functions.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::execution::{
@@ -90,7 +91,7 @@ pub(in crate::runtime) fn failure(
     partial_output: Output,
     cancel_reason: Option<String>,
 ) -> EventPayload {
-    EventPayload::Failed(Box::new(ExecutionFailure {
+    EventPayload::Failed(Arc::new(ExecutionFailure {
         error: ExecutionError {
             code,
             message,

@@ -5,9 +5,9 @@
 use std::pin::pin;
 
 use super::*;
-use crate::execution::StoredEvent;
+use crate::execution::Event;
 
-async fn all_events(rt: &Runtime, id: ExecutionId) -> Vec<Result<StoredEvent, RuntimeError>> {
+async fn all_events(rt: &Runtime, id: ExecutionId) -> Vec<Result<Event, RuntimeError>> {
     let events = rt.watch(id, 0).unwrap().collect::<Vec<_>>();
     tokio::time::timeout(Duration::from_secs(30), events)
         .await

@@ -7,9 +7,9 @@ use prost::Message;
 use super::*;
 use crate::execution::fixtures::{accepted, attempt_started, completed, failed, routing, text};
 use crate::execution::{
-    AttemptCode, AttemptError, AttemptRecord, ErrorClass, ErrorCode, Event, ExecutionId,
-    ExecutionState, FinishReason, Labels, NextAction, Outcome, UsageQuantity, UsageSource,
-    UsageUnit,
+    Acceptance, AttemptCode, AttemptError, AttemptRecord, ErrorClass, ErrorCode, Event,
+    ExecutionId, ExecutionState, FinishReason, Labels, NextAction, Outcome, Text, ToolCallStart,
+    UsageQuantity, UsageSource, UsageUnit,
 };
 
 mod arbitrary;
@@ -23,7 +23,7 @@ fn payloads() -> Vec<EventPayload> {
     };
     vec![
         accepted(),
-        EventPayload::Accepted {
+        EventPayload::Accepted(Arc::new(Acceptance {
             ability: String::new().into(),
             policy: "p".into(),
             limits: EffectiveLimits {
@@ -32,7 +32,7 @@ fn payloads() -> Vec<EventPayload> {
                 allow_fallback: false,
                 retry_budget: Duration::ZERO,
             },
-        },
+        })),
         routing(),
         EventPayload::Routing(Arc::new(RoutingPlan {
             policy: "default".into(),
@@ -64,18 +64,18 @@ fn payloads() -> Vec<EventPayload> {
                 .as_str(),
         ),
         text(0, ""),
-        EventPayload::ToolCallStarted {
+        EventPayload::ToolCallStarted(Arc::new(ToolCallStart {
             attempt: 1,
             index: 0,
             id: "call_1".into(),
             name: "lookup".into(),
-        },
-        EventPayload::ToolCallStarted {
+        })),
+        EventPayload::ToolCallStarted(Arc::new(ToolCallStart {
             attempt: 3,
             index: 2,
             id: String::new(),
             name: "x".into(),
-        },
+        })),
         EventPayload::ToolCallArgumentsDelta {
             attempt: 1,
             index: 7,
@@ -87,9 +87,9 @@ fn payloads() -> Vec<EventPayload> {
         },
         EventPayload::Progress {
             attempt: 200,
-            message: String::new(),
+            message: Text::default(),
         },
-        EventPayload::Usage(UsageFact {
+        EventPayload::Usage(Arc::new(UsageFact {
             unit: usage.unit,
             quantity: usage.quantity,
             source: usage.source,
@@ -97,8 +97,8 @@ fn payloads() -> Vec<EventPayload> {
             provider: "p".into(),
             model: "m".into(),
             labels: Arc::default(),
-        }),
-        EventPayload::Usage(UsageFact {
+        })),
+        EventPayload::Usage(Arc::new(UsageFact {
             unit: UsageUnit::INPUT_TOKENS,
             quantity: 0,
             source: UsageSource::RuntimeEstimated,
@@ -110,8 +110,8 @@ fn payloads() -> Vec<EventPayload> {
                 ("empty".to_owned(), String::new()),
                 (String::new(), "no key".to_owned()),
             ])),
-        }),
-        EventPayload::AttemptFailed(Box::new(AttemptRecord {
+        })),
+        EventPayload::AttemptFailed(Arc::new(AttemptRecord {
             number: 2,
             provider: "p".into(),
             model: "m".into(),
@@ -130,7 +130,7 @@ fn payloads() -> Vec<EventPayload> {
         })),
         completed(1, "hello world"),
         completed(0, ""),
-        EventPayload::Completed(Box::new(ExecutionResult {
+        EventPayload::Completed(Arc::new(ExecutionResult {
             output: Output {
                 text: String::new(),
                 tool_calls: vec![
@@ -172,25 +172,24 @@ fn every_payload_encodes_exactly_as_prost_encodes_the_built_message() {
             (times[(n + 2) % 4], u64::MAX, states[(n + 2) % 3]),
         ] {
             let event = Event {
-                execution_id: id,
                 sequence,
                 time,
                 state,
                 payload: payload.clone(),
             };
-            let want = encode::event(&event).encode_to_vec();
+            let want = encode::event(id, &event).encode_to_vec();
             let wire = WireEvent::new(
                 id.to_text().into(),
                 prost_types::Timestamp::from(time),
-                StoredEvent::new(event),
+                event.clone(),
             );
-            assert_eq!(wire.encoded_len(), want.len(), "length of {:?}", wire.event);
+            assert_eq!(wire.encoded_len(), want.len(), "length of {event:?}");
             let bytes = wire.encode_to_vec();
             let decoded = pb::ExecutionEvent::decode(bytes.as_slice()).unwrap();
-            assert_eq!(decoded, encode::event(&wire.event), "{:?}", wire.event);
+            assert_eq!(decoded, encode::event(id, &event), "{event:?}");
             // Map entries go out in whatever order the map has: prost's is a HashMap's.
-            if !matches!(&wire.event.payload, EventPayload::Usage(f) if f.labels.len() > 1) {
-                assert_eq!(bytes, want, "bytes of {:?}", wire.event);
+            if !matches!(&event.payload, EventPayload::Usage(f) if f.labels.len() > 1) {
+                assert_eq!(bytes, want, "bytes of {event:?}");
             }
         }
     }

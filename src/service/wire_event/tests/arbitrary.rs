@@ -11,10 +11,10 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::execution::{
-    AttemptCode, AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, ErrorCode, Event,
-    ExecutionError, ExecutionFailure, ExecutionId, ExecutionResult, ExecutionState, FinishReason,
-    NextAction, Outcome, Output, PlanTarget, RoutingPlan, ToolCall, UsageFact, UsageSource,
-    UsageUnit,
+    Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, EffectiveLimits,
+    ErrorClass, ErrorCode, Event, ExecutionError, ExecutionFailure, ExecutionId, ExecutionResult,
+    ExecutionState, FinishReason, NextAction, Outcome, Output, PlanTarget, RoutingPlan, ToolCall,
+    ToolCallStart, UsageFact, UsageSource, UsageUnit,
 };
 
 /// Empty, short arbitrary unicode (control characters included), or long.
@@ -262,43 +262,51 @@ fn failure() -> impl Strategy<Value = ExecutionFailure> {
 
 fn payload() -> impl Strategy<Value = EventPayload> {
     prop_oneof![
-        (name(), name(), limits()).prop_map(|(ability, policy, limits)| EventPayload::Accepted {
-            ability,
-            policy,
-            limits
+        (name(), name(), limits()).prop_map(|(ability, policy, limits)| {
+            EventPayload::Accepted(Arc::new(Acceptance {
+                ability,
+                policy,
+                limits,
+            }))
         }),
         plan().prop_map(|plan| EventPayload::Routing(Arc::new(plan))),
         (any::<u32>(), name(), name(), time()).prop_map(
-            |(attempt, provider, model, started_at)| EventPayload::AttemptStarted {
-                attempt,
-                provider,
-                model,
-                started_at,
+            |(attempt, provider, model, started_at)| {
+                EventPayload::AttemptStarted(Arc::new(AttemptStart {
+                    attempt,
+                    provider,
+                    model,
+                    started_at,
+                }))
             }
         ),
-        attempt_record().prop_map(|record| EventPayload::AttemptFailed(Box::new(record))),
-        (any::<u32>(), text())
-            .prop_map(|(attempt, text)| EventPayload::TextDelta { attempt, text }),
+        attempt_record().prop_map(|record| EventPayload::AttemptFailed(Arc::new(record))),
+        (any::<u32>(), text()).prop_map(|(attempt, text)| EventPayload::TextDelta {
+            attempt,
+            text: text.into()
+        }),
         (any::<u32>(), any::<u32>(), text(), text()).prop_map(|(attempt, index, id, name)| {
-            EventPayload::ToolCallStarted {
+            EventPayload::ToolCallStarted(Arc::new(ToolCallStart {
                 attempt,
                 index,
                 id,
                 name,
-            }
+            }))
         }),
         (any::<u32>(), any::<u32>(), text()).prop_map(|(attempt, index, delta)| {
             EventPayload::ToolCallArgumentsDelta {
                 attempt,
                 index,
-                delta,
+                delta: delta.into(),
             }
         }),
-        (any::<u32>(), text())
-            .prop_map(|(attempt, message)| EventPayload::Progress { attempt, message }),
-        usage().prop_map(EventPayload::Usage),
-        result().prop_map(|result| EventPayload::Completed(Box::new(result))),
-        failure().prop_map(|failure| EventPayload::Failed(Box::new(failure))),
+        (any::<u32>(), text()).prop_map(|(attempt, message)| EventPayload::Progress {
+            attempt,
+            message: message.into()
+        }),
+        usage().prop_map(|usage| EventPayload::Usage(Arc::new(usage))),
+        result().prop_map(|result| EventPayload::Completed(Arc::new(result))),
+        failure().prop_map(|failure| EventPayload::Failed(Arc::new(failure))),
     ]
 }
 
@@ -325,19 +333,19 @@ proptest! {
         state in state(),
         time in time(),
     ) {
+        let execution = ExecutionId::new();
         let event = Event {
-            execution_id: ExecutionId::new(),
             sequence,
             time,
             state,
             payload,
         };
-        let id: Arc<str> = event.execution_id.to_text().into();
-        let wire = WireEvent::new(id, prost_types::Timestamp::from(time), StoredEvent::new(event));
+        let id: Arc<str> = execution.to_text().into();
+        let wire = WireEvent::new(id, prost_types::Timestamp::from(time), event.clone());
         let bytes = wire.encode_to_vec();
         prop_assert_eq!(bytes.len(), wire.encoded_len());
         let decoded = pb::ExecutionEvent::decode(bytes.as_slice());
         prop_assert!(decoded.is_ok(), "{:?}", decoded);
-        prop_assert_eq!(decoded.ok(), Some(encode::event(&wire.event)));
+        prop_assert_eq!(decoded.ok(), Some(encode::event(execution, &event)));
     }
 }

@@ -15,10 +15,10 @@ use prost_types::{DescriptorProto, FileDescriptorSet};
 
 use super::*;
 use crate::execution::{
-    AttemptCode, AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, ErrorCode, Event,
-    ExecutionError, ExecutionFailure, ExecutionId, ExecutionResult, ExecutionState, FinishReason,
-    Labels, NextAction, Outcome, Output, PlanTarget, RoutingPlan, ToolCall, UsageFact, UsageSource,
-    UsageUnit,
+    Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, EffectiveLimits,
+    ErrorClass, ErrorCode, Event, ExecutionError, ExecutionFailure, ExecutionId, ExecutionResult,
+    ExecutionState, FinishReason, Labels, NextAction, Outcome, Output, PlanTarget, RoutingPlan,
+    ToolCall, ToolCallStart, UsageFact, UsageSource, UsageUnit,
 };
 
 const ROOT: &str = ".model_runtime.v1.ExecutionEvent";
@@ -47,7 +47,7 @@ fn attempt_error() -> AttemptError {
 fn every_field_set() -> Vec<EventPayload> {
     let time = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 5);
     vec![
-        EventPayload::Accepted {
+        EventPayload::Accepted(Arc::new(Acceptance {
             ability: "chat".into(),
             policy: "default".into(),
             limits: EffectiveLimits {
@@ -56,7 +56,7 @@ fn every_field_set() -> Vec<EventPayload> {
                 allow_fallback: true,
                 retry_budget: Duration::new(30, 1),
             },
-        },
+        })),
         EventPayload::Routing(Arc::new(RoutingPlan {
             policy: "default".into(),
             required_capabilities: vec!["text".into()],
@@ -68,13 +68,13 @@ fn every_field_set() -> Vec<EventPayload> {
                 missing_capabilities: vec!["vision".into()],
             }],
         })),
-        EventPayload::AttemptStarted {
+        EventPayload::AttemptStarted(Arc::new(AttemptStart {
             attempt: 1,
             provider: "p".into(),
             model: "m".into(),
             started_at: time,
-        },
-        EventPayload::AttemptFailed(Box::new(AttemptRecord {
+        })),
+        EventPayload::AttemptFailed(Arc::new(AttemptRecord {
             number: 1,
             provider: "p".into(),
             model: "m".into(),
@@ -90,12 +90,12 @@ fn every_field_set() -> Vec<EventPayload> {
             attempt: 1,
             text: "hi".into(),
         },
-        EventPayload::ToolCallStarted {
+        EventPayload::ToolCallStarted(Arc::new(ToolCallStart {
             attempt: 1,
             index: 1,
             id: "call_1".into(),
             name: "lookup".into(),
-        },
+        })),
         EventPayload::ToolCallArgumentsDelta {
             attempt: 1,
             index: 1,
@@ -105,7 +105,7 @@ fn every_field_set() -> Vec<EventPayload> {
             attempt: 1,
             message: "thinking".into(),
         },
-        EventPayload::Usage(UsageFact {
+        EventPayload::Usage(Arc::new(UsageFact {
             unit: UsageUnit::INPUT_TOKENS,
             quantity: 4,
             source: UsageSource::ProviderReported,
@@ -113,15 +113,15 @@ fn every_field_set() -> Vec<EventPayload> {
             provider: "p".into(),
             model: "m".into(),
             labels: Arc::new(Labels::from([("tenant".into(), "acme".into())])),
-        }),
-        EventPayload::Completed(Box::new(ExecutionResult {
+        })),
+        EventPayload::Completed(Arc::new(ExecutionResult {
             output: output(),
             finish_reason: FinishReason::Stop,
             provider: "p".into(),
             model: "m".into(),
             attempt: 1,
         })),
-        EventPayload::Failed(Box::new(ExecutionFailure {
+        EventPayload::Failed(Arc::new(ExecutionFailure {
             error: ExecutionError {
                 code: ErrorCode::OutputInterrupted,
                 message: "broke".into(),
@@ -229,15 +229,14 @@ fn every_field_the_proto_defines_for_an_event_is_written() {
     let mut seen = BTreeSet::new();
     for payload in every_field_set() {
         let event = Event {
-            execution_id: ExecutionId::new(),
             sequence: 7,
             time: SystemTime::now(),
             state: ExecutionState::Running,
             payload,
         };
-        let id: Arc<str> = event.execution_id.to_text().into();
+        let id: Arc<str> = ExecutionId::new().to_text().into();
         let time = prost_types::Timestamp::from(event.time);
-        let bytes = WireEvent::new(id, time, StoredEvent::new(event)).encode_to_vec();
+        let bytes = WireEvent::new(id, time, event).encode_to_vec();
         walk(ROOT, "ExecutionEvent", &bytes, &all, &mut seen);
     }
     let mut every = BTreeSet::new();

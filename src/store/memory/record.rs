@@ -1,0 +1,230 @@
+//! One execution in the memory store: what never changes, its followers' wake-up, and, under
+//! its own lock, its events, its lazily folded view and the bytes it holds.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use super::log::Log;
+use super::size;
+use crate::execution::{
+    Event, EventPayload, Execution, ExecutionId, ExecutionState, Idempotency, Labels, Lifecycle,
+};
+use crate::store::{ChangeSignal, EventSource, StoreError};
+
+/// One execution.
+#[derive(Debug)]
+pub(super) struct Slot {
+    pub(super) id: ExecutionId,
+    pub(super) idempotency: Option<Idempotency>,
+    pub(super) labels: Arc<Labels>,
+    pub(super) changes: Arc<ChangeSignal>,
+    record: Mutex<Record>,
+}
+
+#[derive(Debug)]
+pub(super) struct Record {
+    events: Log,
+    /// Heap bytes the events own beyond their slots (text past 23 bytes, shared payloads).
+    event_heap: usize,
+    /// The view folded from the first `folded` events, made when first read. Folding is lazy:
+    /// appends only store events, and whoever reads the view folds what it has not seen yet.
+    /// A caller that only follows the events (`Execute`) never pays for a view, and a record
+    /// nobody asked about keeps none.
+    view: Option<Box<Execution>>,
+    view_bytes: usize,
+    folded: u64,
+    lifecycle: Lifecycle,
+    /// The running execution's input, counted until it ends.
+    input_bytes: usize,
+    /// Whether the store still counts this record: no longer once it has left the store,
+    /// though a follower may still hold it (and a late read fold its view).
+    counted: bool,
+}
+
+/// A panic while a lock is held cannot leave a record half-updated in a way a later reader
+/// would misread (each update is one push or one fold), so keep serving.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn not_accepted() -> StoreError {
+    StoreError::Failed("first event is not execution.accepted".into())
+}
+
+impl Slot {
+    /// A new execution whose first event is `accepted`, with the view at acceptance.
+    pub(super) fn new(
+        id: ExecutionId,
+        accepted: EventPayload,
+        labels: Arc<Labels>,
+        idempotency: Option<Idempotency>,
+        input_bytes: usize,
+    ) -> Result<(Self, Execution), StoreError> {
+        let mut lifecycle = Lifecycle::default();
+        let first = Event {
+            sequence: 1,
+            time: SystemTime::now(),
+            state: lifecycle.apply(&accepted)?,
+            payload: accepted,
+        };
+        let key = idempotency.as_ref().map(|i| i.key.clone());
+        let view =
+            Execution::from_accepted(&first, id, labels.clone(), key).ok_or_else(not_accepted)?;
+        let mut record = Record {
+            events: Log::default(),
+            event_heap: 0,
+            view: None,
+            view_bytes: 0,
+            folded: 0,
+            lifecycle,
+            input_bytes,
+            counted: true,
+        };
+        record.push(first);
+        let slot = Self {
+            id,
+            idempotency,
+            labels,
+            changes: ChangeSignal::new(),
+            record: Mutex::new(record),
+        };
+        Ok((slot, view))
+    }
+
+    pub(super) fn record(&self) -> MutexGuard<'_, Record> {
+        lock(&self.record)
+    }
+
+    /// The record leaves the store: the bytes it was counted for, never counted again.
+    pub(super) fn uncount(&self) -> usize {
+        let mut record = self.record();
+        record.counted = false;
+        record.bytes()
+    }
+
+    /// The view, folded up to the last event, and the change in the record's bytes.
+    pub(super) fn view(&self) -> Result<(Execution, i64), StoreError> {
+        let key = self.idempotency.as_ref().map(|i| &i.key);
+        self.record().view(self.id, &self.labels, key)
+    }
+}
+
+impl EventSource for Slot {
+    fn read(&self, after: u64, limit: usize) -> Vec<Event> {
+        self.record().events.read(after, limit)
+    }
+
+    fn position(&self) -> (u64, ExecutionState) {
+        let record = self.record();
+        let state = record.lifecycle.state().unwrap_or(ExecutionState::Accepted);
+        (record.last_sequence(), state)
+    }
+}
+
+impl Record {
+    /// Bytes the record holds, as the store counts them.
+    pub(super) fn bytes(&self) -> usize {
+        size::RECORD + self.events.bytes() + self.event_heap + self.view_bytes + self.input_bytes
+    }
+
+    fn push(&mut self, event: Event) {
+        self.event_heap += size::heap(&event.payload);
+        self.events.push(event);
+    }
+
+    pub(super) fn check_open(&self, id: ExecutionId) -> Result<(), StoreError> {
+        if self
+            .lifecycle
+            .state()
+            .is_some_and(ExecutionState::is_terminal)
+        {
+            return Err(StoreError::AlreadyTerminal(id));
+        }
+        Ok(())
+    }
+
+    /// Sequence n is the n-th event.
+    pub(super) fn last_sequence(&self) -> u64 {
+        self.events.len()
+    }
+
+    /// The view, after folding in the events it has not seen, and the change in bytes.
+    fn view(
+        &mut self,
+        id: ExecutionId,
+        labels: &Arc<Labels>,
+        key: Option<&String>,
+    ) -> Result<(Execution, i64), StoreError> {
+        let before = self.bytes();
+        let view = match &mut self.view {
+            Some(view) => view,
+            None => {
+                let first = self.events.events(0).next().ok_or_else(not_accepted)?;
+                let view = Execution::from_accepted(first, id, labels.clone(), key.cloned())
+                    .ok_or_else(not_accepted)?;
+                self.folded = 1;
+                self.view.insert(Box::new(view))
+            }
+        };
+        for event in self.events.events(self.folded) {
+            view.apply(event);
+        }
+        self.folded = self.events.len();
+        self.view_bytes = size::view(view);
+        let view = Execution::clone(view);
+        Ok((view, self.change(before)))
+    }
+
+    /// Stores `payloads` after the last event, all or none: they go through a copy of the
+    /// state machine, which replaces the record's only once every one has passed. They share
+    /// one time (they are appended together). Returns whether the last one ends the
+    /// execution, and the change in bytes.
+    pub(super) fn append(
+        &mut self,
+        payloads: Vec<EventPayload>,
+    ) -> Result<(bool, i64), StoreError> {
+        let before = self.bytes();
+        let mut lifecycle = self.lifecycle;
+        let mut states = Vec::with_capacity(payloads.len());
+        for payload in &payloads {
+            states.push(lifecycle.apply(payload)?);
+        }
+        let terminal = states.last().is_some_and(|s| s.is_terminal());
+        let time = SystemTime::now();
+        let first = self.last_sequence() + 1;
+        for ((payload, state), sequence) in payloads.into_iter().zip(states).zip(first..) {
+            self.push(Event {
+                sequence,
+                time,
+                state,
+                payload,
+            });
+        }
+        self.lifecycle = lifecycle;
+        if terminal {
+            // The driver lets the input go as the execution ends.
+            self.input_bytes = 0;
+        }
+        Ok((terminal, self.change(before)))
+    }
+
+    /// The last event, copied out.
+    pub(super) fn last_event(&self) -> Option<Event> {
+        self.events
+            .events(self.last_sequence().saturating_sub(1))
+            .next()
+            .cloned()
+    }
+}
+
+impl Record {
+    /// The change in counted bytes since the record held `before`.
+    fn change(&self, before: usize) -> i64 {
+        if !self.counted {
+            return 0;
+        }
+        i64::try_from(self.bytes()).unwrap_or(i64::MAX) - i64::try_from(before).unwrap_or(i64::MAX)
+    }
+}
