@@ -23,7 +23,7 @@ use std::time::Duration;
 use futures_util::Stream;
 
 use crate::execution::{
-    AttemptCode, ErrorClass, ExecutionId, ExecutionInput, FinishReason, UsageQuantity,
+    AttemptCode, ErrorClass, ExecutionId, ExecutionInput, FinishReason, Text, UsageQuantity,
 };
 
 /// One attempt's call to a provider model.
@@ -47,7 +47,7 @@ pub struct ProviderCall {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProviderEvent {
     /// A piece of text output.
-    TextDelta(String),
+    TextDelta(Text),
     /// The model began a tool call.
     ToolCallStarted {
         /// Position in the reply.
@@ -62,10 +62,10 @@ pub enum ProviderEvent {
         /// Position in the reply.
         index: u32,
         /// JSON text piece.
-        delta: String,
+        delta: Text,
     },
     /// A progress note (does not commit output).
-    Progress(String),
+    Progress(Text),
     /// A usage quantity (does not commit output).
     Usage(UsageQuantity),
     /// The reply is complete; the stream ends.

@@ -23,7 +23,7 @@ use super::{
     Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream,
 };
 use crate::config::AnthropicConfig;
-use crate::execution::{FinishReason, UsageUnit};
+use crate::execution::{FinishReason, Text, UsageUnit};
 
 /// Prompt tokens written to the provider's cache by this call (a part of `input_tokens`,
 /// priced differently by Anthropic, hence its own unit).
@@ -107,7 +107,7 @@ struct Block {
     #[serde(rename = "type")]
     kind: String,
     #[serde(default)]
-    text: Option<String>,
+    text: Option<Text>,
     #[serde(default)]
     id: Option<String>,
     #[serde(default)]
@@ -123,9 +123,9 @@ struct Delta {
     #[serde(rename = "type", default)]
     kind: Option<String>,
     #[serde(default)]
-    text: Option<String>,
+    text: Option<Text>,
     #[serde(default)]
-    partial_json: Option<String>,
+    partial_json: Option<Text>,
     #[serde(default)]
     stop_reason: Option<String>,
 }
@@ -270,7 +270,7 @@ impl Decoder for EventDecoder {
                     // A call whose arguments were all in `content_block_start` (usually `{}`).
                     out.push(ProviderEvent::ToolCallArgumentsDelta {
                         index: *ordinal,
-                        delta: input.get().to_owned(),
+                        delta: input.get().into(),
                     });
                 }
             }

@@ -23,7 +23,7 @@ use super::{
     Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream,
 };
 use crate::config::{MaxTokensField, OpenAiConfig};
-use crate::execution::{FinishReason, UsageUnit};
+use crate::execution::{FinishReason, Text, UsageUnit};
 
 /// An OpenAI-compatible chat completions endpoint.
 #[derive(Debug)]
@@ -93,10 +93,10 @@ struct Choice {
 #[derive(Debug, Deserialize)]
 struct Delta {
     #[serde(default)]
-    content: Option<String>,
+    content: Option<Text>,
     /// A refusal is what the model said instead: output text, not something to drop.
     #[serde(default)]
-    refusal: Option<String>,
+    refusal: Option<Text>,
     #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
 }
@@ -279,12 +279,12 @@ impl ChunkDecoder {
                 tool.name = name;
             }
             let arguments = match arguments.as_deref().map(RawValue::get) {
-                None | Some("null") => String::new(),
+                None | Some("null") => Text::default(),
                 // A JSON string: its text. One that does not decode is kept as sent.
                 Some(text) if text.starts_with('"') => {
-                    serde_json::from_str(text).unwrap_or_else(|_| text.to_owned())
+                    serde_json::from_str(text).unwrap_or_else(|_| Text::from(text))
                 }
-                Some(object) => object.to_owned(),
+                Some(object) => Text::from(object),
             };
             if !tool.started {
                 let Some(name) = tool.name.clone() else {
@@ -300,7 +300,10 @@ impl ChunkDecoder {
                 });
                 let held = std::mem::take(&mut tool.held);
                 if !held.is_empty() {
-                    out.push(ProviderEvent::ToolCallArgumentsDelta { index, delta: held });
+                    out.push(ProviderEvent::ToolCallArgumentsDelta {
+                        index,
+                        delta: held.into(),
+                    });
                 }
             }
             if !arguments.is_empty() {

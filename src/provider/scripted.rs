@@ -115,7 +115,7 @@ fn plan(script: &Script, call: &ProviderCall) -> Vec<Step> {
         }
         None => {
             chunks(reply, script.chunk, |piece| {
-                delta(ProviderEvent::TextDelta(piece.to_owned()));
+                delta(ProviderEvent::TextDelta(piece.into()));
             });
             FinishReason::Stop
         }
@@ -172,7 +172,7 @@ fn tool_call_events(tool: &ScriptedToolCall, attempt: u32, mut event: impl FnMut
         if !piece.is_empty() {
             event(ProviderEvent::ToolCallArgumentsDelta {
                 index: 0,
-                delta: piece.to_owned(),
+                delta: piece.into(),
             });
         }
     }

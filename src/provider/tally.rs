@@ -61,7 +61,7 @@ impl UsageTally {
         let mut events: Vec<ProviderEvent> =
             self.known().into_iter().map(ProviderEvent::Usage).collect();
         if completed && self.reported.is_empty() {
-            events.push(ProviderEvent::Progress(format!(
+            events.push(ProviderEvent::Progress(smol_str::format_smolstr!(
                 "the provider reported no usage; output_tokens is estimated from {} \
                  streamed piece(s) and input_tokens is unknown",
                 self.pieces

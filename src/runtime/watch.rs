@@ -98,12 +98,11 @@ impl Stream for EventStream {
                 return Poll::Ready(None);
             };
             follower.changes().mark_seen();
-            let page = follower.read(c.after, PAGE);
-            if !page.is_empty() {
-                if page.last().is_some_and(Event::is_terminal) {
+            follower.read_into(c.after, PAGE, &mut c.buffer);
+            if !c.buffer.is_empty() {
+                if c.buffer.back().is_some_and(Event::is_terminal) {
                     c.follower = None;
                 }
-                c.buffer.extend(page);
                 continue;
             }
             match follower.changes().poll_changed(cx) {

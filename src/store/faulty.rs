@@ -6,6 +6,7 @@
 
 #![allow(clippy::expect_used)]
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -79,8 +80,8 @@ impl FaultyStore {
 struct Through(Follower);
 
 impl EventSource for Through {
-    fn read(&self, after: u64, limit: usize) -> Vec<Event> {
-        self.0.read(after, limit)
+    fn read(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) {
+        self.0.read_into(after, limit, into);
     }
 
     fn position(&self) -> (u64, ExecutionState) {

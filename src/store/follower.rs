@@ -5,6 +5,7 @@
 //! keep alive this way is one execution's record, and readers are bounded (streams per
 //! connection, connections, watchers per execution).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::Changes;
@@ -12,8 +13,9 @@ use crate::execution::{Event, ExecutionState};
 
 /// Where a follower reads: one execution's events as its store keeps them.
 pub trait EventSource: Send + Sync {
-    /// Up to `limit` events with `sequence > after`, copied out.
-    fn read(&self, after: u64, limit: usize) -> Vec<Event>;
+    /// Up to `limit` events with `sequence > after`, copied to the back of `into` (a
+    /// reader's queue, reused from read to read).
+    fn read(&self, after: u64, limit: usize, into: &mut VecDeque<Event>);
 
     /// The last sequence and the state after it.
     fn position(&self) -> (u64, ExecutionState);
@@ -33,7 +35,14 @@ impl Follower {
 
     /// Up to `limit` events with `sequence > after`.
     pub fn read(&self, after: u64, limit: usize) -> Vec<Event> {
-        self.source.read(after, limit)
+        let mut events = VecDeque::new();
+        self.source.read(after, limit, &mut events);
+        events.into()
+    }
+
+    /// Up to `limit` events with `sequence > after`, to the back of `into`.
+    pub fn read_into(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) {
+        self.source.read(after, limit, into);
     }
 
     /// The last sequence and the state after it.

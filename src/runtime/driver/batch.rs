@@ -91,14 +91,8 @@ impl Driver {
                     break;
                 }
                 ProviderEvent::Usage(quantity) => self.usage(target, attempt, quantity),
-                ProviderEvent::Progress(message) => EventPayload::Progress {
-                    attempt,
-                    message: message.into(),
-                },
-                ProviderEvent::TextDelta(text) => EventPayload::TextDelta {
-                    attempt,
-                    text: text.into(),
-                },
+                ProviderEvent::Progress(message) => EventPayload::Progress { attempt, message },
+                ProviderEvent::TextDelta(text) => EventPayload::TextDelta { attempt, text },
                 ProviderEvent::ToolCallStarted { index, id, name } => {
                     EventPayload::ToolCallStarted(Arc::new(ToolCallStart {
                         attempt,
@@ -111,7 +105,7 @@ impl Driver {
                     EventPayload::ToolCallArgumentsDelta {
                         attempt,
                         index,
-                        delta: delta.into(),
+                        delta,
                     }
                 }
             };

@@ -5,6 +5,8 @@
 //! the last segment. An event is at most 72 bytes with its text inline (up to 23 bytes) or
 //! shared, so readers copy events out instead of holding the record's memory.
 
+use std::collections::VecDeque;
+
 use crate::execution::Event;
 
 /// The first segment's capacity.
@@ -44,14 +46,19 @@ impl Log {
         }
     }
 
-    /// The events after sequence `after`, in order.
-    pub(super) fn events(&self, after: u64) -> impl Iterator<Item = &Event> {
-        // The segment holding sequence `after + 1` is the last one that starts at or before it.
+    /// The segments from the one holding sequence `after + 1`: the last one that starts at or
+    /// before it.
+    fn segments_after(&self, after: u64) -> &[(u64, Vec<Event>)] {
         let first = self
             .segments
             .partition_point(|(before, _)| *before <= after)
             .saturating_sub(1);
-        self.segments[first..]
+        &self.segments[first..]
+    }
+
+    /// The events after sequence `after`, in order.
+    pub(super) fn events(&self, after: u64) -> impl Iterator<Item = &Event> {
+        self.segments_after(after)
             .iter()
             .flat_map(move |(before, segment)| {
                 let skip = usize::try_from(after.saturating_sub(*before)).unwrap_or(usize::MAX);
@@ -59,12 +66,34 @@ impl Log {
             })
     }
 
-    /// Up to `limit` events after sequence `after`, copied out.
-    pub(super) fn read(&self, after: u64, limit: usize) -> Vec<Event> {
-        let left = usize::try_from(self.len.saturating_sub(after)).unwrap_or(usize::MAX);
-        let mut page = Vec::with_capacity(left.min(limit));
-        page.extend(self.events(after).take(limit).cloned());
-        page
+    /// Copies up to `limit` events after sequence `after` to the back of `into`, a slice
+    /// of a segment at a time.
+    pub(super) fn read(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) {
+        let mut left = limit;
+        for (before, segment) in self.segments_after(after) {
+            if left == 0 {
+                break;
+            }
+            let skip = usize::try_from(after.saturating_sub(*before)).unwrap_or(usize::MAX);
+            let slice = segment.get(skip..).unwrap_or_default();
+            let slice = &slice[..slice.len().min(left)];
+            into.extend(slice.iter().cloned());
+            left -= slice.len();
+        }
+    }
+
+    /// Takes back the events after the first `len`.
+    pub(super) fn truncate(&mut self, len: u64) {
+        while self.len > len {
+            let Some((_, segment)) = self.segments.last_mut() else {
+                break;
+            };
+            segment.pop();
+            self.len -= 1;
+            if segment.is_empty() {
+                self.segments.pop();
+            }
+        }
     }
 
     /// Bytes the segments take, full capacity counted.
@@ -98,7 +127,7 @@ mod tests {
     #[test]
     fn finds_every_position_across_segments() {
         let mut log = Log::default();
-        assert_eq!(log.read(0, 10), []);
+        assert_eq!(log.events(0).count(), 0);
         for sequence in 1..=100 {
             log.push(event(sequence));
         }
@@ -106,14 +135,35 @@ mod tests {
         // 16 + 32 + 64 slots.
         assert_eq!(log.segments.len(), 3);
         for after in [0, 1, 15, 16, 17, 47, 48, 49, 99, 100, 101] {
-            let read: Vec<u64> = log.read(after, 1000).iter().map(|e| e.sequence).collect();
-            let want: Vec<u64> = (after + 1..=100).collect();
-            assert_eq!(read, want, "after {after}");
             let events: Vec<u64> = log.events(after).map(|e| e.sequence).collect();
+            let want: Vec<u64> = (after + 1..=100).collect();
             assert_eq!(events, want, "after {after}");
-            let page: Vec<u64> = log.read(after, 2).iter().map(|e| e.sequence).collect();
-            assert_eq!(page, want[..want.len().min(2)], "after {after}");
+            for limit in [0, 1, 2, 17, 1000] {
+                let mut page = VecDeque::new();
+                log.read(after, limit, &mut page);
+                let read: Vec<u64> = page.iter().map(|e| e.sequence).collect();
+                assert_eq!(
+                    read,
+                    want[..want.len().min(limit)],
+                    "after {after}, {limit}"
+                );
+            }
         }
+    }
+
+    #[test]
+    fn truncating_takes_back_the_last_events_and_their_segments() {
+        let mut log = Log::default();
+        for sequence in 1..=20 {
+            log.push(event(sequence));
+        }
+        log.truncate(16);
+        assert_eq!((log.len(), log.segments.len()), (16, 1));
+        log.push(event(17));
+        let last: Vec<u64> = log.events(15).map(|e| e.sequence).collect();
+        assert_eq!(last, [16, 17]);
+        log.truncate(0);
+        assert_eq!((log.len(), log.segments.len(), log.bytes()), (0, 0, 0));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! One execution in the memory store: what never changes, its followers' wake-up, and, under
 //! its own lock, its events, its lazily folded view and the bytes it holds.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -112,8 +113,8 @@ impl Slot {
 }
 
 impl EventSource for Slot {
-    fn read(&self, after: u64, limit: usize) -> Vec<Event> {
-        self.record().events.read(after, limit)
+    fn read(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) {
+        self.record().events.read(after, limit, into);
     }
 
     fn position(&self) -> (u64, ExecutionState) {
@@ -177,32 +178,37 @@ impl Record {
         Ok((view, self.change(before)))
     }
 
-    /// Stores `payloads` after the last event, all or none: they go through a copy of the
-    /// state machine, which replaces the record's only once every one has passed. They share
-    /// one time (they are appended together). Returns whether the last one ends the
-    /// execution, and the change in bytes.
+    /// Stores `payloads` after the last event, all or none: each goes through the state
+    /// machine as it is stored, and a refused one takes back what this call stored before it.
+    /// They share one time (they are appended together). Returns whether the last one ends
+    /// the execution, and the change in bytes.
     pub(super) fn append(
         &mut self,
         payloads: Vec<EventPayload>,
     ) -> Result<(bool, i64), StoreError> {
         let before = self.bytes();
-        let mut lifecycle = self.lifecycle;
-        let mut states = Vec::with_capacity(payloads.len());
-        for payload in &payloads {
-            states.push(lifecycle.apply(payload)?);
-        }
-        let terminal = states.last().is_some_and(|s| s.is_terminal());
+        let undo = (self.lifecycle, self.events.len(), self.event_heap);
         let time = SystemTime::now();
-        let first = self.last_sequence() + 1;
-        for ((payload, state), sequence) in payloads.into_iter().zip(states).zip(first..) {
+        let mut terminal = false;
+        for payload in payloads {
+            let state = match self.lifecycle.apply(&payload) {
+                Ok(state) => state,
+                Err(illegal) => {
+                    let (lifecycle, len, heap) = undo;
+                    self.lifecycle = lifecycle;
+                    self.events.truncate(len);
+                    self.event_heap = heap;
+                    return Err(illegal.into());
+                }
+            };
+            terminal = state.is_terminal();
             self.push(Event {
-                sequence,
+                sequence: self.last_sequence() + 1,
                 time,
                 state,
                 payload,
             });
         }
-        self.lifecycle = lifecycle;
         if terminal {
             // The driver lets the input go as the execution ends.
             self.input_bytes = 0;
