@@ -41,15 +41,16 @@ pub struct BenchArgs {
     /// The ability to run.
     #[arg(long, default_value = "chat")]
     pub ability: String,
-    /// The user prompt (default: a 16-word sentence, or --deltas words with --baseline).
+    /// The user prompt (default: a 16-word sentence, or --deltas words).
     #[arg(long)]
     pub prompt: Option<String>,
     /// Drive a bare in-process tonic server streaming the same messages the runtime sends
     /// for this prompt, and nothing else: the floor of what gRPC costs here.
     #[arg(long, conflicts_with_all = ["addr", "embedded"])]
     pub baseline: bool,
-    /// With --baseline: the number of text deltas (words in the generated prompt).
-    #[arg(long, requires = "baseline")]
+    /// A generated prompt of this many words: as many text deltas from an echo model that
+    /// streams a word at a time (the baseline streams exactly that many).
+    #[arg(long, conflicts_with = "prompt")]
     pub deltas: Option<usize>,
     /// Drive a runtime in this process, without gRPC: runtime cost without transport.
     #[arg(long, conflicts_with = "addr")]
@@ -206,10 +207,10 @@ impl BenchArgs {
         if connections == 0 || connections > self.concurrency {
             return Err(bad("connections", "must be between 1 and --concurrency"));
         }
+        if self.deltas == Some(0) {
+            return Err(bad("deltas", "must be at least 1"));
+        }
         let target = if self.baseline {
-            if self.deltas == Some(0) {
-                return Err(bad("deltas", "must be at least 1"));
-            }
             if self.rpc == Rpc::Submit {
                 return Err(bad("rpc", "the baseline answers `execute` only"));
             }
@@ -345,11 +346,15 @@ mod tests {
     }
 
     #[test]
+    fn deltas_make_the_prompt_for_any_target() {
+        let p = plan(&["--deltas", "4", "--embedded"]).unwrap();
+        assert_eq!(text(&p).split(' ').count(), 4);
+        assert!(plan(&["--deltas", "0"]).is_err());
+        assert!(plan(&["--deltas", "4", "--prompt", "hi"]).is_err());
+    }
+
+    #[test]
     fn modes_exclude_each_other() {
-        assert!(
-            plan(&["--deltas", "4"]).is_err(),
-            "--deltas needs --baseline"
-        );
         assert!(plan(&["--baseline", "--embedded"]).is_err());
         assert!(plan(&["--baseline", "--addr", "127.0.0.1:1"]).is_err());
         assert!(plan(&["--embedded", "--addr", "127.0.0.1:1"]).is_err());

@@ -5,7 +5,10 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 
 use super::*;
-use crate::execution::{ErrorClass, ExecutionId, ExecutionInput, Message};
+use crate::config::Chunk;
+use crate::execution::{
+    ErrorClass, ExecutionId, ExecutionInput, Message, UsageQuantity, UsageSource, UsageUnit,
+};
 
 fn call(target_attempt: u32, prompt: &str) -> ProviderCall {
     ProviderCall {

@@ -210,8 +210,9 @@ impl Record {
             });
         }
         if terminal {
-            // The driver lets the input go as the execution ends.
+            // The driver lets the input go as the execution ends, and no more events come.
             self.input_bytes = 0;
+            self.events.shrink();
         }
         Ok((terminal, self.change(before)))
     }

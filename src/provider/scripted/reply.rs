@@ -1,0 +1,243 @@
+//! A scripted reply as a stream made as it is read: a reply of a million words is the text
+//! and a position in it, never a million events in memory at once.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::Stream;
+use tokio::time::Sleep;
+
+use super::Step;
+use crate::config::Chunk;
+use crate::execution::{FinishReason, Text, UsageQuantity, UsageSource, UsageUnit};
+use crate::provider::{ProviderError, ProviderEvent};
+
+/// Where the deltas come from.
+pub(super) enum Deltas {
+    /// Events made in advance (a tool call's few).
+    Events(VecDeque<ProviderEvent>),
+    /// Text cut into pieces as they are read.
+    Text(Pieces),
+}
+
+/// Text cut into words (each with the whitespace after it) or characters, from `at` on.
+pub(super) struct Pieces {
+    text: String,
+    at: usize,
+    chunk: Chunk,
+}
+
+impl Pieces {
+    pub(super) fn new(text: String, chunk: Chunk) -> Self {
+        Self { text, at: 0, chunk }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.at >= self.text.len()
+    }
+
+    fn next(&mut self) -> Option<Text> {
+        let rest = self.text.get(self.at..).filter(|rest| !rest.is_empty())?;
+        let len = match self.chunk {
+            Chunk::Char => rest.chars().next().map_or(0, char::len_utf8),
+            Chunk::Word => word_len(rest),
+        };
+        self.at += len;
+        Some(Text::from(&rest[..len]))
+    }
+}
+
+/// The length of the first word of `text` with the whitespace character after it, as
+/// `split_inclusive(char::is_whitespace)` cuts: ASCII a byte at a time, the rest decoded.
+fn word_len(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let byte = bytes[i];
+        if byte.is_ascii() {
+            // `char::is_whitespace` on ASCII also counts the vertical tab, unlike
+            // `u8::is_ascii_whitespace`.
+            if byte.is_ascii_whitespace() || byte == 0x0b {
+                return i + 1;
+            }
+            i += 1;
+        } else {
+            let c = text[i..].chars().next().unwrap_or_default();
+            i += c.len_utf8();
+            if c.is_whitespace() {
+                return i;
+            }
+        }
+    }
+    bytes.len()
+}
+
+/// The reply: its deltas (the first after `first`, the rest `interval` apart), up to a
+/// scripted failure; then usage and the finish, or the failure if deltas were left.
+pub(super) struct Reply {
+    deltas: Deltas,
+    /// Fail after this many deltas, if more would follow.
+    fail_after: Option<(u64, ProviderError)>,
+    input_tokens: u64,
+    finish: FinishReason,
+    first: Duration,
+    interval: Duration,
+    /// Deltas sent so far.
+    sent: u64,
+    /// What follows the deltas, made when they end.
+    tail: VecDeque<Step>,
+    ended: bool,
+    /// The next item, waiting out its delay.
+    waiting: Option<Waiting>,
+}
+
+type Waiting = (Pin<Box<Sleep>>, Result<ProviderEvent, ProviderError>);
+
+impl Reply {
+    /// A reply of `deltas`, with the usage a provider reports and `finish`.
+    pub(super) fn new(
+        deltas: Deltas,
+        fail_after: Option<(u64, ProviderError)>,
+        input_tokens: u64,
+        finish: FinishReason,
+        (first, interval): (Duration, Duration),
+    ) -> Self {
+        Self {
+            deltas,
+            fail_after,
+            input_tokens,
+            finish,
+            first,
+            interval,
+            sent: 0,
+            tail: VecDeque::new(),
+            ended: false,
+            waiting: None,
+        }
+    }
+
+    /// A reply that is one failure, after `delay`.
+    pub(super) fn failed(delay: Duration, error: ProviderError) -> Self {
+        let mut reply = Self::new(
+            Deltas::Events(VecDeque::new()),
+            None,
+            0,
+            FinishReason::Other,
+            (delay, delay),
+        );
+        reply.ended = true;
+        reply.tail.push_back((delay, Err(error)));
+        reply
+    }
+
+    fn next_step(&mut self) -> Option<Step> {
+        if !self.ended {
+            let stop = matches!(&self.fail_after, Some((n, _)) if self.sent >= *n);
+            let delta = match &mut self.deltas {
+                _ if stop => None,
+                Deltas::Events(events) => events.pop_front(),
+                Deltas::Text(pieces) => pieces.next().map(ProviderEvent::TextDelta),
+            };
+            if let Some(delta) = delta {
+                let delay = if self.sent == 0 {
+                    self.first
+                } else {
+                    self.interval
+                };
+                self.sent += 1;
+                return Some((delay, Ok(delta)));
+            }
+            self.end();
+        }
+        self.tail.pop_front()
+    }
+
+    /// The deltas ended: the scripted failure if some were left, else usage (every delta
+    /// an output token) and the finish.
+    fn end(&mut self) {
+        self.ended = true;
+        let left = match &self.deltas {
+            Deltas::Events(events) => !events.is_empty(),
+            Deltas::Text(pieces) => !pieces.is_empty(),
+        };
+        if left && let Some((_, error)) = self.fail_after.take() {
+            self.tail.push_back((self.interval, Err(error)));
+            return;
+        }
+        // Usage waits for the first delay only when no delta did.
+        let delay = if self.sent == 0 {
+            self.first
+        } else {
+            Duration::ZERO
+        };
+        for (unit, quantity) in [
+            (UsageUnit::INPUT_TOKENS, self.input_tokens),
+            (UsageUnit::OUTPUT_TOKENS, self.sent),
+        ] {
+            let usage = UsageQuantity {
+                unit,
+                quantity,
+                source: UsageSource::ProviderReported,
+            };
+            self.tail
+                .push_back((delay, Ok(ProviderEvent::Usage(usage))));
+        }
+        let finished = ProviderEvent::Finished(self.finish);
+        self.tail.push_back((Duration::ZERO, Ok(finished)));
+    }
+}
+
+impl Stream for Reply {
+    type Item = Result<ProviderEvent, ProviderError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let reply = self.get_mut();
+        loop {
+            if let Some((sleep, _)) = &mut reply.waiting {
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                return Poll::Ready(reply.waiting.take().map(|(_, item)| item));
+            }
+            let Some((delay, item)) = reply.next_step() else {
+                return Poll::Ready(None);
+            };
+            if delay.is_zero() {
+                return Poll::Ready(Some(item));
+            }
+            reply.waiting = Some((Box::pin(tokio::time::sleep(delay)), item));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cut_as_split_inclusive_does() {
+        let texts = [
+            "",
+            "a",
+            "hello big  world ",
+            " lead",
+            "é ü\tß\n",
+            "tail  ",
+            "v\x0btab\x0cfeed\rret",
+            "nb\u{a0}sp\u{3000}wide\u{2028}line\u{85}next",
+        ];
+        for text in texts {
+            let want: Vec<&str> = text.split_inclusive(char::is_whitespace).collect();
+            let mut pieces = Pieces::new(text.to_owned(), Chunk::Word);
+            let got: Vec<Text> = std::iter::from_fn(|| pieces.next()).collect();
+            assert_eq!(got, want, "{text:?}");
+            let want: Vec<String> = text.chars().map(String::from).collect();
+            let mut pieces = Pieces::new(text.to_owned(), Chunk::Char);
+            let got: Vec<Text> = std::iter::from_fn(|| pieces.next()).collect();
+            assert_eq!(got, want, "{text:?}");
+        }
+    }
+}
