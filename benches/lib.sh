@@ -18,3 +18,23 @@ server_addr() {
     cat "$log" >&2
     return 1
 }
+
+# resident_setup [BIN]: for the resident-memory scripts: BIN (the argument, or this tree's
+# release binary), CLIENT (this tree's release binary, built when missing or when BIN is),
+# a work directory $work, and on every way out the server $pid killed and $work removed.
+resident_setup() {
+    BIN=${1:-target/release/model-runtime}
+    CLIENT=target/release/model-runtime
+    if [[ $# -lt 1 || ! -x "$CLIENT" ]]; then cargo build --release --quiet; fi
+    work=$(mktemp -d)
+    pid=""
+    trap resident_cleanup EXIT INT TERM
+}
+
+resident_cleanup() {
+    if [[ -n "$pid" ]]; then kill -KILL "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+    rm -rf "$work"
+}
+
+# rss: the server's resident memory in KiB.
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }

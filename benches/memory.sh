@@ -11,18 +11,7 @@ set -euo pipefail
 N=${N:-50000}
 cd "$(dirname "$0")/.."
 source benches/lib.sh
-BIN=${1:-target/release/model-runtime}
-[[ $# -ge 1 ]] || cargo build --release --quiet
-CLIENT=target/release/model-runtime
-[[ -x "$CLIENT" ]] || cargo build --release --quiet
-
-work=$(mktemp -d)
-pid=""
-cleanup() {
-    [[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+resident_setup "$@"
 
 cat >"$work/queue.toml" <<TOML
 [server]
@@ -59,7 +48,6 @@ TOML
 RUST_LOG=warn,model_runtime=info "$BIN" serve --config "$work/queue.toml" 2>"$work/server.log" &
 pid=$!
 addr=$(server_addr "$work/server.log" "$pid") || exit 1
-rss() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
 
 # Warm up connections and the code paths with a few, so "before" is a running server.
 "$CLIENT" bench --addr "$addr" --rpc submit --executions 100 --concurrency 4 --json >/dev/null

@@ -15,18 +15,7 @@ N=${N:-20000}
 D=${D:-16}
 cd "$(dirname "$0")/.."
 source benches/lib.sh
-BIN=${1:-target/release/model-runtime}
-[[ $# -ge 1 ]] || cargo build --release --quiet
-CLIENT=target/release/model-runtime
-[[ -x "$CLIENT" ]] || cargo build --release --quiet
-
-work=$(mktemp -d)
-pid=""
-cleanup() {
-    [[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+resident_setup "$@"
 
 cat >"$work/retained.toml" <<TOML
 [server]
@@ -64,7 +53,6 @@ TOML
 RUST_LOG=warn,model_runtime=info "$BIN" serve --config "$work/retained.toml" 2>"$work/server.log" &
 pid=$!
 addr=$(server_addr "$work/server.log" "$pid") || exit 1
-rss() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
 
 # Warm up connections and the code paths, so "before" is a running server.
 "$CLIENT" bench --addr "$addr" --deltas 16 --executions 100 --concurrency 4 --json >/dev/null

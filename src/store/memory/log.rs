@@ -1,4 +1,4 @@
-//! One execution's events in the memory store, in segments of growing capacity (16, 32, ...,
+//! One execution's events in the memory store, in segments of growing capacity (8, 16, ...,
 //! up to 4 096 events), each allocated at its full size when the one before fills, and the
 //! last trimmed to its events when the execution ends. An execution of a few dozen events
 //! costs two or three allocations; one of a hundred thousand streamed deltas about thirty,
@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use crate::execution::Event;
 
 /// The first segment's capacity.
-const FIRST: usize = 16;
+const FIRST: usize = 8;
 /// The largest segment's capacity.
 const LARGEST: usize = 4096;
 
@@ -86,8 +86,14 @@ impl Log {
     /// Gives back the last segment's empty slots: once an execution has ended, no event
     /// will fill them, and a short execution would otherwise keep more slots than events.
     pub(super) fn shrink(&mut self) {
-        if let Some((_, segment)) = self.segments.last_mut() {
-            segment.shrink_to_fit();
+        if let Some((_, segment)) = self.segments.last_mut()
+            && segment.len() < segment.capacity()
+        {
+            // Moved to an allocation of its size: an allocator may keep a block shrunk in
+            // place (mimalloc does, down to half), which would give nothing back.
+            let mut trimmed = Vec::with_capacity(segment.len());
+            trimmed.append(segment);
+            *segment = trimmed;
         }
     }
 
@@ -141,9 +147,9 @@ mod tests {
             log.push(event(sequence));
         }
         assert_eq!(log.len(), 100);
-        // 16 + 32 + 64 slots.
-        assert_eq!(log.segments.len(), 3);
-        for after in [0, 1, 15, 16, 17, 47, 48, 49, 99, 100, 101] {
+        // 8 + 16 + 32 + 64 slots.
+        assert_eq!(log.segments.len(), 4);
+        for after in [0, 1, 7, 8, 9, 23, 24, 25, 55, 56, 57, 99, 100, 101] {
             let events: Vec<u64> = log.events(after).map(|e| e.sequence).collect();
             let want: Vec<u64> = (after + 1..=100).collect();
             assert_eq!(events, want, "after {after}");
@@ -166,11 +172,11 @@ mod tests {
         for sequence in 1..=20 {
             log.push(event(sequence));
         }
-        log.truncate(16);
-        assert_eq!((log.len(), log.segments.len()), (16, 1));
-        log.push(event(17));
-        let last: Vec<u64> = log.events(15).map(|e| e.sequence).collect();
-        assert_eq!(last, [16, 17]);
+        log.truncate(8);
+        assert_eq!((log.len(), log.segments.len()), (8, 1));
+        log.push(event(9));
+        let last: Vec<u64> = log.events(7).map(|e| e.sequence).collect();
+        assert_eq!(last, [8, 9]);
         log.truncate(0);
         assert_eq!((log.len(), log.segments.len(), log.bytes()), (0, 0, 0));
     }
@@ -188,5 +194,7 @@ mod tests {
         assert!(slack < LARGEST, "{slack}");
         log.shrink();
         assert_eq!(log.bytes(), 20_000 * std::mem::size_of::<Event>());
+        let all: Vec<u64> = log.events(19_990).map(|e| e.sequence).collect();
+        assert_eq!(all, (19_991..=20_000).collect::<Vec<_>>());
     }
 }
