@@ -3,7 +3,8 @@
 //! - `model_runtime.v1.rs`: the messages, the client and a plain prost server (`crate::pb`);
 //! - `server/model_runtime.v1.rs`: the server the runtime mounts, whose `ExecutionEvent` is the
 //!   runtime's own `crate::service::WireEvent`, encoded straight from the store (every other
-//!   message is `crate::pb`'s);
+//!   message is `crate::pb`'s), and whose codec counts a request's lists before decoding it
+//!   (`crate::service::codec`);
 //! - `field_numbers.rs`: the field numbers of every message, as constants the hand-written
 //!   event encoder uses, so the encoder names fields the .proto defines, never bare numbers;
 //! - `model_runtime_descriptor.bin`: the descriptor set that server reflection serves.
@@ -39,6 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(false)
         .build_server(true)
+        .codec_path("crate::service::codec::Codec")
         .out_dir(server)
         .extern_path(
             ".model_runtime.v1.ExecutionEvent",

@@ -7,6 +7,7 @@
 //! maps the .proto's `ExecutionEvent` to that type for this server only (`build.rs`), so the
 //! generated code encodes it like any other message.
 
+pub mod codec;
 pub mod decode;
 pub mod encode;
 pub mod status;

@@ -9,7 +9,7 @@ use futures_util::stream;
 
 use super::{Provider, ProviderCall, ProviderError, ProviderEvent, ProviderStream, plain_stream};
 use crate::config::{FailError, Script, ScriptedToolCall};
-use crate::execution::{AttemptCode, ContentPart, FinishReason, Message};
+use crate::execution::{AttemptCode, ContentPart, ExecutionInput, FinishReason, Message, Role};
 
 /// The scripted provider: one script per model.
 #[derive(Debug, Default)]
@@ -28,7 +28,7 @@ impl ScriptedProvider {
 
 mod reply;
 
-use reply::{Deltas, Pieces, Reply};
+use reply::{Deltas, Pieces, Reply, Source};
 
 /// An item of the reply and the wait before it.
 type Step = (Duration, Result<ProviderEvent, ProviderError>);
@@ -79,12 +79,12 @@ fn plan(script: &Script, call: &ProviderCall) -> Reply {
             tool_call_events(tool, call.attempt, |event| events.push_back(event));
             (Deltas::Events(events), FinishReason::ToolCalls)
         }
-        (None, reply) => {
-            let text = match reply {
-                Some(reply) => reply.clone(),
-                None => call.input.last_user_text().unwrap_or_default(),
-            };
-            let pieces = Pieces::new(text, script.chunk);
+        (None, Some(reply)) => {
+            let pieces = Pieces::new(Source::Owned(reply.clone()), script.chunk);
+            (Deltas::Text(pieces), FinishReason::Stop)
+        }
+        (None, None) => {
+            let pieces = Pieces::new(echo(&call.input), script.chunk);
             (Deltas::Text(pieces), FinishReason::Stop)
         }
     };
@@ -92,6 +92,19 @@ fn plan(script: &Script, call: &ProviderCall) -> Reply {
         .fail_after_deltas
         .map(|n| (u64::from(n), failure(script, "failure mid-stream")));
     Reply::new(deltas, fail_after, input_tokens, finish, (first, interval))
+}
+
+/// The last user message's text: in place when it is one text part, as it nearly always is.
+fn echo(input: &Arc<ExecutionInput>) -> Source {
+    let last = input.messages.iter().rposition(|m| m.role == Role::User);
+    match last.map(|i| (i, input.messages[i].content.as_slice())) {
+        Some((message, [ContentPart::Text(_)])) => Source::Part {
+            input: input.clone(),
+            message,
+            part: 0,
+        },
+        _ => Source::Owned(input.last_user_text().unwrap_or_default()),
+    }
 }
 
 /// Whitespace-separated words of a message's text, the scripted stand-in for tokens; without

@@ -1,5 +1,6 @@
 //! The fixed caps on what one request may hold, beside `server.max_input_bytes` (its content
-//! bytes). A request over any of them is refused with a field violation naming the field; no
+//! bytes). The gRPC decoder counts the lists on the wire against them before it builds a
+//! message (`service::codec`), and validation checks them again for callers in process. A request over any of them is refused with a field violation naming the field; no
 //! caller string is echoed at its own length in an error (at most
 //! [`EXCERPT_CHARS`](super::error::EXCERPT_CHARS) characters of it).
 
@@ -7,8 +8,12 @@
 pub const MAX_MESSAGES: usize = 10_000;
 /// Content parts in one message.
 pub const MAX_CONTENT_PARTS: usize = 1_000;
+/// Content parts in all messages together.
+pub const MAX_CONTENT_PARTS_IN_ALL: usize = 10_000;
 /// Tool calls in one (assistant) message.
 pub const MAX_MESSAGE_TOOL_CALLS: usize = 256;
+/// Tool calls in all messages together.
+pub const MAX_TOOL_CALLS_IN_ALL: usize = 10_000;
 /// Tools in `input.tools`.
 pub const MAX_TOOLS: usize = 256;
 /// Stop sequences in `input.parameters.stop_sequences`.

@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -12,7 +13,9 @@ use tokio::time::Sleep;
 
 use super::Step;
 use crate::config::Chunk;
-use crate::execution::{FinishReason, Text, UsageQuantity, UsageSource, UsageUnit};
+use crate::execution::{
+    ContentPart, ExecutionInput, FinishReason, Text, UsageQuantity, UsageSource, UsageUnit,
+};
 use crate::provider::{ProviderError, ProviderEvent};
 
 /// Where the deltas come from.
@@ -23,24 +26,62 @@ pub(super) enum Deltas {
     Text(Pieces),
 }
 
+/// The text a reply cuts into deltas.
+pub(super) enum Source {
+    /// Text of its own (a scripted reply, or an echo joined from several parts).
+    Owned(String),
+    /// One text part of the input, read in place: an echo of a 1 MiB prompt is not a second
+    /// MiB.
+    Part {
+        input: Arc<ExecutionInput>,
+        message: usize,
+        part: usize,
+    },
+}
+
+impl Source {
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Owned(text) => text,
+            Self::Part {
+                input,
+                message,
+                part,
+            } => match input
+                .messages
+                .get(*message)
+                .and_then(|m| m.content.get(*part))
+            {
+                Some(ContentPart::Text(text)) => text,
+                _ => "",
+            },
+        }
+    }
+}
+
 /// Text cut into words (each with the whitespace after it) or characters, from `at` on.
 pub(super) struct Pieces {
-    text: String,
+    source: Source,
     at: usize,
     chunk: Chunk,
 }
 
 impl Pieces {
-    pub(super) fn new(text: String, chunk: Chunk) -> Self {
-        Self { text, at: 0, chunk }
+    pub(super) fn new(source: Source, chunk: Chunk) -> Self {
+        Self {
+            source,
+            at: 0,
+            chunk,
+        }
     }
 
     fn is_empty(&self) -> bool {
-        self.at >= self.text.len()
+        self.at >= self.source.as_str().len()
     }
 
     fn next(&mut self) -> Option<Text> {
-        let rest = self.text.get(self.at..).filter(|rest| !rest.is_empty())?;
+        let text = self.source.as_str();
+        let rest = text.get(self.at..).filter(|rest| !rest.is_empty())?;
         let len = match self.chunk {
             Chunk::Char => rest.chars().next().map_or(0, char::len_utf8),
             Chunk::Word => word_len(rest),
@@ -231,11 +272,11 @@ mod tests {
         ];
         for text in texts {
             let want: Vec<&str> = text.split_inclusive(char::is_whitespace).collect();
-            let mut pieces = Pieces::new(text.to_owned(), Chunk::Word);
+            let mut pieces = Pieces::new(Source::Owned(text.to_owned()), Chunk::Word);
             let got: Vec<Text> = std::iter::from_fn(|| pieces.next()).collect();
             assert_eq!(got, want, "{text:?}");
             let want: Vec<String> = text.chars().map(String::from).collect();
-            let mut pieces = Pieces::new(text.to_owned(), Chunk::Char);
+            let mut pieces = Pieces::new(Source::Owned(text.to_owned()), Chunk::Char);
             let got: Vec<Text> = std::iter::from_fn(|| pieces.next()).collect();
             assert_eq!(got, want, "{text:?}");
         }

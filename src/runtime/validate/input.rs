@@ -2,7 +2,8 @@
 
 use super::super::error::Violations;
 use super::super::limits::{
-    MAX_CONTENT_PARTS, MAX_MESSAGE_TOOL_CALLS, MAX_MESSAGES, MAX_STOP_SEQUENCES, MAX_TOOLS,
+    MAX_CONTENT_PARTS, MAX_CONTENT_PARTS_IN_ALL, MAX_MESSAGE_TOOL_CALLS, MAX_MESSAGES,
+    MAX_STOP_SEQUENCES, MAX_TOOL_CALLS_IN_ALL, MAX_TOOLS,
 };
 use crate::config::Config;
 use crate::execution::{ContentPart, ExecutionInput, Message, ResponseFormatKind, Role};
@@ -28,6 +29,27 @@ pub(super) fn check(config: &Config, input: &ExecutionInput, v: &mut Violations)
     }) {
         for (i, m) in input.messages.iter().enumerate() {
             message(i, m, v);
+        }
+        let in_all =
+            |count: fn(&Message) -> usize| -> usize { input.messages.iter().map(count).sum() };
+        for (count, max, what) in [
+            (
+                in_all(|m| m.content.len()),
+                MAX_CONTENT_PARTS_IN_ALL,
+                "content parts",
+            ),
+            (
+                in_all(|m| m.tool_calls.len()),
+                MAX_TOOL_CALLS_IN_ALL,
+                "tool calls",
+            ),
+        ] {
+            if count > max {
+                v.push(
+                    "input.messages",
+                    format!("has {count} {what} in all; at most {max} are allowed"),
+                );
+            }
         }
     }
     if !too_many(input.tools.len(), MAX_TOOLS, v, || "input.tools".into()) {

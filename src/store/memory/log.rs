@@ -1,25 +1,34 @@
-//! One execution's events in the memory store, in segments of growing capacity (8, 16, ...,
-//! up to 4 096 events), each allocated at its full size when the one before fills, and the
-//! last trimmed to its events when the execution ends. An execution of a few dozen events
-//! costs two or three allocations; one of a hundred thousand streamed deltas about thirty,
+//! One execution's events in the memory store, in segments of growing capacity (2, 4, ...,
+//! up to 64 KiB), each allocated at its full size when the one before fills, and the
+//! last trimmed to its events when the execution ends, if it is far from full. An execution of
+//! up to 28 events costs one allocation; one of a hundred thousand streamed deltas about 115,
 //! with no allocation per event or per append. An event is at most 72 bytes with its text
 //! inline (up to 23 bytes) or shared, so readers copy events out instead of holding the
 //! record's memory.
 
 use std::collections::VecDeque;
+use std::mem::size_of;
 
 use crate::execution::Event;
 
-/// The first segment's capacity.
-const FIRST: usize = 8;
-/// The largest segment's capacity.
-const LARGEST: usize = 4096;
+/// The first segment's capacity: as many events as fit in 2 KiB, room for a short reply's
+/// whole sequence. Segments are sized in powers of two bytes, which allocators serve without
+/// rounding up (an event is 72 bytes, and 4 096 of them would take a 320 KiB block).
+const FIRST: usize = 2048 / size_of::<Event>();
+/// The largest segment's capacity: as many events as fit in 64 KiB.
+const LARGEST: usize = 64 * 1024 / size_of::<Event>();
 
 #[derive(Debug, Default)]
 pub(super) struct Log {
     /// Each segment, after the sequence of the event before its first.
     segments: Vec<(u64, Vec<Event>)>,
     len: u64,
+}
+
+/// The capacity after `capacity`: twice the bytes, up to the largest.
+fn grown(capacity: usize) -> usize {
+    let bytes = (capacity * size_of::<Event>()).next_power_of_two() * 2;
+    (bytes / size_of::<Event>()).min(LARGEST)
 }
 
 impl Log {
@@ -38,7 +47,7 @@ impl Log {
             let capacity = self
                 .segments
                 .last()
-                .map_or(FIRST, |(_, segment)| (segment.capacity() * 2).min(LARGEST));
+                .map_or(FIRST, |(_, segment)| grown(segment.capacity()));
             self.segments.push((self.len, Vec::with_capacity(capacity)));
         }
         if let Some((_, segment)) = self.segments.last_mut() {
@@ -83,11 +92,12 @@ impl Log {
         }
     }
 
-    /// Gives back the last segment's empty slots: once an execution has ended, no event
-    /// will fill them, and a short execution would otherwise keep more slots than events.
+    /// Gives back the last segment's empty slots when they are more than a quarter of it:
+    /// once an execution has ended, no event will fill them.
     pub(super) fn shrink(&mut self) {
+        // Not for a quarter or less of one segment: not worth a copy.
         if let Some((_, segment)) = self.segments.last_mut()
-            && segment.len() < segment.capacity()
+            && segment.len() < segment.capacity() / 4 * 3
         {
             // Moved to an allocation of its size: an allocator may keep a block shrunk in
             // place (mimalloc does, down to half), which would give nothing back.
@@ -147,9 +157,9 @@ mod tests {
             log.push(event(sequence));
         }
         assert_eq!(log.len(), 100);
-        // 8 + 16 + 32 + 64 slots.
-        assert_eq!(log.segments.len(), 4);
-        for after in [0, 1, 7, 8, 9, 23, 24, 25, 55, 56, 57, 99, 100, 101] {
+        // 28 + 56 + 113 slots: 2, 4 and 8 KiB.
+        assert_eq!(log.segments.len(), 3);
+        for after in [0, 1, 27, 28, 29, 83, 84, 85, 99, 100, 101] {
             let events: Vec<u64> = log.events(after).map(|e| e.sequence).collect();
             let want: Vec<u64> = (after + 1..=100).collect();
             assert_eq!(events, want, "after {after}");
@@ -169,14 +179,14 @@ mod tests {
     #[test]
     fn truncating_takes_back_the_last_events_and_their_segments() {
         let mut log = Log::default();
-        for sequence in 1..=20 {
+        for sequence in 1..=40 {
             log.push(event(sequence));
         }
-        log.truncate(8);
-        assert_eq!((log.len(), log.segments.len()), (8, 1));
-        log.push(event(9));
-        let last: Vec<u64> = log.events(7).map(|e| e.sequence).collect();
-        assert_eq!(last, [8, 9]);
+        log.truncate(FIRST as u64);
+        assert_eq!((log.len(), log.segments.len()), (FIRST as u64, 1));
+        log.push(event(29));
+        let last: Vec<u64> = log.events(27).map(|e| e.sequence).collect();
+        assert_eq!(last, [28, 29]);
         log.truncate(0);
         assert_eq!((log.len(), log.segments.len(), log.bytes()), (0, 0, 0));
     }
