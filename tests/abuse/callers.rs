@@ -202,15 +202,8 @@ async fn a_thousand_streams_on_one_connection() {
     let calls = (0..1000).map(|_| {
         let mut client = pb::model_runtime_client::ModelRuntimeClient::new(channel.clone());
         tokio::spawn(async move {
-            let stream = client
-                .execute(request("drip", "one two three four five"))
-                .await?
-                .into_inner();
-            let events: Vec<_> = futures_util::StreamExt::collect::<Vec<_>>(stream)
-                .await
-                .into_iter()
-                .collect::<Result<_, _>>()?;
-            Ok::<_, tonic::Status>(text_of(&events))
+            let events = try_execute(&mut client, request("drip", "one two three four five"));
+            events.await.map(|events| text_of(&events))
         })
     });
     let calls: Vec<_> = calls.collect();

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use model_runtime::config::ConfigBuilder;
+use model_runtime::pb;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint};
@@ -123,17 +124,10 @@ impl WellBehaved {
         let task = tokio::spawn(async move {
             let (mut ok, mut failures) = (0, Vec::new());
             while !stopped.load(Ordering::Relaxed) {
-                let call = tokio::time::timeout(WAIT, async {
-                    let stream = client
-                        .execute(request("chat", "hello big world"))
-                        .await?
-                        .into_inner();
-                    let events: Vec<_> = futures_util::StreamExt::collect::<Vec<_>>(stream)
-                        .await
-                        .into_iter()
-                        .collect::<Result<_, _>>()?;
-                    Ok::<_, tonic::Status>(events)
-                })
+                let call = tokio::time::timeout(
+                    WAIT,
+                    try_execute(&mut client, request("chat", "hello big world")),
+                )
                 .await;
                 match call {
                     Ok(Ok(events)) => {
@@ -168,6 +162,19 @@ impl WellBehaved {
             "{attack}: only {ok} calls succeeded (want {least})"
         );
     }
+}
+
+/// Runs `Execute` to its end; the status of the call or of the first failed item.
+pub async fn try_execute(
+    client: &mut ModelRuntimeClient<Channel>,
+    request: pb::ExecuteRequest,
+) -> Result<Vec<pb::ExecutionEvent>, tonic::Status> {
+    let mut stream = client.execute(request).await?.into_inner();
+    let mut events = Vec::new();
+    while let Some(event) = futures_util::StreamExt::next(&mut stream).await {
+        events.push(event?);
+    }
+    Ok(events)
 }
 
 /// Mebibytes.
