@@ -89,6 +89,13 @@ impl SseParser {
 
     /// Feeds the next piece of the stream, appending every event it completes to `out`.
     pub fn push(&mut self, piece: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        // A piece that ends no line and would take the event past its budget is refused
+        // before it is taken in: the buffer never grows past the budget for it.
+        if self.buf.len() + self.data.len() + piece.len() > self.limit
+            && !piece.iter().any(|b| *b == b'\n' || *b == b'\r')
+        {
+            return Err(SseError::TooLarge);
+        }
         self.buf.extend_from_slice(piece);
         // Where the line being looked at begins; lines before it are consumed.
         let mut start = 0;

@@ -11,4 +11,6 @@
 mod common;
 
 mod callers;
+mod config;
 mod harness;
+mod upstreams;

@@ -202,7 +202,7 @@ impl Shared {
 }
 
 /// Reads one request (head and Content-Length body); `None` when the client closed.
-async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Recorded> {
+pub async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Recorded> {
     let head_end = loop {
         if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
             break end;
