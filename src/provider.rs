@@ -4,6 +4,8 @@
 
 pub mod anthropic;
 mod exchange;
+#[doc(hidden)]
+pub mod fuzz;
 mod http;
 pub mod openai;
 mod registry;

@@ -135,6 +135,14 @@ impl Runtime {
         }
     }
 
+    /// Validates `request` as [`submit`](Self::submit) would, without running it: `Ok` when
+    /// submit would accept it (capacity and state aside), else the same `InvalidArgument`.
+    pub fn check(&self, request: &ExecuteRequest) -> Result<(), RuntimeError> {
+        validate(&self.inner.config, request, SystemTime::now())
+            .map(drop)
+            .map_err(RuntimeError::InvalidArgument)
+    }
+
     /// Validates and stores a request, starts driving it, and returns at once: after the
     /// driver's first step, which runs here up to its first wait (see below), with the view
     /// at acceptance.

@@ -10,6 +10,8 @@
 pub mod codec;
 pub mod decode;
 pub mod encode;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod status;
 mod wire_event;
 

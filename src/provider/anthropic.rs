@@ -160,7 +160,7 @@ enum BlockState {
 
 /// Turns events into SPI events.
 #[derive(Debug, Default)]
-struct EventDecoder {
+pub(super) struct EventDecoder {
     stop: Option<FinishReason>,
     /// By the provider's block index: found at once, whatever numbers it uses.
     blocks: HashMap<u32, BlockState>,

@@ -158,7 +158,7 @@ struct ToolState {
 
 /// Turns chunks into SPI events.
 #[derive(Debug, Default)]
-struct ChunkDecoder {
+pub(super) struct ChunkDecoder {
     finish: Option<FinishReason>,
     /// In order of first appearance: the position is the SPI tool-call index.
     tools: Vec<ToolState>,

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Fuzzes request decoding and validation (`request`) and the SSE parser with each adapter's
+# decoding (`stream`), each for a bounded time; not part of CI. Needs the nightly toolchain
+# and cargo-fuzz (`cargo install cargo-fuzz`).
+#
+#   scripts/fuzz.sh             # each target for 60 s
+#   SECONDS_EACH=600 scripts/fuzz.sh request
+#
+# A crash leaves its input under fuzz/artifacts/TARGET/. Copy it to fuzz/regressions/TARGET/
+# and commit it with the fix: `cargo test --test fuzz_regressions` replays every file there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH=${SECONDS_EACH:-60}
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(request stream)
+for target in "${targets[@]}"; do
+    mkdir -p "fuzz/corpus/$target"
+    # Seed from the regressions, so known shapes are where the search starts.
+    cp -n fuzz/regressions/"$target"/* "fuzz/corpus/$target/" 2>/dev/null || true
+    echo "== $target for ${SECONDS_EACH}s"
+    cargo +nightly fuzz run "$target" "fuzz/corpus/$target" -- \
+        -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -timeout=10
+done

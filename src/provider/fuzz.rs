@@ -1,0 +1,130 @@
+//! Entry points for the fuzzers (`fuzz/`) and the regression tests of what they found: not
+//! an API. They panic on what they find, which is how a fuzzer learns of it.
+
+#![allow(clippy::expect_used)]
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use super::anthropic::EventDecoder;
+use super::exchange::Decoder;
+use super::http::{HttpClients, Upstream};
+use super::openai::ChunkDecoder;
+use super::sse::SseParser;
+use super::tally::UsageTally;
+use crate::config::TimeoutsConfig;
+
+/// An adapter whose stream handling is fuzzed.
+#[derive(Debug, Clone, Copy)]
+pub enum Adapter {
+    /// OpenAI chat completions chunks.
+    OpenAi = 0,
+    /// Anthropic messages events.
+    Anthropic = 1,
+}
+
+/// A fuzzer's input for [`stream`]: the first byte picks the adapter (even: OpenAI), the next
+/// eight where the pieces end, the rest is the body.
+pub fn stream_input(input: &[u8]) {
+    let Some((&pick, rest)) = input.split_first() else {
+        return;
+    };
+    let (cuts, body) = rest.split_at(rest.len().min(8));
+    let adapter = if pick % 2 == 0 {
+        Adapter::OpenAi
+    } else {
+        Adapter::Anthropic
+    };
+    stream(adapter, body, cuts);
+}
+
+/// Feeds `body` to the SSE parser in pieces cut after each offset of `cuts` (taken in turn,
+/// modulo what is left), and every event it completes through the adapter's decoder, as a
+/// response body would be. Panics if cutting the body differently changed the events.
+pub fn stream(adapter: Adapter, body: &[u8], cuts: &[u8]) {
+    // A client is slow to build (its TLS roots): one per adapter for every input.
+    static UPSTREAMS: OnceLock<[Upstream; 2]> = OnceLock::new();
+    let upstreams =
+        UPSTREAMS.get_or_init(|| [upstream(Adapter::OpenAi), upstream(Adapter::Anthropic)]);
+    let upstream = &upstreams[adapter as usize];
+    let whole = events(body, &[]);
+    let cut = events(body, cuts);
+    assert_eq!(whole, cut, "cutting the body changed what the parser read");
+    let Ok(events) = whole else { return };
+    let mut usage = UsageTally::default();
+    let mut out = Vec::new();
+    match adapter {
+        Adapter::OpenAi => decode(
+            ChunkDecoder::default(),
+            upstream,
+            events,
+            &mut usage,
+            &mut out,
+        ),
+        Adapter::Anthropic => decode(
+            EventDecoder::default(),
+            upstream,
+            events,
+            &mut usage,
+            &mut out,
+        ),
+    }
+    let _ = usage.drain(true);
+}
+
+fn decode<D: Decoder>(
+    mut decoder: D,
+    upstream: &Upstream,
+    events: Vec<super::sse::SseEvent>,
+    usage: &mut UsageTally,
+    out: &mut Vec<super::ProviderEvent>,
+) {
+    for event in events {
+        match decoder.event(upstream, event, usage, out) {
+            Ok(Some(_)) | Err(_) => return,
+            Ok(None) => {}
+        }
+    }
+    let _ = decoder.finished_at_eof(upstream);
+}
+
+/// The events of `body` fed in pieces cut at `cuts`, or the parser's error.
+fn events(body: &[u8], cuts: &[u8]) -> Result<Vec<super::sse::SseEvent>, &'static str> {
+    let mut parser = SseParser::with_limit(4096);
+    let mut out = Vec::new();
+    let mut rest = body;
+    for cut in cuts {
+        if rest.is_empty() {
+            break;
+        }
+        let (piece, after) = rest.split_at(usize::from(*cut) % rest.len() + 1);
+        parser.push(piece, &mut out).map_err(|e| e.what())?;
+        rest = after;
+    }
+    parser.push(rest, &mut out).map_err(|e| e.what())?;
+    parser.finish(&mut out).map_err(|e| e.what())?;
+    Ok(out)
+}
+
+fn upstream(adapter: Adapter) -> Upstream {
+    let timeouts = TimeoutsConfig {
+        connect: Duration::from_secs(1),
+        first_byte: Duration::from_secs(1),
+        idle: Duration::from_secs(1),
+    };
+    let client = HttpClients::default()
+        .client(timeouts.connect, None)
+        .expect("a client without a proxy builds");
+    Upstream {
+        name: "fuzzed".into(),
+        adapter: match adapter {
+            Adapter::OpenAi => "openai",
+            Adapter::Anthropic => "anthropic",
+        },
+        client,
+        timeouts,
+        secret: None,
+        url: reqwest::Url::parse("http://127.0.0.1:9/v1").expect("a valid URL"),
+        headers: reqwest::header::HeaderMap::new(),
+    }
+}
