@@ -3,7 +3,6 @@
 //! (decoding then refuses the message). Fields repeated across several occurrences of a
 //! message field count together, as decoding merges them.
 
-use prost::encoding::{WireType, decode_key, decode_varint};
 use tonic::Status;
 
 use crate::pb::fields::{
@@ -16,53 +15,54 @@ use crate::runtime::limits::{
 use crate::runtime::{RuntimeError, Violations};
 use crate::service::status::to_status;
 
-/// One field: its number, and its bytes when length-delimited.
-struct Field<'a> {
-    number: u32,
-    bytes: Option<&'a [u8]>,
-}
-
-/// The fields of one encoded message, in order; `None` past a malformed byte.
-fn fields(mut buf: &[u8]) -> impl Iterator<Item = Option<Field<'_>>> {
-    std::iter::from_fn(move || {
-        if buf.is_empty() {
-            return None;
+/// Calls `field` with the number and bytes of each length-delimited field of one encoded
+/// message, in order, and skips the others; stops at the first malformed byte.
+fn walk<'a>(mut buf: &'a [u8], mut field: impl FnMut(u32, &'a [u8])) {
+    while let Some(key) = varint(&mut buf) {
+        let Ok(number) = u32::try_from(key >> 3) else {
+            return;
+        };
+        let skipped = match key & 7 {
+            0 => varint(&mut buf).map(drop),
+            1 => skip(&mut buf, 8).map(drop),
+            5 => skip(&mut buf, 4).map(drop),
+            2 => varint(&mut buf)
+                .and_then(|len| usize::try_from(len).ok())
+                .and_then(|len| skip(&mut buf, len))
+                .map(|bytes| field(number, bytes)),
+            // Groups are not in this schema: the decoder refuses them.
+            _ => None,
+        };
+        if skipped.is_none() {
+            return;
         }
-        Some(next(&mut buf).inspect_err(|()| buf = &[]).ok())
-    })
-}
-
-fn next<'a>(buf: &mut &'a [u8]) -> Result<Field<'a>, ()> {
-    let (number, wire_type) = decode_key(buf).map_err(drop)?;
-    let bytes = match wire_type {
-        WireType::Varint => decode_varint(buf).map(|_| None).map_err(drop)?,
-        WireType::SixtyFourBit => skip(buf, 8).map(|_| None)?,
-        WireType::ThirtyTwoBit => skip(buf, 4).map(|_| None)?,
-        WireType::LengthDelimited => {
-            let len = usize::try_from(decode_varint(buf).map_err(drop)?).map_err(drop)?;
-            Some(skip(buf, len)?)
-        }
-        // Groups are not in this schema: leave the rest to the decoder to refuse.
-        WireType::StartGroup | WireType::EndGroup => return Err(()),
-    };
-    Ok(Field { number, bytes })
-}
-
-fn skip<'a>(buf: &mut &'a [u8], len: usize) -> Result<&'a [u8], ()> {
-    if buf.len() < len {
-        return Err(());
     }
-    let (head, rest) = buf.split_at(len);
-    *buf = rest;
-    Ok(head)
 }
 
-/// The length-delimited occurrences of field `number` in `buf`.
-fn each(buf: &[u8], number: u32) -> impl Iterator<Item = &[u8]> {
-    fields(buf)
-        .map_while(|field| field)
-        .filter(move |field| field.number == number)
-        .filter_map(|field| field.bytes)
+/// A base-128 varint, at most ten bytes; `None` at the end or on a malformed one.
+fn varint(buf: &mut &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for (i, byte) in buf.iter().take(10).enumerate() {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            *buf = &buf[i + 1..];
+            return Some(value);
+        }
+    }
+    None
+}
+
+fn skip<'a>(buf: &mut &'a [u8], len: usize) -> Option<&'a [u8]> {
+    let (head, rest) = buf.split_at_checked(len)?;
+    *buf = rest;
+    Some(head)
+}
+
+/// How many times length-delimited field `number` occurs in `buf`.
+fn occurrences(buf: &[u8], number: u32) -> usize {
+    let mut count = 0;
+    walk(buf, |n, _| count += usize::from(n == number));
+    count
 }
 
 /// Counts of the lists an `ExecuteRequest` holds.
@@ -82,45 +82,43 @@ struct Counts {
 
 fn count(request: &[u8]) -> Counts {
     let mut counts = Counts::default();
-    for field in fields(request).map_while(|field| field) {
-        let Some(bytes) = field.bytes else { continue };
-        match field.number {
-            execute_request::REQUIREMENTS => {
-                counts.capabilities += each(bytes, requirements::CAPABILITIES).count();
-            }
-            execute_request::LABELS => counts.labels += 1,
-            execute_request::INPUT => input(bytes, &mut counts),
-            _ => {}
+    walk(request, |number, bytes| match number {
+        execute_request::REQUIREMENTS => {
+            counts.capabilities += occurrences(bytes, requirements::CAPABILITIES);
         }
-    }
+        execute_request::LABELS => counts.labels += 1,
+        execute_request::INPUT => input(bytes, &mut counts),
+        _ => {}
+    });
     counts
 }
 
 fn input(bytes: &[u8], counts: &mut Counts) {
-    for field in fields(bytes).map_while(|field| field) {
-        let Some(bytes) = field.bytes else { continue };
-        match field.number {
-            execution_input::MESSAGES => {
-                let index = counts.messages;
-                counts.messages += 1;
-                let parts = each(bytes, message::CONTENT).count();
-                let calls = each(bytes, message::TOOL_CALLS).count();
-                counts.parts += parts;
-                counts.tool_calls += calls;
-                if parts > MAX_CONTENT_PARTS && counts.parts_in_one.is_none() {
-                    counts.parts_in_one = Some((index, parts));
-                }
-                if calls > MAX_MESSAGE_TOOL_CALLS && counts.calls_in_one.is_none() {
-                    counts.calls_in_one = Some((index, calls));
-                }
+    walk(bytes, |number, bytes| match number {
+        execution_input::MESSAGES => {
+            let index = counts.messages;
+            counts.messages += 1;
+            let (mut parts, mut calls) = (0, 0);
+            walk(bytes, |number, _| match number {
+                message::CONTENT => parts += 1,
+                message::TOOL_CALLS => calls += 1,
+                _ => {}
+            });
+            counts.parts += parts;
+            counts.tool_calls += calls;
+            if parts > MAX_CONTENT_PARTS && counts.parts_in_one.is_none() {
+                counts.parts_in_one = Some((index, parts));
             }
-            execution_input::TOOLS => counts.tools += 1,
-            execution_input::PARAMETERS => {
-                counts.stop_sequences += each(bytes, generation_parameters::STOP_SEQUENCES).count();
+            if calls > MAX_MESSAGE_TOOL_CALLS && counts.calls_in_one.is_none() {
+                counts.calls_in_one = Some((index, calls));
             }
-            _ => {}
         }
-    }
+        execution_input::TOOLS => counts.tools += 1,
+        execution_input::PARAMETERS => {
+            counts.stop_sequences += occurrences(bytes, generation_parameters::STOP_SEQUENCES);
+        }
+        _ => {}
+    });
 }
 
 /// Refuses an `ExecuteRequest` whose lists are over their caps, naming each list once.
