@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use super::log::Log;
+use super::log::{Log, Nanos};
 use super::size;
 use crate::execution::{
     Event, EventPayload, Execution, ExecutionId, ExecutionState, Idempotency, Labels, Lifecycle,
@@ -83,7 +83,7 @@ impl Slot {
             input_bytes,
             counted: true,
         };
-        record.push(first);
+        record.push(Nanos::of(first.time), first.state, first.payload);
         let slot = Self {
             id,
             idempotency,
@@ -130,9 +130,9 @@ impl Record {
         size::RECORD + self.events.bytes() + self.event_heap + self.view_bytes + self.input_bytes
     }
 
-    fn push(&mut self, event: Event) {
-        self.event_heap += size::heap(&event.payload);
-        self.events.push(event);
+    fn push(&mut self, at: Nanos, state: ExecutionState, payload: EventPayload) {
+        self.event_heap += size::heap(&payload);
+        self.events.push(at, state, payload);
     }
 
     pub(super) fn check_open(&self, id: ExecutionId) -> Result<(), StoreError> {
@@ -163,14 +163,14 @@ impl Record {
             Some(view) => view,
             None => {
                 let first = self.events.events(0).next().ok_or_else(not_accepted)?;
-                let view = Execution::from_accepted(first, id, labels.clone(), key.cloned())
+                let view = Execution::from_accepted(&first, id, labels.clone(), key.cloned())
                     .ok_or_else(not_accepted)?;
                 self.folded = 1;
                 self.view.insert(Box::new(view))
             }
         };
         for event in self.events.events(self.folded) {
-            view.apply(event);
+            view.apply(&event);
         }
         self.folded = self.events.len();
         self.view_bytes = size::view(view);
@@ -188,7 +188,7 @@ impl Record {
     ) -> Result<(bool, i64), StoreError> {
         let before = self.bytes();
         let undo = (self.lifecycle, self.events.len(), self.event_heap);
-        let time = SystemTime::now();
+        let at = Nanos::of(SystemTime::now());
         let mut terminal = false;
         for payload in payloads {
             let state = match self.lifecycle.apply(&payload) {
@@ -202,12 +202,7 @@ impl Record {
                 }
             };
             terminal = state.is_terminal();
-            self.push(Event {
-                sequence: self.last_sequence() + 1,
-                time,
-                state,
-                payload,
-            });
+            self.push(at, state, payload);
         }
         if terminal {
             // The driver lets the input go as the execution ends, and no more events come.
@@ -219,10 +214,7 @@ impl Record {
 
     /// The last event, copied out.
     pub(super) fn last_event(&self) -> Option<Event> {
-        self.events
-            .events(self.last_sequence().saturating_sub(1))
-            .next()
-            .cloned()
+        self.events.last()
     }
 }
 
