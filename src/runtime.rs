@@ -43,6 +43,22 @@ pub use watch::EventStream;
 /// itself. Drivers select on cancellation at every wait, so this is only a safety net.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
+/// Whether a submission also follows its execution.
+#[derive(Debug, Clone, Copy)]
+enum Follow {
+    No,
+    FromStart,
+}
+
+/// An accepted submission: its view at acceptance, or its events when it is followed.
+// Returned once per submission and matched at once: boxing the view would cost Submit an
+// allocation for nothing.
+#[allow(clippy::large_enum_variant)]
+enum Admission {
+    Viewed(Execution),
+    Following(EventStream),
+}
+
 /// The runtime. Cheap to clone; clones share everything.
 #[derive(Clone)]
 pub struct Runtime {
@@ -154,6 +170,27 @@ impl Runtime {
     /// drops this future: a store whose create waits (for I/O) finishes the submission in a
     /// task of its own.
     pub async fn submit(&self, request: ExecuteRequest) -> Result<Execution, RuntimeError> {
+        match self.admit(request, Follow::No).await? {
+            Admission::Viewed(view) => Ok(view),
+            Admission::Following(events) => self.get(events.execution_id()),
+        }
+    }
+
+    /// Submits and follows from the first event. The stream follows the execution before its
+    /// driver takes a step, so the store cannot let a quick execution go before its own
+    /// caller reads it.
+    pub async fn execute(&self, request: ExecuteRequest) -> Result<EventStream, RuntimeError> {
+        match self.admit(request, Follow::FromStart).await? {
+            Admission::Following(events) => Ok(events),
+            Admission::Viewed(view) => self.watch(view.id, 0),
+        }
+    }
+
+    async fn admit(
+        &self,
+        request: ExecuteRequest,
+        follow: Follow,
+    ) -> Result<Admission, RuntimeError> {
         if let Some(refusal) = NotReady::of(self.state()) {
             return Err(RuntimeError::Unavailable(refusal));
         }
@@ -220,14 +257,14 @@ impl Runtime {
                 let runtime = self.clone();
                 let finish = self.inner.tasks.spawn(async move {
                     let created = created.await;
-                    Box::pin(runtime.start(job, created, key)).await
+                    Box::pin(runtime.start(job, created, key, follow)).await
                 });
                 return finish
                     .await
                     .unwrap_or_else(|e| Err(RuntimeError::internal(&e)));
             }
         };
-        self.start(job, created, key).await
+        self.start(job, created, key, follow).await
     }
 
     /// Starts driving a stored execution, or answers for one that was not stored.
@@ -236,10 +273,17 @@ impl Runtime {
         job: Job,
         created: Result<Created, StoreError>,
         key: Option<String>,
-    ) -> Result<Execution, RuntimeError> {
+        follow: Follow,
+    ) -> Result<Admission, RuntimeError> {
         let view = match created {
             Ok(Created::New(view)) => view,
-            Ok(Created::Existing(view)) => return Ok(view),
+            Ok(Created::Existing(view)) => {
+                // An idempotent repeat: the execution was there already.
+                return match follow {
+                    Follow::FromStart => self.watch(view.id, 0).map(Admission::Following),
+                    Follow::No => Ok(Admission::Viewed(view)),
+                };
+            }
             Err(e) => return Err(RuntimeError::from_store(e, key.as_deref())),
         };
         let id = job.id;
@@ -267,6 +311,10 @@ impl Runtime {
             Box::pin(self.record_cancellation(id, Some("runtime shutting down".into()))).await?;
             return Err(RuntimeError::Unavailable(NotReady::Stopping));
         };
+        let events = match follow {
+            Follow::FromStart => Some(self.watch(id, 0)?),
+            Follow::No => None,
+        };
         // The driver's first step runs here, up to its first wait (admission, the provider's
         // first byte, a backoff), and only then moves to a task of its own. A provider that
         // answers at once is served without a task hop, and a follower of this execution
@@ -275,13 +323,10 @@ impl Runtime {
             tokio::spawn(driver);
         }
         tracing::debug!(execution_id = %id, ability = %view.ability, "accepted");
-        Ok(view)
-    }
-
-    /// Submits and follows from the first event: `submit` then `watch(id, 0)`.
-    pub async fn execute(&self, request: ExecuteRequest) -> Result<EventStream, RuntimeError> {
-        let view = self.submit(request).await?;
-        self.watch(view.id, 0)
+        Ok(match events {
+            Some(events) => Admission::Following(events),
+            None => Admission::Viewed(view),
+        })
     }
 
     /// Every event with `sequence > after_sequence`, then live events, ending after the
@@ -323,7 +368,7 @@ impl Runtime {
         let handle = self.drivers().get(&id).cloned();
         if let Some(handle) = handle {
             handle.cancel(reason.clone());
-            if let Some(view) = self.wait_terminal(id, CANCEL_GRACE).await? {
+            if let Some(view) = self.wait_terminal(view, CANCEL_GRACE).await? {
                 return Ok(view);
             }
             tracing::warn!(execution_id = %id, "driver did not record the cancellation in time");
@@ -337,48 +382,59 @@ impl Runtime {
         id: ExecutionId,
         reason: Option<String>,
     ) -> Result<Execution, RuntimeError> {
-        let view = self.get(id)?;
+        let mut view = self.get(id)?;
         let last_attempt_error = view.attempts.iter().rev().find_map(|a| a.error.clone());
         let payload = evidence::failure(
             ErrorCode::Cancelled,
             evidence::cancel_message(reason.as_deref()),
             evidence::outcome_of(&view.attempts),
             last_attempt_error,
-            view.partial_output,
+            view.partial_output.clone(),
             reason,
         );
         match self.inner.deps.store.append(id, payload).await {
+            // From the event itself: the store may let the execution go as it ends.
+            Ok(event) if event.sequence == view.last_sequence + 1 => {
+                view.apply(&event);
+                Ok(view)
+            }
             Ok(_) | Err(StoreError::AlreadyTerminal(_)) => self.get(id),
             Err(e) => Err(RuntimeError::from_store(e, None)),
         }
     }
 
-    /// Waits until `id` is terminal, at most `limit`; `None` if it is not by then.
+    /// Waits until the execution `view` shows is terminal, at most `limit`, and returns it
+    /// then; `None` if it is not by then. The view is brought up to date from the events a
+    /// follower reads, not from the store's own view: the store may let the execution go as
+    /// soon as it ends.
     async fn wait_terminal(
         &self,
-        id: ExecutionId,
+        mut view: Execution,
         limit: Duration,
     ) -> Result<Option<Execution>, RuntimeError> {
         let store = &self.inner.deps.store;
         let mut follower = store
-            .follow(id)
+            .follow(view.id)
             .map_err(|e| RuntimeError::from_store(e, None))?;
         let wait = async {
             loop {
                 follower.changes().mark_seen();
-                let view = self.get(id)?;
+                for event in follower.read(view.last_sequence, usize::MAX) {
+                    view.apply(&event);
+                }
                 if view.state.is_terminal() {
-                    return Ok(Some(view));
+                    return Some(view);
                 }
                 if follower.changes().changed().await.is_err() {
-                    return self.get(id).map(Some);
+                    // Nothing more will come; what there was has been read above.
+                    for event in follower.read(view.last_sequence, usize::MAX) {
+                        view.apply(&event);
+                    }
+                    return view.state.is_terminal().then_some(view);
                 }
             }
         };
-        match tokio::time::timeout(limit, wait).await {
-            Ok(result) => result,
-            Err(_) => Ok(None),
-        }
+        Ok(tokio::time::timeout(limit, wait).await.ok().flatten())
     }
 
     /// What the runtime is and can do now.

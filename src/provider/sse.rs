@@ -91,7 +91,10 @@ impl SseParser {
     pub fn push(&mut self, piece: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
         // A piece that ends no line and would take the event past its budget is refused
         // before it is taken in: the buffer never grows past the budget for it.
+        // (Not when the buffer ends in a CR held back as a possible CRLF half: that CR ends
+        // a line, which may dispatch the event and empty its data.)
         if self.buf.len() + self.data.len() + piece.len() > self.limit
+            && self.buf.last() != Some(&b'\r')
             && !piece.iter().any(|b| *b == b'\n' || *b == b'\r')
         {
             return Err(SseError::TooLarge);

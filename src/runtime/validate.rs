@@ -178,7 +178,13 @@ fn check_identity(request: &ExecuteRequest, v: &mut Violations) {
         );
     }
     if request.labels.len() > MAX_LABELS {
-        v.push("labels", format!("has more than {MAX_LABELS} entries"));
+        v.push(
+            "labels",
+            format!(
+                "has {} entries; at most {MAX_LABELS} are allowed",
+                request.labels.len()
+            ),
+        );
         return;
     }
     for (key, value) in &request.labels {

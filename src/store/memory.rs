@@ -117,8 +117,7 @@ impl MemoryStore {
             if !same {
                 return Err(StoreError::IdempotencyConflict(*existing));
             }
-            let (view, delta) = slot.view()?;
-            self.add_bytes(delta);
+            let view = slot.view(|delta| self.add_bytes(delta))?;
             return Ok(Created::Existing(view));
         }
         let (slot, view) = Slot::new(
@@ -272,9 +271,7 @@ impl EventStore for MemoryStore {
     }
 
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
-        let (view, delta) = self.slot(id)?.view()?;
-        self.add_bytes(delta);
-        Ok(view)
+        self.slot(id)?.view(|delta| self.add_bytes(delta))
     }
 
     fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {

@@ -15,32 +15,74 @@ use crate::runtime::limits::{
 use crate::runtime::{RuntimeError, Violations};
 use crate::service::status::to_status;
 
+/// How deep groups may nest, as deep as prost decodes them.
+const MAX_DEPTH: u32 = 100;
+
 /// Calls `field` with the number and bytes of each length-delimited field of one encoded
-/// message, in order, and skips the others; stops at the first malformed byte.
+/// message, in order, and skips the others; stops at the first malformed byte, where the
+/// decoder will refuse the message.
 fn walk<'a>(mut buf: &'a [u8], mut field: impl FnMut(u32, &'a [u8])) {
-    while let Some(key) = varint(&mut buf) {
-        let Ok(number) = u32::try_from(key >> 3) else {
-            return;
-        };
-        let skipped = match key & 7 {
-            0 => varint(&mut buf).map(drop),
-            1 => skip(&mut buf, 8).map(drop),
-            5 => skip(&mut buf, 4).map(drop),
-            2 => varint(&mut buf)
-                .and_then(|len| usize::try_from(len).ok())
-                .and_then(|len| skip(&mut buf, len))
-                .map(|bytes| field(number, bytes)),
-            // Groups are not in this schema: the decoder refuses them.
-            _ => None,
-        };
-        if skipped.is_none() {
-            return;
+    while let Some(item) = item(&mut buf, 0) {
+        match item {
+            Item::Field(number, Some(bytes)) => field(number, bytes),
+            Item::Field(_, None) => {}
+            Item::EndGroup(_) => return,
+        }
+    }
+}
+
+/// What comes next in an encoded message.
+enum Item<'a> {
+    /// A field's number, and its bytes when length-delimited.
+    Field(u32, Option<&'a [u8]>),
+    /// The end of the group of this number.
+    EndGroup(u32),
+}
+
+#[inline]
+fn item<'a>(buf: &mut &'a [u8], depth: u32) -> Option<Item<'a>> {
+    let key = varint(buf)?;
+    let number = u32::try_from(key >> 3).ok()?;
+    let bytes = match key & 7 {
+        0 => varint(buf).map(|_| None)?,
+        1 => skip(buf, 8).map(|_| None)?,
+        5 => skip(buf, 4).map(|_| None)?,
+        2 => {
+            let len = usize::try_from(varint(buf)?).ok()?;
+            Some(skip(buf, len)?)
+        }
+        // A group is in no message of this schema, but an unknown field may be one, and the
+        // decoder skips it whole: so does the walk, or what follows it would go uncounted.
+        3 if depth < MAX_DEPTH => {
+            skip_group(buf, number, depth + 1)?;
+            None
+        }
+        4 => return Some(Item::EndGroup(number)),
+        _ => return None,
+    };
+    Some(Item::Field(number, bytes))
+}
+
+/// Skips to the end of the group `number` began.
+fn skip_group(buf: &mut &[u8], number: u32, depth: u32) -> Option<()> {
+    loop {
+        match item(buf, depth)? {
+            Item::EndGroup(end) => return (end == number).then_some(()),
+            Item::Field(..) => {}
         }
     }
 }
 
 /// A base-128 varint, at most ten bytes; `None` at the end or on a malformed one.
+#[inline]
 fn varint(buf: &mut &[u8]) -> Option<u64> {
+    // Keys and short lengths, nearly all of them: one byte.
+    if let Some((&byte, rest)) = buf.split_first()
+        && byte < 0x80
+    {
+        *buf = rest;
+        return Some(u64::from(byte));
+    }
     let mut value = 0u64;
     for (i, byte) in buf.iter().take(10).enumerate() {
         value |= u64::from(byte & 0x7f) << (7 * i);
@@ -290,6 +332,21 @@ mod tests {
         let count = count(&twice);
         assert_eq!(count.messages, 12_000);
         assert!(execute_request(&twice).is_err());
+    }
+
+    #[test]
+    fn an_unknown_group_does_not_hide_what_follows_it() {
+        // Field 15 as a group holding a nested group (field 16) and a varint, then the list.
+        let group = [0x7b, 0x83, 0x01, 0x08, 0x01, 0x84, 0x01, 0x7c];
+        let messages = with_messages(vec![pb::Message::default(); MAX_MESSAGES + 1]);
+        let bytes = [&group[..], &messages.encode_to_vec()].concat();
+        assert!(pb::ExecuteRequest::decode(bytes.as_slice()).is_ok());
+        assert_eq!(count(&bytes).messages, MAX_MESSAGES + 1);
+        assert!(execute_request(&bytes).is_err());
+        // An end-group of another number ends nothing: malformed, left to the decoder.
+        let crossed = [0x7b, 0x84, 0x01];
+        assert!(pb::ExecuteRequest::decode(&crossed[..]).is_err());
+        assert!(execute_request(&crossed).is_ok());
     }
 
     #[test]

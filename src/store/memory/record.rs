@@ -105,10 +105,15 @@ impl Slot {
         record.bytes()
     }
 
-    /// The view, folded up to the last event, and the change in the record's bytes.
-    pub(super) fn view(&self) -> Result<(Execution, i64), StoreError> {
+    /// The view, folded up to the last event; `count` gets the change in the record's bytes
+    /// while the record is still locked, so an eviction cannot come between the change and
+    /// its count.
+    pub(super) fn view(&self, count: impl FnOnce(i64)) -> Result<Execution, StoreError> {
         let key = self.idempotency.as_ref().map(|i| &i.key);
-        self.record().view(self.id, &self.labels, key)
+        let mut record = self.record();
+        let (view, delta) = record.view(self.id, &self.labels, key)?;
+        count(delta);
+        Ok(view)
     }
 }
 
