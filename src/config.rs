@@ -91,6 +91,9 @@ pub struct ServerConfig {
     pub keepalive_interval: Duration,
     /// HTTP/2 keepalive: how long a ping may go unanswered before the connection is closed.
     pub keepalive_timeout: Duration,
+    /// How long a `Watch` or `Execute` stream may have events waiting that its client accepts
+    /// none of before the stream is reset.
+    pub stream_idle_timeout: Duration,
 }
 
 /// `[store]`.

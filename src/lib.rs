@@ -23,7 +23,8 @@
 //!   cancel, metadata; the per-execution driver; request validation. It knows no gRPC type.
 //! - [`pb`]: the generated wire types.
 //! - [`service`]: tonic glue: wire -> core -> wire, and the one error -> `Status` mapper.
-//! - [`server`]: the gRPC server with health and reflection; [`telemetry`]: logging.
+//! - [`server`]: the gRPC server with health and reflection, over HTTP/2 served by h2
+//!   directly so one stalled stream can be reset; [`telemetry`]: logging.
 //!
 //! # Layers
 //! Bottom to top. A module imports only from layers below its own, never from its own layer
@@ -57,6 +58,7 @@
 //! | resumable cursors (`Watch`) | `runtime/watch.rs` |
 //! | errors -> gRPC statuses | `service/status.rs` |
 //! | shutdown order | `runtime.rs` (`Runtime::shutdown`), `server.rs` |
+//! | connection and stream limits, stalled streams | `server/connection.rs`, `server/stream.rs` |
 //!
 //! # One execution
 //! `Execute` -> `service` (decode) -> [`Runtime::submit`] (validate, store

@@ -2,9 +2,14 @@
 //! (`v1` for grpcurl and buf curl, `v1alpha` for clients such as Python's grpcio-reflection).
 
 use std::future::Future;
+use std::pin::pin;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
@@ -12,20 +17,19 @@ use crate::pb;
 use crate::runtime::{Runtime, limits};
 use crate::service::ModelRuntimeService;
 
+mod connection;
 mod incoming;
+mod stream;
 
+use connection::Http2;
 use incoming::Incoming;
 
 /// After the drain, how long open streams (slow readers, health watches) get to finish before
 /// their connections are closed, so a stop always ends.
 const CONNECTION_GRACE: Duration = Duration::from_secs(5);
 
-/// Streams the server may reset for a peer's protocol errors before it closes the connection
-/// (h2's default, which tonic turns off unless it is set).
-const MAX_LOCAL_ERROR_RESETS: usize = 1024;
-
-/// Streams a peer may open and reset before they are accepted (h2's default).
-const MAX_PENDING_ACCEPT_RESETS: usize = 20;
+/// How long the server waits after failing to accept a connection before it tries again.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
 /// The fully-qualified name of the service, as health and reflection report it.
 pub const SERVICE_NAME: &str = "model_runtime.v1.ModelRuntime";
@@ -36,9 +40,6 @@ pub enum ServerError {
     /// The reflection service could not be built from the descriptor sets.
     #[error("building the reflection service: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
-    /// The transport failed.
-    #[error("gRPC transport: {0}")]
-    Transport(#[from] tonic::transport::Error),
 }
 
 /// Serves `runtime` on `listener` until `shutdown` resolves; then reports NOT_SERVING, drains
@@ -66,57 +67,73 @@ pub async fn serve(
     // plus framing.
     let max_message = limits::max_request_bytes(config.max_input_bytes);
     let service = ModelRuntimeService::new(runtime.clone()).server(max_message);
+    let routes = Routes::new(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(service)
+        .prepare();
     // Deltas are forwarded the moment they arrive: no Nagle delay on accepted connections.
     let incoming = Incoming::new(
         TcpIncoming::from(listener)
             .with_nodelay(Some(true))
             .with_keepalive(Some(Duration::from_secs(60))),
         config.max_connections,
-        config.handshake_timeout,
     );
-    let drain = runtime.config().server.drain_timeout;
-    let (drained, drained_rx) = tokio::sync::oneshot::channel::<()>();
-    let stopping = async {
-        shutdown.await;
-        tracing::info!("shutdown requested: draining");
-        health
-            .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
-            .await;
-        health
-            .set_service_status("", ServingStatus::NotServing)
-            .await;
-        runtime.shutdown(drain).await;
-        let _ = drained.send(());
-    };
-    let serving = tonic::transport::Server::builder()
-        // HTTP/2 bounds: streams per connection; keepalive pings that close a connection whose
-        // peer has gone; and h2's own protection against a peer that makes the server reset
-        // stream after stream (tonic leaves it off unless asked).
-        .max_concurrent_streams(config.max_concurrent_streams)
-        .http2_keepalive_interval(Some(config.keepalive_interval))
-        .http2_keepalive_timeout(Some(config.keepalive_timeout))
-        .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
-        .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_ACCEPT_RESETS))
-        // One span per RPC, named by its method, so every log line of a call carries it: at
-        // debug, since at the default level it cost 2% of a call's instructions, and every log
-        // line a call writes at info or above names its execution already.
-        .trace_fn(|request| tracing::debug_span!("rpc", method = %request.uri().path()))
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(service)
-        .serve_with_incoming_shutdown(incoming, stopping);
-    // Graceful shutdown waits for every connection to close; a health watch or a stalled
-    // reader never would. Bound it.
-    let grace = async {
-        match drained_rx.await {
-            Ok(()) => tokio::time::sleep(CONNECTION_GRACE).await,
-            Err(_) => std::future::pending().await,
+    let http2 = Http2::new(config);
+    let stop = CancellationToken::new();
+    let force = CancellationToken::new();
+    let connections = TaskTracker::new();
+    {
+        // Connections are accepted until the drain is over: calls that arrive meanwhile get
+        // UNAVAILABLE from the runtime, not a refused connection.
+        let mut stopping = pin!(async {
+            shutdown.await;
+            tracing::info!("shutdown requested: draining");
+            health
+                .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
+                .await;
+            health
+                .set_service_status("", ServingStatus::NotServing)
+                .await;
+            runtime
+                .shutdown(runtime.config().server.drain_timeout)
+                .await;
+        });
+        let mut incoming = pin!(incoming);
+        loop {
+            tokio::select! {
+                () = &mut stopping => break,
+                accepted = incoming.next() => match accepted {
+                    Some(Ok(admitted)) => {
+                        connections.spawn(http2.clone().serve(
+                            admitted,
+                            routes.clone(),
+                            stop.clone(),
+                            force.clone(),
+                        ));
+                    }
+                    Some(Err(e)) => {
+                        // Out of file descriptors, most likely: wait a moment rather than spin.
+                        tracing::warn!(error = %e, "accepting a connection");
+                        tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                    }
+                    None => break,
+                },
+            }
         }
-    };
-    tokio::select! {
-        result = serving => result?,
-        () = grace => tracing::warn!(grace = ?CONNECTION_GRACE, "connections still open after the drain; closing them"),
+        // The listener closes here: no connection is accepted from now on.
+    }
+    // GOAWAY to every connection; open streams end with the terminal events the drain
+    // produced. A health watch or a stalled reader never would: the grace bounds them.
+    stop.cancel();
+    connections.close();
+    if tokio::time::timeout(CONNECTION_GRACE, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(grace = ?CONNECTION_GRACE, "connections still open after the drain; closing them");
+        force.cancel();
+        connections.wait().await;
     }
     tracing::info!("server stopped");
     Ok(())

@@ -1,6 +1,6 @@
-//! Connections are bounded: one past `server.max_connections` is closed as it arrives, and a
+//! Connections are bounded: one past `server.max_connections` is closed as it arrives, a
 //! connection that sends no HTTP/2 preface within `server.handshake_timeout` is closed, which
-//! frees its place for a real client.
+//! frees its place for a real client, and so is one whose peer stops answering pings.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Reads until the server closes the connection; how long that took.
@@ -67,5 +67,45 @@ async fn silent_connections_are_closed_and_extra_ones_refused() {
     // And the first client was never disturbed.
     let events = execute(&mut server.client, request("chat", "again")).await;
     assert_eq!(events.last().unwrap().r#type, "execution.completed");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_peer_that_stops_answering_pings_is_closed() {
+    let server =
+        start(echo().keepalive(Duration::from_millis(200), Duration::from_millis(200))).await;
+    // A peer that completes the HTTP/2 handshake (the preface and an empty SETTINGS frame),
+    // then never answers anything.
+    let mut peer = TcpStream::connect(server.addr).await.unwrap();
+    peer.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let start = Instant::now();
+    within(async {
+        let mut buf = [0u8; 1024];
+        loop {
+            match peer.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let closed = start.elapsed();
+    assert!(
+        closed >= Duration::from_millis(350) && closed < Duration::from_secs(5),
+        "closed after {closed:?}"
+    );
+    // The server pinged it first: a PING frame (type 6) without the ACK flag.
+    let mut frames = seen.as_slice();
+    let mut pinged = false;
+    while frames.len() >= 9 {
+        let len =
+            usize::from(frames[0]) << 16 | usize::from(frames[1]) << 8 | usize::from(frames[2]);
+        pinged |= frames[3] == 6 && frames[4] & 1 == 0;
+        frames = &frames[(9 + len).min(frames.len())..];
+    }
+    assert!(pinged, "no ping in {seen:?}");
     server.stop().await;
 }

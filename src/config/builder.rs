@@ -113,6 +113,19 @@ impl ConfigBuilder {
         self
     }
 
+    /// `server.stream_idle_timeout`.
+    pub fn stream_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.raw.server.stream_idle_timeout = timeout;
+        self
+    }
+
+    /// `server.keepalive_interval` and `server.keepalive_timeout`.
+    pub fn keepalive(mut self, interval: Duration, timeout: Duration) -> Self {
+        self.raw.server.keepalive_interval = interval;
+        self.raw.server.keepalive_timeout = timeout;
+        self
+    }
+
     /// `server.handshake_timeout`.
     pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
         self.raw.server.handshake_timeout = timeout;

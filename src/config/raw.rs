@@ -47,6 +47,8 @@ pub(super) struct RawServer {
     pub keepalive_interval: Duration,
     #[serde(with = "humantime_serde")]
     pub keepalive_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub stream_idle_timeout: Duration,
 }
 
 impl Default for RawServer {
@@ -66,6 +68,7 @@ impl Default for RawServer {
             handshake_timeout: Duration::from_secs(10),
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
+            stream_idle_timeout: Duration::from_secs(60),
         }
     }
 }

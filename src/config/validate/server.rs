@@ -102,6 +102,11 @@ pub(super) fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
             raw.keepalive_timeout,
             bounds::MAX_WAIT,
         )?,
+        stream_idle_timeout: duration(
+            "server.stream_idle_timeout",
+            raw.stream_idle_timeout,
+            bounds::MAX_WAIT,
+        )?,
     })
 }
 

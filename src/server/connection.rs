@@ -1,0 +1,150 @@
+//! One client connection, served over HTTP/2 by h2 itself: the handshake within its timeout,
+//! keepalive pings, a task per stream, and a graceful or forced end.
+//!
+//! The server drives h2 directly rather than through hyper so that each stream's response
+//! is sent by code of its own ([`super::stream`]), which can see a client that stopped
+//! accepting data and reset that stream alone.
+
+use std::future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::{Ping, PingPong};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+use tonic::service::Routes;
+
+use super::incoming::Admitted;
+use super::stream;
+use crate::config::ServerConfig;
+
+/// HTTP/2 flow-control windows, per stream and per connection (hyper's defaults, which tonic
+/// used): room for a burst of events without a round trip.
+const WINDOW: u32 = 1024 * 1024;
+
+/// Bytes one stream may have queued for a client beyond what the client has accepted
+/// (hyper's default).
+const MAX_SEND_BUFFER: usize = 400 * 1024;
+
+/// The largest header list a client may send (hyper's default).
+const MAX_HEADER_LIST: u32 = 16 * 1024;
+
+/// Streams the server may reset for a peer's protocol errors before it closes the connection
+/// (h2's default, which tonic turned off unless it was set).
+const MAX_LOCAL_ERROR_RESETS: usize = 1024;
+
+/// Streams a peer may open and reset before they are accepted (h2's default).
+const MAX_PENDING_ACCEPT_RESETS: usize = 20;
+
+/// How every connection of one server is served.
+#[derive(Clone)]
+pub(super) struct Http2 {
+    builder: h2::server::Builder,
+    handshake_timeout: Duration,
+    keepalive_interval: Duration,
+    keepalive_timeout: Duration,
+    stream_idle_timeout: Duration,
+}
+
+impl Http2 {
+    pub(super) fn new(config: &ServerConfig) -> Self {
+        let mut builder = h2::server::Builder::new();
+        builder
+            .initial_window_size(WINDOW)
+            .initial_connection_window_size(WINDOW)
+            .max_send_buffer_size(MAX_SEND_BUFFER)
+            .max_header_list_size(MAX_HEADER_LIST)
+            .max_concurrent_streams(config.max_concurrent_streams)
+            .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
+            .max_pending_accept_reset_streams(MAX_PENDING_ACCEPT_RESETS);
+        Self {
+            builder,
+            handshake_timeout: config.handshake_timeout,
+            keepalive_interval: config.keepalive_interval,
+            keepalive_timeout: config.keepalive_timeout,
+            stream_idle_timeout: config.stream_idle_timeout,
+        }
+    }
+
+    /// Serves one connection until the client closes it, its keepalive fails, or the server
+    /// stops: on `stop` it sends GOAWAY and lets open streams finish; on `force` it closes.
+    pub(super) async fn serve(
+        self,
+        admitted: Admitted,
+        routes: Routes,
+        stop: CancellationToken,
+        force: CancellationToken,
+    ) {
+        // The connection holds its place under the limit until it ends.
+        let Admitted {
+            stream,
+            permit: _permit,
+        } = admitted;
+        let handshake = self.builder.handshake::<TcpStream, Bytes>(stream);
+        let mut conn = match tokio::time::timeout(self.handshake_timeout, handshake).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "HTTP/2 handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!("no HTTP/2 preface within server.handshake_timeout: closed");
+                return;
+            }
+        };
+        let keepalive = match conn.ping_pong() {
+            Some(pings) => keepalive(pings, self.keepalive_interval, self.keepalive_timeout),
+            None => Box::pin(future::pending()),
+        };
+        let mut keepalive = std::pin::pin!(keepalive);
+        let mut stopping = false;
+        loop {
+            tokio::select! {
+                accepted = conn.accept() => match accepted {
+                    Some(Ok((request, respond))) => {
+                        let idle = self.stream_idle_timeout;
+                        tokio::spawn(stream::serve(request, respond, routes.clone(), idle));
+                    }
+                    Some(Err(e)) => {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                        break;
+                    }
+                    None => break,
+                },
+                () = stop.cancelled(), if !stopping => {
+                    stopping = true;
+                    conn.graceful_shutdown();
+                }
+                () = &mut keepalive => {
+                    tracing::debug!("a keepalive ping went unanswered: connection closed");
+                    break;
+                }
+                () = force.cancelled() => break,
+            }
+        }
+    }
+}
+
+/// Pings the peer every `interval`; resolves when a ping goes unanswered for `timeout`.
+/// Pongs arrive while the connection is polled, which the accept loop does throughout.
+fn keepalive(
+    mut pings: PingPong,
+    interval: Duration,
+    timeout: Duration,
+) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        loop {
+            tokio::time::sleep(interval).await;
+            if pings.send_ping(Ping::opaque()).is_err() {
+                // The connection is going; the accept loop sees why.
+                return future::pending().await;
+            }
+            let pong = future::poll_fn(|cx| pings.poll_pong(cx));
+            match tokio::time::timeout(timeout, pong).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(_)) => return future::pending().await,
+                Err(_) => return,
+            }
+        }
+    })
+}
