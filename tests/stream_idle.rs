@@ -148,6 +148,63 @@ async fn a_quiet_execution_is_never_cut() {
     server.stop().await;
 }
 
+#[tokio::test]
+async fn a_steady_reader_of_one_large_event_is_never_cut() {
+    // One 256 KiB word: a single delta, and the result that repeats it, each one frame far
+    // larger than the client's 16 KiB window. The client grants room a frame at a time, well
+    // within the idle timeout each time, but takes more than the timeout for each event.
+    let server = start(
+        config(0, 0)
+            .provider(
+                "big",
+                ProviderSpec::scripted().scripted_model(
+                    "word",
+                    &["text"],
+                    script(|s| s.reply = Some("x".repeat(256 * 1024))),
+                ),
+            )
+            .policy("big", PolicySpec::new(&["big/word"]))
+            .ability("big", AbilitySpec::new("big")),
+    )
+    .await;
+    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let (mut h2, connection) = h2::client::Builder::new()
+        .initial_window_size(16 * 1024)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let call = http::Request::post(format!(
+        "http://{}/model_runtime.v1.ModelRuntime/Execute",
+        server.addr
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
+    .unwrap();
+    let (response, mut send) = h2.send_request(call, false).unwrap();
+    let message = prost::Message::encode_to_vec(&request("big", "go"));
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    framed.extend_from_slice(&message);
+    send.send_data(framed.into(), true).unwrap();
+    let mut body = within(response).await.unwrap().into_body();
+    let mut received = 0;
+    let trailers = within(async {
+        while let Some(data) = body.data().await {
+            let data = data.expect("never reset");
+            received += data.len();
+            tokio::time::sleep(IDLE / 8).await;
+            body.flow_control().release_capacity(data.len()).unwrap();
+        }
+        body.trailers().await.unwrap().expect("trailers")
+    })
+    .await;
+    assert_eq!(trailers.get("grpc-status").unwrap(), "0", "{trailers:?}");
+    assert!(received > 512 * 1024, "{received} bytes");
+    server.stop().await;
+}
+
 /// Sequences 1..=n in order, of one execution.
 fn assert_complete_prefix(events: &[pb::ExecutionEvent]) {
     for (i, event) in events.iter().enumerate() {

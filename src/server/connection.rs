@@ -9,7 +9,7 @@ use std::future;
 use std::time::Duration;
 
 use bytes::Bytes;
-use h2::{Ping, PingPong};
+use h2::{Ping, PingPong, Reason};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tonic::service::Routes;
@@ -35,6 +35,9 @@ const MAX_LOCAL_ERROR_RESETS: usize = 1024;
 
 /// Streams a peer may open and reset before they are accepted (h2's default).
 const MAX_PENDING_ACCEPT_RESETS: usize = 20;
+
+/// How long a connection closing for an unanswered ping may take to write its GOAWAY.
+const GOAWAY_FLUSH: Duration = Duration::from_millis(100);
 
 /// How every connection of one server is served.
 #[derive(Clone)]
@@ -81,7 +84,13 @@ impl Http2 {
             permit: _permit,
         } = admitted;
         let handshake = self.builder.handshake::<TcpStream, Bytes>(stream);
-        let mut conn = match tokio::time::timeout(self.handshake_timeout, handshake).await {
+        // A connection that has not finished its handshake has no calls to finish: it closes
+        // as soon as the server stops.
+        let handshake = tokio::select! {
+            handshake = tokio::time::timeout(self.handshake_timeout, handshake) => handshake,
+            () = stop.cancelled() => return,
+        };
+        let mut conn = match handshake {
             Ok(Ok(conn)) => conn,
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "HTTP/2 handshake failed");
@@ -117,6 +126,9 @@ impl Http2 {
                 }
                 () = &mut keepalive => {
                     tracing::debug!("a keepalive ping went unanswered: connection closed");
+                    // GOAWAY, written if the socket still takes it, then closed.
+                    conn.abrupt_shutdown(Reason::NO_ERROR);
+                    let _ = tokio::time::timeout(GOAWAY_FLUSH, conn.accept()).await;
                     break;
                 }
                 () = force.cancelled() => break,

@@ -53,7 +53,11 @@ pub(super) async fn serve(
     .await;
 }
 
-/// What ended a wait on the client.
+/// The most one stream asks the connection's window for at a time: a waiting stream claims
+/// little of what the connection's other streams could use.
+const MAX_PIECE: usize = 64 * 1024;
+
+/// Why a response stopped before its end.
 enum Gone {
     /// The client reset the stream, or the connection went.
     Client,
@@ -61,76 +65,100 @@ enum Gone {
     Stalled,
 }
 
-/// Sends `body` on `send`, a frame at a time: a data frame waits until the client can accept
-/// some of it, at most `idle_timeout`.
+impl From<h2::Error> for Gone {
+    fn from(e: h2::Error) -> Self {
+        tracing::debug!(error = %e, "sending a response frame");
+        Gone::Client
+    }
+}
+
+/// Sends `body` on `send`, a frame at a time, and resets the stream if the client accepts
+/// nothing for `idle_timeout` while a frame waits for it.
 async fn send_body(
     mut body: tonic::body::Body,
     mut send: SendStream<Bytes>,
     idle_timeout: Duration,
 ) {
-    loop {
-        let frame = future::poll_fn(|cx| {
-            if client_gone(&mut send, cx) {
-                return Poll::Ready(Err(Gone::Client));
-            }
-            Pin::new(&mut body).poll_frame(cx).map(Ok)
-        })
-        .await;
-        let sent = match frame {
-            Err(_) => return,
-            Ok(None) => send.send_data(Bytes::new(), true),
-            Ok(Some(Err(e))) => {
-                tracing::debug!(error = %e, "response body failed");
-                send.send_reset(Reason::INTERNAL_ERROR);
-                return;
-            }
-            Ok(Some(Ok(frame))) => match frame.into_data() {
-                Ok(data) => {
-                    let end = body.is_end_stream();
-                    if !data.is_empty() {
-                        match accepting(&mut send, idle_timeout).await {
-                            Ok(()) => {}
-                            Err(Gone::Client) => return,
-                            Err(Gone::Stalled) => {
-                                tracing::info!(
-                                    idle = ?idle_timeout,
-                                    "the client accepted nothing for server.stream_idle_timeout: stream reset"
-                                );
-                                // RESOURCE_EXHAUSTED in gRPC's mapping of HTTP/2 resets.
-                                send.send_reset(Reason::ENHANCE_YOUR_CALM);
-                                return;
-                            }
-                        }
-                    }
-                    match send.send_data(data, end) {
-                        Ok(()) if !end => continue,
-                        sent => sent,
-                    }
-                }
-                Err(frame) => match frame.into_trailers() {
-                    Ok(trailers) => {
-                        send.reserve_capacity(0);
-                        send.send_trailers(trailers)
-                    }
-                    Err(_) => continue,
-                },
-            },
-        };
-        if let Err(e) = sent {
-            tracing::debug!(error = %e, "sending a response frame");
+    match send_frames(&mut body, &mut send, idle_timeout).await {
+        Ok(()) | Err(Gone::Client) => {}
+        Err(Gone::Stalled) => {
+            tracing::info!(
+                idle = ?idle_timeout,
+                "the client accepted nothing for server.stream_idle_timeout: stream reset"
+            );
+            // RESOURCE_EXHAUSTED in gRPC's mapping of HTTP/2 resets.
+            send.send_reset(Reason::ENHANCE_YOUR_CALM);
         }
-        return;
     }
 }
 
-/// Waits until the stream may send: the client has accepted what was sent before, or has room
-/// for more. Asks for one byte of capacity only, as hyper does, so a waiting stream does not
-/// claim the connection's window from the others.
-async fn accepting(send: &mut SendStream<Bytes>, idle_timeout: Duration) -> Result<(), Gone> {
-    send.reserve_capacity(1);
-    if send.capacity() > 0 {
-        return Ok(());
+async fn send_frames(
+    body: &mut tonic::body::Body,
+    send: &mut SendStream<Bytes>,
+    idle_timeout: Duration,
+) -> Result<(), Gone> {
+    loop {
+        let frame = future::poll_fn(|cx| {
+            if client_gone(send, cx) {
+                return Poll::Ready(Err(Gone::Client));
+            }
+            Pin::new(&mut *body).poll_frame(cx).map(Ok)
+        })
+        .await?;
+        let frame = match frame {
+            None => return Ok(send.send_data(Bytes::new(), true)?),
+            Some(Ok(frame)) => frame,
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "response body failed");
+                send.send_reset(Reason::INTERNAL_ERROR);
+                return Err(Gone::Client);
+            }
+        };
+        match frame.into_data() {
+            Ok(data) => {
+                let end = body.is_end_stream();
+                send_granted(send, data, end, idle_timeout).await?;
+                if end {
+                    return Ok(());
+                }
+            }
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    send.reserve_capacity(0);
+                    return Ok(send.send_trailers(trailers)?);
+                }
+            }
+        }
     }
+}
+
+/// Hands `data` to h2 no faster than the client grants room for it, so a stream never
+/// queues more than its client has made room for, and every grant restarts the idle timer.
+async fn send_granted(
+    send: &mut SendStream<Bytes>,
+    mut data: Bytes,
+    end: bool,
+    idle_timeout: Duration,
+) -> Result<(), Gone> {
+    loop {
+        if data.is_empty() {
+            return Ok(send.send_data(data, end)?);
+        }
+        send.reserve_capacity(data.len().min(MAX_PIECE));
+        let granted = match send.capacity() {
+            0 => granted(send, idle_timeout).await?,
+            granted => granted,
+        };
+        let piece = data.split_to(granted.min(data.len()));
+        if data.is_empty() {
+            return Ok(send.send_data(piece, end)?);
+        }
+        send.send_data(piece, false)?;
+    }
+}
+
+/// Waits until the client grants the stream room to send, at most `idle_timeout`: how much.
+async fn granted(send: &mut SendStream<Bytes>, idle_timeout: Duration) -> Result<usize, Gone> {
     let mut stalled = pin!(tokio::time::sleep(idle_timeout));
     future::poll_fn(|cx| {
         if client_gone(send, cx) {
@@ -138,8 +166,10 @@ async fn accepting(send: &mut SendStream<Bytes>, idle_timeout: Duration) -> Resu
         }
         loop {
             match send.poll_capacity(cx) {
-                Poll::Ready(Some(Ok(0))) => {}
-                Poll::Ready(Some(Ok(_))) => return Poll::Ready(Ok(())),
+                Poll::Ready(Some(Ok(_))) => match send.capacity() {
+                    0 => {}
+                    granted => return Poll::Ready(Ok(granted)),
+                },
                 Poll::Ready(Some(Err(_)) | None) => return Poll::Ready(Err(Gone::Client)),
                 Poll::Pending => break,
             }
