@@ -257,6 +257,21 @@ pub struct PolicyConfig {
     pub retries_per_target: u32,
     /// First back-off before retrying the same target; doubles each time.
     pub backoff: Duration,
+    /// No attempt starts with less of the retry budget left than this.
+    pub min_attempt_time: Duration,
+    /// What a target's `rejected` error leads to.
+    pub on_rejected: OnRejected,
+}
+
+/// What follows an attempt whose target rejected the request (`policies.NAME.on_rejected`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnRejected {
+    /// The next target of the plan, if there is one and attempts and time are left.
+    #[default]
+    Fallback,
+    /// The execution ends: the first target's rejection is the answer.
+    Stop,
 }
 
 /// One `provider/model` target.

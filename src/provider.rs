@@ -93,9 +93,14 @@ impl ProviderError {
         Self::new(ErrorClass::Retryable, code, message)
     }
 
-    /// An error retrying cannot fix.
-    pub fn non_retryable(code: AttemptCode, message: impl Into<String>) -> Self {
-        Self::new(ErrorClass::NonRetryable, code, message)
+    /// An error this target will repeat for this request, and another target may not.
+    pub fn rejected(code: AttemptCode, message: impl Into<String>) -> Self {
+        Self::new(ErrorClass::Rejected, code, message)
+    }
+
+    /// An error no target could avoid: the request cannot be sent as it is.
+    pub fn invalid(code: AttemptCode, message: impl Into<String>) -> Self {
+        Self::new(ErrorClass::Invalid, code, message)
     }
 
     /// An error after which the remote may still be running the request.

@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Config, StoreKind};
+use crate::config::{Config, OnRejected, StoreKind};
 use crate::execution::idempotency::{Idempotency, Resolved};
 use crate::execution::{
     Acceptance, ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionId, IdMap,
@@ -237,6 +237,8 @@ impl Runtime {
                 allow_fallback: admitted.limits.allow_fallback,
                 retries_per_target: admitted.policy.retries_per_target,
                 backoff: admitted.policy.backoff,
+                min_attempt_time: admitted.policy.min_attempt_time,
+                stop_on_rejected: admitted.policy.on_rejected == OnRejected::Stop,
                 budget_end: start + admitted.policy.retry_budget,
                 deadline: start + admitted.time_left,
             },

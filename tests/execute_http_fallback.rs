@@ -1,6 +1,8 @@
-//! End to end over gRPC: an `openai` target answering 503 and an `anthropic` fallback that
-//! succeeds, both real HTTP servers on loopback. The caller sees both attempts as evidence,
-//! the anthropic reply, its usage facts, and the resolved provider and model.
+//! End to end over gRPC: an `openai` target that fails and an `anthropic` fallback that
+//! succeeds, both real HTTP servers on loopback. A 503 is retryable; a revoked key, a context
+//! length exceeded or a retired model is rejected by that target alone, so the next one is
+//! tried at once (or the policy stops). The caller sees every attempt as evidence, the
+//! anthropic reply, its usage facts, and the resolved provider and model.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,8 +12,9 @@ use std::time::Duration;
 
 use common::adapters::{KEY, env, event};
 use common::upstream::{Upstream, sse, status};
+use common::{completed_result, execute, failed_payload, get, request, start_with, text_of};
 use futures_util::StreamExt;
-use model_runtime::config::{AbilitySpec, PolicySpec, ProviderSpec};
+use model_runtime::config::{AbilitySpec, OnRejected, PolicySpec, ProviderSpec};
 use model_runtime::pb::execution_event::Payload;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 use model_runtime::{Config, Runtime, pb, server};
@@ -245,4 +248,109 @@ async fn a_503_from_openai_falls_back_to_anthropic() {
 
     stop.send(()).unwrap();
     serving.await.unwrap().unwrap();
+}
+
+/// The openai target `oa/small` at `openai`, then the anthropic `an/large` at `anthropic`,
+/// under `policy` (its targets set here).
+fn rejecting_config(
+    openai: &Upstream,
+    anthropic: &Upstream,
+    policy: impl FnOnce(PolicySpec) -> PolicySpec,
+) -> Config {
+    Config::builder()
+        .provider(
+            "oa",
+            ProviderSpec::openai(&openai.base_url())
+                .api_key_env("TEST_API_KEY")
+                .model("small", &["text"]),
+        )
+        .provider(
+            "an",
+            ProviderSpec::anthropic(&anthropic.base_url())
+                .api_key_env("TEST_API_KEY")
+                .model("large", &["text"]),
+        )
+        .policy(
+            "default",
+            policy(PolicySpec::new(&["oa/small", "an/large"]).retries_per_target(2)),
+        )
+        .ability("chat", AbilitySpec::new("default"))
+        .build_with_env(&env)
+        .unwrap()
+}
+
+/// Runs one execution on `config`: its events and its view.
+async fn run_once(config: Config) -> (Vec<pb::ExecutionEvent>, pb::Execution) {
+    let mut server = start_with(config).await;
+    let events = execute(&mut server.client, request("chat", "Say hello")).await;
+    let view = get(&mut server.client, &events[0].execution_id).await;
+    server.stop().await;
+    (events, view)
+}
+
+#[tokio::test]
+async fn a_revoked_key_on_the_first_target_falls_back_and_completes() {
+    let openai = Upstream::always(status(
+        401,
+        r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#,
+        &[],
+    ))
+    .await;
+    let anthropic = Upstream::always(sse(&anthropic_reply())).await;
+    let (events, view) = run_once(rejecting_config(&openai, &anthropic, |p| p)).await;
+
+    assert_eq!(completed_result(&events).provider, "an");
+    assert_eq!(text_of(&events), "Hello!");
+    assert_eq!(view.attempts.len(), 2);
+    let error = view.attempts[0].error.as_ref().unwrap();
+    assert_eq!(
+        (error.class(), error.code.as_str()),
+        (pb::ErrorClass::Rejected, "unauthorized")
+    );
+    assert_eq!(view.attempts[0].next_action(), pb::NextAction::Fallback);
+    // The policy retries a target twice, but never one that rejected the request.
+    assert_eq!(openai.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_context_length_error_falls_back_to_a_larger_window() {
+    let openai = Upstream::always(status(
+        400,
+        r#"{"error":{"message":"This model's maximum context length is 4096 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+        &[],
+    ))
+    .await;
+    let anthropic = Upstream::always(sse(&anthropic_reply())).await;
+    let (events, view) = run_once(rejecting_config(&openai, &anthropic, |p| p)).await;
+
+    assert_eq!(completed_result(&events).model, "large");
+    let error = view.attempts[0].error.as_ref().unwrap();
+    assert_eq!(
+        (error.class(), error.code.as_str()),
+        (pb::ErrorClass::Rejected, "invalid_request")
+    );
+    assert!(
+        error.message.contains("maximum context length"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test]
+async fn on_rejected_stop_ends_at_the_first_rejection() {
+    let openai = Upstream::always(status(
+        404,
+        r#"{"error":{"message":"The model `small` does not exist","type":"invalid_request_error","code":"model_not_found"}}"#,
+        &[],
+    ))
+    .await;
+    let anthropic = Upstream::always(sse(&anthropic_reply())).await;
+    let config = rejecting_config(&openai, &anthropic, |p| p.on_rejected(OnRejected::Stop));
+    let (events, view) = run_once(config).await;
+
+    let error = failed_payload(&events).error.unwrap();
+    assert_eq!(error.code, "rejected");
+    assert_eq!(error.last_attempt_error.unwrap().code, "not_found");
+    assert_eq!(view.attempts.len(), 1);
+    assert!(anthropic.requests().is_empty());
 }

@@ -1,5 +1,6 @@
 //! When the router may fall back: only before output is committed, only when the caller allows
-//! a second target, and only after a retryable error.
+//! a second target, and only after an error another target could avoid (`retryable`, or
+//! `rejected` unless the policy stops on it); an `invalid` request stops.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,12 +10,15 @@ use std::time::Duration;
 
 use common::*;
 use model_runtime::Config;
-use model_runtime::config::{AbilitySpec, ConfigBuilder, FailError, PolicySpec, ProviderSpec};
+use model_runtime::config::{
+    AbilitySpec, ConfigBuilder, FailError, OnRejected, PolicySpec, ProviderSpec,
+};
 use model_runtime::pb;
 use model_runtime::pb::ExecutionState as S;
 
 /// `primary/broken` streams two words and then fails; `primary/flaky` fails before output;
-/// `primary/refuses` fails with a non-retryable error; `backup/steady` always works.
+/// `primary/refuses` finds the request invalid; `primary/rejects` rejects it (like a 401);
+/// `backup/steady` always works.
 fn config() -> ConfigBuilder {
     Config::builder()
         .drain_timeout(Duration::from_millis(200))
@@ -34,6 +38,14 @@ fn config() -> ConfigBuilder {
                         s.fail_attempts = 1;
                         s.fail_error = FailError::InvalidRequest;
                     }),
+                )
+                .scripted_model(
+                    "rejects",
+                    &["text"],
+                    script(|s| {
+                        s.fail_attempts = 1;
+                        s.fail_error = FailError::Rejected;
+                    }),
                 ),
         )
         .provider(
@@ -51,6 +63,18 @@ fn config() -> ConfigBuilder {
         .policy(
             "refuses",
             PolicySpec::new(&["primary/refuses", "backup/steady"]),
+        )
+        .policy(
+            "rejects",
+            PolicySpec::new(&["primary/rejects", "backup/steady"]).retries_per_target(2),
+        )
+        .policy(
+            "rejects_stop",
+            PolicySpec::new(&["primary/rejects", "backup/steady"]).on_rejected(OnRejected::Stop),
+        )
+        .ability(
+            "rejects",
+            AbilitySpec::new("rejects").allowed_policies(&["rejects", "rejects_stop"]),
         )
         .ability("broken", AbilitySpec::new("broken"))
         .ability("flaky", AbilitySpec::new("flaky"))
@@ -125,21 +149,58 @@ async fn allow_fallback_false_permits_exactly_one_attempt() {
 }
 
 #[tokio::test]
-async fn a_non_retryable_error_stops_without_fallback() {
+async fn an_invalid_request_stops_without_fallback() {
     let mut server = start(config()).await;
     let events = execute(&mut server.client, request("refuses", "bad request")).await;
 
     assert_complete_sequence(&events);
     assert_eq!(events.last().unwrap().state(), S::Failed);
     let error = failed_payload(&events).error.unwrap();
-    assert_eq!(error.code, "non_retryable");
+    assert_eq!(error.code, "invalid_request");
     assert_eq!(error.outcome(), pb::Outcome::Failed);
     let last = error.last_attempt_error.unwrap();
     assert_eq!(
         (last.code.as_str(), last.class()),
-        ("invalid_request", pb::ErrorClass::NonRetryable)
+        ("invalid_request", pb::ErrorClass::Invalid)
     );
     let view = get(&mut server.client, &events[0].execution_id).await;
     assert_eq!(view.attempts.len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_rejection_falls_back_at_once_and_never_retries_its_target() {
+    let mut server = start(config()).await;
+    // The policy would retry a retryable target twice: a rejecting one, never.
+    let events = execute(&mut server.client, request("rejects", "hello")).await;
+
+    assert_complete_sequence(&events);
+    assert_eq!(completed_result(&events).provider, "backup");
+    let view = get(&mut server.client, &events[0].execution_id).await;
+    assert_eq!(view.attempts.len(), 2);
+    let first = &view.attempts[0];
+    assert_eq!(first.provider, "primary");
+    let error = first.error.as_ref().unwrap();
+    assert_eq!(
+        (error.code.as_str(), error.class()),
+        ("rejected", pb::ErrorClass::Rejected)
+    );
+    assert_eq!(first.next_action(), pb::NextAction::Fallback);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_policy_may_stop_on_a_rejection() {
+    let mut server = start(config()).await;
+    let mut r = request("rejects", "hello");
+    r.policy = "rejects_stop".into();
+    let events = execute(&mut server.client, r).await;
+
+    assert_complete_sequence(&events);
+    let error = failed_payload(&events).error.unwrap();
+    assert_eq!(error.code, "rejected");
+    let view = get(&mut server.client, &events[0].execution_id).await;
+    assert_eq!(view.attempts.len(), 1);
+    assert_eq!(view.attempts[0].next_action(), pb::NextAction::Stop);
     server.stop().await;
 }

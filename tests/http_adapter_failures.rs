@@ -153,12 +153,12 @@ fn short_timeouts(spec: ProviderSpec) -> ProviderSpec {
 #[tokio::test]
 async fn each_error_status_is_classified() {
     let table = [
-        (400, ErrorClass::NonRetryable, "invalid_request"),
-        (401, ErrorClass::NonRetryable, "unauthorized"),
-        (403, ErrorClass::NonRetryable, "forbidden"),
-        (404, ErrorClass::NonRetryable, "not_found"),
+        (400, ErrorClass::Rejected, "invalid_request"),
+        (401, ErrorClass::Rejected, "unauthorized"),
+        (403, ErrorClass::Rejected, "forbidden"),
+        (404, ErrorClass::Rejected, "not_found"),
         (408, ErrorClass::Retryable, "request_timeout"),
-        (422, ErrorClass::NonRetryable, "invalid_request"),
+        (422, ErrorClass::Rejected, "invalid_request"),
         (429, ErrorClass::Retryable, "rate_limited"),
         (500, ErrorClass::Retryable, "internal"),
         (502, ErrorClass::Retryable, "unavailable"),
@@ -341,7 +341,7 @@ async fn a_stall_past_the_idle_timeout_ends_the_call_and_the_connection() {
 }
 
 #[tokio::test]
-async fn malformed_events_are_non_retryable_protocol_errors() {
+async fn malformed_events_are_rejected_protocol_errors() {
     for kind in KINDS {
         let secretish = "do-not-echo-this-content";
         let mut events = kind.preamble();
@@ -353,7 +353,7 @@ async fn malformed_events_are_non_retryable_protocol_errors() {
         let error = error_of(kind, &server.base_url(), |s| s).await;
         assert_error(
             &error,
-            ErrorClass::NonRetryable,
+            ErrorClass::Rejected,
             "protocol_error",
             &format!("{kind:?}"),
         );
@@ -371,7 +371,7 @@ async fn malformed_events_are_non_retryable_protocol_errors() {
         steps.push(Step::Send(b"data: \xff\xfe\n\n".to_vec()));
         let server = Upstream::always(sse_steps(steps)).await;
         let error = error_of(kind, &server.base_url(), |s| s).await;
-        assert_error(&error, ErrorClass::NonRetryable, "protocol_error", "");
+        assert_error(&error, ErrorClass::Rejected, "protocol_error", "");
     }
 }
 
@@ -387,7 +387,7 @@ async fn a_json_reply_instead_of_an_event_stream_is_a_protocol_error() {
     .await;
     let p = provider(&config(spec("openai", &server.base_url())));
     let error = split(call(&p).await).1.expect("an error");
-    assert_error(&error, ErrorClass::NonRetryable, "protocol_error", "");
+    assert_error(&error, ErrorClass::Rejected, "protocol_error", "");
     assert_mentions(&error, "not an event stream");
 }
 
@@ -432,7 +432,7 @@ async fn a_large_event_arrives_whole_and_one_past_the_bound_is_refused() {
                 .all(|e| !matches!(e, ProviderEvent::TextDelta(_)))
         );
         let error = error.expect("an error");
-        assert_error(&error, ErrorClass::NonRetryable, "protocol_error", "");
+        assert_error(&error, ErrorClass::Rejected, "protocol_error", "");
         assert_mentions(&error, "larger than the limit");
     }
 }

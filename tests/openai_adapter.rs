@@ -287,7 +287,7 @@ async fn arguments_of_a_call_that_was_never_named_are_a_protocol_error() {
         let error = error.expect("an error");
         assert_error(
             &error,
-            ErrorClass::NonRetryable,
+            ErrorClass::Rejected,
             "protocol_error",
             &format!("with [DONE]: {with_done}"),
         );
@@ -376,7 +376,7 @@ async fn an_error_chunk_with_a_status_code_is_classified_by_it() {
     let (events, error) = split(call(&p).await);
     assert_eq!(events, vec![]);
     let error = error.expect("an error");
-    assert_error(&error, ErrorClass::NonRetryable, "invalid_request", "");
+    assert_error(&error, ErrorClass::Rejected, "invalid_request", "");
     assert_mentions(&error, "maximum context length");
 }
 

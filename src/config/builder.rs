@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::raw::{RawAbility, RawConfig, RawModel, RawPolicy, RawProvider, RawTimeouts};
-use super::{Config, ConfigError, Script, validate};
+use super::{Config, ConfigError, OnRejected, Script, validate};
 
 /// Builds a [`Config`]; every setting left out keeps the default the file would have.
 #[derive(Debug, Clone, Default)]
@@ -328,6 +328,18 @@ impl PolicySpec {
     /// `backoff`.
     pub fn backoff(mut self, backoff: Duration) -> Self {
         self.0.backoff = backoff;
+        self
+    }
+
+    /// `min_attempt_time`.
+    pub fn min_attempt_time(mut self, time: Duration) -> Self {
+        self.0.min_attempt_time = time;
+        self
+    }
+
+    /// `on_rejected`.
+    pub fn on_rejected(mut self, on_rejected: OnRejected) -> Self {
+        self.0.on_rejected = on_rejected;
         self
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::Script;
+use super::{OnRejected, Script};
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -195,6 +195,10 @@ pub(super) struct RawPolicy {
     pub retries_per_target: u32,
     #[serde(default = "default_backoff", with = "humantime_serde")]
     pub backoff: Duration,
+    #[serde(default = "default_min_attempt_time", with = "humantime_serde")]
+    pub min_attempt_time: Duration,
+    #[serde(default)]
+    pub on_rejected: OnRejected,
 }
 
 impl RawPolicy {
@@ -206,6 +210,8 @@ impl RawPolicy {
             retry_budget: default_retry_budget(),
             retries_per_target: 0,
             backoff: default_backoff(),
+            min_attempt_time: default_min_attempt_time(),
+            on_rejected: OnRejected::default(),
         }
     }
 }
@@ -220,6 +226,10 @@ fn default_retry_budget() -> Duration {
 
 fn default_backoff() -> Duration {
     Duration::from_millis(100)
+}
+
+fn default_min_attempt_time() -> Duration {
+    Duration::from_secs(1)
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

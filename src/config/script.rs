@@ -57,7 +57,10 @@ pub enum FailError {
     Unavailable,
     /// Retryable, like HTTP 429.
     RateLimited,
-    /// Non-retryable, like HTTP 400.
+    /// Rejected by this target, like HTTP 401 or 404: the next target is tried.
+    Rejected,
+    /// Invalid for every target, like a request the runtime cannot represent: the execution
+    /// stops.
     InvalidRequest,
     /// Outcome unknown, like a timeout after the request was sent.
     TimeoutUnknown,

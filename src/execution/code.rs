@@ -19,8 +19,11 @@ pub enum ErrorCode {
     OutputInterrupted,
     /// The execution reached `server.max_output_bytes` or `server.max_events_per_execution`.
     OutputTooLarge,
-    /// An attempt failed in a way retrying cannot fix.
-    NonRetryable,
+    /// The targets that could be tried rejected the request (or the first did, under
+    /// `on_rejected = "stop"`).
+    Rejected,
+    /// The request cannot be sent to any target as it is.
+    InvalidRequest,
     /// The remote may still be running the request, so it was not repeated.
     OutcomeUnknown,
     /// A caller or shutdown cancelled it.
@@ -39,7 +42,8 @@ impl ErrorCode {
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::OutputInterrupted => "output_interrupted",
             Self::OutputTooLarge => "output_too_large",
-            Self::NonRetryable => "non_retryable",
+            Self::Rejected => "rejected",
+            Self::InvalidRequest => "invalid_request",
             Self::OutcomeUnknown => "outcome_unknown",
             Self::Cancelled => "cancelled",
             Self::InternalError => "internal_error",
@@ -186,7 +190,8 @@ impl AttemptCode {
             | ErrorCode::NoCapableTarget
             | ErrorCode::AttemptsExhausted
             | ErrorCode::OutputInterrupted
-            | ErrorCode::NonRetryable
+            | ErrorCode::Rejected
+            | ErrorCode::InvalidRequest
             | ErrorCode::OutcomeUnknown
             | ErrorCode::InternalError => Self::DeadlineExceeded,
         }

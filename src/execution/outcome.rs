@@ -5,14 +5,21 @@ use std::time::{Duration, SystemTime};
 
 use crate::execution::{AttemptCode, ErrorCode, ToolCall};
 
-/// Retryability of an attempt error: data set by the adapter, never inferred from text.
+/// What another try could do about an attempt error: data set by the adapter, never
+/// inferred from text. The class decides the router's next step (CONTRACT 4.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorClass {
-    /// The request did not run or failed harmlessly.
+    /// The same target may succeed later (429, 5xx, overload, a failed connect): retry it,
+    /// else fall back.
     Retryable,
-    /// Retrying cannot help.
-    NonRetryable,
-    /// The remote may still be running the request.
+    /// This target will not serve this request, another may (401, 403, 404, 413, context
+    /// length, an unsupported parameter, any 4xx not provably request-wide): never retried
+    /// on the same target; falls back unless the policy says `on_rejected = "stop"`.
+    Rejected,
+    /// No target could serve it, as the runtime's own mapping of the request proves: stop.
+    Invalid,
+    /// The remote may still be running the request: stop, unless the provider allows
+    /// `retry_unknown_outcome`.
     OutcomeUnknown,
 }
 

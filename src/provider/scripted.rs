@@ -36,7 +36,7 @@ type Step = (Duration, Result<ProviderEvent, ProviderError>);
 impl Provider for ScriptedProvider {
     fn call(&self, call: ProviderCall) -> ProviderStream {
         let Some(script) = self.scripts.get(&call.model) else {
-            let error = ProviderError::non_retryable(
+            let error = ProviderError::rejected(
                 AttemptCode::ModelNotFound,
                 format!("scripted provider has no model `{}`", call.model),
             );
@@ -55,9 +55,8 @@ fn failure(script: &Script, during: &str) -> ProviderError {
     let mut error = match script.fail_error {
         FailError::Unavailable => ProviderError::retryable(AttemptCode::Unavailable, message),
         FailError::RateLimited => ProviderError::retryable(AttemptCode::RateLimited, message),
-        FailError::InvalidRequest => {
-            ProviderError::non_retryable(AttemptCode::InvalidRequest, message)
-        }
+        FailError::Rejected => ProviderError::rejected(AttemptCode::Rejected, message),
+        FailError::InvalidRequest => ProviderError::invalid(AttemptCode::InvalidRequest, message),
         FailError::TimeoutUnknown => ProviderError::outcome_unknown(AttemptCode::Timeout, message),
         FailError::Internal => ProviderError::retryable(AttemptCode::Internal, message),
     };

@@ -1,6 +1,7 @@
 //! Small pieces both request mappers use to turn an [`ExecutionInput`] into provider JSON.
-//! Input a protocol cannot express becomes a non-retryable `invalid_request` that names the
-//! request field: never a silent drop.
+//! Input no protocol could express is `invalid` (the execution stops); input one protocol
+//! cannot express is `rejected` by that target (another may take it). Both are
+//! `invalid_request` attempts that name the request field: never a silent drop.
 //!
 //! [`ExecutionInput`]: crate::execution::ExecutionInput
 
@@ -12,9 +13,14 @@ use serde_json::{Map, Value};
 use super::ProviderError;
 use crate::execution::{AttemptCode, Image};
 
-/// The request field `field` cannot be sent, because `reason`.
+/// The request field `field` cannot be sent to any target, because `reason`.
 pub(crate) fn invalid(field: impl Display, reason: impl Display) -> ProviderError {
-    ProviderError::non_retryable(AttemptCode::InvalidRequest, format!("{field}: {reason}"))
+    ProviderError::invalid(AttemptCode::InvalidRequest, format!("{field}: {reason}"))
+}
+
+/// The request field `field` cannot be sent in this target's protocol, because `reason`.
+pub(crate) fn unsupported(field: impl Display, reason: impl Display) -> ProviderError {
+    ProviderError::rejected(AttemptCode::InvalidRequest, format!("{field}: {reason}"))
 }
 
 /// A JSON object given as text (a tool schema, tool-call arguments); empty text is `{}`.
@@ -57,7 +63,7 @@ pub(crate) fn image_data<'a>(
 /// The request body's bytes.
 pub(crate) fn encode(body: Map<String, Value>) -> Result<Vec<u8>, ProviderError> {
     serde_json::to_vec(&Value::Object(body)).map_err(|e| {
-        ProviderError::non_retryable(
+        ProviderError::invalid(
             AttemptCode::InvalidRequest,
             format!("the request could not be encoded: {e}"),
         )

@@ -18,6 +18,10 @@ pub struct AttemptBudget {
     pub retries_per_target: u32,
     /// First back-off before retrying one target; doubles each time.
     pub backoff: Duration,
+    /// No attempt after the first starts with less of the retry budget left than this.
+    pub min_attempt_time: Duration,
+    /// Whether a target's `rejected` error ends the execution instead of falling back.
+    pub stop_on_rejected: bool,
     /// When the policy's wall-clock retry budget runs out.
     pub budget_end: Instant,
     /// The execution's deadline.
@@ -69,8 +73,8 @@ pub struct Failure<'a> {
 }
 
 impl AttemptBudget {
-    /// When attempts and waits must stop: the earlier of budget end and deadline, with the
-    /// code that names which one.
+    /// When trying must stop (an admission-queue wait, a retry wait): the earlier of budget
+    /// end and deadline, with the code that names which one.
     pub fn stop_at(&self) -> (Instant, ErrorCode) {
         if self.deadline <= self.budget_end {
             (self.deadline, ErrorCode::DeadlineExceeded)
@@ -79,60 +83,90 @@ impl AttemptBudget {
         }
     }
 
-    /// When an attempt that has committed output must stop: the retry budget bounds trying,
-    /// not a reply already streaming, so only the deadline is left.
-    pub fn after_commit(&self) -> (Instant, ErrorCode) {
+    /// When an attempt already sent to its provider must stop: the retry budget bounds
+    /// trying, not an attempt in flight (a reasoning model may think for minutes before its
+    /// first text), so only the deadline is left, beside the adapter's own timeouts.
+    pub fn once_sent(&self) -> (Instant, ErrorCode) {
         (self.deadline, ErrorCode::DeadlineExceeded)
     }
 
-    /// Decides what follows a failed attempt, at time `now`.
+    /// The latest a new attempt may start: `min_attempt_time` before the budget's end, or
+    /// the deadline if that comes first, with the code that names which one.
+    fn start_by(&self) -> (Instant, ErrorCode) {
+        let budget = self
+            .budget_end
+            .checked_sub(self.min_attempt_time)
+            .unwrap_or(self.budget_end);
+        if self.deadline <= budget {
+            (self.deadline, ErrorCode::DeadlineExceeded)
+        } else {
+            (budget, ErrorCode::RetryBudgetExhausted)
+        }
+    }
+
+    /// Decides what follows a failed attempt, at time `now`, from the error's class.
     ///
-    /// The same target is tried again while the policy's `retries_per_target` allows, after
-    /// an exponential backoff or the provider's Retry-After, whichever is longer; when that
-    /// wait does not fit the time left, the router moves on. With no later target, a
-    /// Retry-After that fits is honoured even when the policy allows no retries.
+    /// A `retryable` target is tried again while the policy's `retries_per_target` allows,
+    /// after an exponential backoff or the provider's Retry-After, whichever is longer; with
+    /// no later target, a Retry-After is honoured even when the policy allows no retries,
+    /// waiting at least the backoff. A `rejected` target is never tried again: the next one
+    /// is, unless the policy stops on rejection. `invalid` stops, and so does
+    /// `outcome_unknown` unless the provider may repeat such a request. Any new attempt must
+    /// be able to start with `min_attempt_time` of the budget left, after its wait.
     pub fn decide(&self, failure: Failure<'_>, now: Instant) -> Decision {
         if let Err(code) = after_failure(failure.committed) {
             return Decision::Stop(code);
         }
-        match failure.error.class {
-            ErrorClass::Retryable => {}
-            ErrorClass::NonRetryable => return Decision::Stop(ErrorCode::NonRetryable),
-            ErrorClass::OutcomeUnknown if !failure.retry_unknown_outcome => {
-                return Decision::Stop(ErrorCode::OutcomeUnknown);
+        let same_target_may_serve = match failure.error.class {
+            ErrorClass::Retryable => true,
+            ErrorClass::OutcomeUnknown if failure.retry_unknown_outcome => true,
+            ErrorClass::OutcomeUnknown => return Decision::Stop(ErrorCode::OutcomeUnknown),
+            ErrorClass::Invalid => return Decision::Stop(ErrorCode::InvalidRequest),
+            ErrorClass::Rejected if self.stop_on_rejected => {
+                return Decision::Stop(ErrorCode::Rejected);
             }
-            ErrorClass::OutcomeUnknown => {}
+            ErrorClass::Rejected => false,
+        };
+        // What ends the execution when nothing else may be tried.
+        let nothing_left = if same_target_may_serve {
+            ErrorCode::AttemptsExhausted
+        } else {
+            ErrorCode::Rejected
+        };
+        let (start_by, time_code) = self.start_by();
+        if now >= start_by {
+            return Decision::Stop(time_code);
         }
-        let (stop_at, stop_code) = self.stop_at();
-        if now >= stop_at {
-            return Decision::Stop(stop_code);
-        }
-        if failure.attempts >= self.max_attempts || !self.allow_fallback {
+        if failure.attempts >= self.max_attempts {
             return Decision::Stop(ErrorCode::AttemptsExhausted);
         }
+        if !self.allow_fallback {
+            return Decision::Stop(nothing_left);
+        }
+        let exponent = failure.on_target.saturating_sub(1).min(16);
+        let backoff = self.backoff.saturating_mul(1 << exponent);
         let retry_after = failure.error.retry_after;
-        let same_target_wait = if !failure.admitted {
+        let same_target_wait = if !same_target_may_serve || !failure.admitted {
             // A full queue says nothing about when a permit frees up: move on at once.
             None
         } else if failure.on_target <= self.retries_per_target {
-            let exponent = failure.on_target.saturating_sub(1).min(16);
-            let backoff = self.backoff.saturating_mul(1 << exponent);
             Some(backoff.max(retry_after.unwrap_or_default()))
         } else if !failure.has_next_target {
-            retry_after
+            // A Retry-After of zero (or a date past) still waits the backoff.
+            retry_after.map(|wait| wait.max(backoff))
         } else {
             None
         };
         match same_target_wait {
             // `checked_`: a wait too long for the clock (a provider's absurd Retry-After)
             // does not fit, it must not panic.
-            Some(wait) if now.checked_add(wait).is_some_and(|at| at < stop_at) => {
+            Some(wait) if now.checked_add(wait).is_some_and(|at| at < start_by) => {
                 Decision::Retry { after: wait }
             }
             _ if failure.has_next_target => Decision::Fallback,
             // The wait that was due does not fit: time, not attempts, ran out.
-            Some(_) => Decision::Stop(stop_code),
-            None => Decision::Stop(ErrorCode::AttemptsExhausted),
+            Some(_) => Decision::Stop(time_code),
+            None => Decision::Stop(nothing_left),
         }
     }
 }

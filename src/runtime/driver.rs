@@ -219,10 +219,8 @@ impl Driver {
             kind,
         };
         let Some(slot) = slot else {
-            let error = ProviderError::non_retryable(
-                AttemptCode::ProviderMissing,
-                "provider is not configured",
-            );
+            let error =
+                ProviderError::rejected(AttemptCode::ProviderMissing, "provider is not configured");
             return Ok(not_admitted(EndKind::Failed(attempt_error(error))));
         };
         // Cancellation and the stop time come first, then a free permit; only when the
@@ -244,6 +242,10 @@ impl Driver {
         })));
         tally.any_admitted = true;
         tally.on_target += 1;
+        // The attempt is sent: from here the retry budget no longer bounds it, only the
+        // deadline (and the adapter's timeouts) do.
+        let (at, code) = self.job.budget.once_sent();
+        race.reset(at, code);
         let span = tracing::debug_span!("attempt", execution_id = %self.job.id, attempt = tally.attempts, provider = %target.provider, model = %target.model);
         let mut tracker = CommitTracker::new();
         let kind = self
@@ -296,7 +298,7 @@ impl Driver {
                 .await?;
             let (end, recorded) = match ready {
                 Err(code) => (Some(EndKind::Cut(code)), 0),
-                Ok(()) => self.record_batch(&mut items, target, attempt, race, tracker),
+                Ok(()) => self.record_batch(&mut items, target, attempt, tracker),
             };
             match end {
                 Some(EndKind::Cut(code)) => {
@@ -338,11 +340,12 @@ impl Driver {
     ) -> Result<(), StoreError> {
         let error = AttemptError {
             // A provider call dropped mid-flight may still finish remotely; a wait in the
-            // admission queue that was cut started nothing.
+            // admission queue that was cut started nothing, and the same target could serve
+            // it later.
             class: if end.admitted {
                 ErrorClass::OutcomeUnknown
             } else {
-                ErrorClass::NonRetryable
+                ErrorClass::Retryable
             },
             code: AttemptCode::cut_by(code),
             message: format!("attempt stopped: {code}"),

@@ -45,6 +45,7 @@ fn config() -> Config {
                     }),
                 )
                 .scripted_model("slow", text, script(|s| s.delta_interval_ms = 50))
+                .scripted_model("thinks", text, script(|s| s.first_delta_ms = 3_000))
                 .model("vision", &["text", "vision"]),
         )
         .policy("fallback", PolicySpec::new(&["a/flaky", "a/echo"]))
@@ -57,12 +58,18 @@ fn config() -> Config {
         .policy("vision", PolicySpec::new(&["a/echo", "a/vision"]))
         .policy(
             "long",
-            PolicySpec::new(&["a/slow"]).retry_budget(Duration::from_millis(100)),
+            PolicySpec::new(&["a/slow"])
+                .retry_budget(Duration::from_millis(100))
+                .min_attempt_time(Duration::from_millis(50)),
+        )
+        .policy(
+            "thinks",
+            PolicySpec::new(&["a/thinks"]).retry_budget(Duration::from_secs(1)),
         )
         .ability(
             "chat",
             AbilitySpec::new("fallback")
-                .allowed_policies(&["breaks", "hang", "bad", "vision", "long"]),
+                .allowed_policies(&["breaks", "hang", "bad", "vision", "long", "thinks"]),
         )
         .build()
         .unwrap()
@@ -157,10 +164,10 @@ async fn a_failure_after_output_is_terminal_with_partial_output() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_non_retryable_error_stops_at_once() {
+async fn an_invalid_request_stops_at_once() {
     let rt = runtime();
     let (view, _) = finish(&rt, request("bad", "hi")).await;
-    assert_eq!(view.error.unwrap().code, ErrorCode::NonRetryable);
+    assert_eq!(view.error.unwrap().code, ErrorCode::InvalidRequest);
     assert_eq!(view.attempts.len(), 1);
 }
 
@@ -360,6 +367,18 @@ async fn the_retry_budget_does_not_cut_a_reply_already_streaming() {
         started.elapsed() >= Duration::from_millis(450),
         "streamed past the 100ms budget"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_retry_budget_does_not_cut_an_attempt_waiting_for_its_first_output() {
+    // A reasoning model thinks for 3 s before its first text; the budget is 1 s.
+    let rt = runtime();
+    let started = Instant::now();
+    let (view, _) = finish(&rt, request("thinks", "deep thought")).await;
+    assert_eq!(view.state, ExecutionState::Succeeded, "{:?}", view.error);
+    assert_eq!(view.result.unwrap().output.text, "deep thought");
+    assert_eq!(view.attempts.len(), 1);
+    assert!(started.elapsed() >= Duration::from_secs(3));
 }
 
 #[tokio::test(start_paused = true)]

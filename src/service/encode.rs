@@ -2,6 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use crate::config::OnRejected;
 use crate::execution::{
     AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, Event, EventPayload, Execution,
     ExecutionError, ExecutionId, ExecutionResult, ExecutionState, FinishReason, NextAction,
@@ -201,7 +202,8 @@ fn attempt_error(e: &AttemptError) -> pb::AttemptError {
     pb::AttemptError {
         class: match e.class {
             ErrorClass::Retryable => pb::ErrorClass::Retryable,
-            ErrorClass::NonRetryable => pb::ErrorClass::NonRetryable,
+            ErrorClass::Rejected => pb::ErrorClass::Rejected,
+            ErrorClass::Invalid => pb::ErrorClass::Invalid,
             ErrorClass::OutcomeUnknown => pb::ErrorClass::OutcomeUnknown,
         }
         .into(),
@@ -348,6 +350,12 @@ pub fn metadata(m: &RuntimeMetadata) -> pb::RuntimeMetadata {
                 max_attempts: p.max_attempts,
                 retry_budget: Some(duration(p.retry_budget)),
                 retries_per_target: p.retries_per_target,
+                min_attempt_time: Some(duration(p.min_attempt_time)),
+                on_rejected: match p.on_rejected {
+                    OnRejected::Fallback => pb::OnRejected::Fallback,
+                    OnRejected::Stop => pb::OnRejected::Stop,
+                }
+                .into(),
             })
             .collect(),
     }

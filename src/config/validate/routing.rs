@@ -76,6 +76,24 @@ pub(super) fn policy(
             std::time::Duration::ZERO,
             bounds::MAX_WAIT,
         )?,
+        // At most the budget, or not even the first attempt could start.
+        min_attempt_time: duration_from(
+            &format!("{key}.min_attempt_time"),
+            raw.min_attempt_time,
+            std::time::Duration::ZERO,
+            raw.retry_budget.min(bounds::MAX_DEADLINE),
+        )
+        .map_err(|_| {
+            invalid(
+                format!("{key}.min_attempt_time"),
+                format!(
+                    "must be at most the policy's retry_budget ({}), or not even a first \
+                     attempt could start; the default is 1s",
+                    humantime::format_duration(raw.retry_budget)
+                ),
+            )
+        })?,
+        on_rejected: raw.on_rejected,
     })
 }
 

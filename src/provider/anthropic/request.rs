@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::execution::{ContentPart, ExecutionInput, Message, ResponseFormatKind, Role};
 use crate::provider::ProviderError;
-use crate::provider::wire::{encode, image_data, invalid, json_object, number};
+use crate::provider::wire::{encode, image_data, json_object, number, unsupported};
 
 /// The body of a streaming request for `model`; `default_max_tokens` when the input sets no
 /// limit.
@@ -53,7 +53,7 @@ pub(super) fn body(
     );
     if let Some(t) = p.temperature {
         if t > 1.0 {
-            return Err(invalid(
+            return Err(unsupported(
                 "input.parameters.temperature",
                 "the anthropic messages protocol accepts 0 to 1",
             ));
@@ -69,7 +69,7 @@ pub(super) fn body(
     if let Some(format) = &p.response_format
         && format.kind != ResponseFormatKind::Text
     {
-        return Err(invalid(
+        return Err(unsupported(
             "input.parameters.response_format",
             "the anthropic messages protocol has no JSON response format; describe the \
              shape in the prompt or use a tool",
@@ -88,7 +88,7 @@ fn conversation(input: &ExecutionInput) -> Result<(Vec<Value>, Vec<Value>), Prov
         let at = format!("input.messages[{i}]");
         if m.role == Role::System {
             if !turns.is_empty() {
-                return Err(invalid(
+                return Err(unsupported(
                     format!("{at}.role"),
                     "the anthropic messages protocol takes system instructions only before \
                      the conversation",
@@ -98,7 +98,7 @@ fn conversation(input: &ExecutionInput) -> Result<(Vec<Value>, Vec<Value>), Prov
                 match part {
                     ContentPart::Text(text) => system.push(json!({"type": "text", "text": text})),
                     ContentPart::Image(_) => {
-                        return Err(invalid(
+                        return Err(unsupported(
                             format!("{at}.content[{j}]"),
                             "the anthropic messages protocol takes no images in system instructions",
                         ));
@@ -172,7 +172,7 @@ fn parts(at: &str, m: &Message) -> Result<Vec<Value>, ProviderError> {
         let block = match part {
             ContentPart::Text(text) => json!({"type": "text", "text": text}),
             ContentPart::Image(_) if m.role == Role::Assistant => {
-                return Err(invalid(
+                return Err(unsupported(
                     field,
                     "the anthropic messages protocol takes no images in assistant messages",
                 ));

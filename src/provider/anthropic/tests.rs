@@ -157,6 +157,7 @@ fn input_the_protocol_cannot_express_names_the_field() {
                 ..Default::default()
             },
             "input.messages[1].role: ",
+            ErrorClass::Rejected,
         ),
         (
             ExecutionInput {
@@ -164,6 +165,8 @@ fn input_the_protocol_cannot_express_names_the_field() {
                 ..Default::default()
             },
             "input.messages[1].tool_calls[0].arguments_json: ",
+            // Arguments that are not a JSON object no protocol takes.
+            ErrorClass::Invalid,
         ),
         (
             with(GenerationParameters {
@@ -171,6 +174,7 @@ fn input_the_protocol_cannot_express_names_the_field() {
                 ..Default::default()
             }),
             "input.parameters.temperature: ",
+            ErrorClass::Rejected,
         ),
         (
             with(GenerationParameters {
@@ -182,13 +186,17 @@ fn input_the_protocol_cannot_express_names_the_field() {
                 ..Default::default()
             }),
             "input.parameters.response_format: ",
+            ErrorClass::Rejected,
         ),
     ];
-    for (input, field) in cases {
+    // What this protocol cannot express another target may take: rejected; what no
+    // protocol could: invalid.
+    for (input, field, class) in cases {
         let error = body("m", &input, 16).unwrap_err();
         assert_eq!(
             (error.class, error.code.as_str()),
-            (ErrorClass::NonRetryable, "invalid_request")
+            (class, "invalid_request"),
+            "{field}"
         );
         assert!(error.message.starts_with(field), "{}", error.message);
     }

@@ -45,7 +45,7 @@ impl Upstream {
             );
         }
         if error.is_builder() {
-            return ProviderError::non_retryable(
+            return ProviderError::rejected(
                 AttemptCode::InvalidRequest,
                 format!("{}: the request could not be built", self.label()),
             );
@@ -71,7 +71,7 @@ impl Upstream {
         let mut error = self
             .by_status(code, &format!("(HTTP {code})"), &detail)
             .unwrap_or_else(|| {
-                ProviderError::non_retryable(
+                ProviderError::rejected(
                     AttemptCode::ProtocolError,
                     format!(
                         "{} answered with unexpected HTTP status {code}",
@@ -92,19 +92,19 @@ impl Upstream {
         let label = self.label();
         let error = match code {
             // Never the body: a 401 message may quote part of the key.
-            401 => ProviderError::non_retryable(
+            401 => ProviderError::rejected(
                 AttemptCode::Unauthorized,
                 format!("{label} rejected the API key {place}; check its api_key_env"),
             ),
-            403 => ProviderError::non_retryable(
+            403 => ProviderError::rejected(
                 AttemptCode::Forbidden,
                 format!("{label} refused access to this model or endpoint {place}"),
             ),
-            400 | 422 => ProviderError::non_retryable(
+            400 | 422 => ProviderError::rejected(
                 AttemptCode::InvalidRequest,
                 format!("{label} rejected the request {place}{}", detail.quoted()),
             ),
-            404 => ProviderError::non_retryable(
+            404 => ProviderError::rejected(
                 AttemptCode::NotFound,
                 format!(
                     "{label} has no such model or endpoint {place}{}",
@@ -131,7 +131,7 @@ impl Upstream {
                 AttemptCode::Unavailable,
                 format!("{label} is unavailable {place}{}", detail.kind()),
             ),
-            400..=499 => ProviderError::non_retryable(
+            400..=499 => ProviderError::rejected(
                 AttemptCode::Rejected,
                 format!("{label} refused the request {place}{}", detail.quoted()),
             ),
@@ -226,19 +226,19 @@ impl Upstream {
                 ProviderError::retryable(AttemptCode::Unavailable, format!("{reported}: {kind}"))
             }
             "invalid_request_error" | "invalid_request" | "request_too_large" => {
-                ProviderError::non_retryable(
+                ProviderError::rejected(
                     AttemptCode::InvalidRequest,
                     format!("{reported}{}", detail.quoted()),
                 )
             }
-            "authentication_error" | "invalid_api_key" => ProviderError::non_retryable(
+            "authentication_error" | "invalid_api_key" => ProviderError::rejected(
                 AttemptCode::Unauthorized,
                 format!("{reported}: the API key was rejected"),
             ),
             "permission_error" => {
-                ProviderError::non_retryable(AttemptCode::Forbidden, format!("{reported}: {kind}"))
+                ProviderError::rejected(AttemptCode::Forbidden, format!("{reported}: {kind}"))
             }
-            "not_found_error" | "model_not_found" => ProviderError::non_retryable(
+            "not_found_error" | "model_not_found" => ProviderError::rejected(
                 AttemptCode::NotFound,
                 format!("{reported}{}", detail.quoted()),
             ),
@@ -283,7 +283,7 @@ impl Upstream {
             offending = truncate(&self.redact(offending), QUOTE_LIMIT),
             "malformed provider response: {what}"
         );
-        ProviderError::non_retryable(
+        ProviderError::rejected(
             AttemptCode::ProtocolError,
             format!("{} sent a malformed response: {what}", self.label()),
         )

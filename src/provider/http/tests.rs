@@ -93,20 +93,20 @@ fn an_absurd_retry_after_is_cut_to_a_day() {
 fn statuses_map_to_classes_and_codes() {
     let up = upstream();
     let table = [
-        (400, ErrorClass::NonRetryable, "invalid_request"),
-        (401, ErrorClass::NonRetryable, "unauthorized"),
-        (403, ErrorClass::NonRetryable, "forbidden"),
-        (404, ErrorClass::NonRetryable, "not_found"),
+        (400, ErrorClass::Rejected, "invalid_request"),
+        (401, ErrorClass::Rejected, "unauthorized"),
+        (403, ErrorClass::Rejected, "forbidden"),
+        (404, ErrorClass::Rejected, "not_found"),
         (408, ErrorClass::Retryable, "request_timeout"),
-        (409, ErrorClass::NonRetryable, "rejected"),
-        (422, ErrorClass::NonRetryable, "invalid_request"),
+        (409, ErrorClass::Rejected, "rejected"),
+        (422, ErrorClass::Rejected, "invalid_request"),
         (429, ErrorClass::Retryable, "rate_limited"),
         (500, ErrorClass::Retryable, "internal"),
         (502, ErrorClass::Retryable, "unavailable"),
         (503, ErrorClass::Retryable, "unavailable"),
         (504, ErrorClass::Retryable, "unavailable"),
         (529, ErrorClass::Retryable, "overloaded"),
-        (302, ErrorClass::NonRetryable, "protocol_error"),
+        (302, ErrorClass::Rejected, "protocol_error"),
     ];
     for (status, class, code) in table {
         let error = up.status_error(
@@ -207,13 +207,13 @@ fn a_numeric_code_in_a_stream_error_classifies_like_that_status() {
         // vLLM: `create_streaming_error_response`, a bad request found mid-generation.
         (
             serde_json::json!({"error": {"object": "error", "message": "too long", "type": "BadRequestError", "param": null, "code": 400}}),
-            ErrorClass::NonRetryable,
+            ErrorClass::Rejected,
             "invalid_request",
         ),
         // llama.cpp: the context is exceeded (a 400), or the model is still loading (a 503).
         (
             serde_json::json!({"error": {"code": 400, "message": "context exceeded", "type": "exceed_context_size_error"}}),
-            ErrorClass::NonRetryable,
+            ErrorClass::Rejected,
             "invalid_request",
         ),
         (
@@ -223,7 +223,7 @@ fn a_numeric_code_in_a_stream_error_classifies_like_that_status() {
         ),
         (
             serde_json::json!({"error": {"code": 401, "message": "bad key sk-live-key", "type": "Unauthorized"}}),
-            ErrorClass::NonRetryable,
+            ErrorClass::Rejected,
             "unauthorized",
         ),
         // A known type wins; a number that is no error status changes nothing.

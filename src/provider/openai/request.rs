@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use crate::config::MaxTokensField;
 use crate::execution::{ContentPart, ExecutionInput, Message, ResponseFormatKind, Role};
 use crate::provider::ProviderError;
-use crate::provider::wire::{encode, image_data, invalid, json_object, number};
+use crate::provider::wire::{encode, image_data, json_object, number, unsupported};
 
 /// The body of a streaming request for `model`.
 pub(super) fn body(
@@ -133,7 +133,7 @@ fn content(at: &str, m: &Message) -> Result<Value, ProviderError> {
         let part = match part {
             ContentPart::Text(text) => json!({"type": "text", "text": text}),
             ContentPart::Image(_) if m.role != Role::User => {
-                return Err(invalid(
+                return Err(unsupported(
                     field,
                     "the openai chat completions protocol takes images only in user messages",
                 ));

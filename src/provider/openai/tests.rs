@@ -147,20 +147,22 @@ fn input_the_protocol_cannot_express_names_the_field() {
                 message(Role::System, vec![text("a"), image("image/png")]),
             ],
             "input.messages[1].content[1]: ",
+            crate::execution::ErrorClass::Rejected,
         ),
         (
             vec![message(Role::User, vec![text("a"), image("")])],
             "input.messages[0].content[1].image.media_type: ",
+            crate::execution::ErrorClass::Invalid,
         ),
     ];
-    for (messages, field) in cases {
+    for (messages, field, class) in cases {
         let input = ExecutionInput {
             messages,
             ..Default::default()
         };
         let error = body("m", &input, MaxTokensField::MaxCompletionTokens).unwrap_err();
         assert_eq!(error.code.as_str(), "invalid_request");
-        assert_eq!(error.class, crate::execution::ErrorClass::NonRetryable);
+        assert_eq!(error.class, class, "{field}");
         assert!(error.message.starts_with(field), "{}", error.message);
     }
 }

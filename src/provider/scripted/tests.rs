@@ -102,7 +102,8 @@ async fn each_fail_error_has_its_class() {
     for (fail_error, class) in [
         (FailError::Unavailable, ErrorClass::Retryable),
         (FailError::Internal, ErrorClass::Retryable),
-        (FailError::InvalidRequest, ErrorClass::NonRetryable),
+        (FailError::Rejected, ErrorClass::Rejected),
+        (FailError::InvalidRequest, ErrorClass::Invalid),
         (FailError::TimeoutUnknown, ErrorClass::OutcomeUnknown),
     ] {
         let script = Script {
@@ -187,8 +188,8 @@ async fn a_hung_model_never_answers() {
 }
 
 #[tokio::test]
-async fn an_unknown_model_is_a_non_retryable_error() {
+async fn an_unknown_model_is_rejected() {
     let provider = ScriptedProvider::new([(Arc::from("other"), Script::default())]);
     let events: Vec<_> = provider.call(call(1, "hi")).collect().await;
-    assert!(matches!(events.as_slice(), [Err(e)] if e.class == ErrorClass::NonRetryable));
+    assert!(matches!(events.as_slice(), [Err(e)] if e.class == ErrorClass::Rejected));
 }

@@ -9,6 +9,8 @@ fn budget(now: Instant) -> AttemptBudget {
         allow_fallback: true,
         retries_per_target: 1,
         backoff: Duration::from_millis(100),
+        min_attempt_time: Duration::ZERO,
+        stop_on_rejected: false,
         budget_end: now + Duration::from_secs(10),
         deadline: now + Duration::from_secs(60),
     }
@@ -84,13 +86,46 @@ fn committed_output_is_terminal_whatever_the_class() {
 }
 
 #[test]
-fn non_retryable_and_unknown_outcomes_stop() {
+fn a_rejection_falls_back_and_never_retries_its_target() {
+    let now = Instant::now();
+    let b = AttemptBudget {
+        retries_per_target: 3,
+        ..budget(now)
+    };
+    // Even with a Retry-After, and retries left on the target.
+    let e = error(ErrorClass::Rejected, Some(Duration::from_secs(1)));
+    assert_eq!(b.decide(failure(&e), now), Decision::Fallback);
+    let last = Failure {
+        has_next_target: false,
+        ..failure(&e)
+    };
+    assert_eq!(b.decide(last, now), Decision::Stop(ErrorCode::Rejected));
+    let one_target = AttemptBudget {
+        allow_fallback: false,
+        ..b.clone()
+    };
+    assert_eq!(
+        one_target.decide(failure(&e), now),
+        Decision::Stop(ErrorCode::Rejected)
+    );
+    let stop = AttemptBudget {
+        stop_on_rejected: true,
+        ..b.clone()
+    };
+    assert_eq!(
+        stop.decide(failure(&e), now),
+        Decision::Stop(ErrorCode::Rejected)
+    );
+}
+
+#[test]
+fn invalid_and_unknown_outcomes_stop() {
     let now = Instant::now();
     let b = budget(now);
-    let e = error(ErrorClass::NonRetryable, None);
+    let e = error(ErrorClass::Invalid, None);
     assert_eq!(
         b.decide(failure(&e), now),
-        Decision::Stop(ErrorCode::NonRetryable)
+        Decision::Stop(ErrorCode::InvalidRequest)
     );
     let e = error(ErrorClass::OutcomeUnknown, None);
     assert_eq!(
@@ -260,4 +295,51 @@ fn a_wait_too_long_for_the_clock_does_not_fit_and_does_not_panic() {
         Decision::Stop(ErrorCode::RetryBudgetExhausted)
     );
     assert_eq!(b.decide(failure(&e), now), Decision::Fallback);
+}
+
+#[test]
+fn no_attempt_starts_with_less_than_the_minimum_time_left() {
+    let now = Instant::now();
+    let b = AttemptBudget {
+        min_attempt_time: Duration::from_secs(2),
+        ..budget(now)
+    };
+    let e = error(ErrorClass::Retryable, None);
+    // 10 s of budget: a fallback may start up to 8 s in, not after.
+    assert_eq!(
+        b.decide(failure(&e), now + Duration::from_millis(7_800)),
+        Decision::Retry {
+            after: Duration::from_millis(100)
+        }
+    );
+    assert_eq!(
+        b.decide(failure(&e), now + Duration::from_secs(8)),
+        Decision::Stop(ErrorCode::RetryBudgetExhausted)
+    );
+    // A retry whose wait would end inside the last 2 s moves on instead.
+    let wait = error(ErrorClass::Retryable, Some(Duration::from_secs(3)));
+    assert_eq!(
+        b.decide(failure(&wait), now + Duration::from_secs(5)),
+        Decision::Fallback
+    );
+}
+
+#[test]
+fn a_retry_after_of_zero_still_waits_the_backoff() {
+    let now = Instant::now();
+    let b = AttemptBudget {
+        retries_per_target: 0,
+        ..budget(now)
+    };
+    let e = error(ErrorClass::Retryable, Some(Duration::ZERO));
+    let last = Failure {
+        has_next_target: false,
+        ..failure(&e)
+    };
+    assert_eq!(
+        b.decide(last, now),
+        Decision::Retry {
+            after: Duration::from_millis(100)
+        }
+    );
 }

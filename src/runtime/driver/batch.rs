@@ -7,7 +7,6 @@ use std::task::Poll;
 
 use super::Driver;
 use super::evidence::{EndKind, attempt_error};
-use super::stop::Race;
 use crate::execution::{
     AttemptCode, CommitTracker, ErrorCode, EventPayload, ExecutionResult, PlanTarget,
     ToolCallStart, UsageFact, UsageQuantity,
@@ -49,14 +48,12 @@ pub(super) fn ready<'a>(
 impl Driver {
     /// Records the events that `items` (of attempt `attempt` on `target`) bring, and the
     /// completion when the reply finished; returns how the attempt ended, if it did, and how
-    /// many events are recorded. Once output is exposed the attempt's stop time becomes the
-    /// deadline: a committed attempt is not cut short by the retry budget.
+    /// many events are recorded.
     pub(super) fn record_batch(
         &mut self,
         items: &mut Vec<Item>,
         target: &PlanTarget,
         attempt: u32,
-        race: &mut Race,
         tracker: &mut CommitTracker,
     ) -> (Option<EndKind>, usize) {
         self.pending.reserve(items.len() + 1);
@@ -116,13 +113,7 @@ impl Driver {
                 end = Some(EndKind::Cut(ErrorCode::OutputTooLarge));
                 break;
             }
-            let committed = tracker.committed();
             tracker.record(&payload);
-            if !committed && tracker.committed() {
-                // Once output is exposed only the deadline may cut the attempt.
-                let (at, code) = self.job.budget.after_commit();
-                race.reset(at, code);
-            }
             self.pending.push(payload);
         }
         if let Some(EndKind::Succeeded(finish_reason)) = end {

@@ -180,7 +180,12 @@ pub(super) fn stop_message(code: ErrorCode, tally: &Tally) -> String {
             "attempt {n} was stopped: the execution reached its output bound \
              (server.max_output_bytes or server.max_events_per_execution){last}"
         ),
-        ErrorCode::NonRetryable => format!("attempt {n} failed and retrying cannot help{last}"),
+        ErrorCode::Rejected => {
+            format!("attempt {n} was rejected by its target and no other target may be tried{last}")
+        }
+        ErrorCode::InvalidRequest => {
+            format!("attempt {n} showed that no target can serve the request as it is{last}")
+        }
         ErrorCode::OutcomeUnknown => {
             format!(
                 "attempt {n} may still be running at the provider, so it was not repeated{last}"

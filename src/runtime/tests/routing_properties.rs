@@ -11,15 +11,16 @@ use tokio::time::Instant;
 
 use crate::config::{AbilitySpec, Config, FailError, PolicySpec, ProviderSpec, Script};
 use crate::execution::{
-    ErrorCode, EventPayload, ExecuteRequest, ExecutionInput, ExecutionState, Message,
+    ErrorClass, ErrorCode, EventPayload, ExecuteRequest, ExecutionInput, ExecutionState, Message,
 };
 use crate::routing::plan;
 use crate::runtime::Runtime;
 
 const CAPABILITIES: [&str; 3] = ["text", "vision", "tools"];
-const FAIL_ERRORS: [FailError; 5] = [
+const FAIL_ERRORS: [FailError; 6] = [
     FailError::Unavailable,
     FailError::RateLimited,
+    FailError::Rejected,
     FailError::InvalidRequest,
     FailError::TimeoutUnknown,
     FailError::Internal,
@@ -42,6 +43,8 @@ struct Case {
     policy_max_attempts: u32,
     retries_per_target: u32,
     retry_budget_ms: u64,
+    /// The policy's `min_attempt_time`, in quarters of its retry budget.
+    min_attempt_quarters: u64,
     backoff_ms: u64,
     request_max_attempts: Option<u32>,
     allow_fallback: Option<bool>,
@@ -54,7 +57,7 @@ fn target() -> impl Strategy<Value = TargetScript> {
     (
         prop::collection::vec(0..3usize, 0..3),
         0..4u32,
-        0..5usize,
+        0..6usize,
         prop::option::weighted(0.2, 0..3u32),
         0..300u64,
         prop::bool::weighted(0.1),
@@ -89,6 +92,7 @@ fn case() -> impl Strategy<Value = Case> {
         1..7u32,
         0..3u32,
         50..3000u64,
+        0..4u64,
         1..200u64,
         prop::option::of(1..8u32),
         prop::option::of(any::<bool>()),
@@ -102,6 +106,7 @@ fn case() -> impl Strategy<Value = Case> {
                 policy_max_attempts,
                 retries_per_target,
                 retry_budget_ms,
+                min_attempt_quarters,
                 backoff_ms,
                 request_max_attempts,
                 allow_fallback,
@@ -113,6 +118,7 @@ fn case() -> impl Strategy<Value = Case> {
                 policy_max_attempts,
                 retries_per_target,
                 retry_budget_ms,
+                min_attempt_quarters,
                 backoff_ms,
                 request_max_attempts,
                 allow_fallback,
@@ -155,6 +161,9 @@ fn config(case: &Case) -> Config {
                 .max_attempts(case.policy_max_attempts)
                 .retries_per_target(case.retries_per_target)
                 .retry_budget(Duration::from_millis(case.retry_budget_ms))
+                .min_attempt_time(Duration::from_millis(
+                    case.retry_budget_ms * case.min_attempt_quarters / 4,
+                ))
                 .backoff(Duration::from_millis(case.backoff_ms)),
         )
         .ability("chat", AbilitySpec::new("main"))
@@ -240,6 +249,19 @@ fn check(case: Case) -> Result<(), TestCaseError> {
             prop_assert!(index >= last_index, "went back in the plan");
             last_index = index;
         }
+        // A target that rejected the request is not tried again; an invalid request ends
+        // the execution.
+        for pair in view.attempts.windows(2) {
+            let class = pair[0].error.as_ref().map(|e| e.class);
+            prop_assert!(
+                !(class == Some(ErrorClass::Rejected) && pair[0].model == pair[1].model),
+                "a rejecting target was retried"
+            );
+            prop_assert!(
+                class != Some(ErrorClass::Invalid),
+                "an attempt followed an invalid request"
+            );
+        }
         if case.allow_fallback == Some(false) {
             prop_assert!(
                 view.attempts.len() <= 1,
@@ -266,9 +288,7 @@ fn check(case: Case) -> Result<(), TestCaseError> {
                 prop_assert!(
                     matches!(
                         code,
-                        ErrorCode::OutputInterrupted
-                            | ErrorCode::DeadlineExceeded
-                            | ErrorCode::RetryBudgetExhausted
+                        ErrorCode::OutputInterrupted | ErrorCode::DeadlineExceeded
                     ),
                     "{:?} after committed output",
                     code
@@ -276,8 +296,10 @@ fn check(case: Case) -> Result<(), TestCaseError> {
             }
         }
 
-        // The deadline bounds everything; until output is committed, so does the retry
-        // budget (to one scheduling tick).
+        // The deadline bounds everything. The retry budget bounds trying, not an attempt in
+        // flight: without output, the run ends within the budget plus the longest a scripted
+        // attempt takes to fail (its first-delta delay), unless a target hangs (to one
+        // scheduling tick).
         let tick = Duration::from_millis(1);
         let deadline = Duration::from_millis(case.deadline_ms);
         prop_assert!(
@@ -286,8 +308,11 @@ fn check(case: Case) -> Result<(), TestCaseError> {
             elapsed,
             deadline
         );
-        if first_output.is_none() {
-            let bound = Duration::from_millis(case.retry_budget_ms).min(deadline) + tick;
+        let hangs = case.targets.iter().any(|t| t.hang);
+        if first_output.is_none() && !hangs {
+            let slowest = case.targets.iter().map(|t| t.first_delta_ms).max();
+            let budget = Duration::from_millis(case.retry_budget_ms + slowest.unwrap_or_default());
+            let bound = budget.min(deadline) + tick;
             prop_assert!(
                 elapsed <= bound,
                 "took {:?} without output, bound {:?}",

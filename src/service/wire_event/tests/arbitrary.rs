@@ -156,7 +156,8 @@ fn attempt_error() -> impl Strategy<Value = AttemptError> {
         prop::sample::select(
             &[
                 ErrorClass::Retryable,
-                ErrorClass::NonRetryable,
+                ErrorClass::Rejected,
+                ErrorClass::Invalid,
                 ErrorClass::OutcomeUnknown,
             ][..],
         ),
@@ -232,7 +233,9 @@ fn failure() -> impl Strategy<Value = ExecutionFailure> {
                 ErrorCode::RetryBudgetExhausted,
                 ErrorCode::DeadlineExceeded,
                 ErrorCode::OutputInterrupted,
-                ErrorCode::NonRetryable,
+                ErrorCode::OutputTooLarge,
+                ErrorCode::Rejected,
+                ErrorCode::InvalidRequest,
                 ErrorCode::OutcomeUnknown,
                 ErrorCode::Cancelled,
                 ErrorCode::InternalError,
