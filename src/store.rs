@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::execution::{
-    Event, EventPayload, Execution, ExecutionId, Idempotency, IllegalTransition, Labels,
+    Event, EventPayload, Execution, ExecutionId, ExecutionState, Idempotency, IllegalTransition,
+    Labels,
 };
 
 pub use changes::{ChangeSignal, Changes, Closed};
@@ -133,6 +134,12 @@ pub trait EventStore: Send + Sync + 'static {
 
     /// The materialized view.
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError>;
+
+    /// The state after the last event: what [`get`](Self::get) would say, without building
+    /// the view. A driver reads it before it calls a provider.
+    fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
+        self.get(id).map(|view| view.state)
+    }
 
     /// A reader's hold on the execution: its events from any cursor and a wake-up on every
     /// append, readable to its last event even after the store lets the execution go

@@ -15,8 +15,9 @@ use tracing::Instrument;
 use super::error::log_internal;
 use super::targets::{ProviderSlot, Slots};
 use crate::execution::{
-    AttemptCode, AttemptError, AttemptStart, CommitTracker, ErrorClass, ErrorCode, EventPayload,
-    ExecutionId, ExecutionInput, ExecutionState, Labels, Output, PlanTarget, RoutingPlan,
+    AttemptCode, AttemptError, AttemptRecord, AttemptStart, CommitTracker, ErrorClass, ErrorCode,
+    EventPayload, ExecutionId, ExecutionInput, ExecutionState, Labels, NextAction, Outcome, Output,
+    PlanTarget, RoutingPlan,
 };
 use crate::provider::{ProviderCall, ProviderError};
 use crate::routing::{self, AttemptBudget, Decision, Permit};
@@ -29,8 +30,8 @@ mod size;
 mod stop;
 
 use evidence::{
-    AttemptEnd, EndKind, Tally, attempt_error, cancel_message, failure, internal_failure, record,
-    stop_message,
+    AttemptEnd, EndKind, Tally, attempt_error, cancel_message, failure, internal_failure,
+    internal_failure_with, record, stop_message,
 };
 use size::Size;
 pub(crate) use size::SizeLimits;
@@ -71,20 +72,24 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
         pending: Vec::new(),
     };
     let result = AssertUnwindSafe(driver.drive()).catch_unwind().await;
-    let error = match result {
+    let (error, panicked) = match result {
         // Someone else ended it (a cancellation that found no driver, or shutdown).
         Ok(Ok(()) | Err(StoreError::AlreadyTerminal(_))) => return,
-        Ok(Err(error)) => error.to_string(),
+        Ok(Err(error)) => (error.to_string(), false),
         Err(panic) => {
             let what = panic
                 .downcast_ref::<&str>()
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".to_owned());
-            format!("driver panicked: {what}")
+            (format!("driver panicked: {what}"), true)
         }
     };
     let error_id = log_internal(&format!("execution {id}: {error}"));
+    // After a panic the store still works: the evidence the driver had is kept.
+    if panicked && driver.keep_evidence(&error_id).await.is_ok() {
+        return;
+    }
     // The draft draws no ACCEPTED -> FAILED edge: a failure that struck before routing
     // began is recorded after an (empty) routing step, so the execution still ends.
     if let Ok(view) = store.get(id)
@@ -120,6 +125,11 @@ struct Driver {
 
 impl Driver {
     async fn drive(&mut self) -> Result<(), StoreError> {
+        // A cancellation that came between the store's create and this driver's registration
+        // found no driver and was stored as the end: the provider is never called for it.
+        if self.deps.store.state(self.job.id)?.is_terminal() {
+            return Ok(());
+        }
         if self.handle.is_cancelled() {
             let message = self.cancel_message();
             return self
@@ -375,6 +385,57 @@ impl Driver {
             partial_output,
             self.handle.reason(),
         ));
+        self.flush().await
+    }
+
+    /// Ends the execution after a panic with what the driver had: the events it recorded
+    /// (usage facts among them), the running attempt failed with `internal` (its outcome
+    /// unknown: the provider may still be working), and the output it streamed as partial
+    /// output. `Err` leaves the ending to the caller's last resort.
+    async fn keep_evidence(&mut self, error_id: &str) -> Result<(), StoreError> {
+        let id = self.job.id;
+        self.flush().await?;
+        let view = self.deps.store.get(id)?;
+        if view.state.is_terminal() {
+            return Ok(());
+        }
+        if view.state == ExecutionState::Accepted {
+            // Nothing routed yet: the last resort records the empty routing step.
+            return Err(StoreError::NotFound(id));
+        }
+        let mut tracker = CommitTracker::new();
+        for event in self.deps.store.follow(id)?.read(0, usize::MAX) {
+            // Only the running attempt can have committed output: nothing is retried after.
+            tracker.record(&event.payload);
+        }
+        let committed = tracker.committed();
+        let mut last_error = view.attempts.iter().rev().find_map(|a| a.error.clone());
+        let mut outcome = evidence::outcome_of(&view.attempts);
+        if let Some(running) = view
+            .attempts
+            .last()
+            .filter(|a| a.admitted && a.error.is_none())
+        {
+            let error = AttemptError {
+                class: ErrorClass::OutcomeUnknown,
+                code: AttemptCode::Internal,
+                message: format!("the runtime failed during this attempt (error id {error_id})"),
+                retry_after: None,
+            };
+            let record = AttemptRecord {
+                error: Some(error.clone()),
+                duration: SystemTime::now().duration_since(running.started_at).ok(),
+                output_committed: committed,
+                outcome: Some(Outcome::Unknown),
+                next_action: Some(NextAction::Stop),
+                ..running.clone()
+            };
+            self.record(EventPayload::AttemptFailed(Arc::new(record)));
+            last_error = Some(error);
+            outcome = Outcome::Unknown;
+        }
+        let output = tracker.take_output();
+        self.record(internal_failure_with(error_id, outcome, last_error, output));
         self.flush().await
     }
 

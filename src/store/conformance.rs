@@ -105,7 +105,7 @@ fn all(follower: &Follower) -> Vec<Event> {
 }
 
 /// Sequences start at 1 with no gaps; each event carries the state the state machine gives it,
-/// and the view says what the events say.
+/// and the view (and `state`) say what the events say.
 pub async fn appends_are_gap_free_and_follow_the_state_machine<F, Fut>(make: F)
 where
     F: Fn(StoreLimits) -> Fut,
@@ -118,6 +118,7 @@ where
         (view.state, view.last_sequence),
         (ExecutionState::Accepted, 1)
     );
+    assert_eq!(store.state(id).unwrap(), ExecutionState::Accepted);
     let follower = store.follow(id).unwrap();
     assert_eq!(follower.position(), (1, ExecutionState::Accepted));
     run_to_success(&*store, id).await;
@@ -134,6 +135,7 @@ where
     assert_eq!(states, [Accepted, Routing, Running, Running, Succeeded]);
     let view = store.get(id).unwrap();
     assert_eq!(view.state, Succeeded);
+    assert_eq!(store.state(id).unwrap(), Succeeded);
     assert_eq!(view.last_sequence, 5);
     assert_eq!(
         view.result.as_ref().map(|r| r.output.text.as_str()),
@@ -331,6 +333,7 @@ where
     let store = roomy(make).await;
     let id = ExecutionId::new();
     assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id));
+    assert_eq!(store.state(id).unwrap_err(), StoreError::NotFound(id));
     assert_eq!(store.follow(id).unwrap_err(), StoreError::NotFound(id));
     assert_eq!(
         store.append(id, routing()).await.unwrap_err(),

@@ -166,6 +166,10 @@ impl EventStore for FaultyStore {
         self.inner.get(id)
     }
 
+    fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
+        self.inner.state(id)
+    }
+
     fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
         let follower = self.inner.follow(id)?;
         if !self.faults.drop_subscriptions {

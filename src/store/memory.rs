@@ -21,10 +21,10 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio::time::Instant;
 
 use super::{
-    Created, EventStore, Follower, NewExecution, Retention, StoreError, StoreFuture, StoreLimits,
-    StoreStats,
+    Created, EventSource, EventStore, Follower, NewExecution, Retention, StoreError, StoreFuture,
+    StoreLimits, StoreStats,
 };
-use crate::execution::{Event, EventPayload, Execution, ExecutionId, IdMap};
+use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState, IdMap};
 
 mod log;
 mod record;
@@ -272,6 +272,10 @@ impl EventStore for MemoryStore {
 
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
         self.slot(id)?.view(|delta| self.add_bytes(delta))
+    }
+
+    fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
+        Ok(self.slot(id)?.position().1)
     }
 
     fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {

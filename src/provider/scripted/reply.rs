@@ -196,23 +196,26 @@ impl Reply {
         self.tail.pop_front()
     }
 
-    /// The deltas ended: the scripted failure if some were left, else usage (every delta
-    /// an output token) and the finish.
+    /// The deltas ended: usage (every delta an output token), then the scripted failure if
+    /// some were left (a provider that fails mid-stream has still billed what it streamed,
+    /// as the HTTP adapters report), else the finish.
     fn end(&mut self) {
         self.ended = true;
         let left = match &self.deltas {
             Deltas::Events(events) => !events.is_empty(),
             Deltas::Text(pieces) => !pieces.is_empty(),
         };
-        if left && let Some((_, error)) = self.fail_after.take() {
-            self.tail.push_back((self.interval, Err(error)));
-            return;
-        }
-        // Usage waits for the first delay only when no delta did.
-        let delay = if self.sent == 0 {
-            self.first
-        } else {
-            Duration::ZERO
+        let failure = self
+            .fail_after
+            .take()
+            .filter(|_| left)
+            .map(|(_, error)| error);
+        // Usage waits for the first delay only when no delta did; a failure waits the
+        // interval, as the next delta would have.
+        let delay = match (&failure, self.sent) {
+            (Some(_), _) => self.interval,
+            (None, 0) => self.first,
+            (None, _) => Duration::ZERO,
         };
         for (unit, quantity) in [
             (UsageUnit::INPUT_TOKENS, self.input_tokens),
@@ -226,8 +229,13 @@ impl Reply {
             self.tail
                 .push_back((delay, Ok(ProviderEvent::Usage(usage))));
         }
-        let finished = ProviderEvent::Finished(self.finish);
-        self.tail.push_back((Duration::ZERO, Ok(finished)));
+        match failure {
+            Some(error) => self.tail.push_back((Duration::ZERO, Err(error))),
+            None => {
+                let finished = ProviderEvent::Finished(self.finish);
+                self.tail.push_back((Duration::ZERO, Ok(finished)));
+            }
+        }
     }
 }
 

@@ -120,15 +120,29 @@ async fn each_fail_error_has_its_class() {
 }
 
 #[tokio::test]
-async fn fails_mid_stream_after_n_deltas() {
+async fn fails_mid_stream_after_n_deltas_reporting_what_it_billed() {
     let script = Script {
         fail_after_deltas: Some(2),
         ..Script::default()
     };
     let events = run(script, call(1, "one two three four")).await;
     assert_eq!(&events[..2], [text("one "), text("two ")]);
+    let usage = |unit, quantity| {
+        Ok(ProviderEvent::Usage(UsageQuantity {
+            unit,
+            quantity,
+            source: UsageSource::ProviderReported,
+        }))
+    };
+    assert_eq!(
+        &events[2..4],
+        [
+            usage(UsageUnit::INPUT_TOKENS, 4),
+            usage(UsageUnit::OUTPUT_TOKENS, 2)
+        ]
+    );
     assert!(
-        matches!(&events[2..], [Err(e)] if e.code == AttemptCode::Unavailable),
+        matches!(&events[4..], [Err(e)] if e.code == AttemptCode::Unavailable),
         "{events:?}"
     );
 }

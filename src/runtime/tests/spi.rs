@@ -12,7 +12,8 @@ use futures_util::{StreamExt, stream};
 
 use crate::config::{AbilitySpec, Config, PolicySpec, ProviderSpec};
 use crate::execution::{
-    ErrorCode, ExecuteRequest, ExecutionInput, ExecutionState, FinishReason, Message,
+    AttemptCode, ErrorCode, ExecuteRequest, ExecutionInput, ExecutionState, FinishReason, Message,
+    NextAction, Outcome, UsageQuantity, UsageSource, UsageUnit,
 };
 use crate::provider::{Provider, ProviderCall, ProviderEvent, ProviderStream, plain_stream};
 use crate::runtime::Runtime;
@@ -165,5 +166,70 @@ async fn a_panicking_adapter_fails_the_execution_and_frees_its_permit() {
         error.message
     );
     assert!(events.last().unwrap().as_ref().unwrap().is_terminal());
+    assert_eq!(runtime.metadata().providers[0].in_flight, 0);
+}
+
+/// Streams two words and their usage, yields once, then panics.
+#[derive(Debug)]
+struct PanicsMidStream;
+
+impl Provider for PanicsMidStream {
+    fn call(&self, _call: ProviderCall) -> ProviderStream {
+        let usage = UsageQuantity {
+            unit: UsageUnit::OUTPUT_TOKENS,
+            quantity: 2,
+            source: UsageSource::ProviderReported,
+        };
+        plain_stream(
+            stream::iter([
+                Ok(ProviderEvent::TextDelta("ok ".into())),
+                Ok(ProviderEvent::TextDelta("ok".into())),
+                Ok(ProviderEvent::Usage(usage)),
+            ])
+            .chain(stream::once(async {
+                tokio::task::yield_now().await;
+                panic!("adapter bug mid-stream")
+            })),
+        )
+    }
+}
+
+#[tokio::test]
+async fn a_panic_mid_stream_keeps_the_evidence() {
+    let runtime = Runtime::builder(config())
+        .provider("limited", Arc::new(PanicsMidStream))
+        .build()
+        .unwrap();
+    let view = runtime.submit(request()).await.unwrap();
+    let events: Vec<_> = runtime
+        .watch(view.id, 0)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    let types: Vec<_> = events.iter().map(|e| e.payload.type_name()).collect();
+    assert_eq!(
+        types,
+        [
+            "execution.accepted",
+            "execution.routing",
+            "route.attempt.started",
+            "output.text.delta",
+            "output.text.delta",
+            "usage.reported",
+            "route.attempt.failed",
+            "execution.failed",
+        ]
+    );
+    let view = runtime.get(view.id).unwrap();
+    let error = view.error.unwrap();
+    assert_eq!(error.code, ErrorCode::InternalError);
+    assert_eq!(error.outcome, Outcome::Unknown);
+    assert_eq!(view.partial_output.text, "ok ok");
+    let attempt = &view.attempts[0];
+    assert!(attempt.output_committed);
+    assert_eq!(attempt.error.as_ref().unwrap().code, AttemptCode::Internal);
+    assert_eq!(attempt.next_action, Some(NextAction::Stop));
+    assert_eq!(view.usage.len(), 1);
     assert_eq!(runtime.metadata().providers[0].in_flight, 0);
 }

@@ -1,11 +1,30 @@
 //! The runtime over a store that fails: a failed write turns the runtime unavailable, a
-//! create that waits for I/O cannot strand an execution when its caller goes away, and a
-//! subscription the store drops ends a watch with a clear error.
+//! create that waits for I/O cannot strand an execution when its caller goes away nor let a
+//! cancellation in its window reach the provider, and a subscription the store drops ends a
+//! watch with a clear error.
 
 use std::pin::pin;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use futures_util::stream;
 
 use super::*;
-use crate::execution::Event;
+use crate::execution::{Event, FinishReason};
+use crate::provider::{Provider, ProviderCall, ProviderEvent, ProviderStream, plain_stream};
+
+/// Counts the calls it gets; each answers `ok`.
+#[derive(Debug)]
+struct CountsCalls(Arc<AtomicU32>);
+
+impl Provider for CountsCalls {
+    fn call(&self, _call: ProviderCall) -> ProviderStream {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        plain_stream(stream::iter([
+            Ok(ProviderEvent::TextDelta("ok".into())),
+            Ok(ProviderEvent::Finished(FinishReason::Stop)),
+        ]))
+    }
+}
 
 async fn all_events(rt: &Runtime, id: ExecutionId) -> Vec<Result<Event, RuntimeError>> {
     let events = rt.watch(id, 0).unwrap().collect::<Vec<_>>();
@@ -57,6 +76,48 @@ async fn a_submission_dropped_while_the_store_creates_is_still_driven_to_its_end
     let last = events.last().unwrap().as_ref().unwrap();
     assert_eq!(last.payload.type_name(), "execution.completed");
     assert_eq!(rt.get(id).unwrap().state, ExecutionState::Succeeded);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_between_the_create_and_the_driver_wins() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let memory = Arc::new(MemoryStore::new(crate::store::conformance::limits(
+        100,
+        Duration::from_secs(60),
+    )));
+    let store = Arc::new(FaultyStore::new(
+        memory,
+        Faults {
+            create_pending_polls: 3,
+            ..Faults::default()
+        },
+    ));
+    let rt = Runtime::builder(config())
+        .store(store.clone())
+        .provider("a", Arc::new(CountsCalls(calls.clone())))
+        .build()
+        .unwrap();
+    let mut submit = pin!(rt.submit(request("fallback", "hi")));
+    assert!(futures_util::poll!(submit.as_mut()).is_pending());
+    // The record exists and no driver is registered yet: the cancellation is stored as the
+    // end, with no driver to tell.
+    let [id] = store.created()[..] else {
+        panic!("one execution created: {:?}", store.created())
+    };
+    let cancelled = rt.cancel(id, Some("changed my mind".into())).await.unwrap();
+    assert_eq!(cancelled.state, ExecutionState::Cancelled);
+    // The submission finishes and its driver starts, finds the execution ended, and never
+    // calls the provider.
+    assert_eq!(submit.await.unwrap().id, id);
+    let events = all_events(&rt, id).await;
+    let types: Vec<_> = events
+        .iter()
+        .map(|e| e.as_ref().unwrap().payload.type_name())
+        .collect();
+    assert_eq!(types, ["execution.accepted", "execution.failed"]);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    assert_eq!(rt.get(id).unwrap().state, ExecutionState::Cancelled);
 }
 
 #[tokio::test(start_paused = true)]
