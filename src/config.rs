@@ -74,8 +74,8 @@ pub struct ServerConfig {
     pub max_deadline: Duration,
     /// Upper bound on a request's content bytes.
     pub max_input_bytes: usize,
-    /// Output (text, tool calls and arguments) one execution may stream before it ends with
-    /// `output_too_large`.
+    /// Output (text, tool calls and arguments, reasoning) one execution may stream before it
+    /// ends with `output_too_large`.
     pub max_output_bytes: usize,
     /// Events one execution may have before it ends with `output_too_large`.
     pub max_events_per_execution: u64,

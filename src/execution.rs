@@ -21,14 +21,14 @@ mod view;
 pub use code::{AttemptCode, ErrorCode};
 pub use commit::CommitTracker;
 pub use event::{
-    Acceptance, AttemptStart, EffectiveLimits, Event, EventPayload, ExecutionFailure, Text,
-    ToolCallStart,
+    Acceptance, AttemptStart, EffectiveLimits, Event, EventPayload, ExecutionFailure,
+    ReasoningPiece, Text, ToolCallStart,
 };
 pub use id::{ExecutionId, IdHasher, IdMap, MalformedId};
 pub use idempotency::{Fingerprint, Idempotency};
 pub use outcome::{
     AttemptError, AttemptRecord, ErrorClass, ExecutionError, ExecutionResult, FinishReason,
-    NextAction, Outcome, Output,
+    NextAction, Outcome, Output, Reasoning,
 };
 pub use plan::{PlanTarget, RoutingPlan};
 pub use request::{

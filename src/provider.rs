@@ -25,7 +25,8 @@ use std::time::Duration;
 use futures_util::Stream;
 
 use crate::execution::{
-    AttemptCode, ErrorClass, ExecutionId, ExecutionInput, FinishReason, Text, UsageQuantity,
+    AttemptCode, ErrorClass, ExecutionId, ExecutionInput, FinishReason, ReasoningPiece, Text,
+    UsageQuantity,
 };
 
 /// One attempt's call to a provider model.
@@ -66,6 +67,9 @@ pub enum ProviderEvent {
         /// JSON text piece.
         delta: Text,
     },
+    /// A piece of the model's reasoning (does not commit output): thinking text, the
+    /// signature that closes a block of it, or a redacted block's opaque data.
+    Reasoning(ReasoningPiece, Text),
     /// A progress note (does not commit output).
     Progress(Text),
     /// A usage quantity (does not commit output).

@@ -9,71 +9,15 @@ use common::adapters::{
     KEY, assert_error, assert_mentions, call, config, estimated, event, provider, reported, spec,
     split, text,
 };
+use common::anthropic::{
+    block_start, block_stop, json_delta, message_delta, message_start, message_stop, ping,
+    text_delta,
+};
 use common::upstream::{Upstream, sse};
 use model_runtime::execution::UsageUnit;
-use model_runtime::execution::{ErrorClass, FinishReason};
+use model_runtime::execution::{ErrorClass, FinishReason, ReasoningPiece};
 use model_runtime::provider::ProviderEvent;
 use model_runtime::provider::anthropic::CACHE_WRITE_INPUT_TOKENS;
-
-fn message_start(usage: &str) -> String {
-    event(
-        "message_start",
-        &format!(
-            r#"{{"type":"message_start","message":{{"id":"msg_1nZdL29xx5MUA1yADyHTEsnR8uuvGzszyY","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{usage}}}}}"#
-        ),
-    )
-}
-
-fn block_start(index: u32, block: &str) -> String {
-    event(
-        "content_block_start",
-        &format!(r#"{{"type":"content_block_start","index":{index},"content_block":{block}}}"#),
-    )
-}
-
-fn text_delta(index: u32, text: &str) -> String {
-    event(
-        "content_block_delta",
-        &format!(
-            r#"{{"type":"content_block_delta","index":{index},"delta":{{"type":"text_delta","text":{}}}}}"#,
-            serde_json::json!(text)
-        ),
-    )
-}
-
-fn json_delta(index: u32, partial: &str) -> String {
-    event(
-        "content_block_delta",
-        &format!(
-            r#"{{"type":"content_block_delta","index":{index},"delta":{{"type":"input_json_delta","partial_json":{}}}}}"#,
-            serde_json::json!(partial)
-        ),
-    )
-}
-
-fn block_stop(index: u32) -> String {
-    event(
-        "content_block_stop",
-        &format!(r#"{{"type":"content_block_stop","index":{index}}}"#),
-    )
-}
-
-fn message_delta(stop_reason: &str, output_tokens: u64) -> String {
-    event(
-        "message_delta",
-        &format!(
-            r#"{{"type":"message_delta","delta":{{"stop_reason":"{stop_reason}","stop_sequence":null}},"usage":{{"output_tokens":{output_tokens}}}}}"#
-        ),
-    )
-}
-
-fn message_stop() -> String {
-    event("message_stop", r#"{"type":"message_stop"}"#)
-}
-
-fn ping() -> String {
-    event("ping", r#"{"type": "ping"}"#)
-}
 
 #[tokio::test]
 async fn streams_text_with_usage_and_sends_a_streaming_request() {
@@ -294,19 +238,27 @@ async fn stop_reasons_map_to_the_runtime_enum() {
 }
 
 #[tokio::test]
-async fn unknown_events_and_blocks_are_skipped() {
+async fn thinking_is_streamed_as_reasoning_and_unknown_events_are_skipped() {
     let server = Upstream::always(sse(&[
         message_start(r#"{"input_tokens":1,"output_tokens":1}"#),
-        block_start(0, r#"{"type":"thinking","thinking":""}"#),
+        block_start(0, r#"{"type":"thinking","thinking":"","signature":""}"#),
         event(
             "content_block_delta",
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}"#,
         ),
+        event(
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBCgIYAhIM"}}"#,
+        ),
         block_stop(0),
-        event("brand_new_event", r#"{"type":"brand_new_event"}"#),
-        block_start(1, r#"{"type":"text","text":""}"#),
-        text_delta(1, "answer"),
+        block_start(1, r#"{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix"}"#),
         block_stop(1),
+        event("brand_new_event", r#"{"type":"brand_new_event"}"#),
+        block_start(2, r#"{"type":"citations_of_the_future","x":1}"#),
+        block_stop(2),
+        block_start(3, r#"{"type":"text","text":""}"#),
+        text_delta(3, "answer"),
+        block_stop(3),
         message_delta("end_turn", 2),
         message_stop(),
     ]))
@@ -314,7 +266,15 @@ async fn unknown_events_and_blocks_are_skipped() {
     let p = provider(&config(spec("anthropic", &server.base_url())));
     let (events, error) = split(call(&p).await);
     assert_eq!(error, None);
-    assert_eq!(events[0], text("answer"));
+    assert_eq!(
+        events[..4],
+        [
+            ProviderEvent::Reasoning(ReasoningPiece::Text, "hmm".into()),
+            ProviderEvent::Reasoning(ReasoningPiece::Signature, "EqQBCgIYAhIM".into()),
+            ProviderEvent::Reasoning(ReasoningPiece::Redacted, "EmwKAhgBEgy3va3pzix".into()),
+            text("answer"),
+        ]
+    );
     assert_eq!(
         events.last(),
         Some(&ProviderEvent::Finished(FinishReason::Stop))

@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::adapters::{KEY, env, event};
+use common::adapters::{KEY, anthropic_at, env, event, openai_at};
 use common::upstream::{Upstream, sse, status};
 use common::{completed_result, execute, failed_payload, get, request, start_with, text_of};
 use futures_util::StreamExt;
@@ -258,18 +258,8 @@ fn rejecting_config(
     policy: impl FnOnce(PolicySpec) -> PolicySpec,
 ) -> Config {
     Config::builder()
-        .provider(
-            "oa",
-            ProviderSpec::openai(&openai.base_url())
-                .api_key_env("TEST_API_KEY")
-                .model("small", &["text"]),
-        )
-        .provider(
-            "an",
-            ProviderSpec::anthropic(&anthropic.base_url())
-                .api_key_env("TEST_API_KEY")
-                .model("large", &["text"]),
-        )
+        .provider("oa", openai_at(&openai.base_url(), "small"))
+        .provider("an", anthropic_at(&anthropic.base_url(), "large"))
         .policy(
             "default",
             policy(PolicySpec::new(&["oa/small", "an/large"]).retries_per_target(2)),

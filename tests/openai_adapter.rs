@@ -12,7 +12,7 @@ use common::adapters::{
 use common::upstream::{Upstream, sse};
 use model_runtime::Config;
 use model_runtime::config::{AbilitySpec, PolicySpec, ProviderSpec};
-use model_runtime::execution::{ErrorClass, FinishReason, UsageUnit};
+use model_runtime::execution::{ErrorClass, FinishReason, ReasoningPiece, UsageUnit};
 use model_runtime::provider::ProviderEvent;
 
 const HEAD: &str = r#""id":"chatcmpl-123","object":"chat.completion.chunk","created":1694268190,"model":"gpt-4o-mini","system_fingerprint":"fp_44709d6fcb""#;
@@ -463,5 +463,38 @@ async fn the_largest_tool_call_index_is_one_more_call() {
             id: "call_x".into(),
             name: "f".into(),
         }
+    );
+}
+
+#[tokio::test]
+async fn reasoning_streams_under_either_name_before_the_answer() {
+    let server = Upstream::always(sse(&[
+        chunk(r#"{"role":"assistant","content":""}"#, "null"),
+        // vLLM and DeepSeek.
+        chunk(r#"{"reasoning_content":"First, "}"#, "null"),
+        // OpenRouter-style servers.
+        chunk(r#"{"reasoning":"the sum."}"#, "null"),
+        // Some send both names for the same text: once.
+        chunk(
+            r#"{"reasoning_content":" Done.","reasoning":" Done."}"#,
+            "null",
+        ),
+        chunk(r#"{"content":"4"}"#, "null"),
+        chunk("{}", r#""stop""#),
+        done(),
+    ]))
+    .await;
+    let p = provider(&config(spec("openai", &server.base_url())));
+    let (events, error) = split(call(&p).await);
+    assert_eq!(error, None);
+    let thought = |t: &str| ProviderEvent::Reasoning(ReasoningPiece::Text, t.into());
+    assert_eq!(
+        events[..4],
+        [
+            thought("First, "),
+            thought("the sum."),
+            thought(" Done."),
+            text("4")
+        ]
     );
 }

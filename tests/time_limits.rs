@@ -129,7 +129,7 @@ async fn the_retry_budget_does_not_cut_an_attempt_already_sent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_that_thinks_past_the_budget_over_http_still_answers() {
-    use common::adapters::{env, event};
+    use common::adapters::{anthropic_at, env, event};
     use common::upstream::{Step, Upstream, sse_steps};
     // A real anthropic-format upstream that starts its message at once, then thinks for
     // 1.5 s before the first text; the policy's budget is 500 ms.
@@ -157,12 +157,7 @@ async fn a_model_that_thinks_past_the_budget_over_http_still_answers() {
     ]))
     .await;
     let config = Config::builder()
-        .provider(
-            "an",
-            ProviderSpec::anthropic(&upstream.base_url())
-                .api_key_env("TEST_API_KEY")
-                .model("m", &["text"]),
-        )
+        .provider("an", anthropic_at(&upstream.base_url(), "m"))
         .policy(
             "default",
             PolicySpec::new(&["an/m"])

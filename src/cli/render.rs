@@ -46,6 +46,7 @@ fn output(o: Option<&pb::Output>) -> Value {
     json!({
         "text": o.text,
         "tool_calls": o.tool_calls.iter().map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments_json})).collect::<Vec<_>>(),
+        "reasoning": o.reasoning.iter().map(|r| json!({"text": r.text, "signature": r.signature, "redacted": r.redacted})).collect::<Vec<_>>(),
     })
 }
 
@@ -94,6 +95,9 @@ pub fn json(event: &pb::ExecutionEvent) -> Value {
         Some(Payload::ToolCallArgumentsDelta(d)) => {
             json!({"attempt": d.attempt, "index": d.index, "delta": d.delta})
         }
+        Some(Payload::ReasoningDelta(r)) => {
+            json!({"attempt": r.attempt, "text": r.text, "signature": r.signature, "redacted": r.redacted})
+        }
         Some(Payload::Progress(p)) => json!({"attempt": p.attempt, "message": p.message}),
         Some(Payload::UsageReported(u)) => {
             let f = u.fact.clone().unwrap_or_default();
@@ -126,10 +130,13 @@ pub fn json(event: &pb::ExecutionEvent) -> Value {
     })
 }
 
-/// One event as a readable status line, or `None` for output (which `exec` prints as text).
+/// One event as a readable status line, or `None` for output (which `exec` prints as text)
+/// and reasoning (which `--json` shows).
 pub fn line(event: &pb::ExecutionEvent) -> Option<String> {
     let detail = match &event.payload {
-        Some(Payload::TextDelta(_) | Payload::ToolCallArgumentsDelta(_)) => return None,
+        Some(
+            Payload::TextDelta(_) | Payload::ToolCallArgumentsDelta(_) | Payload::ReasoningDelta(_),
+        ) => return None,
         Some(Payload::Accepted(a)) => format!(
             "{} ability={} policy={}",
             event.execution_id, a.ability, a.policy

@@ -11,6 +11,9 @@ use super::validate::bounds::{MAX_SCRIPTED_COUNT, MAX_WAIT};
 pub struct Script {
     /// The reply; default: echo the last user message.
     pub reply: Option<String>,
+    /// Reasoning streamed (as `output.reasoning.delta`, cut like the reply) before the reply,
+    /// and before a failure before output.
+    pub reasoning: Option<String>,
     /// How the reply is cut into deltas.
     #[serde(default)]
     pub chunk: Chunk,

@@ -10,7 +10,7 @@
 //! - What output is: [`Output::absorb`] folds output events into text and tool calls, for the
 //!   result, for partial output as evidence, and for the view.
 
-use crate::execution::{ErrorCode, EventPayload, Output, ToolCall};
+use crate::execution::{ErrorCode, EventPayload, Output, Reasoning, ReasoningPiece, ToolCall};
 
 impl EventPayload {
     /// Whether the event is an output delta: text, a tool call or a tool-argument delta.
@@ -35,10 +35,10 @@ impl EventPayload {
     }
 
     /// The bytes of output the event carries: text, a tool call's id and name, a piece of
-    /// its arguments.
+    /// its arguments, reasoning (which commits nothing, but is kept all the same).
     pub fn output_bytes(&self) -> usize {
         match self {
-            Self::TextDelta { text, .. } => text.len(),
+            Self::TextDelta { text, .. } | Self::ReasoningDelta { text, .. } => text.len(),
             Self::ToolCallStarted(call) => call.id.len() + call.name.len(),
             Self::ToolCallArgumentsDelta { delta, .. } => delta.len(),
             _ => 0,
@@ -64,9 +64,11 @@ pub fn after_failure(committed: bool) -> Result<(), ErrorCode> {
 }
 
 impl Output {
-    /// Folds an output event into the text and tool calls; other events change nothing.
+    /// Folds an output or reasoning event into the text, tool calls and reasoning blocks;
+    /// other events change nothing.
     pub fn absorb(&mut self, payload: &EventPayload) {
         match payload {
+            EventPayload::ReasoningDelta { piece, text, .. } => self.reason(*piece, text),
             EventPayload::TextDelta { text, .. } => self.text.push_str(text),
             EventPayload::ToolCallStarted(started) => {
                 let call = self.tool_call(started.index);
@@ -77,6 +79,31 @@ impl Output {
                 self.tool_call(*index).arguments_json.push_str(delta);
             }
             _ => {}
+        }
+    }
+
+    /// A reasoning piece: text extends the open block (opening one after a signed or redacted
+    /// block), a signature closes it, redacted data is a block of its own.
+    fn reason(&mut self, piece: ReasoningPiece, text: &str) {
+        let open = self
+            .reasoning
+            .last_mut()
+            .filter(|block| block.signature.is_empty() && block.redacted.is_empty());
+        match (piece, open) {
+            (ReasoningPiece::Text, Some(block)) => block.text.push_str(text),
+            (ReasoningPiece::Signature, Some(block)) => block.signature.push_str(text),
+            (ReasoningPiece::Text, None) => self.reasoning.push(Reasoning {
+                text: text.to_owned(),
+                ..Reasoning::default()
+            }),
+            (ReasoningPiece::Signature, None) => self.reasoning.push(Reasoning {
+                signature: text.to_owned(),
+                ..Reasoning::default()
+            }),
+            (ReasoningPiece::Redacted, _) => self.reasoning.push(Reasoning {
+                redacted: text.to_owned(),
+                ..Reasoning::default()
+            }),
         }
     }
 
@@ -121,12 +148,15 @@ impl CommitTracker {
         self.output.text.reserve(text);
     }
 
-    /// Records one event of the attempt: output is kept, and commits. (An empty output
-    /// delta commits nothing; the driver does not store it at all.)
+    /// Records one event of the attempt: output is kept, and commits; reasoning is kept
+    /// and commits nothing. (An empty output delta commits nothing; the driver does not
+    /// store it at all.)
     pub fn record(&mut self, payload: &EventPayload) {
         if payload.commits_output() {
             self.output.absorb(payload);
             self.committed = true;
+        } else if let EventPayload::ReasoningDelta { .. } = payload {
+            self.output.absorb(payload);
         }
     }
 }
@@ -163,6 +193,46 @@ mod tests {
         t.record(&text("hi"));
         assert!(t.committed());
         assert_eq!(t.take_output().text, "hi");
+    }
+
+    #[test]
+    fn reasoning_is_kept_block_by_block_and_commits_nothing() {
+        let reason = |piece, text: &str| EventPayload::ReasoningDelta {
+            attempt: 1,
+            piece,
+            text: text.into(),
+        };
+        let mut t = CommitTracker::new();
+        for event in [
+            reason(ReasoningPiece::Text, "first "),
+            reason(ReasoningPiece::Text, "thought"),
+            reason(ReasoningPiece::Signature, "sig1"),
+            reason(ReasoningPiece::Redacted, "opaque"),
+            reason(ReasoningPiece::Text, "second"),
+        ] {
+            assert!(!event.commits_output());
+            t.record(&event);
+        }
+        assert!(
+            !t.committed(),
+            "a failure after reasoning may still fall back"
+        );
+        t.record(&text("answer"));
+        let output = t.take_output();
+        assert_eq!(output.text, "answer");
+        let block = |text: &str, signature: &str, redacted: &str| Reasoning {
+            text: text.into(),
+            signature: signature.into(),
+            redacted: redacted.into(),
+        };
+        assert_eq!(
+            output.reasoning,
+            [
+                block("first thought", "sig1", ""),
+                block("", "", "opaque"),
+                block("second", "", "")
+            ]
+        );
     }
 
     #[test]

@@ -117,6 +117,15 @@ pub enum EventPayload {
         /// Piece of the arguments' JSON.
         delta: Text,
     },
+    /// `output.reasoning.delta`: reasoning does not commit output.
+    ReasoningDelta {
+        /// Attempt number.
+        attempt: u32,
+        /// Which part of a reasoning block `text` is.
+        piece: ReasoningPiece,
+        /// A piece of reasoning text, a block's signature, or a redacted block's data.
+        text: Text,
+    },
     /// `execution.progress`.
     Progress {
         /// Attempt number, 0 for none.
@@ -138,6 +147,18 @@ pub enum EventPayload {
 // text longer than 23 bytes.
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(std::mem::size_of::<Event>() <= 72);
+
+/// What an `output.reasoning.delta` carries: reasoning text, the signature that closes a
+/// block of it, or a whole block the provider redacted (opaque data, not for display).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasoningPiece {
+    /// A piece of reasoning text.
+    Text,
+    /// The provider's signature of the block the text so far belongs to.
+    Signature,
+    /// A redacted block's opaque data.
+    Redacted,
+}
 
 /// What `execution.failed` says.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,6 +182,7 @@ impl EventPayload {
             Self::TextDelta { .. } => "output.text.delta",
             Self::ToolCallStarted { .. } => "output.tool_call.started",
             Self::ToolCallArgumentsDelta { .. } => "output.tool_call.arguments.delta",
+            Self::ReasoningDelta { .. } => "output.reasoning.delta",
             Self::Progress { .. } => "execution.progress",
             Self::Usage(_) => "usage.reported",
             Self::Completed(_) => "execution.completed",

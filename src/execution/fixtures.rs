@@ -55,7 +55,7 @@ pub fn completed(attempt: u32, text: &str) -> EventPayload {
     EventPayload::Completed(Arc::new(ExecutionResult {
         output: Output {
             text: text.into(),
-            tool_calls: Vec::new(),
+            ..Output::default()
         },
         finish_reason: FinishReason::Stop,
         provider: "p".into(),

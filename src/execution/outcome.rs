@@ -104,20 +104,37 @@ pub struct AttemptRecord {
     pub admitted: bool,
 }
 
-/// Output text and tool calls: a result, or partial output kept as evidence.
+/// Output text, tool calls and the reasoning before them: a result, or partial output kept as
+/// evidence.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Output {
     /// Concatenated text deltas.
     pub text: String,
     /// Tool calls with their argument deltas concatenated.
     pub tool_calls: Vec<ToolCall>,
+    /// The attempt's reasoning, block by block, as the provider may need it back.
+    pub reasoning: Vec<Reasoning>,
 }
 
 impl Output {
     /// True when nothing was produced.
     pub fn is_empty(&self) -> bool {
-        self.text.is_empty() && self.tool_calls.is_empty()
+        self.text.is_empty() && self.tool_calls.is_empty() && self.reasoning.is_empty()
     }
+}
+
+/// One block of a model's reasoning (thinking): its text, with the opaque signature a
+/// provider sets on it, or, for a block the provider redacted, only its opaque data. Sent
+/// back in an assistant message, it lets a provider check and continue its own reasoning
+/// (Anthropic requires it for tool use with thinking).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Reasoning {
+    /// The reasoning text.
+    pub text: String,
+    /// The provider's signature of the text; empty when it gave none.
+    pub signature: String,
+    /// A redacted block's opaque data (no text then); empty otherwise.
+    pub redacted: String,
 }
 
 /// Why generation stopped, normalized across providers.

@@ -5,6 +5,8 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use super::outcome::Reasoning;
+
 /// Opaque caller labels (e.g. a tenant id), copied onto usage facts.
 pub type Labels = BTreeMap<String, String>;
 
@@ -56,6 +58,9 @@ impl ExecutionInput {
                     .map(|p| match p {
                         ContentPart::Text(t) => t.len(),
                         ContentPart::Image(i) => i.url.len() + i.data.len() + i.media_type.len(),
+                        ContentPart::Reasoning(r) => {
+                            r.text.len() + r.signature.len() + r.redacted.len()
+                        }
                     })
                     .sum();
                 let calls: usize = m
@@ -134,7 +139,7 @@ impl Message {
             .iter()
             .filter_map(|p| match p {
                 ContentPart::Text(t) => Some(t.as_str()),
-                ContentPart::Image(_) => None,
+                ContentPart::Image(_) | ContentPart::Reasoning(_) => None,
             })
             .collect()
     }
@@ -162,6 +167,8 @@ pub enum ContentPart {
     Text(String),
     /// An image.
     Image(Image),
+    /// Reasoning an earlier turn's result gave, sent back (assistant messages only).
+    Reasoning(Reasoning),
 }
 
 /// An image by URL or inline bytes.
@@ -210,6 +217,11 @@ pub struct GenerationParameters {
     pub stop_sequences: Vec<String>,
     /// Reply shape; `None` is free text.
     pub response_format: Option<ResponseFormat>,
+    /// Tokens the model may spend reasoning before it answers, where the protocol takes a
+    /// budget (Anthropic extended thinking). Left out of the idempotency fingerprint when
+    /// unset, so requests that never set it keep the fingerprint they had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_budget_tokens: Option<u32>,
 }
 
 /// The shape of the reply.

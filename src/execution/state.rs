@@ -111,6 +111,8 @@ impl Lifecycle {
             },
             // Output deltas belong to a running attempt; an empty one commits nothing.
             (Running, e) if e.is_output() => Running,
+            // Reasoning belongs to a running attempt and commits nothing.
+            (Running, EventPayload::ReasoningDelta { .. }) => Running,
             (Routing | Running, EventPayload::Progress { .. } | EventPayload::Usage(_)) => from,
             (Running, EventPayload::Completed(_)) => Succeeded,
             (Accepted | Routing | Running, EventPayload::Failed(failure))

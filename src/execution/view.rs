@@ -123,7 +123,9 @@ impl Execution {
                 self.partial_output.absorb(started);
                 self.mark_committed(call.attempt);
             }
-            EventPayload::Progress { .. } => {}
+            // The result and a failure's partial output carry the reasoning of the attempt
+            // that produced them; the view does not mix in failed attempts' reasoning.
+            EventPayload::ReasoningDelta { .. } | EventPayload::Progress { .. } => {}
             EventPayload::Usage(fact) => self.usage.push(UsageFact::clone(fact)),
             EventPayload::Completed(result) => {
                 self.partial_output = Output::default();

@@ -1,9 +1,10 @@
 //! The `anthropic` adapter: Anthropic messages, streaming. Events: `message_start` (input
-//! usage; no output), `content_block_start` (a text block, or a `tool_use` block = a tool call
-//! starting), `content_block_delta` (`text_delta`, `input_json_delta`), `content_block_stop`,
-//! `message_delta` (stop reason, cumulative output usage), `message_stop` (the end), `ping`
-//! and `error`. Event types and block kinds it does not know (thinking, citations) are
-//! skipped, as the protocol's versioning policy asks of clients.
+//! usage; no output), `content_block_start` (a text block, a `tool_use` block = a tool call
+//! starting, a `thinking` block, a `redacted_thinking` block = reasoning), `content_block_delta`
+//! (`text_delta`, `input_json_delta`, `thinking_delta`, `signature_delta`),
+//! `content_block_stop`, `message_delta` (stop reason, cumulative output usage),
+//! `message_stop` (the end), `ping` and `error`. Event types and block kinds it does not know
+//! (citations) are skipped, as the protocol's versioning policy asks of clients.
 
 mod request;
 
@@ -23,7 +24,7 @@ use super::{
     Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream,
 };
 use crate::config::AnthropicConfig;
-use crate::execution::{FinishReason, Text, UsageUnit};
+use crate::execution::{FinishReason, ReasoningPiece, Text, UsageUnit};
 
 /// Prompt tokens written to the provider's cache by this call (a part of `input_tokens`,
 /// priced differently by Anthropic, hence its own unit).
@@ -115,6 +116,12 @@ struct Block {
     /// A tool call's arguments when none are streamed, as their JSON text.
     #[serde(default)]
     input: Option<Box<RawValue>>,
+    /// A thinking block's text, when it starts with some.
+    #[serde(default)]
+    thinking: Option<Text>,
+    /// A redacted thinking block's opaque data.
+    #[serde(default)]
+    data: Option<Text>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -126,6 +133,12 @@ struct Delta {
     text: Option<Text>,
     #[serde(default)]
     partial_json: Option<Text>,
+    /// `thinking_delta`: a piece of reasoning.
+    #[serde(default)]
+    thinking: Option<Text>,
+    /// `signature_delta`: the signature that closes a thinking block.
+    #[serde(default)]
+    signature: Option<Text>,
     #[serde(default)]
     stop_reason: Option<String>,
 }
@@ -205,6 +218,17 @@ impl Decoder for EventDecoder {
                         }
                         BlockState::Text
                     }
+                    "thinking" => {
+                        if let Some(text) = block.thinking.filter(|t| !t.is_empty()) {
+                            out.push(ProviderEvent::Reasoning(ReasoningPiece::Text, text));
+                        }
+                        BlockState::Other
+                    }
+                    "redacted_thinking" => {
+                        let data = block.data.ok_or_else(|| missing("redacted data"))?;
+                        out.push(ProviderEvent::Reasoning(ReasoningPiece::Redacted, data));
+                        BlockState::Other
+                    }
                     "tool_use" => {
                         let (Some(id), Some(name)) = (block.id, block.name) else {
                             return Err(missing("tool call id and name"));
@@ -255,6 +279,17 @@ impl Decoder for EventDecoder {
                     (Some("input_json_delta"), _) => {
                         let what = "tool input arrived for a block that is not a tool call";
                         return Err(upstream.protocol_error(what, &event.data));
+                    }
+                    (Some("thinking_delta"), _) => {
+                        let text = delta.thinking.ok_or_else(|| missing("thinking"))?;
+                        out.push(ProviderEvent::Reasoning(ReasoningPiece::Text, text));
+                    }
+                    (Some("signature_delta"), _) => {
+                        let signature = delta.signature.ok_or_else(|| missing("signature"))?;
+                        out.push(ProviderEvent::Reasoning(
+                            ReasoningPiece::Signature,
+                            signature,
+                        ));
                     }
                     _ => {}
                 }

@@ -23,7 +23,7 @@ use super::{
     Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream,
 };
 use crate::config::{MaxTokensField, OpenAiConfig};
-use crate::execution::{FinishReason, Text, UsageUnit};
+use crate::execution::{FinishReason, ReasoningPiece, Text, UsageUnit};
 
 /// An OpenAI-compatible chat completions endpoint.
 #[derive(Debug)]
@@ -97,6 +97,12 @@ struct Delta {
     /// A refusal is what the model said instead: output text, not something to drop.
     #[serde(default)]
     refusal: Option<Text>,
+    /// Reasoning, as vLLM and DeepSeek stream it.
+    #[serde(default)]
+    reasoning_content: Option<Text>,
+    /// Reasoning, as OpenRouter-style servers (and newer vLLM) stream it.
+    #[serde(default)]
+    reasoning: Option<Text>,
     #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
 }
@@ -258,6 +264,13 @@ impl ChunkDecoder {
     }
 
     fn delta(&mut self, delta: Delta, out: &mut Vec<ProviderEvent>) {
+        // Reasoning comes before the answer it leads to; a server sends one of the two
+        // names (some send both, the same text: then only the first).
+        if let Some(text) = delta.reasoning_content.or(delta.reasoning)
+            && !text.is_empty()
+        {
+            out.push(ProviderEvent::Reasoning(ReasoningPiece::Text, text));
+        }
         // The role-only preamble has empty content and emits nothing.
         for text in [delta.content, delta.refusal].into_iter().flatten() {
             if !text.is_empty() {

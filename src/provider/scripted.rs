@@ -68,8 +68,14 @@ fn failure(script: &Script, during: &str) -> ProviderError {
 fn plan(script: &Script, call: &ProviderCall) -> Reply {
     let first = Duration::from_millis(script.first_delta_ms);
     let interval = Duration::from_millis(script.delta_interval_ms);
+    let reasoning = script
+        .reasoning
+        .as_ref()
+        .map(|text| Pieces::new(Source::Owned(text.clone()), script.chunk));
     if call.target_attempt <= script.fail_attempts {
-        return Reply::failed(first, failure(script, "failure before output"));
+        // Reasoning commits nothing: a failure after it still fails before output.
+        return Reply::failed(first, failure(script, "failure before output"))
+            .with_reasoning(reasoning);
     }
     let input_tokens = call.input.messages.iter().map(|m| words(m) as u64).sum();
     let (deltas, finish) = match (&script.tool_call, &script.reply) {
@@ -91,6 +97,7 @@ fn plan(script: &Script, call: &ProviderCall) -> Reply {
         .fail_after_deltas
         .map(|n| (u64::from(n), failure(script, "failure mid-stream")));
     Reply::new(deltas, fail_after, input_tokens, finish, (first, interval))
+        .with_reasoning(reasoning)
 }
 
 /// The last user message's text: in place when it is one text part, as it nearly always is.

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::execution::{
     ContentPart, ExecuteRequest, ExecutionId, ExecutionInput, GenerationParameters, Image, Message,
-    ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
+    Reasoning, ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
 };
 use crate::pb;
 use crate::runtime::limits::{MAX_CONTENT_PARTS, MAX_MESSAGES};
@@ -117,6 +117,7 @@ fn input(wire: pb::ExecutionInput, v: &mut Violations) -> ExecutionInput {
             top_p: p.top_p,
             stop_sequences: p.stop_sequences,
             response_format,
+            reasoning_budget_tokens: p.reasoning_budget_tokens,
         },
     }
 }
@@ -163,9 +164,16 @@ fn message(i: usize, m: pb::Message, v: &mut Violations) -> Option<Message> {
                 data: image.data,
                 media_type: image.media_type,
             })),
+            Some(pb::content_part::Part::Reasoning(r)) => {
+                content.push(ContentPart::Reasoning(Reasoning {
+                    text: r.text,
+                    signature: r.signature,
+                    redacted: r.redacted,
+                }));
+            }
             None => v.push(
                 format!("{}.content[{j}]", at()),
-                "sets neither `text` nor `image`",
+                "sets none of `text`, `image` and `reasoning`",
             ),
         }
     }

@@ -6,7 +6,7 @@ use crate::config::OnRejected;
 use crate::execution::{
     AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, Event, EventPayload, Execution,
     ExecutionError, ExecutionId, ExecutionResult, ExecutionState, FinishReason, NextAction,
-    Outcome, Output, RoutingPlan, ToolCall, UsageFact, UsageSource,
+    Outcome, Output, Reasoning, ReasoningPiece, RoutingPlan, ToolCall, UsageFact, UsageSource,
 };
 use crate::pb;
 use crate::runtime::{RuntimeMetadata, RuntimeState};
@@ -98,6 +98,22 @@ pub(crate) fn payload(p: &EventPayload) -> pb::execution_event::Payload {
             index: *index,
             delta: owned(delta),
         }),
+        EventPayload::ReasoningDelta {
+            attempt,
+            piece,
+            text,
+        } => {
+            let mut delta = pb::OutputReasoningDelta {
+                attempt: *attempt,
+                ..Default::default()
+            };
+            *match piece {
+                ReasoningPiece::Text => &mut delta.text,
+                ReasoningPiece::Signature => &mut delta.signature,
+                ReasoningPiece::Redacted => &mut delta.redacted,
+            } = owned(text);
+            Payload::ReasoningDelta(delta)
+        }
         EventPayload::Progress { attempt, message } => Payload::Progress(pb::ExecutionProgress {
             attempt: *attempt,
             message: owned(message),
@@ -226,6 +242,16 @@ fn output(o: &Output) -> pb::Output {
     pb::Output {
         text: o.text.clone(),
         tool_calls: o.tool_calls.iter().map(tool_call).collect(),
+        reasoning: o.reasoning.iter().map(reasoning).collect(),
+    }
+}
+
+/// The wire form of a reasoning block, as input takes it back.
+pub(crate) fn reasoning(r: &Reasoning) -> pb::Reasoning {
+    pb::Reasoning {
+        text: r.text.clone(),
+        signature: r.signature.clone(),
+        redacted: r.redacted.clone(),
     }
 }
 

@@ -17,8 +17,8 @@ use prost::encoding::{DecodeContext, WireType, skip_field};
 
 use super::encode;
 use crate::execution::{
-    EffectiveLimits, Event, EventPayload, ExecutionResult, Output, PlanTarget, RoutingPlan,
-    ToolCall, UsageFact,
+    EffectiveLimits, Event, EventPayload, ExecutionResult, Output, PlanTarget, Reasoning,
+    ReasoningPiece, RoutingPlan, ToolCall, UsageFact,
 };
 use crate::pb;
 
@@ -51,11 +51,13 @@ use pb::fields::{
     effective_limits as limits_field, execution_accepted as accepted_field,
     execution_completed as completed_field, execution_event as event_field,
     execution_progress as progress_field, execution_result as result_field,
-    execution_routing as routing_field, output as output_field, output_text_delta as text_field,
+    execution_routing as routing_field, output as output_field,
+    output_reasoning_delta as reasoning_delta_field, output_text_delta as text_field,
     output_tool_call_arguments_delta as arguments_field,
     output_tool_call_started as tool_call_started_field, plan_target as target_field,
-    route_attempt_started as started_field, routing_plan as plan_field,
-    tool_call as tool_call_field, usage_fact as usage_field, usage_reported as reported_field,
+    reasoning as reasoning_field, route_attempt_started as started_field,
+    routing_plan as plan_field, tool_call as tool_call_field, usage_fact as usage_field,
+    usage_reported as reported_field,
 };
 
 /// `google.protobuf.Timestamp` and `Duration`: `seconds`, `nanos` (fixed by the well-known
@@ -132,6 +134,20 @@ fn hand_written(payload: &EventPayload, out: &mut impl Sink) -> Option<u32> {
             out.uint(arguments_field::INDEX, u64::from(*index));
             out.text(arguments_field::DELTA, delta);
             event_field::TOOL_CALL_ARGUMENTS_DELTA
+        }
+        EventPayload::ReasoningDelta {
+            attempt,
+            piece,
+            text,
+        } => {
+            out.uint(reasoning_delta_field::ATTEMPT, u64::from(*attempt));
+            let field = match piece {
+                ReasoningPiece::Text => reasoning_delta_field::TEXT,
+                ReasoningPiece::Signature => reasoning_delta_field::SIGNATURE,
+                ReasoningPiece::Redacted => reasoning_delta_field::REDACTED,
+            };
+            out.text(field, text);
+            event_field::REASONING_DELTA
         }
         EventPayload::Progress { attempt, message } => {
             out.uint(progress_field::ATTEMPT, u64::from(*attempt));
@@ -255,6 +271,17 @@ impl Fields for Output {
         for call in &self.tool_calls {
             out.message(output_field::TOOL_CALLS, call);
         }
+        for block in &self.reasoning {
+            out.message(output_field::REASONING, block);
+        }
+    }
+}
+
+impl Fields for Reasoning {
+    fn fields(&self, out: &mut impl Sink) {
+        out.text(reasoning_field::TEXT, &self.text);
+        out.text(reasoning_field::SIGNATURE, &self.signature);
+        out.text(reasoning_field::REDACTED, &self.redacted);
     }
 }
 

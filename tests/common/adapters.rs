@@ -28,6 +28,20 @@ pub fn spec(adapter: &str, base_url: &str) -> ProviderSpec {
         .api_key_env("TEST_API_KEY")
 }
 
+/// An `anthropic` provider at `base_url` with the tests' key, serving text on `model`.
+pub fn anthropic_at(base_url: &str, model: &str) -> ProviderSpec {
+    ProviderSpec::anthropic(base_url)
+        .api_key_env("TEST_API_KEY")
+        .model(model, &["text"])
+}
+
+/// An `openai` provider at `base_url` with the tests' key, serving text on `model`.
+pub fn openai_at(base_url: &str, model: &str) -> ProviderSpec {
+    ProviderSpec::openai(base_url)
+        .api_key_env("TEST_API_KEY")
+        .model(model, &["text"])
+}
+
 /// A config whose one provider `p` (model `m`) is `spec`.
 pub fn config(spec: ProviderSpec) -> Config {
     Config::builder()

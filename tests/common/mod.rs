@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 pub mod adapters;
+pub mod anthropic;
 pub mod process;
 pub mod upstream;
 
@@ -347,6 +348,7 @@ pub fn payload_type(payload: &Payload) -> &'static str {
         Payload::TextDelta(_) => "output.text.delta",
         Payload::ToolCallStarted(_) => "output.tool_call.started",
         Payload::ToolCallArgumentsDelta(_) => "output.tool_call.arguments.delta",
+        Payload::ReasoningDelta(_) => "output.reasoning.delta",
         Payload::Progress(_) => "execution.progress",
         Payload::UsageReported(_) => "usage.reported",
         Payload::Completed(_) => "execution.completed",

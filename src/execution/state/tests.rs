@@ -7,7 +7,9 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::execution::fixtures::{accepted, attempt_started, completed, failed, routing, text};
-use crate::execution::{AttemptCode, AttemptError, AttemptRecord, ErrorClass, NextAction, Outcome};
+use crate::execution::{
+    AttemptCode, AttemptError, AttemptRecord, ErrorClass, NextAction, Outcome, ReasoningPiece,
+};
 use crate::execution::{UsageFact, UsageSource, UsageUnit};
 
 /// The kinds of event a script may contain, legal or not.
@@ -19,6 +21,7 @@ enum Kind {
     FailedRetry,
     FailedStop,
     Delta,
+    Reasoning,
     Usage,
     Progress,
     Completed,
@@ -54,6 +57,11 @@ fn payload(kind: Kind, committed: bool) -> EventPayload {
         Kind::FailedRetry => attempt_failed(NextAction::Fallback, committed),
         Kind::FailedStop => attempt_failed(NextAction::Stop, committed),
         Kind::Delta => text(1, "x"),
+        Kind::Reasoning => EventPayload::ReasoningDelta {
+            attempt: 1,
+            piece: ReasoningPiece::Text,
+            text: "hmm".into(),
+        },
         Kind::Usage => EventPayload::Usage(Arc::new(UsageFact {
             unit: UsageUnit::OUTPUT_TOKENS,
             quantity: 1,
@@ -81,6 +89,7 @@ fn kind() -> impl Strategy<Value = Kind> {
         Just(Kind::FailedRetry),
         Just(Kind::FailedStop),
         Just(Kind::Delta),
+        Just(Kind::Reasoning),
         Just(Kind::Usage),
         Just(Kind::Progress),
         Just(Kind::Completed),

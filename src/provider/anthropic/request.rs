@@ -75,6 +75,12 @@ pub(super) fn body(
              shape in the prompt or use a tool",
         ));
     }
+    if let Some(budget) = p.reasoning_budget_tokens {
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": budget}),
+        );
+    }
     body.insert("stream".into(), true.into());
     encode(body)
 }
@@ -97,10 +103,10 @@ fn conversation(input: &ExecutionInput) -> Result<(Vec<Value>, Vec<Value>), Prov
             for (j, part) in m.content.iter().enumerate() {
                 match part {
                     ContentPart::Text(text) => system.push(json!({"type": "text", "text": text})),
-                    ContentPart::Image(_) => {
+                    ContentPart::Image(_) | ContentPart::Reasoning(_) => {
                         return Err(unsupported(
                             format!("{at}.content[{j}]"),
-                            "the anthropic messages protocol takes no images in system instructions",
+                            "the anthropic messages protocol takes only text in system instructions",
                         ));
                     }
                 }
@@ -186,6 +192,14 @@ fn parts(at: &str, m: &Message) -> Result<Vec<Value>, ProviderError> {
                     "type": "image",
                     "source": {"type": "base64", "media_type": media_type, "data": data},
                 })
+            }
+            // Thinking blocks go back as they came, signature and all, so the model can
+            // check and continue its reasoning (required for tool use with thinking).
+            ContentPart::Reasoning(r) if !r.redacted.is_empty() => {
+                json!({"type": "redacted_thinking", "data": r.redacted})
+            }
+            ContentPart::Reasoning(r) => {
+                json!({"type": "thinking", "thinking": r.text, "signature": r.signature})
             }
         };
         blocks.push(block);

@@ -44,6 +44,12 @@ pub(super) fn body(
         body.insert("tools".into(), Value::Array(tools));
     }
     let p = &input.parameters;
+    if p.reasoning_budget_tokens.is_some() {
+        return Err(unsupported(
+            "input.parameters.reasoning_budget_tokens",
+            "the openai chat completions protocol takes no reasoning budget",
+        ));
+    }
     if let Some(max) = p.max_output_tokens {
         body.insert(max_tokens_field.as_str().into(), max.into());
     }
@@ -121,16 +127,21 @@ fn message(at: &str, m: &Message) -> Result<Value, ProviderError> {
 
 /// One text part as a string (what every compatible server accepts), otherwise an array of
 /// parts; an assistant message with only tool calls has `null` content.
+/// Reasoning sent back is left out: chat completions servers take none back (DeepSeek refuses
+/// a request that has it).
 fn content(at: &str, m: &Message) -> Result<Value, ProviderError> {
-    match m.content.as_slice() {
-        [] => return Ok(Value::Null),
-        [ContentPart::Text(text)] => return Ok(text.clone().into()),
+    let sent = |part: &&ContentPart| !matches!(part, ContentPart::Reasoning(_));
+    let mut kept = m.content.iter().filter(sent);
+    match (kept.next(), kept.next()) {
+        (None, _) => return Ok(Value::Null),
+        (Some(ContentPart::Text(text)), None) => return Ok(text.clone().into()),
         _ => {}
     }
     let mut parts = Vec::with_capacity(m.content.len());
     for (j, part) in m.content.iter().enumerate() {
         let field = format!("{at}.content[{j}]");
         let part = match part {
+            ContentPart::Reasoning(_) => continue,
             ContentPart::Text(text) => json!({"type": "text", "text": text}),
             ContentPart::Image(_) if m.role != Role::User => {
                 return Err(unsupported(

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use super::request::body;
 use crate::config::MaxTokensField;
 use crate::execution::{
-    ContentPart, ExecutionInput, GenerationParameters, Image, Message, ResponseFormat,
+    ContentPart, ExecutionInput, GenerationParameters, Image, Message, Reasoning, ResponseFormat,
     ResponseFormatKind, Role, ToolCall, ToolDefinition,
 };
 
@@ -73,6 +73,7 @@ fn maps_a_whole_conversation() {
                 json_schema: r#"{"type":"object"}"#.into(),
                 schema_name: String::new(),
             }),
+            reasoning_budget_tokens: None,
         },
     };
     let expected = json!({
@@ -165,4 +166,43 @@ fn input_the_protocol_cannot_express_names_the_field() {
         assert_eq!(error.class, class, "{field}");
         assert!(error.message.starts_with(field), "{}", error.message);
     }
+}
+
+#[test]
+fn reasoning_sent_back_is_left_out_and_a_reasoning_budget_is_rejected() {
+    let assistant = message(
+        Role::Assistant,
+        vec![
+            ContentPart::Reasoning(Reasoning {
+                text: "thinking".into(),
+                ..Reasoning::default()
+            }),
+            ContentPart::Text("4".into()),
+        ],
+    );
+    let input = ExecutionInput {
+        messages: vec![Message::user("2+2?"), assistant, Message::user("and 3+3?")],
+        ..Default::default()
+    };
+    let sent = encode(&input, MaxTokensField::MaxCompletionTokens);
+    assert_eq!(
+        sent["messages"][1],
+        json!({"role": "assistant", "content": "4"})
+    );
+    let budgeted = ExecutionInput {
+        parameters: GenerationParameters {
+            reasoning_budget_tokens: Some(1024),
+            ..Default::default()
+        },
+        ..input
+    };
+    let error = body("m", &budgeted, MaxTokensField::MaxCompletionTokens).unwrap_err();
+    assert_eq!(error.class, crate::execution::ErrorClass::Rejected);
+    assert!(
+        error
+            .message
+            .starts_with("input.parameters.reasoning_budget_tokens: "),
+        "{}",
+        error.message
+    );
 }

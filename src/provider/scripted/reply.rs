@@ -14,7 +14,8 @@ use tokio::time::Sleep;
 use super::Step;
 use crate::config::Chunk;
 use crate::execution::{
-    ContentPart, ExecutionInput, FinishReason, Text, UsageQuantity, UsageSource, UsageUnit,
+    ContentPart, ExecutionInput, FinishReason, ReasoningPiece, Text, UsageQuantity, UsageSource,
+    UsageUnit,
 };
 use crate::provider::{ProviderError, ProviderEvent};
 
@@ -126,6 +127,10 @@ pub(super) struct Reply {
     finish: FinishReason,
     first: Duration,
     interval: Duration,
+    /// Reasoning streamed before the deltas (and before a failure before output).
+    reasoning: Option<Pieces>,
+    /// Reasoning pieces sent so far.
+    thought: u64,
     /// Deltas sent so far.
     sent: u64,
     /// What follows the deltas, made when they end.
@@ -153,6 +158,8 @@ impl Reply {
             finish,
             first,
             interval,
+            reasoning: None,
+            thought: 0,
             sent: 0,
             tail: VecDeque::new(),
             ended: false,
@@ -174,7 +181,28 @@ impl Reply {
         reply
     }
 
+    /// The reply with `reasoning` streamed first.
+    pub(super) fn with_reasoning(mut self, reasoning: Option<Pieces>) -> Self {
+        self.reasoning = reasoning;
+        self
+    }
+
+    /// The delay before the next item: `first` before the first, then `interval`.
+    fn delay(&self) -> Duration {
+        if self.sent + self.thought == 0 {
+            self.first
+        } else {
+            self.interval
+        }
+    }
+
     fn next_step(&mut self) -> Option<Step> {
+        if let Some(piece) = self.reasoning.as_mut().and_then(Pieces::next) {
+            let delay = self.delay();
+            self.thought += 1;
+            let thought = ProviderEvent::Reasoning(ReasoningPiece::Text, piece);
+            return Some((delay, Ok(thought)));
+        }
         if !self.ended {
             let stop = matches!(&self.fail_after, Some((n, _)) if self.sent >= *n);
             let delta = match &mut self.deltas {
@@ -183,11 +211,7 @@ impl Reply {
                 Deltas::Text(pieces) => pieces.next().map(ProviderEvent::TextDelta),
             };
             if let Some(delta) = delta {
-                let delay = if self.sent == 0 {
-                    self.first
-                } else {
-                    self.interval
-                };
+                let delay = self.delay();
                 self.sent += 1;
                 return Some((delay, Ok(delta)));
             }
@@ -212,15 +236,18 @@ impl Reply {
             .map(|(_, error)| error);
         // Usage waits for the first delay only when no delta did; a failure waits the
         // interval, as the next delta would have.
-        let delay = match (&failure, self.sent) {
+        let delay = match (&failure, self.sent + self.thought) {
             (Some(_), _) => self.interval,
             (None, 0) => self.first,
             (None, _) => Duration::ZERO,
         };
-        for (unit, quantity) in [
+        // Reasoning is billed as output, and reported as the part of it that it is.
+        let reasoning = (self.thought > 0).then_some((UsageUnit::REASONING_TOKENS, self.thought));
+        let counts = [
             (UsageUnit::INPUT_TOKENS, self.input_tokens),
-            (UsageUnit::OUTPUT_TOKENS, self.sent),
-        ] {
+            (UsageUnit::OUTPUT_TOKENS, self.sent + self.thought),
+        ];
+        for (unit, quantity) in counts.into_iter().chain(reasoning) {
             let usage = UsageQuantity {
                 unit,
                 quantity,

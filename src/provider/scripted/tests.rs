@@ -7,7 +7,8 @@ use futures_util::StreamExt;
 use super::*;
 use crate::config::Chunk;
 use crate::execution::{
-    ErrorClass, ExecutionId, ExecutionInput, Message, UsageQuantity, UsageSource, UsageUnit,
+    ErrorClass, ExecutionId, ExecutionInput, Message, ReasoningPiece, UsageQuantity, UsageSource,
+    UsageUnit,
 };
 
 fn call(target_attempt: u32, prompt: &str) -> ProviderCall {
@@ -145,6 +146,32 @@ async fn fails_mid_stream_after_n_deltas_reporting_what_it_billed() {
         matches!(&events[4..], [Err(e)] if e.code == AttemptCode::Unavailable),
         "{events:?}"
     );
+}
+
+#[tokio::test]
+async fn reasons_before_it_replies_or_fails() {
+    let script = Script {
+        reasoning: Some("hmm, yes".into()),
+        ..Script::default()
+    };
+    let events = run(script.clone(), call(1, "ok then")).await;
+    let thought = |t: &str| Ok(ProviderEvent::Reasoning(ReasoningPiece::Text, t.into()));
+    assert_eq!(
+        &events[..4],
+        [thought("hmm, "), thought("yes"), text("ok "), text("then")]
+    );
+    let reasoning_tokens = events.iter().any(|e| {
+        matches!(e, Ok(ProviderEvent::Usage(u)) if u.unit == UsageUnit::REASONING_TOKENS && u.quantity == 2)
+    });
+    assert!(reasoning_tokens, "{events:?}");
+    // Reasoning commits nothing: the scripted failure before output comes after it.
+    let failing = Script {
+        fail_attempts: 1,
+        ..script
+    };
+    let events = run(failing, call(1, "ok")).await;
+    assert_eq!(&events[..2], [thought("hmm, "), thought("yes")]);
+    assert!(matches!(&events[2..], [Err(_)]), "{events:?}");
 }
 
 #[tokio::test]

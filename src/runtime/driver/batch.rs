@@ -89,6 +89,13 @@ impl Driver {
                 }
                 ProviderEvent::Usage(quantity) => self.usage(target, attempt, quantity),
                 ProviderEvent::Progress(message) => EventPayload::Progress { attempt, message },
+                // An empty piece says nothing: not stored.
+                ProviderEvent::Reasoning(_, text) if text.is_empty() => continue,
+                ProviderEvent::Reasoning(piece, text) => EventPayload::ReasoningDelta {
+                    attempt,
+                    piece,
+                    text,
+                },
                 ProviderEvent::TextDelta(text) => EventPayload::TextDelta { attempt, text },
                 ProviderEvent::ToolCallStarted { index, id, name } => {
                     EventPayload::ToolCallStarted(Arc::new(ToolCallStart {

@@ -142,6 +142,18 @@ fn message(i: usize, m: &Message, v: &mut Violations) {
                     "needs exactly one of `url` and `data`",
                 );
             }
+            ContentPart::Reasoning(_) if m.role != Role::Assistant => {
+                v.push(
+                    format!("{}.content[{j}].reasoning", at()),
+                    "is only sent back in an assistant message",
+                );
+            }
+            ContentPart::Reasoning(r) if r.text.is_empty() == r.redacted.is_empty() => {
+                v.push(
+                    format!("{}.content[{j}].reasoning", at()),
+                    "needs exactly one of `text` and `redacted`",
+                );
+            }
             _ => {}
         }
     }

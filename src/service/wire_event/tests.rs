@@ -85,6 +85,16 @@ fn payloads() -> Vec<EventPayload> {
             attempt: 0,
             message: "queued".into(),
         },
+        EventPayload::ReasoningDelta {
+            attempt: 2,
+            piece: ReasoningPiece::Text,
+            text: "first, the units".into(),
+        },
+        EventPayload::ReasoningDelta {
+            attempt: 2,
+            piece: ReasoningPiece::Redacted,
+            text: Text::default(),
+        },
         EventPayload::Progress {
             attempt: 200,
             message: Text::default(),
@@ -141,6 +151,11 @@ fn payloads() -> Vec<EventPayload> {
                     },
                     ToolCall::default(),
                 ],
+                reasoning: vec![Reasoning {
+                    text: "think first".into(),
+                    signature: "sig".into(),
+                    redacted: String::new(),
+                }],
             },
             finish_reason: FinishReason::ToolCalls,
             provider: "p".into(),

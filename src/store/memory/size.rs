@@ -29,6 +29,11 @@ fn output(output: &Output) -> usize {
             .iter()
             .map(|c| size_of_val(c) + c.id.len() + c.name.len() + c.arguments_json.len())
             .sum::<usize>()
+        + output
+            .reasoning
+            .iter()
+            .map(|r| size_of_val(r) + r.text.len() + r.signature.len() + r.redacted.len())
+            .sum::<usize>()
 }
 
 fn attempt(record: &AttemptRecord) -> usize {
@@ -58,6 +63,7 @@ pub(super) fn heap(payload: &EventPayload) -> usize {
         EventPayload::TextDelta { text: t, .. } => text(t),
         EventPayload::ToolCallArgumentsDelta { delta, .. } => text(delta),
         EventPayload::Progress { message, .. } => text(message),
+        EventPayload::ReasoningDelta { text: t, .. } => text(t),
         EventPayload::Accepted(_) => ARC + 96,
         EventPayload::Routing(p) => ARC + plan(p),
         EventPayload::AttemptStarted(_) => ARC + 64,

@@ -124,9 +124,25 @@ fn tool_call() -> impl Strategy<Value = ToolCall> {
     })
 }
 
+fn reasoning() -> impl Strategy<Value = Reasoning> {
+    (text(), text(), text()).prop_map(|(text, signature, redacted)| Reasoning {
+        text,
+        signature,
+        redacted,
+    })
+}
+
 fn output() -> impl Strategy<Value = Output> {
-    (text(), prop::collection::vec(tool_call(), 0..3))
-        .prop_map(|(text, tool_calls)| Output { text, tool_calls })
+    (
+        text(),
+        prop::collection::vec(tool_call(), 0..3),
+        prop::collection::vec(reasoning(), 0..3),
+    )
+        .prop_map(|(text, tool_calls, reasoning)| Output {
+            text,
+            tool_calls,
+            reasoning,
+        })
 }
 
 fn finish_reason() -> impl Strategy<Value = FinishReason> {
@@ -303,6 +319,22 @@ fn payload() -> impl Strategy<Value = EventPayload> {
                 delta: delta.into(),
             }
         }),
+        (
+            any::<u32>(),
+            prop::sample::select(
+                &[
+                    ReasoningPiece::Text,
+                    ReasoningPiece::Signature,
+                    ReasoningPiece::Redacted
+                ][..]
+            ),
+            text()
+        )
+            .prop_map(|(attempt, piece, text)| EventPayload::ReasoningDelta {
+                attempt,
+                piece,
+                text: text.into(),
+            }),
         (any::<u32>(), text()).prop_map(|(attempt, message)| EventPayload::Progress {
             attempt,
             message: message.into()

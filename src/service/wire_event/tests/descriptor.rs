@@ -31,6 +31,11 @@ fn output() -> Output {
             name: "lookup".into(),
             arguments_json: "{}".into(),
         }],
+        reasoning: vec![Reasoning {
+            text: "think".into(),
+            signature: "sig".into(),
+            redacted: "opaque".into(),
+        }],
     }
 }
 
@@ -104,6 +109,21 @@ fn every_field_set() -> Vec<EventPayload> {
         EventPayload::Progress {
             attempt: 1,
             message: "thinking".into(),
+        },
+        EventPayload::ReasoningDelta {
+            attempt: 1,
+            piece: ReasoningPiece::Text,
+            text: "let me see".into(),
+        },
+        EventPayload::ReasoningDelta {
+            attempt: 1,
+            piece: ReasoningPiece::Signature,
+            text: "sig".into(),
+        },
+        EventPayload::ReasoningDelta {
+            attempt: 1,
+            piece: ReasoningPiece::Redacted,
+            text: "opaque".into(),
         },
         EventPayload::Usage(Arc::new(UsageFact {
             unit: UsageUnit::INPUT_TOKENS,
