@@ -299,8 +299,9 @@ impl Runtime {
             let mut drivers = self.drivers();
             let open = !self.inner.stopping.load(Ordering::Acquire);
             open.then(|| {
-                let handle = Arc::new(DriverHandle::default());
-                drivers.insert(id, handle.clone());
+                // A cancellation that came first left its handle here, cancelled: the
+                // driver takes it and ends at once.
+                let handle = drivers.entry(id).or_default().clone();
                 let runtime = self.clone();
                 Box::pin(self.inner.tasks.track_future(async move {
                     driver::run(runtime.inner.deps.clone(), job, handle).await;
@@ -367,15 +368,34 @@ impl Runtime {
         if view.state.is_terminal() {
             return Ok(view);
         }
-        let handle = self.drivers().get(&id).cloned();
-        if let Some(handle) = handle {
-            handle.cancel(reason.clone());
+        // Under the drivers' lock: either this finds the driver, or the driver (registering
+        // later) finds this cancellation's handle and never calls its provider.
+        let (handle, found) = {
+            let mut drivers = self.drivers();
+            match drivers.get(&id) {
+                Some(handle) => (handle.clone(), true),
+                None => {
+                    let handle = Arc::new(DriverHandle::default());
+                    drivers.insert(id, handle.clone());
+                    (handle, false)
+                }
+            }
+        };
+        handle.cancel(reason.clone());
+        if found {
             if let Some(view) = self.wait_terminal(view, CANCEL_GRACE).await? {
                 return Ok(view);
             }
             tracing::warn!(execution_id = %id, "driver did not record the cancellation in time");
         }
-        self.record_cancellation(id, reason).await
+        let recorded = self.record_cancellation(id, reason).await;
+        if !found {
+            let mut drivers = self.drivers();
+            if drivers.get(&id).is_some_and(|h| Arc::ptr_eq(h, &handle)) {
+                drivers.remove(&id);
+            }
+        }
+        recorded
     }
 
     /// Ends an execution that no driver is running as cancelled, and returns it.

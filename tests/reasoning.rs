@@ -206,3 +206,37 @@ async fn reasoning_is_only_taken_back_in_assistant_messages() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_reasoning_budget_must_leave_room_for_the_answer() {
+    let mut server = start(echo()).await;
+    let mut r = request("chat", "hi");
+    r.input.as_mut().unwrap().parameters = Some(pb::GenerationParameters {
+        max_output_tokens: Some(1024),
+        reasoning_budget_tokens: Some(1024),
+        ..Default::default()
+    });
+    let status = server.client.submit(r).await.unwrap_err();
+    assert_violation(
+        &status,
+        tonic::Code::InvalidArgument,
+        "input.parameters.reasoning_budget_tokens",
+    );
+    // A block with only a signature (a thinking block that streamed no text) goes back.
+    let mut r = request("chat", "hi");
+    r.input.as_mut().unwrap().messages.insert(
+        0,
+        pb::Message {
+            role: pb::Role::Assistant.into(),
+            content: vec![pb::ContentPart {
+                part: Some(pb::content_part::Part::Reasoning(pb::Reasoning {
+                    signature: "sig".into(),
+                    ..Default::default()
+                })),
+            }],
+            ..Default::default()
+        },
+    );
+    execute(&mut server.client, r).await;
+    server.stop().await;
+}

@@ -333,7 +333,7 @@ impl PolicySpec {
 
     /// `min_attempt_time`.
     pub fn min_attempt_time(mut self, time: Duration) -> Self {
-        self.0.min_attempt_time = time;
+        self.0.min_attempt_time = Some(time);
         self
     }
 

@@ -195,8 +195,12 @@ pub(super) struct RawPolicy {
     pub retries_per_target: u32,
     #[serde(default = "default_backoff", with = "humantime_serde")]
     pub backoff: Duration,
-    #[serde(default = "default_min_attempt_time", with = "humantime_serde")]
-    pub min_attempt_time: Duration,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub min_attempt_time: Option<Duration>,
     #[serde(default)]
     pub on_rejected: OnRejected,
 }
@@ -210,7 +214,7 @@ impl RawPolicy {
             retry_budget: default_retry_budget(),
             retries_per_target: 0,
             backoff: default_backoff(),
-            min_attempt_time: default_min_attempt_time(),
+            min_attempt_time: None,
             on_rejected: OnRejected::default(),
         }
     }
@@ -226,10 +230,6 @@ fn default_retry_budget() -> Duration {
 
 fn default_backoff() -> Duration {
     Duration::from_millis(100)
-}
-
-fn default_min_attempt_time() -> Duration {
-    Duration::from_secs(1)
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

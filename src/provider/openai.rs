@@ -266,7 +266,13 @@ impl ChunkDecoder {
     fn delta(&mut self, delta: Delta, out: &mut Vec<ProviderEvent>) {
         // Reasoning comes before the answer it leads to; a server sends one of the two
         // names (some send both, the same text: then only the first).
-        if let Some(text) = delta.reasoning_content.or(delta.reasoning)
+        let said = |text: &Option<Text>| text.as_ref().is_some_and(|t| !t.is_empty());
+        let reasoning = if said(&delta.reasoning_content) {
+            delta.reasoning_content
+        } else {
+            delta.reasoning
+        };
+        if let Some(text) = reasoning
             && !text.is_empty()
         {
             out.push(ProviderEvent::Reasoning(ReasoningPiece::Text, text));

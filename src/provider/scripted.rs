@@ -72,12 +72,12 @@ fn plan(script: &Script, call: &ProviderCall) -> Reply {
         .reasoning
         .as_ref()
         .map(|text| Pieces::new(Source::Owned(text.clone()), script.chunk));
+    let input_tokens = call.input.messages.iter().map(|m| words(m) as u64).sum();
     if call.target_attempt <= script.fail_attempts {
         // Reasoning commits nothing: a failure after it still fails before output.
-        return Reply::failed(first, failure(script, "failure before output"))
-            .with_reasoning(reasoning);
+        let error = failure(script, "failure before output");
+        return Reply::failed(first, error, input_tokens).with_reasoning(reasoning);
     }
-    let input_tokens = call.input.messages.iter().map(|m| words(m) as u64).sum();
     let (deltas, finish) = match (&script.tool_call, &script.reply) {
         (Some(tool), _) => {
             let mut events = VecDeque::new();

@@ -18,7 +18,8 @@ pub struct AttemptBudget {
     pub retries_per_target: u32,
     /// First back-off before retrying one target; doubles each time.
     pub backoff: Duration,
-    /// No attempt after the first starts with less of the retry budget left than this.
+    /// No attempt starts (or leaves the admission queue) with less of the retry budget left
+    /// than this.
     pub min_attempt_time: Duration,
     /// Whether a target's `rejected` error ends the execution instead of falling back.
     pub stop_on_rejected: bool,
@@ -90,9 +91,10 @@ impl AttemptBudget {
         (self.deadline, ErrorCode::DeadlineExceeded)
     }
 
-    /// The latest a new attempt may start: `min_attempt_time` before the budget's end, or
-    /// the deadline if that comes first, with the code that names which one.
-    fn start_by(&self) -> (Instant, ErrorCode) {
+    /// The latest an attempt may start (or leave the admission queue): `min_attempt_time`
+    /// before the budget's end, or the deadline if that comes first, with the code that
+    /// names which one.
+    pub fn start_by(&self) -> (Instant, ErrorCode) {
         let budget = self
             .budget_end
             .checked_sub(self.min_attempt_time)
@@ -127,6 +129,10 @@ impl AttemptBudget {
             }
             ErrorClass::Rejected => false,
         };
+        // A rejection with no other target to try is the answer, whatever time is left.
+        if !same_target_may_serve && (!failure.has_next_target || !self.allow_fallback) {
+            return Decision::Stop(ErrorCode::Rejected);
+        }
         // What ends the execution when nothing else may be tried.
         let nothing_left = if same_target_may_serve {
             ErrorCode::AttemptsExhausted

@@ -160,6 +160,9 @@ impl Driver {
                 .await;
         }
         let (stop_at, stop_code) = self.job.budget.stop_at();
+        // An attempt (its admission wait included) may only start with `min_attempt_time` of
+        // the budget left.
+        let (start_by, late_code) = self.job.budget.start_by();
         let providers = self.deps.providers.clone();
         let mut tally = Tally::default();
         let mut index = 0;
@@ -167,7 +170,7 @@ impl Driver {
             let target = targets[index];
             let slot = providers.get(&target.provider);
             tally.attempts += 1;
-            let mut race = Race::new(&self.handle, stop_at, stop_code);
+            let mut race = Race::new(&self.handle, start_by, late_code);
             let end = self.attempt(slot, target, &mut tally, &mut race).await?;
             let error = match &end.kind {
                 EndKind::Succeeded(_) => return Ok(()),
@@ -273,10 +276,9 @@ impl Driver {
 
     /// Forwards one provider stream into the store, holding `permit` until it ends, and on
     /// success appends `execution.completed`. The stream (and with it the provider call) is
-    /// dropped on every way out. Until output is committed the attempt is cut at the race's
-    /// stop time (budget or deadline); after, only the deadline applies: the retry budget
-    /// bounds trying, not a reply already streaming. A cut call's unreported usage is
-    /// recorded before the attempt ends.
+    /// dropped on every way out. The race stops it at the deadline (or a cancellation): the
+    /// retry budget bounds trying, not an attempt already sent. A cut call's unreported usage
+    /// is recorded before the attempt ends.
     ///
     /// What the provider has ready at once is taken as one batch and recorded; it reaches the
     /// store with the events recorded before it, before the driver next waits or when it
@@ -403,9 +405,15 @@ impl Driver {
             // Nothing routed yet: the last resort records the empty routing step.
             return Err(StoreError::NotFound(id));
         }
+        // What the last attempt streamed: its output and its reasoning, none of an earlier
+        // attempt's.
+        let events = self.deps.store.follow(id)?.read(0, usize::MAX);
+        let last_start = events
+            .iter()
+            .rposition(|e| matches!(e.payload, EventPayload::AttemptStarted(_)))
+            .unwrap_or(events.len());
         let mut tracker = CommitTracker::new();
-        for event in self.deps.store.follow(id)?.read(0, usize::MAX) {
-            // Only the running attempt can have committed output: nothing is retried after.
+        for event in &events[last_start..] {
             tracker.record(&event.payload);
         }
         let committed = tracker.committed();

@@ -3,11 +3,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::bounds::{self, count, duration, duration_from, items};
 use super::{capabilities, invalid, name};
 use crate::config::raw::{RawAbility, RawPolicy};
 use crate::config::{AbilityConfig, ConfigError, PolicyConfig, ProviderConfig, Target};
+
+/// `min_attempt_time` when the policy sets none (and its budget is at least twice this).
+const DEFAULT_MIN_ATTEMPT_TIME: Duration = Duration::from_secs(1);
 
 pub(super) fn policy(
     key: &str,
@@ -73,28 +77,34 @@ pub(super) fn policy(
         backoff: duration_from(
             &format!("{key}.backoff"),
             raw.backoff,
-            std::time::Duration::ZERO,
+            Duration::ZERO,
             bounds::MAX_WAIT,
         )?,
-        // At most the budget, or not even the first attempt could start.
-        min_attempt_time: duration_from(
-            &format!("{key}.min_attempt_time"),
-            raw.min_attempt_time,
-            std::time::Duration::ZERO,
-            raw.retry_budget.min(bounds::MAX_DEADLINE),
-        )
-        .map_err(|_| {
-            invalid(
-                format!("{key}.min_attempt_time"),
-                format!(
-                    "must be at most the policy's retry_budget ({}), or not even a first \
-                     attempt could start; the default is 1s",
-                    humantime::format_duration(raw.retry_budget)
-                ),
-            )
-        })?,
+        min_attempt_time: min_attempt_time(key, raw.min_attempt_time, raw.retry_budget)?,
         on_rejected: raw.on_rejected,
     })
+}
+
+/// `min_attempt_time`: unset, 1 s, or half the budget when that is less; set, less than the
+/// budget, or no attempt could ever start.
+fn min_attempt_time(
+    key: &str,
+    value: Option<Duration>,
+    budget: Duration,
+) -> Result<Duration, ConfigError> {
+    let Some(value) = value else {
+        return Ok(DEFAULT_MIN_ATTEMPT_TIME.min(budget / 2));
+    };
+    if value >= budget {
+        return Err(invalid(
+            format!("{key}.min_attempt_time"),
+            format!(
+                "must be less than the policy's retry_budget ({}), or no attempt could start",
+                humantime::format_duration(budget)
+            ),
+        ));
+    }
+    Ok(value)
 }
 
 pub(super) fn ability(

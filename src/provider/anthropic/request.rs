@@ -47,6 +47,10 @@ pub(super) fn body(
         body.insert("tools".into(), Value::Array(tools));
     }
     let p = &input.parameters;
+    // Thinking comes out of `max_tokens`: with no limit set, the default is room for the
+    // answer beyond the reasoning budget.
+    let default_max_tokens =
+        default_max_tokens.saturating_add(p.reasoning_budget_tokens.unwrap_or(0));
     body.insert(
         "max_tokens".into(),
         p.max_output_tokens.unwrap_or(default_max_tokens).into(),
@@ -153,7 +157,10 @@ fn turn(at: &str, m: &Message) -> Result<(&'static str, Vec<Value>), ProviderErr
         Role::Assistant => {
             for (k, call) in m.tool_calls.iter().enumerate() {
                 let field = format!("{at}.tool_calls[{k}].arguments_json");
-                let input = json_object(&field, &call.arguments_json)?;
+                // This protocol needs the arguments as an object; chat completions carries
+                // them as text, so another target may still take the request.
+                let input = json_object(&field, &call.arguments_json)
+                    .map_err(|e| ProviderError::rejected(e.code, e.message))?;
                 blocks.push(json!({
                     "type": "tool_use",
                     "id": call.id,
@@ -171,8 +178,11 @@ fn turn(at: &str, m: &Message) -> Result<(&'static str, Vec<Value>), ProviderErr
     }
 }
 
+/// A message's content blocks; in an assistant message its thinking blocks go first, as the
+/// protocol wants them.
 fn parts(at: &str, m: &Message) -> Result<Vec<Value>, ProviderError> {
     let mut blocks = Vec::with_capacity(m.content.len());
+    let mut thinking = Vec::new();
     for (j, part) in m.content.iter().enumerate() {
         let field = format!("{at}.content[{j}]");
         let block = match part {
@@ -196,13 +206,24 @@ fn parts(at: &str, m: &Message) -> Result<Vec<Value>, ProviderError> {
             // Thinking blocks go back as they came, signature and all, so the model can
             // check and continue its reasoning (required for tool use with thinking).
             ContentPart::Reasoning(r) if !r.redacted.is_empty() => {
-                json!({"type": "redacted_thinking", "data": r.redacted})
+                thinking.push(json!({"type": "redacted_thinking", "data": r.redacted}));
+                continue;
             }
-            ContentPart::Reasoning(r) => {
-                json!({"type": "thinking", "thinking": r.text, "signature": r.signature})
+            ContentPart::Reasoning(r) if !r.signature.is_empty() => {
+                thinking.push(
+                    json!({"type": "thinking", "thinking": r.text, "signature": r.signature}),
+                );
+                continue;
             }
+            // Unsigned reasoning (another provider's) is nothing this protocol can check:
+            // left out, as chat completions leaves out all of it.
+            ContentPart::Reasoning(_) => continue,
         };
         blocks.push(block);
     }
-    Ok(blocks)
+    if thinking.is_empty() {
+        return Ok(blocks);
+    }
+    thinking.append(&mut blocks);
+    Ok(thinking)
 }

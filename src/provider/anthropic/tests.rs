@@ -4,8 +4,8 @@ use serde_json::{Value, json};
 
 use super::request::body;
 use crate::execution::{
-    ContentPart, ErrorClass, ExecutionInput, GenerationParameters, Image, Message, ResponseFormat,
-    ResponseFormatKind, Role, ToolCall, ToolDefinition,
+    ContentPart, ErrorClass, ExecutionInput, GenerationParameters, Image, Message, Reasoning,
+    ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
 };
 
 fn message(role: Role, parts: &[&str]) -> Message {
@@ -165,8 +165,8 @@ fn input_the_protocol_cannot_express_names_the_field() {
                 ..Default::default()
             },
             "input.messages[1].tool_calls[0].arguments_json: ",
-            // Arguments that are not a JSON object no protocol takes.
-            ErrorClass::Invalid,
+            // Arguments that are not a JSON object: chat completions carries them as text.
+            ErrorClass::Rejected,
         ),
         (
             with(GenerationParameters {
@@ -213,4 +213,45 @@ fn the_callers_limit_wins_over_the_default() {
         ..Default::default()
     };
     assert_eq!(encode(&input)["max_tokens"], 12);
+}
+
+#[test]
+fn signed_thinking_goes_back_first_and_unsigned_reasoning_is_left_out() {
+    let mut assistant = message(Role::Assistant, &["Four."]);
+    let reasoning = |text: &str, signature: &str, redacted: &str| {
+        ContentPart::Reasoning(Reasoning {
+            text: text.into(),
+            signature: signature.into(),
+            redacted: redacted.into(),
+        })
+    };
+    // As a caller might send them: after the text, and one from another provider unsigned.
+    assistant.content.extend([
+        reasoning("Two and two.", "sig", ""),
+        reasoning("", "", "opaque"),
+        reasoning("from a chat completions model", "", ""),
+    ]);
+    let input = ExecutionInput {
+        messages: vec![Message::user("2+2?"), assistant],
+        parameters: GenerationParameters {
+            reasoning_budget_tokens: Some(2048),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let sent = encode(&input);
+    assert_eq!(
+        sent["messages"][1]["content"],
+        json!([
+            {"type": "thinking", "thinking": "Two and two.", "signature": "sig"},
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "text", "text": "Four."},
+        ])
+    );
+    assert_eq!(
+        sent["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
+    // No max_output_tokens: room for the answer beyond the budget.
+    assert_eq!(sent["max_tokens"], 4096 + 2048);
 }

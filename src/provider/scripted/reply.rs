@@ -167,18 +167,16 @@ impl Reply {
         }
     }
 
-    /// A reply that is one failure, after `delay`.
-    pub(super) fn failed(delay: Duration, error: ProviderError) -> Self {
-        let mut reply = Self::new(
+    /// A reply that fails before any output, after `delay`, reporting its usage first (the
+    /// prompt, and any reasoning streamed), as a provider bills a failed call.
+    pub(super) fn failed(delay: Duration, error: ProviderError, input_tokens: u64) -> Self {
+        Self::new(
             Deltas::Events(VecDeque::new()),
-            None,
-            0,
+            Some((0, error)),
+            input_tokens,
             FinishReason::Other,
             (delay, delay),
-        );
-        reply.ended = true;
-        reply.tail.push_back((delay, Err(error)));
-        reply
+        )
     }
 
     /// The reply with `reasoning` streamed first.
@@ -229,10 +227,11 @@ impl Reply {
             Deltas::Events(events) => !events.is_empty(),
             Deltas::Text(pieces) => !pieces.is_empty(),
         };
+        // A failure after 0 deltas is a failure before output: due whatever is left.
         let failure = self
             .fail_after
             .take()
-            .filter(|_| left)
+            .filter(|(after, _)| left || *after == 0)
             .map(|(_, error)| error);
         // Usage waits for the first delay only when no delta did; a failure waits the
         // interval, as the next delta would have.
@@ -247,7 +246,10 @@ impl Reply {
             (UsageUnit::INPUT_TOKENS, self.input_tokens),
             (UsageUnit::OUTPUT_TOKENS, self.sent + self.thought),
         ];
-        for (unit, quantity) in counts.into_iter().chain(reasoning) {
+        // A call that fails before it produced anything (a 503, a 429) was not billed.
+        let billed = failure.is_none() || self.sent + self.thought > 0;
+        let counts = counts.into_iter().chain(reasoning).filter(|_| billed);
+        for (unit, quantity) in counts {
             let usage = UsageQuantity {
                 unit,
                 quantity,

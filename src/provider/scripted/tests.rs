@@ -171,7 +171,23 @@ async fn reasons_before_it_replies_or_fails() {
     };
     let events = run(failing, call(1, "ok")).await;
     assert_eq!(&events[..2], [thought("hmm, "), thought("yes")]);
-    assert!(matches!(&events[2..], [Err(_)]), "{events:?}");
+    // The reasoning was billed: usage comes before the failure.
+    let usage: Vec<_> = events[2..5]
+        .iter()
+        .map(|e| match e {
+            Ok(ProviderEvent::Usage(u)) => (u.unit.clone(), u.quantity),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        usage,
+        [
+            (UsageUnit::INPUT_TOKENS, 1),
+            (UsageUnit::OUTPUT_TOKENS, 2),
+            (UsageUnit::REASONING_TOKENS, 2)
+        ]
+    );
+    assert!(matches!(&events[5..], [Err(_)]), "{events:?}");
 }
 
 #[tokio::test]

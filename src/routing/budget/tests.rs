@@ -343,3 +343,19 @@ fn a_retry_after_of_zero_still_waits_the_backoff() {
         }
     );
 }
+
+#[test]
+fn a_late_rejection_with_nothing_else_to_try_reports_the_rejection() {
+    let now = Instant::now();
+    let b = budget(now);
+    let e = error(ErrorClass::Rejected, None);
+    let last = Failure {
+        has_next_target: false,
+        ..failure(&e)
+    };
+    // The attempt outlived the budget (it may, once sent): the rejection is still the answer.
+    assert_eq!(
+        b.decide(last, now + Duration::from_secs(20)),
+        Decision::Stop(ErrorCode::Rejected)
+    );
+}

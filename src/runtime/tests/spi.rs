@@ -13,9 +13,11 @@ use futures_util::{StreamExt, stream};
 use crate::config::{AbilitySpec, Config, PolicySpec, ProviderSpec};
 use crate::execution::{
     AttemptCode, ErrorCode, ExecuteRequest, ExecutionInput, ExecutionState, FinishReason, Message,
-    NextAction, Outcome, UsageQuantity, UsageSource, UsageUnit,
+    NextAction, Outcome, ReasoningPiece, UsageQuantity, UsageSource, UsageUnit,
 };
-use crate::provider::{Provider, ProviderCall, ProviderEvent, ProviderStream, plain_stream};
+use crate::provider::{
+    Provider, ProviderCall, ProviderError, ProviderEvent, ProviderStream, plain_stream,
+};
 use crate::runtime::Runtime;
 
 /// `limited` has four permits and room for sixteen waiters; `spare`, plenty of permits and no
@@ -232,4 +234,50 @@ async fn a_panic_mid_stream_keeps_the_evidence() {
     assert_eq!(attempt.next_action, Some(NextAction::Stop));
     assert_eq!(view.usage.len(), 1);
     assert_eq!(runtime.metadata().providers[0].in_flight, 0);
+}
+
+/// Attempt 1 reasons, then fails before output; attempt 2 reasons, answers, then panics.
+#[derive(Debug)]
+struct ReasonsThenPanics;
+
+impl Provider for ReasonsThenPanics {
+    fn call(&self, call: ProviderCall) -> ProviderStream {
+        let thought = |t: &str| Ok(ProviderEvent::Reasoning(ReasoningPiece::Text, t.into()));
+        if call.attempt == 1 {
+            let error = ProviderError::retryable(AttemptCode::Overloaded, "overloaded");
+            return plain_stream(stream::iter([thought("first try"), Err(error)]));
+        }
+        plain_stream(
+            stream::iter([
+                thought("second try"),
+                Ok(ProviderEvent::TextDelta("ok".into())),
+            ])
+            .chain(stream::once(async {
+                tokio::task::yield_now().await;
+                panic!("adapter bug after output")
+            })),
+        )
+    }
+}
+
+#[tokio::test]
+async fn a_panic_keeps_only_the_running_attempts_reasoning() {
+    let provider = Arc::new(ReasonsThenPanics);
+    let runtime = Runtime::builder(config())
+        .provider("limited", provider.clone())
+        .provider("spare", provider)
+        .build()
+        .unwrap();
+    let view = runtime.submit(request()).await.unwrap();
+    let _: Vec<_> = runtime.watch(view.id, 0).unwrap().collect().await;
+    let view = runtime.get(view.id).unwrap();
+    assert_eq!(view.error.unwrap().code, ErrorCode::InternalError);
+    assert_eq!(view.partial_output.text, "ok");
+    let reasoning: Vec<_> = view
+        .partial_output
+        .reasoning
+        .iter()
+        .map(|r| r.text.as_str())
+        .collect();
+    assert_eq!(reasoning, ["second try"]);
 }

@@ -81,6 +81,18 @@ pub(super) fn check(config: &Config, input: &ExecutionInput, v: &mut Violations)
             "must be at least 1 when set",
         );
     }
+    match (p.reasoning_budget_tokens, p.max_output_tokens) {
+        (Some(0), _) => v.push(
+            "input.parameters.reasoning_budget_tokens",
+            "must be at least 1 when set",
+        ),
+        // The answer comes out of the same budget as the reasoning.
+        (Some(budget), Some(max)) if budget >= max => v.push(
+            "input.parameters.reasoning_budget_tokens",
+            format!("must be less than max_output_tokens ({max})"),
+        ),
+        _ => {}
+    }
     if let Some(format) = &p.response_format
         && format.kind == ResponseFormatKind::JsonSchema
         && !is_json_object(&format.json_schema)
@@ -148,10 +160,12 @@ fn message(i: usize, m: &Message, v: &mut Violations) {
                     "is only sent back in an assistant message",
                 );
             }
-            ContentPart::Reasoning(r) if r.text.is_empty() == r.redacted.is_empty() => {
+            ContentPart::Reasoning(r)
+                if (r.text.is_empty() && r.signature.is_empty()) == r.redacted.is_empty() =>
+            {
                 v.push(
                     format!("{}.content[{j}].reasoning", at()),
-                    "needs exactly one of `text` and `redacted`",
+                    "needs `text` (or a `signature`) or `redacted`, not both",
                 );
             }
             _ => {}
