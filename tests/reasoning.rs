@@ -1,4 +1,5 @@
-//! Reasoning models over real HTTP upstreams speaking each wire format: thinking streams as
+//! Reasoning models over real HTTP upstreams speaking each wire format (the first test runs
+//! the real binary on a config file): thinking streams as
 //! `output.reasoning.delta` tagged with its attempt and commits nothing, so a failure after
 //! it still falls back; a thinking block's signature comes back in the result and goes
 //! upstream again on the next turn.
@@ -7,16 +8,18 @@
 
 mod common;
 
-use common::adapters::{anthropic_at, data, env, event, openai_at};
+use common::adapters::{KEY, anthropic_at, data, env, event, openai_at};
 use common::anthropic::{
     block_start, block_stop, delta, message_delta, message_start, message_stop, text_delta,
 };
+use common::process::start_server_env;
 use common::upstream::{Upstream, sse};
 use common::*;
 use model_runtime::Config;
 use model_runtime::config::{AbilitySpec, PolicySpec};
 use model_runtime::pb;
 use model_runtime::pb::execution_event::Payload;
+use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 
 const USAGE: &str = r#"{"input_tokens":12,"output_tokens":1}"#;
 const THINKING: &str = r#"{"type":"thinking","thinking":"","signature":""}"#;
@@ -85,15 +88,24 @@ async fn reasoning_then_overload_falls_back_and_each_attempt_tags_its_reasoning(
     ]))
     .await;
     let openai = Upstream::always(sse(&openai_reasoning_reply())).await;
+    // The real binary, on a config file, with the key in its environment.
     let config = Config::builder()
         .provider("an", anthropic_at(&anthropic.base_url(), "claude"))
         .provider("oa", openai_at(&openai.base_url(), "r1"))
         .policy("default", PolicySpec::new(&["an/claude", "oa/r1"]))
-        .ability("chat", AbilitySpec::new("default"))
-        .build_with_env(&env)
+        .ability("chat", AbilitySpec::new("default"));
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), config.to_toml()).unwrap();
+    let path = file.path().to_str().unwrap().to_owned();
+    let (_server, addr) = tokio::task::spawn_blocking(move || {
+        start_server_env(&["--config", &path], &[("TEST_API_KEY", KEY)], WAIT)
+    })
+    .await
+    .unwrap();
+    let mut client = within(ModelRuntimeClient::connect(format!("http://{addr}")))
+        .await
         .unwrap();
-    let mut server = start_with(config).await;
-    let events = execute(&mut server.client, request("chat", "2+2?")).await;
+    let events = execute(&mut client, request("chat", "2+2?")).await;
 
     assert_complete_sequence(&events);
     assert_eq!(
@@ -111,12 +123,11 @@ async fn reasoning_then_overload_falls_back_and_each_attempt_tags_its_reasoning(
     // The result keeps the reasoning of the attempt that answered, not the failed one's.
     assert_eq!(output.reasoning.len(), 1);
     assert_eq!(output.reasoning[0].text, "Two and two.");
-    let view = get(&mut server.client, &events[0].execution_id).await;
+    let view = get(&mut client, &events[0].execution_id).await;
     let first = &view.attempts[0];
     assert!(!first.output_committed, "reasoning commits nothing");
     assert_eq!(first.error.as_ref().unwrap().code, "overloaded");
     assert_eq!(first.next_action(), pb::NextAction::Fallback);
-    server.stop().await;
 }
 
 #[tokio::test]
