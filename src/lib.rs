@@ -56,6 +56,7 @@
 //! | append before every wait | `runtime/driver/pending.rs` |
 //! | retention and capacity of terminal executions | `store/retention.rs` |
 //! | resumable cursors (`Watch`) | `runtime/watch.rs` |
+//! | cancellation, with or without a driver | `runtime/cancel.rs` |
 //! | errors -> gRPC statuses | `service/status.rs` |
 //! | shutdown order | `runtime.rs` (`Runtime::shutdown`), `server.rs` |
 //! | connection and stream limits, stalled streams | `server/connection.rs`, `server/stream.rs` |

@@ -5,6 +5,7 @@
 //! (`metadata`), providers paired with their admission gates (`targets`), and the errors the
 //! runtime returns (`error`).
 
+mod cancel;
 mod driver;
 mod error;
 pub mod limits;
@@ -25,23 +26,18 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, OnRejected, StoreKind};
 use crate::execution::idempotency::{Idempotency, Resolved};
-use crate::execution::{
-    Acceptance, ErrorCode, EventPayload, ExecuteRequest, Execution, ExecutionId, IdMap,
-};
+use crate::execution::{Acceptance, EventPayload, ExecuteRequest, Execution, ExecutionId, IdMap};
 use crate::provider::{Provider, ProviderInitError};
 use crate::routing::{self, AttemptBudget, Plans};
 use crate::store::{Created, EventStore, MemoryStore, NewExecution, StoreError, StoreLimits};
-use driver::{Deps, DriverHandle, Job, SizeLimits, evidence};
+use cancel::CANCEL_GRACE;
+use driver::{Deps, DriverHandle, Job, SizeLimits};
 use targets::Slots;
 use validate::validate;
 
 pub use error::{Exhausted, FieldViolation, NotReady, RuntimeError, Violations};
 pub use metadata::{ProviderStatus, RuntimeMetadata, RuntimeState};
 pub use watch::EventStream;
-
-/// How long `cancel` waits for a driver to record the cancellation before recording it
-/// itself. Drivers select on cancellation at every wait, so this is only a safety net.
-const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// Whether a submission also follows its execution.
 #[derive(Debug, Clone, Copy)]
@@ -346,117 +342,6 @@ impl Runtime {
             .store
             .get(id)
             .map_err(|e| RuntimeError::from_store(e, None))
-    }
-
-    /// Cancels a non-terminal execution and returns it once cancelled; a terminal execution
-    /// is returned unchanged.
-    pub async fn cancel(
-        &self,
-        id: ExecutionId,
-        reason: Option<String>,
-    ) -> Result<Execution, RuntimeError> {
-        if reason
-            .as_ref()
-            .is_some_and(|r| r.len() > limits::MAX_CANCEL_REASON_BYTES)
-        {
-            return Err(RuntimeError::invalid(
-                "reason",
-                format!("is longer than {} bytes", limits::MAX_CANCEL_REASON_BYTES),
-            ));
-        }
-        let view = self.get(id)?;
-        if view.state.is_terminal() {
-            return Ok(view);
-        }
-        // Under the drivers' lock: either this finds the driver, or the driver (registering
-        // later) finds this cancellation's handle and never calls its provider.
-        let (handle, found) = {
-            let mut drivers = self.drivers();
-            match drivers.get(&id) {
-                Some(handle) => (handle.clone(), true),
-                None => {
-                    let handle = Arc::new(DriverHandle::default());
-                    drivers.insert(id, handle.clone());
-                    (handle, false)
-                }
-            }
-        };
-        handle.cancel(reason.clone());
-        if found {
-            if let Some(view) = self.wait_terminal(view, CANCEL_GRACE).await? {
-                return Ok(view);
-            }
-            tracing::warn!(execution_id = %id, "driver did not record the cancellation in time");
-        }
-        let recorded = self.record_cancellation(id, reason).await;
-        if !found {
-            let mut drivers = self.drivers();
-            if drivers.get(&id).is_some_and(|h| Arc::ptr_eq(h, &handle)) {
-                drivers.remove(&id);
-            }
-        }
-        recorded
-    }
-
-    /// Ends an execution that no driver is running as cancelled, and returns it.
-    async fn record_cancellation(
-        &self,
-        id: ExecutionId,
-        reason: Option<String>,
-    ) -> Result<Execution, RuntimeError> {
-        let mut view = self.get(id)?;
-        let last_attempt_error = view.attempts.iter().rev().find_map(|a| a.error.clone());
-        let payload = evidence::failure(
-            ErrorCode::Cancelled,
-            evidence::cancel_message(reason.as_deref()),
-            evidence::outcome_of(&view.attempts),
-            last_attempt_error,
-            view.partial_output.clone(),
-            reason,
-        );
-        match self.inner.deps.store.append(id, payload).await {
-            // From the event itself: the store may let the execution go as it ends.
-            Ok(event) if event.sequence == view.last_sequence + 1 => {
-                view.apply(&event);
-                Ok(view)
-            }
-            Ok(_) | Err(StoreError::AlreadyTerminal(_)) => self.get(id),
-            Err(e) => Err(RuntimeError::from_store(e, None)),
-        }
-    }
-
-    /// Waits until the execution `view` shows is terminal, at most `limit`, and returns it
-    /// then; `None` if it is not by then. The view is brought up to date from the events a
-    /// follower reads, not from the store's own view: the store may let the execution go as
-    /// soon as it ends.
-    async fn wait_terminal(
-        &self,
-        mut view: Execution,
-        limit: Duration,
-    ) -> Result<Option<Execution>, RuntimeError> {
-        let store = &self.inner.deps.store;
-        let mut follower = store
-            .follow(view.id)
-            .map_err(|e| RuntimeError::from_store(e, None))?;
-        let wait = async {
-            loop {
-                follower.changes().mark_seen();
-                for event in follower.read(view.last_sequence, usize::MAX) {
-                    view.apply(&event);
-                }
-                if view.state.is_terminal() {
-                    return Some(view);
-                }
-                if follower.changes().changed().await.is_err() {
-                    // Nothing more will come; what there was has been read above.
-                    for event in follower.read(view.last_sequence, usize::MAX) {
-                        view.apply(&event);
-                    }
-                    return view.state.is_terminal().then_some(view);
-                }
-            }
-        };
-        Ok(tokio::time::timeout(limit, wait).await.ok().flatten())
     }
 
     /// What the runtime is and can do now.

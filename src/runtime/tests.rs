@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 
 use super::*;
 use crate::config::{AbilitySpec, Chunk, FailError, PolicySpec, ProviderSpec, Script};
-use crate::execution::{ExecutionInput, ExecutionState, Message, NextAction, Outcome};
+use crate::execution::{ErrorCode, ExecutionInput, ExecutionState, Message, NextAction, Outcome};
 use crate::store::faulty::{Faults, FaultyStore};
 
 mod routing_properties;
