@@ -37,6 +37,9 @@ pub struct Faults {
     /// A batch holding `execution.routing` waits for a permit here before it is appended,
     /// so an execution stays `ACCEPTED` until the test adds one.
     pub hold_routing: Option<Arc<Semaphore>>,
+    /// A single-event append (what a cancellation that finds no driver writes) waits for a
+    /// permit here before it is appended.
+    pub hold_single_appends: Option<Arc<Semaphore>>,
 }
 
 /// A store with [`Faults`].
@@ -140,9 +143,15 @@ impl EventStore for FaultyStore {
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
-        match self.write() {
-            Ok(()) => self.inner.append(id, payload),
-            Err(e) => Box::pin(std::future::ready(Err(e))),
+        if let Err(e) = self.write() {
+            return Box::pin(std::future::ready(Err(e)));
+        }
+        match &self.faults.hold_single_appends {
+            Some(gate) => Box::pin(async move {
+                let _open = gate.acquire().await;
+                self.inner.append(id, payload).await
+            }),
+            None => self.inner.append(id, payload),
         }
     }
 

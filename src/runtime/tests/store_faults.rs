@@ -78,25 +78,28 @@ async fn a_submission_dropped_while_the_store_creates_is_still_driven_to_its_end
     assert_eq!(rt.get(id).unwrap().state, ExecutionState::Succeeded);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_cancel_between_the_create_and_the_driver_wins() {
+/// [`with_faults`] with provider `a` counting its calls: the runtime, its store, the count.
+fn counting(faults: Faults) -> (Runtime, Arc<FaultyStore>, Arc<AtomicU32>) {
     let calls = Arc::new(AtomicU32::new(0));
     let memory = Arc::new(MemoryStore::new(crate::store::conformance::limits(
         100,
         Duration::from_secs(60),
     )));
-    let store = Arc::new(FaultyStore::new(
-        memory,
-        Faults {
-            create_pending_polls: 3,
-            ..Faults::default()
-        },
-    ));
+    let store = Arc::new(FaultyStore::new(memory, faults));
     let rt = Runtime::builder(config())
         .store(store.clone())
         .provider("a", Arc::new(CountsCalls(calls.clone())))
         .build()
         .unwrap();
+    (rt, store, calls)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_between_the_create_and_the_driver_wins() {
+    let (rt, store, calls) = counting(Faults {
+        create_pending_polls: 3,
+        ..Faults::default()
+    });
     let mut submit = pin!(rt.submit(request("fallback", "hi")));
     assert!(futures_util::poll!(submit.as_mut()).is_pending());
     // The record exists and no driver is registered yet: the cancellation is stored as the
@@ -118,6 +121,39 @@ async fn a_cancel_between_the_create_and_the_driver_wins() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     assert_eq!(rt.get(id).unwrap().state, ExecutionState::Cancelled);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_driver_that_registers_while_a_cancel_is_being_written_takes_the_cancellation() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (rt, store, calls) = counting(Faults {
+        create_pending_polls: 3,
+        hold_single_appends: Some(gate.clone()),
+        ..Faults::default()
+    });
+    let mut submit = pin!(rt.submit(request("fallback", "hi")));
+    assert!(futures_util::poll!(submit.as_mut()).is_pending());
+    let [id] = store.created()[..] else {
+        panic!("one execution created: {:?}", store.created())
+    };
+    // The cancel finds no driver; its write of the end is held back...
+    let mut cancel = pin!(rt.cancel(id, Some("changed my mind".into())));
+    assert!(futures_util::poll!(cancel.as_mut()).is_pending());
+    // ...while the submission finishes and its driver registers and runs.
+    assert_eq!(submit.await.unwrap().id, id);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the provider was called");
+    gate.add_permits(1);
+    let cancelled = cancel.await.unwrap();
+    assert_eq!(cancelled.state, ExecutionState::Cancelled);
+    let events = all_events(&rt, id).await;
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.as_ref().unwrap().is_terminal())
+            .count(),
+        1
+    );
 }
 
 #[tokio::test(start_paused = true)]
