@@ -14,7 +14,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::pb;
-use crate::runtime::{Runtime, limits};
+use crate::runtime::{Runtime, RuntimeState, limits};
 use crate::service::ModelRuntimeService;
 
 mod connection;
@@ -27,6 +27,9 @@ use incoming::Incoming;
 /// After the drain, how long open streams (slow readers, health watches) get to finish before
 /// their connections are closed, so a stop always ends.
 const CONNECTION_GRACE: Duration = Duration::from_secs(5);
+
+/// How often the server checks whether the event store has failed, for health.
+const STORAGE_CHECK: Duration = Duration::from_millis(250);
 
 /// How long the server waits after failing to accept a connection before it tries again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
@@ -89,20 +92,28 @@ pub async fn serve(
         let mut stopping = pin!(async {
             shutdown.await;
             tracing::info!("shutdown requested: draining");
-            health
-                .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
-                .await;
-            health
-                .set_service_status("", ServingStatus::NotServing)
-                .await;
+            not_serving(&health).await;
             runtime
                 .shutdown(runtime.config().server.drain_timeout)
                 .await;
         });
+        // A store that fails turns the runtime UNAVAILABLE; health says so too, overall and
+        // for the service, within a check's period.
+        let mut storage_failed = pin!(async {
+            let mut check = tokio::time::interval(STORAGE_CHECK);
+            check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            while runtime.state() != RuntimeState::Unavailable {
+                check.tick().await;
+            }
+            tracing::error!("the event store failed: health NOT_SERVING, new work UNAVAILABLE");
+            not_serving(&health).await;
+        });
+        let mut storage_reported = false;
         let mut incoming = pin!(incoming);
         loop {
             tokio::select! {
                 () = &mut stopping => break,
+                () = &mut storage_failed, if !storage_reported => storage_reported = true,
                 accepted = incoming.next() => match accepted {
                     Some(Ok(admitted)) => {
                         connections.spawn(http2.clone().serve(
@@ -138,3 +149,16 @@ pub async fn serve(
     tracing::info!("server stopped");
     Ok(())
 }
+
+/// Health `NOT_SERVING`, overall and for the service.
+async fn not_serving(health: &tonic_health::server::HealthReporter) {
+    health
+        .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
+        .await;
+    health
+        .set_service_status("", ServingStatus::NotServing)
+        .await;
+}
+
+#[cfg(test)]
+mod tests;
