@@ -87,7 +87,7 @@ pub struct ServerConfig {
     pub max_concurrent_streams: u32,
     /// How long a new connection has to send its first bytes.
     pub handshake_timeout: Duration,
-    /// HTTP/2 keepalive: how often an idle connection is pinged.
+    /// HTTP/2 keepalive: how often a connection is pinged.
     pub keepalive_interval: Duration,
     /// HTTP/2 keepalive: how long a ping may go unanswered before the connection is closed.
     pub keepalive_timeout: Duration,

@@ -82,10 +82,10 @@ pub async fn serve(
             .with_keepalive(Some(Duration::from_secs(60))),
         config.max_connections,
     );
-    let http2 = Http2::new(config);
     let stop = CancellationToken::new();
     let force = CancellationToken::new();
     let connections = TaskTracker::new();
+    let http2 = Http2::new(config, connections.clone());
     {
         // Connections are accepted until the drain is over: calls that arrive meanwhile get
         // UNAVAILABLE from the runtime, not a refused connection.

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use h2::{Ping, PingPong, Reason};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::service::Routes;
 
 use super::incoming::Admitted;
@@ -47,10 +48,12 @@ pub(super) struct Http2 {
     keepalive_interval: Duration,
     keepalive_timeout: Duration,
     stream_idle_timeout: Duration,
+    /// Where connections and their streams run, so the server's stop waits for both.
+    tasks: TaskTracker,
 }
 
 impl Http2 {
-    pub(super) fn new(config: &ServerConfig) -> Self {
+    pub(super) fn new(config: &ServerConfig, tasks: TaskTracker) -> Self {
         let mut builder = h2::server::Builder::new();
         builder
             .initial_window_size(WINDOW)
@@ -66,6 +69,7 @@ impl Http2 {
             keepalive_interval: config.keepalive_interval,
             keepalive_timeout: config.keepalive_timeout,
             stream_idle_timeout: config.stream_idle_timeout,
+            tasks,
         }
     }
 
@@ -112,7 +116,8 @@ impl Http2 {
                 accepted = conn.accept() => match accepted {
                     Some(Ok((request, respond))) => {
                         let idle = self.stream_idle_timeout;
-                        tokio::spawn(stream::serve(request, respond, routes.clone(), idle));
+                        let stream = stream::serve(request, respond, routes.clone(), idle);
+                        self.tasks.spawn(stream);
                     }
                     Some(Err(e)) => {
                         tracing::debug!(error = %e, "connection ended with an error");
