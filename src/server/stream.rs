@@ -34,10 +34,28 @@ pub(super) async fn serve(
             Service::<Request<tonic::body::Body>>::poll_ready(&mut routes, cx)
         })
         .await;
+        let limit = request
+            .headers()
+            .get("grpc-timeout")
+            .and_then(|value| grpc_timeout(value.as_bytes()));
         let call = routes.call(request);
+        // The caller's deadline bounds the wait for the answer (its headers; a stream then
+        // runs on its own terms), as tonic's server did.
+        let answer = async {
+            match limit {
+                Some(limit) => match tokio::time::timeout(limit, call).await {
+                    Ok(response) => response,
+                    Err(_) => Ok(tonic::Status::deadline_exceeded(
+                        "the call's grpc-timeout passed before it was answered",
+                    )
+                    .into_http()),
+                },
+                None => call.await,
+            }
+        };
         let response = tokio::select! {
             biased;
-            response = call => response,
+            response = answer => response,
             _ = future::poll_fn(|cx| respond.poll_reset(cx)) => return,
         };
         let Ok(response) = response;
@@ -51,6 +69,25 @@ pub(super) async fn serve(
     }
     .instrument(span)
     .await;
+}
+
+/// A `grpc-timeout` header's duration: at most 8 digits and a unit (`H`, `M`, `S`, `m`, `u`,
+/// `n`); `None` when it is malformed, which leaves the call without a server-side deadline.
+fn grpc_timeout(value: &[u8]) -> Option<Duration> {
+    let (unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
 }
 
 /// The most one stream asks the connection's window for at a time: a waiting stream claims
@@ -226,5 +263,27 @@ impl Body for RequestBody {
 
     fn is_end_stream(&self) -> bool {
         self.recv.is_end_stream()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_parse_by_the_spec_and_malformed_ones_are_none() {
+        for (header, expected) in [
+            ("1H", Duration::from_secs(3600)),
+            ("2M", Duration::from_secs(120)),
+            ("30S", Duration::from_secs(30)),
+            ("250m", Duration::from_millis(250)),
+            ("99999999u", Duration::from_micros(99_999_999)),
+            ("5n", Duration::from_nanos(5)),
+        ] {
+            assert_eq!(grpc_timeout(header.as_bytes()), Some(expected), "{header}");
+        }
+        for header in ["", "S", "10", "123456789S", "10x", "-1S", "1.5S", "10s"] {
+            assert_eq!(grpc_timeout(header.as_bytes()), None, "{header}");
+        }
     }
 }
