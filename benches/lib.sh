@@ -36,5 +36,12 @@ resident_cleanup() {
     rm -rf "$work"
 }
 
+# resident_serve CONFIG: starts BIN on CONFIG (its log in $work), setting $pid and $addr.
+resident_serve() {
+    RUST_LOG=warn,model_runtime=info "$BIN" serve --config "$1" 2>"$work/server.log" &
+    pid=$!
+    addr=$(server_addr "$work/server.log" "$pid") || exit 1
+}
+
 # rss: the server's resident memory in KiB.
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }

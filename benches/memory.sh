@@ -45,9 +45,7 @@ policy = "default"
 requires = ["text"]
 TOML
 
-RUST_LOG=warn,model_runtime=info "$BIN" serve --config "$work/queue.toml" 2>"$work/server.log" &
-pid=$!
-addr=$(server_addr "$work/server.log" "$pid") || exit 1
+resident_serve "$work/queue.toml"
 
 # Warm up connections and the code paths with a few, so "before" is a running server.
 "$CLIENT" bench --addr "$addr" --rpc submit --executions 100 --concurrency 4 --json >/dev/null

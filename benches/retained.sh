@@ -50,9 +50,7 @@ policy = "default"
 requires = ["text"]
 TOML
 
-RUST_LOG=warn,model_runtime=info "$BIN" serve --config "$work/retained.toml" 2>"$work/server.log" &
-pid=$!
-addr=$(server_addr "$work/server.log" "$pid") || exit 1
+resident_serve "$work/retained.toml"
 
 # Warm up connections and the code paths, so "before" is a running server.
 "$CLIENT" bench --addr "$addr" --deltas 16 --executions 100 --concurrency 4 --json >/dev/null

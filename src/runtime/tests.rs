@@ -80,18 +80,20 @@ fn runtime() -> Runtime {
     Runtime::new(config()).unwrap()
 }
 
-/// A runtime on the test configuration over a memory store with `faults`.
-fn with_faults(faults: Faults) -> (Runtime, Arc<FaultyStore>) {
+/// A memory store with `faults`, and a builder of the test configuration over it.
+fn faulty(faults: Faults) -> (RuntimeBuilder, Arc<FaultyStore>) {
     let memory = Arc::new(MemoryStore::new(crate::store::conformance::limits(
         100,
         Duration::from_secs(60),
     )));
     let store = Arc::new(FaultyStore::new(memory, faults));
-    let rt = Runtime::builder(config())
-        .store(store.clone())
-        .build()
-        .unwrap();
-    (rt, store)
+    (Runtime::builder(config()).store(store.clone()), store)
+}
+
+/// A runtime on the test configuration over a memory store with `faults`.
+fn with_faults(faults: Faults) -> (Runtime, Arc<FaultyStore>) {
+    let (builder, store) = faulty(faults);
+    (builder.build().unwrap(), store)
 }
 
 fn request(policy: &str, prompt: &str) -> ExecuteRequest {

@@ -40,19 +40,11 @@ fn request() -> pb::ExecuteRequest {
 #[tokio::test]
 async fn a_failed_store_turns_health_not_serving_and_refuses_new_work() {
     // Write 1 creates the first execution; write 2, its driver's first append, fails.
-    let memory = Arc::new(MemoryStore::new(limits(100, Duration::from_secs(60))));
-    let store = Arc::new(FaultyStore::new(
-        memory,
-        Faults {
-            fail_writes_from: Some(2),
-            ..Faults::default()
-        },
-    ));
-    let runtime = Runtime::builder(Config::embedded_default().unwrap())
-        .store(store)
-        .build()
-        .unwrap();
-    let (channel, _, stop, serving) = serving(runtime).await;
+    let (channel, _, stop, serving) = serving(Faults {
+        fail_writes_from: Some(2),
+        ..Faults::default()
+    })
+    .await;
     let mut client = ModelRuntimeClient::new(channel.clone());
     client.submit(request()).await.unwrap();
 
@@ -87,15 +79,22 @@ async fn a_failed_store_turns_health_not_serving_and_refuses_new_work() {
         .unwrap();
 }
 
-/// Serves `runtime` on a fresh loopback port: a channel to it, its address, and what stops it.
+/// Serves the embedded default over a memory store with `faults` on a fresh loopback port: a
+/// channel to it, its address, and what stops it.
 async fn serving(
-    runtime: Runtime,
+    faults: Faults,
 ) -> (
     tonic::transport::Channel,
     std::net::SocketAddr,
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<Result<(), super::ServerError>>,
 ) {
+    let memory = Arc::new(MemoryStore::new(limits(100, Duration::from_secs(60))));
+    let store = Arc::new(FaultyStore::new(memory, faults));
+    let runtime = Runtime::builder(Config::embedded_default().unwrap())
+        .store(store)
+        .build()
+        .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -115,19 +114,11 @@ async fn a_calls_grpc_timeout_bounds_the_wait_for_its_answer() {
     // The execution's first append waits at the gate, so its driver cannot record a
     // cancellation: CancelExecution would wait its 5 s grace before answering.
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let memory = Arc::new(MemoryStore::new(limits(100, Duration::from_secs(60))));
-    let store = Arc::new(FaultyStore::new(
-        memory,
-        Faults {
-            hold_routing: Some(gate.clone()),
-            ..Faults::default()
-        },
-    ));
-    let runtime = Runtime::builder(Config::embedded_default().unwrap())
-        .store(store)
-        .build()
-        .unwrap();
-    let (channel, addr, stop, task) = serving(runtime).await;
+    let (channel, addr, stop, task) = serving(Faults {
+        hold_routing: Some(gate.clone()),
+        ..Faults::default()
+    })
+    .await;
     let mut client = ModelRuntimeClient::new(channel);
     let submitted = client.submit(request()).await.unwrap().into_inner();
     // A raw HTTP/2 client: tonic's own would end the call at the deadline itself.

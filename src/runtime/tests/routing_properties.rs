@@ -5,7 +5,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use futures_util::StreamExt;
 use proptest::prelude::*;
 use tokio::time::Instant;
 
@@ -201,15 +200,8 @@ fn check(case: Case) -> Result<(), TestCaseError> {
         let request = request(&case);
         let runtime = Runtime::new(config.clone()).unwrap();
         let started = Instant::now();
-        let view = runtime.submit(request.clone()).await.unwrap();
-        let events: Vec<_> = runtime
-            .watch(view.id, 0)
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
-            .await;
+        let (view, events) = super::finish(&runtime, request.clone()).await;
         let elapsed = started.elapsed();
-        let view = runtime.get(view.id).unwrap();
 
         // Exactly one terminal event, last; gap-free sequences.
         prop_assert!(view.state.is_terminal());

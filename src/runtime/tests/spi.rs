@@ -202,14 +202,8 @@ async fn a_panic_mid_stream_keeps_the_evidence() {
         .provider("limited", Arc::new(PanicsMidStream))
         .build()
         .unwrap();
-    let view = runtime.submit(request()).await.unwrap();
-    let events: Vec<_> = runtime
-        .watch(view.id, 0)
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-        .await;
-    let types: Vec<_> = events.iter().map(|e| e.payload.type_name()).collect();
+    let (view, events) = super::finish(&runtime, request()).await;
+    let types = super::types(&events);
     assert_eq!(
         types,
         [
@@ -223,7 +217,6 @@ async fn a_panic_mid_stream_keeps_the_evidence() {
             "execution.failed",
         ]
     );
-    let view = runtime.get(view.id).unwrap();
     let error = view.error.unwrap();
     assert_eq!(error.code, ErrorCode::InternalError);
     assert_eq!(error.outcome, Outcome::Unknown);
@@ -268,9 +261,7 @@ async fn a_panic_keeps_only_the_running_attempts_reasoning() {
         .provider("spare", provider)
         .build()
         .unwrap();
-    let view = runtime.submit(request()).await.unwrap();
-    let _: Vec<_> = runtime.watch(view.id, 0).unwrap().collect().await;
-    let view = runtime.get(view.id).unwrap();
+    let (view, _) = super::finish(&runtime, request()).await;
     assert_eq!(view.error.unwrap().code, ErrorCode::InternalError);
     assert_eq!(view.partial_output.text, "ok");
     let reasoning: Vec<_> = view

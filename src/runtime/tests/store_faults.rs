@@ -81,13 +81,8 @@ async fn a_submission_dropped_while_the_store_creates_is_still_driven_to_its_end
 /// [`with_faults`] with provider `a` counting its calls: the runtime, its store, the count.
 fn counting(faults: Faults) -> (Runtime, Arc<FaultyStore>, Arc<AtomicU32>) {
     let calls = Arc::new(AtomicU32::new(0));
-    let memory = Arc::new(MemoryStore::new(crate::store::conformance::limits(
-        100,
-        Duration::from_secs(60),
-    )));
-    let store = Arc::new(FaultyStore::new(memory, faults));
-    let rt = Runtime::builder(config())
-        .store(store.clone())
+    let (builder, store) = faulty(faults);
+    let rt = builder
         .provider("a", Arc::new(CountsCalls(calls.clone())))
         .build()
         .unwrap();
