@@ -87,7 +87,7 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
     };
     let error_id = log_internal(&format!("execution {id}: {error}"));
     // After a panic the store still works: the evidence the driver had is kept.
-    if panicked && driver.keep_evidence(&error_id).await.is_ok() {
+    if panicked && matches!(driver.keep_evidence(&error_id).await, Ok(true)) {
         return;
     }
     // The draft draws no ACCEPTED -> FAILED edge: a failure that struck before routing
@@ -393,17 +393,16 @@ impl Driver {
     /// Ends the execution after a panic with what the driver had: the events it recorded
     /// (usage facts among them), the running attempt failed with `internal` (its outcome
     /// unknown: the provider may still be working), and the output it streamed as partial
-    /// output. `Err` leaves the ending to the caller's last resort.
-    async fn keep_evidence(&mut self, error_id: &str) -> Result<(), StoreError> {
+    /// output. `false` (nothing routed yet) or `Err` leaves the ending to the last resort.
+    async fn keep_evidence(&mut self, error_id: &str) -> Result<bool, StoreError> {
         let id = self.job.id;
         self.flush().await?;
         let view = self.deps.store.get(id)?;
-        if view.state.is_terminal() {
-            return Ok(());
-        }
-        if view.state == ExecutionState::Accepted {
+        match view.state {
+            state if state.is_terminal() => return Ok(true),
             // Nothing routed yet: the last resort records the empty routing step.
-            return Err(StoreError::NotFound(id));
+            ExecutionState::Accepted => return Ok(false),
+            _ => {}
         }
         // What the last attempt streamed: its output and its reasoning, none of an earlier
         // attempt's.
@@ -444,7 +443,7 @@ impl Driver {
         }
         let output = tracker.take_output();
         self.record(internal_failure_with(error_id, outcome, last_error, output));
-        self.flush().await
+        self.flush().await.map(|()| true)
     }
 
     /// Why the execution stopped with `code`: the caller's reason for a cancellation.
