@@ -17,7 +17,7 @@ use std::time::Duration;
 
 pub use builder::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
 pub use script::{Chunk, FailError, Script, ScriptedToolCall};
-pub use secret::Secret;
+pub use secret::{Secret, StoreKey};
 
 /// The embedded default configuration.
 pub const DEFAULT_TOML: &str = include_str!("config/default.toml");
@@ -110,10 +110,24 @@ pub struct StoreConfig {
 }
 
 /// Which event store to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreKind {
     /// The bounded in-memory store.
     Memory,
+    /// The encrypted, fsync'd file journal.
+    File(FileStoreConfig),
+}
+
+/// `[store]` of `kind = "file"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStoreConfig {
+    /// The journal's directory (created if missing).
+    pub path: std::path::PathBuf,
+    /// The keys: the first seals what is written, every one opens what was (`store.keys`, or
+    /// the one of `store.key_env` / `store.key_file`).
+    pub keys: Vec<StoreKey>,
+    /// Bytes the journal may take on disk.
+    pub max_disk_bytes: u64,
 }
 
 /// `[providers.NAME]`.

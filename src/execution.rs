@@ -11,6 +11,7 @@ mod event;
 pub mod fixtures;
 mod id;
 pub mod idempotency;
+mod interrupted;
 mod outcome;
 mod plan;
 mod request;
@@ -26,6 +27,7 @@ pub use event::{
 };
 pub use id::{ExecutionId, IdHasher, IdMap, MalformedId};
 pub use idempotency::{Fingerprint, Idempotency};
+pub use interrupted::{Interruption, interrupted};
 pub use outcome::{
     AttemptError, AttemptRecord, ErrorClass, ExecutionError, ExecutionResult, FinishReason,
     NextAction, Outcome, Output, Reasoning,

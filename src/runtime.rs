@@ -29,7 +29,9 @@ use crate::execution::idempotency::{Idempotency, Resolved};
 use crate::execution::{Acceptance, EventPayload, ExecuteRequest, Execution, ExecutionId, IdMap};
 use crate::provider::{Provider, ProviderInitError};
 use crate::routing::{self, AttemptBudget, Plans};
-use crate::store::{Created, EventStore, MemoryStore, NewExecution, StoreError, StoreLimits};
+use crate::store::{
+    Created, EventStore, FileStore, MemoryStore, NewExecution, StoreError, StoreLimits,
+};
 use cancel::CANCEL_GRACE;
 use driver::{Deps, DriverHandle, Job, SizeLimits};
 use targets::Slots;
@@ -70,6 +72,17 @@ struct Inner {
     stopping: AtomicBool,
 }
 
+/// Why a runtime could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// A provider's adapter could not be built.
+    #[error(transparent)]
+    Provider(#[from] ProviderInitError),
+    /// The file store could not be opened: the message names the file and the reason.
+    #[error("store: {0}")]
+    Store(String),
+}
+
 /// Builds a [`Runtime`] from a configuration, optionally with a store or provider adapters of
 /// the caller's own (at the SPI boundary).
 pub struct RuntimeBuilder {
@@ -92,15 +105,31 @@ impl RuntimeBuilder {
     }
 
     /// The runtime. Fails when a provider's adapter cannot be built (an HTTP client's TLS
-    /// set-up); configuration errors were already caught when the `Config` was validated.
-    pub fn build(self) -> Result<Runtime, ProviderInitError> {
-        let store = self.store.unwrap_or_else(|| match self.config.store.kind {
-            StoreKind::Memory => Arc::new(MemoryStore::new(StoreLimits {
-                max_executions: self.config.store.max_executions,
-                max_bytes: self.config.store.max_bytes,
-                retention: self.config.store.retention,
-            })),
-        });
+    /// set-up) or the file store cannot be opened (its directory is locked by another
+    /// process, or its journal does not read); configuration errors were already caught when
+    /// the `Config` was validated. Opening a file store replays its journal and ends the
+    /// executions it left running.
+    pub fn build(self) -> Result<Runtime, InitError> {
+        let limits = StoreLimits {
+            max_executions: self.config.store.max_executions,
+            max_bytes: self.config.store.max_bytes,
+            retention: self.config.store.retention,
+        };
+        let store = match (self.store, &self.config.store.kind) {
+            (Some(store), _) => store,
+            (None, StoreKind::Memory) => Arc::new(MemoryStore::new(limits)),
+            (None, StoreKind::File(file)) => {
+                let (store, opened) = FileStore::open(file, limits).map_err(InitError::Store)?;
+                tracing::info!(
+                    path = %file.path.display(),
+                    executions = opened.executions,
+                    events = opened.events,
+                    interrupted = opened.interrupted,
+                    "opened the file store"
+                );
+                store
+            }
+        };
         let providers = Arc::new(Slots::new(&self.config, self.providers)?);
         let plans = Plans::new(&self.config);
         Ok(Runtime {
@@ -118,7 +147,7 @@ impl RuntimeBuilder {
 
 impl Runtime {
     /// A runtime with the configured store and providers; see [`RuntimeBuilder::build`].
-    pub fn new(config: Config) -> Result<Self, ProviderInitError> {
+    pub fn new(config: Config) -> Result<Self, InitError> {
         Self::builder(config).build()
     }
 
@@ -388,6 +417,12 @@ impl Runtime {
                 );
             }
         }
+    }
+
+    /// Flushes and releases the store (the file store's journal and directory lock): call it
+    /// after [`shutdown`](Self::shutdown) and once every reader has gone.
+    pub fn close(&self) {
+        self.inner.deps.store.close();
     }
 
     fn drivers(&self) -> std::sync::MutexGuard<'_, IdMap<Arc<DriverHandle>>> {

@@ -146,6 +146,8 @@ pub async fn serve(
         force.cancel();
         connections.wait().await;
     }
+    // Producers (drivers) and readers (streams) are done: the store is flushed and released.
+    runtime.close();
     tracing::info!("server stopped");
     Ok(())
 }

@@ -9,6 +9,7 @@ mod changes;
 pub mod conformance;
 #[cfg(any(test, feature = "conformance"))]
 pub mod faulty;
+mod file;
 mod follower;
 mod memory;
 mod retention;
@@ -24,6 +25,7 @@ use crate::execution::{
 };
 
 pub use changes::{ChangeSignal, Changes, Closed};
+pub use file::{FileStore, Opened};
 pub use follower::{EventSource, Follower};
 pub use memory::MemoryStore;
 pub use retention::Retention;
@@ -151,4 +153,8 @@ pub trait EventStore: Send + Sync + 'static {
 
     /// Whether the store has failed and refuses writes.
     fn failed(&self) -> bool;
+
+    /// Flushes and releases the store (a file store's writer and directory lock). Called
+    /// once producers and readers are done; writes after it fail.
+    fn close(&self) {}
 }

@@ -84,6 +84,16 @@ pub(super) struct RawStore {
     pub path: Option<String>,
     pub key_env: Option<String>,
     pub key_file: Option<String>,
+    pub keys: Option<Vec<RawStoreKey>>,
+    pub max_disk_bytes: Option<u64>,
+}
+
+/// One of `store.keys`: `{ env = "VAR" }` or `{ file = "PATH" }`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStoreKey {
+    pub env: Option<String>,
+    pub file: Option<String>,
 }
 
 impl Default for RawStore {
@@ -96,6 +106,8 @@ impl Default for RawStore {
             path: None,
             key_env: None,
             key_file: None,
+            keys: None,
+            max_disk_bytes: None,
         }
     }
 }

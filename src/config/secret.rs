@@ -27,9 +27,88 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// A 32-byte key of the file store. Its bytes are never formatted: `Debug` shows where it
+/// came from (`env MODEL_RUNTIME_STORE_KEY`, `file /etc/...`), and the store names a key by an
+/// id derived from it, never by its bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreKey {
+    bytes: [u8; 32],
+    from: Arc<str>,
+}
+
+impl StoreKey {
+    /// A key read from `from`: 64 hex digits (surrounding white space ignored) or exactly 32
+    /// raw bytes. The error says what was wrong without quoting the value.
+    pub fn parse(value: &[u8], from: impl Into<Arc<str>>) -> Result<Self, String> {
+        let trimmed = value.trim_ascii();
+        let bytes = if trimmed.len() == 64 && trimmed.iter().all(u8::is_ascii_hexdigit) {
+            let mut bytes = [0; 32];
+            for (byte, pair) in bytes.iter_mut().zip(trimmed.chunks_exact(2)) {
+                *byte = hex(pair[0]) << 4 | hex(pair[1]);
+            }
+            bytes
+        } else if let Ok(raw) = <[u8; 32]>::try_from(value) {
+            raw
+        } else {
+            return Err(format!(
+                "must hold a 32-byte key: 64 hex digits or 32 raw bytes (it holds {} bytes)",
+                value.len()
+            ));
+        };
+        Ok(Self {
+            bytes,
+            from: from.into(),
+        })
+    }
+
+    /// The key itself: for the cipher, never for formatting.
+    pub fn expose(&self) -> &[u8; 32] {
+        &self.bytes
+    }
+
+    /// Where it came from.
+    pub fn from(&self) -> &str {
+        &self.from
+    }
+}
+
+fn hex(digit: u8) -> u8 {
+    match digit {
+        b'0'..=b'9' => digit - b'0',
+        b'a'..=b'f' => digit - b'a' + 10,
+        _ => digit - b'A' + 10,
+    }
+}
+
+impl fmt::Debug for StoreKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StoreKey(<redacted>, from {})", self.from)
+    }
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_key_is_64_hex_digits_or_32_raw_bytes() {
+        let hex = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF\n";
+        let key = StoreKey::parse(hex.as_bytes(), "test").unwrap();
+        assert_eq!(key.expose()[..4], [0x00, 0x11, 0x22, 0x33]);
+        assert_eq!(key.expose()[31], 0xff);
+        let raw = [7u8; 32];
+        assert_eq!(StoreKey::parse(&raw, "test").unwrap().expose(), &raw);
+        let short = StoreKey::parse(b"abcd", "test").unwrap_err();
+        assert!(short.contains("(it holds 4 bytes)"), "{short}");
+        // 64 characters that are not all hex digits are not a key either.
+        assert!(StoreKey::parse(&[b'g'; 64], "test").is_err());
+        let debug = format!("{key:?}");
+        assert!(
+            !debug.contains("0011") && debug.contains("from test"),
+            "{debug}"
+        );
+    }
 
     #[test]
     fn debug_never_shows_the_value() {

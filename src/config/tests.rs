@@ -231,3 +231,67 @@ fn an_ability_that_can_never_route_is_an_error_naming_it() {
     );
     assert!(Config::from_toml(&text).is_ok(), "{}", error_of(&text));
 }
+
+#[test]
+fn the_file_store_needs_a_directory_and_a_32_byte_key() {
+    let hex = "ab".repeat(32);
+    let env = |name: &str| match name {
+        "STORE_KEY" => Some(hex.clone()),
+        "SHORT_KEY" => Some("abcd".to_owned()),
+        _ => None,
+    };
+    let store = |body: &str| format!("{MINIMAL}\n[store]\n{body}\n");
+    let ok = Config::from_toml_with_env(
+        &store("kind = \"file\"\npath = \"/var/lib/mr\"\nkey_env = \"STORE_KEY\""),
+        &env,
+    )
+    .unwrap();
+    let StoreKind::File(file) = &ok.store.kind else {
+        panic!("{:?}", ok.store.kind)
+    };
+    assert_eq!(file.keys.len(), 1);
+    assert_eq!(file.keys[0].expose(), &[0xab; 32]);
+    assert_eq!(file.max_disk_bytes, 2 << 30);
+    assert!(
+        !format!("{ok:?}").contains(&hex),
+        "the key is never formatted"
+    );
+
+    let key_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(key_file.path(), [7u8; 31]).unwrap();
+    let key_path = key_file.path().display().to_string();
+    for (body, error) in [
+        ("kind = \"file\"\nkey_env = \"STORE_KEY\"", "store.path: the `file` store needs a directory".to_owned()),
+        ("kind = \"file\"\npath = \"d\"", "store.key_env: the `file` store needs a key".to_owned()),
+        (
+            "kind = \"file\"\npath = \"d\"\nkey_env = \"SHORT_KEY\"",
+            "store.key_env: environment variable `SHORT_KEY` must hold a 32-byte key: 64 hex digits or 32 raw bytes (it holds 4 bytes)".to_owned(),
+        ),
+        ("kind = \"file\"\npath = \"d\"\nkey_env = \"NOT_SET\"", "store.key_env: environment variable `NOT_SET` is not set".to_owned()),
+        (
+            &format!("kind = \"file\"\npath = \"d\"\nkey_file = \"{key_path}\""),
+            format!("store.key_file: `{key_path}` must hold a 32-byte key: 64 hex digits or 32 raw bytes (it holds 31 bytes)"),
+        ),
+        (
+            "kind = \"file\"\npath = \"d\"\nkey_env = \"STORE_KEY\"\nkeys = [{ env = \"STORE_KEY\" }]",
+            "store.keys: give the keys either as store.keys or as store.key_env / store.key_file, not both".to_owned(),
+        ),
+        (
+            "kind = \"file\"\npath = \"d\"\nkeys = [{ env = \"STORE_KEY\" }, { env = \"STORE_KEY\" }]",
+            "store.keys[1]: is the same key as one before it".to_owned(),
+        ),
+        (
+            "kind = \"file\"\npath = \"d\"\nkeys = [{ env = \"STORE_KEY\", file = \"k\" }]",
+            "store.keys[0].env: give one of store.keys[0].env and store.keys[0].file, not both".to_owned(),
+        ),
+        ("kind = \"file\"\npath = \"d\"\nkeys = []", "store.keys: must list at least one key".to_owned()),
+        ("max_disk_bytes = 1048576", "store.max_disk_bytes: only applies to the `file` store".to_owned()),
+        (
+            "kind = \"file\"\npath = \"d\"\nkey_env = \"STORE_KEY\"\nmax_disk_bytes = 1000",
+            "store.max_disk_bytes: must be between 1048576 and".to_owned(),
+        ),
+    ] {
+        let got = Config::from_toml_with_env(&store(body), &env).unwrap_err().to_string();
+        assert!(got.contains(&error), "{body}: {got}");
+    }
+}

@@ -14,6 +14,7 @@ mod adapter;
 pub(crate) mod bounds;
 mod routing;
 mod server;
+mod store;
 
 use adapter::adapter;
 use bounds::{count, duration, items, name_text};
@@ -27,7 +28,7 @@ pub(super) fn invalid(key: impl Into<String>, reason: impl Into<String>) -> Conf
 
 pub(super) fn validate(raw: RawConfig, env: Env<'_>) -> Result<Config, ConfigError> {
     let server = server::server(raw.server)?;
-    let store = server::store(raw.store)?;
+    let store = store::store(raw.store, env)?;
     let mut providers = BTreeMap::new();
     for (name, p) in raw.providers {
         let key = format!("providers.{name}");

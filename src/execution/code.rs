@@ -5,7 +5,7 @@
 use std::fmt;
 
 /// Why an execution failed, as a small closed set of stable codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ErrorCode {
     /// Every target of the plan lacks a required capability.
     NoCapableTarget,
@@ -60,7 +60,7 @@ impl fmt::Display for ErrorCode {
 /// Why one attempt failed. Adapters pick the code and, separately, the
 /// [`ErrorClass`](crate::execution::ErrorClass) that decides what the router does next: the
 /// code is for people and dashboards, the class for routing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum AttemptCode {
     // The provider said no, or could not be reached.
     /// The provider is down or answered 5xx (HTTP 501-599 but 529).

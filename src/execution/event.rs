@@ -39,7 +39,7 @@ impl Event {
 }
 
 /// The limits in effect for one execution, after defaults and caps.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EffectiveLimits {
     /// Absolute deadline.
     pub deadline: SystemTime,
@@ -52,7 +52,7 @@ pub struct EffectiveLimits {
 }
 
 /// What `execution.accepted` says.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Acceptance {
     /// The ability requested.
     pub ability: Arc<str>,
@@ -63,7 +63,7 @@ pub struct Acceptance {
 }
 
 /// What `route.attempt.started` says.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AttemptStart {
     /// Attempt number.
     pub attempt: u32,
@@ -76,7 +76,7 @@ pub struct AttemptStart {
 }
 
 /// What `output.tool_call.started` says.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolCallStart {
     /// Attempt number.
     pub attempt: u32,
@@ -89,7 +89,7 @@ pub struct ToolCallStart {
 }
 
 /// What an event says.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum EventPayload {
     /// `execution.accepted`.
     Accepted(Arc<Acceptance>),
@@ -150,7 +150,7 @@ const _: () = assert!(std::mem::size_of::<Event>() <= 72);
 
 /// What an `output.reasoning.delta` carries: reasoning text, the signature that closes a
 /// block of it, or a whole block the provider redacted (opaque data, not for display).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ReasoningPiece {
     /// A piece of reasoning text.
     Text,
@@ -161,7 +161,7 @@ pub enum ReasoningPiece {
 }
 
 /// What `execution.failed` says.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ExecutionFailure {
     /// Why.
     pub error: ExecutionError,

@@ -5,8 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::execution::{
-    Acceptance, AttemptStart, EffectiveLimits, ErrorCode, EventPayload, ExecutionError,
-    ExecutionFailure, ExecutionResult, FinishReason, Outcome, Output, RoutingPlan,
+    Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, EffectiveLimits,
+    ErrorClass, ErrorCode, EventPayload, ExecutionError, ExecutionFailure, ExecutionResult,
+    FinishReason, NextAction, Outcome, Output, Reasoning, ReasoningPiece, RoutingPlan, ToolCall,
+    ToolCallStart, UsageFact, UsageSource, UsageUnit,
 };
 
 /// An `execution.accepted` payload.
@@ -76,4 +78,94 @@ pub fn failed(code: ErrorCode) -> EventPayload {
         partial_output: Output::default(),
         cancel_reason: None,
     }))
+}
+
+/// One payload of every kind but `execution.accepted`, each field set (not a legal order):
+/// for codecs, which must carry each of them whole.
+pub fn every_kind_but_accepted() -> Vec<EventPayload> {
+    let attempt_error = AttemptError {
+        class: ErrorClass::OutcomeUnknown,
+        code: AttemptCode::StreamInterrupted,
+        message: "the stream broke".into(),
+        retry_after: Some(Duration::from_millis(1500)),
+    };
+    let record = AttemptRecord {
+        number: 2,
+        provider: "p".into(),
+        model: "m".into(),
+        started_at: SystemTime::UNIX_EPOCH + Duration::new(1_780_000_000, 5),
+        duration: Some(Duration::from_micros(1234)),
+        error: Some(attempt_error.clone()),
+        output_committed: true,
+        outcome: Some(Outcome::Unknown),
+        next_action: Some(NextAction::Fallback),
+        admitted: true,
+    };
+    vec![
+        routing(),
+        attempt_started(2),
+        text(2, "a delta longer than twenty-three bytes, kept shared"),
+        EventPayload::ToolCallStarted(Arc::new(ToolCallStart {
+            attempt: 2,
+            index: 1,
+            id: "call_1".into(),
+            name: "lookup".into(),
+        })),
+        EventPayload::ToolCallArgumentsDelta {
+            attempt: 2,
+            index: 1,
+            delta: "{\"q\":".into(),
+        },
+        EventPayload::ReasoningDelta {
+            attempt: 2,
+            piece: ReasoningPiece::Signature,
+            text: "sig".into(),
+        },
+        EventPayload::Progress {
+            attempt: 0,
+            message: "queued".into(),
+        },
+        EventPayload::Usage(Arc::new(UsageFact {
+            unit: UsageUnit::new("audio_seconds"),
+            quantity: 42,
+            source: UsageSource::ProviderReported,
+            attempt: 2,
+            provider: "p".into(),
+            model: "m".into(),
+            labels: Arc::default(),
+        })),
+        EventPayload::AttemptFailed(Arc::new(record)),
+        EventPayload::Completed(Arc::new(ExecutionResult {
+            output: Output {
+                text: "done".into(),
+                tool_calls: vec![ToolCall {
+                    id: "call_1".into(),
+                    name: "lookup".into(),
+                    arguments_json: "{\"q\":1}".into(),
+                }],
+                reasoning: vec![Reasoning {
+                    text: "think".into(),
+                    signature: "sig".into(),
+                    redacted: String::new(),
+                }],
+            },
+            finish_reason: FinishReason::ToolCalls,
+            provider: "p".into(),
+            model: "m".into(),
+            attempt: 2,
+        })),
+        EventPayload::Failed(Arc::new(ExecutionFailure {
+            error: ExecutionError {
+                code: ErrorCode::OutcomeUnknown,
+                message: "interrupted".into(),
+                outcome: Outcome::Unknown,
+                last_attempt_error: Some(attempt_error),
+            },
+            partial_output: Output {
+                text: "part".into(),
+                ..Output::default()
+            },
+            cancel_reason: Some("why".into()),
+        })),
+    ]
 }

@@ -22,6 +22,16 @@ impl ExecutionId {
         }))
     }
 
+    /// The id's 16 bytes, as a journal stores it.
+    pub fn to_bytes(self) -> [u8; 16] {
+        self.0.into_bytes()
+    }
+
+    /// The id of 16 bytes from [`to_bytes`](Self::to_bytes).
+    pub fn from_bytes(bytes: [u8; 16]) -> Self {
+        Self(Uuid::from_bytes(bytes))
+    }
+
     /// The text form, written straight into a string of the right size: the wire carries it
     /// on every event, and `to_string` would go through the formatting machinery.
     pub fn to_text(self) -> String {

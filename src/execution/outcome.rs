@@ -7,7 +7,7 @@ use crate::execution::{AttemptCode, ErrorCode, ToolCall};
 
 /// What another try could do about an attempt error: data set by the adapter, never
 /// inferred from text. The class decides the router's next step (CONTRACT 4.6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ErrorClass {
     /// The same target may succeed later (429, 5xx, overload, a failed connect): retry it,
     /// else fall back.
@@ -24,7 +24,7 @@ pub enum ErrorClass {
 }
 
 /// What the remote side did with a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Outcome {
     /// No provider work started.
     NotStarted,
@@ -49,7 +49,7 @@ impl Outcome {
 }
 
 /// What the router did after an attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum NextAction {
     /// Retry the same target.
     RetrySameTarget,
@@ -67,7 +67,7 @@ impl NextAction {
 }
 
 /// Why an attempt failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AttemptError {
     /// Retryability.
     pub class: ErrorClass,
@@ -80,7 +80,7 @@ pub struct AttemptError {
 }
 
 /// One attempt against one target.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AttemptRecord {
     /// 1-based within the execution.
     pub number: u32,
@@ -106,7 +106,7 @@ pub struct AttemptRecord {
 
 /// Output text, tool calls and the reasoning before them: a result, or partial output kept as
 /// evidence.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Output {
     /// Concatenated text deltas.
     pub text: String,
@@ -127,7 +127,7 @@ impl Output {
 /// provider sets on it, or, for a block the provider redacted, only its opaque data. Sent
 /// back in an assistant message, it lets a provider check and continue its own reasoning
 /// (Anthropic requires it for tool use with thinking).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Reasoning {
     /// The reasoning text.
     pub text: String,
@@ -138,7 +138,7 @@ pub struct Reasoning {
 }
 
 /// Why generation stopped, normalized across providers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FinishReason {
     /// Natural end or a stop sequence.
     Stop,
@@ -166,7 +166,7 @@ impl FinishReason {
 }
 
 /// The result of a successful execution.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExecutionResult {
     /// The output.
     pub output: Output,
@@ -181,7 +181,7 @@ pub struct ExecutionResult {
 }
 
 /// Why an execution failed or was cancelled.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExecutionError {
     /// Stable code.
     pub code: ErrorCode,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 /// Every target of a policy, kept or filtered, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RoutingPlan {
     /// The policy it comes from.
     pub policy: Arc<str>,
@@ -22,7 +22,7 @@ impl RoutingPlan {
 }
 
 /// One candidate.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PlanTarget {
     /// Provider name.
     pub provider: Arc<str>,

@@ -194,7 +194,7 @@ pub struct ToolDefinition {
 }
 
 /// A call the model made to a tool.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ToolCall {
     /// The provider's call id.
     pub id: String,

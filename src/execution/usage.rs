@@ -8,7 +8,9 @@ use std::sync::Arc;
 use crate::execution::Labels;
 
 /// A unit of consumption. Well-known units are constants; adapters may report others.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct UsageUnit(Cow<'static, str>);
 
 impl UsageUnit {
@@ -45,7 +47,7 @@ impl fmt::Display for UsageUnit {
 }
 
 /// Who measured a quantity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum UsageSource {
     /// The provider reported it.
     ProviderReported,
@@ -78,7 +80,7 @@ pub struct UsageQuantity {
 }
 
 /// One attributed usage fact.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UsageFact {
     /// The unit.
     pub unit: UsageUnit,
@@ -92,6 +94,7 @@ pub struct UsageFact {
     pub provider: Arc<str>,
     /// The model of that attempt.
     pub model: Arc<str>,
-    /// The request's labels.
+    /// The request's labels. Not serialized: a store keeps them once, with the execution.
+    #[serde(skip)]
     pub labels: Arc<Labels>,
 }

@@ -15,9 +15,9 @@ use tracing::Instrument;
 use super::error::log_internal;
 use super::targets::{ProviderSlot, Slots};
 use crate::execution::{
-    AttemptCode, AttemptError, AttemptRecord, AttemptStart, CommitTracker, ErrorClass, ErrorCode,
-    EventPayload, ExecutionId, ExecutionInput, ExecutionState, Labels, NextAction, Outcome, Output,
-    PlanTarget, RoutingPlan,
+    AttemptCode, AttemptError, AttemptStart, CommitTracker, ErrorClass, ErrorCode, EventPayload,
+    ExecutionId, ExecutionInput, ExecutionState, Interruption, Labels, Output, PlanTarget,
+    RoutingPlan, interrupted,
 };
 use crate::provider::{ProviderCall, ProviderError};
 use crate::routing::{self, AttemptBudget, Decision, Permit};
@@ -30,8 +30,8 @@ mod size;
 mod stop;
 
 use evidence::{
-    AttemptEnd, EndKind, Tally, attempt_error, cancel_message, failure, internal_failure,
-    internal_failure_with, record, stop_message,
+    AttemptEnd, EndKind, Tally, attempt_error, cancel_message, failure, internal_failure, record,
+    stop_message,
 };
 use size::Size;
 pub(crate) use size::SizeLimits;
@@ -404,45 +404,18 @@ impl Driver {
             ExecutionState::Accepted => return Ok(false),
             _ => {}
         }
-        // What the last attempt streamed: its output and its reasoning, none of an earlier
-        // attempt's.
         let events = self.deps.store.follow(id)?.read(0, usize::MAX);
-        let last_start = events
-            .iter()
-            .rposition(|e| matches!(e.payload, EventPayload::AttemptStarted(_)))
-            .unwrap_or(events.len());
-        let mut tracker = CommitTracker::new();
-        for event in &events[last_start..] {
-            tracker.record(&event.payload);
+        let why = Interruption {
+            code: ErrorCode::InternalError,
+            message: format!("internal_error (error id {error_id})"),
+            attempt_message: format!(
+                "the runtime failed during this attempt (error id {error_id})"
+            ),
+            idle_outcome: evidence::outcome_of(&view.attempts),
+        };
+        for payload in interrupted(&view, &events, why) {
+            self.record(payload);
         }
-        let committed = tracker.committed();
-        let mut last_error = view.attempts.iter().rev().find_map(|a| a.error.clone());
-        let mut outcome = evidence::outcome_of(&view.attempts);
-        if let Some(running) = view
-            .attempts
-            .last()
-            .filter(|a| a.admitted && a.error.is_none())
-        {
-            let error = AttemptError {
-                class: ErrorClass::OutcomeUnknown,
-                code: AttemptCode::Internal,
-                message: format!("the runtime failed during this attempt (error id {error_id})"),
-                retry_after: None,
-            };
-            let record = AttemptRecord {
-                error: Some(error.clone()),
-                duration: SystemTime::now().duration_since(running.started_at).ok(),
-                output_committed: committed,
-                outcome: Some(Outcome::Unknown),
-                next_action: Some(NextAction::Stop),
-                ..running.clone()
-            };
-            self.record(EventPayload::AttemptFailed(Arc::new(record)));
-            last_error = Some(error);
-            outcome = Outcome::Unknown;
-        }
-        let output = tracker.take_output();
-        self.record(internal_failure_with(error_id, outcome, last_error, output));
         self.flush().await.map(|()| true)
     }
 

@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::SystemTime;
 
 use tokio::time::Instant;
 
@@ -26,10 +27,12 @@ use super::{
 };
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState, IdMap};
 
+mod journal;
 mod log;
 mod record;
 mod size;
 
+pub(super) use journal::{Journal, Kept, Reveal};
 use record::Slot;
 
 /// The bounded in-memory event store.
@@ -40,6 +43,9 @@ pub struct MemoryStore {
     /// What every record holds, as counted; changed under each record's lock by the change
     /// its operation made.
     bytes: AtomicU64,
+    /// Where a durable store writes what this one keeps; with one, events become visible
+    /// only when the journal reveals them.
+    journal: Option<Arc<dyn Journal>>,
 }
 
 #[derive(Debug)]
@@ -52,6 +58,11 @@ struct Index {
 impl MemoryStore {
     /// A store within `limits`.
     pub fn new(limits: StoreLimits) -> Self {
+        Self::journaled(limits, None)
+    }
+
+    /// A store within `limits` that tells `journal` of every change, in order.
+    pub(super) fn journaled(limits: StoreLimits, journal: Option<Arc<dyn Journal>>) -> Self {
         Self {
             limits: StoreLimits {
                 max_executions: limits.max_executions.max(1),
@@ -63,6 +74,7 @@ impl MemoryStore {
                 retention: Retention::new(limits.retention),
             }),
             bytes: AtomicU64::new(0),
+            journal,
         }
     }
 
@@ -99,8 +111,10 @@ impl MemoryStore {
     fn create_now(
         &self,
         new: NewExecution,
+        at: SystemTime,
+        journal: Option<&dyn Journal>,
         evicted: &mut Vec<Arc<Slot>>,
-    ) -> Result<Created, StoreError> {
+    ) -> Result<(Created, u64), StoreError> {
         let mut index = self.write_index();
         let expired = index.retention.expired(Instant::now());
         for id in expired {
@@ -118,10 +132,11 @@ impl MemoryStore {
                 return Err(StoreError::IdempotencyConflict(*existing));
             }
             let view = slot.view(|delta| self.add_bytes(delta))?;
-            return Ok(Created::Existing(view));
+            return Ok((Created::Existing(view), 0));
         }
         let (slot, view) = Slot::new(
             new.id,
+            at,
             new.accepted,
             new.labels,
             new.idempotency,
@@ -144,14 +159,31 @@ impl MemoryStore {
             index.idempotency.insert(identity.key.clone(), new.id);
         }
         self.add_bytes(i64::try_from(needed).unwrap_or(i64::MAX));
-        index.slots.insert(new.id, Arc::new(slot));
-        Ok(Created::New(view))
+        let slot = Arc::new(slot);
+        // The journal hears of the execution before anyone can find it to append to it.
+        let ticket = match journal {
+            Some(journal) => {
+                let record = slot.record();
+                let first = record.events_after(0).next().ok_or_else(|| {
+                    StoreError::Failed("a created execution has no first event".into())
+                })?;
+                journal.created(&slot.kept(), &first, Reveal::new(slot.clone(), 1))
+            }
+            None => {
+                slot.record().reveal_all();
+                0
+            }
+        };
+        index.slots.insert(new.id, slot);
+        Ok((Created::New(view), ticket))
     }
 
     fn append_now(
         &self,
         id: ExecutionId,
         payloads: Vec<EventPayload>,
+        at: SystemTime,
+        journal: Option<&dyn Journal>,
     ) -> Result<Appended, StoreError> {
         let slot = self.slot(id)?;
         let (terminal, last) = {
@@ -160,18 +192,34 @@ impl MemoryStore {
                 return Ok(Appended {
                     last: record.last_sequence(),
                     event: None,
+                    ticket: 0,
                 });
             }
             record.check_open(id)?;
             let single = payloads.len() == 1;
-            let (terminal, delta) = record.append(payloads)?;
+            let after = record.last_sequence();
+            let (terminal, delta) = record.append(at, payloads)?;
             self.add_bytes(delta);
+            let last = record.last_sequence();
+            // In the record's lock, so the journal has each execution's events in order.
+            let ticket = match journal {
+                Some(journal) => journal.appended(
+                    id,
+                    &mut record.events_after(after),
+                    Reveal::new(slot.clone(), last),
+                ),
+                None => {
+                    record.reveal_all();
+                    0
+                }
+            };
             let event = single.then(|| record.last_event()).flatten();
             (
                 terminal,
                 Appended {
-                    last: record.last_sequence(),
+                    last,
                     event,
+                    ticket,
                 },
             )
         };
@@ -210,6 +258,9 @@ impl MemoryStore {
     /// off the count at once, so a loop making room sees the room it made.
     fn evict(&self, index: &mut Index, id: ExecutionId) -> Option<Arc<Slot>> {
         let slot = index.remove(id)?;
+        if let Some(journal) = &self.journal {
+            journal.expired(id);
+        }
         self.add_bytes(-i64::try_from(slot.uncount()).unwrap_or(i64::MAX));
         Some(slot)
     }
@@ -223,10 +274,155 @@ impl MemoryStore {
     }
 }
 
-/// What an append produced: the last sequence, and the event itself for a single append.
-struct Appended {
-    last: u64,
-    event: Option<Event>,
+/// What an append produced: the last sequence, the event itself for a single append, and
+/// the journal's ticket for it (0 without a journal).
+pub(super) struct Appended {
+    pub(super) last: u64,
+    pub(super) event: Option<Event>,
+    pub(super) ticket: u64,
+}
+
+impl Appended {
+    /// The event of a single append.
+    pub(super) fn event(self) -> Result<Event, StoreError> {
+        self.event
+            .ok_or_else(|| StoreError::Failed("an appended event was not stored".into()))
+    }
+}
+
+/// What a durable store built over this one uses: journaled changes, restored history and
+/// the executions to compact.
+impl MemoryStore {
+    /// Creates, telling the journal; returns the journal's ticket.
+    pub(super) fn create_journaled(&self, new: NewExecution) -> Result<(Created, u64), StoreError> {
+        let mut evicted = Vec::new();
+        let result = self.create_now(
+            new,
+            SystemTime::now(),
+            self.journal.as_deref(),
+            &mut evicted,
+        );
+        self.release(evicted);
+        result
+    }
+
+    /// Appends, telling the journal; the ticket is in what it returns.
+    pub(super) fn append_journaled(
+        &self,
+        id: ExecutionId,
+        payloads: Vec<EventPayload>,
+    ) -> Result<Appended, StoreError> {
+        self.append_now(id, payloads, SystemTime::now(), self.journal.as_deref())
+    }
+
+    /// Restores an execution as the journal recorded it, with its first event's time, and
+    /// visible at once; the journal is not told.
+    pub(super) fn restore_create(
+        &self,
+        at: SystemTime,
+        new: NewExecution,
+    ) -> Result<(), StoreError> {
+        // A compacted segment may repeat a create a later segment holds too.
+        if self.read_index().slots.contains_key(&new.id) {
+            return Ok(());
+        }
+        let id = new.id;
+        let mut evicted = Vec::new();
+        let result = self.create_now(new, at, None, &mut evicted);
+        self.release(evicted);
+        match result? {
+            (Created::New(_), _) => Ok(()),
+            (Created::Existing(other), _) => Err(StoreError::Failed(format!(
+                "execution {id} has the idempotency key of execution {}",
+                other.id
+            ))),
+        }
+    }
+
+    /// Restores events `first..` of an execution as the journal recorded them; those it
+    /// already has are skipped (a compacted journal may hold them twice). `Ok(false)` when
+    /// the execution is unknown (it expired before them).
+    pub(super) fn restore_append(
+        &self,
+        id: ExecutionId,
+        first: u64,
+        at: SystemTime,
+        mut payloads: Vec<EventPayload>,
+    ) -> Result<bool, StoreError> {
+        let Ok(slot) = self.slot(id) else {
+            return Ok(false);
+        };
+        let have = slot.record().last_sequence();
+        if first > have + 1 {
+            return Err(StoreError::Failed(format!(
+                "execution {id}: events from {first} follow event {have}; those between are missing"
+            )));
+        }
+        let skip = usize::try_from(have + 1 - first).unwrap_or(usize::MAX);
+        if skip >= payloads.len() {
+            return Ok(true);
+        }
+        payloads.drain(..skip);
+        // A journal keeps an execution's labels once, not in each usage fact.
+        for payload in &mut payloads {
+            if let EventPayload::Usage(fact) = payload {
+                Arc::make_mut(fact).labels = slot.labels.clone();
+            }
+        }
+        self.append_now(id, payloads, at, None)?;
+        // Retention counts from when the execution ended, not from the restart.
+        if slot.record().is_terminal() {
+            let age = SystemTime::now().duration_since(at).unwrap_or_default();
+            let now = Instant::now();
+            self.write_index()
+                .retention
+                .reschedule(id, now.checked_sub(age).unwrap_or(now));
+        }
+        Ok(true)
+    }
+
+    /// Removes an execution the journal says expired.
+    pub(super) fn restore_expire(&self, id: ExecutionId) {
+        let evicted = self.evict(&mut self.write_index(), id);
+        self.release(evicted.into_iter().collect());
+    }
+
+    /// Every execution held now, with its visible events: what compaction writes.
+    pub(super) fn each_kept(&self, mut each: impl FnMut(Kept, Vec<Event>)) {
+        let slots: Vec<Arc<Slot>> = self.read_index().slots.values().cloned().collect();
+        for slot in slots {
+            let events: Vec<Event> = slot.record().visible_events(0).collect();
+            if !events.is_empty() {
+                each(slot.kept(), events);
+            }
+        }
+    }
+
+    /// An execution's view and events, every stored one (visible or not yet).
+    pub(super) fn history(&self, id: ExecutionId) -> Result<(Execution, Vec<Event>), StoreError> {
+        let slot = self.slot(id)?;
+        let events: Vec<Event> = slot.record().events_after(0).collect();
+        let key = slot.idempotency.as_ref().map(|i| i.key.clone());
+        let first = events
+            .first()
+            .ok_or_else(|| StoreError::Failed(format!("execution {id} has no first event")))?;
+        let mut view = Execution::from_accepted(first, id, slot.labels.clone(), key)
+            .ok_or_else(|| StoreError::Failed(format!("execution {id} was not accepted first")))?;
+        for event in &events[1..] {
+            view.apply(event);
+        }
+        Ok((view, events))
+    }
+
+    /// The executions held now that have not ended.
+    pub(super) fn unfinished(&self) -> Vec<ExecutionId> {
+        let slots: Vec<Arc<Slot>> = self.read_index().slots.values().cloned().collect();
+        slots
+            .into_iter()
+            .filter(|slot| !slot.record().is_terminal())
+            .map(|slot| slot.id)
+            .collect()
+    }
 }
 
 impl Index {
@@ -250,23 +446,21 @@ impl EventStore for MemoryStore {
     }
 
     fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
-        let mut evicted = Vec::new();
-        let result = self.create_now(new, &mut evicted);
-        self.release(evicted);
+        let result = self.create_journaled(new).map(|(created, _)| created);
         Box::pin(std::future::ready(result))
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
-        let result = self.append_now(id, vec![payload]).and_then(|appended| {
-            appended
-                .event
-                .ok_or_else(|| StoreError::Failed("an appended event was not stored".into()))
-        });
+        let result = self
+            .append_journaled(id, vec![payload])
+            .and_then(Appended::event);
         Box::pin(std::future::ready(result))
     }
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
-        let result = self.append_now(id, payloads).map(|appended| appended.last);
+        let result = self
+            .append_journaled(id, payloads)
+            .map(|appended| appended.last);
         Box::pin(std::future::ready(result))
     }
 

@@ -46,6 +46,16 @@ impl Retention {
         self.ended.push_back((id, at));
     }
 
+    /// `id`, the last to end, ended at `at` after all: a restored execution keeps the end
+    /// time it had before the restart.
+    pub fn reschedule(&mut self, id: ExecutionId, at: Instant) {
+        if let Some(last) = self.ended.back_mut()
+            && last.0 == id
+        {
+            last.1 = at;
+        }
+    }
+
     /// The executions whose retention has passed at `now`, forgotten here as they are
     /// returned; the store removes them.
     pub fn expired(&mut self, now: Instant) -> Vec<ExecutionId> {

@@ -38,6 +38,11 @@ pub(crate) const MAX_EXECUTIONS: usize = 10_000_000;
 /// `store.max_bytes`: at least 1 MiB, at most 1 TiB.
 pub(crate) const MIN_STORE_BYTES: u64 = 1 << 20;
 pub(crate) const MAX_STORE_BYTES: u64 = 1 << 40;
+/// `store.max_disk_bytes`: at least 1 MiB, at most 16 TiB.
+pub(crate) const MIN_DISK_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_DISK_BYTES: u64 = 1 << 44;
+/// `store.keys`.
+pub(crate) const MAX_STORE_KEYS: usize = 16;
 /// `providers.NAME.max_concurrency`.
 pub(crate) const MAX_CONCURRENCY: u32 = 100_000;
 /// `providers.NAME.queue_capacity`.

@@ -1,11 +1,11 @@
-//! `[server]` and `[store]`.
+//! `[server]`.
 
 use std::net::SocketAddr;
 
 use super::bounds::{self, count, duration, duration_from};
 use super::invalid;
-use crate::config::raw::{RawServer, RawStore};
-use crate::config::{ConfigError, ServerConfig, StoreConfig, StoreKind};
+use crate::config::raw::RawServer;
+use crate::config::{ConfigError, ServerConfig};
 
 fn address(key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
     text.parse().map_err(|_| {
@@ -106,54 +106,6 @@ pub(super) fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
             "server.stream_idle_timeout",
             raw.stream_idle_timeout,
             bounds::MAX_WAIT,
-        )?,
-    })
-}
-
-pub(super) fn store(raw: RawStore) -> Result<StoreConfig, ConfigError> {
-    let kind = match raw.kind.as_str() {
-        "memory" => StoreKind::Memory,
-        "file" => {
-            return Err(invalid(
-                "store.kind",
-                "the `file` store is not available in this version; use `memory`",
-            ));
-        }
-        other => {
-            return Err(invalid(
-                "store.kind",
-                format!("unknown kind `{other}`; expected `memory`"),
-            ));
-        }
-    };
-    for (key, value) in [
-        ("store.path", &raw.path),
-        ("store.key_env", &raw.key_env),
-        ("store.key_file", &raw.key_file),
-    ] {
-        if value.is_some() {
-            return Err(invalid(key, "only applies to the `file` store"));
-        }
-    }
-    Ok(StoreConfig {
-        kind,
-        max_executions: count(
-            "store.max_executions",
-            raw.max_executions,
-            1,
-            bounds::MAX_EXECUTIONS,
-        )?,
-        max_bytes: count(
-            "store.max_bytes",
-            raw.max_bytes,
-            bounds::MIN_STORE_BYTES,
-            bounds::MAX_STORE_BYTES,
-        )?,
-        retention: duration_from(
-            "store.retention",
-            raw.retention,
-            std::time::Duration::ZERO,
-            bounds::MAX_RETENTION,
         )?,
     })
 }

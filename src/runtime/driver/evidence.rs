@@ -114,23 +114,12 @@ pub(in crate::runtime) fn cancel_message(reason: Option<&str>) -> String {
 /// The `execution.failed` of a fault inside the runtime, logged under `error_id`: the caller
 /// learns only the id. A fault may strike with an attempt in flight, so the outcome is unknown.
 pub(in crate::runtime) fn internal_failure(error_id: &str) -> EventPayload {
-    internal_failure_with(error_id, Outcome::Unknown, None, Output::default())
-}
-
-/// [`internal_failure`] with the evidence a driver kept: the attempts' outcome, the last
-/// attempt's error and the output streamed before the fault.
-pub(super) fn internal_failure_with(
-    error_id: &str,
-    outcome: Outcome,
-    last_attempt_error: Option<AttemptError>,
-    partial_output: Output,
-) -> EventPayload {
     failure(
         ErrorCode::InternalError,
         format!("internal_error (error id {error_id})"),
-        outcome,
-        last_attempt_error,
-        partial_output,
+        Outcome::Unknown,
+        None,
+        Output::default(),
         None,
     )
 }

@@ -140,6 +140,14 @@ impl Log {
     }
 
     /// The last event, copied out.
+    /// The state after event `sequence` (none before the first).
+    pub(super) fn state_at(&self, sequence: u64) -> Option<ExecutionState> {
+        let index = sequence.checked_sub(1)?;
+        let (before, segment) = self.segments_after(index).first()?;
+        let at = usize::try_from(index - before).ok()?;
+        segment.get(at).map(|stored| stored.state)
+    }
+
     pub(super) fn last(&self) -> Option<Event> {
         let (_, segment) = self.segments.last()?;
         segment

@@ -40,6 +40,10 @@ pub(super) struct Record {
     /// Whether the store still counts this record: no longer once it has left the store,
     /// though a follower may still hold it (and a late read fold its view).
     counted: bool,
+    /// Events up to this sequence are visible: readers, positions and views see no further.
+    /// A plain memory store shows each event as it is stored; a journaled one once the
+    /// journal has it on disk (`Reveal`).
+    visible: u64,
 }
 
 /// A panic while a lock is held cannot leave a record half-updated in a way a later reader
@@ -58,6 +62,7 @@ impl Slot {
     /// A new execution whose first event is `accepted`, with the view at acceptance.
     pub(super) fn new(
         id: ExecutionId,
+        at: SystemTime,
         accepted: EventPayload,
         labels: Arc<Labels>,
         idempotency: Option<Idempotency>,
@@ -66,7 +71,7 @@ impl Slot {
         let mut lifecycle = Lifecycle::default();
         let first = Event {
             sequence: 1,
-            time: SystemTime::now(),
+            time: at,
             state: lifecycle.apply(&accepted)?,
             payload: accepted,
         };
@@ -82,6 +87,7 @@ impl Slot {
             lifecycle,
             input_bytes,
             counted: true,
+            visible: 0,
         };
         record.push(Nanos::of(first.time), first.state, first.payload);
         let slot = Self {
@@ -115,17 +121,32 @@ impl Slot {
         count(delta);
         Ok(view)
     }
+
+    /// Makes the events up to `sequence` visible and wakes the followers.
+    pub(super) fn reveal(&self, sequence: u64) {
+        {
+            let mut record = self.record();
+            record.visible = record.visible.max(sequence.min(record.events.len()));
+        }
+        self.changes.publish();
+    }
 }
 
 impl EventSource for Slot {
     fn read(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) {
-        self.record().events.read(after, limit, into);
+        let record = self.record();
+        let visible = usize::try_from(record.visible.saturating_sub(after)).unwrap_or(usize::MAX);
+        record.events.read(after, limit.min(visible), into);
     }
 
     fn position(&self) -> (u64, ExecutionState) {
         let record = self.record();
-        let state = record.lifecycle.state().unwrap_or(ExecutionState::Accepted);
-        (record.last_sequence(), state)
+        let state = if record.visible == record.events.len() {
+            record.lifecycle.state()
+        } else {
+            record.events.state_at(record.visible)
+        };
+        (record.visible, state.unwrap_or(ExecutionState::Accepted))
     }
 }
 
@@ -138,6 +159,13 @@ impl Record {
     fn push(&mut self, at: Nanos, state: ExecutionState, payload: EventPayload) {
         self.event_heap += size::heap(&payload);
         self.events.push(at, state, payload);
+    }
+
+    /// Whether the execution has ended.
+    pub(super) fn is_terminal(&self) -> bool {
+        self.lifecycle
+            .state()
+            .is_some_and(ExecutionState::is_terminal)
     }
 
     pub(super) fn check_open(&self, id: ExecutionId) -> Result<(), StoreError> {
@@ -154,6 +182,22 @@ impl Record {
     /// Sequence n is the n-th event.
     pub(super) fn last_sequence(&self) -> u64 {
         self.events.len()
+    }
+
+    /// Shows every event stored so far.
+    pub(super) fn reveal_all(&mut self) {
+        self.visible = self.events.len();
+    }
+
+    /// The visible events after `after`, copied out.
+    pub(super) fn visible_events(&self, after: u64) -> impl Iterator<Item = Event> {
+        let count = usize::try_from(self.visible.saturating_sub(after)).unwrap_or(usize::MAX);
+        self.events.events(after).take(count)
+    }
+
+    /// The events after `after`, visible or not, copied out: what a journal writes.
+    pub(super) fn events_after(&self, after: u64) -> impl Iterator<Item = Event> {
+        self.events.events(after)
     }
 
     /// The view, after folding in the events it has not seen, and the change in bytes.
@@ -174,10 +218,15 @@ impl Record {
                 self.view.insert(Box::new(view))
             }
         };
-        for event in self.events.events(self.folded) {
-            view.apply(&event);
+        // A view never shows what readers cannot see yet; the first event it always has.
+        let upto = self.visible.max(1);
+        if self.folded < upto {
+            let count = usize::try_from(upto - self.folded).unwrap_or(usize::MAX);
+            for event in self.events.events(self.folded).take(count) {
+                view.apply(&event);
+            }
+            self.folded = upto;
         }
-        self.folded = self.events.len();
         self.view_bytes = size::view(view);
         let view = Execution::clone(view);
         Ok((view, self.change(before)))
@@ -185,15 +234,16 @@ impl Record {
 
     /// Stores `payloads` after the last event, all or none: each goes through the state
     /// machine as it is stored, and a refused one takes back what this call stored before it.
-    /// They share one time (they are appended together). Returns whether the last one ends
+    /// They share one time, `at` (they are appended together). Returns whether the last one ends
     /// the execution, and the change in bytes.
     pub(super) fn append(
         &mut self,
+        at: SystemTime,
         payloads: Vec<EventPayload>,
     ) -> Result<(bool, i64), StoreError> {
         let before = self.bytes();
         let undo = (self.lifecycle, self.events.len(), self.event_heap);
-        let at = Nanos::of(SystemTime::now());
+        let at = Nanos::of(at);
         let mut terminal = false;
         for payload in payloads {
             let state = match self.lifecycle.apply(&payload) {

@@ -1,0 +1,86 @@
+//! How an execution ends when its driver cannot end it the usual way: the driver panicked,
+//! the runtime stopped under it (a crash, found at the next start) or its store failed.
+//! Nothing is resubmitted: the attempt that was running fails with its outcome unknown (the
+//! provider may still be working on it), and the execution fails with the interruption's
+//! code, keeping the output that attempt streamed as partial output.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::execution::{
+    AttemptCode, AttemptError, AttemptRecord, CommitTracker, ErrorClass, ErrorCode, Event,
+    EventPayload, Execution, ExecutionError, ExecutionFailure, ExecutionState, NextAction, Outcome,
+    RoutingPlan,
+};
+
+/// Why an execution is being ended from outside its driver.
+#[derive(Debug, Clone)]
+pub struct Interruption {
+    /// The execution's error code.
+    pub code: ErrorCode,
+    /// The execution's error message.
+    pub message: String,
+    /// The message of the running attempt's error.
+    pub attempt_message: String,
+    /// The execution's outcome when no attempt was running (with one, it is unknown).
+    pub idle_outcome: Outcome,
+}
+
+/// The events that end `view` (whose events are `events`) as `why` says; none when it has
+/// ended already.
+pub fn interrupted(view: &Execution, events: &[Event], why: Interruption) -> Vec<EventPayload> {
+    let mut ending = Vec::new();
+    match view.state {
+        state if state.is_terminal() => return ending,
+        // The state machine has no ACCEPTED -> FAILED edge: an empty routing step first.
+        ExecutionState::Accepted => ending.push(EventPayload::Routing(Arc::new(RoutingPlan {
+            policy: view.policy.clone(),
+            required_capabilities: Vec::new(),
+            targets: Vec::new(),
+        }))),
+        _ => {}
+    }
+    let last_start = events
+        .iter()
+        .rposition(|e| matches!(e.payload, EventPayload::AttemptStarted(_)))
+        .unwrap_or(events.len());
+    let mut tracker = CommitTracker::new();
+    for event in &events[last_start..] {
+        tracker.record(&event.payload);
+    }
+    let mut last_error = view.attempts.iter().rev().find_map(|a| a.error.clone());
+    let mut outcome = why.idle_outcome;
+    if let Some(running) = view
+        .attempts
+        .last()
+        .filter(|a| a.admitted && a.error.is_none())
+    {
+        let error = AttemptError {
+            class: ErrorClass::OutcomeUnknown,
+            code: AttemptCode::Internal,
+            message: why.attempt_message,
+            retry_after: None,
+        };
+        ending.push(EventPayload::AttemptFailed(Arc::new(AttemptRecord {
+            error: Some(error.clone()),
+            duration: SystemTime::now().duration_since(running.started_at).ok(),
+            output_committed: tracker.committed(),
+            outcome: Some(Outcome::Unknown),
+            next_action: Some(NextAction::Stop),
+            ..running.clone()
+        })));
+        last_error = Some(error);
+        outcome = Outcome::Unknown;
+    }
+    ending.push(EventPayload::Failed(Arc::new(ExecutionFailure {
+        error: ExecutionError {
+            code: why.code,
+            message: why.message,
+            outcome,
+            last_attempt_error: last_error,
+        },
+        partial_output: tracker.take_output(),
+        cancel_reason: None,
+    })));
+    ending
+}

@@ -1,0 +1,405 @@
+//! The durable store: an encrypted, fsync'd journal in one directory, owned by one process.
+//!
+//! The memory store keeps and orders everything (sequences, the state machine, capacity and
+//! retention); this store makes each change durable before anyone sees it. Every change is
+//! told to the journal's writer under the lock that orders it (`memory/journal.rs`), sealed
+//! (`seal.rs`) and written with others queued meanwhile, one `fdatasync` for the lot
+//! (`writer.rs`); only then do readers see the events and the append returns. On start the
+//! journal is replayed (`replay.rs`); executions that were running are ended with
+//! `outcome_unknown` and never resumed; compaction (`compact.rs`) keeps the journal to what
+//! the store holds.
+
+mod codec;
+mod compact;
+mod lock;
+mod replay;
+mod seal;
+mod segment;
+mod writer;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak, mpsc};
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+use super::{
+    Created, EventStore, Follower, MemoryStore, NewExecution, StoreError, StoreFuture, StoreLimits,
+    StoreStats,
+};
+use crate::config::FileStoreConfig;
+use crate::execution::{
+    ErrorCode, Event, EventPayload, Execution, ExecutionId, ExecutionState, Interruption, Outcome,
+    interrupted,
+};
+use lock::DirLock;
+use seal::Sealer;
+use segment::Segment;
+use writer::Writer;
+
+/// How an execution a restart found running ends: `outcome_unknown`, never resumed.
+fn restarted() -> Interruption {
+    Interruption {
+        code: ErrorCode::OutcomeUnknown,
+        message: "the runtime stopped while this execution was running; it was not resumed, \
+                  and the provider may have finished it"
+            .into(),
+        attempt_message: "the runtime stopped during this attempt".into(),
+        idle_outcome: Outcome::Unknown,
+    }
+}
+
+/// How a running execution ends when the store fails: in memory only, and saying so.
+fn store_failed() -> Interruption {
+    Interruption {
+        code: ErrorCode::InternalError,
+        message: "internal_error: the event store failed; this execution's last events are \
+                  kept in memory only and will not survive a restart"
+            .into(),
+        attempt_message: "the event store failed during this attempt".into(),
+        idle_outcome: Outcome::Unknown,
+    }
+}
+
+/// The encrypted file journal.
+pub struct FileStore {
+    memory: Arc<MemoryStore>,
+    writer: Arc<Writer>,
+    max_disk_bytes: u64,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    lock: Mutex<Option<DirLock>>,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for FileStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileStore")
+            .field("disk_bytes", &self.writer.disk())
+            .field("failed", &self.writer.failed())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What opening found, for the log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Opened {
+    /// Executions held after replay.
+    pub executions: usize,
+    /// Events replayed.
+    pub events: u64,
+    /// Executions that were running and were ended with `outcome_unknown`.
+    pub interrupted: usize,
+}
+
+impl FileStore {
+    /// Opens (or creates) the journal in `config.path`: takes the directory's lock, replays
+    /// the journal, ends the executions that were running, and starts the writer. The error
+    /// names the file and offset of anything that does not read.
+    pub fn open(
+        config: &FileStoreConfig,
+        limits: StoreLimits,
+    ) -> Result<(Arc<Self>, Opened), String> {
+        let dir = config.path.clone();
+        create_dir(&dir)?;
+        let lock = lock::lock(&dir)?;
+        let sealers: Vec<Sealer> = config.keys.iter().map(Sealer::new).collect();
+        let writer = Arc::new(Writer::new(0));
+        let memory = Arc::new(MemoryStore::journaled(
+            limits,
+            Some(writer.clone() as Arc<dyn super::memory::Journal>),
+        ));
+        let replayed = replay::replay(&dir, &sealers, &memory)?;
+        let Some(current) = sealers.into_iter().next() else {
+            return Err("the file store needs a key".into());
+        };
+        let number = replayed.last + 1;
+        let mut segment = Segment::create(&segment::path(&dir, number), number, &current)
+            .and_then(|segment| segment::sync_dir(&dir).map(|()| segment))
+            .map_err(|e| format!("cannot create a segment in {}: {e}", dir.display()))?;
+        let interrupted = end_interrupted(&memory, &mut segment, &current)
+            .map_err(|e| format!("cannot write to {}: {e}", dir.display()))?;
+        // The journal is compacted at every start that found more than one segment or one
+        // sealed with an older key, before the store serves: what expired leaves the disk,
+        // and after it every segment is sealed with the current key.
+        let mut disk = replayed.disk + segment.len();
+        if replayed.old_keys || replayed.segments > 1 {
+            disk = compact::compact(&dir, &current, &memory, replayed.last)
+                .map_err(|e| format!("cannot compact the journal in {}: {e}", dir.display()))?;
+        }
+        writer.set_disk(disk);
+        let store = Arc::new(Self {
+            memory,
+            writer,
+            max_disk_bytes: config.max_disk_bytes,
+            threads: Mutex::new(Vec::new()),
+            lock: Mutex::new(Some(lock)),
+            closed: AtomicBool::new(false),
+        });
+        store.start(dir, segment, current);
+        let opened = Opened {
+            executions: store.memory.stats().executions,
+            events: replayed.events,
+            interrupted,
+        };
+        Ok((store, opened))
+    }
+
+    /// Starts the writer and the compactor. Compaction begins when the journal has grown to
+    /// twice what it held after the last one, and to at least a quarter of
+    /// `store.max_disk_bytes`.
+    fn start(&self, dir: PathBuf, segment: Segment, sealer: Sealer) {
+        let (trigger, requests) = mpsc::channel::<()>();
+        let compacting = Arc::new(AtomicBool::new(false));
+        let floor = self.max_disk_bytes / 4;
+        let threshold = Arc::new(AtomicU64::new(floor.max(self.writer.disk() * 2)));
+        let key = sealer.clone();
+        let writer = self.writer.clone();
+        let (compacting_w, threshold_w, dir_w) =
+            (compacting.clone(), threshold.clone(), dir.clone());
+        let written = std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || {
+                writer.run(segment, &sealer, &dir_w, |writer| {
+                    if writer.disk() > threshold_w.load(Ordering::Acquire)
+                        && !compacting_w.swap(true, Ordering::AcqRel)
+                    {
+                        let _ = trigger.send(());
+                    }
+                });
+            });
+        let writer = self.writer.clone();
+        let memory = Arc::downgrade(&self.memory);
+        let compacted = std::thread::Builder::new()
+            .name("store-compactor".into())
+            .spawn(move || {
+                compactor(
+                    &requests,
+                    &writer,
+                    &memory,
+                    &key,
+                    &dir,
+                    &compacting,
+                    &threshold,
+                    floor,
+                );
+            });
+        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        match (written, compacted) {
+            (Ok(w), Ok(c)) => threads.extend([w, c]),
+            (w, c) => {
+                tracing::error!("cannot start the store's threads: the store has failed");
+                self.writer.close();
+                threads.extend(w.into_iter().chain(c));
+            }
+        }
+    }
+
+    /// The bytes the journal takes on disk.
+    pub fn disk_bytes(&self) -> u64 {
+        self.writer.disk()
+    }
+
+    /// Ends `id` in memory after the journal failed: its watchers get a terminal event that
+    /// says it is not durable. Returns the error the append that found the failure returns.
+    fn end_in_memory(&self, id: ExecutionId) -> StoreError {
+        if let Ok((view, events)) = self.memory.history(id) {
+            let ending = interrupted(&view, &events, store_failed());
+            if !ending.is_empty() {
+                let _ = self.memory.append_journaled(id, ending);
+            }
+        }
+        StoreError::AlreadyTerminal(id)
+    }
+}
+
+/// Creates the store's directory, readable by its owner only.
+fn create_dir(dir: &std::path::Path) -> Result<(), String> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(dir)
+        .map_err(|e| format!("cannot create the store directory {}: {e}", dir.display()))
+}
+
+/// Ends every execution the journal left running with `outcome_unknown`, written to
+/// `segment` before the store serves; returns how many.
+fn end_interrupted(
+    memory: &MemoryStore,
+    segment: &mut Segment,
+    sealer: &Sealer,
+) -> std::io::Result<usize> {
+    let unfinished = memory.unfinished();
+    let mut sealed = Vec::new();
+    let mut body = Vec::new();
+    let at = SystemTime::now();
+    for &id in &unfinished {
+        let Ok((view, events)) = memory.history(id) else {
+            continue;
+        };
+        let ending = interrupted(&view, &events, restarted());
+        let after = events.len();
+        memory
+            .restore_append(id, after as u64 + 1, at, ending)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let (_, events) = memory
+            .history(id)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        body.clear();
+        codec::appended(id, &events[after..], &mut body);
+        segment.seal(sealer, &body, &mut sealed);
+    }
+    if !sealed.is_empty() {
+        segment.write(&sealed)?;
+        tracing::warn!(
+            executions = unfinished.len(),
+            "executions were running when the runtime stopped: ended with outcome_unknown, not resumed"
+        );
+    }
+    Ok(unfinished.len())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compactor(
+    requests: &mpsc::Receiver<()>,
+    writer: &Writer,
+    memory: &Weak<MemoryStore>,
+    sealer: &Sealer,
+    dir: &std::path::Path,
+    compacting: &AtomicBool,
+    threshold: &AtomicU64,
+    floor: u64,
+) {
+    while requests.recv().is_ok() {
+        let Ok(sealed) = writer.rotate().recv() else {
+            return;
+        };
+        let Some(memory) = memory.upgrade() else {
+            return;
+        };
+        let before = writer.disk();
+        match compact::compact(dir, sealer, &memory, sealed) {
+            Ok(left) => {
+                // Appends went on into the new segment meanwhile: count the files as they are.
+                writer.set_disk(left);
+                threshold.store(floor.max(left * 2), Ordering::Release);
+                tracing::info!(before, after = left, "compacted the journal");
+            }
+            Err(e) => {
+                // The journal is whole (compaction writes beside it): try again later.
+                threshold.store(floor.max(before * 2), Ordering::Release);
+                tracing::warn!(error = %e, "could not compact the journal");
+            }
+        }
+        compacting.store(false, Ordering::Release);
+    }
+}
+
+impl EventStore for FileStore {
+    fn kind(&self) -> &'static str {
+        "file"
+    }
+
+    fn durable(&self) -> bool {
+        true
+    }
+
+    fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
+        let memory = self.memory.clone();
+        let writer = self.writer.clone();
+        if self.writer.failed() || self.closed.load(Ordering::Acquire) {
+            return Box::pin(std::future::ready(Err(StoreError::Failed(
+                "the event store is not writable".into(),
+            ))));
+        }
+        if self.writer.disk() >= self.max_disk_bytes {
+            let stats = self.memory.stats();
+            return Box::pin(std::future::ready(Err(StoreError::Full {
+                executions: stats.executions,
+                bytes: self.writer.disk(),
+            })));
+        }
+        let created = memory.create_journaled(new);
+        Box::pin(async move {
+            match created? {
+                (Created::New(view), ticket) => {
+                    writer.durable(ticket).await?;
+                    Ok(Created::New(view))
+                }
+                (Created::Existing(view), _) => {
+                    // The execution a key names may not be durable yet: wait for all queued.
+                    writer.durable(writer.last_ticket()).await?;
+                    Ok(Created::Existing(memory.get(view.id).unwrap_or(view)))
+                }
+            }
+        })
+    }
+
+    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
+        Box::pin(async move {
+            if self.writer.failed() {
+                return Err(self.end_in_memory(id));
+            }
+            let appended = self.memory.append_journaled(id, vec![payload])?;
+            if self.writer.durable(appended.ticket).await.is_err() {
+                return Err(self.end_in_memory(id));
+            }
+            appended.event()
+        })
+    }
+
+    fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            if self.writer.failed() {
+                return Err(self.end_in_memory(id));
+            }
+            let appended = self.memory.append_journaled(id, payloads)?;
+            if self.writer.durable(appended.ticket).await.is_err() {
+                return Err(self.end_in_memory(id));
+            }
+            Ok(appended.last)
+        })
+    }
+
+    fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
+        self.memory.get(id)
+    }
+
+    fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
+        self.memory.state(id)
+    }
+
+    fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
+        self.memory.follow(id)
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.memory.stats()
+    }
+
+    fn failed(&self) -> bool {
+        self.writer.failed()
+    }
+
+    fn close(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.writer.close();
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for thread in threads {
+            let _ = thread.join();
+        }
+        drop(self.lock.lock().unwrap_or_else(|p| p.into_inner()).take());
+    }
+}
+
+impl Drop for FileStore {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,422 @@
+//! What a journal record says, before it is sealed: an execution created, events appended to
+//! one, or one expired. Events that stream by the thousand (text, tool-argument and reasoning
+//! deltas, progress notes) are written in a compact binary form; the rest, a few per
+//! attempt, as the JSON of their payload. States are not written: replay recomputes them
+//! through the state machine, as the store did when it appended.
+//!
+//! ```text
+//! create: 1 | id [16] | time u64 | idempotent u8 | fingerprint [16] | key str | labels json | accepted json
+//! append: 2 | id [16] | first sequence u64 | time u64 | count u32 | event*
+//! expire: 3 | id [16]
+//! event:  1 text delta      | attempt u32 | text str
+//!         2 arguments delta | attempt u32 | index u32 | delta str
+//!         3 reasoning delta | attempt u32 | piece u8 | text str
+//!         4 progress        | attempt u32 | message str
+//!         0 other           | payload json
+//! str, json: length u32 | bytes
+//! ```
+//! Integers are little-endian; times are nanoseconds since the Unix epoch. Decoding never
+//! panics: any input is a record or an error.
+
+use std::borrow::Borrow;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::execution::{
+    Event, EventPayload, ExecutionId, Fingerprint, Idempotency, Labels, ReasoningPiece, Text,
+};
+use crate::store::memory::Kept;
+
+const CREATE: u8 = 1;
+const APPEND: u8 = 2;
+const EXPIRE: u8 = 3;
+
+const OTHER: u8 = 0;
+const TEXT: u8 = 1;
+const ARGUMENTS: u8 = 2;
+const REASONING: u8 = 3;
+const PROGRESS: u8 = 4;
+
+/// A decoded record.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Record {
+    /// A new execution and its first event.
+    Create {
+        id: ExecutionId,
+        at: SystemTime,
+        idempotency: Option<Idempotency>,
+        labels: Arc<Labels>,
+        accepted: EventPayload,
+    },
+    /// Events `first..` of an execution, appended together at `at`.
+    Append {
+        id: ExecutionId,
+        first: u64,
+        at: SystemTime,
+        payloads: Vec<EventPayload>,
+    },
+    /// The execution left the store with its identities.
+    Expire { id: ExecutionId },
+}
+
+fn nanos(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+fn put_str(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+fn put_json<T: serde::Serialize>(out: &mut Vec<u8>, value: &T) {
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    // Serializing plain data into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+    let len = u32::try_from(out.len() - at - 4).unwrap_or(u32::MAX);
+    out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// A create record.
+pub(super) fn create(
+    id: ExecutionId,
+    at: SystemTime,
+    idempotency: Option<&Idempotency>,
+    labels: &Labels,
+    accepted: &EventPayload,
+    out: &mut Vec<u8>,
+) {
+    out.push(CREATE);
+    out.extend_from_slice(&id.to_bytes());
+    out.extend_from_slice(&nanos(at).to_le_bytes());
+    out.push(u8::from(idempotency.is_some()));
+    let fingerprint = idempotency.map_or(0, |i| i.fingerprint.0);
+    out.extend_from_slice(&fingerprint.to_le_bytes());
+    put_str(out, idempotency.map_or("", |i| &i.key).as_bytes());
+    put_json(out, labels);
+    put_json(out, accepted);
+}
+
+/// An append record's head; `event` follows for each of `count` events.
+fn append(id: ExecutionId, first: u64, at: SystemTime, count: u32, out: &mut Vec<u8>) {
+    out.push(APPEND);
+    out.extend_from_slice(&id.to_bytes());
+    out.extend_from_slice(&first.to_le_bytes());
+    out.extend_from_slice(&nanos(at).to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
+}
+
+/// The create record of `kept`, whose first event is `first`.
+pub(super) fn created(kept: &Kept, first: &Event, out: &mut Vec<u8>) {
+    create(
+        kept.id,
+        first.time,
+        kept.idempotency.as_ref(),
+        &kept.labels,
+        &first.payload,
+        out,
+    );
+}
+
+/// The append record of `events` of `id`, appended together (they share a time).
+pub(super) fn appended<E: Borrow<Event>>(
+    id: ExecutionId,
+    events: impl IntoIterator<Item = E>,
+    out: &mut Vec<u8>,
+) {
+    let start = out.len();
+    let mut count = 0u32;
+    for event in events {
+        let event = event.borrow();
+        if count == 0 {
+            append(id, event.sequence, event.time, 0, out);
+        }
+        self::event(&event.payload, out);
+        count += 1;
+    }
+    if let Some(field) = out.get_mut(start + COUNT_AT..start + COUNT_AT + 4) {
+        field.copy_from_slice(&count.to_le_bytes());
+    }
+}
+
+/// Where an append record's count lies: after its kind, id, first sequence and time.
+const COUNT_AT: usize = 1 + 16 + 8 + 8;
+
+/// One event of an append record.
+fn event(payload: &EventPayload, out: &mut Vec<u8>) {
+    match payload {
+        EventPayload::TextDelta { attempt, text } => {
+            out.push(TEXT);
+            out.extend_from_slice(&attempt.to_le_bytes());
+            put_str(out, text.as_bytes());
+        }
+        EventPayload::ToolCallArgumentsDelta {
+            attempt,
+            index,
+            delta,
+        } => {
+            out.push(ARGUMENTS);
+            out.extend_from_slice(&attempt.to_le_bytes());
+            out.extend_from_slice(&index.to_le_bytes());
+            put_str(out, delta.as_bytes());
+        }
+        EventPayload::ReasoningDelta {
+            attempt,
+            piece,
+            text,
+        } => {
+            out.push(REASONING);
+            out.extend_from_slice(&attempt.to_le_bytes());
+            out.push(match piece {
+                ReasoningPiece::Text => 0,
+                ReasoningPiece::Signature => 1,
+                ReasoningPiece::Redacted => 2,
+            });
+            put_str(out, text.as_bytes());
+        }
+        EventPayload::Progress { attempt, message } => {
+            out.push(PROGRESS);
+            out.extend_from_slice(&attempt.to_le_bytes());
+            put_str(out, message.as_bytes());
+        }
+        other => {
+            out.push(OTHER);
+            put_json(out, other);
+        }
+    }
+}
+
+/// An expire record.
+pub(super) fn expire(id: ExecutionId, out: &mut Vec<u8>) {
+    out.push(EXPIRE);
+    out.extend_from_slice(&id.to_bytes());
+}
+
+/// Reads a record; the error says what is wrong.
+pub(super) fn decode(body: &[u8]) -> Result<Record, String> {
+    let mut r = Reader(body);
+    let record = match r.u8()? {
+        CREATE => {
+            let id = r.id()?;
+            let at = r.time()?;
+            let idempotent = r.u8()? == 1;
+            let fingerprint = u128::from_le_bytes(r.array()?);
+            let key = r.str()?;
+            let idempotency = idempotent.then(|| Idempotency {
+                key: key.to_owned(),
+                fingerprint: Fingerprint(fingerprint),
+            });
+            let labels: Labels = r.json()?;
+            let accepted: EventPayload = r.json()?;
+            if !matches!(accepted, EventPayload::Accepted(_)) {
+                return Err("a create record's first event is not execution.accepted".into());
+            }
+            Record::Create {
+                id,
+                at,
+                idempotency,
+                labels: Arc::new(labels),
+                accepted,
+            }
+        }
+        APPEND => {
+            let id = r.id()?;
+            let first = r.u64()?;
+            let at = r.time()?;
+            let count = r.u32()?;
+            // Each event takes at least 5 bytes: a count beyond what is left is damage.
+            if usize::try_from(count).unwrap_or(usize::MAX) > r.0.len() / 5 + 1 {
+                return Err(format!("{count} events cannot fit in {} bytes", r.0.len()));
+            }
+            let mut payloads = Vec::with_capacity(count as usize);
+            for _ in 0..count {
+                payloads.push(r.event()?);
+            }
+            if first == 0 {
+                return Err("an append record starts at sequence 0".into());
+            }
+            Record::Append {
+                id,
+                first,
+                at,
+                payloads,
+            }
+        }
+        EXPIRE => Record::Expire { id: r.id()? },
+        kind => return Err(format!("unknown record kind {kind}")),
+    };
+    if !r.0.is_empty() {
+        return Err(format!("{} bytes follow the record", r.0.len()));
+    }
+    Ok(record)
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err(format!(
+                "the record ends early ({} bytes left, {n} needed)",
+                self.0.len()
+            ));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let mut out = [0; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    fn id(&mut self) -> Result<ExecutionId, String> {
+        Ok(ExecutionId::from_bytes(self.array()?))
+    }
+
+    fn time(&mut self) -> Result<SystemTime, String> {
+        Ok(SystemTime::UNIX_EPOCH + Duration::from_nanos(self.u64()?))
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], String> {
+        let len = self.u32()?;
+        self.take(usize::try_from(len).unwrap_or(usize::MAX))
+    }
+
+    fn str(&mut self) -> Result<&'a str, String> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| "text that is not UTF-8".to_owned())
+    }
+
+    fn text(&mut self) -> Result<Text, String> {
+        self.str().map(Text::new)
+    }
+
+    fn json<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, String> {
+        serde_json::from_slice(self.bytes()?).map_err(|e| format!("a payload does not decode: {e}"))
+    }
+
+    fn event(&mut self) -> Result<EventPayload, String> {
+        Ok(match self.u8()? {
+            TEXT => EventPayload::TextDelta {
+                attempt: self.u32()?,
+                text: self.text()?,
+            },
+            ARGUMENTS => EventPayload::ToolCallArgumentsDelta {
+                attempt: self.u32()?,
+                index: self.u32()?,
+                delta: self.text()?,
+            },
+            REASONING => EventPayload::ReasoningDelta {
+                attempt: self.u32()?,
+                piece: match self.u8()? {
+                    0 => ReasoningPiece::Text,
+                    1 => ReasoningPiece::Signature,
+                    2 => ReasoningPiece::Redacted,
+                    other => return Err(format!("unknown reasoning piece {other}")),
+                },
+                text: self.text()?,
+            },
+            PROGRESS => EventPayload::Progress {
+                attempt: self.u32()?,
+                message: self.text()?,
+            },
+            OTHER => {
+                let payload: EventPayload = self.json()?;
+                if matches!(payload, EventPayload::Accepted(_)) {
+                    return Err("execution.accepted inside an append record".into());
+                }
+                payload
+            }
+            kind => return Err(format!("unknown event kind {kind}")),
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::execution::fixtures;
+
+    #[test]
+    fn every_record_reads_back_as_written() {
+        let id = ExecutionId::new();
+        let at = SystemTime::UNIX_EPOCH + Duration::new(1_780_000_000, 123_456_789);
+        let accepted = fixtures::accepted();
+        let labels: Labels = [("tenant".to_owned(), "acme".to_owned())].into();
+        let idempotency = Idempotency {
+            key: "order-7".into(),
+            fingerprint: Fingerprint(u128::MAX - 5),
+        };
+        let mut body = Vec::new();
+        create(id, at, Some(&idempotency), &labels, &accepted, &mut body);
+        assert_eq!(
+            decode(&body).unwrap(),
+            Record::Create {
+                id,
+                at,
+                idempotency: Some(idempotency),
+                labels: Arc::new(labels),
+                accepted,
+            }
+        );
+        let payloads = fixtures::every_kind_but_accepted();
+        body.clear();
+        append(id, 3, at, u32::try_from(payloads.len()).unwrap(), &mut body);
+        for payload in &payloads {
+            event(payload, &mut body);
+        }
+        assert_eq!(
+            decode(&body).unwrap(),
+            Record::Append {
+                id,
+                first: 3,
+                at,
+                payloads,
+            }
+        );
+        body.clear();
+        expire(id, &mut body);
+        assert_eq!(decode(&body).unwrap(), Record::Expire { id });
+    }
+
+    #[test]
+    fn any_cut_of_a_record_is_an_error_not_a_panic() {
+        let mut body = Vec::new();
+        let payloads = fixtures::every_kind_but_accepted();
+        append(
+            ExecutionId::new(),
+            1,
+            SystemTime::now(),
+            u32::try_from(payloads.len()).unwrap(),
+            &mut body,
+        );
+        for payload in &payloads {
+            event(payload, &mut body);
+        }
+        for cut in 0..body.len() {
+            assert!(decode(&body[..cut]).is_err(), "cut at {cut}");
+        }
+        assert!(decode(&[APPEND]).is_err());
+        assert!(
+            decode(&[9, 9, 9])
+                .unwrap_err()
+                .contains("unknown record kind 9")
+        );
+    }
+}

@@ -1,0 +1,337 @@
+//! Replay: the journal's segments, oldest first, read back into the memory store. Every
+//! record must open under one of the configured keys and follow the one before it; the one
+//! exception is a torn tail, the record a crash cut short at the end of the newest segment,
+//! which is cut off (it was never acknowledged) and logged. Anything else that does not read
+//! is damage: opening fails with the file, the offset and what is wrong.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::codec::{self, Record};
+use super::seal::{self, HEADER_LEN, MAGIC, MAX_RECORD, RECORD_HEAD, Sealer, TAG_LEN, VERSION};
+use super::segment;
+use crate::store::MemoryStore;
+use crate::store::NewExecution;
+
+/// What replay found.
+#[derive(Debug, Default)]
+pub(super) struct Replayed {
+    /// The newest segment's number (0 for an empty journal).
+    pub last: u64,
+    /// Segment files read.
+    pub segments: usize,
+    /// Records and events read.
+    pub records: u64,
+    pub events: u64,
+    /// Bytes of the segment files, after any torn tail is cut.
+    pub disk: u64,
+    /// Whether a segment was sealed with a key other than the first (compaction re-seals).
+    pub old_keys: bool,
+}
+
+/// The segment files in `dir`, oldest first; leftovers of a compaction a crash interrupted
+/// are removed.
+pub(super) fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, String> {
+    let entries = fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(number) = segment::number(name) {
+            found.push((number, entry.path()));
+        } else if name.ends_with(".compacting") {
+            fs::remove_file(entry.path())
+                .map_err(|e| format!("cannot remove {}: {e}", entry.path().display()))?;
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Reads every segment into `memory`.
+pub(super) fn replay(
+    dir: &Path,
+    sealers: &[Sealer],
+    memory: &MemoryStore,
+) -> Result<Replayed, String> {
+    let started = Instant::now();
+    let files = segments(dir)?;
+    let mut replayed = Replayed {
+        segments: files.len(),
+        ..Replayed::default()
+    };
+    for (i, (number, path)) in files.iter().enumerate() {
+        let newest = i + 1 == files.len();
+        if newest && header_cut_short(path)? {
+            continue;
+        }
+        let mut reader = SegmentReader::open(path, *number, sealers, newest)?;
+        replayed.old_keys |= reader.sealer_index != 0;
+        while let Some((offset, body)) = reader.next()? {
+            let record = codec::decode(body).map_err(|e| reader.damage(offset, &e))?;
+            replayed.records += 1;
+            apply(record, memory, &mut replayed.events).map_err(|e| reader.damage(offset, &e))?;
+        }
+        replayed.disk += reader.end;
+        replayed.last = *number;
+    }
+    if replayed.records > 0 {
+        tracing::info!(
+            segments = replayed.segments,
+            records = replayed.records,
+            events = replayed.events,
+            took = ?started.elapsed(),
+            "replayed the journal"
+        );
+    }
+    Ok(replayed)
+}
+
+fn apply(record: Record, memory: &MemoryStore, events: &mut u64) -> Result<(), String> {
+    match record {
+        Record::Create {
+            id,
+            at,
+            idempotency,
+            labels,
+            accepted,
+        } => {
+            *events += 1;
+            memory
+                .restore_create(
+                    at,
+                    NewExecution {
+                        id,
+                        accepted,
+                        labels,
+                        idempotency,
+                        input_bytes: 0,
+                    },
+                )
+                .map_err(|e| e.to_string())
+        }
+        Record::Append {
+            id,
+            first,
+            at,
+            payloads,
+        } => {
+            *events += payloads.len() as u64;
+            memory
+                .restore_append(id, first, at, payloads)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }
+        Record::Expire { id } => {
+            memory.restore_expire(id);
+            Ok(())
+        }
+    }
+}
+
+/// Reads one segment's records.
+pub(super) struct SegmentReader<'k> {
+    path: PathBuf,
+    file: BufReader<File>,
+    /// The file's length, and where the records read so far end.
+    len: u64,
+    end: u64,
+    number: u64,
+    prefix: [u8; 16],
+    sealer: &'k Sealer,
+    sealer_index: usize,
+    counter: u64,
+    newest: bool,
+    body: Vec<u8>,
+}
+
+impl<'k> SegmentReader<'k> {
+    /// Opens segment `number` at `path` and checks its header. The newest segment may end
+    /// inside its header (a crash as it was created): it is then emptied of records.
+    pub(super) fn open(
+        path: &Path,
+        number: u64,
+        sealers: &'k [Sealer],
+        newest: bool,
+    ) -> Result<Self, String> {
+        let name = path.display();
+        let mut file = File::open(path).map_err(|e| format!("cannot open {name}: {e}"))?;
+        let len = file
+            .metadata()
+            .map_err(|e| format!("cannot read {name}: {e}"))?
+            .len();
+        let mut header = [0u8; HEADER_LEN];
+        if len < HEADER_LEN as u64 {
+            return Err(format!(
+                "{name}: the segment ends at byte {len}, inside its {HEADER_LEN}-byte header"
+            ));
+        }
+        file.read_exact(&mut header)
+            .map_err(|e| format!("cannot read {name}: {e}"))?;
+        if header[..8] != MAGIC || header[8..12] != VERSION.to_le_bytes() {
+            return Err(format!(
+                "{name}: offset 0: not a journal segment of this version"
+            ));
+        }
+        let key = seal::header_key(&header);
+        let Some(sealer_index) = sealers.iter().position(|s| s.id() == key) else {
+            let configured: Vec<String> = sealers.iter().map(|s| s.id().to_string()).collect();
+            return Err(format!(
+                "{name}: sealed with key {key}, which is not among the configured keys ({}): \
+                 the key is wrong, or was removed before a compaction re-sealed this segment",
+                configured.join(", ")
+            ));
+        };
+        let sealer = &sealers[sealer_index];
+        if sealer.check_header(&header).is_err() {
+            return Err(format!(
+                "{name}: offset 0: the segment header does not authenticate (it was altered)"
+            ));
+        }
+        if seal::header_segment(&header) != number {
+            return Err(format!(
+                "{name}: offset 0: the header names segment {}, not {number}",
+                seal::header_segment(&header)
+            ));
+        }
+        Ok(Self {
+            path: path.to_owned(),
+            file: BufReader::with_capacity(256 * 1024, file),
+            len,
+            end: HEADER_LEN as u64,
+            number,
+            prefix: seal::header_prefix(&header),
+            sealer,
+            sealer_index,
+            counter: 0,
+            newest,
+            body: Vec::new(),
+        })
+    }
+
+    /// An error naming the file and offset.
+    pub(super) fn damage(&self, offset: u64, what: &str) -> String {
+        format!("{}: offset {offset}: {what}", self.path.display())
+    }
+
+    /// The next record's offset and opened body; `None` at the end (after cutting a torn
+    /// tail off the newest segment).
+    pub(super) fn next(&mut self) -> Result<Option<(u64, &[u8])>, String> {
+        let offset = self.end;
+        let left = self.len - offset;
+        if left == 0 {
+            return Ok(None);
+        }
+        if left < RECORD_HEAD as u64 {
+            return self.torn(offset, "a record head cut short");
+        }
+        let mut head = [0u8; RECORD_HEAD];
+        self.read(&mut head, offset)?;
+        let Some((len, counter)) = seal::parse_head(&head) else {
+            return if self.zeros_from(offset + RECORD_HEAD as u64)? && head == [0; RECORD_HEAD] {
+                self.torn(offset, "zeros where a record should be")
+            } else {
+                Err(self.damage(offset, "a record head that was not written as one"))
+            };
+        };
+        if counter != self.counter {
+            return Err(self.damage(
+                offset,
+                &format!(
+                    "record {counter} where record {} should be (records are missing or moved)",
+                    self.counter
+                ),
+            ));
+        }
+        let len = len as usize;
+        if len > MAX_RECORD {
+            return Err(self.damage(offset, &format!("a record of {len} bytes")));
+        }
+        let whole = (RECORD_HEAD + len + TAG_LEN) as u64;
+        if left < whole {
+            return self.torn(offset, "a record cut short");
+        }
+        self.body.resize(len, 0);
+        let mut body = std::mem::take(&mut self.body);
+        self.read(&mut body, offset)?;
+        let mut tag = [0u8; TAG_LEN];
+        self.read(&mut tag, offset)?;
+        let opened = self
+            .sealer
+            .open_record(self.number, self.prefix, counter, &mut body, &tag);
+        self.body = body;
+        if opened.is_err() {
+            let last = offset + whole == self.len || self.zeros_from(offset + whole)?;
+            return if last {
+                self.torn(offset, "a last record that does not authenticate")
+            } else {
+                Err(self.damage(
+                    offset,
+                    "a record that does not authenticate (it was altered, or the key is wrong)",
+                ))
+            };
+        }
+        self.counter += 1;
+        self.end = offset + whole;
+        Ok(Some((offset, &self.body)))
+    }
+
+    fn read(&mut self, into: &mut [u8], offset: u64) -> Result<(), String> {
+        self.file
+            .read_exact(into)
+            .map_err(|e| self.damage(offset, &format!("cannot read: {e}")))
+    }
+
+    /// Whether every byte from `from` to the end is zero (a file extended by a crash but
+    /// never written there). Reads on from where the reader is.
+    fn zeros_from(&mut self, from: u64) -> Result<bool, String> {
+        let mut rest = Vec::new();
+        let at = self.len - from;
+        (&mut self.file)
+            .take(at)
+            .read_to_end(&mut rest)
+            .map_err(|e| self.damage(from, &format!("cannot read: {e}")))?;
+        Ok(rest.iter().all(|b| *b == 0))
+    }
+
+    /// A torn tail at `offset`: cut off if this is the newest segment, damage otherwise.
+    fn torn(&mut self, offset: u64, what: &str) -> Result<Option<(u64, &[u8])>, String> {
+        if !self.newest {
+            return Err(self.damage(offset, what));
+        }
+        cut(&self.path, offset)
+            .map_err(|e| self.damage(offset, &format!("cannot cut a torn tail: {e}")))?;
+        tracing::warn!(
+            file = %self.path.display(),
+            offset,
+            dropped_bytes = self.len - offset,
+            "the journal ended in a torn record (a crash while writing it): cut it off; it was never acknowledged"
+        );
+        self.len = offset;
+        Ok(None)
+    }
+}
+
+/// Whether the newest segment ends inside its header (a crash as it was created, before any
+/// record): it is removed.
+fn header_cut_short(path: &Path) -> Result<bool, String> {
+    let name = path.display();
+    let len = fs::metadata(path)
+        .map_err(|e| format!("cannot read {name}: {e}"))?
+        .len();
+    if len >= HEADER_LEN as u64 {
+        return Ok(false);
+    }
+    fs::remove_file(path).map_err(|e| format!("cannot remove {name}: {e}"))?;
+    tracing::warn!(file = %name, "the newest segment ends inside its header (a crash as it was created): removed it");
+    Ok(true)
+}
+
+fn cut(path: &Path, at: u64) -> io::Result<()> {
+    let file = OpenOptions::new().write(true).open(path)?;
+    file.set_len(at)?;
+    file.sync_all()
+}

@@ -1,0 +1,250 @@
+//! Sealing: every record of the journal is encrypted and authenticated with
+//! XChaCha20-Poly1305 (RustCrypto's `chacha20poly1305`).
+//!
+//! A segment starts with a header naming the key that sealed it (by id, never by its bytes),
+//! its number and a 16-byte random nonce prefix drawn when the segment was opened; the header
+//! is authenticated by a tag of its own. A record's nonce is that prefix and the record's
+//! counter (0, 1, 2, ... within the segment), so a nonce is never used twice: each segment has
+//! its own random prefix and counts its own records. A record's header (its segment number,
+//! length and counter) is the associated data of its seal, so a record moved to another
+//! segment or place, or cut short, does not open.
+//!
+//! ```text
+//! segment header (60 bytes): magic "MRJRNL\0\x01" | version u32 | key id [8] | segment u64
+//!                            | nonce prefix [16] | tag [16] (authenticates the 44 bytes before it)
+//! record: length u32 | counter u64 | check u32 | ciphertext [length] | tag [16]
+//! ```
+//! Integers are little-endian. `check` is FNV-1a of the record's first 12 bytes: a length
+//! that was never written (a torn tail) is told apart from one that was, before it is trusted.
+
+use std::fmt;
+
+use chacha20poly1305::aead::{AeadInOut, KeyInit};
+use chacha20poly1305::{Key, Tag, XChaCha20Poly1305, XNonce};
+
+use crate::config::StoreKey;
+
+pub(super) const MAGIC: [u8; 8] = *b"MRJRNL\0\x01";
+pub(super) const VERSION: u32 = 1;
+pub(super) const HEADER_LEN: usize = 60;
+pub(super) const RECORD_HEAD: usize = 16;
+pub(super) const TAG_LEN: usize = 16;
+/// A record's plaintext is at most this long (a create with the largest labels, or a batch
+/// of events, is far smaller; a longer length field is damage).
+pub(super) const MAX_RECORD: usize = 64 << 20;
+
+/// A key's public name: the first 8 bytes of the tag the key puts on an empty message under
+/// a fixed nonce. It tells keys apart and says nothing of the key.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct KeyId(pub [u8; 8]);
+
+impl fmt::Display for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl fmt::Debug for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KeyId({self})")
+    }
+}
+
+/// One key, ready to seal and open.
+#[derive(Clone)]
+pub(super) struct Sealer {
+    cipher: XChaCha20Poly1305,
+    id: KeyId,
+}
+
+impl fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Sealer({})", self.id)
+    }
+}
+
+/// Why a record did not open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Unauthentic;
+
+impl Sealer {
+    pub(super) fn new(key: &StoreKey) -> Self {
+        let cipher = XChaCha20Poly1305::new(&Key::from(*key.expose()));
+        let mut empty = [0u8; 0];
+        let tag = cipher
+            .encrypt_inout_detached(
+                &XNonce::default(),
+                b"model-runtime store key id",
+                (&mut empty[..]).into(),
+            )
+            .map(|tag| {
+                let mut id = [0; 8];
+                id.copy_from_slice(&tag[..8]);
+                id
+            })
+            .unwrap_or_default();
+        Self {
+            cipher,
+            id: KeyId(tag),
+        }
+    }
+
+    pub(super) fn id(&self) -> KeyId {
+        self.id
+    }
+
+    /// A segment's header, its fields authenticated by its tag.
+    pub(super) fn header(&self, segment: u64, prefix: [u8; 16]) -> [u8; HEADER_LEN] {
+        let mut header = [0u8; HEADER_LEN];
+        header[..8].copy_from_slice(&MAGIC);
+        header[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        header[12..20].copy_from_slice(&self.id.0);
+        header[20..28].copy_from_slice(&segment.to_le_bytes());
+        header[28..44].copy_from_slice(&prefix);
+        let tag = self.seal(&nonce(prefix, u64::MAX), &header[..44], &mut []);
+        header[44..].copy_from_slice(&tag);
+        header
+    }
+
+    /// Whether `header` (as [`Sealer::header`] made it) is authentic under this key.
+    pub(super) fn check_header(&self, header: &[u8; HEADER_LEN]) -> Result<(), Unauthentic> {
+        let mut tag = [0u8; TAG_LEN];
+        tag.copy_from_slice(&header[44..]);
+        self.open(
+            &nonce(header_prefix(header), u64::MAX),
+            &header[..44],
+            &mut [],
+            &tag,
+        )
+    }
+
+    /// Seals `body` in place as record `counter` of `segment`; appends the record to `out`.
+    pub(super) fn seal_record(
+        &self,
+        segment: u64,
+        prefix: [u8; 16],
+        counter: u64,
+        body: &[u8],
+        out: &mut Vec<u8>,
+    ) {
+        let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
+        let head = record_head(len, counter);
+        out.extend_from_slice(&head);
+        let start = out.len();
+        out.extend_from_slice(body);
+        let tag = self.seal(
+            &nonce(prefix, counter),
+            &associated(segment, len, counter),
+            &mut out[start..],
+        );
+        out.extend_from_slice(&tag);
+    }
+
+    /// Opens record `counter` of `segment` in place: `body` is its ciphertext.
+    pub(super) fn open_record(
+        &self,
+        segment: u64,
+        prefix: [u8; 16],
+        counter: u64,
+        body: &mut [u8],
+        tag: &[u8; TAG_LEN],
+    ) -> Result<(), Unauthentic> {
+        let len = u32::try_from(body.len()).map_err(|_| Unauthentic)?;
+        self.open(
+            &nonce(prefix, counter),
+            &associated(segment, len, counter),
+            body,
+            tag,
+        )
+    }
+
+    fn seal(&self, nonce: &XNonce, associated: &[u8], body: &mut [u8]) -> [u8; TAG_LEN] {
+        // Sealing fails only for a message longer than the cipher's limit (256 GiB); records
+        // are bounded far below it.
+        let tag = self
+            .cipher
+            .encrypt_inout_detached(nonce, associated, body.into())
+            .unwrap_or_default();
+        let mut out = [0; TAG_LEN];
+        out.copy_from_slice(&tag);
+        out
+    }
+
+    fn open(
+        &self,
+        nonce: &XNonce,
+        associated: &[u8],
+        body: &mut [u8],
+        tag: &[u8; TAG_LEN],
+    ) -> Result<(), Unauthentic> {
+        self.cipher
+            .decrypt_inout_detached(nonce, associated, body.into(), &Tag::from(*tag))
+            .map_err(|_| Unauthentic)
+    }
+}
+
+/// The nonce prefix a header holds.
+pub(super) fn header_prefix(header: &[u8; HEADER_LEN]) -> [u8; 16] {
+    let mut prefix = [0u8; 16];
+    prefix.copy_from_slice(&header[28..44]);
+    prefix
+}
+
+/// The key id a header names.
+pub(super) fn header_key(header: &[u8; HEADER_LEN]) -> KeyId {
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&header[12..20]);
+    KeyId(id)
+}
+
+/// The segment number a header names.
+pub(super) fn header_segment(header: &[u8; HEADER_LEN]) -> u64 {
+    let mut segment = [0u8; 8];
+    segment.copy_from_slice(&header[20..28]);
+    u64::from_le_bytes(segment)
+}
+
+fn nonce(prefix: [u8; 16], counter: u64) -> XNonce {
+    let mut nonce = [0u8; 24];
+    nonce[..16].copy_from_slice(&prefix);
+    nonce[16..].copy_from_slice(&counter.to_le_bytes());
+    XNonce::from(nonce)
+}
+
+fn associated(segment: u64, len: u32, counter: u64) -> [u8; 20] {
+    let mut ad = [0u8; 20];
+    ad[..8].copy_from_slice(&segment.to_le_bytes());
+    ad[8..12].copy_from_slice(&len.to_le_bytes());
+    ad[12..].copy_from_slice(&counter.to_le_bytes());
+    ad
+}
+
+/// A record's plaintext head: length, counter and their check.
+pub(super) fn record_head(len: u32, counter: u64) -> [u8; RECORD_HEAD] {
+    let mut head = [0u8; RECORD_HEAD];
+    head[..4].copy_from_slice(&len.to_le_bytes());
+    head[4..12].copy_from_slice(&counter.to_le_bytes());
+    let check = fnv1a(&head[..12]);
+    head[12..].copy_from_slice(&check.to_le_bytes());
+    head
+}
+
+/// A record head's length and counter, if its check holds.
+pub(super) fn parse_head(head: &[u8; RECORD_HEAD]) -> Option<(u32, u64)> {
+    let mut check = [0u8; 4];
+    check.copy_from_slice(&head[12..]);
+    if fnv1a(&head[..12]) != u32::from_le_bytes(check) {
+        return None;
+    }
+    let mut len = [0u8; 4];
+    len.copy_from_slice(&head[..4]);
+    let mut counter = [0u8; 8];
+    counter.copy_from_slice(&head[4..12]);
+    Some((u32::from_le_bytes(len), u64::from_le_bytes(counter)))
+}
+
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5, |hash: u32, b| {
+        (hash ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    })
+}

@@ -1,0 +1,399 @@
+//! The file store: the conformance suite, and what only a durable store promises — replay
+//! exactly, interrupted executions ended and never resumed, torn tails cut, damage and wrong
+//! keys refused by file and offset, one writer, compaction and key rotation.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+use super::*;
+use crate::config::StoreKey;
+use crate::execution::fixtures::{attempt_started, completed, routing, text};
+use crate::execution::{ErrorCode, Outcome};
+use crate::store::conformance::{limits, new_execution};
+
+fn key(byte: u8) -> StoreKey {
+    StoreKey::parse(&[byte; 32], format!("test key {byte}")).unwrap()
+}
+
+fn config(dir: &Path, keys: Vec<StoreKey>) -> FileStoreConfig {
+    FileStoreConfig {
+        path: dir.to_owned(),
+        keys,
+        max_disk_bytes: 1 << 30,
+    }
+}
+
+fn open(dir: &Path, keys: Vec<StoreKey>) -> Result<(Arc<FileStore>, Opened), String> {
+    FileStore::open(&config(dir, keys), limits(1000, Duration::from_secs(3600)))
+}
+
+fn open_ok(dir: &Path) -> Arc<FileStore> {
+    open(dir, vec![key(1)]).unwrap().0
+}
+
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    replay::segments(dir)
+        .unwrap()
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// The store the conformance suite runs on, with its directory, removed when it goes.
+struct InTempDir {
+    store: Arc<FileStore>,
+    _dir: TempDir,
+}
+
+impl EventStore for InTempDir {
+    fn kind(&self) -> &'static str {
+        self.store.kind()
+    }
+    fn durable(&self) -> bool {
+        self.store.durable()
+    }
+    fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
+        self.store.create(new)
+    }
+    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
+        self.store.append(id, payload)
+    }
+    fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
+        self.store.append_all(id, payloads)
+    }
+    fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
+        self.store.get(id)
+    }
+    fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
+        self.store.follow(id)
+    }
+    fn stats(&self) -> StoreStats {
+        self.store.stats()
+    }
+    fn failed(&self) -> bool {
+        self.store.failed()
+    }
+}
+
+crate::event_store_conformance!(|limits| async move {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = FileStore::open(&config(dir.path(), vec![key(1)]), limits).unwrap();
+    Arc::new(InTempDir { store, _dir: dir }) as Arc<dyn EventStore>
+});
+
+async fn create(store: &FileStore, key: Option<(&str, u128)>) -> ExecutionId {
+    match store.create(new_execution(key)).await.unwrap() {
+        Created::New(view) => view.id,
+        Created::Existing(view) => panic!("{} existed", view.id),
+    }
+}
+
+async fn succeed(store: &FileStore, id: ExecutionId, deltas: usize) {
+    store
+        .append_all(id, vec![routing(), attempt_started(1)])
+        .await
+        .unwrap();
+    for i in 0..deltas {
+        store
+            .append(id, text(1, &format!("piece {i} ")))
+            .await
+            .unwrap();
+    }
+    store.append(id, completed(1, "done")).await.unwrap();
+}
+
+fn everything(store: &FileStore, id: ExecutionId) -> (Execution, Vec<Event>) {
+    (
+        store.get(id).unwrap(),
+        store.follow(id).unwrap().read(0, usize::MAX),
+    )
+}
+
+#[tokio::test]
+async fn a_reopened_store_has_every_event_view_and_key_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_ok(dir.path());
+    let done = create(&store, Some(("order-1", 7))).await;
+    succeed(&store, done, 40).await;
+    let plain = create(&store, None).await;
+    succeed(&store, plain, 0).await;
+    let before = [everything(&store, done), everything(&store, plain)];
+    store.close();
+    drop(store);
+
+    let (store, opened) = open(dir.path(), vec![key(1)]).unwrap();
+    assert_eq!(
+        opened,
+        Opened {
+            executions: 2,
+            events: 2 + 43 + 3,
+            interrupted: 0
+        }
+    );
+    assert_eq!(
+        [everything(&store, done), everything(&store, plain)],
+        before
+    );
+    // A cursor resumes where it was.
+    assert_eq!(store.follow(done).unwrap().read(41, 10), before[0].1[41..]);
+    // The key names the same execution; with another request it is a conflict.
+    match store
+        .create(new_execution(Some(("order-1", 7))))
+        .await
+        .unwrap()
+    {
+        Created::Existing(view) => assert_eq!(view.id, done),
+        Created::New(view) => panic!("a new execution {}", view.id),
+    }
+    assert_eq!(
+        store
+            .create(new_execution(Some(("order-1", 8))))
+            .await
+            .unwrap_err(),
+        StoreError::IdempotencyConflict(done)
+    );
+}
+
+#[tokio::test]
+async fn executions_left_running_end_with_outcome_unknown_and_keep_their_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_ok(dir.path());
+    let streaming = create(&store, None).await;
+    store
+        .append_all(
+            streaming,
+            vec![routing(), attempt_started(1), text(1, "half an ans")],
+        )
+        .await
+        .unwrap();
+    let waiting = create(&store, None).await;
+    drop(store); // no close: as a crash leaves it, every acknowledged event on disk
+
+    let (store, opened) = open(dir.path(), vec![key(1)]).unwrap();
+    assert_eq!(opened.interrupted, 2);
+    for id in [streaming, waiting] {
+        let (view, events) = everything(&store, id);
+        assert_eq!(view.state, ExecutionState::Failed, "{id}");
+        let error = view.error.unwrap();
+        assert_eq!(
+            (error.code, error.outcome),
+            (ErrorCode::OutcomeUnknown, Outcome::Unknown)
+        );
+        assert!(events.last().unwrap().is_terminal());
+    }
+    let (view, events) = everything(&store, streaming);
+    // The running attempt failed with its outcome unknown; its output is partial output.
+    let attempt = view.attempts.last().unwrap();
+    assert_eq!(attempt.outcome, Some(Outcome::Unknown));
+    assert_eq!(events.len(), 6);
+    let EventPayload::Failed(failure) = &events[5].payload else {
+        panic!("{:?}", events[5])
+    };
+    assert_eq!(failure.partial_output.text, "half an ans");
+    // Nothing more happens to them on the next start.
+    store.close();
+    drop(store);
+    let (_store, opened) = open(dir.path(), vec![key(1)]).unwrap();
+    assert_eq!(opened.interrupted, 0);
+}
+
+#[tokio::test]
+async fn a_torn_tail_is_cut_off_and_the_rest_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_ok(dir.path());
+    let id = create(&store, None).await;
+    succeed(&store, id, 3).await;
+    let before = everything(&store, id);
+    drop(store);
+    // A record head cut short, and zeros from a crash that extended the file but never
+    // wrote it: torn tails, cut off.
+    for tail in [&b"\x2a\x00\x00"[..], &[0u8; 4000][..]] {
+        let newest = segments(dir.path()).pop().unwrap();
+        let whole = fs::metadata(&newest).unwrap().len();
+        let mut file = fs::OpenOptions::new().append(true).open(&newest).unwrap();
+        file.write_all(tail).unwrap();
+        drop(file);
+        let (store, _) = open(dir.path(), vec![key(1)]).unwrap();
+        assert_eq!(everything(&store, id), before);
+        // Cut back (and, from the second start on, compacted as well).
+        let now = fs::read(&newest).unwrap();
+        assert!(now.len() as u64 <= whole.max(2000) && !now.ends_with(tail));
+        store.close();
+    }
+    // Bytes that are neither zeros nor a record are damage, not a tear.
+    let newest = segments(dir.path()).pop().unwrap();
+    let whole = fs::metadata(&newest).unwrap().len();
+    let mut file = fs::OpenOptions::new().append(true).open(&newest).unwrap();
+    file.write_all(&[0x51; 40]).unwrap();
+    drop(file);
+    let error = open(dir.path(), vec![key(1)]).unwrap_err();
+    assert!(error.contains(&format!("offset {whole}")), "{error}");
+}
+
+#[tokio::test]
+async fn a_record_cut_short_at_the_end_is_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_ok(dir.path());
+    let id = create(&store, None).await;
+    succeed(&store, id, 0).await;
+    drop(store);
+    let newest = segments(dir.path()).pop().unwrap();
+    let len = fs::metadata(&newest).unwrap().len();
+    // The last record (execution.completed) loses its last 5 bytes.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&newest)
+        .unwrap()
+        .set_len(len - 5)
+        .unwrap();
+    let (store, _) = open(dir.path(), vec![key(1)]).unwrap();
+    // Its execution was running as far as the journal knows: it ends as interrupted.
+    let view = store.get(id).unwrap();
+    assert_eq!(view.error.unwrap().code, ErrorCode::OutcomeUnknown);
+}
+
+#[tokio::test]
+async fn a_flipped_byte_in_the_middle_is_refused_with_file_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_ok(dir.path());
+    let id = create(&store, Some(("secret-key", 1))).await;
+    succeed(&store, id, 2).await;
+    store.close();
+    drop(store);
+    let newest = segments(dir.path()).pop().unwrap();
+    let mut bytes = fs::read(&newest).unwrap();
+    let at = 200;
+    bytes[at] ^= 0x01;
+    fs::write(&newest, &bytes).unwrap();
+    let error = open(dir.path(), vec![key(1)]).unwrap_err();
+    assert!(error.contains(&newest.display().to_string()), "{error}");
+    assert!(error.contains("does not authenticate"), "{error}");
+    assert!(error.contains("offset "), "{error}");
+}
+
+#[tokio::test]
+async fn nothing_readable_is_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_ok(dir.path());
+    let mut new = new_execution(Some(("idempotency-key-in-clear", 1)));
+    new.labels = Arc::new([("tenant".to_owned(), "label-in-clear".to_owned())].into());
+    let Created::New(view) = store.create(new).await.unwrap() else {
+        panic!("new")
+    };
+    store
+        .append_all(
+            view.id,
+            vec![routing(), attempt_started(1), text(1, "output-in-clear")],
+        )
+        .await
+        .unwrap();
+    store.close();
+    for path in segments(dir.path()) {
+        let bytes = fs::read(&path).unwrap();
+        for clear in [
+            "idempotency-key-in-clear",
+            "label-in-clear",
+            "output-in-clear",
+            "tenant",
+        ] {
+            assert!(
+                !bytes.windows(clear.len()).any(|w| w == clear.as_bytes()),
+                "{clear} in {}",
+                path.display()
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_key_is_refused_by_its_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_ok(dir.path());
+    create(&store, None).await;
+    store.close();
+    drop(store);
+    let error = open(dir.path(), vec![key(2)]).unwrap_err();
+    let written = Sealer::new(&key(1)).id().to_string();
+    assert!(
+        error.contains(&format!("sealed with key {written}")),
+        "{error}"
+    );
+    assert!(error.contains("not among the configured keys"), "{error}");
+}
+
+#[tokio::test]
+async fn a_second_writer_is_refused_while_the_first_holds_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_ok(dir.path());
+    let error = open(dir.path(), vec![key(1)]).unwrap_err();
+    assert!(error.contains("in use by another process"), "{error}");
+    store.close();
+    open(dir.path(), vec![key(1)]).unwrap();
+}
+
+#[tokio::test]
+async fn compaction_drops_what_expired_and_rotation_reseals_with_the_new_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = StoreLimits {
+        max_executions: 10,
+        max_bytes: 1 << 30,
+        retention: Duration::from_secs(3600),
+    };
+    let config = FileStoreConfig {
+        max_disk_bytes: 1 << 20,
+        ..config(dir.path(), vec![key(1)])
+    };
+    let (store, _) = FileStore::open(&config, limits).unwrap();
+    // 100 executions of 3 KiB through a store of 10: 90 are evicted, and the journal grows
+    // past a quarter of its 1 MiB, so it compacts to the ten that are left.
+    let mut last = Vec::new();
+    let kib = "x".repeat(1024);
+    for _ in 0..100 {
+        let id = create(&store, None).await;
+        let mut events = vec![routing(), attempt_started(1)];
+        events.extend((0..3).map(|_| text(1, &kib)));
+        events.push(completed(1, ""));
+        store.append_all(id, events).await.unwrap();
+        last.push(id);
+    }
+    let kept: Vec<ExecutionId> = last[90..].to_vec();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while store.disk_bytes() > 200 * 1024 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(store.disk_bytes() <= 200 * 1024, "{}", store.disk_bytes());
+    let views: Vec<_> = kept.iter().map(|id| everything(&store, *id)).collect();
+    store.close();
+    drop(store);
+
+    // Rotation: the new key first, the old one still listed; the start compacts.
+    let rotated = FileStoreConfig {
+        keys: vec![key(2), key(1)],
+        ..config.clone()
+    };
+    let (store, opened) = FileStore::open(&rotated, limits).unwrap();
+    assert_eq!(opened.executions, 10);
+    store.close();
+    drop(store);
+    // The old key can go: everything is sealed with the new one now.
+    let (store, _) = FileStore::open(
+        &FileStoreConfig {
+            keys: vec![key(2)],
+            ..config.clone()
+        },
+        limits,
+    )
+    .unwrap();
+    let after: Vec<_> = kept.iter().map(|id| everything(&store, *id)).collect();
+    assert_eq!(after, views);
+    assert_eq!(
+        store.get(last[0]).unwrap_err(),
+        StoreError::NotFound(last[0])
+    );
+}

@@ -1,0 +1,268 @@
+//! The journal's one writer thread, with group commit: whatever executions queued while the
+//! last write and sync ran is sealed, written with one `write` and made durable with one
+//! `fdatasync`; then every event in it is revealed to readers and every waiting append is
+//! answered. So concurrent executions share syncs, and nothing a caller sees is not on disk.
+//!
+//! A write or sync that fails poisons the journal for good (after a failed fsync the
+//! kernel's page cache can no longer be trusted to say what reached the disk): nothing more
+//! is written, what was queued is revealed as kept in memory only, and every append from
+//! then on fails. What was durable before stays durable.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use tokio::sync::watch;
+
+use super::codec;
+use super::seal::Sealer;
+use super::segment::Segment;
+use crate::execution::{Event, ExecutionId};
+use crate::store::StoreError;
+use crate::store::memory::{Journal, Kept, Reveal};
+
+/// How far the journal is durable.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Progress {
+    /// Every ticket up to this one is on disk.
+    pub durable: u64,
+    /// The journal failed or was closed: no ticket after `durable` will be written.
+    pub failed: bool,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    records: Vec<(Vec<u8>, Option<Reveal>)>,
+    /// The last ticket handed out.
+    ticket: u64,
+    closing: bool,
+    /// The thread has stopped: nothing queued from now on is written.
+    stopped: bool,
+    /// A compaction's request to start a new segment: answered with the last sealed one.
+    rotate: Option<mpsc::Sender<u64>>,
+}
+
+/// The queue between the store and the writer thread, and what the thread reports.
+#[derive(Debug)]
+pub(super) struct Writer {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    progress: watch::Sender<Progress>,
+    failed: AtomicBool,
+    /// Bytes of every segment file.
+    disk: AtomicU64,
+}
+
+impl Writer {
+    pub(super) fn new(disk: u64) -> Self {
+        Self {
+            queue: Mutex::default(),
+            wake: Condvar::new(),
+            progress: watch::Sender::new(Progress::default()),
+            failed: AtomicBool::new(false),
+            disk: AtomicU64::new(disk),
+        }
+    }
+
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        // A panic cannot leave the queue half-changed (each change is one push or swap).
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, body: Vec<u8>, reveal: Option<Reveal>) -> u64 {
+        let mut queue = self.queue();
+        queue.records.push((body, reveal));
+        queue.ticket += 1;
+        let ticket = queue.ticket;
+        drop(queue);
+        self.wake.notify_one();
+        ticket
+    }
+
+    /// The last ticket handed out: waiting for it waits for everything queued so far.
+    pub(super) fn last_ticket(&self) -> u64 {
+        self.queue().ticket
+    }
+
+    /// Waits until `ticket` is durable; an error when the journal failed first.
+    pub(super) async fn durable(&self, ticket: u64) -> Result<(), StoreError> {
+        let reached = |p: &Progress| p.durable >= ticket || p.failed;
+        let progress = if reached(&self.progress.borrow()) {
+            *self.progress.borrow()
+        } else {
+            let mut rx = self.progress.subscribe();
+            rx.wait_for(reached).await.map(|p| *p).unwrap_or(Progress {
+                durable: 0,
+                failed: true,
+            })
+        };
+        if progress.durable >= ticket {
+            Ok(())
+        } else {
+            Err(StoreError::Failed("the event store failed".into()))
+        }
+    }
+
+    pub(super) fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    pub(super) fn disk(&self) -> u64 {
+        self.disk.load(Ordering::Acquire)
+    }
+
+    pub(super) fn set_disk(&self, bytes: u64) {
+        self.disk.store(bytes, Ordering::Release);
+    }
+
+    /// Asks the thread to start a new segment after what it has queued; the answer is the
+    /// number of the last segment it sealed.
+    pub(super) fn rotate(&self) -> mpsc::Receiver<u64> {
+        let (tx, rx) = mpsc::channel();
+        let mut queue = self.queue();
+        if !queue.stopped {
+            queue.rotate = Some(tx);
+        }
+        drop(queue);
+        self.wake.notify_one();
+        rx
+    }
+
+    /// Asks the thread to write what is queued and stop.
+    pub(super) fn close(&self) {
+        self.queue().closing = true;
+        self.wake.notify_one();
+    }
+
+    /// The thread: writes what is queued until closed. `after` runs after each written batch
+    /// (compaction's trigger).
+    pub(super) fn run(
+        &self,
+        mut segment: Segment,
+        sealer: &Sealer,
+        dir: &std::path::Path,
+        mut after: impl FnMut(&Self),
+    ) {
+        let mut batch = Vec::new();
+        let mut sealed = Vec::new();
+        loop {
+            let (upto, closing, rotate) = {
+                let mut queue = self.queue();
+                while queue.records.is_empty() && !queue.closing && queue.rotate.is_none() {
+                    queue = self.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
+                }
+                std::mem::swap(&mut batch, &mut queue.records);
+                (queue.ticket, queue.closing, queue.rotate.take())
+            };
+            if !batch.is_empty() {
+                self.write(&mut segment, sealer, &mut batch, &mut sealed, upto);
+                after(self);
+            }
+            if let Some(reply) = rotate {
+                segment = self.next_segment(segment, sealer, dir);
+                let _ = reply.send(segment.number() - 1);
+            }
+            let mut queue = self.queue();
+            if closing && queue.records.is_empty() {
+                // A compaction waiting for a rotation hears that none will come, and an
+                // append that comes after the close hears that it will not be written.
+                queue.stopped = true;
+                queue.rotate = None;
+                drop(queue);
+                self.progress.send_modify(|p| p.failed = true);
+                return;
+            }
+        }
+    }
+
+    fn write(
+        &self,
+        segment: &mut Segment,
+        sealer: &Sealer,
+        batch: &mut Vec<(Vec<u8>, Option<Reveal>)>,
+        sealed: &mut Vec<u8>,
+        upto: u64,
+    ) {
+        if !self.failed() {
+            sealed.clear();
+            for (body, _) in batch.iter() {
+                segment.seal(sealer, body, sealed);
+            }
+            let before = segment.len();
+            match segment.write(sealed) {
+                Ok(()) => {
+                    self.disk
+                        .fetch_add(segment.len() - before, Ordering::AcqRel);
+                    // Readers see the events before their appends return.
+                    reveal(batch);
+                    self.progress.send_modify(|p| p.durable = upto);
+                    return;
+                }
+                Err(e) => self.poison(&e),
+            }
+        }
+        // Kept in memory only: readers see it all the same, with the terminal event that
+        // says so (`FileStore::end_in_memory`).
+        reveal(batch);
+    }
+
+    /// A new segment after `old`; on failure the journal is poisoned and `old` stays (and is
+    /// never written again).
+    fn next_segment(&self, old: Segment, sealer: &Sealer, dir: &std::path::Path) -> Segment {
+        if self.failed() {
+            return old;
+        }
+        let number = old.number() + 1;
+        let created = Segment::create(&super::segment::path(dir, number), number, sealer)
+            .and_then(|segment| super::segment::sync_dir(dir).map(|()| segment));
+        match created {
+            Ok(segment) => {
+                self.disk.fetch_add(segment.len(), Ordering::AcqRel);
+                segment
+            }
+            Err(e) => {
+                self.poison(&e);
+                old
+            }
+        }
+    }
+
+    fn poison(&self, error: &std::io::Error) {
+        tracing::error!(error = %error, "the event store's journal could not be written: the store has failed");
+        self.failed.store(true, Ordering::Release);
+        self.progress.send_modify(|p| p.failed = true);
+    }
+}
+
+fn reveal(batch: &mut Vec<(Vec<u8>, Option<Reveal>)>) {
+    for (_, reveal) in batch.drain(..) {
+        if let Some(reveal) = reveal {
+            reveal.reveal();
+        }
+    }
+}
+
+impl Journal for Writer {
+    fn created(&self, kept: &Kept, first: &Event, reveal: Reveal) -> u64 {
+        let mut body = Vec::with_capacity(256);
+        codec::created(kept, first, &mut body);
+        self.push(body, Some(reveal))
+    }
+
+    fn appended(
+        &self,
+        id: ExecutionId,
+        events: &mut dyn Iterator<Item = Event>,
+        reveal: Reveal,
+    ) -> u64 {
+        let mut body = Vec::with_capacity(64);
+        codec::appended(id, events, &mut body);
+        self.push(body, Some(reveal))
+    }
+
+    fn expired(&self, id: ExecutionId) {
+        let mut body = Vec::with_capacity(17);
+        codec::expire(id, &mut body);
+        self.push(body, None);
+    }
+}
