@@ -153,7 +153,7 @@ async fn serve(config: Config) -> ExitCode {
     let runtime = match Runtime::new(config) {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("config: {e}");
+            eprintln!("cannot start: {e}");
             return ExitCode::from(2);
         }
     };

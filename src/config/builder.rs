@@ -150,6 +150,20 @@ impl ConfigBuilder {
         self
     }
 
+    /// `store.kind = "file"` in `path`, its key read from the environment variable `key_env`.
+    pub fn file_store(mut self, path: &str, key_env: &str) -> Self {
+        self.raw.store.kind = "file".into();
+        self.raw.store.path = Some(path.to_owned());
+        self.raw.store.key_env = Some(key_env.to_owned());
+        self
+    }
+
+    /// `store.max_disk_bytes` (the file store).
+    pub fn max_disk_bytes(mut self, bytes: u64) -> Self {
+        self.raw.store.max_disk_bytes = Some(bytes);
+        self
+    }
+
     /// `[providers.NAME]`, replacing one of the same name.
     pub fn provider(mut self, name: &str, provider: ProviderSpec) -> Self {
         self.raw.providers.insert(name.to_owned(), provider.0);

@@ -199,13 +199,14 @@ impl FileStore {
         self.writer.disk()
     }
 
-    /// Ends `id` in memory after the journal failed: its watchers get a terminal event that
-    /// says it is not durable. Returns the error the append that found the failure returns.
+    /// Ends `id` in memory after the journal failed, after its last durable event: its
+    /// watchers get a terminal event that says it is kept in memory only. Returns the error
+    /// for the append that found the failure: the execution has ended.
     fn end_in_memory(&self, id: ExecutionId) -> StoreError {
         if let Ok((view, events)) = self.memory.history(id) {
             let ending = interrupted(&view, &events, store_failed());
             if !ending.is_empty() {
-                let _ = self.memory.append_journaled(id, ending);
+                let _ = self.memory.append_in_memory(id, ending);
             }
         }
         StoreError::AlreadyTerminal(id)
@@ -324,7 +325,11 @@ impl EventStore for FileStore {
         Box::pin(async move {
             match created? {
                 (Created::New(view), ticket) => {
-                    writer.durable(ticket).await?;
+                    if let Err(failed) = writer.durable(ticket).await {
+                        // Never durable, never seen: it leaves the store.
+                        memory.roll_back(view.id);
+                        return Err(failed);
+                    }
                     Ok(Created::New(view))
                 }
                 (Created::Existing(view), _) => {
@@ -343,6 +348,7 @@ impl EventStore for FileStore {
             }
             let appended = self.memory.append_journaled(id, vec![payload])?;
             if self.writer.durable(appended.ticket).await.is_err() {
+                self.memory.roll_back(id);
                 return Err(self.end_in_memory(id));
             }
             appended.event()
@@ -356,6 +362,7 @@ impl EventStore for FileStore {
             }
             let appended = self.memory.append_journaled(id, payloads)?;
             if self.writer.durable(appended.ticket).await.is_err() {
+                self.memory.roll_back(id);
                 return Err(self.end_in_memory(id));
             }
             Ok(appended.last)

@@ -315,6 +315,41 @@ impl MemoryStore {
         self.append_now(id, payloads, SystemTime::now(), self.journal.as_deref())
     }
 
+    /// Takes back what readers have not seen of `id` (its journal failed before making it
+    /// durable); an execution none of whose events were seen leaves the store. Returns
+    /// whether it is still held.
+    pub(super) fn roll_back(&self, id: ExecutionId) -> bool {
+        let Ok(slot) = self.slot(id) else {
+            return false;
+        };
+        let unseen = {
+            let mut record = slot.record();
+            if record.visible_len() == 0 {
+                true
+            } else {
+                let delta = record.roll_back();
+                self.add_bytes(delta);
+                false
+            }
+        };
+        if unseen {
+            let evicted = self.evict(&mut self.write_index(), id);
+            self.release(evicted.into_iter().collect());
+        }
+        !unseen
+    }
+
+    /// Appends without telling the journal, visible at once: what a failed durable store
+    /// keeps in memory only.
+    pub(super) fn append_in_memory(
+        &self,
+        id: ExecutionId,
+        payloads: Vec<EventPayload>,
+    ) -> Result<u64, StoreError> {
+        self.append_now(id, payloads, SystemTime::now(), None)
+            .map(|appended| appended.last)
+    }
+
     /// Restores an execution as the journal recorded it, with its first event's time, and
     /// visible at once; the journal is not told.
     pub(super) fn restore_create(

@@ -38,9 +38,15 @@ pub fn wait_for(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
 
 /// Runs the binary with `args` to completion, failing the test after `limit`.
 pub fn run<S: AsRef<OsStr>>(args: &[S], limit: Duration) -> Output {
+    run_env(args, &[], limit)
+}
+
+/// [`run`] with variables set in the binary's environment.
+pub fn run_env<S: AsRef<OsStr>>(args: &[S], env: &[(&str, &str)], limit: Duration) -> Output {
     let mut child = Guard(
         Command::new(BIN)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -93,7 +99,12 @@ pub fn start_server_env(extra: &[&str], env: &[(&str, &str)], limit: Duration) -
         .stderr(Stdio::piped())
         .spawn()
         .expect("start the server");
-    let mut guard = Guard(child);
+    address_of(Guard(child), limit)
+}
+
+/// The address a starting `serve` (its stderr piped) logs; the rest of stderr keeps being
+/// drained so the server never blocks.
+pub fn address_of(mut guard: Guard, limit: Duration) -> (Guard, String) {
     let stderr = guard.0.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {

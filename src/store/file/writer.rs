@@ -5,8 +5,8 @@
 //!
 //! A write or sync that fails poisons the journal for good (after a failed fsync the
 //! kernel's page cache can no longer be trusted to say what reached the disk): nothing more
-//! is written, what was queued is revealed as kept in memory only, and every append from
-//! then on fails. What was durable before stays durable.
+//! is written or revealed, and every append from then on fails. What was durable before
+//! stays durable, and nobody ever saw what was not.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -201,9 +201,9 @@ impl Writer {
                 Err(e) => self.poison(&e),
             }
         }
-        // Kept in memory only: readers see it all the same, with the terminal event that
-        // says so (`FileStore::end_in_memory`).
-        reveal(batch);
+        // Not durable: readers never see it. Each append waiting for it takes it back and
+        // ends its execution in memory (`FileStore::end_in_memory`).
+        batch.clear();
     }
 
     /// A new segment after `old`; on failure the journal is poisoned and `old` stays (and is

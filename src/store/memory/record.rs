@@ -184,6 +184,27 @@ impl Record {
         self.events.len()
     }
 
+    /// Takes back the events no reader has seen (a journal could not make them durable):
+    /// the record is as it was after its last visible event. Returns the change in bytes.
+    pub(super) fn roll_back(&mut self) -> i64 {
+        let before = self.bytes();
+        self.events.truncate(self.visible);
+        let mut lifecycle = Lifecycle::default();
+        self.event_heap = 0;
+        for event in self.events.events(0) {
+            // They were legal when they were stored, and are replayed in the same order.
+            let _ = lifecycle.apply(&event.payload);
+            self.event_heap += size::heap(&event.payload);
+        }
+        self.lifecycle = lifecycle;
+        self.change(before)
+    }
+
+    /// How many events readers may see.
+    pub(super) fn visible_len(&self) -> u64 {
+        self.visible
+    }
+
     /// Shows every event stored so far.
     pub(super) fn reveal_all(&mut self) {
         self.visible = self.events.len();
