@@ -90,14 +90,7 @@ fn ability_of(i: usize) -> &'static str {
 }
 
 async fn client(addr: &str) -> ModelRuntimeClient<Channel> {
-    let channel = within(
-        tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect(),
-    )
-    .await
-    .expect("connect");
-    ModelRuntimeClient::new(channel)
+    ModelRuntimeClient::new(connect(addr).await)
 }
 
 fn serve(config: &ConfigBuilder, file: &tempfile::NamedTempFile) -> (Guard, String) {

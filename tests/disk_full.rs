@@ -61,13 +61,7 @@ fn serve_limited(config_path: &str) -> (Guard, String) {
 }
 
 async fn client(addr: &str) -> (ModelRuntimeClient<Channel>, Channel) {
-    let channel = within(
-        tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect(),
-    )
-    .await
-    .expect("connect");
+    let channel = connect(addr).await;
     (ModelRuntimeClient::new(channel.clone()), channel)
 }
 

@@ -133,6 +133,17 @@ impl Drop for TestServer {
     }
 }
 
+/// A channel to a server at `addr` (`127.0.0.1:PORT`), such as a `serve` child's.
+pub async fn connect(addr: &str) -> Channel {
+    within(
+        tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect(),
+    )
+    .await
+    .expect("connect")
+}
+
 /// Awaits `future`, failing the test if it takes longer than [`WAIT`].
 pub async fn within<F: Future>(future: F) -> F::Output {
     tokio::time::timeout(WAIT, future)
