@@ -25,7 +25,7 @@ use crate::execution::{
 };
 
 pub use changes::{ChangeSignal, Changes, Closed};
-pub use file::{FileStore, Opened};
+pub use file::{FileStore, Opened, fuzz};
 pub use follower::{EventSource, Follower};
 pub use memory::MemoryStore;
 pub use retention::Retention;

@@ -40,3 +40,11 @@ fn streams() {
         model_runtime::provider::fuzz::stream_input(&bytes);
     }
 }
+
+#[test]
+fn journals() {
+    for (name, bytes) in inputs("journal") {
+        eprintln!("journal/{name}");
+        model_runtime::store::fuzz::journal(&bytes);
+    }
+}

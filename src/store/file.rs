@@ -11,6 +11,7 @@
 
 mod codec;
 mod compact;
+pub mod fuzz;
 mod lock;
 mod replay;
 mod seal;
@@ -66,6 +67,14 @@ pub struct FileStore {
     memory: Arc<MemoryStore>,
     writer: Arc<Writer>,
     max_disk_bytes: u64,
+    /// Asks the compactor for a compaction; taken at close, so the compactor stops.
+    compact: Mutex<Option<mpsc::Sender<()>>>,
+    /// Whether a compaction was asked for and has not finished.
+    compacting: Arc<AtomicBool>,
+    /// Compactions finished, and how many had when the disk bound last let executions go:
+    /// it lets them go once per compaction, not once per create while one runs.
+    compacted: Arc<AtomicU64>,
+    made_room_at: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
     lock: Mutex<Option<DirLock>>,
     closed: AtomicBool,
@@ -81,7 +90,7 @@ impl std::fmt::Debug for FileStore {
 }
 
 /// What opening found, for the log.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Opened {
     /// Executions held after replay.
     pub executions: usize,
@@ -89,6 +98,8 @@ pub struct Opened {
     pub events: u64,
     /// Executions that were running and were ended with `outcome_unknown`.
     pub interrupted: usize,
+    /// How long reading the journal back took.
+    pub replayed_in: std::time::Duration,
 }
 
 impl FileStore {
@@ -131,6 +142,10 @@ impl FileStore {
             memory,
             writer,
             max_disk_bytes: config.max_disk_bytes,
+            compact: Mutex::new(None),
+            compacting: Arc::new(AtomicBool::new(false)),
+            compacted: Arc::new(AtomicU64::new(0)),
+            made_room_at: AtomicU64::new(u64::MAX),
             threads: Mutex::new(Vec::new()),
             lock: Mutex::new(Some(lock)),
             closed: AtomicBool::new(false),
@@ -140,22 +155,27 @@ impl FileStore {
             executions: store.memory.stats().executions,
             events: replayed.events,
             interrupted,
+            replayed_in: replayed.took,
         };
         Ok((store, opened))
     }
 
-    /// Starts the writer and the compactor. Compaction begins when the journal has grown to
-    /// twice what it held after the last one, and to at least a quarter of
-    /// `store.max_disk_bytes`.
+    /// Starts the writer and the compactor; compactions start at [`next_compaction`]'s size.
     fn start(&self, dir: PathBuf, segment: Segment, sealer: Sealer) {
         let (trigger, requests) = mpsc::channel::<()>();
-        let compacting = Arc::new(AtomicBool::new(false));
-        let floor = self.max_disk_bytes / 4;
-        let threshold = Arc::new(AtomicU64::new(floor.max(self.writer.disk() * 2)));
+        let compacting = self.compacting.clone();
+        let (floor, ceiling) = (self.max_disk_bytes / 4, self.max_disk_bytes / 4 * 3);
+        let threshold = Arc::new(AtomicU64::new(next_compaction(
+            self.writer.disk(),
+            floor,
+            ceiling,
+        )));
         let key = sealer.clone();
         let writer = self.writer.clone();
         let (compacting_w, threshold_w, dir_w) =
             (compacting.clone(), threshold.clone(), dir.clone());
+        let compacted = self.compacted.clone();
+        *self.compact.lock().unwrap_or_else(|p| p.into_inner()) = Some(trigger.clone());
         let written = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
@@ -178,9 +198,9 @@ impl FileStore {
                     &memory,
                     &key,
                     &dir,
-                    &compacting,
+                    (&compacting, &compacted),
                     &threshold,
-                    floor,
+                    (floor, ceiling),
                 );
             });
         let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
@@ -197,6 +217,43 @@ impl FileStore {
     /// The bytes the journal takes on disk.
     pub fn disk_bytes(&self) -> u64 {
         self.writer.disk()
+    }
+
+    /// At `store.max_disk_bytes`, a new execution makes room as one past `store.max_bytes`
+    /// does: the older half of the terminal executions leave (with their identities) and a
+    /// compaction takes them off the disk, once per compaction. While it runs new executions
+    /// are taken up to half the bound more; past that, or with no terminal execution left to
+    /// let go, they are refused (running ones append on).
+    fn room_on_disk(&self) -> Result<(), StoreError> {
+        let disk = self.writer.disk();
+        if disk < self.max_disk_bytes {
+            return Ok(());
+        }
+        let full = || StoreError::Full {
+            executions: self.memory.stats().executions,
+            bytes: disk,
+        };
+        let compacted = self.compacted.load(Ordering::Acquire);
+        if self.made_room_at.swap(compacted, Ordering::AcqRel) == compacted {
+            // Room was made since the last compaction finished: the one that takes it off
+            // the disk is on its way.
+            return if disk < self.max_disk_bytes.saturating_add(self.max_disk_bytes / 2) {
+                Ok(())
+            } else {
+                Err(full())
+            };
+        }
+        if self.memory.evict_older_half() == 0 {
+            self.made_room_at.store(u64::MAX, Ordering::Release);
+            return Err(full());
+        }
+        // Queued behind a compaction already running, if one is: that one may have read the
+        // store before these executions left.
+        self.compacting.store(true, Ordering::Release);
+        if let Some(trigger) = &*self.compact.lock().unwrap_or_else(|p| p.into_inner()) {
+            let _ = trigger.send(());
+        }
+        Ok(())
     }
 
     /// Ends `id` in memory after the journal failed, after its last durable event: its
@@ -261,6 +318,14 @@ fn end_interrupted(
     Ok(unfinished.len())
 }
 
+/// The journal's size at which the next compaction starts, after one left it at `left`:
+/// twice that, within a quarter and three quarters of `store.max_disk_bytes`, and at least
+/// an eighth of it more than `left` (compacting a journal with little to drop is churn; at
+/// the bound, `room_on_disk` lets executions go first).
+fn next_compaction(left: u64, floor: u64, ceiling: u64) -> u64 {
+    (left * 2).clamp(floor, ceiling).max(left + floor / 2)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn compactor(
     requests: &mpsc::Receiver<()>,
@@ -268,9 +333,9 @@ fn compactor(
     memory: &Weak<MemoryStore>,
     sealer: &Sealer,
     dir: &std::path::Path,
-    compacting: &AtomicBool,
+    (compacting, compacted): (&AtomicBool, &AtomicU64),
     threshold: &AtomicU64,
-    floor: u64,
+    (floor, ceiling): (u64, u64),
 ) {
     while requests.recv().is_ok() {
         let Ok(sealed) = writer.rotate().recv() else {
@@ -284,15 +349,16 @@ fn compactor(
             Ok(left) => {
                 // Appends went on into the new segment meanwhile: count the files as they are.
                 writer.set_disk(left);
-                threshold.store(floor.max(left * 2), Ordering::Release);
+                threshold.store(next_compaction(left, floor, ceiling), Ordering::Release);
                 tracing::info!(before, after = left, "compacted the journal");
             }
             Err(e) => {
                 // The journal is whole (compaction writes beside it): try again later.
-                threshold.store(floor.max(before * 2), Ordering::Release);
+                threshold.store(next_compaction(before, floor, ceiling), Ordering::Release);
                 tracing::warn!(error = %e, "could not compact the journal");
             }
         }
+        compacted.fetch_add(1, Ordering::AcqRel);
         compacting.store(false, Ordering::Release);
     }
 }
@@ -314,12 +380,8 @@ impl EventStore for FileStore {
                 "the event store is not writable".into(),
             ))));
         }
-        if self.writer.disk() >= self.max_disk_bytes {
-            let stats = self.memory.stats();
-            return Box::pin(std::future::ready(Err(StoreError::Full {
-                executions: stats.executions,
-                bytes: self.writer.disk(),
-            })));
+        if let Err(full) = self.room_on_disk() {
+            return Box::pin(std::future::ready(Err(full)));
         }
         let created = memory.create_journaled(new);
         Box::pin(async move {
@@ -394,6 +456,12 @@ impl EventStore for FileStore {
             return;
         }
         self.writer.close();
+        drop(
+            self.compact
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
         for thread in threads {
             let _ = thread.join();

@@ -416,10 +416,38 @@ impl MemoryStore {
         Ok(true)
     }
 
-    /// Removes an execution the journal says expired.
+    /// Removes an execution the journal says expired (the journal is not told again).
     pub(super) fn restore_expire(&self, id: ExecutionId) {
-        let evicted = self.evict(&mut self.write_index(), id);
+        let evicted = {
+            let mut index = self.write_index();
+            let slot = index.remove(id);
+            if let Some(slot) = &slot {
+                self.add_bytes(-i64::try_from(slot.uncount()).unwrap_or(i64::MAX));
+            }
+            slot
+        };
         self.release(evicted.into_iter().collect());
+    }
+
+    /// Lets the older half of the terminal executions go (at least one), in the order they
+    /// ended, as capacity would: what a durable store does when its disk is full. Returns how
+    /// many left; 0 when every execution held is still running.
+    pub(super) fn evict_older_half(&self) -> usize {
+        let evicted: Vec<Arc<Slot>> = {
+            let mut index = self.write_index();
+            let half = index.retention.len().div_ceil(2);
+            let mut evicted = Vec::with_capacity(half);
+            for _ in 0..half {
+                let Some(id) = index.retention.make_room() else {
+                    break;
+                };
+                evicted.extend(self.evict(&mut index, id));
+            }
+            evicted
+        };
+        let count = evicted.len();
+        self.release(evicted);
+        count
     }
 
     /// Every execution held now, with its visible events: what compaction writes.

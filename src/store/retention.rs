@@ -70,6 +70,16 @@ impl Retention {
         gone
     }
 
+    /// Terminal executions waiting to expire.
+    pub fn len(&self) -> usize {
+        self.ended.len()
+    }
+
+    /// Whether no terminal execution waits to expire.
+    pub fn is_empty(&self) -> bool {
+        self.ended.is_empty()
+    }
+
     /// The execution that ended first, forgotten here as it is returned, to make room for a
     /// new one; `None` when no execution has ended.
     pub fn make_room(&mut self) -> Option<ExecutionId> {

@@ -193,6 +193,32 @@ pub(super) fn expire(id: ExecutionId, out: &mut Vec<u8>) {
     out.extend_from_slice(&id.to_bytes());
 }
 
+/// A record's bytes: what [`decode`] reads back as it.
+pub(super) fn encode(record: &Record, out: &mut Vec<u8>) {
+    match record {
+        Record::Create {
+            id,
+            at,
+            idempotency,
+            labels,
+            accepted,
+        } => create(*id, *at, idempotency.as_ref(), labels, accepted, out),
+        Record::Append {
+            id,
+            first,
+            at,
+            payloads,
+        } => {
+            let count = u32::try_from(payloads.len()).unwrap_or(u32::MAX);
+            append(*id, *first, *at, count, out);
+            for payload in payloads {
+                event(payload, out);
+            }
+        }
+        Record::Expire { id } => expire(*id, out),
+    }
+}
+
 /// Reads a record; the error says what is wrong.
 pub(super) fn decode(body: &[u8]) -> Result<Record, String> {
     let mut r = Reader(body);

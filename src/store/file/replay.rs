@@ -29,6 +29,8 @@ pub(super) struct Replayed {
     pub disk: u64,
     /// Whether a segment was sealed with a key other than the first (compaction re-seals).
     pub old_keys: bool,
+    /// How long it took.
+    pub took: std::time::Duration,
 }
 
 /// The segment files in `dir`, oldest first; leftovers of a compaction a crash interrupted
@@ -78,12 +80,13 @@ pub(super) fn replay(
         replayed.disk += reader.end;
         replayed.last = *number;
     }
+    replayed.took = started.elapsed();
     if replayed.records > 0 {
         tracing::info!(
             segments = replayed.segments,
             records = replayed.records,
             events = replayed.events,
-            took = ?started.elapsed(),
+            took = ?replayed.took,
             "replayed the journal"
         );
     }

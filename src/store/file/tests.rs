@@ -129,12 +129,8 @@ async fn a_reopened_store_has_every_event_view_and_key_as_it_was() {
 
     let (store, opened) = open(dir.path(), vec![key(1)]).unwrap();
     assert_eq!(
-        opened,
-        Opened {
-            executions: 2,
-            events: 2 + 43 + 3,
-            interrupted: 0
-        }
+        (opened.executions, opened.events, opened.interrupted),
+        (2, 2 + 43 + 3, 0)
     );
     assert_eq!(
         [everything(&store, done), everything(&store, plain)],
@@ -395,5 +391,69 @@ async fn compaction_drops_what_expired_and_rotation_reseals_with_the_new_key() {
     assert_eq!(
         store.get(last[0]).unwrap_err(),
         StoreError::NotFound(last[0])
+    );
+}
+
+#[tokio::test]
+async fn the_journal_stays_within_max_disk_bytes_by_letting_the_oldest_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = FileStoreConfig {
+        max_disk_bytes: 1 << 20,
+        ..config(dir.path(), vec![key(1)])
+    };
+    // Nothing expires by time or by count: only the disk bound makes room.
+    let (store, _) = FileStore::open(&config, limits(100_000, Duration::from_secs(3600))).unwrap();
+    let kib = "x".repeat(1024);
+    let mut ids = Vec::new();
+    let mut most = 0;
+    while ids.len() < 1000 {
+        // Past half the bound again while a compaction runs, new work waits for it.
+        let id = match store.create(new_execution(None)).await {
+            Ok(Created::New(view)) => view.id,
+            Err(StoreError::Full { .. }) => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            }
+            other => panic!("{other:?}"),
+        };
+        let mut events = vec![routing(), attempt_started(1)];
+        events.extend((0..3).map(|_| text(1, &kib)));
+        events.push(completed(1, ""));
+        store.append_all(id, events).await.unwrap();
+        ids.push(id);
+        most = most.max(store.disk_bytes());
+    }
+    // 3 MB went through a 1 MiB journal: it stayed within half the bound more (and what the
+    // last execution taken wrote), the newest executions are there and the oldest are not.
+    assert!(
+        most < (3 << 19) + (16 << 10),
+        "the journal reached {most} bytes"
+    );
+    assert!(store.get(*ids.last().unwrap()).is_ok());
+    assert_eq!(store.get(ids[0]).unwrap_err(), StoreError::NotFound(ids[0]));
+    // Running executions are never let go: once only they are left, creates are refused.
+    let mut running = Vec::new();
+    let refused = loop {
+        match store.create(new_execution(None)).await {
+            Err(e) => break e,
+            Ok(created) => {
+                let Created::New(view) = created else {
+                    panic!("new")
+                };
+                let events = vec![routing(), attempt_started(1), text(1, &kib.repeat(8))];
+                store.append_all(view.id, events).await.unwrap();
+                running.push(view.id);
+                assert!(
+                    running.len() < 1000,
+                    "never refused: {} bytes on disk",
+                    store.disk_bytes()
+                );
+            }
+        }
+    };
+    assert!(matches!(refused, StoreError::Full { .. }), "{refused:?}");
+    assert!(
+        store.get(running[0]).is_ok(),
+        "running executions are never let go"
     );
 }
