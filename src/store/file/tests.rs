@@ -457,3 +457,40 @@ async fn the_journal_stays_within_max_disk_bytes_by_letting_the_oldest_go() {
         "running executions are never let go"
     );
 }
+
+#[tokio::test]
+async fn a_compaction_cut_short_by_a_crash_replays_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ids = Vec::new();
+    // Two starts, two segments: the first start's, and the second's with a running execution.
+    for round in 0..2 {
+        let store = open_ok(dir.path());
+        for i in 0..3 {
+            let id = create(&store, Some((&format!("key-{round}-{i}"), 1))).await;
+            succeed(&store, id, i).await;
+            ids.push(id);
+        }
+        ids.push(create(&store, None).await);
+        store.close();
+    }
+    let first = segments(dir.path()).remove(0);
+    let first_bytes = fs::read(&first).unwrap();
+
+    // The third start ends the running executions and compacts both segments into one.
+    let store = open_ok(dir.path());
+    assert!(!first.exists(), "compacted away");
+    let before: Vec<_> = ids.iter().map(|id| everything(&store, *id)).collect();
+    store.close();
+    drop(store);
+
+    // A crash after the rename but before the older segment was removed leaves it beside
+    // the compacted one; one before the rename leaves a temporary file. Neither changes what
+    // replays.
+    fs::write(&first, first_bytes).unwrap();
+    let temporary = dir.path().join("journal-00000000000000000009.compacting");
+    fs::write(&temporary, b"half a compaction").unwrap();
+    let store = open_ok(dir.path());
+    let after: Vec<_> = ids.iter().map(|id| everything(&store, *id)).collect();
+    assert_eq!(after, before);
+    assert!(!temporary.exists());
+}
