@@ -31,6 +31,15 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines as readable text or as one JSON object per line (filtered by RUST_LOG).
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormatArg,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -69,7 +78,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    telemetry::init();
+    telemetry::init(match cli.log_format {
+        LogFormatArg::Text => telemetry::LogFormat::Text,
+        LogFormatArg::Json => telemetry::LogFormat::Json,
+    });
     match cli.command {
         Command::CheckConfig { file } => match Config::load(&file) {
             Ok(config) => {
