@@ -69,6 +69,18 @@ enum Command {
     },
     /// Drive a server (or a baseline) with load; report throughput and latency.
     Bench(bench::BenchArgs),
+    /// Ask a server whether it is serving (gRPC health `Check`): exit 0 only for SERVING.
+    Health {
+        /// Server address: host:port or http://host:port.
+        #[arg(long, default_value = "127.0.0.1:50051")]
+        addr: String,
+        /// The service to ask about (default: the server as a whole).
+        #[arg(long, default_value = "")]
+        service: String,
+        /// How long connecting and the answer may take.
+        #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+        timeout: std::time::Duration,
+    },
     /// Validate a config file and exit.
     CheckConfig {
         /// Config file (TOML).
@@ -117,6 +129,15 @@ fn main() -> ExitCode {
             run(serve(config))
         }
         Command::Bench(args) => run(bench::main(args)),
+        Command::Health {
+            addr,
+            service,
+            timeout,
+        } => run(cli::health(cli::HealthArgs {
+            addr,
+            service,
+            timeout,
+        })),
         Command::Exec {
             ability,
             addr,

@@ -1,0 +1,66 @@
+//! `health`: the gRPC health protocol's `Check`, for probes that run a command (a Docker
+//! `HEALTHCHECK`): exit 0 only when the server answers `SERVING`.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+use super::endpoint;
+
+/// What `health` checks.
+#[derive(Debug, Clone)]
+pub struct HealthArgs {
+    /// Server address: `host:port` or `http://host:port`.
+    pub addr: String,
+    /// The service to ask about; empty for the server as a whole.
+    pub service: String,
+    /// How long connecting and the answer may take together.
+    pub timeout: Duration,
+}
+
+/// Prints the status and exits 0 for `SERVING`, 1 for any other status or no answer, 2 for
+/// an address that is not one.
+pub async fn health(args: HealthArgs) -> ExitCode {
+    let Ok(uri) = endpoint(&args.addr) else {
+        eprintln!(
+            "invalid address `{}`: expected host:port or http://host:port",
+            args.addr
+        );
+        return ExitCode::from(2);
+    };
+    let check = async {
+        let channel = tonic::transport::Endpoint::from_shared(uri.clone())
+            .map_err(|e| e.to_string())?
+            .connect()
+            .await
+            .map_err(|e| format!("cannot connect to {uri}: {e}"))?;
+        HealthClient::new(channel)
+            .check(HealthCheckRequest {
+                service: args.service.clone(),
+            })
+            .await
+            .map(|reply| reply.into_inner().status())
+            .map_err(|status| format!("{}: {}", status.code(), status.message()))
+    };
+    match tokio::time::timeout(args.timeout, check).await {
+        Ok(Ok(ServingStatus::Serving)) => {
+            println!("SERVING");
+            ExitCode::SUCCESS
+        }
+        Ok(Ok(status)) => {
+            println!("{}", status.as_str_name());
+            ExitCode::from(1)
+        }
+        Ok(Err(e)) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
+        Err(_) => {
+            eprintln!("no answer within {:?}", args.timeout);
+            ExitCode::from(1)
+        }
+    }
+}
