@@ -49,9 +49,10 @@ enum Command {
         /// Config file (TOML).
         #[arg(long)]
         config: Option<PathBuf>,
-        /// Listen address; overrides `server.listen`.
+        /// Listen address, overriding `server.listen`: host:port, or unix:/path/to.sock to
+        /// serve on a Unix domain socket (sidecar mode; mode 0660, removed at shutdown).
         #[arg(long)]
-        listen: Option<SocketAddr>,
+        listen: Option<String>,
     },
     /// Run one execution against a server and stream its events.
     Exec {
@@ -123,10 +124,17 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            if let Some(listen) = listen {
-                config.server.listen = listen;
+            let listen = match listen.as_deref().map(Listen::parse).transpose() {
+                Ok(listen) => listen.unwrap_or(Listen::Tcp(config.server.listen)),
+                Err(e) => {
+                    eprintln!("--listen: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            if let Listen::Tcp(addr) = listen {
+                config.server.listen = addr;
             }
-            run(serve(config))
+            run(serve(config, listen))
         }
         Command::Bench(args) => run(bench::main(args)),
         Command::Health {
@@ -172,16 +180,43 @@ fn run(work: impl Future<Output = ExitCode>) -> ExitCode {
     }
 }
 
-async fn serve(config: Config) -> ExitCode {
-    let addr = config.server.listen;
-    let listener = match tokio::net::TcpListener::bind(addr).await {
+/// Where `serve` listens.
+enum Listen {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl Listen {
+    fn parse(text: &str) -> Result<Self, String> {
+        match text.strip_prefix("unix:") {
+            Some("") => Err("unix: needs a socket path, like unix:/run/model-runtime.sock".into()),
+            Some(path) => Ok(Self::Unix(PathBuf::from(path))),
+            None => text.parse().map(Self::Tcp).map_err(|_| {
+                format!("`{text}` is not an address like 127.0.0.1:50051 or unix:/path/to.sock")
+            }),
+        }
+    }
+}
+
+async fn serve(config: Config, listen: Listen) -> ExitCode {
+    let bound = match &listen {
+        Listen::Tcp(addr) => tokio::net::TcpListener::bind(addr)
+            .await
+            .map(server::Listener::from),
+        Listen::Unix(path) => server::Listener::unix(path).await,
+    };
+    let listener = match bound {
         Ok(listener) => listener,
         Err(e) => {
-            eprintln!("cannot listen on {addr}: {e}");
+            let at = match &listen {
+                Listen::Tcp(addr) => addr.to_string(),
+                Listen::Unix(path) => format!("unix:{}", path.display()),
+            };
+            eprintln!("cannot listen on {at}: {e}");
             return ExitCode::from(1);
         }
     };
-    let local = listener.local_addr().map_or(addr, |a| a);
+    let local = listener.address();
     tracing::info!(addr = %local, "model-runtime serving");
     let runtime = match Runtime::new(config) {
         Ok(runtime) => runtime,

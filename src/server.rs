@@ -6,7 +6,6 @@ use std::pin::pin;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::service::Routes;
@@ -19,10 +18,12 @@ use crate::service::ModelRuntimeService;
 
 mod connection;
 mod incoming;
+mod listener;
 mod stream;
 
 use connection::Http2;
-use incoming::Incoming;
+use incoming::{Accept, Incoming};
+pub use listener::{Listener, UnixPath};
 
 /// After the drain, how long open streams (slow readers, health watches) get to finish before
 /// their connections are closed, so a stop always ends.
@@ -45,12 +46,14 @@ pub enum ServerError {
     Reflection(#[from] tonic_reflection::server::Error),
 }
 
-/// Serves `runtime` on `listener` until `shutdown` resolves; then reports NOT_SERVING, drains
-/// the runtime within its configured drain timeout, lets in-flight streams end with the
-/// terminal events the drain produced, and closes what is still open after a short grace.
+/// Serves `runtime` on `listener` (a `TcpListener`, or a [`Listener`] of either kind) until
+/// `shutdown` resolves; then reports NOT_SERVING, drains the runtime within its configured
+/// drain timeout, lets in-flight streams end with the terminal events the drain produced, and
+/// closes what is still open after a short grace. A Unix socket's file is removed as the
+/// server stops accepting.
 pub async fn serve(
     runtime: Runtime,
-    listener: TcpListener,
+    listener: impl Into<Listener>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServerError> {
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -75,13 +78,19 @@ pub async fn serve(
         .add_service(reflection_v1alpha)
         .add_service(service)
         .prepare();
-    // Deltas are forwarded the moment they arrive: no Nagle delay on accepted connections.
-    let incoming = Incoming::new(
-        TcpIncoming::from(listener)
-            .with_nodelay(Some(true))
-            .with_keepalive(Some(Duration::from_secs(60))),
-        config.max_connections,
-    );
+    let accept = match listener.into() {
+        // Deltas are forwarded the moment they arrive: no Nagle delay on accepted connections.
+        Listener::Tcp(listener) => Accept::Tcp(
+            TcpIncoming::from(listener)
+                .with_nodelay(Some(true))
+                .with_keepalive(Some(Duration::from_secs(60))),
+        ),
+        Listener::Unix(listener, path) => Accept::Unix {
+            listener,
+            _socket_file: path,
+        },
+    };
+    let incoming = Incoming::new(accept, config.max_connections);
     let stop = CancellationToken::new();
     let force = CancellationToken::new();
     let connections = TaskTracker::new();

@@ -218,7 +218,8 @@ impl BenchArgs {
         } else if self.embedded {
             Target::Embedded(self.config.clone())
         } else {
-            let uri = endpoint(&self.addr).map_err(|e| bad("addr", e.to_string()))?;
+            let uri = endpoint(&self.addr)
+                .ok_or_else(|| bad("addr", "expected host:port, http://host:port or unix:/path"))?;
             Target::Server(uri)
         };
         let prompt = match (&self.prompt, self.deltas) {

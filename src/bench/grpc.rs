@@ -12,7 +12,7 @@ use std::time::Instant;
 use futures_util::StreamExt;
 use tonic::client::Grpc;
 use tonic::codegen::http::uri::PathAndQuery;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic_prost::ProstCodec;
 
 use super::BenchError;
@@ -81,14 +81,10 @@ impl GrpcCaller {
         request: pb::ExecuteRequest,
         rpc: Rpc,
     ) -> Result<Self, BenchError> {
-        let endpoint = Endpoint::from_shared(uri.to_owned())
-            .map_err(|e| BenchError::Connect(uri.to_owned(), e.to_string()))?
-            .tcp_nodelay(true);
         let mut channels = Vec::with_capacity(connections);
         for _ in 0..connections {
-            // Each `connect` is its own TCP connection; clones of one channel would share it.
-            let channel = endpoint
-                .connect()
+            // Each `connect` is its own connection; clones of one channel would share it.
+            let channel = crate::cli::connect(uri)
                 .await
                 .map_err(|e| BenchError::Connect(uri.to_owned(), e.to_string()))?;
             channels.push(channel);

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use futures_util::StreamExt;
 use tonic_types::StatusExt;
 
-use super::render;
+use super::{connect, endpoint, render};
 use model_runtime::pb;
 use model_runtime::pb::execution_event::Payload;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
@@ -16,7 +16,7 @@ use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct ExecArgs {
-    /// Server address: `host:port` or `http://host:port`.
+    /// Server address: `host:port`, `http://host:port` or `unix:/path`.
     pub addr: String,
     /// The ability.
     pub ability: String,
@@ -30,7 +30,7 @@ pub struct ExecArgs {
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     /// The address is not usable.
-    #[error("invalid address `{0}`: expected host:port or http://host:port")]
+    #[error("invalid address `{0}`: expected host:port, http://host:port or unix:/path")]
     Address(String),
     /// No connection.
     #[error("cannot connect to {addr}: {source}")]
@@ -62,20 +62,6 @@ fn describe(status: &tonic::Status) -> String {
     }
 }
 
-/// Turns `host:port` or `http://host:port` into an endpoint URI.
-pub fn endpoint(addr: &str) -> Result<String, ExecError> {
-    let uri = if addr.starts_with("http://") || addr.starts_with("https://") {
-        addr.to_owned()
-    } else {
-        format!("http://{addr}")
-    };
-    uri.parse::<tonic::transport::Uri>()
-        .ok()
-        .filter(|u| u.host().is_some() && u.port().is_some())
-        .map(|_| uri)
-        .ok_or_else(|| ExecError::Address(addr.to_owned()))
-}
-
 /// Runs one execution; exits 0 when it succeeded and 1 when it failed or was cancelled. A
 /// reader that goes away (`exec ... | head`) ends it quietly.
 pub async fn exec(args: ExecArgs) -> Result<ExitCode, ExecError> {
@@ -88,11 +74,8 @@ pub async fn exec(args: ExecArgs) -> Result<ExitCode, ExecError> {
 }
 
 async fn run(args: ExecArgs) -> Result<ExitCode, ExecError> {
-    let uri = endpoint(&args.addr)?;
-    let channel = tonic::transport::Endpoint::from_shared(uri.clone())
-        .map_err(|_| ExecError::Address(args.addr.clone()))?
-        .tcp_nodelay(true)
-        .connect()
+    let uri = endpoint(&args.addr).ok_or_else(|| ExecError::Address(args.addr.clone()))?;
+    let channel = connect(&uri)
         .await
         .map_err(|source| ExecError::Connect { addr: uri, source })?;
     let mut client = ModelRuntimeClient::new(channel);
@@ -163,23 +146,4 @@ async fn run(args: ExecArgs) -> Result<ExitCode, ExecError> {
     } else {
         ExitCode::from(1)
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn accepts_host_port_and_http_urls() {
-        assert_eq!(
-            endpoint("127.0.0.1:50051").ok().as_deref(),
-            Some("http://127.0.0.1:50051")
-        );
-        assert_eq!(
-            endpoint("http://localhost:7").ok().as_deref(),
-            Some("http://localhost:7")
-        );
-        assert!(endpoint("localhost").is_err());
-        assert!(endpoint("").is_err());
-    }
 }

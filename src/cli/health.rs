@@ -8,12 +8,12 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-use super::endpoint;
+use super::{connect, endpoint};
 
 /// What `health` checks.
 #[derive(Debug, Clone)]
 pub struct HealthArgs {
-    /// Server address: `host:port` or `http://host:port`.
+    /// Server address: `host:port`, `http://host:port` or `unix:/path`.
     pub addr: String,
     /// The service to ask about; empty for the server as a whole.
     pub service: String,
@@ -24,17 +24,15 @@ pub struct HealthArgs {
 /// Prints the status and exits 0 for `SERVING`, 1 for any other status or no answer, 2 for
 /// an address that is not one.
 pub async fn health(args: HealthArgs) -> ExitCode {
-    let Ok(uri) = endpoint(&args.addr) else {
+    let Some(uri) = endpoint(&args.addr) else {
         eprintln!(
-            "invalid address `{}`: expected host:port or http://host:port",
+            "invalid address `{}`: expected host:port, http://host:port or unix:/path",
             args.addr
         );
         return ExitCode::from(2);
     };
     let check = async {
-        let channel = tonic::transport::Endpoint::from_shared(uri.clone())
-            .map_err(|e| e.to_string())?
-            .connect()
+        let channel = connect(&uri)
             .await
             .map_err(|e| format!("cannot connect to {uri}: {e}"))?;
         HealthClient::new(channel)

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use h2::{Ping, PingPong, Reason};
-use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::service::Routes;
 
 use super::incoming::Admitted;
+use super::listener::Conn;
 use super::stream;
 use crate::config::ServerConfig;
 
@@ -87,7 +87,7 @@ impl Http2 {
             stream,
             permit: _permit,
         } = admitted;
-        let handshake = self.builder.handshake::<TcpStream, Bytes>(stream);
+        let handshake = self.builder.handshake::<Conn, Bytes>(stream);
         // A connection that has not finished its handshake has no calls to finish: it closes
         // as soon as the server stops.
         let handshake = tokio::select! {

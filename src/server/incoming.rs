@@ -8,17 +8,29 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use futures_util::Stream;
-use tokio::net::TcpStream;
+use tokio::net::UnixListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tonic::transport::server::TcpIncoming;
 
+use super::listener::{Conn, UnixPath};
+
 /// At most one log line about refused connections per this long.
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
 
-/// [`TcpIncoming`] with a connection limit.
+/// Where connections come from.
+pub(super) enum Accept {
+    Tcp(TcpIncoming),
+    /// The socket file is removed when the listener goes.
+    Unix {
+        listener: UnixListener,
+        _socket_file: UnixPath,
+    },
+}
+
+/// Accepted connections with a connection limit.
 pub(super) struct Incoming {
-    inner: TcpIncoming,
+    inner: Accept,
     permits: Arc<Semaphore>,
     /// When a refusal was last logged.
     last_logged: Option<Instant>,
@@ -27,12 +39,12 @@ pub(super) struct Incoming {
 
 /// A connection under the limit, and its place there (given back when it drops).
 pub(super) struct Admitted {
-    pub(super) stream: TcpStream,
+    pub(super) stream: Conn,
     pub(super) permit: OwnedSemaphorePermit,
 }
 
 impl Incoming {
-    pub(super) fn new(inner: TcpIncoming, max_connections: usize) -> Self {
+    pub(super) fn new(inner: Accept, max_connections: usize) -> Self {
         Self {
             inner,
             permits: Arc::new(Semaphore::new(max_connections)),
@@ -63,10 +75,16 @@ impl Stream for Incoming {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         loop {
-            let stream = match ready!(Pin::new(&mut self.inner).poll_next(cx)) {
-                Some(Ok(stream)) => stream,
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                None => return Poll::Ready(None),
+            let stream = match &mut self.inner {
+                Accept::Tcp(tcp) => match ready!(Pin::new(tcp).poll_next(cx)) {
+                    Some(Ok(stream)) => Conn::Tcp(stream),
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    None => return Poll::Ready(None),
+                },
+                Accept::Unix { listener, .. } => match ready!(listener.poll_accept(cx)) {
+                    Ok((stream, _)) => Conn::Unix(stream),
+                    Err(e) => return Poll::Ready(Some(Err(e))),
+                },
             };
             match self.permits.clone().try_acquire_owned() {
                 Ok(permit) => return Poll::Ready(Some(Ok(Admitted { stream, permit }))),

@@ -123,6 +123,9 @@ pub fn address_of(mut guard: Guard, limit: Duration) -> (Guard, String) {
         .recv_timeout(limit)
         .expect("the server logs its address")
         .expect("the log line has addr=");
-    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    assert!(
+        addr.starts_with("127.0.0.1:") || addr.starts_with("unix:"),
+        "{addr}"
+    );
     (guard, addr)
 }
