@@ -34,7 +34,7 @@ use crate::execution::{
     interrupted,
 };
 use lock::DirLock;
-use seal::Sealer;
+use seal::{Kind, Sealer};
 use segment::Segment;
 use writer::Writer;
 
@@ -114,7 +114,7 @@ impl FileStore {
         create_dir(&dir)?;
         let lock = lock::lock(&dir)?;
         let sealers: Vec<Sealer> = config.keys.iter().map(Sealer::new).collect();
-        let writer = Arc::new(Writer::new(0));
+        let writer = Arc::new(Writer::new());
         let memory = Arc::new(MemoryStore::journaled(
             limits,
             Some(writer.clone() as Arc<dyn super::memory::Journal>),
@@ -124,7 +124,8 @@ impl FileStore {
             return Err("the file store needs a key".into());
         };
         let number = replayed.last + 1;
-        let mut segment = Segment::create(&segment::path(&dir, number), number, &current)
+        let path = segment::path(&dir, Kind::Segment, number);
+        let mut segment = Segment::create(&path, Kind::Segment, number, &current)
             .and_then(|segment| segment::sync_dir(&dir).map(|()| segment))
             .map_err(|e| format!("cannot create a segment in {}: {e}", dir.display()))?;
         let interrupted = end_interrupted(&memory, &mut segment, &current)
@@ -132,12 +133,12 @@ impl FileStore {
         // The journal is compacted at every start that found more than one segment or one
         // sealed with an older key, before the store serves: what expired leaves the disk,
         // and after it every segment is sealed with the current key.
-        let mut disk = replayed.disk + segment.len();
+        writer.count_disk(replayed.disk + segment.len(), 0);
         if replayed.old_keys || replayed.segments > 1 {
-            disk = compact::compact(&dir, &current, &memory, replayed.last)
+            let done = compact::compact(&dir, &current, &memory, replayed.last, || false)
                 .map_err(|e| format!("cannot compact the journal in {}: {e}", dir.display()))?;
+            writer.count_disk(done.written, done.removed);
         }
-        writer.set_disk(disk);
         let store = Arc::new(Self {
             memory,
             writer,
@@ -338,6 +339,12 @@ fn compactor(
     (floor, ceiling): (u64, u64),
 ) {
     while requests.recv().is_ok() {
+        // A failed journal is never compacted: the store's memory then holds events that
+        // are not durable.
+        if writer.failed() {
+            compacting.store(false, Ordering::Release);
+            continue;
+        }
         let Ok(sealed) = writer.rotate().recv() else {
             return;
         };
@@ -345,15 +352,16 @@ fn compactor(
             return;
         };
         let before = writer.disk();
-        match compact::compact(dir, sealer, &memory, sealed) {
-            Ok(left) => {
-                // Appends went on into the new segment meanwhile: count the files as they are.
-                writer.set_disk(left);
-                threshold.store(next_compaction(left, floor, ceiling), Ordering::Release);
-                tracing::info!(before, after = left, "compacted the journal");
+        match compact::compact(dir, sealer, &memory, sealed, || writer.failed()) {
+            Ok(done) => {
+                writer.count_disk(done.written, done.removed);
+                let after = writer.disk();
+                threshold.store(next_compaction(after, floor, ceiling), Ordering::Release);
+                tracing::info!(before, after, "compacted the journal");
             }
             Err(e) => {
-                // The journal is whole (compaction writes beside it): try again later.
+                // Before its rename the journal is whole; after it, the next start finishes
+                // removing what the base made spent. Try again later.
                 threshold.store(next_compaction(before, floor, ceiling), Ordering::Release);
                 tracing::warn!(error = %e, "could not compact the journal");
             }

@@ -1,38 +1,67 @@
 //! Compaction: the journal rewritten as what the store holds now, so that executions that
-//! expired leave the disk with their identities, and segments sealed with an older key are
+//! expired leave the disk with their identities, and files sealed with an older key are
 //! re-sealed with the current one.
 //!
 //! The writer starts a new segment (so segments up to N are sealed and everything in them is
 //! durable and visible); the store's executions are written, each as its create and its
-//! events grouped by append, into `journal-N.compacting`, which is synced and renamed over
-//! segment N; then segments before N are removed. Appends go on into segment N+1 all the
-//! while. A crash at any step leaves a journal that replays to the same store: before the
-//! rename the old segments are whole (and the temporary file is removed at the next start);
-//! after it, the compacted segment repeats what the older ones say, and replay skips events
-//! it already has.
+//! events grouped by append, into `journal-N.compacting`, which is synced and renamed to the
+//! base `journal-N.base`; then the files it makes spent (segments up to N, older bases) are
+//! removed. Appends go on into segment N+1 all the while. A crash at any step leaves a
+//! journal that replays to the same store: before the rename the old segments are whole (and
+//! the temporary file is removed at the next start); after it, replay starts from the
+//! newest base and removes whatever it makes spent, whatever order the removal had reached.
 
 use std::fs;
 use std::path::Path;
 
 use super::codec;
-use super::seal::Sealer;
+use super::seal::{Kind, Sealer};
 use super::segment::{self, Segment};
 use crate::store::MemoryStore;
 
-/// Flush the compacted segment's buffer at this size.
+/// Flush the compacted file's buffer at this size.
 const CHUNK: usize = 1 << 20;
 
-/// Rewrites segments up to `upto` (sealed) as what `memory` holds; returns the bytes of the
-/// segments left.
+/// What a compaction changed on disk.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Compacted {
+    /// Bytes of the files it removed.
+    pub removed: u64,
+    /// Bytes of the base it wrote.
+    pub written: u64,
+}
+
+/// Rewrites the journal up to segment `upto` (sealed) as what `memory` holds, as base
+/// `upto`. `failed` says whether the journal has failed meanwhile: then nothing is renamed
+/// (the store's memory holds events that are not durable, which a base must not).
 pub(super) fn compact(
     dir: &Path,
     sealer: &Sealer,
     memory: &MemoryStore,
     upto: u64,
-) -> std::io::Result<u64> {
+    failed: impl Fn() -> bool,
+) -> std::io::Result<Compacted> {
     let temporary = dir.join(format!("journal-{upto:020}.compacting"));
     let _ = fs::remove_file(&temporary);
-    let mut out = Segment::create(&temporary, upto, sealer)?;
+    let written = write_base(&temporary, sealer, memory, upto).inspect_err(|_| {
+        let _ = fs::remove_file(&temporary);
+    })?;
+    if failed() {
+        let _ = fs::remove_file(&temporary);
+        return Err(std::io::Error::other(
+            "the journal failed during the compaction",
+        ));
+    }
+    fs::rename(&temporary, segment::path(dir, Kind::Base, upto))?;
+    segment::sync_dir(dir)?;
+    Ok(Compacted {
+        removed: remove_spent(dir)?,
+        written,
+    })
+}
+
+fn write_base(at: &Path, sealer: &Sealer, memory: &MemoryStore, upto: u64) -> std::io::Result<u64> {
+    let mut out = Segment::create(at, Kind::Base, upto, sealer)?;
     let mut sealed = Vec::with_capacity(CHUNK + 64 * 1024);
     let mut body = Vec::new();
     let mut failed = None;
@@ -60,28 +89,34 @@ pub(super) fn compact(
         }
     });
     if let Some(e) = failed {
-        let _ = fs::remove_file(&temporary);
         return Err(e);
     }
-    out.append(&sealed)
-        .and_then(|()| out.sync())
-        .inspect_err(|_| {
-            let _ = fs::remove_file(&temporary);
-        })?;
-    fs::rename(&temporary, segment::path(dir, upto))?;
-    segment::sync_dir(dir)?;
-    let mut left = 0;
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let Some(number) = entry.file_name().to_str().and_then(segment::number) else {
-            continue;
-        };
-        if number < upto {
-            fs::remove_file(entry.path())?;
-        } else {
-            left += entry.metadata()?.len();
+    out.append(&sealed)?;
+    out.sync()?;
+    Ok(out.len())
+}
+
+/// Removes the files the newest base makes spent, oldest first, and returns their bytes.
+pub(super) fn remove_spent(dir: &Path) -> std::io::Result<u64> {
+    let files = segment::list(dir)?;
+    let Some(base) = files
+        .iter()
+        .filter(|(kind, ..)| *kind == Kind::Base)
+        .map(|(_, number, _)| *number)
+        .max()
+    else {
+        return Ok(0);
+    };
+    let mut removed = 0;
+    for (kind, number, path) in files {
+        let spent = number < base || (number == base && kind == Kind::Segment);
+        if spent {
+            removed += fs::metadata(&path)?.len();
+            fs::remove_file(&path)?;
         }
     }
-    segment::sync_dir(dir)?;
-    Ok(left)
+    if removed > 0 {
+        segment::sync_dir(dir)?;
+    }
+    Ok(removed)
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::codec;
 use super::replay;
-use super::seal::Sealer;
+use super::seal::{Kind, Sealer};
 use super::segment::{self, Segment};
 use crate::config::StoreKey;
 use crate::store::{MemoryStore, StoreLimits};
@@ -56,7 +56,8 @@ fn segment(bytes: &[u8]) -> Option<Result<u64, String>> {
     }
     let key = StoreKey::parse(&[9u8; 32], "fuzz").unwrap_or_else(|e| panic!("{e}"));
     let sealer = Sealer::new(&key);
-    let written = Segment::create(&segment::path(&dir, 1), 1, &sealer).and_then(|mut out| {
+    let path = segment::path(&dir, Kind::Segment, 1);
+    let written = Segment::create(&path, Kind::Segment, 1, &sealer).and_then(|mut out| {
         let mut sealed = Vec::new();
         let mut rest = bytes;
         while let [flag, a, b, tail @ ..] = rest {

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::codec::{self, Record};
-use super::seal::{self, HEADER_LEN, MAGIC, MAX_RECORD, RECORD_HEAD, Sealer, TAG_LEN, VERSION};
+use super::compact;
+use super::seal::{self, HEADER_LEN, Kind, MAGIC, RECORD_HEAD, Sealer, TAG_LEN, VERSION};
 use super::segment;
 use crate::store::MemoryStore;
 use crate::store::NewExecution;
@@ -33,24 +34,24 @@ pub(super) struct Replayed {
     pub took: std::time::Duration,
 }
 
-/// The segment files in `dir`, oldest first; leftovers of a compaction a crash interrupted
-/// are removed.
-pub(super) fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, String> {
-    let entries = fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-    let mut found = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if let Some(number) = segment::number(name) {
-            found.push((number, entry.path()));
-        } else if name.ends_with(".compacting") {
-            fs::remove_file(entry.path())
-                .map_err(|e| format!("cannot remove {}: {e}", entry.path().display()))?;
+/// The files replay reads, oldest first: the newest base, if there is one, and the segments
+/// after it, which must follow one another without a gap. Files the base makes spent (left
+/// by a crash during a compaction) are removed first.
+pub(super) fn files(dir: &Path) -> Result<Vec<(Kind, u64, PathBuf)>, String> {
+    let unreadable = |e: std::io::Error| format!("cannot read {}: {e}", dir.display());
+    compact::remove_spent(dir).map_err(unreadable)?;
+    let files = segment::list(dir).map_err(unreadable)?;
+    for pair in files.windows(2) {
+        let ((_, before, _), (kind, after, path)) = (&pair[0], &pair[1]);
+        if *kind == Kind::Base || *after != before + 1 {
+            return Err(format!(
+                "{}: the journal jumps from segment {before} to {after}: the files between \
+                 are missing",
+                path.display()
+            ));
         }
     }
-    found.sort();
-    Ok(found)
+    Ok(files)
 }
 
 /// Reads every segment into `memory`.
@@ -60,17 +61,17 @@ pub(super) fn replay(
     memory: &MemoryStore,
 ) -> Result<Replayed, String> {
     let started = Instant::now();
-    let files = segments(dir)?;
+    let files = files(dir)?;
     let mut replayed = Replayed {
         segments: files.len(),
         ..Replayed::default()
     };
-    for (i, (number, path)) in files.iter().enumerate() {
+    for (i, (kind, number, path)) in files.iter().enumerate() {
         let newest = i + 1 == files.len();
-        if newest && header_cut_short(path)? {
+        if newest && *kind == Kind::Segment && header_cut_short(path)? {
             continue;
         }
-        let mut reader = SegmentReader::open(path, *number, sealers, newest)?;
+        let mut reader = SegmentReader::open(path, *kind, *number, sealers, newest)?;
         replayed.old_keys |= reader.sealer_index != 0;
         while let Some((offset, body)) = reader.next()? {
             let record = codec::decode(body).map_err(|e| reader.damage(offset, &e))?;
@@ -156,6 +157,7 @@ impl<'k> SegmentReader<'k> {
     /// inside its header (a crash as it was created): it is then emptied of records.
     pub(super) fn open(
         path: &Path,
+        kind: Kind,
         number: u64,
         sealers: &'k [Sealer],
         newest: bool,
@@ -192,6 +194,16 @@ impl<'k> SegmentReader<'k> {
         if sealer.check_header(&header).is_err() {
             return Err(format!(
                 "{name}: offset 0: the segment header does not authenticate (it was altered)"
+            ));
+        }
+        if seal::header_kind(&header) != Some(kind) {
+            return Err(format!(
+                "{name}: offset 0: the header says this is not a {}",
+                if kind == Kind::Base {
+                    "base"
+                } else {
+                    "segment"
+                }
             ));
         }
         if seal::header_segment(&header) != number {
@@ -250,9 +262,6 @@ impl<'k> SegmentReader<'k> {
             ));
         }
         let len = len as usize;
-        if len > MAX_RECORD {
-            return Err(self.damage(offset, &format!("a record of {len} bytes")));
-        }
         let whole = (RECORD_HEAD + len + TAG_LEN) as u64;
         if left < whole {
             return self.torn(offset, "a record cut short");

@@ -10,8 +10,9 @@
 //! segment or place, or cut short, does not open.
 //!
 //! ```text
-//! segment header (60 bytes): magic "MRJRNL\0\x01" | version u32 | key id [8] | segment u64
-//!                            | nonce prefix [16] | tag [16] (authenticates the 44 bytes before it)
+//! segment header (64 bytes): magic "MRJRNL\0\x01" | version u32 | kind u32 | key id [8]
+//!                            | segment u64 | nonce prefix [16]
+//!                            | tag [16] (authenticates the 48 bytes before it)
 //! record: length u32 | counter u64 | check u32 | ciphertext [length] | tag [16]
 //! ```
 //! Integers are little-endian. `check` is FNV-1a of the record's first 12 bytes: a length
@@ -26,12 +27,19 @@ use crate::config::StoreKey;
 
 pub(super) const MAGIC: [u8; 8] = *b"MRJRNL\0\x01";
 pub(super) const VERSION: u32 = 1;
-pub(super) const HEADER_LEN: usize = 60;
+pub(super) const HEADER_LEN: usize = 64;
+/// The header's authenticated fields end here; its tag follows.
+const FIELDS: usize = 48;
 pub(super) const RECORD_HEAD: usize = 16;
 pub(super) const TAG_LEN: usize = 16;
-/// A record's plaintext is at most this long (a create with the largest labels, or a batch
-/// of events, is far smaller; a longer length field is damage).
-pub(super) const MAX_RECORD: usize = 64 << 20;
+/// What a segment file holds: appends as they came, or a compaction's base, which holds
+/// everything up to its number (the segments before it, and the one of its number, are
+/// spent once it exists).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Segment = 0,
+    Base = 1,
+}
 
 /// A key's public name: the first 8 bytes of the tag the key puts on an empty message under
 /// a fixed nonce. It tells keys apart and says nothing of the key.
@@ -94,25 +102,26 @@ impl Sealer {
     }
 
     /// A segment's header, its fields authenticated by its tag.
-    pub(super) fn header(&self, segment: u64, prefix: [u8; 16]) -> [u8; HEADER_LEN] {
+    pub(super) fn header(&self, kind: Kind, segment: u64, prefix: [u8; 16]) -> [u8; HEADER_LEN] {
         let mut header = [0u8; HEADER_LEN];
         header[..8].copy_from_slice(&MAGIC);
         header[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        header[12..20].copy_from_slice(&self.id.0);
-        header[20..28].copy_from_slice(&segment.to_le_bytes());
-        header[28..44].copy_from_slice(&prefix);
-        let tag = self.seal(&nonce(prefix, u64::MAX), &header[..44], &mut []);
-        header[44..].copy_from_slice(&tag);
+        header[12..16].copy_from_slice(&(kind as u32).to_le_bytes());
+        header[16..24].copy_from_slice(&self.id.0);
+        header[24..32].copy_from_slice(&segment.to_le_bytes());
+        header[32..FIELDS].copy_from_slice(&prefix);
+        let tag = self.seal(&nonce(prefix, u64::MAX), &header[..FIELDS], &mut []);
+        header[FIELDS..].copy_from_slice(&tag);
         header
     }
 
     /// Whether `header` (as [`Sealer::header`] made it) is authentic under this key.
     pub(super) fn check_header(&self, header: &[u8; HEADER_LEN]) -> Result<(), Unauthentic> {
         let mut tag = [0u8; TAG_LEN];
-        tag.copy_from_slice(&header[44..]);
+        tag.copy_from_slice(&header[FIELDS..]);
         self.open(
             &nonce(header_prefix(header), u64::MAX),
-            &header[..44],
+            &header[..FIELDS],
             &mut [],
             &tag,
         )
@@ -186,21 +195,30 @@ impl Sealer {
 /// The nonce prefix a header holds.
 pub(super) fn header_prefix(header: &[u8; HEADER_LEN]) -> [u8; 16] {
     let mut prefix = [0u8; 16];
-    prefix.copy_from_slice(&header[28..44]);
+    prefix.copy_from_slice(&header[32..FIELDS]);
     prefix
+}
+
+/// The kind a header names, if it is one.
+pub(super) fn header_kind(header: &[u8; HEADER_LEN]) -> Option<Kind> {
+    match u32::from_le_bytes([header[12], header[13], header[14], header[15]]) {
+        0 => Some(Kind::Segment),
+        1 => Some(Kind::Base),
+        _ => None,
+    }
 }
 
 /// The key id a header names.
 pub(super) fn header_key(header: &[u8; HEADER_LEN]) -> KeyId {
     let mut id = [0u8; 8];
-    id.copy_from_slice(&header[12..20]);
+    id.copy_from_slice(&header[16..24]);
     KeyId(id)
 }
 
 /// The segment number a header names.
 pub(super) fn header_segment(header: &[u8; HEADER_LEN]) -> u64 {
     let mut segment = [0u8; 8];
-    segment.copy_from_slice(&header[20..28]);
+    segment.copy_from_slice(&header[24..32]);
     u64::from_le_bytes(segment)
 }
 

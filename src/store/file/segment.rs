@@ -1,24 +1,53 @@
-//! One segment file of the journal: `journal-<number>.seg`, a header and sealed records
-//! appended to it. Every start opens a new segment, so a segment is only ever written by
-//! one process, with one nonce prefix.
+//! One file of the journal: a segment, `journal-<number>.seg`, with the records appended to
+//! it; or a compaction's base, `journal-<number>.base`, which holds all a store held up to
+//! that segment (and makes it and every older file spent). A header, then sealed records.
+//! Every start opens a new segment, so a file is only ever written by one process, with one
+//! nonce prefix.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::seal::Sealer;
+use super::seal::{Kind, Sealer};
 
-/// The file name of segment `number`.
-pub(super) fn path(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("journal-{number:020}.seg"))
+/// The file name of segment (or base) `number`.
+pub(super) fn path(dir: &Path, kind: Kind, number: u64) -> PathBuf {
+    let suffix = match kind {
+        Kind::Segment => "seg",
+        Kind::Base => "base",
+    };
+    dir.join(format!("journal-{number:020}.{suffix}"))
 }
 
-/// The segment number a file name names, if it is a segment's.
-pub(super) fn number(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix("journal-")?.strip_suffix(".seg")?;
+/// The kind and number a file name names, if it is a journal file's.
+pub(super) fn parse(name: &str) -> Option<(Kind, u64)> {
+    let rest = name.strip_prefix("journal-")?;
+    let (digits, kind) = if let Some(digits) = rest.strip_suffix(".seg") {
+        (digits, Kind::Segment)
+    } else {
+        (rest.strip_suffix(".base")?, Kind::Base)
+    };
     (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| digits.parse().ok())
+        .then(|| digits.parse().ok().map(|n| (kind, n)))
         .flatten()
+}
+
+/// The journal's files in `dir`, oldest first (a base after the segment of its number);
+/// leftovers of a compaction a crash interrupted are removed.
+pub(super) fn list(dir: &Path) -> io::Result<Vec<(Kind, u64, PathBuf)>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some((kind, number)) = parse(name) {
+            found.push((kind, number, entry.path()));
+        } else if name.ends_with(".compacting") {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    found.sort_by_key(|(kind, number, _)| (*number, *kind as u8));
+    Ok(found)
 }
 
 /// Makes a directory entry's change (a new file, a rename, a removal) durable.
@@ -37,13 +66,13 @@ pub(super) struct Segment {
 }
 
 impl Segment {
-    /// A new segment at `at` (its own file, or a temporary one to be renamed), its header
-    /// written and synced.
-    pub(super) fn create(at: &Path, number: u64, sealer: &Sealer) -> io::Result<Self> {
+    /// A new file of `kind` at `at` (its own name, or a temporary one to be renamed), its
+    /// header written and synced.
+    pub(super) fn create(at: &Path, kind: Kind, number: u64, sealer: &Sealer) -> io::Result<Self> {
         let mut prefix = [0u8; 16];
         getrandom::fill(&mut prefix).map_err(|e| io::Error::other(e.to_string()))?;
         let mut file = OpenOptions::new().write(true).create_new(true).open(at)?;
-        let header = sealer.header(number, prefix);
+        let header = sealer.header(kind, number, prefix);
         file.write_all(&header)?;
         file.sync_all()?;
         Ok(Self {

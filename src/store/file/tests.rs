@@ -37,11 +37,12 @@ fn open_ok(dir: &Path) -> Arc<FileStore> {
     open(dir, vec![key(1)]).unwrap().0
 }
 
+/// The journal's files, oldest first.
 fn segments(dir: &Path) -> Vec<PathBuf> {
-    replay::segments(dir)
+    segment::list(dir)
         .unwrap()
         .into_iter()
-        .map(|(_, p)| p)
+        .map(|(_, _, p)| p)
         .collect()
 }
 
@@ -211,15 +212,19 @@ async fn a_torn_tail_is_cut_off_and_the_rest_replays() {
     // wrote it: torn tails, cut off.
     for tail in [&b"\x2a\x00\x00"[..], &[0u8; 4000][..]] {
         let newest = segments(dir.path()).pop().unwrap();
-        let whole = fs::metadata(&newest).unwrap().len();
         let mut file = fs::OpenOptions::new().append(true).open(&newest).unwrap();
         file.write_all(tail).unwrap();
         drop(file);
         let (store, _) = open(dir.path(), vec![key(1)]).unwrap();
         assert_eq!(everything(&store, id), before);
-        // Cut back (and, from the second start on, compacted as well).
-        let now = fs::read(&newest).unwrap();
-        assert!(now.len() as u64 <= whole.max(2000) && !now.ends_with(tail));
+        // Cut back (and, from the second start on, compacted into a base as well).
+        for file in segments(dir.path()) {
+            assert!(
+                !fs::read(&file).unwrap().ends_with(tail),
+                "{}",
+                file.display()
+            );
+        }
         store.close();
     }
     // Bytes that are neither zeros nor a record are damage, not a tear.
@@ -461,36 +466,53 @@ async fn the_journal_stays_within_max_disk_bytes_by_letting_the_oldest_go() {
 #[tokio::test]
 async fn a_compaction_cut_short_by_a_crash_replays_the_same() {
     let dir = tempfile::tempdir().unwrap();
-    let mut ids = Vec::new();
-    // Two starts, two segments: the first start's, and the second's with a running execution.
+    let small = |n| {
+        FileStore::open(
+            &config(dir.path(), vec![key(1)]),
+            limits(n, Duration::from_secs(3600)),
+        )
+    };
+    // First start: three executions. Second start, in a store of three: three more, which
+    // evict the first three (their expiry is in the second segment), and one left running.
+    let mut gone = Vec::new();
+    let mut kept = Vec::new();
     for round in 0..2 {
-        let store = open_ok(dir.path());
+        let (store, _) = small(if round == 0 { 100 } else { 4 }).unwrap();
         for i in 0..3 {
             let id = create(&store, Some((&format!("key-{round}-{i}"), 1))).await;
             succeed(&store, id, i).await;
-            ids.push(id);
+            if round == 0 {
+                gone.push(id)
+            } else {
+                kept.push(id)
+            }
         }
-        ids.push(create(&store, None).await);
+        if round == 1 {
+            kept.push(create(&store, None).await);
+        }
         store.close();
     }
     let first = segments(dir.path()).remove(0);
     let first_bytes = fs::read(&first).unwrap();
 
-    // The third start ends the running executions and compacts both segments into one.
-    let store = open_ok(dir.path());
+    // The third start ends the running execution and compacts both segments into a base.
+    let (store, _) = small(4).unwrap();
     assert!(!first.exists(), "compacted away");
-    let before: Vec<_> = ids.iter().map(|id| everything(&store, *id)).collect();
+    let before: Vec<_> = kept.iter().map(|id| everything(&store, *id)).collect();
     store.close();
     drop(store);
 
-    // A crash after the rename but before the older segment was removed leaves it beside
-    // the compacted one; one before the rename leaves a temporary file. Neither changes what
-    // replays.
+    // A crash after the base was renamed into place but before the older segment was removed
+    // leaves it beside the base; one before the rename leaves a temporary file. Neither
+    // changes what replays: the evicted executions stay gone.
     fs::write(&first, first_bytes).unwrap();
     let temporary = dir.path().join("journal-00000000000000000009.compacting");
     fs::write(&temporary, b"half a compaction").unwrap();
-    let store = open_ok(dir.path());
-    let after: Vec<_> = ids.iter().map(|id| everything(&store, *id)).collect();
+    let (store, _) = small(4).unwrap();
+    let after: Vec<_> = kept.iter().map(|id| everything(&store, *id)).collect();
     assert_eq!(after, before);
-    assert!(!temporary.exists());
+    for id in gone {
+        assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id));
+    }
+    assert!(!temporary.exists() && !first.exists());
 }

@@ -15,7 +15,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use tokio::sync::watch;
 
 use super::codec;
-use super::seal::Sealer;
+use super::seal::{Kind, Sealer};
 use super::segment::Segment;
 use crate::execution::{Event, ExecutionId};
 use crate::store::StoreError;
@@ -54,13 +54,13 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    pub(super) fn new(disk: u64) -> Self {
+    pub(super) fn new() -> Self {
         Self {
             queue: Mutex::default(),
             wake: Condvar::new(),
             progress: watch::Sender::new(Progress::default()),
             failed: AtomicBool::new(false),
-            disk: AtomicU64::new(disk),
+            disk: AtomicU64::new(0),
         }
     }
 
@@ -111,8 +111,15 @@ impl Writer {
         self.disk.load(Ordering::Acquire)
     }
 
-    pub(super) fn set_disk(&self, bytes: u64) {
-        self.disk.store(bytes, Ordering::Release);
+    /// Counts `added` bytes written and `removed` bytes deleted (by compaction; the writer
+    /// counts its own writes), without losing a concurrent count.
+    pub(super) fn count_disk(&self, added: u64, removed: u64) {
+        self.disk.fetch_add(added, Ordering::AcqRel);
+        let _ = self
+            .disk
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |d| {
+                Some(d.saturating_sub(removed))
+            });
     }
 
     /// Asks the thread to start a new segment after what it has queued; the answer is the
@@ -213,7 +220,8 @@ impl Writer {
             return old;
         }
         let number = old.number() + 1;
-        let created = Segment::create(&super::segment::path(dir, number), number, sealer)
+        let path = super::segment::path(dir, Kind::Segment, number);
+        let created = Segment::create(&path, Kind::Segment, number, sealer)
             .and_then(|segment| super::segment::sync_dir(dir).map(|()| segment));
         match created {
             Ok(segment) => {
