@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, Weak, mpsc};
 use std::thread::JoinHandle;
 use std::time::SystemTime;
 
+use super::memory::Appended;
 use super::{
     Created, EventStore, Follower, MemoryStore, NewExecution, StoreError, StoreFuture, StoreLimits,
     StoreStats,
@@ -78,6 +79,8 @@ pub struct FileStore {
     threads: Mutex<Vec<JoinHandle<()>>>,
     lock: Mutex<Option<DirLock>>,
     closed: AtomicBool,
+    /// Whether the running executions were ended after the journal failed.
+    ended_running: AtomicBool,
 }
 
 impl std::fmt::Debug for FileStore {
@@ -120,6 +123,7 @@ impl FileStore {
             Some(writer.clone() as Arc<dyn super::memory::Journal>),
         ));
         let replayed = replay::replay(&dir, &sealers, &memory)?;
+        memory.sort_retention();
         let Some(current) = sealers.into_iter().next() else {
             return Err("the file store needs a key".into());
         };
@@ -150,6 +154,7 @@ impl FileStore {
             threads: Mutex::new(Vec::new()),
             lock: Mutex::new(Some(lock)),
             closed: AtomicBool::new(false),
+            ended_running: AtomicBool::new(false),
         });
         store.start(dir, segment, current);
         let opened = Opened {
@@ -208,7 +213,7 @@ impl FileStore {
         match (written, compacted) {
             (Ok(w), Ok(c)) => threads.extend([w, c]),
             (w, c) => {
-                tracing::error!("cannot start the store's threads: the store has failed");
+                self.writer.poison(&"cannot start the store's threads");
                 self.writer.close();
                 threads.extend(w.into_iter().chain(c));
             }
@@ -257,17 +262,60 @@ impl FileStore {
         Ok(())
     }
 
-    /// Ends `id` in memory after the journal failed, after its last durable event: its
-    /// watchers get a terminal event that says it is kept in memory only. Returns the error
-    /// for the append that found the failure: the execution has ended.
-    fn end_in_memory(&self, id: ExecutionId) -> StoreError {
+    /// Appends and waits until the events are durable. After the journal failed, the
+    /// execution ends in memory instead (see [`after_failure`](Self::after_failure)) and
+    /// the append answers that it has ended.
+    async fn append_durably(
+        &self,
+        id: ExecutionId,
+        payloads: Vec<EventPayload>,
+    ) -> Result<Appended, StoreError> {
+        let closed = || StoreError::Failed("the event store is closed".into());
+        if self.closed.load(Ordering::Acquire) {
+            return Err(closed());
+        }
+        if !self.failed() {
+            let appended = self.memory.append_journaled(id, payloads)?;
+            if self.writer.durable(appended.ticket).await.is_ok() {
+                return Ok(appended);
+            }
+            if self.closed.load(Ordering::Acquire) {
+                return Err(closed());
+            }
+            self.after_failure();
+        }
+        self.memory.roll_back(id);
+        self.end_in_memory(id);
+        Err(StoreError::AlreadyTerminal(id))
+    }
+
+    /// Once the journal has failed: what it could not write is taken back (never seen by
+    /// anyone), and every execution still running ends in memory, whether or not a caller
+    /// still waits on it. Runs again for what was queued since.
+    fn after_failure(&self) {
+        let mut ended: Vec<ExecutionId> = self
+            .writer
+            .take_stranded()
+            .into_iter()
+            .map(|reveal| reveal.take_back(&self.memory))
+            .collect();
+        if !self.ended_running.swap(true, Ordering::AcqRel) {
+            ended.extend(self.memory.unfinished());
+        }
+        for id in ended {
+            self.end_in_memory(id);
+        }
+    }
+
+    /// Ends `id` in memory after its last durable event: its watchers get a terminal event
+    /// that says it is kept in memory only.
+    fn end_in_memory(&self, id: ExecutionId) {
         if let Ok((view, events)) = self.memory.history(id) {
             let ending = interrupted(&view, &events, store_failed());
             if !ending.is_empty() {
                 let _ = self.memory.append_in_memory(id, ending);
             }
         }
-        StoreError::AlreadyTerminal(id)
     }
 }
 
@@ -412,31 +460,11 @@ impl EventStore for FileStore {
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
-        Box::pin(async move {
-            if self.writer.failed() {
-                return Err(self.end_in_memory(id));
-            }
-            let appended = self.memory.append_journaled(id, vec![payload])?;
-            if self.writer.durable(appended.ticket).await.is_err() {
-                self.memory.roll_back(id);
-                return Err(self.end_in_memory(id));
-            }
-            appended.event()
-        })
+        Box::pin(async move { self.append_durably(id, vec![payload]).await?.event() })
     }
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
-        Box::pin(async move {
-            if self.writer.failed() {
-                return Err(self.end_in_memory(id));
-            }
-            let appended = self.memory.append_journaled(id, payloads)?;
-            if self.writer.durable(appended.ticket).await.is_err() {
-                self.memory.roll_back(id);
-                return Err(self.end_in_memory(id));
-            }
-            Ok(appended.last)
-        })
+        Box::pin(async move { Ok(self.append_durably(id, payloads).await?.last) })
     }
 
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
@@ -456,7 +484,11 @@ impl EventStore for FileStore {
     }
 
     fn failed(&self) -> bool {
-        self.writer.failed()
+        let failed = self.writer.failed();
+        if failed {
+            self.after_failure();
+        }
+        failed
     }
 
     fn close(&self) {

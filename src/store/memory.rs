@@ -269,7 +269,7 @@ impl MemoryStore {
     /// come (its memory goes when the last of them lets go of it).
     fn release(&self, evicted: Vec<Arc<Slot>>) {
         for slot in evicted {
-            slot.changes.close();
+            slot.close();
         }
     }
 }
@@ -322,18 +322,14 @@ impl MemoryStore {
         let Ok(slot) = self.slot(id) else {
             return false;
         };
-        let unseen = {
-            let mut record = slot.record();
-            if record.visible_len() == 0 {
-                true
-            } else {
-                let delta = record.roll_back();
-                self.add_bytes(delta);
-                false
-            }
-        };
+        self.roll_back_slot(&slot)
+    }
+
+    fn roll_back_slot(&self, slot: &Slot) -> bool {
+        let (delta, unseen) = slot.roll_back();
+        self.add_bytes(delta);
         if unseen {
-            let evicted = self.evict(&mut self.write_index(), id);
+            let evicted = self.evict(&mut self.write_index(), slot.id);
             self.release(evicted.into_iter().collect());
         }
         !unseen
@@ -433,21 +429,35 @@ impl MemoryStore {
     /// ended, as capacity would: what a durable store does when its disk is full. Returns how
     /// many left; 0 when every execution held is still running.
     pub(super) fn evict_older_half(&self) -> usize {
-        let evicted: Vec<Arc<Slot>> = {
-            let mut index = self.write_index();
-            let half = index.retention.len().div_ceil(2);
-            let mut evicted = Vec::with_capacity(half);
-            for _ in 0..half {
-                let Some(id) = index.retention.make_room() else {
-                    break;
-                };
-                evicted.extend(self.evict(&mut index, id));
+        // In chunks, the index lock released between them, so appends and creates go on.
+        const CHUNK: usize = 256;
+        let half = self.read_index().retention.len().div_ceil(2);
+        let mut count = 0;
+        for _ in 0..half.div_ceil(CHUNK) {
+            let evicted: Vec<Arc<Slot>> = {
+                let mut index = self.write_index();
+                let mut evicted = Vec::with_capacity(CHUNK);
+                for _ in 0..CHUNK.min(half - count) {
+                    let Some(id) = index.retention.make_room() else {
+                        break;
+                    };
+                    evicted.extend(self.evict(&mut index, id));
+                }
+                evicted
+            };
+            count += evicted.len();
+            let done = evicted.is_empty();
+            self.release(evicted);
+            if done || count >= half {
+                break;
             }
-            evicted
-        };
-        let count = evicted.len();
-        self.release(evicted);
+        }
         count
+    }
+
+    /// After a replay: retention in the order executions ended.
+    pub(super) fn sort_retention(&self) {
+        self.write_index().retention.sort();
     }
 
     /// Every execution held now, with its visible events: what compaction writes.

@@ -70,6 +70,12 @@ impl Retention {
         gone
     }
 
+    /// Puts the executions in the order they ended (replay restores them in the order a
+    /// journal holds them, which after a compaction is not that order).
+    pub fn sort(&mut self) {
+        self.ended.make_contiguous().sort_by_key(|(_, at)| *at);
+    }
+
     /// Terminal executions waiting to expire.
     pub fn len(&self) -> usize {
         self.ended.len()

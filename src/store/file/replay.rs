@@ -276,8 +276,21 @@ impl<'k> SegmentReader<'k> {
             .open_record(self.number, self.prefix, counter, &mut body, &tag);
         self.body = body;
         if opened.is_err() {
+            // Torn: the last record, with a run of zeros where a crash left its data
+            // unwritten. Ciphertext holds 16 zero bytes in a row with odds of 2^-128; a record
+            // altered on disk does not, and is damage wherever it is.
+            let unwritten = self
+                .body
+                .iter()
+                .chain(&tag)
+                .fold((0, 0), |(run, most), b| {
+                    let run = if *b == 0 { run + 1 } else { 0 };
+                    (run, most.max(run))
+                })
+                .1
+                >= 16;
             let last = offset + whole == self.len || self.zeros_from(offset + whole)?;
-            return if last {
+            return if last && unwritten {
                 self.torn(offset, "a last record that does not authenticate")
             } else {
                 Err(self.damage(
@@ -327,15 +340,22 @@ impl<'k> SegmentReader<'k> {
     }
 }
 
-/// Whether the newest segment ends inside its header (a crash as it was created, before any
-/// record): it is removed.
+/// Whether the newest segment ends inside its header, or holds zeros where its header and
+/// its records would be (a crash as it was created, before any record): it is removed.
 fn header_cut_short(path: &Path) -> Result<bool, String> {
     let name = path.display();
     let len = fs::metadata(path)
         .map_err(|e| format!("cannot read {name}: {e}"))?
         .len();
+    // A page of zeros at most: what a crash leaves of a file created but not yet written.
     if len >= HEADER_LEN as u64 {
-        return Ok(false);
+        if len > 4096 {
+            return Ok(false);
+        }
+        let bytes = fs::read(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+        if bytes.iter().any(|b| *b != 0) {
+            return Ok(false);
+        }
     }
     fs::remove_file(path).map_err(|e| format!("cannot remove {name}: {e}"))?;
     tracing::warn!(file = %name, "the newest segment ends inside its header (a crash as it was created): removed it");

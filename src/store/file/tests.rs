@@ -279,6 +279,34 @@ async fn a_flipped_byte_in_the_middle_is_refused_with_file_and_offset() {
 }
 
 #[tokio::test]
+async fn an_altered_last_record_is_damage_not_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_ok(dir.path());
+    let id = create(&store, None).await;
+    succeed(&store, id, 1).await;
+    store.close();
+    drop(store);
+    let newest = segments(dir.path()).pop().unwrap();
+    let mut bytes = fs::read(&newest).unwrap();
+    let last = bytes.len() - 20;
+    bytes[last] ^= 0x40;
+    fs::write(&newest, &bytes).unwrap();
+    let error = open(dir.path(), vec![key(1)]).unwrap_err();
+    assert!(error.contains("does not authenticate"), "{error}");
+    // A segment of zeros only, as a crash leaves one it had just created, is removed.
+    let (kind, number, _) = segment::list(dir.path()).unwrap().pop().unwrap();
+    assert_eq!(kind, seal::Kind::Segment);
+    bytes[last] ^= 0x40;
+    fs::write(&newest, &bytes).unwrap();
+    let empty = segment::path(dir.path(), seal::Kind::Segment, number + 1);
+    fs::write(&empty, [0u8; 64]).unwrap();
+    let (store, _) = open(dir.path(), vec![key(1)]).unwrap();
+    assert_eq!(store.get(id).unwrap().state, ExecutionState::Succeeded);
+    // (and the start's own new segment took its number)
+    assert!(fs::read(&empty).unwrap().iter().any(|b| *b != 0));
+}
+
+#[tokio::test]
 async fn nothing_readable_is_on_disk() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_ok(dir.path());

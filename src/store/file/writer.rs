@@ -21,6 +21,9 @@ use crate::execution::{Event, ExecutionId};
 use crate::store::StoreError;
 use crate::store::memory::{Journal, Kept, Reveal};
 
+/// The longest record the journal writes (its length field is 32 bits).
+const MAX_RECORD: usize = u32::MAX as usize;
+
 /// How far the journal is durable.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Progress {
@@ -51,6 +54,8 @@ pub(super) struct Writer {
     failed: AtomicBool,
     /// Bytes of every segment file.
     disk: AtomicU64,
+    /// What the journal could not write after it failed: the store takes each back.
+    stranded: Mutex<Vec<Reveal>>,
 }
 
 impl Writer {
@@ -61,7 +66,13 @@ impl Writer {
             progress: watch::Sender::new(Progress::default()),
             failed: AtomicBool::new(false),
             disk: AtomicU64::new(0),
+            stranded: Mutex::default(),
         }
+    }
+
+    /// What was queued but never written, since the last call.
+    pub(super) fn take_stranded(&self) -> Vec<Reveal> {
+        std::mem::take(&mut *self.stranded.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     fn queue(&self) -> MutexGuard<'_, Queue> {
@@ -150,6 +161,8 @@ impl Writer {
         dir: &std::path::Path,
         mut after: impl FnMut(&Self),
     ) {
+        // A panic here must not leave appends waiting for a thread that is gone.
+        let _fails_on_panic = FailsOnPanic(self);
         let mut batch = Vec::new();
         let mut sealed = Vec::new();
         loop {
@@ -190,6 +203,13 @@ impl Writer {
         sealed: &mut Vec<u8>,
         upto: u64,
     ) {
+        if let Some((body, _)) = batch.iter().find(|(body, _)| body.len() > MAX_RECORD) {
+            // A length field holds at most 4 GiB: such a record cannot be written whole.
+            self.poison(&format!(
+                "a record of {} bytes is over the journal's limit of {MAX_RECORD}",
+                body.len()
+            ));
+        }
         if !self.failed() {
             sealed.clear();
             for (body, _) in batch.iter() {
@@ -208,9 +228,10 @@ impl Writer {
                 Err(e) => self.poison(&e),
             }
         }
-        // Not durable: readers never see it. Each append waiting for it takes it back and
-        // ends its execution in memory (`FileStore::end_in_memory`).
-        batch.clear();
+        // Not durable: readers never see it. The store takes it back and ends its execution
+        // in memory (`FileStore::after_failure`), whether or not its append still waits.
+        let mut stranded = self.stranded.lock().unwrap_or_else(|p| p.into_inner());
+        stranded.extend(batch.drain(..).filter_map(|(_, reveal)| reveal));
     }
 
     /// A new segment after `old`; on failure the journal is poisoned and `old` stays (and is
@@ -235,10 +256,22 @@ impl Writer {
         }
     }
 
-    fn poison(&self, error: &std::io::Error) {
+    /// Fails the journal for good.
+    pub(super) fn poison(&self, error: &dyn std::fmt::Display) {
         tracing::error!(error = %error, "the event store's journal could not be written: the store has failed");
         self.failed.store(true, Ordering::Release);
         self.progress.send_modify(|p| p.failed = true);
+    }
+}
+
+/// Poisons the journal if the writer thread unwinds.
+struct FailsOnPanic<'a>(&'a Writer);
+
+impl Drop for FailsOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.poison(&"the writer thread panicked");
+        }
     }
 }
 

@@ -50,6 +50,13 @@ impl Reveal {
     pub fn reveal(self) {
         self.slot.reveal(self.upto);
     }
+
+    /// The journal could not make the events durable: takes back what no reader has seen
+    /// of the execution in `store` (the whole execution, if nothing); returns its id.
+    pub fn take_back(self, store: &super::MemoryStore) -> ExecutionId {
+        store.roll_back_slot(&self.slot);
+        self.slot.id
+    }
 }
 
 impl Slot {

@@ -44,6 +44,9 @@ pub(super) struct Record {
     /// A plain memory store shows each event as it is stored; a journaled one once the
     /// journal has it on disk (`Reveal`).
     visible: u64,
+    /// The record left the store with events not yet visible: its readers hear that no
+    /// change will come only once they are (so they read to the end, not to `NotFound`).
+    close_when_visible: bool,
 }
 
 /// A panic while a lock is held cannot leave a record half-updated in a way a later reader
@@ -88,6 +91,7 @@ impl Slot {
             input_bytes,
             counted: true,
             visible: 0,
+            close_when_visible: false,
         };
         record.push(Nanos::of(first.time), first.state, first.payload);
         let slot = Self {
@@ -124,11 +128,42 @@ impl Slot {
 
     /// Makes the events up to `sequence` visible and wakes the followers.
     pub(super) fn reveal(&self, sequence: u64) {
-        {
+        let close = {
             let mut record = self.record();
             record.visible = record.visible.max(sequence.min(record.events.len()));
-        }
+            record.close_when_visible && record.visible == record.events.len()
+        };
         self.changes.publish();
+        if close {
+            self.changes.close();
+        }
+    }
+
+    /// Takes back the events no reader has seen (the journal could not make them durable);
+    /// returns the change in bytes and whether no event was ever seen.
+    pub(super) fn roll_back(&self) -> (i64, bool) {
+        let (delta, close, unseen) = {
+            let mut record = self.record();
+            let delta = record.roll_back();
+            (delta, record.close_when_visible, record.visible == 0)
+        };
+        if close {
+            self.changes.close();
+        }
+        (delta, unseen)
+    }
+
+    /// The record has left the store: tells its readers no change will come, now if they can
+    /// see every event, else once they can.
+    pub(super) fn close(&self) {
+        {
+            let mut record = self.record();
+            if record.visible < record.events.len() {
+                record.close_when_visible = true;
+                return;
+            }
+        }
+        self.changes.close();
     }
 }
 
@@ -198,11 +233,6 @@ impl Record {
         }
         self.lifecycle = lifecycle;
         self.change(before)
-    }
-
-    /// How many events readers may see.
-    pub(super) fn visible_len(&self) -> u64 {
-        self.visible
     }
 
     /// Shows every event stored so far.
