@@ -325,9 +325,17 @@ fn create_dir(dir: &std::path::Path) -> Result<(), String> {
     builder.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    let existed = dir.is_dir();
     builder
         .create(dir)
-        .map_err(|e| format!("cannot create the store directory {}: {e}", dir.display()))
+        .map_err(|e| format!("cannot create the store directory {}: {e}", dir.display()))?;
+    // A new directory's entry in its parent is durable too.
+    match dir.parent() {
+        Some(parent) if !existed && !parent.as_os_str().is_empty() => {
+            segment::sync_dir(parent).map_err(|e| format!("cannot sync {}: {e}", parent.display()))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Ends every execution the journal left running with `outcome_unknown`, written to

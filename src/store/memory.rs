@@ -118,7 +118,7 @@ impl MemoryStore {
         let mut index = self.write_index();
         let expired = index.retention.expired(Instant::now());
         for id in expired {
-            evicted.extend(self.evict(&mut index, id));
+            evicted.extend(self.evict(&mut index, id, journal));
         }
         if let Some(identity) = &new.idempotency
             && let Some(existing) = index.idempotency.get(&identity.key)
@@ -153,7 +153,7 @@ impl MemoryStore {
                     bytes: self.bytes(),
                 });
             };
-            evicted.extend(self.evict(&mut index, gone));
+            evicted.extend(self.evict(&mut index, gone, journal));
         }
         if let Some(identity) = &slot.idempotency {
             index.idempotency.insert(identity.key.clone(), new.id);
@@ -248,7 +248,7 @@ impl MemoryStore {
                 let Some(gone) = index.retention.make_room() else {
                     break;
                 };
-                evicted.extend(self.evict(&mut index, gone));
+                evicted.extend(self.evict(&mut index, gone, self.journal.as_deref()));
             }
         }
         self.release(evicted);
@@ -256,9 +256,14 @@ impl MemoryStore {
 
     /// Under the index lock: removes an execution with its identities and takes its bytes
     /// off the count at once, so a loop making room sees the room it made.
-    fn evict(&self, index: &mut Index, id: ExecutionId) -> Option<Arc<Slot>> {
+    fn evict(
+        &self,
+        index: &mut Index,
+        id: ExecutionId,
+        journal: Option<&dyn Journal>,
+    ) -> Option<Arc<Slot>> {
         let slot = index.remove(id)?;
-        if let Some(journal) = &self.journal {
+        if let Some(journal) = journal {
             journal.expired(id);
         }
         self.add_bytes(-i64::try_from(slot.uncount()).unwrap_or(i64::MAX));
@@ -329,7 +334,7 @@ impl MemoryStore {
         let (delta, unseen) = slot.roll_back();
         self.add_bytes(delta);
         if unseen {
-            let evicted = self.evict(&mut self.write_index(), slot.id);
+            let evicted = self.evict(&mut self.write_index(), slot.id, self.journal.as_deref());
             self.release(evicted.into_iter().collect());
         }
         !unseen
@@ -347,7 +352,9 @@ impl MemoryStore {
     }
 
     /// Restores an execution as the journal recorded it, with its first event's time, and
-    /// visible at once; the journal is not told.
+    /// visible at once; the journal is not told (of it, nor of what it evicts: a replay that
+    /// finds more than the limits hold lets the oldest-ended go, as the store would, and the
+    /// journal forgets them at its next compaction).
     pub(super) fn restore_create(
         &self,
         at: SystemTime,
@@ -441,7 +448,7 @@ impl MemoryStore {
                     let Some(id) = index.retention.make_room() else {
                         break;
                     };
-                    evicted.extend(self.evict(&mut index, id));
+                    evicted.extend(self.evict(&mut index, id, self.journal.as_deref()));
                 }
                 evicted
             };

@@ -139,7 +139,6 @@ impl Log {
             .map(move |(sequence, stored)| copier.copy(sequence, stored))
     }
 
-    /// The last event, copied out.
     /// The state after event `sequence` (none before the first).
     pub(super) fn state_at(&self, sequence: u64) -> Option<ExecutionState> {
         let index = sequence.checked_sub(1)?;
@@ -148,6 +147,7 @@ impl Log {
         segment.get(at).map(|stored| stored.state)
     }
 
+    /// The last event, copied out.
     pub(super) fn last(&self) -> Option<Event> {
         let (_, segment) = self.segments.last()?;
         segment
