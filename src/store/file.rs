@@ -131,6 +131,12 @@ impl FileStore {
         let path = segment::path(&dir, Kind::Segment, number);
         let mut segment = Segment::create(&path, Kind::Segment, number, &current)
             .and_then(|segment| segment::sync_dir(&dir).map(|()| segment))
+            .and_then(|mut segment| match replayed.last {
+                0 => Ok(segment),
+                last => segment
+                    .follow(&current, last, replayed.last_records)
+                    .map(|()| segment),
+            })
             .map_err(|e| format!("cannot create a segment in {}: {e}", dir.display()))?;
         let interrupted = end_interrupted(&memory, &mut segment, &current)
             .map_err(|e| format!("cannot write to {}: {e}", dir.display()))?;

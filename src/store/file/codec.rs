@@ -8,6 +8,7 @@
 //! create: 1 | id [16] | time u64 | idempotent u8 | fingerprint [16] | key str | labels json | accepted json
 //! append: 2 | id [16] | first sequence u64 | time u64 | count u32 | event*
 //! expire: 3 | id [16]
+//! follows: 4 | file u64 | records u64
 //! event:  1 text delta      | attempt u32 | text str
 //!         2 arguments delta | attempt u32 | index u32 | delta str
 //!         3 reasoning delta | attempt u32 | piece u8 | text str
@@ -30,6 +31,7 @@ use crate::store::memory::Kept;
 const CREATE: u8 = 1;
 const APPEND: u8 = 2;
 const EXPIRE: u8 = 3;
+const FOLLOWS: u8 = 4;
 
 const OTHER: u8 = 0;
 const TEXT: u8 = 1;
@@ -57,6 +59,9 @@ pub(super) enum Record {
     },
     /// The execution left the store with its identities.
     Expire { id: ExecutionId },
+    /// A segment's first record: the file before it, and how many records that file held
+    /// when this one began (so a file cut at a record boundary, or gone, is found).
+    Follows { file: u64, records: u64 },
 }
 
 fn nanos(time: SystemTime) -> u64 {
@@ -193,6 +198,13 @@ pub(super) fn expire(id: ExecutionId, out: &mut Vec<u8>) {
     out.extend_from_slice(&id.to_bytes());
 }
 
+/// A follows record.
+pub(super) fn follows(file: u64, records: u64, out: &mut Vec<u8>) {
+    out.push(FOLLOWS);
+    out.extend_from_slice(&file.to_le_bytes());
+    out.extend_from_slice(&records.to_le_bytes());
+}
+
 /// A record's bytes: what [`decode`] reads back as it.
 pub(super) fn encode(record: &Record, out: &mut Vec<u8>) {
     match record {
@@ -216,6 +228,7 @@ pub(super) fn encode(record: &Record, out: &mut Vec<u8>) {
             }
         }
         Record::Expire { id } => expire(*id, out),
+        Record::Follows { file, records } => follows(*file, *records, out),
     }
 }
 
@@ -270,6 +283,10 @@ pub(super) fn decode(body: &[u8]) -> Result<Record, String> {
             }
         }
         EXPIRE => Record::Expire { id: r.id()? },
+        FOLLOWS => Record::Follows {
+            file: r.u64()?,
+            records: r.u64()?,
+        },
         kind => return Err(format!("unknown record kind {kind}")),
     };
     if !r.0.is_empty() {

@@ -19,8 +19,9 @@ use crate::store::NewExecution;
 /// What replay found.
 #[derive(Debug, Default)]
 pub(super) struct Replayed {
-    /// The newest segment's number (0 for an empty journal).
+    /// The newest file's number (0 for an empty journal), and its records.
     pub last: u64,
+    pub last_records: u64,
     /// Segment files read.
     pub segments: usize,
     /// Records and events read.
@@ -66,6 +67,7 @@ pub(super) fn replay(
         segments: files.len(),
         ..Replayed::default()
     };
+    let mut previous = None;
     for (i, (kind, number, path)) in files.iter().enumerate() {
         let newest = i + 1 == files.len();
         if newest && *kind == Kind::Segment && header_cut_short(path)? {
@@ -73,13 +75,25 @@ pub(super) fn replay(
         }
         let mut reader = SegmentReader::open(path, *kind, *number, sealers, newest)?;
         replayed.old_keys |= reader.sealer_index != 0;
+        let mut first = true;
         while let Some((offset, body)) = reader.next()? {
             let record = codec::decode(body).map_err(|e| reader.damage(offset, &e))?;
+            if std::mem::take(&mut first) && *kind == Kind::Segment {
+                follows(&record, previous, i == 0).map_err(|e| reader.damage(offset, &e))?;
+            }
             replayed.records += 1;
             apply(record, memory, &mut replayed.events).map_err(|e| reader.damage(offset, &e))?;
         }
+        if first && *kind == Kind::Segment && !newest && previous.is_some() {
+            return Err(reader.damage(
+                HEADER_LEN as u64,
+                "a segment with no records before a newer one",
+            ));
+        }
         replayed.disk += reader.end;
         replayed.last = *number;
+        replayed.last_records = reader.counter;
+        previous = Some((*kind, *number, reader.counter));
     }
     replayed.took = started.elapsed();
     if replayed.records > 0 {
@@ -94,8 +108,39 @@ pub(super) fn replay(
     Ok(replayed)
 }
 
+/// Checks a segment's first record: after another file it must say which, and (after a
+/// segment) how many records that file held, so that a file cut at a record boundary, or a
+/// missing one, is found. The journal's first segment follows nothing.
+fn follows(
+    record: &Record,
+    previous: Option<(Kind, u64, u64)>,
+    oldest: bool,
+) -> Result<(), String> {
+    match (record, previous) {
+        (Record::Follows { file, .. }, None) if oldest => Err(format!(
+            "this segment follows file {file}, which is missing"
+        )),
+        (Record::Follows { file, records }, Some((kind, number, held))) => {
+            if *file != number {
+                Err(format!("this segment follows file {file}, not {number}"))
+            } else if kind == Kind::Segment && *records != held {
+                Err(format!(
+                    "segment {number} held {records} records when this one began; {held} are left"
+                ))
+            } else {
+                Ok(())
+            }
+        }
+        (_, None) => Ok(()),
+        (_, Some((_, number, _))) => Err(format!(
+            "this segment does not say that it follows file {number}"
+        )),
+    }
+}
+
 fn apply(record: Record, memory: &MemoryStore, events: &mut u64) -> Result<(), String> {
     match record {
+        Record::Follows { .. } => Ok(()),
         Record::Create {
             id,
             at,

@@ -88,6 +88,20 @@ impl Segment {
         self.number
     }
 
+    /// Writes the first record of a segment after file `file` of `records` records.
+    pub(super) fn follow(&mut self, sealer: &Sealer, file: u64, records: u64) -> io::Result<()> {
+        let mut body = Vec::with_capacity(17);
+        super::codec::follows(file, records, &mut body);
+        let mut sealed = Vec::new();
+        self.seal(sealer, &body, &mut sealed);
+        self.write(&sealed)
+    }
+
+    /// Records sealed into it so far.
+    pub(super) fn records(&self) -> u64 {
+        self.counter
+    }
+
     /// Bytes in the file.
     pub(super) fn len(&self) -> u64 {
         self.len

@@ -307,6 +307,43 @@ async fn an_altered_last_record_is_damage_not_a_torn_tail() {
 }
 
 #[tokio::test]
+async fn a_segment_cut_at_a_record_boundary_or_gone_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two starts leave two segments (the second follows the first); the third reads both.
+    for _ in 0..2 {
+        let store = open_ok(dir.path());
+        let id = create(&store, None).await;
+        succeed(&store, id, 2).await;
+        store.close();
+    }
+    let files = segments(dir.path());
+    let saved: Vec<Vec<u8>> = files.iter().map(|f| fs::read(f).unwrap()).collect();
+    // The first segment loses its last record, at a record boundary: the second segment
+    // says how many it held.
+    let sealers = [Sealer::new(&key(1))];
+    let completed_record = {
+        let mut reader =
+            replay::SegmentReader::open(&files[0], seal::Kind::Segment, 1, &sealers, false)
+                .unwrap();
+        let mut last = 0;
+        while let Some((offset, _)) = reader.next().unwrap() {
+            last = offset;
+        }
+        last
+    };
+    fs::write(&files[0], &saved[0][..completed_record as usize]).unwrap();
+    let error = open(dir.path(), vec![key(1)]).unwrap_err();
+    assert!(error.contains("records when this one began"), "{error}");
+    // The first segment gone altogether: the second says what it follows.
+    fs::remove_file(&files[0]).unwrap();
+    let error = open(dir.path(), vec![key(1)]).unwrap_err();
+    assert!(error.contains("which is missing"), "{error}");
+    // Put back, all is well.
+    fs::write(&files[0], &saved[0]).unwrap();
+    open(dir.path(), vec![key(1)]).unwrap();
+}
+
+#[tokio::test]
 async fn nothing_readable_is_on_disk() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_ok(dir.path());

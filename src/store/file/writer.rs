@@ -243,7 +243,12 @@ impl Writer {
         let number = old.number() + 1;
         let path = super::segment::path(dir, Kind::Segment, number);
         let created = Segment::create(&path, Kind::Segment, number, sealer)
-            .and_then(|segment| super::segment::sync_dir(dir).map(|()| segment));
+            .and_then(|segment| super::segment::sync_dir(dir).map(|()| segment))
+            .and_then(|mut segment| {
+                segment
+                    .follow(sealer, old.number(), old.records())
+                    .map(|()| segment)
+            });
         match created {
             Ok(segment) => {
                 self.disk.fetch_add(segment.len(), Ordering::AcqRel);
