@@ -193,7 +193,7 @@ async fn a_killed_server_comes_back_with_everything_it_acknowledged() {
         let again = submit(&mut c, keyed(ability_of(*i), *i)).await;
         assert_eq!(again.execution_id, id, "execution {i}");
     }
-    // Executions the client never heard of (no accepted event received) are terminal too.
+    // A moment for anything the restart might have sent: nothing is.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         upstream.requests().len(),

@@ -145,8 +145,10 @@ impl FileStore {
         // and after it every segment is sealed with the current key.
         writer.count_disk(replayed.disk + segment.len(), 0);
         if replayed.old_keys || replayed.segments > 1 {
-            let done = compact::compact(&dir, &current, &memory, replayed.last, || false)
-                .map_err(|e| format!("cannot compact the journal in {}: {e}", dir.display()))?;
+            let ((), listing) = memory.list_at(|| ());
+            let done =
+                compact::compact(&dir, &current, &memory, (replayed.last, listing), || false)
+                    .map_err(|e| format!("cannot compact the journal in {}: {e}", dir.display()))?;
             writer.count_disk(done.written, done.removed);
         }
         let store = Arc::new(Self {
@@ -290,38 +292,31 @@ impl FileStore {
             }
             self.after_failure();
         }
-        self.memory.roll_back(id);
         self.end_in_memory(id);
         Err(StoreError::AlreadyTerminal(id))
     }
 
-    /// Once the journal has failed: what it could not write is taken back (never seen by
-    /// anyone), and every execution still running ends in memory, whether or not a caller
-    /// still waits on it. Runs again for what was queued since.
+    /// Once the journal has failed: every execution is cut back to what readers have seen
+    /// (what the journal could not write is never shown) and, if it was still running, ends
+    /// in memory, whether or not a caller still waits on it. What was queued since is taken
+    /// back on the next call.
     fn after_failure(&self) {
-        let mut ended: Vec<ExecutionId> = self
-            .writer
-            .take_stranded()
-            .into_iter()
-            .map(|reveal| reveal.take_back(&self.memory))
-            .collect();
-        if !self.ended_running.swap(true, Ordering::AcqRel) {
-            ended.extend(self.memory.unfinished());
+        // Executions that left the store with unwritten events: their readers are told.
+        for reveal in self.writer.take_stranded() {
+            reveal.take_back(&self.memory);
         }
-        for id in ended {
-            self.end_in_memory(id);
+        if !self.ended_running.swap(true, Ordering::AcqRel) {
+            for id in self.memory.ids() {
+                self.end_in_memory(id);
+            }
         }
     }
 
-    /// Ends `id` in memory after its last durable event: its watchers get a terminal event
-    /// that says it is kept in memory only.
+    /// Cuts `id` back to its last durable event and, if it has not ended there, ends it with
+    /// a terminal event that says it is kept in memory only.
     fn end_in_memory(&self, id: ExecutionId) {
-        if let Ok((view, events)) = self.memory.history(id) {
-            let ending = interrupted(&view, &events, store_failed());
-            if !ending.is_empty() {
-                let _ = self.memory.append_in_memory(id, ending);
-            }
-        }
+        self.memory
+            .end_unwritten(id, |view, events| interrupted(view, events, store_failed()));
     }
 }
 
@@ -407,14 +402,18 @@ fn compactor(
             compacting.store(false, Ordering::Release);
             continue;
         }
-        let Ok(sealed) = writer.rotate().recv() else {
-            return;
-        };
         let Some(memory) = memory.upgrade() else {
             return;
         };
+        // No create or expiry comes between the rotation and the listing (the index is held
+        // for one write and sync of the writer): the base and the segment after it do not
+        // overlap in them.
+        let (sealed, listing) = memory.list_at(|| writer.rotate().recv());
+        let Ok(sealed) = sealed else {
+            return;
+        };
         let before = writer.disk();
-        match compact::compact(dir, sealer, &memory, sealed, || writer.failed()) {
+        match compact::compact(dir, sealer, &memory, (sealed, listing), || writer.failed()) {
             Ok(done) => {
                 writer.count_disk(done.written, done.removed);
                 let after = writer.disk();

@@ -279,6 +279,9 @@ impl MemoryStore {
     }
 }
 
+/// The executions a compaction writes, in the order it writes them.
+pub(super) struct Listing(Vec<Arc<Slot>>);
+
 /// What an append produced: the last sequence, the event itself for a single append, and
 /// the journal's ticket for it (0 without a journal).
 pub(super) struct Appended {
@@ -338,17 +341,6 @@ impl MemoryStore {
             self.release(evicted.into_iter().collect());
         }
         !unseen
-    }
-
-    /// Appends without telling the journal, visible at once: what a failed durable store
-    /// keeps in memory only.
-    pub(super) fn append_in_memory(
-        &self,
-        id: ExecutionId,
-        payloads: Vec<EventPayload>,
-    ) -> Result<u64, StoreError> {
-        self.append_now(id, payloads, SystemTime::now(), None)
-            .map(|appended| appended.last)
     }
 
     /// Restores an execution as the journal recorded it, with its first event's time, and
@@ -467,15 +459,91 @@ impl MemoryStore {
         self.write_index().retention.sort();
     }
 
-    /// Every execution held now, with its visible events: what compaction writes.
-    pub(super) fn each_kept(&self, mut each: impl FnMut(Kept, Vec<Event>)) {
-        let slots: Vec<Arc<Slot>> = self.read_index().slots.values().cloned().collect();
-        for slot in slots {
+    /// Every execution held now, listed while no create or expiry can come between it and
+    /// `at` (a compaction's rotation to a new segment, so that the segment after its base
+    /// holds exactly the creates and expiries that came after the listing): the terminal
+    /// executions in the order they ended, then the running ones.
+    pub(super) fn list_at<T>(&self, at: impl FnOnce() -> T) -> (T, Listing) {
+        let index = self.write_index();
+        let done = at();
+        let mut listed: Vec<Arc<Slot>> = index
+            .retention
+            .in_end_order()
+            .filter_map(|id| index.slots.get(&id).cloned())
+            .collect();
+        // A stale retention entry names nothing; one execution is listed once.
+        let terminal: std::collections::HashSet<ExecutionId> =
+            listed.iter().map(|slot| slot.id).collect();
+        listed.extend(
+            index
+                .slots
+                .values()
+                .filter(|slot| !terminal.contains(&slot.id))
+                .cloned(),
+        );
+        (done, Listing(listed))
+    }
+
+    /// Each execution of `listing` with its visible events: what compaction writes.
+    pub(super) fn each_kept(&self, listing: Listing, mut each: impl FnMut(Kept, Vec<Event>)) {
+        for slot in listing.0 {
             let events: Vec<Event> = slot.record().visible_events(0).collect();
             if !events.is_empty() {
                 each(slot.kept(), events);
             }
         }
+    }
+
+    /// After a journal failed: takes back what no reader has seen of `id` and, in the same
+    /// hold of its record, appends the events `ending` makes of what is left (visible at
+    /// once, in memory only), so nothing unseen can come between.
+    pub(super) fn end_unwritten(
+        &self,
+        id: ExecutionId,
+        ending: impl FnOnce(&Execution, &[Event]) -> Vec<EventPayload>,
+    ) {
+        let Ok(slot) = self.slot(id) else {
+            return;
+        };
+        let (terminal, close) = {
+            let mut record = slot.record();
+            let mut delta = record.roll_back();
+            let events: Vec<Event> = record.events_after(0).collect();
+            let key = slot.idempotency.as_ref().map(|i| i.key.clone());
+            let Some(mut view) = events
+                .first()
+                .and_then(|first| Execution::from_accepted(first, id, slot.labels.clone(), key))
+            else {
+                self.add_bytes(delta);
+                drop(record);
+                self.roll_back_slot(&slot);
+                return;
+            };
+            for event in &events[1..] {
+                view.apply(event);
+            }
+            let payloads = ending(&view, &events);
+            let mut terminal = false;
+            if !payloads.is_empty()
+                && let Ok((ended, appended)) = record.append(SystemTime::now(), payloads)
+            {
+                delta += appended;
+                terminal = ended;
+            }
+            record.reveal_all();
+            self.add_bytes(delta);
+            (terminal, record.closes_when_visible())
+        };
+        slot.changes.publish();
+        if close {
+            slot.changes.close();
+        }
+        self.appended(id, &slot, terminal);
+    }
+
+    /// The ids of every execution held now.
+    pub(super) fn ids(&self) -> Vec<ExecutionId> {
+        self.read_index().slots.keys().copied().collect()
     }
 
     /// An execution's view and events, every stored one (visible or not yet).

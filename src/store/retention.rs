@@ -76,6 +76,11 @@ impl Retention {
         self.ended.make_contiguous().sort_by_key(|(_, at)| *at);
     }
 
+    /// The terminal executions, in the order they ended.
+    pub fn in_end_order(&self) -> impl Iterator<Item = ExecutionId> + '_ {
+        self.ended.iter().map(|(id, _)| *id)
+    }
+
     /// Terminal executions waiting to expire.
     pub fn len(&self) -> usize {
         self.ended.len()

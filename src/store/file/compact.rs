@@ -18,6 +18,7 @@ use super::codec;
 use super::seal::{Kind, Sealer};
 use super::segment::{self, Segment};
 use crate::store::MemoryStore;
+use crate::store::memory::Listing;
 
 /// Flush the compacted file's buffer at this size.
 const CHUNK: usize = 1 << 20;
@@ -31,19 +32,19 @@ pub(super) struct Compacted {
     pub written: u64,
 }
 
-/// Rewrites the journal up to segment `upto` (sealed) as what `memory` holds, as base
-/// `upto`. `failed` says whether the journal has failed meanwhile: then nothing is renamed
+/// Rewrites the journal up to segment `upto` (sealed) as the executions `listing` holds (as
+/// [`MemoryStore::list_at`] listed them when the writer moved past `upto`), as base `upto`. `failed` says whether the journal has failed meanwhile: then nothing is renamed
 /// (the store's memory holds events that are not durable, which a base must not).
 pub(super) fn compact(
     dir: &Path,
     sealer: &Sealer,
     memory: &MemoryStore,
-    upto: u64,
+    (upto, listing): (u64, Listing),
     failed: impl Fn() -> bool,
 ) -> std::io::Result<Compacted> {
     let temporary = dir.join(format!("journal-{upto:020}.compacting"));
     let _ = fs::remove_file(&temporary);
-    let written = write_base(&temporary, sealer, memory, upto).inspect_err(|_| {
+    let written = write_base(&temporary, sealer, memory, listing, upto).inspect_err(|_| {
         let _ = fs::remove_file(&temporary);
     })?;
     if failed() {
@@ -60,12 +61,18 @@ pub(super) fn compact(
     })
 }
 
-fn write_base(at: &Path, sealer: &Sealer, memory: &MemoryStore, upto: u64) -> std::io::Result<u64> {
+fn write_base(
+    at: &Path,
+    sealer: &Sealer,
+    memory: &MemoryStore,
+    listing: Listing,
+    upto: u64,
+) -> std::io::Result<u64> {
     let mut out = Segment::create(at, Kind::Base, upto, sealer)?;
     let mut sealed = Vec::with_capacity(CHUNK + 64 * 1024);
     let mut body = Vec::new();
     let mut failed = None;
-    memory.each_kept(|kept, events| {
+    memory.each_kept(listing, |kept, events| {
         if failed.is_some() {
             return;
         }

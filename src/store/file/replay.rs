@@ -84,12 +84,6 @@ pub(super) fn replay(
             replayed.records += 1;
             apply(record, memory, &mut replayed.events).map_err(|e| reader.damage(offset, &e))?;
         }
-        if first && *kind == Kind::Segment && !newest && previous.is_some() {
-            return Err(reader.damage(
-                HEADER_LEN as u64,
-                "a segment with no records before a newer one",
-            ));
-        }
         replayed.disk += reader.end;
         replayed.last = *number;
         replayed.last_records = reader.counter;
@@ -321,9 +315,11 @@ impl<'k> SegmentReader<'k> {
             .open_record(self.number, self.prefix, counter, &mut body, &tag);
         self.body = body;
         if opened.is_err() {
-            // Torn: the last record, with a run of zeros where a crash left its data
-            // unwritten. Ciphertext holds 16 zero bytes in a row with odds of 2^-128; a record
-            // altered on disk does not, and is damage wherever it is.
+            // Torn: a record of the newest segment's last batch (one write, one sync that a
+            // crash interrupted), with a run of zeros where its data was never written; the
+            // records after it in that batch go with it (none was acknowledged). Ciphertext
+            // holds 16 zero bytes in a row with odds of 2^-128; a record altered on disk does
+            // not, and is damage wherever it is.
             let unwritten = self
                 .body
                 .iter()
@@ -334,9 +330,11 @@ impl<'k> SegmentReader<'k> {
                 })
                 .1
                 >= 16;
-            let last = offset + whole == self.len || self.zeros_from(offset + whole)?;
-            return if last && unwritten {
-                self.torn(offset, "a last record that does not authenticate")
+            return if unwritten {
+                self.torn(
+                    offset,
+                    "a record with unwritten zeros that does not authenticate",
+                )
             } else {
                 Err(self.damage(
                     offset,

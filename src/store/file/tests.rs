@@ -568,8 +568,9 @@ async fn a_compaction_cut_short_by_a_crash_replays_the_same() {
     drop(store);
 
     // A crash after the base was renamed into place but before the older segment was removed
-    // leaves it beside the base; one before the rename leaves a temporary file. Neither
-    // changes what replays: the evicted executions stay gone.
+    // leaves it beside the base (here with the temporary file of a later compaction that a
+    // crash cut before its rename, too). Neither changes what replays: the evicted
+    // executions, whose expiry the old segment does not hold, stay gone.
     fs::write(&first, first_bytes).unwrap();
     let temporary = dir.path().join("journal-00000000000000000009.compacting");
     fs::write(&temporary, b"half a compaction").unwrap();

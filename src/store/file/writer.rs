@@ -182,13 +182,10 @@ impl Writer {
                 segment = self.next_segment(segment, sealer, dir);
                 let _ = reply.send(segment.number() - 1);
             }
-            let mut queue = self.queue();
-            if closing && queue.records.is_empty() {
+            if closing && self.queue().records.is_empty() {
                 // A compaction waiting for a rotation hears that none will come, and an
                 // append that comes after the close hears that it will not be written.
-                queue.stopped = true;
-                queue.rotate = None;
-                drop(queue);
+                self.stop();
                 self.progress.send_modify(|p| p.failed = true);
                 return;
             }
@@ -203,14 +200,15 @@ impl Writer {
         sealed: &mut Vec<u8>,
         upto: u64,
     ) {
-        if let Some((body, _)) = batch.iter().find(|(body, _)| body.len() > MAX_RECORD) {
+        let failure = if self.failed() {
+            None
+        } else if let Some((body, _)) = batch.iter().find(|(body, _)| body.len() > MAX_RECORD) {
             // A length field holds at most 4 GiB: such a record cannot be written whole.
-            self.poison(&format!(
+            Some(format!(
                 "a record of {} bytes is over the journal's limit of {MAX_RECORD}",
                 body.len()
-            ));
-        }
-        if !self.failed() {
+            ))
+        } else {
             sealed.clear();
             for (body, _) in batch.iter() {
                 segment.seal(sealer, body, sealed);
@@ -225,13 +223,31 @@ impl Writer {
                     self.progress.send_modify(|p| p.durable = upto);
                     return;
                 }
-                Err(e) => self.poison(&e),
+                Err(e) => Some(e.to_string()),
             }
-        }
+        };
         // Not durable: readers never see it. The store takes it back and ends its execution
-        // in memory (`FileStore::after_failure`), whether or not its append still waits.
+        // in memory (`FileStore::after_failure`), whether or not its append still waits; it
+        // is handed over before anyone hears of the failure.
+        self.strand(batch);
+        if let Some(failure) = failure {
+            self.poison(&failure);
+        }
+    }
+
+    fn strand(&self, batch: &mut Vec<(Vec<u8>, Option<Reveal>)>) {
         let mut stranded = self.stranded.lock().unwrap_or_else(|p| p.into_inner());
         stranded.extend(batch.drain(..).filter_map(|(_, reveal)| reveal));
+    }
+
+    /// The thread is gone: nothing queued will be written, no rotation will come.
+    fn stop(&self) {
+        let mut queue = self.queue();
+        queue.stopped = true;
+        queue.rotate = None;
+        let mut records = std::mem::take(&mut queue.records);
+        drop(queue);
+        self.strand(&mut records);
     }
 
     /// A new segment after `old`; on failure the journal is poisoned and `old` stays (and is
@@ -275,6 +291,7 @@ struct FailsOnPanic<'a>(&'a Writer);
 impl Drop for FailsOnPanic<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
+            self.0.stop();
             self.0.poison(&"the writer thread panicked");
         }
     }

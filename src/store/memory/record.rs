@@ -235,6 +235,11 @@ impl Record {
         self.change(before)
     }
 
+    /// Whether readers wait to hear that the record left the store once all is visible.
+    pub(super) fn closes_when_visible(&self) -> bool {
+        self.close_when_visible
+    }
+
     /// Shows every event stored so far.
     pub(super) fn reveal_all(&mut self) {
         self.visible = self.events.len();
