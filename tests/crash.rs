@@ -169,8 +169,9 @@ async fn a_killed_server_comes_back_with_everything_it_acknowledged() {
         "the kill came mid-way: {unfinished} unfinished"
     );
 
-    let (_server, addr) = serve(&config, &file);
+    let (mut server, addr) = serve(&config, &file);
     let mut c = client(&addr).await;
+    let mut stored_first = BTreeMap::new();
     for (i, received) in &seen {
         let id = received[0].execution_id.clone();
         let stored = watch(&mut c, &id, 0).await;
@@ -192,7 +193,29 @@ async fn a_killed_server_comes_back_with_everything_it_acknowledged() {
         // The idempotency key names the same execution after the restart.
         let again = submit(&mut c, keyed(ability_of(*i), *i)).await;
         assert_eq!(again.execution_id, id, "execution {i}");
+        stored_first.insert(*i, stored);
     }
+
+    // Killed again and started a third time: the journal is now two segments, the second
+    // following the first, and this start compacts them into a base. Everything reads back
+    // as the second start had it.
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+    let (_server, addr) = serve(&config, &file);
+    let mut c = client(&addr).await;
+    for (i, stored) in &stored_first {
+        let id = &stored[0].execution_id;
+        assert_eq!(
+            &watch(&mut c, id, 0).await,
+            stored,
+            "execution {i} after a compaction"
+        );
+    }
+    let files: Vec<String> = std::fs::read_dir(store)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(files.iter().any(|f| f.ends_with(".base")), "{files:?}");
     // A moment for anything the restart might have sent: nothing is.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
