@@ -7,10 +7,10 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use common::process::{BIN, Guard, address_of, run, wait_for};
+use common::process::{run, start_serve, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -19,15 +19,7 @@ fn a_unix_socket_serves_the_whole_api_and_goes_at_shutdown() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("model-runtime.sock");
     let listen = format!("unix:{}", socket.display());
-    let child = Command::new(BIN)
-        .args(["serve", "--listen", &listen])
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the server");
-    let (mut server, addr) = address_of(Guard(child), LIMIT);
+    let (mut server, addr) = start_serve(&["serve", "--listen", &listen], &[], LIMIT);
     assert_eq!(addr, listen);
     let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o660, "{mode:o}");

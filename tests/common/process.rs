@@ -89,9 +89,15 @@ pub fn start_server_with(extra: &[&str], limit: Duration) -> (Guard, String) {
 
 /// [`start_server_with`] with variables set in the server's environment.
 pub fn start_server_env(extra: &[&str], env: &[(&str, &str)], limit: Duration) -> (Guard, String) {
+    let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    start_serve(&args, env, limit)
+}
+
+/// The binary run with `args` (a `serve ...`) and `env`; its address, from its log.
+pub fn start_serve(args: &[&str], env: &[(&str, &str)], limit: Duration) -> (Guard, String) {
     let child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(extra)
+        .args(args)
         .envs(env.iter().copied())
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
