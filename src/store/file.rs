@@ -20,7 +20,7 @@ mod writer;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::SystemTime;
 
@@ -174,12 +174,12 @@ impl FileStore {
         Ok((store, opened))
     }
 
-    /// Starts the writer and the compactor; compactions start at [`next_compaction`]'s size.
+    /// Starts the writer and the compactor; compactions start at [`compact::next_compaction`]'s size.
     fn start(&self, dir: PathBuf, segment: Segment, sealer: Sealer) {
         let (trigger, requests) = mpsc::channel::<()>();
         let compacting = self.compacting.clone();
         let (floor, ceiling) = (self.max_disk_bytes / 4, self.max_disk_bytes / 4 * 3);
-        let threshold = Arc::new(AtomicU64::new(next_compaction(
+        let threshold = Arc::new(AtomicU64::new(compact::next_compaction(
             self.writer.disk(),
             floor,
             ceiling,
@@ -206,7 +206,7 @@ impl FileStore {
         let compacted = std::thread::Builder::new()
             .name("store-compactor".into())
             .spawn(move || {
-                compactor(
+                compact::run(
                     &requests,
                     &writer,
                     &memory,
@@ -374,62 +374,6 @@ fn end_interrupted(
         );
     }
     Ok(unfinished.len())
-}
-
-/// The journal's size at which the next compaction starts, after one left it at `left`:
-/// twice that, within a quarter and three quarters of `store.max_disk_bytes`, and at least
-/// an eighth of it more than `left` (compacting a journal with little to drop is churn; at
-/// the bound, `room_on_disk` lets executions go first).
-fn next_compaction(left: u64, floor: u64, ceiling: u64) -> u64 {
-    (left * 2).clamp(floor, ceiling).max(left + floor / 2)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn compactor(
-    requests: &mpsc::Receiver<()>,
-    writer: &Writer,
-    memory: &Weak<MemoryStore>,
-    sealer: &Sealer,
-    dir: &std::path::Path,
-    (compacting, compacted): (&AtomicBool, &AtomicU64),
-    threshold: &AtomicU64,
-    (floor, ceiling): (u64, u64),
-) {
-    while requests.recv().is_ok() {
-        // A failed journal is never compacted: the store's memory then holds events that
-        // are not durable.
-        if writer.failed() {
-            compacting.store(false, Ordering::Release);
-            continue;
-        }
-        let Some(memory) = memory.upgrade() else {
-            return;
-        };
-        // No create or expiry comes between the rotation and the listing (the index is held
-        // for one write and sync of the writer): the base and the segment after it do not
-        // overlap in them.
-        let (sealed, listing) = memory.list_at(|| writer.rotate().recv());
-        let Ok(sealed) = sealed else {
-            return;
-        };
-        let before = writer.disk();
-        match compact::compact(dir, sealer, &memory, (sealed, listing), || writer.failed()) {
-            Ok(done) => {
-                writer.count_disk(done.written, done.removed);
-                let after = writer.disk();
-                threshold.store(next_compaction(after, floor, ceiling), Ordering::Release);
-                tracing::info!(before, after, "compacted the journal");
-            }
-            Err(e) => {
-                // Before its rename the journal is whole; after it, the next start finishes
-                // removing what the base made spent. Try again later.
-                threshold.store(next_compaction(before, floor, ceiling), Ordering::Release);
-                tracing::warn!(error = %e, "could not compact the journal");
-            }
-        }
-        compacted.fetch_add(1, Ordering::AcqRel);
-        compacting.store(false, Ordering::Release);
-    }
 }
 
 impl EventStore for FileStore {
