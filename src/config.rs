@@ -66,6 +66,8 @@ pub struct Config {
 pub struct ServerConfig {
     /// gRPC listen address.
     pub listen: SocketAddr,
+    /// Where `GET /metrics` is served (Prometheus text); none when unset.
+    pub metrics_listen: Option<SocketAddr>,
     /// How long running executions may finish after shutdown begins.
     pub drain_timeout: Duration,
     /// Deadline of a request that sets none, from submission.

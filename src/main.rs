@@ -233,6 +233,25 @@ async fn serve(config: Config, listen: Listen) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // Metrics are served until the process ends, the drain included.
+    let metrics_stop = tokio_util::sync::CancellationToken::new();
+    if let Some(addr) = runtime.config().server.metrics_listen {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => {
+                let local = listener.local_addr().map_or(addr, |a| a);
+                tracing::info!(addr = %local, "metrics serving");
+                tokio::spawn(server::serve_metrics(
+                    runtime.clone(),
+                    listener,
+                    metrics_stop.clone().cancelled_owned(),
+                ));
+            }
+            Err(e) => {
+                eprintln!("cannot listen on {addr} (server.metrics_listen): {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
     let (first, drain) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         signals.next().await;
@@ -244,7 +263,9 @@ async fn serve(config: Config, listen: Listen) -> ExitCode {
     let drain = async {
         let _ = drain.await;
     };
-    match server::serve(runtime, listener, drain).await {
+    let served = server::serve(runtime, listener, drain).await;
+    metrics_stop.cancel();
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "server failed");

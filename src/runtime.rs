@@ -10,6 +10,7 @@ mod driver;
 mod error;
 pub mod limits;
 mod metadata;
+mod metrics;
 mod targets;
 mod validate;
 mod watch;
@@ -65,6 +66,7 @@ pub struct Runtime {
 
 struct Inner {
     config: Arc<Config>,
+    metrics: Arc<metrics::Metrics>,
     deps: Deps,
     plans: Plans,
     drivers: Mutex<IdMap<Arc<DriverHandle>>>,
@@ -130,12 +132,16 @@ impl RuntimeBuilder {
                 store
             }
         };
+        // Every append is counted on its way to the store.
+        let metrics = Arc::new(metrics::Metrics::new(&self.config));
+        let store: Arc<dyn EventStore> = Arc::new(metrics::Metered::new(store, metrics.clone()));
         let providers = Arc::new(Slots::new(&self.config, self.providers)?);
         let plans = Plans::new(&self.config);
         Ok(Runtime {
             inner: Arc::new(Inner {
                 plans,
                 deps: Deps { store, providers },
+                metrics,
                 config: Arc::new(self.config),
                 drivers: Mutex::new(IdMap::default()),
                 tasks: TaskTracker::new(),
@@ -417,6 +423,11 @@ impl Runtime {
                 );
             }
         }
+    }
+
+    /// The metrics in the Prometheus text format, gauges read now.
+    pub fn metrics_text(&self) -> String {
+        self.inner.metrics.encode(&self.metadata())
     }
 
     /// Flushes and releases the store (the file store's journal and directory lock): call it

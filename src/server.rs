@@ -19,11 +19,13 @@ use crate::service::ModelRuntimeService;
 mod connection;
 mod incoming;
 mod listener;
+mod metrics;
 mod stream;
 
 use connection::Http2;
 use incoming::{Accept, Incoming};
 pub use listener::{Listener, UnixPath};
+pub use metrics::serve_metrics;
 
 /// After the drain, how long open streams (slow readers, health watches) get to finish before
 /// their connections are closed, so a stop always ends.

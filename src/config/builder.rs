@@ -150,6 +150,12 @@ impl ConfigBuilder {
         self
     }
 
+    /// `server.metrics_listen`.
+    pub fn metrics_listen(mut self, addr: &str) -> Self {
+        self.raw.server.metrics_listen = Some(addr.to_owned());
+        self
+    }
+
     /// `store.kind = "file"` in `path`, its key read from the environment variable `key_env`.
     pub fn file_store(mut self, path: &str, key_env: &str) -> Self {
         self.raw.store.kind = "file".into();

@@ -103,8 +103,8 @@ fn errors_name_the_key_and_the_reason() {
         ),
         (format!("{MINIMAL}\n[store]\nkind = \"redis\"\n"), "store.kind: unknown kind `redis`"),
         (
-            format!("{MINIMAL}\n[server]\nmetrics_listen = \"127.0.0.1:9090\"\n"),
-            "server.metrics_listen: the metrics endpoint is not available",
+            format!("{MINIMAL}\n[server]\nmetrics_listen = \"everywhere\"\n"),
+            "server.metrics_listen: `everywhere` is not an address",
         ),
         (format!("{MINIMAL}\n[store]\nmax_executions = 0\n"), "store.max_executions: must be between 1 and 10000000"),
         (

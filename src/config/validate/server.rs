@@ -33,15 +33,13 @@ pub(super) fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
             "must not be longer than server.max_deadline",
         ));
     }
-    if raw.metrics_listen.is_some() {
-        // Accepting the key and serving nothing would look like a broken endpoint.
-        return Err(invalid(
-            "server.metrics_listen",
-            "the metrics endpoint is not available in this version",
-        ));
-    }
     Ok(ServerConfig {
         listen: address("server.listen", &raw.listen)?,
+        metrics_listen: raw
+            .metrics_listen
+            .as_deref()
+            .map(|text| address("server.metrics_listen", text))
+            .transpose()?,
         drain_timeout: duration_from(
             "server.drain_timeout",
             raw.drain_timeout,

@@ -1,0 +1,330 @@
+//! Prometheus metrics (`prometheus-client`, the Prometheus project's own client: no global
+//! registry, OpenMetrics text, and metric handles that are plain atomics).
+//!
+//! What executions do is counted from the events the runtime appends ([`Metered`], a store
+//! in front of the store): every path that ends an execution (its driver, a cancellation
+//! without one, the last resort after a fault) appends through it. Recording takes no lock:
+//! every handle an event can need (per ability, per provider and model, per code, class and
+//! next action, per known usage unit) is made when the runtime is built, from its config,
+//! and found in maps that never change. Gauges (state, admission, the store) are read when
+//! the endpoint is scraped.
+//!
+//! Label values are config names and closed sets only; never an execution id, a label or a
+//! prompt.
+
+mod histogram;
+mod metered;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::config::Config;
+use crate::execution::{ErrorClass, ErrorCode, NextAction, UsageUnit};
+
+pub(crate) use histogram::Histogram;
+pub(crate) use metered::Metered;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Every error code, and `completed`, as `ended` counts them.
+const ENDINGS: [&str; 12] = [
+    "completed",
+    "no_capable_target",
+    "attempts_exhausted",
+    "retry_budget_exhausted",
+    "deadline_exceeded",
+    "output_interrupted",
+    "output_too_large",
+    "rejected",
+    "invalid_request",
+    "outcome_unknown",
+    "cancelled",
+    "internal_error",
+];
+
+fn ending(code: Option<ErrorCode>) -> usize {
+    let name = code.map_or("completed", ErrorCode::as_str);
+    ENDINGS.iter().position(|e| *e == name).unwrap_or(0)
+}
+
+const CLASSES: [&str; 5] = [
+    "none",
+    "retryable",
+    "rejected",
+    "invalid",
+    "outcome_unknown",
+];
+const NEXT: [&str; 4] = ["none", "retry_same_target", "fallback", "stop"];
+const UNITS: [UsageUnit; 5] = [
+    UsageUnit::INPUT_TOKENS,
+    UsageUnit::OUTPUT_TOKENS,
+    UsageUnit::CACHED_INPUT_TOKENS,
+    UsageUnit::REASONING_TOKENS,
+    UsageUnit::REQUESTS,
+];
+
+fn class(class: Option<ErrorClass>) -> usize {
+    match class {
+        None => 0,
+        Some(ErrorClass::Retryable) => 1,
+        Some(ErrorClass::Rejected) => 2,
+        Some(ErrorClass::Invalid) => 3,
+        Some(ErrorClass::OutcomeUnknown) => 4,
+    }
+}
+
+fn next(next: Option<NextAction>) -> usize {
+    match next {
+        None => 0,
+        Some(NextAction::RetrySameTarget) => 1,
+        Some(NextAction::Fallback) => 2,
+        Some(NextAction::Stop) => 3,
+    }
+}
+
+/// What one ability's executions record.
+struct AbilityMetrics {
+    started: Counter,
+    ended: [Counter; ENDINGS.len()],
+    duration: Histogram,
+}
+
+/// What one provider's model records.
+struct TargetMetrics {
+    attempts: [[Counter; NEXT.len()]; CLASSES.len()],
+    usage: [Counter; 5],
+}
+
+/// The runtime's metrics.
+pub(crate) struct Metrics {
+    registry: Registry,
+    abilities: HashMap<Arc<str>, AbilityMetrics>,
+    targets: HashMap<(Arc<str>, Arc<str>), TargetMetrics>,
+    attempt_duration: HashMap<Arc<str>, Histogram>,
+    /// Units no adapter of this version reports: found under a lock, once per fact.
+    other_usage: Family<Labels, Counter>,
+    gauges: Gauges,
+}
+
+/// Read at each scrape.
+#[derive(Default)]
+struct Gauges {
+    state: Family<Labels, Gauge>,
+    in_flight: Family<Labels, Gauge>,
+    queued: Family<Labels, Gauge>,
+    store_executions: Gauge,
+    store_bytes: Gauge,
+}
+
+impl Metrics {
+    /// Every series the config can produce, made now.
+    pub(crate) fn new(config: &Config) -> Self {
+        let mut registry = Registry::with_prefix("model_runtime");
+        let started = Family::<Labels, Counter>::default();
+        let ended = Family::<Labels, Counter>::default();
+        let duration =
+            Family::<Labels, Histogram>::new_with_constructor(Histogram::seconds as fn() -> _);
+        let attempts = Family::<Labels, Counter>::default();
+        let attempt_duration =
+            Family::<Labels, Histogram>::new_with_constructor(Histogram::seconds as fn() -> _);
+        let usage = Family::<Labels, Counter>::default();
+        let abilities = config
+            .abilities
+            .keys()
+            .map(|name| {
+                let ability = || vec![("ability", name.to_string())];
+                let metrics = AbilityMetrics {
+                    started: started.get_or_create_owned(&ability()),
+                    ended: ENDINGS.map(|code| {
+                        let mut labels = ability();
+                        labels.push(("code", code.to_owned()));
+                        ended.get_or_create_owned(&labels)
+                    }),
+                    duration: duration.get_or_create_owned(&ability()),
+                };
+                (Arc::<str>::from(name.as_ref()), metrics)
+            })
+            .collect();
+        let mut targets = HashMap::new();
+        let mut providers = HashMap::new();
+        for (provider, spec) in &config.providers {
+            let provider: Arc<str> = Arc::from(provider.as_ref());
+            providers.insert(
+                provider.clone(),
+                attempt_duration.get_or_create_owned(&vec![("provider", provider.to_string())]),
+            );
+            for model in &spec.models {
+                let target = || {
+                    vec![
+                        ("provider", provider.to_string()),
+                        ("model", model.name.to_string()),
+                    ]
+                };
+                let metrics = TargetMetrics {
+                    attempts: CLASSES.map(|class| {
+                        NEXT.map(|next| {
+                            let mut labels = target();
+                            labels.push(("class", class.to_owned()));
+                            labels.push(("next_action", next.to_owned()));
+                            attempts.get_or_create_owned(&labels)
+                        })
+                    }),
+                    usage: UNITS.map(|unit| {
+                        let mut labels = target();
+                        labels.push(("unit", unit.as_str().to_owned()));
+                        usage.get_or_create_owned(&labels)
+                    }),
+                };
+                targets.insert((provider.clone(), Arc::from(model.name.as_ref())), metrics);
+            }
+        }
+        registry.register("executions_started", "Executions accepted", started);
+        registry.register(
+            "executions_ended",
+            "Executions ended, by code (`completed` for success)",
+            ended,
+        );
+        registry.register(
+            "execution_duration_seconds",
+            "From acceptance to the terminal event",
+            duration,
+        );
+        registry.register(
+            "attempts",
+            "Attempts ended, by error class and next action (`none` for an attempt that succeeded)",
+            attempts,
+        );
+        registry.register(
+            "attempt_duration_seconds",
+            "Failed attempts' durations, as their records state them",
+            attempt_duration,
+        );
+        registry.register("usage_units", "Usage reported, by unit", usage.clone());
+        let other_usage = usage;
+        let gauges = Gauges::default();
+        registry.register(
+            "state",
+            "1 for the runtime's state (ready, stopping, unavailable)",
+            gauges.state.clone(),
+        );
+        registry.register(
+            "admission_in_flight",
+            "Attempts holding a provider's permit",
+            gauges.in_flight.clone(),
+        );
+        registry.register(
+            "admission_queued",
+            "Attempts waiting for a provider's permit",
+            gauges.queued.clone(),
+        );
+        registry.register(
+            "store_executions",
+            "Executions the store holds",
+            gauges.store_executions.clone(),
+        );
+        registry.register(
+            "store_bytes",
+            "Bytes the store holds, as it counts them",
+            gauges.store_bytes.clone(),
+        );
+        Self {
+            registry,
+            abilities,
+            targets,
+            attempt_duration: providers,
+            other_usage,
+            gauges,
+        }
+    }
+
+    fn started(&self, ability: &str) {
+        if let Some(a) = self.abilities.get(ability) {
+            a.started.inc();
+        }
+    }
+
+    fn ended(&self, ability: &str, code: Option<ErrorCode>, took: Option<Duration>) {
+        if let Some(a) = self.abilities.get(ability) {
+            a.ended[ending(code)].inc();
+            if let Some(took) = took {
+                a.duration.observe(took);
+            }
+        }
+    }
+
+    fn attempt(
+        &self,
+        target: (&str, &str),
+        failure: Option<(ErrorClass, Option<NextAction>)>,
+        took: Option<Duration>,
+    ) {
+        if let Some(t) = self.target(target) {
+            let (c, n) = failure.map_or((0, 0), |(c, n)| (class(Some(c)), next(n)));
+            t.attempts[c][n].inc();
+        }
+        if let (Some(took), Some(h)) = (took, self.attempt_duration.get(target.0)) {
+            h.observe(took);
+        }
+    }
+
+    fn usage(&self, target: (&str, &str), unit: &UsageUnit, quantity: u64) {
+        let known = UNITS.iter().position(|u| u == unit);
+        match (self.target(target), known) {
+            (Some(t), Some(i)) => {
+                t.usage[i].inc_by(quantity);
+            }
+            _ => {
+                let labels = vec![
+                    ("provider", target.0.to_owned()),
+                    ("model", target.1.to_owned()),
+                    ("unit", unit.as_str().to_owned()),
+                ];
+                self.other_usage.get_or_create(&labels).inc_by(quantity);
+            }
+        }
+    }
+
+    fn target(&self, (provider, model): (&str, &str)) -> Option<&TargetMetrics> {
+        // Keys are (Arc<str>, Arc<str>); a lookup by two &str goes through the small map of
+        // targets without allocating.
+        self.targets
+            .iter()
+            .find(|((p, m), _)| &**p == provider && &**m == model)
+            .map(|(_, t)| t)
+    }
+
+    /// The text exposition, with the gauges read from `metadata` now.
+    pub(crate) fn encode(&self, metadata: &super::RuntimeMetadata) -> String {
+        let g = &self.gauges;
+        for state in ["ready", "stopping", "unavailable"] {
+            let on = metadata.state.as_str() == state;
+            g.state
+                .get_or_create(&vec![("state", state.to_owned())])
+                .set(i64::from(on));
+        }
+        for provider in &metadata.providers {
+            let labels = vec![("provider", provider.name.to_string())];
+            g.in_flight
+                .get_or_create(&labels)
+                .set(i64::from(provider.in_flight));
+            g.queued
+                .get_or_create(&labels)
+                .set(i64::from(provider.queued));
+        }
+        g.store_executions
+            .set(i64::try_from(metadata.store.executions).unwrap_or(i64::MAX));
+        g.store_bytes
+            .set(i64::try_from(metadata.store.bytes).unwrap_or(i64::MAX));
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut text, &self.registry);
+        text
+    }
+}

@@ -1,0 +1,141 @@
+//! The store the runtime appends through, counting what executions do from the events as
+//! they are appended: created (started), attempts failed or succeeded, usage, and the end.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::Metrics;
+use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
+use crate::store::{
+    Created, EventStore, Follower, NewExecution, StoreError, StoreFuture, StoreStats,
+};
+
+/// `inner`, with every appended event counted in `metrics`.
+pub(crate) struct Metered {
+    inner: Arc<dyn EventStore>,
+    metrics: Arc<Metrics>,
+}
+
+impl Metered {
+    pub(crate) fn new(inner: Arc<dyn EventStore>, metrics: Arc<Metrics>) -> Self {
+        Self { inner, metrics }
+    }
+
+    /// Counts what `payloads` say happened to `id`; the ability and the start of an
+    /// execution that ends are read from its first event.
+    fn count<'a>(&self, id: ExecutionId, payloads: impl Iterator<Item = &'a EventPayload>) {
+        for payload in payloads {
+            match payload {
+                EventPayload::AttemptFailed(record) => self.metrics.attempt(
+                    (&record.provider, &record.model),
+                    record.error.as_ref().map(|e| (e.class, record.next_action)),
+                    record.duration,
+                ),
+                EventPayload::Usage(fact) => {
+                    self.metrics
+                        .usage((&fact.provider, &fact.model), &fact.unit, fact.quantity);
+                }
+                EventPayload::Completed(result) => {
+                    self.metrics
+                        .attempt((&result.provider, &result.model), None, None);
+                    self.ended(id, None);
+                }
+                EventPayload::Failed(failure) => self.ended(id, Some(failure.error.code)),
+                _ => {}
+            }
+        }
+    }
+
+    fn ended(&self, id: ExecutionId, code: Option<crate::execution::ErrorCode>) {
+        let Ok(follower) = self.inner.follow(id) else {
+            return;
+        };
+        if let Some(first) = follower.read(0, 1).first()
+            && let EventPayload::Accepted(acceptance) = &first.payload
+        {
+            let took = SystemTime::now().duration_since(first.time).ok();
+            self.metrics.ended(&acceptance.ability, code, took);
+        }
+    }
+}
+
+impl EventStore for Metered {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    fn durable(&self) -> bool {
+        self.inner.durable()
+    }
+
+    fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
+        let ability = match &new.accepted {
+            EventPayload::Accepted(acceptance) => Some(acceptance.ability.clone()),
+            _ => None,
+        };
+        let metrics = self.metrics.clone();
+        let created = self.inner.create(new);
+        Box::pin(async move {
+            let created = created.await?;
+            if let (Created::New(_), Some(ability)) = (&created, ability) {
+                metrics.started(&ability);
+            }
+            Ok(created)
+        })
+    }
+
+    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
+        Box::pin(async move {
+            let event = self.inner.append(id, payload).await?;
+            self.count(id, std::iter::once(&event.payload));
+            Ok(event)
+        })
+    }
+
+    fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            // What is counted is kept apart (payloads are `Arc`s and short text: cheap to
+            // clone) only for the kinds that count.
+            let counted: Vec<EventPayload> = payloads
+                .iter()
+                .filter(|p| {
+                    matches!(
+                        p,
+                        EventPayload::AttemptFailed(_)
+                            | EventPayload::Usage(_)
+                            | EventPayload::Completed(_)
+                            | EventPayload::Failed(_)
+                    )
+                })
+                .cloned()
+                .collect();
+            let last = self.inner.append_all(id, payloads).await?;
+            self.count(id, counted.iter());
+            Ok(last)
+        })
+    }
+
+    fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
+        self.inner.get(id)
+    }
+
+    fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
+        self.inner.state(id)
+    }
+
+    fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
+        self.inner.follow(id)
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+
+    fn failed(&self) -> bool {
+        self.inner.failed()
+    }
+
+    fn close(&self) {
+        self.inner.close();
+    }
+}

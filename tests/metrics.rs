@@ -1,0 +1,164 @@
+//! `GET /metrics` during real traffic: the counts follow what the executions did (started,
+//! ended by code, attempts by class and next action, usage by unit), the gauges what the
+//! runtime holds, and nothing else answers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use model_runtime::config::{AbilitySpec, PolicySpec, ProviderSpec};
+use model_runtime::{Runtime, server};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut response = String::new();
+    within(stream.read_to_string(&mut response)).await.unwrap();
+    response
+}
+
+/// The value of the series written exactly as `series`.
+fn value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn metrics_count_what_executions_did() {
+    let config = echo()
+        .provider(
+            "flaky",
+            ProviderSpec::scripted().scripted_model(
+                "down",
+                &["text"],
+                script(|s| s.fail_attempts = 100),
+            ),
+        )
+        .policy(
+            "flaky",
+            PolicySpec::new(&["flaky/down"])
+                .max_attempts(2)
+                .retries_per_target(1)
+                .backoff(Duration::from_millis(1)),
+        )
+        .ability("flaky", AbilitySpec::new("flaky"))
+        .build()
+        .unwrap();
+    let runtime = Runtime::new(config).unwrap();
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let grpc_addr = grpc.local_addr().unwrap();
+    let metrics = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics_addr = metrics.local_addr().unwrap();
+    tokio::spawn(server::serve(runtime.clone(), grpc, std::future::pending()));
+    tokio::spawn(server::serve_metrics(
+        runtime,
+        metrics,
+        std::future::pending(),
+    ));
+    let mut c = model_runtime::pb::model_runtime_client::ModelRuntimeClient::new(
+        connect(&grpc_addr.to_string()).await,
+    );
+
+    for prompt in ["one", "two words", "three more words"] {
+        let events = execute(&mut c, request("chat", prompt)).await;
+        assert_eq!(events.last().unwrap().r#type, "execution.completed");
+    }
+    let events = execute(&mut c, request("flaky", "fails")).await;
+    assert_eq!(
+        failed_payload(&events).error.unwrap().code,
+        "attempts_exhausted"
+    );
+
+    let text = get(metrics_addr, "/metrics").await;
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    let started = |ability: &str| {
+        value(
+            &text,
+            &format!(r#"model_runtime_executions_started_total{{ability="{ability}"}}"#),
+        )
+    };
+    assert_eq!(started("chat"), 3.0);
+    assert_eq!(started("flaky"), 1.0);
+    let ended = |ability: &str, code: &str| {
+        value(
+            &text,
+            &format!(
+                r#"model_runtime_executions_ended_total{{ability="{ability}",code="{code}"}}"#
+            ),
+        )
+    };
+    assert_eq!(ended("chat", "completed"), 3.0);
+    assert_eq!(ended("chat", "cancelled"), 0.0);
+    assert_eq!(ended("flaky", "attempts_exhausted"), 1.0);
+    let attempts = |target: &str, class: &str, next: &str| {
+        let (provider, model) = target.split_once('/').unwrap();
+        value(
+            &text,
+            &format!(
+                r#"model_runtime_attempts_total{{provider="{provider}",model="{model}",class="{class}",next_action="{next}"}}"#
+            ),
+        )
+    };
+    assert_eq!(attempts("scripted/echo", "none", "none"), 3.0);
+    assert_eq!(
+        attempts("flaky/down", "retryable", "retry_same_target"),
+        1.0
+    );
+    assert_eq!(attempts("flaky/down", "retryable", "stop"), 1.0);
+    // The echo reports the prompt's words as input tokens: 1 + 2 + 3.
+    assert_eq!(
+        value(
+            &text,
+            r#"model_runtime_usage_units_total{provider="scripted",model="echo",unit="input_tokens"}"#
+        ),
+        6.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"model_runtime_execution_duration_seconds_count{ability="chat"}"#
+        ),
+        3.0
+    );
+    assert_eq!(value(&text, r#"model_runtime_state{state="ready"}"#), 1.0);
+    assert_eq!(
+        value(&text, r#"model_runtime_state{state="stopping"}"#),
+        0.0
+    );
+    assert_eq!(value(&text, "model_runtime_store_executions"), 4.0);
+    assert_eq!(
+        value(
+            &text,
+            r#"model_runtime_admission_in_flight{provider="scripted"}"#
+        ),
+        0.0
+    );
+    // No execution id, prompt or request label is ever a label value.
+    assert!(
+        !text.contains("ex_") && !text.contains("three more"),
+        "{text}"
+    );
+
+    // Each duration lies in one bucket; the last, +Inf, counts them all.
+    assert_eq!(
+        value(
+            &text,
+            r#"model_runtime_execution_duration_seconds_bucket{le="+Inf",ability="chat"}"#
+        ),
+        3.0
+    );
+
+    let other = get(metrics_addr, "/").await;
+    assert!(other.starts_with("HTTP/1.1 404"), "{other}");
+}
