@@ -106,7 +106,8 @@ struct TargetMetrics {
 pub(crate) struct Metrics {
     registry: Registry,
     abilities: HashMap<Arc<str>, AbilityMetrics>,
-    targets: HashMap<(Arc<str>, Arc<str>), TargetMetrics>,
+    /// By provider, then model.
+    targets: HashMap<Arc<str>, HashMap<Arc<str>, TargetMetrics>>,
     attempt_duration: HashMap<Arc<str>, Histogram>,
     /// Units no adapter of this version reports: found under a lock, once per fact.
     other_usage: Family<Labels, Counter>,
@@ -182,7 +183,10 @@ impl Metrics {
                         usage.get_or_create_owned(&labels)
                     }),
                 };
-                targets.insert((provider.clone(), Arc::from(model.name.as_ref())), metrics);
+                targets
+                    .entry(provider.clone())
+                    .or_insert_with(HashMap::new)
+                    .insert(Arc::from(model.name.as_ref()), metrics);
             }
         }
         registry.register("executions_started", "Executions accepted", started);
@@ -292,12 +296,7 @@ impl Metrics {
     }
 
     fn target(&self, (provider, model): (&str, &str)) -> Option<&TargetMetrics> {
-        // Keys are (Arc<str>, Arc<str>); a lookup by two &str goes through the small map of
-        // targets without allocating.
-        self.targets
-            .iter()
-            .find(|((p, m), _)| &**p == provider && &**m == model)
-            .map(|(_, t)| t)
+        self.targets.get(provider)?.get(model)
     }
 
     /// The text exposition, with the gauges read from `metadata` now.
