@@ -54,10 +54,17 @@ fn the_kubernetes_probes_ports_and_grace_agree_with_the_config() {
             .expect("the Kubernetes config is valid");
     let port = config.server.listen.port().to_string();
     let deployment = file("deploy/kubernetes/deployment.yaml");
+    let metrics = config
+        .server
+        .metrics_listen
+        .expect("the Kubernetes config serves metrics")
+        .port()
+        .to_string();
     assert_eq!(
         values(&deployment, "containerPort"),
-        std::slice::from_ref(&port)
+        [port.clone(), metrics.clone()]
     );
+    assert_eq!(values(&deployment, "prometheus.io/port"), [metrics]);
     // Liveness and readiness both probe the server's port; readiness asks for the service.
     assert_eq!(values(&deployment, "port"), [port.clone(), port.clone()]);
     assert_eq!(values(&deployment, "service"), [SERVICE_NAME]);
