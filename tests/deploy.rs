@@ -92,3 +92,34 @@ fn the_kubernetes_probes_ports_and_grace_agree_with_the_config() {
     assert_eq!(values(&service, "port"), [port]);
     assert_eq!(values(&service, "targetPort"), ["grpc"]);
 }
+
+#[test]
+fn the_dashboard_charts_only_series_the_runtime_serves() {
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&file("deploy/grafana/model-runtime.json")).expect("JSON");
+    let served = model_runtime::Runtime::new(Config::embedded_default().unwrap())
+        .unwrap()
+        .metrics_text();
+    let mut charted = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for (at, _) in expr.match_indices("model_runtime_") {
+                let name: String = expr[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(
+                    served
+                        .lines()
+                        .any(|line| line.starts_with(&format!("{name}{{"))
+                            || line.starts_with(&format!("{name} "))),
+                    "{}: {name} is not served",
+                    panel["title"]
+                );
+                charted += 1;
+            }
+        }
+    }
+    assert!(charted >= 10, "{charted}");
+}
