@@ -131,6 +131,28 @@ async fn metrics_count_what_executions_did() {
         ),
         3.0
     );
+    // Every attempt asked for a permit: its wait is counted; none was refused.
+    assert_eq!(
+        value(
+            &text,
+            r#"model_runtime_queue_wait_seconds_count{provider="scripted"}"#
+        ),
+        3.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"model_runtime_queue_wait_seconds_count{provider="flaky"}"#
+        ),
+        2.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"model_runtime_admission_rejections_total{provider="scripted"}"#
+        ),
+        0.0
+    );
     assert_eq!(value(&text, r#"model_runtime_state{state="ready"}"#), 1.0);
     assert_eq!(
         value(&text, r#"model_runtime_state{state="stopping"}"#),

@@ -16,6 +16,7 @@ mod histogram;
 mod metered;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +33,33 @@ pub(crate) use histogram::Histogram;
 pub(crate) use metered::Metered;
 
 type Labels = Vec<(&'static str, String)>;
+
+/// Maps keyed by config names, looked up on every counted event: hashed with the Fx
+/// function (a multiply and a rotate per word), not SipHash, whose flood resistance these
+/// keys (names from the config, never a caller's text) do not need.
+type ByName<T> = HashMap<Arc<str>, T, BuildHasherDefault<NameHasher>>;
+
+#[derive(Default)]
+struct NameHasher(u64);
+
+impl Hasher for NameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
+        }
+        for byte in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(*byte)).wrapping_mul(K);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// Every error code, and `completed`, as `ended` counts them.
 const ENDINGS: [&str; 12] = [
@@ -102,13 +130,21 @@ struct TargetMetrics {
     usage: [Counter; 5],
 }
 
+/// What one provider records.
+struct ProviderMetrics {
+    attempt_duration: Histogram,
+    queue_wait: Histogram,
+    rejections: Counter,
+}
+
 /// The runtime's metrics.
 pub(crate) struct Metrics {
     registry: Registry,
-    abilities: HashMap<Arc<str>, AbilityMetrics>,
+    abilities: ByName<AbilityMetrics>,
     /// By provider, then model.
-    targets: HashMap<Arc<str>, HashMap<Arc<str>, TargetMetrics>>,
-    attempt_duration: HashMap<Arc<str>, Histogram>,
+    targets: ByName<ByName<TargetMetrics>>,
+    /// By provider.
+    providers: ByName<ProviderMetrics>,
     /// Units no adapter of this version reports: found under a lock, once per fact.
     other_usage: Family<Labels, Counter>,
     gauges: Gauges,
@@ -136,6 +172,9 @@ impl Metrics {
         let attempt_duration =
             Family::<Labels, Histogram>::new_with_constructor(Histogram::seconds as fn() -> _);
         let usage = Family::<Labels, Counter>::default();
+        let queue_wait =
+            Family::<Labels, Histogram>::new_with_constructor(Histogram::seconds as fn() -> _);
+        let rejections = Family::<Labels, Counter>::default();
         let abilities = config
             .abilities
             .keys()
@@ -153,13 +192,18 @@ impl Metrics {
                 (Arc::<str>::from(name.as_ref()), metrics)
             })
             .collect();
-        let mut targets = HashMap::new();
-        let mut providers = HashMap::new();
+        let mut targets = ByName::default();
+        let mut providers = ByName::default();
         for (provider, spec) in &config.providers {
             let provider: Arc<str> = Arc::from(provider.as_ref());
+            let labels = vec![("provider", provider.to_string())];
             providers.insert(
                 provider.clone(),
-                attempt_duration.get_or_create_owned(&vec![("provider", provider.to_string())]),
+                ProviderMetrics {
+                    attempt_duration: attempt_duration.get_or_create_owned(&labels),
+                    queue_wait: queue_wait.get_or_create_owned(&labels),
+                    rejections: rejections.get_or_create_owned(&labels),
+                },
             );
             for model in &spec.models {
                 let target = || {
@@ -185,7 +229,7 @@ impl Metrics {
                 };
                 targets
                     .entry(provider.clone())
-                    .or_insert_with(HashMap::new)
+                    .or_insert_with(ByName::default)
                     .insert(Arc::from(model.name.as_ref()), metrics);
             }
         }
@@ -211,6 +255,16 @@ impl Metrics {
             attempt_duration,
         );
         registry.register("usage_units", "Usage reported, by unit", usage.clone());
+        registry.register(
+            "queue_wait_seconds",
+            "From asking for a provider's permit to the attempt's start",
+            queue_wait,
+        );
+        registry.register(
+            "admission_rejections",
+            "Attempts refused because a provider's queue was full",
+            rejections,
+        );
         let other_usage = usage;
         let gauges = Gauges::default();
         registry.register(
@@ -242,7 +296,7 @@ impl Metrics {
             registry,
             abilities,
             targets,
-            attempt_duration: providers,
+            providers,
             other_usage,
             gauges,
         }
@@ -273,8 +327,20 @@ impl Metrics {
             let (c, n) = failure.map_or((0, 0), |(c, n)| (class(Some(c)), next(n)));
             t.attempts[c][n].inc();
         }
-        if let (Some(took), Some(h)) = (took, self.attempt_duration.get(target.0)) {
-            h.observe(took);
+        if let (Some(took), Some(p)) = (took, self.providers.get(target.0)) {
+            p.attempt_duration.observe(took);
+        }
+    }
+
+    fn queued(&self, provider: &str, waited: Duration) {
+        if let Some(p) = self.providers.get(provider) {
+            p.queue_wait.observe(waited);
+        }
+    }
+
+    fn rejected(&self, provider: &str) {
+        if let Some(p) = self.providers.get(provider) {
+            p.rejections.inc();
         }
     }
 

@@ -1,11 +1,12 @@
 //! The store the runtime appends through, counting what executions do from the events as
-//! they are appended: created (started), attempts failed or succeeded, usage, and the end.
+//! they are appended: created (started), attempts started (their queue wait), failed (or
+//! refused admission) or succeeded, usage, and the end.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::Metrics;
-use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
+use crate::execution::{AttemptCode, Event, EventPayload, Execution, ExecutionId, ExecutionState};
 use crate::store::{
     Created, EventStore, Follower, NewExecution, StoreError, StoreFuture, StoreStats,
 };
@@ -26,11 +27,25 @@ impl Metered {
     fn count<'a>(&self, id: ExecutionId, payloads: impl Iterator<Item = &'a EventPayload>) {
         for payload in payloads {
             match payload {
-                EventPayload::AttemptFailed(record) => self.metrics.attempt(
-                    (&record.provider, &record.model),
-                    record.error.as_ref().map(|e| (e.class, record.next_action)),
-                    record.duration,
-                ),
+                EventPayload::AttemptStarted(start) => {
+                    if let Ok(waited) = SystemTime::now().duration_since(start.started_at) {
+                        self.metrics.queued(&start.provider, waited);
+                    }
+                }
+                EventPayload::AttemptFailed(record) => {
+                    if record
+                        .error
+                        .as_ref()
+                        .is_some_and(|e| e.code == AttemptCode::AdmissionRejected)
+                    {
+                        self.metrics.rejected(&record.provider);
+                    }
+                    self.metrics.attempt(
+                        (&record.provider, &record.model),
+                        record.error.as_ref().map(|e| (e.class, record.next_action)),
+                        record.duration,
+                    );
+                }
                 EventPayload::Usage(fact) => {
                     self.metrics
                         .usage((&fact.provider, &fact.model), &fact.unit, fact.quantity);
@@ -85,34 +100,15 @@ impl EventStore for Metered {
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
-        Box::pin(async move {
-            let event = self.inner.append(id, payload).await?;
-            self.count(id, std::iter::once(&event.payload));
-            Ok(event)
-        })
+        self.count(id, std::iter::once(&payload));
+        self.inner.append(id, payload)
     }
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
-        Box::pin(async move {
-            // What is counted is kept apart (payloads are `Arc`s and short text: cheap to
-            // clone) only for the kinds that count.
-            let counted: Vec<EventPayload> = payloads
-                .iter()
-                .filter(|p| {
-                    matches!(
-                        p,
-                        EventPayload::AttemptFailed(_)
-                            | EventPayload::Usage(_)
-                            | EventPayload::Completed(_)
-                            | EventPayload::Failed(_)
-                    )
-                })
-                .cloned()
-                .collect();
-            let last = self.inner.append_all(id, payloads).await?;
-            self.count(id, counted.iter());
-            Ok(last)
-        })
+        // Counted as they go in, without a copy: an append the store refuses (it failed, or
+        // a bug broke the state machine) has been counted all the same.
+        self.count(id, payloads.iter());
+        self.inner.append_all(id, payloads)
     }
 
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
