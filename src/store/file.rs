@@ -355,15 +355,20 @@ fn end_interrupted(
             continue;
         };
         let ending = interrupted(&view, &events, restarted());
-        let after = events.len();
-        memory
-            .restore_append(id, after as u64 + 1, at, ending)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        let (_, events) = memory
-            .history(id)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let first = events.len() as u64 + 1;
         body.clear();
-        codec::appended(id, &events[after..], &mut body);
+        codec::encode(
+            &codec::Record::Append {
+                id,
+                first,
+                at,
+                payloads: ending.clone(),
+            },
+            &mut body,
+        );
+        memory
+            .restore_append(id, first, at, ending)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
         segment.seal(sealer, &body, &mut sealed);
     }
     if !sealed.is_empty() {

@@ -130,14 +130,7 @@ impl MemoryStore {
 
     /// Removes an execution the journal says expired (the journal is not told again).
     pub(in crate::store) fn restore_expire(&self, id: ExecutionId) {
-        let evicted = {
-            let mut index = self.write_index();
-            let slot = index.remove(id);
-            if let Some(slot) = &slot {
-                self.add_bytes(-i64::try_from(slot.uncount()).unwrap_or(i64::MAX));
-            }
-            slot
-        };
+        let evicted = self.evict(&mut self.write_index(), id, None);
         self.release(evicted.into_iter().collect());
     }
 
