@@ -133,14 +133,18 @@ impl RuntimeBuilder {
             }
         };
         // Every append is counted on its way to the store.
-        let metrics = Arc::new(metrics::Metrics::new(&self.config));
+        let metrics = Arc::new(metrics::Metrics::new(&self.config, store.durable()));
         let store: Arc<dyn EventStore> = Arc::new(metrics::Metered::new(store, metrics.clone()));
         let providers = Arc::new(Slots::new(&self.config, self.providers)?);
         let plans = Plans::new(&self.config);
         Ok(Runtime {
             inner: Arc::new(Inner {
                 plans,
-                deps: Deps { store, providers },
+                deps: Deps {
+                    store,
+                    providers,
+                    metrics: metrics.clone(),
+                },
                 metrics,
                 config: Arc::new(self.config),
                 drivers: Mutex::new(IdMap::default()),
@@ -261,6 +265,7 @@ impl Runtime {
         let start = Instant::now();
         let job = Job {
             id,
+            accepted: start,
             input: Arc::new(request.input),
             plan,
             budget: AttemptBudget {
@@ -367,7 +372,10 @@ impl Runtime {
     /// terminal one. Dropping the stream does not cancel the execution.
     pub fn watch(&self, id: ExecutionId, after_sequence: u64) -> Result<EventStream, RuntimeError> {
         let max_watchers = self.inner.config.server.max_watchers_per_execution;
-        watch::follow(&*self.inner.deps.store, id, after_sequence, max_watchers)
+        let inner = &self.inner;
+        watch::follow(&*inner.deps.store, id, after_sequence, max_watchers, || {
+            inner.metrics.open_stream()
+        })
     }
 
     /// The materialized view.

@@ -97,9 +97,16 @@ fn the_kubernetes_probes_ports_and_grace_agree_with_the_config() {
 fn the_dashboard_charts_only_series_the_runtime_serves() {
     let dashboard: serde_json::Value =
         serde_json::from_str(&file("deploy/grafana/model-runtime.json")).expect("JSON");
-    let served = model_runtime::Runtime::new(Config::embedded_default().unwrap())
+    let mut served = model_runtime::Runtime::new(Config::embedded_default().unwrap())
         .unwrap()
         .metrics_text();
+    // A file store's series too (its append latency).
+    let dir = tempfile::tempdir().unwrap();
+    let durable = model_runtime::config::ConfigBuilder::default()
+        .file_store(dir.path().to_str().unwrap(), "KEY")
+        .build_with_env(&|_| Some("0".repeat(64)))
+        .unwrap();
+    served += &model_runtime::Runtime::new(durable).unwrap().metrics_text();
     let mut charted = 0;
     for panel in dashboard["panels"].as_array().unwrap() {
         for target in panel["targets"].as_array().unwrap() {

@@ -53,6 +53,14 @@ async fn metrics_count_what_executions_did() {
                 .backoff(Duration::from_millis(1)),
         )
         .ability("flaky", AbilitySpec::new("flaky"))
+        .provider(
+            "slow",
+            ProviderSpec::scripted().scripted_model("stuck", &["text"], script(|s| s.hang = true)),
+        )
+        .policy("slow", PolicySpec::new(&["slow/stuck"]))
+        .ability("slow", AbilitySpec::new("slow"))
+        // Room for three: the fourth and fifth executions make the store let one go each.
+        .max_executions(3)
         .build()
         .unwrap();
     let runtime = Runtime::new(config).unwrap();
@@ -79,6 +87,13 @@ async fn metrics_count_what_executions_did() {
         failed_payload(&events).error.unwrap().code,
         "attempts_exhausted"
     );
+
+    // One stream stays open: its execution never ends.
+    let mut open = within(c.execute(request("slow", "waits")))
+        .await
+        .unwrap()
+        .into_inner();
+    within(open.message()).await.unwrap().unwrap();
 
     let text = get(metrics_addr, "/metrics").await;
     assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
@@ -158,7 +173,26 @@ async fn metrics_count_what_executions_did() {
         value(&text, r#"model_runtime_state{state="stopping"}"#),
         0.0
     );
-    assert_eq!(value(&text, "model_runtime_store_executions"), 4.0);
+    assert_eq!(value(&text, "model_runtime_store_executions"), 3.0);
+    assert_eq!(value(&text, "model_runtime_store_evictions_total"), 2.0);
+    assert_eq!(value(&text, "model_runtime_open_streams"), 1.0);
+    // Output came from the echo three times; the flaky target never sent any.
+    assert_eq!(
+        value(
+            &text,
+            r#"model_runtime_time_to_first_output_seconds_count{provider="scripted"}"#
+        ),
+        3.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"model_runtime_time_to_first_output_seconds_count{provider="flaky"}"#
+        ),
+        0.0
+    );
+    // A memory store's appends never wait, so they are not timed.
+    assert!(!text.contains("store_append"), "{text}");
     assert_eq!(
         value(
             &text,
@@ -183,4 +217,52 @@ async fn metrics_count_what_executions_did() {
 
     let other = get(metrics_addr, "/").await;
     assert!(other.starts_with("HTTP/1.1 404"), "{other}");
+
+    drop(open);
+    let mut closed = f64::NAN;
+    for _ in 0..100 {
+        let text = get(metrics_addr, "/metrics").await;
+        closed = value(&text, "model_runtime_open_streams");
+        if closed == 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        closed, 0.0,
+        "a stream the client let go is no longer counted"
+    );
+}
+
+#[tokio::test]
+async fn a_durable_store_times_its_appends() {
+    const KEY_ENV: &str = "MODEL_RUNTIME_TEST_STORE_KEY";
+    let dir = tempfile::tempdir().unwrap();
+    let key = "0".repeat(64);
+    let config = echo()
+        .file_store(dir.path().to_str().unwrap(), KEY_ENV)
+        .build_with_env(&|name| (name == KEY_ENV).then(|| key.clone()))
+        .unwrap();
+    let runtime = Runtime::new(config).unwrap();
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let grpc_addr = grpc.local_addr().unwrap();
+    let metrics = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics_addr = metrics.local_addr().unwrap();
+    tokio::spawn(server::serve(runtime.clone(), grpc, std::future::pending()));
+    tokio::spawn(server::serve_metrics(
+        runtime,
+        metrics,
+        std::future::pending(),
+    ));
+    let mut c = model_runtime::pb::model_runtime_client::ModelRuntimeClient::new(
+        connect(&grpc_addr.to_string()).await,
+    );
+    let events = execute(&mut c, request("chat", "kept on disk")).await;
+    assert_eq!(events.last().unwrap().r#type, "execution.completed");
+
+    let text = get(metrics_addr, "/metrics").await;
+    let appends = value(&text, "model_runtime_store_append_duration_seconds_count");
+    // The driver appends in batches: an echo's whole execution may be one.
+    assert!(appends >= 1.0, "{appends} appends timed\n{text}");
+    assert!(value(&text, "model_runtime_store_append_duration_seconds_sum") > 0.0);
 }

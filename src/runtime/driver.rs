@@ -13,6 +13,7 @@ use tokio::time::{Instant, sleep};
 use tracing::Instrument;
 
 use super::error::log_internal;
+use super::metrics::Metrics;
 use super::targets::{ProviderSlot, Slots};
 use crate::execution::{
     AttemptCode, AttemptError, AttemptStart, CommitTracker, ErrorClass, ErrorCode, EventPayload,
@@ -42,6 +43,8 @@ use stop::Race;
 #[derive(Debug)]
 pub(crate) struct Job {
     pub id: ExecutionId,
+    /// When the runtime accepted it.
+    pub accepted: Instant,
     pub input: Arc<ExecutionInput>,
     /// The routing plan, made at submission.
     pub plan: Arc<RoutingPlan>,
@@ -56,6 +59,8 @@ pub(crate) struct Job {
 pub(crate) struct Deps {
     pub store: Arc<dyn EventStore>,
     pub providers: Arc<Slots>,
+    /// Time to first output is the driver's to measure; the rest is counted from the store.
+    pub metrics: Arc<Metrics>,
 }
 
 /// Drives `job` to its terminal event. A panic inside (say, in a provider adapter) is caught:
@@ -308,10 +313,16 @@ impl Driver {
             let ready = self
                 .wait(race, batch::ready(&mut stream, &mut items))
                 .await?;
+            let committed = tracker.committed();
             let (end, recorded) = match ready {
                 Err(code) => (Some(EndKind::Cut(code)), 0),
                 Ok(()) => self.record_batch(&mut items, target, attempt, tracker),
             };
+            if !committed && tracker.committed() {
+                // Output commits once per execution: there is no attempt after it.
+                let took = self.job.accepted.elapsed();
+                self.deps.metrics.first_output(&target.provider, took);
+            }
             match end {
                 Some(EndKind::Cut(code)) => {
                     // A cut attempt reports its usage too: take what the call knows, abort

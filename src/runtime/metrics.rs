@@ -133,6 +133,7 @@ struct TargetMetrics {
 /// What one provider records.
 struct ProviderMetrics {
     attempt_duration: Histogram,
+    first_output: Histogram,
     queue_wait: Histogram,
     rejections: Counter,
 }
@@ -147,7 +148,21 @@ pub(crate) struct Metrics {
     providers: ByName<ProviderMetrics>,
     /// Units no adapter of this version reports: found under a lock, once per fact.
     other_usage: Family<Labels, Counter>,
+    /// Execute and Watch streams open now.
+    open_streams: Gauge,
+    /// A durable store's appends, from the call to the acknowledgement (written and synced).
+    store_append: Option<Histogram>,
     gauges: Gauges,
+}
+
+/// An open stream, counted in `open_streams` until dropped.
+#[derive(Debug)]
+pub(crate) struct OpenStream(Gauge);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// Read at each scrape.
@@ -158,11 +173,14 @@ struct Gauges {
     queued: Family<Labels, Gauge>,
     store_executions: Gauge,
     store_bytes: Gauge,
+    /// Brought up to the store's count at each scrape, one scrape at a time.
+    store_evictions: std::sync::Mutex<Counter>,
 }
 
 impl Metrics {
-    /// Every series the config can produce, made now.
-    pub(crate) fn new(config: &Config) -> Self {
+    /// Every series the config can produce, made now; the append latency only for a
+    /// `durable` store (a memory store's appends never wait).
+    pub(crate) fn new(config: &Config, durable: bool) -> Self {
         let mut registry = Registry::with_prefix("model_runtime");
         let started = Family::<Labels, Counter>::default();
         let ended = Family::<Labels, Counter>::default();
@@ -173,6 +191,8 @@ impl Metrics {
             Family::<Labels, Histogram>::new_with_constructor(Histogram::seconds as fn() -> _);
         let usage = Family::<Labels, Counter>::default();
         let queue_wait =
+            Family::<Labels, Histogram>::new_with_constructor(Histogram::seconds as fn() -> _);
+        let first_output =
             Family::<Labels, Histogram>::new_with_constructor(Histogram::seconds as fn() -> _);
         let rejections = Family::<Labels, Counter>::default();
         let abilities = config
@@ -201,6 +221,7 @@ impl Metrics {
                 provider.clone(),
                 ProviderMetrics {
                     attempt_duration: attempt_duration.get_or_create_owned(&labels),
+                    first_output: first_output.get_or_create_owned(&labels),
                     queue_wait: queue_wait.get_or_create_owned(&labels),
                     rejections: rejections.get_or_create_owned(&labels),
                 },
@@ -254,6 +275,11 @@ impl Metrics {
             "Failed attempts' durations, as their records state them",
             attempt_duration,
         );
+        registry.register(
+            "time_to_first_output_seconds",
+            "From acceptance to the first output that commits, by the provider that sent it",
+            first_output,
+        );
         registry.register("usage_units", "Usage reported, by unit", usage.clone());
         registry.register(
             "queue_wait_seconds",
@@ -266,7 +292,22 @@ impl Metrics {
             rejections,
         );
         let other_usage = usage;
-        let gauges = Gauges::default();
+        let open_streams = Gauge::default();
+        registry.register(
+            "open_streams",
+            "Execute and Watch streams open",
+            open_streams.clone(),
+        );
+        let store_append = durable.then(|| {
+            let histogram = Histogram::seconds();
+            registry.register(
+                "store_append_duration_seconds",
+                "From an append to its acknowledgement, written and synced (durable stores only)",
+                histogram.clone(),
+            );
+            histogram
+        });
+        let mut gauges = Gauges::default();
         registry.register(
             "state",
             "1 for the runtime's state (ready, stopping, unavailable)",
@@ -292,13 +333,41 @@ impl Metrics {
             "Bytes the store holds, as it counts them",
             gauges.store_bytes.clone(),
         );
+        let evictions = Counter::default();
+        registry.register(
+            "store_evictions",
+            "Executions the store let go: expired, evicted for room, or dropped at the disk bound",
+            evictions.clone(),
+        );
+        gauges.store_evictions = std::sync::Mutex::new(evictions);
         Self {
             registry,
             abilities,
             targets,
             providers,
             other_usage,
+            open_streams,
+            store_append,
             gauges,
+        }
+    }
+
+    /// Counts a stream open until the guard is dropped.
+    pub(crate) fn open_stream(&self) -> OpenStream {
+        self.open_streams.inc();
+        OpenStream(self.open_streams.clone())
+    }
+
+    /// The first output that commits came from `provider`, `took` after acceptance.
+    pub(crate) fn first_output(&self, provider: &str, took: Duration) {
+        if let Some(p) = self.providers.get(provider) {
+            p.first_output.observe(took);
+        }
+    }
+
+    fn appended(&self, took: Duration) {
+        if let Some(h) = &self.store_append {
+            h.observe(took);
         }
     }
 
@@ -387,6 +456,10 @@ impl Metrics {
             .set(i64::try_from(metadata.store.executions).unwrap_or(i64::MAX));
         g.store_bytes
             .set(i64::try_from(metadata.store.bytes).unwrap_or(i64::MAX));
+        if let Ok(evictions) = g.store_evictions.lock() {
+            let seen = evictions.get();
+            evictions.inc_by(metadata.store.evicted.saturating_sub(seen));
+        }
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = encode(&mut text, &self.registry);

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 
 use futures_util::Stream;
 
+use super::metrics::OpenStream;
 use super::{Exhausted, FieldViolation, RuntimeError};
 use crate::execution::{Event, ExecutionId};
 use crate::store::{Closed, EventStore, Follower};
@@ -26,6 +27,8 @@ pub struct EventStream {
     /// execution's events only as long as it still has some to send.
     follower: Option<Follower>,
     done: bool,
+    /// Counted among the open streams while it lives.
+    _open: OpenStream,
 }
 
 impl EventStream {
@@ -49,6 +52,7 @@ pub(super) fn follow(
     id: ExecutionId,
     after: u64,
     max_watchers: usize,
+    open: impl FnOnce() -> OpenStream,
 ) -> Result<EventStream, RuntimeError> {
     let from_store = |e| RuntimeError::from_store(e, None);
     // Following before looking, so no append can fall between the look and the wait.
@@ -72,6 +76,7 @@ pub(super) fn follow(
         buffer: VecDeque::new(),
         follower: (!done).then_some(follower),
         done,
+        _open: open(),
     })
 }
 

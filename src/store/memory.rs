@@ -54,6 +54,8 @@ struct Index {
     slots: IdMap<Arc<Slot>>,
     idempotency: HashMap<String, ExecutionId>,
     retention: Retention,
+    /// Executions let go so far (`StoreStats::evicted`).
+    evicted: u64,
 }
 
 impl MemoryStore {
@@ -73,6 +75,7 @@ impl MemoryStore {
                 slots: IdMap::default(),
                 idempotency: HashMap::new(),
                 retention: Retention::new(limits.retention),
+                evicted: 0,
             }),
             bytes: AtomicU64::new(0),
             journal,
@@ -264,6 +267,7 @@ impl MemoryStore {
         journal: Option<&dyn Journal>,
     ) -> Option<Arc<Slot>> {
         let slot = index.remove(id)?;
+        index.evicted += 1;
         if let Some(journal) = journal {
             journal.expired(id);
         }
@@ -353,9 +357,11 @@ impl EventStore for MemoryStore {
     }
 
     fn stats(&self) -> StoreStats {
+        let index = self.read_index();
         StoreStats {
-            executions: self.read_index().slots.len(),
+            executions: index.slots.len(),
             bytes: self.bytes(),
+            evicted: index.evicted,
             limits: self.limits,
         }
     }

@@ -1,9 +1,10 @@
 //! The store the runtime appends through, counting what executions do from the events as
 //! they are appended: created (started), attempts started (their queue wait), failed (or
-//! refused admission) or succeeded, usage, and the end.
+//! refused admission) or succeeded, usage, and the end. A durable store's appends are timed
+//! too (a memory store's never wait, and timing them would cost more than they do).
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use super::Metrics;
 use crate::execution::{AttemptCode, Event, EventPayload, Execution, ExecutionId, ExecutionState};
@@ -15,11 +16,31 @@ use crate::store::{
 pub(crate) struct Metered {
     inner: Arc<dyn EventStore>,
     metrics: Arc<Metrics>,
+    /// Whether appends are timed.
+    timed: bool,
 }
 
 impl Metered {
     pub(crate) fn new(inner: Arc<dyn EventStore>, metrics: Arc<Metrics>) -> Self {
-        Self { inner, metrics }
+        let timed = inner.durable();
+        Self {
+            inner,
+            metrics,
+            timed,
+        }
+    }
+
+    /// `append`, timed when the store is durable.
+    fn timed<'a, T: 'a>(&'a self, append: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
+        if !self.timed {
+            return append;
+        }
+        let start = Instant::now();
+        Box::pin(async move {
+            let appended = append.await;
+            self.metrics.appended(start.elapsed());
+            appended
+        })
     }
 
     /// Counts what `payloads` say happened to `id`; the ability and the start of an
@@ -101,14 +122,14 @@ impl EventStore for Metered {
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
         self.count(id, std::iter::once(&payload));
-        self.inner.append(id, payload)
+        self.timed(self.inner.append(id, payload))
     }
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
         // Counted as they go in, without a copy: an append the store refuses (it failed, or
         // a bug broke the state machine) has been counted all the same.
         self.count(id, payloads.iter());
-        self.inner.append_all(id, payloads)
+        self.timed(self.inner.append_all(id, payloads))
     }
 
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
