@@ -16,6 +16,7 @@ mod outcome;
 mod plan;
 mod request;
 mod state;
+mod trace;
 pub mod usage;
 mod view;
 
@@ -38,5 +39,6 @@ pub use request::{
     ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
 };
 pub use state::{ExecutionState, IllegalTransition, Lifecycle};
+pub use trace::{MAX_TRACESTATE, TraceContext};
 pub use usage::{UsageFact, UsageQuantity, UsageSource, UsageUnit};
 pub use view::Execution;

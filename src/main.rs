@@ -91,10 +91,14 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    telemetry::init(match cli.log_format {
+    let logs = match cli.log_format {
         LogFormatArg::Text => telemetry::LogFormat::Text,
         LogFormatArg::Json => telemetry::LogFormat::Json,
-    });
+    };
+    // `serve` starts its telemetry inside the async runtime, where a trace exporter runs.
+    if !matches!(cli.command, Command::Serve { .. }) {
+        let _ = telemetry::init(logs, telemetry::Traces::Off);
+    }
     match cli.command {
         Command::CheckConfig { file } => match Config::load(&file) {
             Ok(config) => {
@@ -134,7 +138,12 @@ fn main() -> ExitCode {
             if let Listen::Tcp(addr) = listen {
                 config.server.listen = addr;
             }
-            run(serve(config, listen))
+            run(async move {
+                let telemetry = telemetry::init(logs, telemetry::Traces::FromEnv);
+                let code = serve(config, listen).await;
+                telemetry.shutdown().await;
+                code
+            })
         }
         Command::Bench(args) => run(bench::main(args)),
         Command::Health {

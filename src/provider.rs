@@ -7,6 +7,7 @@ mod exchange;
 #[doc(hidden)]
 pub mod fuzz;
 mod http;
+pub(crate) use http::install_crypto_provider;
 pub mod openai;
 mod registry;
 pub mod scripted;
@@ -26,7 +27,7 @@ use futures_util::Stream;
 
 use crate::execution::{
     AttemptCode, ErrorClass, ExecutionId, ExecutionInput, FinishReason, ReasoningPiece, Text,
-    UsageQuantity,
+    TraceContext, UsageQuantity,
 };
 
 /// One attempt's call to a provider model.
@@ -44,6 +45,8 @@ pub struct ProviderCall {
     pub input: Arc<ExecutionInput>,
     /// The attempt must end by then; the runtime also enforces it by dropping the stream.
     pub deadline: tokio::time::Instant,
+    /// The trace the request continues (`traceparent`, `tracestate`), if any.
+    pub trace: Option<TraceContext>,
 }
 
 /// What a provider streams back.

@@ -12,6 +12,7 @@ pub mod limits;
 mod metadata;
 mod metrics;
 mod targets;
+pub mod trace;
 mod validate;
 mod watch;
 
@@ -24,6 +25,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::config::{Config, OnRejected, StoreKind};
 use crate::execution::idempotency::{Idempotency, Resolved};
@@ -266,6 +268,7 @@ impl Runtime {
         let job = Job {
             id,
             accepted: start,
+            trace: request.trace,
             input: Arc::new(request.input),
             plan,
             budget: AttemptBudget {
@@ -339,10 +342,27 @@ impl Runtime {
                 // driver takes it and ends at once.
                 let handle = drivers.entry(id).or_default().clone();
                 let runtime = self.clone();
-                Box::pin(self.inner.tasks.track_future(async move {
-                    driver::run(runtime.inner.deps.clone(), job, handle).await;
-                    runtime.drivers().remove(&id);
-                }))
+                // A child of the RPC's span (`Submit` or `Execute`), which it outlives.
+                let span = tracing::debug_span!(
+                    "execution",
+                    otel.name = "execution",
+                    execution_id = %id,
+                    ability = %view.ability,
+                    policy = %view.policy,
+                    outcome = tracing::field::Empty,
+                    otel.status_code = tracing::field::Empty,
+                );
+                Box::pin(
+                    self.inner.tasks.track_future(
+                        async move {
+                            let store = runtime.inner.deps.store.clone();
+                            driver::run(runtime.inner.deps.clone(), job, handle).await;
+                            runtime.drivers().remove(&id);
+                            trace::record_end(&tracing::Span::current(), &*store, id);
+                        }
+                        .instrument(span),
+                    ),
+                )
             })
         };
         let Some(mut driver) = driver else {

@@ -57,6 +57,16 @@ impl ModelRuntimeService {
     }
 }
 
+/// The request of an `Execute` or `Submit` call, with the caller's trace from its metadata.
+fn execute_request(
+    request: Request<pb::ExecuteRequest>,
+) -> Result<crate::execution::ExecuteRequest, Status> {
+    let trace = decode::trace(request.metadata());
+    let mut request = decode::execute_request(request.into_inner()).map_err(status::to_status)?;
+    request.trace = trace;
+    Ok(request)
+}
+
 /// The events of an execution, each with the id's text form (made once) and its append time
 /// (converted once per batch: a batch shares one).
 fn wire(events: EventStream) -> WireEvents {
@@ -85,7 +95,7 @@ impl ModelRuntime for ModelRuntimeService {
         &self,
         request: Request<pb::ExecuteRequest>,
     ) -> Result<Response<Self::ExecuteStream>, Status> {
-        let request = decode::execute_request(request.into_inner()).map_err(status::to_status)?;
+        let request = execute_request(request)?;
         let events = self
             .runtime
             .execute(request)
@@ -98,7 +108,7 @@ impl ModelRuntime for ModelRuntimeService {
         &self,
         request: Request<pb::ExecuteRequest>,
     ) -> Result<Response<pb::Execution>, Status> {
-        let request = decode::execute_request(request.into_inner()).map_err(status::to_status)?;
+        let request = execute_request(request)?;
         let view = self
             .runtime
             .submit(request)

@@ -1,9 +1,18 @@
-//! Logging: structured `tracing` output to stderr, filtered by `RUST_LOG` (default `info`),
-//! as readable lines or as one JSON object per line.
+//! Logging and traces. Logs: structured `tracing` output to stderr, filtered by `RUST_LOG`
+//! (default `info`), as readable lines or as one JSON object per line. Traces: the spans of
+//! RPCs, executions and attempts, exported over OTLP when the `OTEL_*` variables ask for it
+//! (`traces.rs`).
+
+mod traces;
 
 use std::io::IsTerminal;
 
-use tracing_subscriber::EnvFilter;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing::Level;
+use tracing_subscriber::filter::{EnvFilter, FilterFn};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{Layer, Registry, fmt};
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -16,22 +25,104 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber. Safe to call more than once (later calls do nothing).
-pub fn init(format: LogFormat) {
-    let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter())
-        .with_writer(std::io::stderr)
-        .with_target(false);
-    let _ = match format {
-        LogFormat::Text => builder
+/// Whether spans may be exported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Traces {
+    /// Never (the client commands).
+    Off,
+    /// When the `OTEL_*` variables ask for it (`serve`). Must be chosen inside the tokio
+    /// runtime, where the exporter's task runs.
+    FromEnv,
+}
+
+/// What [`init`] started; [`Telemetry::shutdown`] sends the spans still buffered.
+#[derive(Debug, Default)]
+#[must_use = "spans still buffered are lost unless it is shut down"]
+pub struct Telemetry {
+    traces: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Whether spans are exported.
+    pub fn exporting(&self) -> bool {
+        self.traces.is_some()
+    }
+
+    /// Exports what is buffered and stops the exporter; waits for it off the async threads.
+    pub async fn shutdown(self) {
+        let Some(provider) = self.traces else {
+            return;
+        };
+        let stopped = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+        if let Ok(Err(e)) = stopped {
+            tracing::warn!(error = %e, "exporting the last spans");
+        }
+    }
+}
+
+/// Installs the global subscriber. Safe to call more than once (later calls do nothing and
+/// start nothing).
+pub fn init(format: LogFormat, traces: Traces) -> Telemetry {
+    let wanted = match traces {
+        Traces::Off => traces::Wanted::Off,
+        Traces::FromEnv => traces::wanted(&|name| std::env::var(name).ok()),
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let logs = match format {
+        LogFormat::Text => fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_target(false)
             .with_ansi(std::io::stderr().is_terminal())
-            .try_init(),
-        LogFormat::Json => builder
+            .boxed(),
+        LogFormat::Json => fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_target(false)
             .json()
             .flatten_event(true)
             .with_current_span(false)
             .with_span_list(true)
-            .try_init(),
+            .boxed(),
+    }
+    .with_filter(filter);
+    let (provider, unsupported) = match wanted {
+        traces::Wanted::Off => (None, None),
+        traces::Wanted::Unsupported(why) => (None, Some(why)),
+        traces::Wanted::Otlp => match traces::provider() {
+            Ok(provider) => (Some(provider), None),
+            Err(why) => (None, Some(why)),
+        },
     };
+    let spans = provider.as_ref().map(|provider| {
+        tracing_opentelemetry::layer()
+            .with_tracer(traces::tracer(provider))
+            .with_filter(exported())
+    });
+    let installed = Registry::default()
+        .with(logs)
+        .with(spans)
+        .try_init()
+        .is_ok();
+    if let Some(why) = unsupported {
+        tracing::error!("traces are not exported: {why}");
+    }
+    if !installed {
+        // Another subscriber came first: nothing would reach this exporter.
+        return Telemetry::default();
+    }
+    if provider.is_some() {
+        tracing::info!("exporting traces over OTLP");
+    }
+    Telemetry { traces: provider }
+}
+
+/// What the exporter sees: this crate's spans (at `debug`, so logs at the default level
+/// never pay for them) and, as span events, what is logged at `info` and above inside them.
+fn exported() -> FilterFn<impl Fn(&tracing::Metadata<'_>) -> bool> {
+    FilterFn::new(|meta: &tracing::Metadata<'_>| {
+        if meta.is_span() {
+            meta.target().starts_with("model_runtime") && *meta.level() <= Level::DEBUG
+        } else {
+            *meta.level() <= Level::INFO
+        }
+    })
 }

@@ -66,6 +66,7 @@ fn start_call(p: &Arc<dyn Provider>) -> ProviderStream {
             ..Default::default()
         }),
         deadline: tokio::time::Instant::now() + Duration::from_secs(600),
+        trace: None,
     })
 }
 

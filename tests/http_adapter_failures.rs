@@ -483,6 +483,7 @@ async fn dropping_the_stream_closes_the_connection_at_once() {
                 ..Default::default()
             }),
             deadline: tokio::time::Instant::now() + Duration::from_secs(600),
+            trace: None,
         });
         assert_eq!(stream.next().await, Some(Ok(text("Hello"))));
         drop(stream);

@@ -65,6 +65,8 @@ impl Idempotency {
             allow_fallback: _,
             idempotency_key,
             labels,
+            // Where the caller was in its own trace says nothing of what it asked for.
+            trace: _,
         } = request;
         let key = idempotency_key.as_ref()?;
         let canonical = Canonical {

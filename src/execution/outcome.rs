@@ -23,6 +23,18 @@ pub enum ErrorClass {
     OutcomeUnknown,
 }
 
+impl ErrorClass {
+    /// The name logs, metrics and spans use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Retryable => "retryable",
+            Self::Rejected => "rejected",
+            Self::Invalid => "invalid",
+            Self::OutcomeUnknown => "outcome_unknown",
+        }
+    }
+}
+
 /// What the remote side did with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Outcome {

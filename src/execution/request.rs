@@ -5,6 +5,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use super::TraceContext;
 use super::outcome::Reasoning;
 
 /// Opaque caller labels (e.g. a tenant id), copied onto usage facts.
@@ -31,6 +32,9 @@ pub struct ExecuteRequest {
     pub idempotency_key: Option<String>,
     /// Copied onto usage facts.
     pub labels: Labels,
+    /// The caller's trace, continued by the provider requests. Not part of the request's
+    /// identity: an idempotent repeat may come from another trace.
+    pub trace: Option<TraceContext>,
 }
 
 /// The conversation, tools and generation parameters.

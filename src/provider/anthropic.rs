@@ -69,7 +69,7 @@ impl AnthropicProvider {
 impl Provider for AnthropicProvider {
     fn call(&self, call: ProviderCall) -> ProviderStream {
         let body = request::body(&call.model, &call.input, self.default_max_tokens);
-        exchange::post(&self.upstream, body, call.deadline, EventDecoder::default())
+        exchange::post(&self.upstream, body, &call, EventDecoder::default())
     }
 }
 

@@ -24,6 +24,7 @@ use tokio::time::error::Elapsed;
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::ReusableBoxFuture;
 
+use super::ProviderCall;
 use super::http::{Upstream, cause};
 use super::sse::{SseEvent, SseParser};
 use super::tally::UsageTally;
@@ -62,14 +63,20 @@ pub(crate) trait Decoder: Send + Unpin + 'static {
 
 type Item = Result<ProviderEvent, ProviderError>;
 
-/// Posts `body` (JSON) to `upstream` and streams the reply through `decoder`; the attempt
-/// ends by `deadline`. A body that could not be built is the stream's only item.
+/// The W3C Trace Context headers.
+const TRACEPARENT: &str = "traceparent";
+const TRACESTATE: &str = "tracestate";
+
+/// Posts `body` (JSON) to `upstream` for `call` and streams the reply through `decoder`;
+/// the attempt ends by the call's deadline, and the request carries the call's trace. A
+/// body that could not be built is the stream's only item.
 pub(crate) fn post<D: Decoder>(
     upstream: &Upstream,
     body: Result<Vec<u8>, ProviderError>,
-    deadline: Instant,
+    call: &ProviderCall,
     decoder: D,
 ) -> ProviderStream {
+    let deadline = call.deadline;
     let body = match body {
         Ok(body) => body,
         Err(error) => return plain_stream(futures_util::stream::iter([Err(error)])),
@@ -79,8 +86,18 @@ pub(crate) fn post<D: Decoder>(
         .post(upstream.url.clone())
         .headers(upstream.headers.clone())
         .header(CONTENT_TYPE, "application/json")
-        .header(ACCEPT, "text/event-stream")
-        .body(body);
+        .header(ACCEPT, "text/event-stream");
+    let request = match &call.trace {
+        Some(trace) => {
+            let request = request.header(TRACEPARENT, trace.traceparent());
+            match &trace.state {
+                Some(state) => request.header(TRACESTATE, &**state),
+                None => request,
+            }
+        }
+        None => request,
+    }
+    .body(body);
     let (by, limit) = bound(upstream.timeouts.first_byte, deadline);
     // The request goes out when the stream is first polled, as a future does.
     let send = async move {

@@ -59,13 +59,18 @@ impl HttpClients {
     }
 }
 
-fn build_client(connect: Duration, proxy: Option<&str>) -> Result<reqwest::Client, ClientError> {
-    // reqwest is built without a bundled crypto provider (see Cargo.toml); use ring unless
-    // the embedding program installed one of its own. An error means another thread
-    // installed one first, which then serves us as well.
+/// reqwest is built without a bundled crypto provider (see Cargo.toml): installs ring
+/// unless the embedding program installed one of its own. Every reqwest client of the
+/// process (the providers', the trace exporter's) needs it first.
+pub(crate) fn install_crypto_provider() {
+    // An error means another thread installed one first, which then serves us as well.
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
+}
+
+fn build_client(connect: Duration, proxy: Option<&str>) -> Result<reqwest::Client, ClientError> {
+    install_crypto_provider();
     let builder = reqwest::Client::builder();
     // Only a proxy the configuration names: HTTP(S)_PROXY in the environment would send
     // provider traffic, keys included, somewhere the configuration does not say.

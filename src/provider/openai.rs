@@ -64,7 +64,7 @@ impl OpenAiProvider {
 impl Provider for OpenAiProvider {
     fn call(&self, call: ProviderCall) -> ProviderStream {
         let body = request::body(&call.model, &call.input, self.max_tokens_field);
-        exchange::post(&self.upstream, body, call.deadline, ChunkDecoder::default())
+        exchange::post(&self.upstream, body, &call, ChunkDecoder::default())
     }
 }
 

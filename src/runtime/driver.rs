@@ -18,7 +18,7 @@ use super::targets::{ProviderSlot, Slots};
 use crate::execution::{
     AttemptCode, AttemptError, AttemptStart, CommitTracker, ErrorClass, ErrorCode, EventPayload,
     ExecutionId, ExecutionInput, ExecutionState, Interruption, Labels, Output, PlanTarget,
-    RoutingPlan, interrupted,
+    RoutingPlan, TraceContext, interrupted,
 };
 use crate::provider::{ProviderCall, ProviderError};
 use crate::routing::{self, AttemptBudget, Decision, Permit};
@@ -28,6 +28,7 @@ mod batch;
 pub(super) mod evidence;
 mod pending;
 mod size;
+mod span;
 mod stop;
 
 use evidence::{
@@ -45,6 +46,8 @@ pub(crate) struct Job {
     pub id: ExecutionId,
     /// When the runtime accepted it.
     pub accepted: Instant,
+    /// The caller's trace, continued by provider requests.
+    pub trace: Option<TraceContext>,
     pub input: Arc<ExecutionInput>,
     /// The routing plan, made at submission.
     pub plan: Arc<RoutingPlan>,
@@ -75,6 +78,7 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
         job,
         handle,
         pending: Vec::new(),
+        span: tracing::Span::none(),
     };
     let result = AssertUnwindSafe(driver.drive()).catch_unwind().await;
     let (error, panicked) = match result {
@@ -126,6 +130,9 @@ struct Driver {
     pending: Vec<EventPayload>,
     /// What the execution holds so far against its bounds (`size.rs`).
     size: Size,
+    /// The running attempt's span (`span.rs`): its usage is recorded on it, and its provider
+    /// request continues the trace from it.
+    span: tracing::Span,
 }
 
 impl Driver {
@@ -264,12 +271,14 @@ impl Driver {
         // deadline (and the adapter's timeouts) do.
         let (at, code) = self.job.budget.once_sent();
         race.reset(at, code);
-        let span = tracing::debug_span!("attempt", execution_id = %self.job.id, attempt = tally.attempts, provider = %target.provider, model = %target.model);
+        let span = span::attempt(&self.job.id, tally.attempts, slot, target);
+        self.span = span.clone();
         let mut tracker = CommitTracker::new();
         let kind = self
             .stream(slot, target, tally, race, permit, &mut tracker)
-            .instrument(span)
+            .instrument(span.clone())
             .await?;
+        span::ended(&span, target, &kind);
         Ok(AttemptEnd {
             started_at,
             admitted: true,
@@ -305,6 +314,7 @@ impl Driver {
             model: target.model.clone(),
             input: self.job.input.clone(),
             deadline: self.job.budget.deadline,
+            trace: super::trace::outgoing(&self.span, self.job.trace.as_ref()),
         });
         // A stream that knows its length (the scripted provider) fills the buffer without
         // growing it; others start small.

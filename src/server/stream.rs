@@ -16,6 +16,9 @@ use tonic::codegen::Service;
 use tonic::service::Routes;
 use tracing::Instrument;
 
+use crate::execution::TraceContext;
+use crate::runtime::trace;
+
 /// Serves one request: calls the routes, then sends the response; a client reset ends both.
 pub(super) async fn serve(
     request: Request<RecvStream>,
@@ -23,10 +26,8 @@ pub(super) async fn serve(
     mut routes: Routes,
     idle_timeout: Duration,
 ) {
-    // One span per RPC, named by its method, so every log line of a call carries it: at
-    // debug, since at the default level it cost 2% of a call's instructions, and every log
-    // line a call writes at info or above names its execution already.
-    let span = tracing::debug_span!("rpc", method = %request.uri().path());
+    let span = rpc_span(request.uri().path(), request.headers());
+    let rpc = span.clone();
     async move {
         let request = request.map(|recv| tonic::body::Body::new(RequestBody::new(recv)));
         // Routes are always ready.
@@ -60,15 +61,67 @@ pub(super) async fn serve(
         };
         let Ok(response) = response;
         let (head, body) = response.into_parts();
+        record_status(&rpc, &head.headers);
         let end = body.is_end_stream();
         match respond.send_response(Response::from_parts(head, ()), end) {
-            Ok(send) if !end => send_body(body, send, idle_timeout).await,
+            Ok(send) if !end => send_body(body, send, idle_timeout, &rpc).await,
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, "sending response headers"),
         }
     }
     .instrument(span)
     .await;
+}
+
+/// One span per RPC, named by its method, so every log line of a call carries it: at
+/// debug, since at the default level it cost 2% of a call's instructions, and every log line
+/// a call writes at info or above names its execution already. Exported, it is the server
+/// side of the call (OpenTelemetry's RPC conventions), the child of the caller's
+/// `traceparent`.
+fn rpc_span(path: &str, headers: &HeaderMap) -> tracing::Span {
+    let name = path.strip_prefix('/').unwrap_or(path);
+    let (service, method) = name.split_once('/').unwrap_or((name, ""));
+    let span = tracing::debug_span!(
+        "rpc",
+        otel.name = name,
+        otel.kind = "server",
+        method = path,
+        rpc.system = "grpc",
+        rpc.service = service,
+        rpc.method = method,
+        rpc.grpc.status_code = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if !span.is_disabled()
+        && let Some(parent) = headers.get("traceparent")
+    {
+        let states = headers.get_all("tracestate").iter().map(|v| v.as_bytes());
+        if let Some(caller) = TraceContext::parse(parent.as_bytes(), states) {
+            trace::adopt(&span, &caller);
+        }
+    }
+    span
+}
+
+/// Records the call's gRPC status (in the response head when the call failed at once, else
+/// in the trailers) on its span. The server side of a call is in error only for the codes
+/// that are the server's fault, as the RPC conventions say.
+fn record_status(span: &tracing::Span, headers: &HeaderMap) {
+    if span.is_disabled() {
+        return;
+    }
+    let Some(code) = headers
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u8>().ok())
+    else {
+        return;
+    };
+    span.record("rpc.grpc.status_code", code);
+    // UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS.
+    if [2, 4, 12, 13, 14, 15].contains(&code) {
+        span.record("otel.status_code", "error");
+    }
 }
 
 /// A `grpc-timeout` header's duration: at most 8 digits and a unit (`H`, `M`, `S`, `m`, `u`,
@@ -115,8 +168,9 @@ async fn send_body(
     mut body: tonic::body::Body,
     mut send: SendStream<Bytes>,
     idle_timeout: Duration,
+    call: &tracing::Span,
 ) {
-    match send_frames(&mut body, &mut send, idle_timeout).await {
+    match send_frames(&mut body, &mut send, idle_timeout, call).await {
         Ok(()) | Err(Gone::Client) => {}
         Err(Gone::Stalled) => {
             tracing::info!(
@@ -133,6 +187,7 @@ async fn send_frames(
     body: &mut tonic::body::Body,
     send: &mut SendStream<Bytes>,
     idle_timeout: Duration,
+    call: &tracing::Span,
 ) -> Result<(), Gone> {
     loop {
         let frame = future::poll_fn(|cx| {
@@ -161,6 +216,7 @@ async fn send_frames(
             }
             Err(frame) => {
                 if let Ok(trailers) = frame.into_trailers() {
+                    record_status(call, &trailers);
                     send.reserve_capacity(0);
                     return Ok(send.send_trailers(trailers)?);
                 }

@@ -7,11 +7,17 @@ use std::time::{Duration, SystemTime};
 
 use crate::execution::{
     ContentPart, ExecuteRequest, ExecutionId, ExecutionInput, GenerationParameters, Image, Message,
-    Reasoning, ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
+    Reasoning, ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition, TraceContext,
 };
 use crate::pb;
 use crate::runtime::limits::{MAX_CONTENT_PARTS, MAX_MESSAGES};
 use crate::runtime::{RuntimeError, Violations};
+
+/// The W3C trace context of a call (`traceparent`, `tracestate`), if it carries a valid one.
+pub fn trace(metadata: &tonic::metadata::MetadataMap) -> Option<TraceContext> {
+    let states = metadata.get_all("tracestate").iter().map(|v| v.as_bytes());
+    TraceContext::parse(metadata.get("traceparent")?.as_bytes(), states)
+}
 
 /// Decodes an `ExecuteRequest`.
 pub fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest, RuntimeError> {
@@ -49,6 +55,8 @@ pub fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest, Runti
         allow_fallback: wire.allow_fallback,
         idempotency_key: non_empty(wire.idempotency_key),
         labels: wire.labels.into_iter().collect(),
+        // From the call's metadata, not its message (`service.rs`).
+        trace: None,
     })
 }
 

@@ -80,6 +80,7 @@ pub async fn call_with(
         model: "m".into(),
         input: Arc::new(input),
         deadline: tokio::time::Instant::now() + time,
+        trace: None,
     };
     let items = provider.call(call).collect::<Vec<_>>();
     // A safety net only: every adapter timer is far shorter.

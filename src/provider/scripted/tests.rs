@@ -22,6 +22,7 @@ fn call(target_attempt: u32, prompt: &str) -> ProviderCall {
             ..Default::default()
         }),
         deadline: tokio::time::Instant::now() + Duration::from_secs(60),
+        trace: None,
     }
 }
 

@@ -144,6 +144,7 @@ impl Driver {
         attempt: u32,
         quantity: UsageQuantity,
     ) -> EventPayload {
+        super::span::usage(&self.span, &quantity);
         EventPayload::Usage(Arc::new(UsageFact {
             unit: quantity.unit,
             quantity: quantity.quantity,

@@ -1,0 +1,84 @@
+//! The span of one attempt: a client call in OpenTelemetry's terms, named and described
+//! as the GenAI semantic conventions say (`gen_ai.*`), with the runtime's own fields beside.
+//! Prompts and outputs are never put on it. Every field is recorded only when the span is
+//! enabled (spans are exported, or `RUST_LOG` asks for them).
+
+use opentelemetry::{Array, StringValue, Value};
+use tracing::Span;
+use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use super::evidence::EndKind;
+use crate::execution::{ExecutionId, PlanTarget, UsageQuantity, UsageUnit};
+use crate::runtime::targets::ProviderSlot;
+
+/// The operation every adapter performs (a chat completion, a message).
+const OPERATION: &str = "chat";
+
+/// The span of attempt `attempt` of execution `id` on `target`, served by `slot`.
+pub(super) fn attempt(
+    id: &ExecutionId,
+    attempt: u32,
+    slot: &ProviderSlot,
+    target: &PlanTarget,
+) -> Span {
+    tracing::debug_span!(
+        "attempt",
+        otel.name = %format_args!("{OPERATION} {}", target.model),
+        otel.kind = "client",
+        otel.status_code = Empty,
+        execution_id = %id,
+        attempt,
+        provider = %target.provider,
+        model = %target.model,
+        class = Empty,
+        outcome = Empty,
+        "error.type" = Empty,
+        gen_ai.operation.name = OPERATION,
+        gen_ai.provider.name = slot.config.adapter.name(),
+        gen_ai.request.model = %target.model,
+        gen_ai.response.model = Empty,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+    )
+}
+
+/// Records a usage quantity the attempt reported, for the units the conventions name.
+pub(super) fn usage(span: &Span, quantity: &UsageQuantity) {
+    let field = match &quantity.unit {
+        unit if *unit == UsageUnit::INPUT_TOKENS => "gen_ai.usage.input_tokens",
+        unit if *unit == UsageUnit::OUTPUT_TOKENS => "gen_ai.usage.output_tokens",
+        _ => return,
+    };
+    span.record(field, quantity.quantity);
+}
+
+/// Records how the attempt on `target` ended.
+pub(super) fn ended(span: &Span, target: &PlanTarget, end: &EndKind) {
+    if span.is_disabled() {
+        return;
+    }
+    match end {
+        EndKind::Succeeded(reason) => {
+            span.record("outcome", "succeeded");
+            // The model the runtime asked for: the adapters do not report another.
+            span.record("gen_ai.response.model", &*target.model);
+            let reasons = vec![StringValue::from(reason.as_str())];
+            span.set_attribute(
+                "gen_ai.response.finish_reasons",
+                Value::Array(Array::String(reasons)),
+            );
+        }
+        EndKind::Failed(error) => {
+            span.record("outcome", "failed")
+                .record("class", error.class.as_str())
+                .record("error.type", error.code.as_str())
+                .record("otel.status_code", "error");
+        }
+        EndKind::Cut(code) => {
+            span.record("outcome", "cut")
+                .record("error.type", code.as_str())
+                .record("otel.status_code", "error");
+        }
+    }
+}
