@@ -5,6 +5,7 @@
 #
 #   benches/instructions.sh BIN...     # each server binary: its instructions per execution
 #   benches/instructions.sh --bare     # the bare tonic baseline server's
+#   METRICS=1 benches/instructions.sh BIN...   # with server.metrics_listen set (metrics on)
 #
 # A server runs under valgrind --tool=callgrind with benches/bench.toml; this tree's load tool
 # (native) sends N executions at concurrency 16; the figure is the difference between runs of
@@ -29,10 +30,16 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
+config=benches/bench.toml
+if [[ ${METRICS:-0} == 1 ]]; then
+    config=$work/bench-metrics.toml
+    sed 's/^\[server\]$/[server]\nmetrics_listen = "127.0.0.1:0"/' benches/bench.toml >"$config"
+fi
+
 total() { grep -h "^summary:\|^totals:" "$work"/cg.* | head -1 | awk '{print $2}'; }
 
 serve() { # serve LAUNCHER... : start a server, its address in $work/addr
-    RUST_LOG=info "$@" serve --config benches/bench.toml 2>"$work/log" &
+    RUST_LOG=info "$@" serve --config "$config" 2>"$work/log" &
     pid=$!
     # Slow to start under valgrind.
     server_addr "$work/log" "$pid" 600 >"$work/addr" || exit 1

@@ -68,7 +68,9 @@ pub struct Runtime {
 
 struct Inner {
     config: Arc<Config>,
-    metrics: Arc<metrics::Metrics>,
+    /// Only when `server.metrics_listen` asks for them: nobody scrapes otherwise, and no
+    /// execution pays for counting.
+    metrics: Option<Arc<metrics::Metrics>>,
     deps: Deps,
     plans: Plans,
     drivers: Mutex<IdMap<Arc<DriverHandle>>>,
@@ -134,9 +136,17 @@ impl RuntimeBuilder {
                 store
             }
         };
-        // Every append is counted on its way to the store.
-        let metrics = Arc::new(metrics::Metrics::new(&self.config, store.durable()));
-        let store: Arc<dyn EventStore> = Arc::new(metrics::Metered::new(store, metrics.clone()));
+        // With metrics on, every append is counted on its way to the store.
+        let metrics = self
+            .config
+            .server
+            .metrics_listen
+            .is_some()
+            .then(|| Arc::new(metrics::Metrics::new(&self.config, store.durable())));
+        let store: Arc<dyn EventStore> = match &metrics {
+            Some(metrics) => Arc::new(metrics::Metered::new(store, metrics.clone())),
+            None => store,
+        };
         let providers = Arc::new(Slots::new(&self.config, self.providers)?);
         let plans = Plans::new(&self.config);
         Ok(Runtime {
@@ -317,7 +327,12 @@ impl Runtime {
         follow: Follow,
     ) -> Result<Admission, RuntimeError> {
         let view = match created {
-            Ok(Created::New(view)) => view,
+            Ok(Created::New(view)) => {
+                if let Some(metrics) = &self.inner.metrics {
+                    metrics.started(&view.ability);
+                }
+                view
+            }
             Ok(Created::Existing(view)) => {
                 // An idempotent repeat: the execution was there already.
                 return match follow {
@@ -342,23 +357,14 @@ impl Runtime {
                 // driver takes it and ends at once.
                 let handle = drivers.entry(id).or_default().clone();
                 let runtime = self.clone();
-                // A child of the RPC's span (`Submit` or `Execute`), which it outlives.
-                let span = tracing::debug_span!(
-                    "execution",
-                    otel.name = "execution",
-                    execution_id = %id,
-                    ability = %view.ability,
-                    policy = %view.policy,
-                    outcome = tracing::field::Empty,
-                    otel.status_code = tracing::field::Empty,
-                );
+                let span = trace::execution_span(&view);
+                let ended = span.clone();
                 Box::pin(
                     self.inner.tasks.track_future(
                         async move {
-                            let store = runtime.inner.deps.store.clone();
                             driver::run(runtime.inner.deps.clone(), job, handle).await;
                             runtime.drivers().remove(&id);
-                            trace::record_end(&tracing::Span::current(), &*store, id);
+                            trace::record_end(&ended, &*runtime.inner.deps.store, id);
                         }
                         .instrument(span),
                     ),
@@ -394,7 +400,7 @@ impl Runtime {
         let max_watchers = self.inner.config.server.max_watchers_per_execution;
         let inner = &self.inner;
         watch::follow(&*inner.deps.store, id, after_sequence, max_watchers, || {
-            inner.metrics.open_stream()
+            inner.metrics.as_ref().map(|m| m.open_stream())
         })
     }
 
@@ -453,9 +459,11 @@ impl Runtime {
         }
     }
 
-    /// The metrics in the Prometheus text format, gauges read now.
-    pub fn metrics_text(&self) -> String {
-        self.inner.metrics.encode(&self.metadata())
+    /// The metrics in the Prometheus text format, gauges read now; `None` when the config
+    /// sets no `server.metrics_listen` (then nothing is counted).
+    pub fn metrics_text(&self) -> Option<String> {
+        let metrics = self.inner.metrics.as_ref()?;
+        Some(metrics.encode(&self.metadata()))
     }
 
     /// Flushes and releases the store (the file store's journal and directory lock): call it

@@ -146,6 +146,16 @@ pub trait EventStore: Send + Sync + 'static {
         self.get(id).map(|view| view.state)
     }
 
+    /// The execution's first event (`execution.accepted`, which names the ability and the
+    /// time it was accepted), once readers can see it: what the runtime's metrics read when
+    /// an execution ends, without following it.
+    fn first(&self, id: ExecutionId) -> Result<Event, StoreError> {
+        self.follow(id)?
+            .read(0, 1)
+            .pop()
+            .ok_or(StoreError::NotFound(id))
+    }
+
     /// A reader's hold on the execution: its events from any cursor and a wake-up on every
     /// append, readable to its last event even after the store lets the execution go
     /// (retention and capacity never wait for readers).

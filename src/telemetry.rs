@@ -82,8 +82,7 @@ pub fn init(format: LogFormat, traces: Traces) -> Telemetry {
             .with_current_span(false)
             .with_span_list(true)
             .boxed(),
-    }
-    .with_filter(filter);
+    };
     let (provider, unsupported) = match wanted {
         traces::Wanted::Off => (None, None),
         traces::Wanted::Unsupported(why) => (None, Some(why)),
@@ -92,16 +91,20 @@ pub fn init(format: LogFormat, traces: Traces) -> Telemetry {
             Err(why) => (None, Some(why)),
         },
     };
-    let spans = provider.as_ref().map(|provider| {
-        tracing_opentelemetry::layer()
-            .with_tracer(traces::tracer(provider))
-            .with_filter(exported())
-    });
-    let installed = Registry::default()
-        .with(logs)
-        .with(spans)
-        .try_init()
-        .is_ok();
+    let installed = match &provider {
+        Some(provider) => {
+            let spans = tracing_opentelemetry::layer()
+                .with_tracer(traces::tracer(provider))
+                .with_filter(exported());
+            Registry::default()
+                .with(logs.with_filter(filter))
+                .with(spans)
+                .try_init()
+        }
+        // Without export, one filter for the whole subscriber: no per-layer bookkeeping.
+        None => Registry::default().with(logs).with(filter).try_init(),
+    }
+    .is_ok();
     if let Some(why) = unsupported {
         tracing::error!("traces are not exported: {why}");
     }

@@ -12,6 +12,9 @@ use std::time::Duration;
 use model_runtime::Config;
 use model_runtime::server::SERVICE_NAME;
 
+/// The config the Kubernetes Deployment mounts.
+const KUBERNETES_CONFIG: &str = "deploy/kubernetes/config.toml";
+
 fn file(path: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -49,9 +52,8 @@ fn the_image_listens_and_is_probed_where_its_config_says() {
 
 #[test]
 fn the_kubernetes_probes_ports_and_grace_agree_with_the_config() {
-    let config =
-        Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/config.toml"))
-            .expect("the Kubernetes config is valid");
+    let config = Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(KUBERNETES_CONFIG))
+        .expect("the Kubernetes config is valid");
     let port = config.server.listen.port().to_string();
     let deployment = file("deploy/kubernetes/deployment.yaml");
     let metrics = config
@@ -97,16 +99,23 @@ fn the_kubernetes_probes_ports_and_grace_agree_with_the_config() {
 fn the_dashboard_charts_only_series_the_runtime_serves() {
     let dashboard: serde_json::Value =
         serde_json::from_str(&file("deploy/grafana/model-runtime.json")).expect("JSON");
-    let mut served = model_runtime::Runtime::new(Config::embedded_default().unwrap())
+    // What the deployed config serves, and a file store's series too (its append latency).
+    let deployed = Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(KUBERNETES_CONFIG))
+        .expect("the Kubernetes config loads");
+    let mut served = model_runtime::Runtime::new(deployed)
         .unwrap()
-        .metrics_text();
-    // A file store's series too (its append latency).
+        .metrics_text()
+        .expect("the deployed config serves metrics");
     let dir = tempfile::tempdir().unwrap();
     let durable = model_runtime::config::ConfigBuilder::default()
+        .metrics_listen("127.0.0.1:0")
         .file_store(dir.path().to_str().unwrap(), "KEY")
         .build_with_env(&|_| Some("0".repeat(64)))
         .unwrap();
-    served += &model_runtime::Runtime::new(durable).unwrap().metrics_text();
+    served += &model_runtime::Runtime::new(durable)
+        .unwrap()
+        .metrics_text()
+        .unwrap();
     let mut charted = 0;
     for panel in dashboard["panels"].as_array().unwrap() {
         for target in panel["targets"].as_array().unwrap() {

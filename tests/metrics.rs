@@ -61,6 +61,8 @@ async fn metrics_count_what_executions_did() {
         .ability("slow", AbilitySpec::new("slow"))
         // Room for three: the fourth and fifth executions make the store let one go each.
         .max_executions(3)
+        // Metrics are counted only when they are served.
+        .metrics_listen("127.0.0.1:0")
         .build()
         .unwrap();
     let runtime = Runtime::new(config).unwrap();
@@ -240,6 +242,7 @@ async fn a_durable_store_times_its_appends() {
     let dir = tempfile::tempdir().unwrap();
     let key = "0".repeat(64);
     let config = echo()
+        .metrics_listen("127.0.0.1:0")
         .file_store(dir.path().to_str().unwrap(), KEY_ENV)
         .build_with_env(&|name| (name == KEY_ENV).then(|| key.clone()))
         .unwrap();
@@ -265,4 +268,20 @@ async fn a_durable_store_times_its_appends() {
     // The driver appends in batches: an echo's whole execution may be one.
     assert!(appends >= 1.0, "{appends} appends timed\n{text}");
     assert!(value(&text, "model_runtime_store_append_duration_seconds_sum") > 0.0);
+}
+
+#[tokio::test]
+async fn without_metrics_listen_nothing_is_counted_or_served() {
+    let runtime = Runtime::new(echo().build().unwrap()).unwrap();
+    assert_eq!(runtime.metrics_text(), None);
+    let metrics = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics_addr = metrics.local_addr().unwrap();
+    tokio::spawn(server::serve_metrics(
+        runtime,
+        metrics,
+        std::future::pending(),
+    ));
+    let text = get(metrics_addr, "/metrics").await;
+    assert!(text.starts_with("HTTP/1.1 404"), "{text}");
+    assert!(text.contains("server.metrics_listen"), "{text}");
 }

@@ -63,7 +63,8 @@ pub(crate) struct Deps {
     pub store: Arc<dyn EventStore>,
     pub providers: Arc<Slots>,
     /// Time to first output is the driver's to measure; the rest is counted from the store.
-    pub metrics: Arc<Metrics>,
+    /// `None` with metrics off.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 /// Drives `job` to its terminal event. A panic inside (say, in a provider adapter) is caught:
@@ -328,10 +329,12 @@ impl Driver {
                 Err(code) => (Some(EndKind::Cut(code)), 0),
                 Ok(()) => self.record_batch(&mut items, target, attempt, tracker),
             };
-            if !committed && tracker.committed() {
+            if let Some(metrics) = &self.deps.metrics
+                && !committed
+                && tracker.committed()
+            {
                 // Output commits once per execution: there is no attempt after it.
-                let took = self.job.accepted.elapsed();
-                self.deps.metrics.first_output(&target.provider, took);
+                metrics.first_output(&target.provider, self.job.accepted.elapsed());
             }
             match end {
                 Some(EndKind::Cut(code)) => {

@@ -10,7 +10,7 @@
 //! the endpoint is scraped.
 //!
 //! Label values are config names and closed sets only; never an execution id, a label or a
-//! prompt.
+//! prompt. None of this exists unless `server.metrics_listen` is set.
 
 mod histogram;
 mod metered;
@@ -371,7 +371,8 @@ impl Metrics {
         }
     }
 
-    fn started(&self, ability: &str) {
+    /// An execution of `ability` was stored.
+    pub(crate) fn started(&self, ability: &str) {
         if let Some(a) = self.abilities.get(ability) {
             a.started.inc();
         }

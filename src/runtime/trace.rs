@@ -10,7 +10,7 @@ use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, Tra
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::execution::{ExecutionId, TraceContext};
+use crate::execution::{Execution, ExecutionId, TraceContext};
 use crate::store::EventStore;
 
 /// Makes `caller` the parent of `span`, which must not have been entered yet. Does
@@ -54,6 +54,20 @@ pub(crate) fn outgoing(span: &Span, caller: Option<&TraceContext>) -> Option<Tra
         flags: own.trace_flags().to_u8(),
         state: (!state.is_empty()).then(|| state.into()),
     })
+}
+
+/// The span of an execution: a child of the RPC's span (`Submit` or `Execute`), which it
+/// outlives, and the parent of its attempts'.
+pub(crate) fn execution_span(view: &Execution) -> Span {
+    tracing::debug_span!(
+        "execution",
+        otel.name = "execution",
+        execution_id = %view.id,
+        ability = %view.ability,
+        policy = %view.policy,
+        outcome = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
 }
 
 /// Records how execution `id` ended on its span (`outcome`, and an error status for

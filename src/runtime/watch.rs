@@ -27,8 +27,8 @@ pub struct EventStream {
     /// execution's events only as long as it still has some to send.
     follower: Option<Follower>,
     done: bool,
-    /// Counted among the open streams while it lives.
-    _open: OpenStream,
+    /// Counted among the open streams while it lives (with metrics on).
+    _open: Option<OpenStream>,
 }
 
 impl EventStream {
@@ -52,7 +52,7 @@ pub(super) fn follow(
     id: ExecutionId,
     after: u64,
     max_watchers: usize,
-    open: impl FnOnce() -> OpenStream,
+    open: impl FnOnce() -> Option<OpenStream>,
 ) -> Result<EventStream, RuntimeError> {
     let from_store = |e| RuntimeError::from_store(e, None);
     // Following before looking, so no append can fall between the look and the wait.

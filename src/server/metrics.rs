@@ -50,14 +50,16 @@ async fn answer(runtime: &Runtime, mut stream: TcpStream) -> std::io::Result<()>
         head.extend_from_slice(&buf[..n]);
     }
     let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
-    let (status, kind, body) = if line.starts_with(b"GET /metrics ") {
-        (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            runtime.metrics_text(),
-        )
+    let text = if line.starts_with(b"GET /metrics ") {
+        runtime
+            .metrics_text()
+            .ok_or("metrics are off: the config sets no server.metrics_listen\n")
     } else {
-        ("404 Not Found", "text/plain", "GET /metrics\n".to_owned())
+        Err("GET /metrics\n")
+    };
+    let (status, kind, body) = match text {
+        Ok(text) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text),
+        Err(why) => ("404 Not Found", "text/plain", why.to_owned()),
     };
     let response = format!(
         "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",

@@ -73,29 +73,36 @@ pub(super) async fn serve(
     .await;
 }
 
+const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
+const TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
+
 /// One span per RPC, named by its method, so every log line of a call carries it: at
 /// debug, since at the default level it cost 2% of a call's instructions, and every log line
 /// a call writes at info or above names its execution already. Exported, it is the server
 /// side of the call (OpenTelemetry's RPC conventions), the child of the caller's
 /// `traceparent`.
 fn rpc_span(path: &str, headers: &HeaderMap) -> tracing::Span {
-    let name = path.strip_prefix('/').unwrap_or(path);
-    let (service, method) = name.split_once('/').unwrap_or((name, ""));
     let span = tracing::debug_span!(
         "rpc",
-        otel.name = name,
+        otel.name = tracing::field::Empty,
         otel.kind = "server",
         method = path,
         rpc.system = "grpc",
-        rpc.service = service,
-        rpc.method = method,
+        rpc.service = tracing::field::Empty,
+        rpc.method = tracing::field::Empty,
         rpc.grpc.status_code = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
     );
-    if !span.is_disabled()
-        && let Some(parent) = headers.get("traceparent")
-    {
-        let states = headers.get_all("tracestate").iter().map(|v| v.as_bytes());
+    if span.is_disabled() {
+        return span;
+    }
+    let name = path.strip_prefix('/').unwrap_or(path);
+    let (service, method) = name.split_once('/').unwrap_or((name, ""));
+    span.record("otel.name", name)
+        .record("rpc.service", service)
+        .record("rpc.method", method);
+    if let Some(parent) = headers.get(TRACEPARENT) {
+        let states = headers.get_all(TRACESTATE).iter().map(|v| v.as_bytes());
         if let Some(caller) = TraceContext::parse(parent.as_bytes(), states) {
             trace::adopt(&span, &caller);
         }

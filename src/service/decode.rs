@@ -14,9 +14,18 @@ use crate::runtime::limits::{MAX_CONTENT_PARTS, MAX_MESSAGES};
 use crate::runtime::{RuntimeError, Violations};
 
 /// The W3C trace context of a call (`traceparent`, `tracestate`), if it carries a valid one.
+/// The names are made once: looking a header up by text parses the name on every call.
 pub fn trace(metadata: &tonic::metadata::MetadataMap) -> Option<TraceContext> {
-    let states = metadata.get_all("tracestate").iter().map(|v| v.as_bytes());
-    TraceContext::parse(metadata.get("traceparent")?.as_bytes(), states)
+    use http::HeaderName;
+    const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+    const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+    let headers: &http::HeaderMap = metadata.as_ref();
+    let parent = headers.get(TRACEPARENT)?;
+    let states = headers
+        .get_all(TRACESTATE)
+        .into_iter()
+        .map(|v| v.as_bytes());
+    TraceContext::parse(parent.as_bytes(), states)
 }
 
 /// Decodes an `ExecuteRequest`.

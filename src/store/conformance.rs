@@ -259,6 +259,11 @@ where
     }
     let page: Vec<u64> = follower.read(1, 2).iter().map(|e| e.sequence).collect();
     assert_eq!(page, [2, 3], "limit bounds a page");
+    assert_eq!(
+        store.first(id).unwrap(),
+        follower.read(0, 1)[0],
+        "the first event, as a follower reads it"
+    );
 }
 
 /// A follower is woken by every append, including one made before it began to wait.
@@ -335,6 +340,7 @@ where
     assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id));
     assert_eq!(store.state(id).unwrap_err(), StoreError::NotFound(id));
     assert_eq!(store.follow(id).unwrap_err(), StoreError::NotFound(id));
+    assert_eq!(store.first(id).unwrap_err(), StoreError::NotFound(id));
     assert_eq!(
         store.append(id, routing()).await.unwrap_err(),
         StoreError::NotFound(id)

@@ -437,6 +437,10 @@ impl EventStore for FileStore {
         self.memory.state(id)
     }
 
+    fn first(&self, id: ExecutionId) -> Result<Event, StoreError> {
+        self.memory.first(id)
+    }
+
     fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
         self.memory.follow(id)
     }

@@ -350,6 +350,10 @@ impl EventStore for MemoryStore {
         Ok(self.slot(id)?.position().1)
     }
 
+    fn first(&self, id: ExecutionId) -> Result<Event, StoreError> {
+        self.slot(id)?.first().ok_or(StoreError::NotFound(id))
+    }
+
     fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
         let slot = self.slot(id)?;
         let changes = slot.changes.subscribe();

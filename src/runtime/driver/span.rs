@@ -45,6 +45,10 @@ pub(super) fn attempt(
 
 /// Records a usage quantity the attempt reported, for the units the conventions name.
 pub(super) fn usage(span: &Span, quantity: &UsageQuantity) {
+    // First: recording on a disabled span still looks its field up by name.
+    if span.is_disabled() {
+        return;
+    }
     let field = match &quantity.unit {
         unit if *unit == UsageUnit::INPUT_TOKENS => "gen_ai.usage.input_tokens",
         unit if *unit == UsageUnit::OUTPUT_TOKENS => "gen_ai.usage.output_tokens",

@@ -1,5 +1,5 @@
 //! The store the runtime appends through, counting what executions do from the events as
-//! they are appended: created (started), attempts started (their queue wait), failed (or
+//! they are appended: attempts started (their queue wait), failed (or
 //! refused admission) or succeeded, usage, and the end. A durable store's appends are timed
 //! too (a memory store's never wait, and timing them would cost more than they do).
 
@@ -83,10 +83,7 @@ impl Metered {
     }
 
     fn ended(&self, id: ExecutionId, code: Option<crate::execution::ErrorCode>) {
-        let Ok(follower) = self.inner.follow(id) else {
-            return;
-        };
-        if let Some(first) = follower.read(0, 1).first()
+        if let Ok(first) = self.inner.first(id)
             && let EventPayload::Accepted(acceptance) = &first.payload
         {
             let took = SystemTime::now().duration_since(first.time).ok();
@@ -105,19 +102,9 @@ impl EventStore for Metered {
     }
 
     fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
-        let ability = match &new.accepted {
-            EventPayload::Accepted(acceptance) => Some(acceptance.ability.clone()),
-            _ => None,
-        };
-        let metrics = self.metrics.clone();
-        let created = self.inner.create(new);
-        Box::pin(async move {
-            let created = created.await?;
-            if let (Created::New(_), Some(ability)) = (&created, ability) {
-                metrics.started(&ability);
-            }
-            Ok(created)
-        })
+        // Counted by the runtime, which alone creates and sees what was created
+        // (`Runtime::start`): wrapping the future here would cost an allocation per call.
+        self.inner.create(new)
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
@@ -138,6 +125,10 @@ impl EventStore for Metered {
 
     fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
         self.inner.state(id)
+    }
+
+    fn first(&self, id: ExecutionId) -> Result<Event, StoreError> {
+        self.inner.first(id)
     }
 
     fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {

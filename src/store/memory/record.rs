@@ -167,6 +167,16 @@ impl Slot {
     }
 }
 
+impl Slot {
+    /// The first event, once visible.
+    pub(super) fn first(&self) -> Option<Event> {
+        let record = self.record();
+        (record.visible > 0)
+            .then(|| record.events.events(0).next())
+            .flatten()
+    }
+}
+
 impl EventSource for Slot {
     fn read(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) {
         let record = self.record();
