@@ -146,6 +146,13 @@ pub trait CallStream: Stream<Item = Result<ProviderEvent, ProviderError>> + Send
     fn unreported_usage(self: Pin<&mut Self>) -> Vec<UsageQuantity> {
         Vec::new()
     }
+
+    /// The model the provider says produced the reply, once it has said so (OpenAI's
+    /// `model` on its chunks, Anthropic's in `message_start`): traces report it as the
+    /// response's model. The default, `None`, leaves the model the call asked for.
+    fn response_model(&self) -> Option<Text> {
+        None
+    }
 }
 
 /// The stream of one call. Dropping it aborts the call.

@@ -1,10 +1,10 @@
 //! Traces through the real binary: `serve` with `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at an
 //! in-process OTLP receiver (the collector's trace service over gRPC, and OTLP/HTTP), a call
-//! carrying a W3C `traceparent`, and an OpenAI upstream that records what it was sent. The
-//! RPC's span is the caller's child; the execution's and the attempt's follow it, with the
-//! GenAI attributes; the upstream's request carries the attempt's span as its parent; no
-//! prompt or output is on any span. Without the variables, the caller's context reaches the
-//! upstream unchanged.
+//! carrying a W3C `traceparent`, and an OpenAI or Anthropic upstream that records what it was
+//! sent. The RPC's span is the caller's child; the execution's and the attempt's follow it,
+//! with the GenAI attributes (the response's model as the upstream named it); the upstream's
+//! request carries the attempt's span as its parent; no prompt or output is on any span.
+//! Without the variables, the caller's context reaches the upstream unchanged.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -14,6 +14,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::anthropic::{
+    block_start, block_stop, message_delta, message_start, message_stop, text_delta,
+};
 use common::process::start_server_env;
 use common::upstream::{Upstream, sse};
 use common::*;
@@ -158,31 +161,73 @@ async fn http_receiver() -> (Received, String) {
     (received, format!("http://{addr}"))
 }
 
-/// An OpenAI upstream that streams `REPLY` with usage.
-async fn upstream() -> Upstream {
-    let chunk = |delta: &str, finish: &str| {
-        format!(
-            "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
-        )
-    };
-    Upstream::always(sse(&[
-        chunk(&format!("{{\"content\":\"{REPLY}\"}}"), "null"),
-        chunk("{}", "\"stop\""),
-        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":3,\"total_tokens\":14}}\n\n".into(),
-        "data: [DONE]\n\n".into(),
-    ]))
-    .await
+/// The adapter an upstream speaks, and the model it says answered.
+#[derive(Clone, Copy)]
+enum Adapter {
+    OpenAi,
+    Anthropic,
 }
 
-fn config(upstream: &Upstream) -> ConfigBuilder {
+impl Adapter {
+    fn name(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+        }
+    }
+
+    /// What the upstream reports as the model: a dated name, not the requested `m`.
+    fn response_model(self) -> &'static str {
+        match self {
+            Self::OpenAi => "m-2026-01-01",
+            Self::Anthropic => "claude-sonnet-4-5",
+        }
+    }
+}
+
+/// An upstream that streams `REPLY` with 11 input and 3 output tokens.
+async fn upstream(adapter: Adapter) -> Upstream {
+    let events = match adapter {
+        Adapter::OpenAi => {
+            let model = adapter.response_model();
+            let chunk = |delta: &str, finish: &str| {
+                format!(
+                    "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+                )
+            };
+            vec![
+                chunk(&format!("{{\"content\":\"{REPLY}\"}}"), "null"),
+                chunk("{}", "\"stop\""),
+                format!(
+                    "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"{model}\",\"choices\":[],\"usage\":{{\"prompt_tokens\":11,\"completion_tokens\":3,\"total_tokens\":14}}}}\n\n"
+                ),
+                "data: [DONE]\n\n".into(),
+            ]
+        }
+        Adapter::Anthropic => vec![
+            message_start(r#"{"input_tokens":11,"output_tokens":1}"#),
+            block_start(0, r#"{"type":"text","text":""}"#),
+            text_delta(0, REPLY),
+            block_stop(0),
+            message_delta("end_turn", 3),
+            message_stop(),
+        ],
+    };
+    Upstream::always(sse(&events)).await
+}
+
+fn config(adapter: Adapter, upstream: &Upstream) -> ConfigBuilder {
+    let spec = match adapter {
+        Adapter::OpenAi => ProviderSpec::openai(&upstream.base_url()),
+        Adapter::Anthropic => ProviderSpec::anthropic(&upstream.base_url()).api_key_env(KEY_ENV),
+    };
     Config::builder()
-        .provider(
-            "upstream",
-            ProviderSpec::openai(&upstream.base_url()).model("m", &["text"]),
-        )
+        .provider("upstream", spec.model("m", &["text"]))
         .policy("default", PolicySpec::new(&["upstream/m"]))
         .ability("chat", AbilitySpec::new("default"))
 }
+
+const KEY_ENV: &str = "MODEL_RUNTIME_TEST_KEY";
 
 /// `Execute` of `PROMPT` with the caller's trace context in the metadata.
 async fn traced_execute(addr: &str) -> Vec<pb::ExecutionEvent> {
@@ -228,14 +273,14 @@ fn attributes(span: &Span) -> BTreeMap<String, String> {
         .collect()
 }
 
-async fn exported_through(protocol: &str) {
+async fn exported_through(protocol: &str, adapter: Adapter) {
     let (received, endpoint) = match protocol {
         "grpc" => grpc_receiver().await,
         _ => http_receiver().await,
     };
-    let upstream = upstream().await;
+    let upstream = upstream(adapter).await;
     let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), config(&upstream).to_toml()).unwrap();
+    std::fs::write(file.path(), config(adapter, &upstream).to_toml()).unwrap();
     let (_server, addr) = start_server_env(
         &["--config", file.path().to_str().unwrap()],
         &[
@@ -243,6 +288,7 @@ async fn exported_through(protocol: &str) {
             ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
             ("OTEL_BSP_SCHEDULE_DELAY", "50"),
             ("OTEL_SERVICE_NAME", "runtime-under-test"),
+            (KEY_ENV, "test-key"),
         ],
         WAIT,
     );
@@ -289,9 +335,9 @@ async fn exported_through(protocol: &str) {
     let attempt_fields = attributes(attempt);
     for (key, value) in [
         ("gen_ai.operation.name", "chat"),
-        ("gen_ai.provider.name", "openai"),
+        ("gen_ai.provider.name", adapter.name()),
         ("gen_ai.request.model", "m"),
-        ("gen_ai.response.model", "m"),
+        ("gen_ai.response.model", adapter.response_model()),
         ("gen_ai.usage.input_tokens", "11"),
         ("gen_ai.usage.output_tokens", "3"),
         ("gen_ai.response.finish_reasons", "stop"),
@@ -323,18 +369,18 @@ async fn exported_through(protocol: &str) {
 
 #[tokio::test]
 async fn spans_are_exported_over_otlp_grpc_under_the_callers_trace() {
-    exported_through("grpc").await;
+    exported_through("grpc", Adapter::OpenAi).await;
 }
 
 #[tokio::test]
 async fn spans_are_exported_over_otlp_http_under_the_callers_trace() {
-    exported_through("http/protobuf").await;
+    exported_through("http/protobuf", Adapter::Anthropic).await;
 }
 
 #[tokio::test]
 async fn without_export_the_callers_context_reaches_the_provider_unchanged() {
-    let upstream = upstream().await;
-    let server = start_with(config(&upstream).build().unwrap()).await;
+    let upstream = upstream(Adapter::OpenAi).await;
+    let server = start_with(config(Adapter::OpenAi, &upstream).build().unwrap()).await;
     let events = traced_execute(&server.addr.to_string()).await;
     assert_eq!(events.last().unwrap().r#type, "execution.completed");
 

@@ -99,6 +99,8 @@ struct Event<'a> {
 #[derive(Debug, Deserialize)]
 struct MessageStart {
     #[serde(default)]
+    model: Option<Text>,
+    #[serde(default)]
     usage: Option<Usage>,
 }
 
@@ -180,6 +182,8 @@ pub(super) struct EventDecoder {
     tools: u32,
     /// Uncached, cache-read and cache-write prompt tokens as last reported.
     input: [Option<u64>; 3],
+    /// The model `message_start` named.
+    model: Option<Text>,
 }
 
 impl Decoder for EventDecoder {
@@ -204,6 +208,9 @@ impl Decoder for EventDecoder {
                 // before the end still hands it over (`CallStream::unreported_usage`).
                 if let Some(reported) = parsed.message.as_ref().and_then(|m| m.usage.as_ref()) {
                     self.report_input(upstream, reported, usage)?;
+                }
+                if let Some(message) = parsed.message {
+                    self.model = message.model.filter(|m| !m.is_empty());
                 }
             }
             "content_block_start" => {
@@ -333,6 +340,10 @@ impl Decoder for EventDecoder {
 
     fn finished_at_eof(&self, _: &Upstream) -> Result<Option<FinishReason>, ProviderError> {
         Ok(self.stop)
+    }
+
+    fn response_model(&self) -> Option<&Text> {
+        self.model.as_ref()
     }
 }
 

@@ -29,7 +29,7 @@ use super::http::{Upstream, cause};
 use super::sse::{SseEvent, SseParser};
 use super::tally::UsageTally;
 use super::{CallStream, ProviderError, ProviderEvent, ProviderStream, plain_stream};
-use crate::execution::{AttemptCode, FinishReason, UsageQuantity};
+use crate::execution::{AttemptCode, FinishReason, Text, UsageQuantity};
 
 /// How much of an error response's body is read to classify it.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -59,6 +59,11 @@ pub(crate) trait Decoder: Send + Unpin + 'static {
     /// reply (a finish reason was seen): some compatible servers omit the marker. An `Err`
     /// when the reply is complete but not whole (what the end marker would have found).
     fn finished_at_eof(&self, upstream: &Upstream) -> Result<Option<FinishReason>, ProviderError>;
+
+    /// The model the reply says produced it, once seen.
+    fn response_model(&self) -> Option<&Text> {
+        None
+    }
 }
 
 type Item = Result<ProviderEvent, ProviderError>;
@@ -194,6 +199,10 @@ impl<D: Decoder> CallStream for Exchange<D> {
             _ => None,
         });
         queued.chain(self.usage.known()).collect()
+    }
+
+    fn response_model(&self) -> Option<Text> {
+        self.decoder.response_model().cloned()
     }
 }
 

@@ -72,6 +72,9 @@ impl Provider for OpenAiProvider {
 /// (vLLM ends with `"choices": null`, usage is absent unless the server supports it).
 #[derive(Debug, Deserialize)]
 struct Chunk {
+    /// The model that answered, on every chunk (kept from the first).
+    #[serde(default)]
+    model: Option<Text>,
     #[serde(default)]
     choices: Option<Vec<Choice>>,
     #[serde(default)]
@@ -171,6 +174,8 @@ pub(super) struct ChunkDecoder {
     /// The provider's tool-call `index` -> position in `tools`: found at once however many
     /// calls a reply has, whatever numbers the provider uses.
     by_index: HashMap<u32, usize>,
+    /// The model the first chunk named.
+    model: Option<Text>,
 }
 
 impl Decoder for ChunkDecoder {
@@ -191,6 +196,9 @@ impl Decoder for ChunkDecoder {
         })?;
         if let Some(error) = &chunk.error {
             return Err(upstream.stream_error(error.get().as_bytes()));
+        }
+        if self.model.is_none() {
+            self.model = chunk.model.filter(|m| !m.is_empty());
         }
         if let Some(reported) = chunk.usage {
             report(usage, &reported);
@@ -218,6 +226,10 @@ impl Decoder for ChunkDecoder {
             self.check_tools(upstream)?;
         }
         Ok(self.finish)
+    }
+
+    fn response_model(&self) -> Option<&Text> {
+        self.model.as_ref()
     }
 }
 

@@ -279,7 +279,7 @@ impl Driver {
             .stream(slot, target, tally, race, permit, &mut tracker)
             .instrument(span.clone())
             .await?;
-        span::ended(&span, target, &kind);
+        span::ended(&span, &kind);
         Ok(AttemptEnd {
             started_at,
             admitted: true,
@@ -350,6 +350,7 @@ impl Driver {
                     return Ok(EndKind::Cut(code));
                 }
                 Some(EndKind::Succeeded(finish_reason)) => {
+                    span::response_model(&self.span, target, &*stream);
                     // The permit and the provider stream go first, so whoever sees the
                     // terminal event also sees the provider's capacity back.
                     drop(stream);

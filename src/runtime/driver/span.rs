@@ -10,6 +10,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::evidence::EndKind;
 use crate::execution::{ExecutionId, PlanTarget, UsageQuantity, UsageUnit};
+use crate::provider::CallStream;
 use crate::runtime::targets::ProviderSlot;
 
 /// The operation every adapter performs (a chat completion, a message).
@@ -57,16 +58,26 @@ pub(super) fn usage(span: &Span, quantity: &UsageQuantity) {
     span.record(field, quantity.quantity);
 }
 
-/// Records how the attempt on `target` ended.
-pub(super) fn ended(span: &Span, target: &PlanTarget, end: &EndKind) {
+/// Records the model that produced a reply: the one the provider names, else the one the
+/// call asked for (a provider that names none, as the scripted one).
+pub(super) fn response_model(span: &Span, target: &PlanTarget, stream: &dyn CallStream) {
+    if span.is_disabled() {
+        return;
+    }
+    match stream.response_model() {
+        Some(model) => span.record("gen_ai.response.model", &*model),
+        None => span.record("gen_ai.response.model", &*target.model),
+    };
+}
+
+/// Records how the attempt ended.
+pub(super) fn ended(span: &Span, end: &EndKind) {
     if span.is_disabled() {
         return;
     }
     match end {
         EndKind::Succeeded(reason) => {
             span.record("outcome", "succeeded");
-            // The model the runtime asked for: the adapters do not report another.
-            span.record("gen_ai.response.model", &*target.model);
             let reasons = vec![StringValue::from(reason.as_str())];
             span.set_attribute(
                 "gen_ai.response.finish_reasons",
