@@ -25,6 +25,9 @@ pub enum LogFormat {
     Json,
 }
 
+/// The longest `serve` waits at exit for the last spans to be exported.
+pub const FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Whether spans may be exported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Traces {
@@ -48,14 +51,20 @@ impl Telemetry {
         self.traces.is_some()
     }
 
-    /// Exports what is buffered and stops the exporter; waits for it off the async threads.
+    /// Exports what is buffered and stops the exporter, waiting for it off the async
+    /// threads at most [`FLUSH_TIMEOUT`]: a collector that does not answer does not hold
+    /// up the exit.
     pub async fn shutdown(self) {
         let Some(provider) = self.traces else {
             return;
         };
-        let stopped = tokio::task::spawn_blocking(move || provider.shutdown()).await;
-        if let Ok(Err(e)) = stopped {
-            tracing::warn!(error = %e, "exporting the last spans");
+        let stopped = tokio::task::spawn_blocking(move || provider.shutdown());
+        match tokio::time::timeout(FLUSH_TIMEOUT, stopped).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "exporting the last spans"),
+            Ok(Err(_)) | Err(_) => {
+                tracing::warn!(timeout = ?FLUSH_TIMEOUT, "the last spans were not exported in time");
+            }
         }
     }
 }
