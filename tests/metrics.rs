@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use model_runtime::config::{AbilitySpec, PolicySpec, ProviderSpec};
+use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 use model_runtime::{Runtime, server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -32,6 +33,28 @@ fn value(text: &str, series: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {series} in\n{text}"))
         .parse()
         .unwrap()
+}
+
+/// `config` served over gRPC and `/metrics` on loopback: a client, and the metrics address.
+async fn serve(
+    config: model_runtime::Config,
+) -> (
+    ModelRuntimeClient<tonic::transport::Channel>,
+    std::net::SocketAddr,
+) {
+    let runtime = Runtime::new(config).unwrap();
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let grpc_addr = grpc.local_addr().unwrap();
+    let metrics = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics_addr = metrics.local_addr().unwrap();
+    tokio::spawn(server::serve(runtime.clone(), grpc, std::future::pending()));
+    tokio::spawn(server::serve_metrics(
+        runtime,
+        metrics,
+        std::future::pending(),
+    ));
+    let client = ModelRuntimeClient::new(connect(&grpc_addr.to_string()).await);
+    (client, metrics_addr)
 }
 
 #[tokio::test]
@@ -65,20 +88,7 @@ async fn metrics_count_what_executions_did() {
         .metrics_listen("127.0.0.1:0")
         .build()
         .unwrap();
-    let runtime = Runtime::new(config).unwrap();
-    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let grpc_addr = grpc.local_addr().unwrap();
-    let metrics = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let metrics_addr = metrics.local_addr().unwrap();
-    tokio::spawn(server::serve(runtime.clone(), grpc, std::future::pending()));
-    tokio::spawn(server::serve_metrics(
-        runtime,
-        metrics,
-        std::future::pending(),
-    ));
-    let mut c = model_runtime::pb::model_runtime_client::ModelRuntimeClient::new(
-        connect(&grpc_addr.to_string()).await,
-    );
+    let (mut c, metrics_addr) = serve(config).await;
 
     for prompt in ["one", "two words", "three more words"] {
         let events = execute(&mut c, request("chat", prompt)).await;
@@ -246,20 +256,7 @@ async fn a_durable_store_times_its_appends() {
         .file_store(dir.path().to_str().unwrap(), KEY_ENV)
         .build_with_env(&|name| (name == KEY_ENV).then(|| key.clone()))
         .unwrap();
-    let runtime = Runtime::new(config).unwrap();
-    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let grpc_addr = grpc.local_addr().unwrap();
-    let metrics = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let metrics_addr = metrics.local_addr().unwrap();
-    tokio::spawn(server::serve(runtime.clone(), grpc, std::future::pending()));
-    tokio::spawn(server::serve_metrics(
-        runtime,
-        metrics,
-        std::future::pending(),
-    ));
-    let mut c = model_runtime::pb::model_runtime_client::ModelRuntimeClient::new(
-        connect(&grpc_addr.to_string()).await,
-    );
+    let (mut c, metrics_addr) = serve(config).await;
     let events = execute(&mut c, request("chat", "kept on disk")).await;
     assert_eq!(events.last().unwrap().r#type, "execution.completed");
 
