@@ -39,6 +39,6 @@ pub use request::{
     ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
 };
 pub use state::{ExecutionState, IllegalTransition, Lifecycle};
-pub use trace::{MAX_TRACESTATE, TraceContext};
+pub use trace::{MAX_TRACESTATE, TRACEPARENT, TRACESTATE, TraceContext};
 pub use usage::{UsageFact, UsageQuantity, UsageSource, UsageUnit};
 pub use view::Execution;

@@ -277,7 +277,6 @@ impl Runtime {
         let start = Instant::now();
         let job = Job {
             id,
-            accepted: start,
             trace: request.trace,
             input: Arc::new(request.input),
             plan,
@@ -306,10 +305,14 @@ impl Runtime {
                 // dropped caller must not leave it with nobody driving it, so creating and
                 // starting the driver finish in a task the caller cannot cancel.
                 let runtime = self.clone();
-                let finish = self.inner.tasks.spawn(async move {
-                    let created = created.await;
-                    Box::pin(runtime.start(job, created, key, follow)).await
-                });
+                // In the caller's span, so the execution's span is still its child.
+                let finish = self.inner.tasks.spawn(
+                    async move {
+                        let created = created.await;
+                        Box::pin(runtime.start(job, created, key, follow)).await
+                    }
+                    .in_current_span(),
+                );
                 return finish
                     .await
                     .unwrap_or_else(|e| Err(RuntimeError::internal(&e)));
@@ -362,9 +365,10 @@ impl Runtime {
                 Box::pin(
                     self.inner.tasks.track_future(
                         async move {
-                            driver::run(runtime.inner.deps.clone(), job, handle).await;
+                            let outcome =
+                                driver::run(runtime.inner.deps.clone(), job, handle).await;
                             runtime.drivers().remove(&id);
-                            trace::record_end(&ended, &*runtime.inner.deps.store, id);
+                            trace::record_end(&ended, outcome);
                         }
                         .instrument(span),
                     ),

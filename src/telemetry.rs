@@ -92,6 +92,10 @@ pub fn init(format: LogFormat, traces: Traces) -> Telemetry {
             .with_span_list(true)
             .boxed(),
     };
+    if tracing::dispatcher::has_been_set() {
+        // Another subscriber came first: nothing would reach an exporter, so none starts.
+        return Telemetry::default();
+    }
     let (provider, unsupported) = match wanted {
         traces::Wanted::Off => (None, None),
         traces::Wanted::Unsupported(why) => (None, Some(why)),
@@ -118,7 +122,11 @@ pub fn init(format: LogFormat, traces: Traces) -> Telemetry {
         tracing::error!("traces are not exported: {why}");
     }
     if !installed {
-        // Another subscriber came first: nothing would reach this exporter.
+        // Another thread installed one meanwhile: stop the exporter off the async threads
+        // (one exists only with `Traces::FromEnv`, inside the runtime).
+        if provider.is_some() {
+            tokio::spawn(Telemetry { traces: provider }.shutdown());
+        }
         return Telemetry::default();
     }
     if provider.is_some() {
@@ -127,14 +135,13 @@ pub fn init(format: LogFormat, traces: Traces) -> Telemetry {
     Telemetry { traces: provider }
 }
 
-/// What the exporter sees: this crate's spans (at `debug`, so logs at the default level
-/// never pay for them) and, as span events, what is logged at `info` and above inside them.
+/// What the exporter sees: this crate's spans, at `debug`, so logs at the default level never
+/// pay for them. Log events are not exported: some carry what a provider sent (a malformed
+/// reply's text), and nothing a prompt or an output holds goes on a span.
 fn exported() -> FilterFn<impl Fn(&tracing::Metadata<'_>) -> bool> {
     FilterFn::new(|meta: &tracing::Metadata<'_>| {
-        if meta.is_span() {
-            meta.target().starts_with("model_runtime") && *meta.level() <= Level::DEBUG
-        } else {
-            *meta.level() <= Level::INFO
-        }
+        meta.is_span()
+            && meta.target().starts_with("model_runtime")
+            && *meta.level() <= Level::DEBUG
     })
 }

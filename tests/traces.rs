@@ -228,6 +228,7 @@ fn config(adapter: Adapter, upstream: &Upstream) -> ConfigBuilder {
 }
 
 const KEY_ENV: &str = "MODEL_RUNTIME_TEST_KEY";
+const STORE_KEY_ENV: &str = "MODEL_RUNTIME_TEST_STORE_KEY";
 
 /// `Execute` of `PROMPT` with the caller's trace context in the metadata.
 async fn traced_execute(addr: &str) -> Vec<pb::ExecutionEvent> {
@@ -273,14 +274,21 @@ fn attributes(span: &Span) -> BTreeMap<String, String> {
         .collect()
 }
 
-async fn exported_through(protocol: &str, adapter: Adapter) {
+/// `durable`: on a file store, whose create waits for the disk (the execution starts in a
+/// task of its own), which must still continue the caller's trace.
+async fn exported_through(protocol: &str, adapter: Adapter, durable: bool) {
     let (received, endpoint) = match protocol {
         "grpc" => grpc_receiver().await,
         _ => http_receiver().await,
     };
     let upstream = upstream(adapter).await;
     let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), config(adapter, &upstream).to_toml()).unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let mut config = config(adapter, &upstream);
+    if durable {
+        config = config.file_store(store.path().to_str().unwrap(), STORE_KEY_ENV);
+    }
+    std::fs::write(file.path(), config.to_toml()).unwrap();
     let (_server, addr) = start_server_env(
         &["--config", file.path().to_str().unwrap()],
         &[
@@ -289,6 +297,7 @@ async fn exported_through(protocol: &str, adapter: Adapter) {
             ("OTEL_BSP_SCHEDULE_DELAY", "50"),
             ("OTEL_SERVICE_NAME", "runtime-under-test"),
             (KEY_ENV, "test-key"),
+            (STORE_KEY_ENV, &"ab".repeat(32)),
         ],
         WAIT,
     );
@@ -368,13 +377,13 @@ async fn exported_through(protocol: &str, adapter: Adapter) {
 }
 
 #[tokio::test]
-async fn spans_are_exported_over_otlp_grpc_under_the_callers_trace() {
-    exported_through("grpc", Adapter::OpenAi).await;
+async fn spans_are_exported_over_otlp_grpc_under_the_callers_trace_on_a_file_store() {
+    exported_through("grpc", Adapter::OpenAi, true).await;
 }
 
 #[tokio::test]
 async fn spans_are_exported_over_otlp_http_under_the_callers_trace() {
-    exported_through("http/protobuf", Adapter::Anthropic).await;
+    exported_through("http/protobuf", Adapter::Anthropic, false).await;
 }
 
 #[tokio::test]

@@ -25,7 +25,7 @@ pub enum ErrorClass {
 
 impl ErrorClass {
     /// The name logs, metrics and spans use.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Self::Retryable => "retryable",
             Self::Rejected => "rejected",

@@ -9,27 +9,54 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+/// The header that carries the trace position.
+pub const TRACEPARENT: &str = "traceparent";
+/// The header that carries the vendors' trace state.
+pub const TRACESTATE: &str = "tracestate";
+
 /// The longest `tracestate` forwarded; the recommendation asks for at least 512 characters.
 pub const MAX_TRACESTATE: usize = 512;
 
 /// A trace position: the trace, the span that is the parent of what comes next, its flags,
-/// and the vendors' `tracestate`.
+/// and the vendors' `tracestate`. Made only valid: never an all-zero id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceContext {
-    /// The trace; never all zeros.
-    pub trace_id: [u8; 16],
-    /// The parent span; never all zeros.
-    pub span_id: [u8; 8],
-    /// Trace flags; bit 0 is `sampled`.
-    pub flags: u8,
-    /// `tracestate`, as received (at most [`MAX_TRACESTATE`] bytes of visible ASCII).
-    pub state: Option<Arc<str>>,
+    trace_id: [u8; 16],
+    span_id: [u8; 8],
+    flags: u8,
+    state: Option<Arc<str>>,
 }
 
+/// The flags this version knows (`sampled`, and level 2's `random`): the rest are zero.
+const KNOWN_FLAGS: u8 = 0b11;
+
+/// The longest `tracestate` entry kept when the whole is too long.
+const MAX_ENTRY: usize = 128;
+
 impl TraceContext {
+    /// A context, or `None` for an all-zero id. `state` is kept as [`parse`](Self::parse)
+    /// keeps a `tracestate`.
+    pub fn new(
+        trace_id: [u8; 16],
+        span_id: [u8; 8],
+        flags: u8,
+        state: Option<&str>,
+    ) -> Option<Self> {
+        if trace_id == [0; 16] || span_id == [0; 8] {
+            return None;
+        }
+        Some(Self {
+            trace_id,
+            span_id,
+            flags: flags & KNOWN_FLAGS,
+            state: state.and_then(|s| joined_state([s.as_bytes()])),
+        })
+    }
+
     /// The context `traceparent` (and the `tracestate` headers, joined with commas as the
     /// recommendation says) describe, or `None` when `traceparent` is not valid. A
-    /// `tracestate` that is too long or holds other than visible ASCII is dropped alone.
+    /// `tracestate` with other than visible ASCII is dropped alone; one too long loses
+    /// entries as the recommendation says.
     pub fn parse<'a>(
         traceparent: &[u8],
         tracestate: impl IntoIterator<Item = &'a [u8]>,
@@ -62,38 +89,29 @@ impl TraceContext {
         hex_into(field(3, 32)?, &mut trace_id);
         hex_into(field(36, 16)?, &mut span_id);
         hex_into(field(53, 2)?, &mut flags);
-        if trace_id == [0; 16] || span_id == [0; 8] {
-            return None;
-        }
-        let mut joined = String::new();
-        for part in tracestate {
-            if part.len() > MAX_TRACESTATE || !part.iter().all(|b| (b' '..=b'~').contains(b)) {
-                joined.clear();
-                break;
-            }
-            if !joined.is_empty() {
-                joined.push(',');
-            }
-            // Visible ASCII: one char per byte.
-            joined.extend(part.iter().map(|b| char::from(*b)));
-        }
-        let state =
-            (!joined.is_empty() && joined.len() <= MAX_TRACESTATE).then(|| Arc::from(joined));
-        Some(Self {
-            trace_id,
-            span_id,
-            flags: flags[0],
-            state,
-        })
+        let mut context = Self::new(trace_id, span_id, flags[0], None)?;
+        context.state = joined_state(tracestate);
+        Some(context)
     }
 
-    /// The same trace and state, with `span_id` as the parent.
-    pub fn child(&self, span_id: [u8; 8], flags: u8) -> Self {
-        Self {
-            span_id,
-            flags,
-            ..self.clone()
-        }
+    /// The trace.
+    pub fn trace_id(&self) -> [u8; 16] {
+        self.trace_id
+    }
+
+    /// The parent span.
+    pub fn span_id(&self) -> [u8; 8] {
+        self.span_id
+    }
+
+    /// The trace flags; bit 0 is `sampled`.
+    pub fn flags(&self) -> u8 {
+        self.flags
+    }
+
+    /// The `tracestate` to send on.
+    pub fn state(&self) -> Option<&str> {
+        self.state.as_deref()
     }
 
     /// The `traceparent` header's value (version 00).
@@ -107,6 +125,34 @@ impl TraceContext {
         hex(&mut value, &[self.flags]);
         value
     }
+}
+
+/// The `tracestate` headers as one value, or `None` when empty or not visible ASCII (tabs,
+/// the optional whitespace, allowed). Over [`MAX_TRACESTATE`], entries over 128 characters go
+/// first, then entries from the end, until it fits.
+fn joined_state<'a>(headers: impl IntoIterator<Item = &'a [u8]>) -> Option<Arc<str>> {
+    let mut entries: Vec<&str> = Vec::new();
+    for header in headers {
+        if !header
+            .iter()
+            .all(|b| (b' '..=b'~').contains(b) || *b == b'\t')
+        {
+            return None;
+        }
+        // Visible ASCII is UTF-8.
+        let header = std::str::from_utf8(header).ok()?;
+        entries.extend(header.split(',').map(str::trim).filter(|e| !e.is_empty()));
+    }
+    let length = |entries: &[&str]| {
+        entries.iter().map(|e| e.len()).sum::<usize>() + entries.len().saturating_sub(1)
+    };
+    if length(&entries) > MAX_TRACESTATE {
+        entries.retain(|e| e.len() <= MAX_ENTRY);
+        while length(&entries) > MAX_TRACESTATE {
+            entries.pop();
+        }
+    }
+    (!entries.is_empty()).then(|| Arc::from(entries.join(",")))
 }
 
 fn hex_into(digits: &[u8], out: &mut [u8]) {
@@ -141,17 +187,21 @@ mod tests {
         let states: [&[u8]; 2] = [b"rojo=00f067aa0ba902b7", b"congo=t61rcWkgMzE"];
         let context = TraceContext::parse(VALID, states).expect("valid");
         assert_eq!(context.traceparent().as_bytes(), VALID);
-        assert_eq!(context.flags, 1);
+        assert_eq!(context.flags(), 1);
         assert_eq!(
-            context.state.as_deref(),
+            context.state(),
             Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE")
         );
-        let child = context.child([7; 8], 0);
+        let child = TraceContext::new(context.trace_id(), [7; 8], 0xff, context.state());
+        let child = child.expect("valid");
         assert_eq!(
             child.traceparent(),
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-0707070707070707-00"
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0707070707070707-03",
+            "flags this version does not know are zero"
         );
-        assert_eq!(child.state, context.state);
+        assert_eq!(child.state(), context.state());
+        assert_eq!(TraceContext::new([0; 16], [7; 8], 1, None), None);
+        assert_eq!(TraceContext::new([7; 16], [0; 8], 1, None), None);
     }
 
     #[test]
@@ -186,12 +236,31 @@ mod tests {
 
     #[test]
     fn a_bad_tracestate_is_dropped_alone() {
-        let long = vec![b'a'; MAX_TRACESTATE + 1];
-        let half = vec![b'a'; MAX_TRACESTATE / 2 + 1];
-        let bad: [&[&[u8]]; 4] = [&[&long], &[b"a=\n"], &[b""], &[&half, &half]];
+        let bad: [&[&[u8]]; 3] = [&[b"a=\n"], &[b""], &[b" , "]];
         for states in bad {
             let context = TraceContext::parse(VALID, states.iter().copied()).expect("valid");
-            assert_eq!(context.state, None);
+            assert_eq!(context.state(), None);
         }
+        let tab = TraceContext::parse(VALID, [&b"a=1,\tb=2"[..]]).expect("valid");
+        assert_eq!(
+            tab.state(),
+            Some("a=1,b=2"),
+            "optional whitespace is allowed"
+        );
+    }
+
+    #[test]
+    fn a_long_tracestate_loses_its_long_entries_then_its_last() {
+        let long = format!("big={}", "x".repeat(MAX_ENTRY));
+        let small: Vec<String> = (0..100).map(|i| format!("k{i:03}=v")).collect();
+        let mut header = vec![small[0].clone(), long];
+        header.extend(small[1..].iter().cloned());
+        let header = header.join(",");
+        let context = TraceContext::parse(VALID, [header.as_bytes()]).expect("valid");
+        let state = context.state().expect("kept in part");
+        assert!(state.len() <= MAX_TRACESTATE, "{}", state.len());
+        assert!(!state.contains("big="), "the long entry goes first");
+        assert!(state.starts_with("k000=v,k001=v"), "{state}");
+        assert!(!state.contains("k099"), "then the last entries");
     }
 }

@@ -29,7 +29,7 @@ use super::http::{Upstream, cause};
 use super::sse::{SseEvent, SseParser};
 use super::tally::UsageTally;
 use super::{CallStream, ProviderError, ProviderEvent, ProviderStream, plain_stream};
-use crate::execution::{AttemptCode, FinishReason, Text, UsageQuantity};
+use crate::execution::{AttemptCode, FinishReason, TRACEPARENT, TRACESTATE, Text, UsageQuantity};
 
 /// How much of an error response's body is read to classify it.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -68,10 +68,6 @@ pub(crate) trait Decoder: Send + Unpin + 'static {
 
 type Item = Result<ProviderEvent, ProviderError>;
 
-/// The W3C Trace Context headers.
-const TRACEPARENT: &str = "traceparent";
-const TRACESTATE: &str = "tracestate";
-
 /// Posts `body` (JSON) to `upstream` for `call` and streams the reply through `decoder`;
 /// the attempt ends by the call's deadline, and the request carries the call's trace. A
 /// body that could not be built is the stream's only item.
@@ -95,8 +91,8 @@ pub(crate) fn post<D: Decoder>(
     let request = match &call.trace {
         Some(trace) => {
             let request = request.header(TRACEPARENT, trace.traceparent());
-            match &trace.state {
-                Some(state) => request.header(TRACESTATE, &**state),
+            match trace.state() {
+                Some(state) => request.header(TRACESTATE, state),
                 None => request,
             }
         }

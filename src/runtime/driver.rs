@@ -44,8 +44,6 @@ use stop::Race;
 #[derive(Debug)]
 pub(crate) struct Job {
     pub id: ExecutionId,
-    /// When the runtime accepted it.
-    pub accepted: Instant,
     /// The caller's trace, continued by provider requests.
     pub trace: Option<TraceContext>,
     pub input: Arc<ExecutionInput>,
@@ -70,7 +68,10 @@ pub(crate) struct Deps {
 /// Drives `job` to its terminal event. A panic inside (say, in a provider adapter) is caught:
 /// the permit it held is released as the stack unwinds, and the execution still ends, with
 /// `internal_error`, instead of staying live forever.
-pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
+///
+/// Returns the code of the terminal event it recorded (`completed` for success), or `None`
+/// when it recorded none (someone else ended the execution, or the store refused).
+pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) -> Option<&'static str> {
     let id = job.id;
     let store = deps.store.clone();
     let mut driver = Driver {
@@ -80,11 +81,13 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
         handle,
         pending: Vec::new(),
         span: tracing::Span::none(),
+        ended: None,
+        sent_at: None,
     };
     let result = AssertUnwindSafe(driver.drive()).catch_unwind().await;
     let (error, panicked) = match result {
         // Someone else ended it (a cancellation that found no driver, or shutdown).
-        Ok(Ok(()) | Err(StoreError::AlreadyTerminal(_))) => return,
+        Ok(Ok(()) | Err(StoreError::AlreadyTerminal(_))) => return driver.ended,
         Ok(Err(error)) => (error.to_string(), false),
         Err(panic) => {
             let what = panic
@@ -98,7 +101,7 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
     let error_id = log_internal(&format!("execution {id}: {error}"));
     // After a panic the store still works: the evidence the driver had is kept.
     if panicked && matches!(driver.keep_evidence(&error_id).await, Ok(true)) {
-        return;
+        return driver.ended;
     }
     // The draft draws no ACCEPTED -> FAILED edge: a failure that struck before routing
     // began is recorded after an (empty) routing step, so the execution still ends.
@@ -115,11 +118,15 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) {
             .await
         {
             tracing::error!(execution_id = %id, error = %e, "could not record the internal failure");
-            return;
+            return None;
         }
     }
-    if let Err(e) = store.append(id, internal_failure(&error_id)).await {
-        tracing::error!(execution_id = %id, error = %e, "could not record the internal failure");
+    match store.append(id, internal_failure(&error_id)).await {
+        Ok(_) => Some(ErrorCode::InternalError.as_str()),
+        Err(e) => {
+            tracing::error!(execution_id = %id, error = %e, "could not record the internal failure");
+            None
+        }
     }
 }
 
@@ -131,9 +138,13 @@ struct Driver {
     pending: Vec<EventPayload>,
     /// What the execution holds so far against its bounds (`size.rs`).
     size: Size,
-    /// The running attempt's span (`span.rs`): its usage is recorded on it, and its provider
-    /// request continues the trace from it.
+    /// The running attempt's span (`span.rs`), none between attempts: its usage is recorded
+    /// on it, and its provider request continues the trace from it.
     span: tracing::Span,
+    /// The code of the terminal event appended, once it is (`completed` for success).
+    ended: Option<&'static str>,
+    /// When the running attempt was sent (with metrics on).
+    sent_at: Option<Instant>,
 }
 
 impl Driver {
@@ -236,6 +247,27 @@ impl Driver {
         tally: &mut Tally,
         race: &mut Race,
     ) -> Result<AttemptEnd, StoreError> {
+        // Every attempt has a span, an attempt refused or cut while it queued too.
+        let adapter = slot.map(|s| s.config.adapter.name());
+        let span = span::attempt(&self.job.id, tally.attempts, adapter, target);
+        self.span = span.clone();
+        let end = self
+            .admit_and_stream(slot, target, tally, race)
+            .instrument(span.clone())
+            .await;
+        span::ended(&span, end.as_ref().map(|end| &end.kind));
+        self.span = tracing::Span::none();
+        end
+    }
+
+    /// [`attempt`](Self::attempt), inside its span.
+    async fn admit_and_stream(
+        &mut self,
+        slot: Option<&ProviderSlot>,
+        target: &PlanTarget,
+        tally: &mut Tally,
+        race: &mut Race,
+    ) -> Result<AttemptEnd, StoreError> {
         let started_at = SystemTime::now();
         let not_admitted = |kind| AttemptEnd {
             started_at,
@@ -272,14 +304,12 @@ impl Driver {
         // deadline (and the adapter's timeouts) do.
         let (at, code) = self.job.budget.once_sent();
         race.reset(at, code);
-        let span = span::attempt(&self.job.id, tally.attempts, slot, target);
-        self.span = span.clone();
+        // Time to first output counts from here, for the provider that answers.
+        self.sent_at = self.deps.metrics.is_some().then(Instant::now);
         let mut tracker = CommitTracker::new();
         let kind = self
             .stream(slot, target, tally, race, permit, &mut tracker)
-            .instrument(span.clone())
             .await?;
-        span::ended(&span, &kind);
         Ok(AttemptEnd {
             started_at,
             admitted: true,
@@ -329,12 +359,12 @@ impl Driver {
                 Err(code) => (Some(EndKind::Cut(code)), 0),
                 Ok(()) => self.record_batch(&mut items, target, attempt, tracker),
             };
-            if let Some(metrics) = &self.deps.metrics
+            if let (Some(metrics), Some(sent_at)) = (&self.deps.metrics, self.sent_at)
                 && !committed
                 && tracker.committed()
             {
                 // Output commits once per execution: there is no attempt after it.
-                metrics.first_output(&target.provider, self.job.accepted.elapsed());
+                metrics.first_output(&target.provider, sent_at.elapsed());
             }
             match end {
                 Some(EndKind::Cut(code)) => {

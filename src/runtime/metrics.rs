@@ -84,10 +84,10 @@ fn ending(code: Option<ErrorCode>) -> usize {
 
 const CLASSES: [&str; 5] = [
     "none",
-    "retryable",
-    "rejected",
-    "invalid",
-    "outcome_unknown",
+    ErrorClass::Retryable.as_str(),
+    ErrorClass::Rejected.as_str(),
+    ErrorClass::Invalid.as_str(),
+    ErrorClass::OutcomeUnknown.as_str(),
 ];
 const NEXT: [&str; 4] = ["none", "retry_same_target", "fallback", "stop"];
 const UNITS: [UsageUnit; 5] = [

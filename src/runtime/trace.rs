@@ -10,8 +10,7 @@ use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, Tra
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::execution::{Execution, ExecutionId, TraceContext};
-use crate::store::EventStore;
+use crate::execution::{Execution, TraceContext};
 
 /// Makes `caller` the parent of `span`, which must not have been entered yet. Does
 /// nothing when spans are not exported.
@@ -20,14 +19,13 @@ pub fn adopt(span: &Span, caller: &TraceContext) {
         return;
     }
     let state = caller
-        .state
-        .as_deref()
+        .state()
         .and_then(|s| TraceState::from_str(s).ok())
         .unwrap_or_default();
     let remote = SpanContext::new(
-        TraceId::from_bytes(caller.trace_id),
-        SpanId::from_bytes(caller.span_id),
-        TraceFlags::new(caller.flags),
+        TraceId::from_bytes(caller.trace_id()),
+        SpanId::from_bytes(caller.span_id()),
+        TraceFlags::new(caller.flags()),
         true,
         state,
     );
@@ -48,12 +46,12 @@ pub(crate) fn outgoing(span: &Span, caller: Option<&TraceContext>) -> Option<Tra
         return caller.cloned();
     }
     let state = own.trace_state().header();
-    Some(TraceContext {
-        trace_id: own.trace_id().to_bytes(),
-        span_id: own.span_id().to_bytes(),
-        flags: own.trace_flags().to_u8(),
-        state: (!state.is_empty()).then(|| state.into()),
-    })
+    TraceContext::new(
+        own.trace_id().to_bytes(),
+        own.span_id().to_bytes(),
+        own.trace_flags().to_u8(),
+        (!state.is_empty()).then_some(state.as_str()),
+    )
 }
 
 /// The span of an execution: a child of the RPC's span (`Submit` or `Execute`), which it
@@ -70,21 +68,17 @@ pub(crate) fn execution_span(view: &Execution) -> Span {
     )
 }
 
-/// Records how execution `id` ended on its span (`outcome`, and an error status for
-/// anything but success). Reads the store only when spans are exported.
-pub(crate) fn record_end(span: &Span, store: &dyn EventStore, id: ExecutionId) {
-    if span.is_disabled() {
+/// Records how the execution ended on its span: `outcome`, the code of its terminal event
+/// (`completed` for success); an error status for any code but those two and `cancelled`
+/// (the caller's choice, not a fault).
+pub(crate) fn record_end(span: &Span, outcome: Option<&'static str>) {
+    let Some(outcome) = outcome else {
         return;
+    };
+    span.record("outcome", outcome);
+    if !matches!(outcome, "completed" | "cancelled") {
+        span.record("otel.status_code", "error");
     }
-    let Ok(view) = store.get(id) else {
-        return;
-    };
-    match &view.error {
-        None => span.record("outcome", "completed"),
-        Some(error) => span
-            .record("outcome", error.code.as_str())
-            .record("otel.status_code", "error"),
-    };
 }
 
 #[cfg(test)]

@@ -73,8 +73,8 @@ pub(super) async fn serve(
     .await;
 }
 
-const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
-const TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
+const TRACEPARENT: http::HeaderName = http::HeaderName::from_static(crate::execution::TRACEPARENT);
+const TRACESTATE: http::HeaderName = http::HeaderName::from_static(crate::execution::TRACESTATE);
 
 /// One span per RPC, named by its method, so every log line of a call carries it: at
 /// debug, since at the default level it cost 2% of a call's instructions, and every log line
@@ -82,6 +82,10 @@ const TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate")
 /// side of the call (OpenTelemetry's RPC conventions), the child of the caller's
 /// `traceparent`.
 fn rpc_span(path: &str, headers: &HeaderMap) -> tracing::Span {
+    // Health probes come every few seconds from every prober: no span of their own.
+    if path.starts_with("/grpc.health.v1.Health/") {
+        return tracing::Span::none();
+    }
     let span = tracing::debug_span!(
         "rpc",
         otel.name = tracing::field::Empty,
@@ -96,11 +100,18 @@ fn rpc_span(path: &str, headers: &HeaderMap) -> tracing::Span {
     if span.is_disabled() {
         return span;
     }
+    // The name only of a method this server has: a caller cannot mint span names.
     let name = path.strip_prefix('/').unwrap_or(path);
-    let (service, method) = name.split_once('/').unwrap_or((name, ""));
-    span.record("otel.name", name)
-        .record("rpc.service", service)
-        .record("rpc.method", method);
+    match name.split_once('/') {
+        Some((service, method)) if SERVICES.contains(&service) => {
+            span.record("otel.name", name)
+                .record("rpc.service", service)
+                .record("rpc.method", method);
+        }
+        _ => {
+            span.record("otel.name", "unknown");
+        }
+    }
     if let Some(parent) = headers.get(TRACEPARENT) {
         let states = headers.get_all(TRACESTATE).iter().map(|v| v.as_bytes());
         if let Some(caller) = TraceContext::parse(parent.as_bytes(), states) {
@@ -109,6 +120,13 @@ fn rpc_span(path: &str, headers: &HeaderMap) -> tracing::Span {
     }
     span
 }
+
+/// The services this server routes (health aside).
+const SERVICES: [&str; 3] = [
+    super::SERVICE_NAME,
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+];
 
 /// Records the call's gRPC status (in the response head when the call failed at once, else
 /// in the trailers) on its span. The server side of a call is in error only for the codes

@@ -70,17 +70,25 @@ pub(super) fn provider() -> Result<SdkTracerProvider, String> {
         .build()
         .map_err(|e| format!("the OTLP exporter: {e}"))?;
     let processor = BatchSpanProcessor::builder(exporter, Tokio).build();
-    let named = std::env::var("OTEL_SERVICE_NAME").is_ok_and(|v| !v.trim().is_empty())
-        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|v| v.contains("service.name="));
-    let resource = Resource::builder().with_attribute(opentelemetry::KeyValue::new(
-        "service.version",
-        env!("CARGO_PKG_VERSION"),
-    ));
-    let resource = if named {
-        resource
-    } else {
-        resource.with_service_name(SERVICE)
+    let attributes = std::env::var("OTEL_RESOURCE_ATTRIBUTES").unwrap_or_default();
+    let says = |key: &str| {
+        attributes
+            .split(',')
+            .filter_map(|pair| pair.split_once('='))
+            .any(|(k, _)| k.trim() == key)
     };
+    let named = std::env::var("OTEL_SERVICE_NAME").is_ok_and(|v| !v.trim().is_empty());
+    // What the environment says (the SDK's detectors) stays; the defaults fill the rest.
+    let mut resource = Resource::builder();
+    if !named && !says("service.name") {
+        resource = resource.with_service_name(SERVICE);
+    }
+    if !says("service.version") {
+        resource = resource.with_attribute(opentelemetry::KeyValue::new(
+            "service.version",
+            env!("CARGO_PKG_VERSION"),
+        ));
+    }
     Ok(SdkTracerProvider::builder()
         .with_span_processor(processor)
         .with_resource(resource.build())

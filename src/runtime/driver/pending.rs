@@ -29,11 +29,16 @@ impl Driver {
             return Ok(());
         }
         let payloads = std::mem::take(&mut self.pending);
-        self.deps
-            .store
-            .append_all(self.job.id, payloads)
-            .await
-            .map(drop)
+        let ending = match payloads.last() {
+            Some(EventPayload::Completed(_)) => Some("completed"),
+            Some(EventPayload::Failed(failure)) => Some(failure.error.code.as_str()),
+            _ => None,
+        };
+        self.deps.store.append_all(self.job.id, payloads).await?;
+        if ending.is_some() {
+            self.ended = ending;
+        }
+        Ok(())
     }
 
     /// `work`'s output, or the code of what stopped `race` first. Work that is ready at once

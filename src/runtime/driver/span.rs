@@ -9,18 +9,19 @@ use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::evidence::EndKind;
-use crate::execution::{ExecutionId, PlanTarget, UsageQuantity, UsageUnit};
+use crate::execution::{ErrorCode, ExecutionId, PlanTarget, UsageQuantity, UsageUnit};
 use crate::provider::CallStream;
-use crate::runtime::targets::ProviderSlot;
+use crate::store::StoreError;
 
 /// The operation every adapter performs (a chat completion, a message).
 const OPERATION: &str = "chat";
 
-/// The span of attempt `attempt` of execution `id` on `target`, served by `slot`.
+/// The span of attempt `attempt` of execution `id` on `target`, served by an adapter of
+/// kind `adapter` (none when the provider is not configured).
 pub(super) fn attempt(
     id: &ExecutionId,
     attempt: u32,
-    slot: &ProviderSlot,
+    adapter: Option<&'static str>,
     target: &PlanTarget,
 ) -> Span {
     tracing::debug_span!(
@@ -36,7 +37,7 @@ pub(super) fn attempt(
         outcome = Empty,
         "error.type" = Empty,
         gen_ai.operation.name = OPERATION,
-        gen_ai.provider.name = slot.config.adapter.name(),
+        gen_ai.provider.name = adapter,
         gen_ai.request.model = %target.model,
         gen_ai.response.model = Empty,
         gen_ai.usage.input_tokens = Empty,
@@ -70,13 +71,14 @@ pub(super) fn response_model(span: &Span, target: &PlanTarget, stream: &dyn Call
     };
 }
 
-/// Records how the attempt ended.
-pub(super) fn ended(span: &Span, end: &EndKind) {
+/// Records how the attempt ended: succeeded, failed (its class and code), cut (the code of
+/// what cut it), or broken off because the store failed.
+pub(super) fn ended(span: &Span, end: Result<&EndKind, &StoreError>) {
     if span.is_disabled() {
         return;
     }
     match end {
-        EndKind::Succeeded(reason) => {
+        Ok(EndKind::Succeeded(reason)) => {
             span.record("outcome", "succeeded");
             let reasons = vec![StringValue::from(reason.as_str())];
             span.set_attribute(
@@ -84,15 +86,23 @@ pub(super) fn ended(span: &Span, end: &EndKind) {
                 Value::Array(Array::String(reasons)),
             );
         }
-        EndKind::Failed(error) => {
+        Ok(EndKind::Failed(error)) => {
             span.record("outcome", "failed")
                 .record("class", error.class.as_str())
                 .record("error.type", error.code.as_str())
                 .record("otel.status_code", "error");
         }
-        EndKind::Cut(code) => {
+        Ok(EndKind::Cut(code)) => {
             span.record("outcome", "cut")
-                .record("error.type", code.as_str())
+                .record("error.type", code.as_str());
+            // A caller's cancellation is its choice, not a fault.
+            if *code != ErrorCode::Cancelled {
+                span.record("otel.status_code", "error");
+            }
+        }
+        Err(_) => {
+            span.record("outcome", "failed")
+                .record("error.type", "internal_error")
                 .record("otel.status_code", "error");
         }
     }

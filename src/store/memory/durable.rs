@@ -54,7 +54,13 @@ impl MemoryStore {
         let (delta, unseen) = slot.roll_back();
         self.add_bytes(delta);
         if unseen {
-            let evicted = self.evict(&mut self.write_index(), slot.id, self.journal.as_deref());
+            let evicted = {
+                let mut index = self.write_index();
+                let evicted = self.evict(&mut index, slot.id, self.journal.as_deref());
+                // Taken back, not let go: not counted among the evictions.
+                index.evicted -= u64::from(evicted.is_some());
+                evicted
+            };
             self.release(evicted.into_iter().collect());
         }
         !unseen
@@ -164,9 +170,12 @@ impl MemoryStore {
         count
     }
 
-    /// After a replay: retention in the order executions ended.
+    /// After a replay: retention in the order executions ended, and the evictions counted
+    /// from here (the replay's expiries happened before the restart).
     pub(in crate::store) fn sort_retention(&self) {
-        self.write_index().retention.sort();
+        let mut index = self.write_index();
+        index.retention.sort();
+        index.evicted = 0;
     }
 
     /// Every execution held now, listed while no create or expiry can come between it and
