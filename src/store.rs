@@ -13,6 +13,7 @@ mod file;
 mod follower;
 mod memory;
 mod retention;
+mod usage;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -29,6 +30,7 @@ pub use file::{FileStore, Opened, fuzz};
 pub use follower::{EventSource, Follower};
 pub use memory::MemoryStore;
 pub use retention::Retention;
+pub use usage::{MalformedCursor, UsageCursor, UsageEntry};
 
 /// A boxed future, so the SPI stays object-safe.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -160,6 +162,18 @@ pub trait EventStore: Send + Sync + 'static {
     /// append, readable to its last event even after the store lets the execution go
     /// (retention and capacity never wait for readers).
     fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError>;
+
+    /// The epoch of this store's usage order (`usage.rs`): the same across a durable
+    /// store's restarts, new for each memory store.
+    fn usage_epoch(&self) -> u64;
+
+    /// Up to `limit` usage facts of the executions the store holds, with positions after
+    /// `after`, in the order the store kept them, to the back of `into`. A fact readers
+    /// cannot see yet (not yet durable) ends the read: nothing after it is read before it.
+    fn read_usage(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>);
+
+    /// A wake-up whenever usage facts become readable.
+    fn usage_changes(&self) -> Changes;
 
     /// Capacity figures.
     fn stats(&self) -> StoreStats;

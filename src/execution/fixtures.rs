@@ -133,6 +133,7 @@ pub fn every_kind_but_accepted() -> Vec<EventPayload> {
             provider: "p".into(),
             model: "m".into(),
             labels: Arc::default(),
+            cursor: 0,
         })),
         EventPayload::AttemptFailed(Arc::new(record)),
         EventPayload::Completed(Arc::new(ExecutionResult {

@@ -14,7 +14,10 @@ use std::time::Duration;
 
 use super::{Created, EventStore, Follower, NewExecution, StoreError, StoreLimits};
 use crate::execution::fixtures::{attempt_started, completed, failed, routing, text};
-use crate::execution::{ErrorCode, Event, ExecutionId, ExecutionState, Fingerprint, Idempotency};
+use crate::execution::{
+    ErrorCode, Event, EventPayload, ExecutionId, ExecutionState, Fingerprint, Idempotency,
+    UsageFact, UsageSource, UsageUnit,
+};
 
 /// One `#[tokio::test]` per rule of the suite, each on a fresh store from `$make`, a
 /// `Fn(StoreLimits) -> impl Future<Output = Arc<dyn EventStore>>`. Use it inside a test module
@@ -35,6 +38,8 @@ macro_rules! event_store_conformance {
             a_follower_reads_to_the_end_after_its_execution_leaves,
             retention_expires_records_with_their_identities,
             bytes_are_counted_and_bounded,
+            usage_facts_are_read_in_the_order_they_were_kept,
+            usage_facts_leave_with_their_execution,
         );
     };
     (@rules $make:expr; $($rule:ident),* $(,)?) => {
@@ -525,6 +530,111 @@ where
     for id in running {
         assert!(store.get(id).is_ok());
     }
+}
+
+/// A usage fact of `quantity` input tokens in attempt 1.
+fn usage(quantity: u64) -> EventPayload {
+    EventPayload::Usage(Arc::new(UsageFact {
+        unit: UsageUnit::INPUT_TOKENS,
+        quantity,
+        source: UsageSource::ProviderReported,
+        attempt: 1,
+        provider: "p".into(),
+        model: "m".into(),
+        labels: Arc::default(),
+        cursor: 0,
+    }))
+}
+
+fn read_usage(store: &dyn EventStore, after: u64) -> Vec<crate::store::UsageEntry> {
+    let mut facts = Vec::new();
+    store.read_usage(after, usize::MAX, &mut facts);
+    facts
+}
+
+/// Usage facts of every execution come back in the order they were kept, each at a position
+/// past the one before, from any position on; a reader is woken by a new fact.
+pub async fn usage_facts_are_read_in_the_order_they_were_kept<F, Fut>(make: F)
+where
+    F: Fn(StoreLimits) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = roomy(make).await;
+    assert!(read_usage(&*store, 0).is_empty());
+    let a = create(&*store, new_execution(None)).await;
+    let b = create(&*store, new_execution(None)).await;
+    for id in [a, b] {
+        store.append(id, routing()).await.unwrap();
+        store.append(id, attempt_started(1)).await.unwrap();
+    }
+    let mut changes = store.usage_changes();
+    changes.mark_seen();
+    store.append(a, usage(1)).await.unwrap();
+    assert!(
+        futures_util::FutureExt::now_or_never(changes.changed()).is_some(),
+        "a new fact wakes the reader"
+    );
+    store.append(b, usage(2)).await.unwrap();
+    store
+        .append_all(a, vec![usage(3), usage(4), completed(1, "hi")])
+        .await
+        .unwrap();
+    let facts = read_usage(&*store, 0);
+    let quantities: Vec<u64> = facts.iter().map(|f| f.fact.quantity).collect();
+    assert_eq!(quantities, [1, 2, 3, 4], "in the order they were kept");
+    let positions: Vec<u64> = facts.iter().map(|f| f.fact.cursor).collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+    assert!(positions[0] > 0, "0 is before the first");
+    assert_eq!(
+        facts.iter().map(|f| f.execution_id).collect::<Vec<_>>(),
+        [a, b, a, a]
+    );
+    // Each entry names the event that carries its fact.
+    let events = store.follow(a).unwrap().read(0, usize::MAX);
+    let third = events
+        .iter()
+        .find(|e| e.sequence == facts[2].sequence)
+        .expect("the fact's event");
+    assert_eq!(third.payload, EventPayload::Usage(facts[2].fact.clone()));
+    for (i, fact) in facts.iter().enumerate() {
+        let rest = read_usage(&*store, fact.fact.cursor);
+        assert_eq!(rest, facts[i + 1..], "after position {}", fact.fact.cursor);
+    }
+    let mut page = Vec::new();
+    store.read_usage(0, 2, &mut page);
+    assert_eq!(page, facts[..2], "limit bounds a page");
+    // The same epoch throughout.
+    assert_eq!(store.usage_epoch(), store.usage_epoch());
+}
+
+/// A fact leaves the usage order with its execution.
+pub async fn usage_facts_leave_with_their_execution<F, Fut>(make: F)
+where
+    F: Fn(StoreLimits) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = make(limits(1, Duration::from_secs(3600))).await;
+    let first = create(&*store, new_execution(None)).await;
+    store.append(first, routing()).await.unwrap();
+    store.append(first, attempt_started(1)).await.unwrap();
+    store
+        .append_all(first, vec![usage(1), completed(1, "hi")])
+        .await
+        .unwrap();
+    let gone = read_usage(&*store, 0);
+    assert_eq!(gone.len(), 1);
+    // Room for one: the next execution makes the first go, with its facts.
+    let second = create(&*store, new_execution(None)).await;
+    store.append(second, routing()).await.unwrap();
+    store.append(second, attempt_started(1)).await.unwrap();
+    store.append(second, usage(2)).await.unwrap();
+    let facts = read_usage(&*store, 0);
+    assert_eq!(facts.len(), 1, "{facts:?}");
+    assert_eq!(facts[0].execution_id, second);
+    assert!(
+        facts[0].fact.cursor > gone[0].fact.cursor,
+        "a position is never given twice"
+    );
 }
 
 #[cfg(test)]

@@ -16,8 +16,8 @@ use std::task::{Context, Poll};
 use tokio::sync::Semaphore;
 
 use super::{
-    ChangeSignal, Created, EventSource, EventStore, Follower, NewExecution, StoreError,
-    StoreFuture, StoreStats,
+    ChangeSignal, Changes, Created, EventSource, EventStore, Follower, NewExecution, StoreError,
+    StoreFuture, StoreStats, UsageEntry,
 };
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
 
@@ -191,6 +191,18 @@ impl EventStore for FaultyStore {
             dropped.subscribe(),
             Arc::new(Through(follower)),
         ))
+    }
+
+    fn usage_epoch(&self) -> u64 {
+        self.inner.usage_epoch()
+    }
+
+    fn read_usage(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>) {
+        self.inner.read_usage(after, limit, into);
+    }
+
+    fn usage_changes(&self) -> Changes {
+        self.inner.usage_changes()
     }
 
     fn stats(&self) -> StoreStats {

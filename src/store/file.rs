@@ -13,6 +13,7 @@ mod codec;
 mod compact;
 pub mod fuzz;
 mod lock;
+mod mark;
 mod replay;
 mod seal;
 mod segment;
@@ -26,8 +27,8 @@ use std::time::SystemTime;
 
 use super::memory::Appended;
 use super::{
-    Created, EventStore, Follower, MemoryStore, NewExecution, StoreError, StoreFuture, StoreLimits,
-    StoreStats,
+    Changes, Created, EventStore, Follower, MemoryStore, NewExecution, StoreError, StoreFuture,
+    StoreLimits, StoreStats, UsageEntry,
 };
 use crate::config::FileStoreConfig;
 use crate::execution::{
@@ -124,6 +125,14 @@ impl FileStore {
         ));
         let replayed = replay::replay(&dir, &sealers, &memory)?;
         memory.sort_retention();
+        // The usage order goes on where it was (before the interrupted executions end, which
+        // may add facts): its epoch, and positions past every one given before.
+        let usage = memory.usage_log();
+        match mark::read(&dir)? {
+            Some((epoch, floor)) => usage.resume(epoch, floor),
+            None => mark::write(&dir, usage.epoch(), usage.next())
+                .map_err(|e| format!("cannot write to {}: {e}", dir.display()))?,
+        }
         let Some(current) = sealers.into_iter().next() else {
             return Err("the file store needs a key".into());
         };
@@ -443,6 +452,18 @@ impl EventStore for FileStore {
 
     fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
         self.memory.follow(id)
+    }
+
+    fn usage_epoch(&self) -> u64 {
+        self.memory.usage_epoch()
+    }
+
+    fn read_usage(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>) {
+        self.memory.read_usage(after, limit, into);
+    }
+
+    fn usage_changes(&self) -> Changes {
+        self.memory.usage_changes()
     }
 
     fn stats(&self) -> StoreStats {

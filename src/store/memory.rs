@@ -22,8 +22,8 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 
 use super::{
-    Created, EventSource, EventStore, Follower, NewExecution, Retention, StoreError, StoreFuture,
-    StoreLimits, StoreStats,
+    Changes, Created, EventSource, EventStore, Follower, NewExecution, Retention, StoreError,
+    StoreFuture, StoreLimits, StoreStats, UsageEntry,
 };
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState, IdMap};
 
@@ -32,9 +32,11 @@ mod journal;
 mod log;
 mod record;
 mod size;
+mod usage;
 
 pub(super) use journal::{Journal, Kept, Reveal};
 use record::Slot;
+pub(super) use usage::UsageLog;
 
 /// The bounded in-memory event store.
 #[derive(Debug)]
@@ -47,6 +49,8 @@ pub struct MemoryStore {
     /// Where a durable store writes what this one keeps; with one, events become visible
     /// only when the journal reveals them.
     journal: Option<Arc<dyn Journal>>,
+    /// The usage facts of the executions held, in the order they were kept.
+    usage: Arc<UsageLog>,
 }
 
 #[derive(Debug)]
@@ -79,7 +83,13 @@ impl MemoryStore {
             }),
             bytes: AtomicU64::new(0),
             journal,
+            usage: Arc::new(UsageLog::new()),
         }
+    }
+
+    /// The usage order, for a durable store to resume and mark.
+    pub(in crate::store) fn usage_log(&self) -> &UsageLog {
+        &self.usage
     }
 
     fn read_index(&self) -> RwLockReadGuard<'_, Index> {
@@ -202,7 +212,21 @@ impl MemoryStore {
             record.check_open(id)?;
             let single = payloads.len() == 1;
             let after = record.last_sequence();
-            let (terminal, delta) = record.append(at, payloads)?;
+            let has_usage = payloads.iter().any(|p| matches!(p, EventPayload::Usage(_)));
+            let (terminal, delta) = if has_usage {
+                // Under the record's lock and then the usage order's, so positions grow in
+                // the order facts are kept.
+                let (appended, kept) =
+                    self.usage
+                        .keep(id, after + 1, at, payloads, journal.is_none(), |payloads| {
+                            record.append(at, payloads)
+                        });
+                let appended = appended?;
+                record.kept_usage(kept);
+                appended
+            } else {
+                record.append(at, payloads)?
+            };
             self.add_bytes(delta);
             let last = record.last_sequence();
             // In the record's lock, so the journal has each execution's events in order.
@@ -210,7 +234,8 @@ impl MemoryStore {
                 Some(journal) => journal.appended(
                     id,
                     &mut record.events_after(after),
-                    Reveal::new(slot.clone(), last),
+                    Reveal::new(slot.clone(), last)
+                        .with_usage(has_usage.then(|| self.usage.clone())),
                 ),
                 None => {
                     record.reveal_all();
@@ -268,6 +293,7 @@ impl MemoryStore {
     ) -> Option<Arc<Slot>> {
         let slot = index.remove(id)?;
         index.evicted += 1;
+        self.usage.forget(slot.record().take_usage());
         if let Some(journal) = journal {
             journal.expired(id);
         }
@@ -358,6 +384,18 @@ impl EventStore for MemoryStore {
         let slot = self.slot(id)?;
         let changes = slot.changes.subscribe();
         Ok(Follower::new(changes, slot))
+    }
+
+    fn usage_epoch(&self) -> u64 {
+        self.usage.epoch()
+    }
+
+    fn read_usage(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>) {
+        self.usage.read(after, limit, into);
+    }
+
+    fn usage_changes(&self) -> Changes {
+        self.usage.changes()
     }
 
     fn stats(&self) -> StoreStats {

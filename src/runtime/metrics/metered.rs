@@ -9,7 +9,8 @@ use std::time::{Instant, SystemTime};
 use super::Metrics;
 use crate::execution::{AttemptCode, Event, EventPayload, Execution, ExecutionId, ExecutionState};
 use crate::store::{
-    Created, EventStore, Follower, NewExecution, StoreError, StoreFuture, StoreStats,
+    Changes, Created, EventStore, Follower, NewExecution, StoreError, StoreFuture, StoreStats,
+    UsageEntry,
 };
 
 /// `inner`, with every appended event counted in `metrics`.
@@ -133,6 +134,18 @@ impl EventStore for Metered {
 
     fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
         self.inner.follow(id)
+    }
+
+    fn usage_epoch(&self) -> u64 {
+        self.inner.usage_epoch()
+    }
+
+    fn read_usage(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>) {
+        self.inner.read_usage(after, limit, into);
+    }
+
+    fn usage_changes(&self) -> Changes {
+        self.inner.usage_changes()
     }
 
     fn stats(&self) -> StoreStats {

@@ -56,6 +56,9 @@ pub(super) fn compact(
             "the journal failed during the compaction",
         ));
     }
+    // Before the base drops the facts of what expired: how far usage positions went.
+    let usage = memory.usage_log();
+    super::mark::write(dir, usage.epoch(), usage.next())?;
     fs::rename(&temporary, segment::path(dir, Kind::Base, upto))?;
     segment::sync_dir(dir)?;
     Ok(Compacted {

@@ -74,6 +74,16 @@ impl EventStore for InTempDir {
     fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
         self.store.follow(id)
     }
+    fn usage_epoch(&self) -> u64 {
+        self.store.usage_epoch()
+    }
+    fn read_usage(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>) {
+        self.store.read_usage(after, limit, into);
+    }
+    fn usage_changes(&self) -> Changes {
+        self.store.usage_changes()
+    }
+
     fn stats(&self) -> StoreStats {
         self.store.stats()
     }
@@ -582,3 +592,5 @@ async fn a_compaction_cut_short_by_a_crash_replays_the_same() {
     }
     assert!(!temporary.exists() && !first.exists());
 }
+
+mod usage;

@@ -51,8 +51,9 @@ impl MemoryStore {
     }
 
     pub(super) fn roll_back_slot(&self, slot: &Slot) -> bool {
-        let (delta, unseen) = slot.roll_back();
+        let (delta, unseen, taken) = slot.roll_back();
         self.add_bytes(delta);
+        self.usage.forget(taken);
         if unseen {
             let evicted = {
                 let mut index = self.write_index();

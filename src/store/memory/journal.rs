@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::record::Slot;
+use super::usage::UsageLog;
 use crate::execution::{Event, ExecutionId, Idempotency, Labels};
 
 /// An execution's identity, as a journal records it with its first event.
@@ -39,16 +40,30 @@ pub(in crate::store) trait Journal: Send + Sync + std::fmt::Debug {
 pub(in crate::store) struct Reveal {
     slot: Arc<Slot>,
     upto: u64,
+    /// The usage order, when the events hold usage facts it shows with them.
+    usage: Option<Arc<UsageLog>>,
 }
 
 impl Reveal {
     pub(super) fn new(slot: Arc<Slot>, upto: u64) -> Self {
-        Self { slot, upto }
+        Self {
+            slot,
+            upto,
+            usage: None,
+        }
+    }
+
+    /// The events hold usage facts: `usage` shows them with the events.
+    pub(super) fn with_usage(self, usage: Option<Arc<UsageLog>>) -> Self {
+        Self { usage, ..self }
     }
 
     /// Makes the events visible and wakes the readers.
     pub fn reveal(self) {
         self.slot.reveal(self.upto);
+        if let Some(usage) = self.usage {
+            usage.reveal(self.slot.id, self.upto);
+        }
     }
 
     /// The journal could not make the events durable: takes back what no reader has seen

@@ -47,6 +47,9 @@ pub(super) struct Record {
     /// The record left the store with events not yet visible: its readers hear that no
     /// change will come only once they are (so they read to the end, not to `NotFound`).
     close_when_visible: bool,
+    /// Its usage facts' `(sequence, position)`s in the store's usage order, which they leave
+    /// with the record.
+    usage: Vec<(u64, u64)>,
 }
 
 /// A panic while a lock is held cannot leave a record half-updated in a way a later reader
@@ -92,6 +95,7 @@ impl Slot {
             counted: true,
             visible: 0,
             close_when_visible: false,
+            usage: Vec::new(),
         };
         record.push(Nanos::of(first.time), first.state, first.payload);
         let slot = Self {
@@ -140,17 +144,25 @@ impl Slot {
     }
 
     /// Takes back the events no reader has seen (the journal could not make them durable);
-    /// returns the change in bytes and whether no event was ever seen.
-    pub(super) fn roll_back(&self) -> (i64, bool) {
-        let (delta, close, unseen) = {
+    /// returns the change in bytes, whether no event was ever seen, and the usage positions
+    /// of the facts taken back.
+    pub(super) fn roll_back(&self) -> (i64, bool, Vec<u64>) {
+        let (delta, close, unseen, taken) = {
             let mut record = self.record();
             let delta = record.roll_back();
-            (delta, record.close_when_visible, record.visible == 0)
+            let visible = record.visible;
+            let (kept, taken): (Vec<_>, Vec<_>) = record
+                .usage
+                .iter()
+                .partition(|(sequence, _)| *sequence <= visible);
+            record.usage = kept;
+            let taken = taken.into_iter().map(|(_, position)| position).collect();
+            (delta, record.close_when_visible, visible == 0, taken)
         };
         if close {
             self.changes.close();
         }
-        (delta, unseen)
+        (delta, unseen, taken)
     }
 
     /// The record has left the store: tells its readers no change will come, now if they can
@@ -251,6 +263,18 @@ impl Record {
     }
 
     /// Shows every event stored so far.
+    /// Usage facts kept in the store's order: `(sequence, position)`s.
+    pub(super) fn kept_usage(&mut self, kept: Vec<(u64, u64)>) {
+        self.usage.extend(kept);
+    }
+
+    /// The usage positions of the record's facts, which leave the order with it.
+    pub(super) fn take_usage(&mut self) -> impl Iterator<Item = u64> + use<> {
+        std::mem::take(&mut self.usage)
+            .into_iter()
+            .map(|(_, position)| position)
+    }
+
     pub(super) fn reveal_all(&mut self) {
         self.visible = self.events.len();
     }
