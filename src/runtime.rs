@@ -13,6 +13,7 @@ mod metadata;
 mod metrics;
 mod targets;
 pub mod trace;
+mod usage;
 mod validate;
 mod watch;
 
@@ -24,6 +25,7 @@ use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
@@ -33,7 +35,7 @@ use crate::execution::{Acceptance, EventPayload, ExecuteRequest, Execution, Exec
 use crate::provider::{Provider, ProviderInitError};
 use crate::routing::{self, AttemptBudget, Plans};
 use crate::store::{
-    Created, EventStore, FileStore, MemoryStore, NewExecution, StoreError, StoreLimits,
+    Created, EventStore, FileStore, MemoryStore, NewExecution, StoreError, StoreLimits, UsageCursor,
 };
 use cancel::CANCEL_GRACE;
 use driver::{Deps, DriverHandle, Job, SizeLimits};
@@ -42,6 +44,7 @@ use validate::validate;
 
 pub use error::{Exhausted, FieldViolation, NotReady, RuntimeError, Violations};
 pub use metadata::{ProviderStatus, RuntimeMetadata, RuntimeState};
+pub use usage::{UsageRecord, UsageStream};
 pub use watch::EventStream;
 
 /// Whether a submission also follows its execution.
@@ -76,6 +79,9 @@ struct Inner {
     drivers: Mutex<IdMap<Arc<DriverHandle>>>,
     tasks: TaskTracker,
     stopping: AtomicBool,
+    /// Cancelled when shutdown begins: it ends the streams that would never end otherwise
+    /// (the usage export).
+    stop: CancellationToken,
 }
 
 /// Why a runtime could not be built.
@@ -162,6 +168,7 @@ impl RuntimeBuilder {
                 drivers: Mutex::new(IdMap::default()),
                 tasks: TaskTracker::new(),
                 stopping: AtomicBool::new(false),
+                stop: CancellationToken::new(),
             }),
         })
     }
@@ -408,6 +415,13 @@ impl Runtime {
         })
     }
 
+    /// Every usage fact the store holds after `after` (from the first without one), in the
+    /// store's usage order, then live ones, until shutdown begins (`usage.rs`).
+    pub fn stream_usage(&self, after: Option<UsageCursor>) -> UsageStream {
+        let stopping = self.inner.stop.clone().cancelled_owned();
+        UsageStream::new(self.inner.deps.store.clone(), after, stopping)
+    }
+
     /// The materialized view.
     pub fn get(&self, id: ExecutionId) -> Result<Execution, RuntimeError> {
         self.inner
@@ -436,6 +450,7 @@ impl Runtime {
             let _registrations = self.drivers();
             self.inner.stopping.store(true, Ordering::Release);
         }
+        self.inner.stop.cancel();
         self.inner.tasks.close();
         if tokio::time::timeout(drain_timeout, self.inner.tasks.wait())
             .await

@@ -35,6 +35,9 @@ mod generated {
 
 pub use generated::model_runtime_server::{ModelRuntime, ModelRuntimeServer};
 
+/// A stream of usage records on their way to a client.
+pub type UsageRecords = Pin<Box<dyn Stream<Item = Result<pb::UsageRecord, Status>> + Send>>;
+
 /// A stream of events on their way to a client.
 pub type WireEvents = Pin<Box<dyn Stream<Item = Result<WireEvent, Status>> + Send>>;
 
@@ -90,6 +93,7 @@ fn wire(events: EventStream) -> WireEvents {
 impl ModelRuntime for ModelRuntimeService {
     type ExecuteStream = WireEvents;
     type WatchStream = WireEvents;
+    type StreamUsageStream = UsageRecords;
 
     async fn execute(
         &self,
@@ -129,6 +133,20 @@ impl ModelRuntime for ModelRuntimeService {
             .watch(id, request.after_sequence)
             .map_err(status::to_status)?;
         Ok(Response::new(wire(events)))
+    }
+
+    async fn stream_usage(
+        &self,
+        request: Request<pb::StreamUsageRequest>,
+    ) -> Result<Response<Self::StreamUsageStream>, Status> {
+        let after = decode::usage_cursor(&request.get_ref().after_cursor, "after_cursor")
+            .map_err(status::to_status)?;
+        let records = self.runtime.stream_usage(after).map(|record| {
+            record
+                .map(|record| encode::usage_record(&record))
+                .map_err(status::to_status)
+        });
+        Ok(Response::new(Box::pin(records)))
     }
 
     async fn get_execution(

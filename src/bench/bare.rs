@@ -67,6 +67,7 @@ struct Bare {
 impl ModelRuntime for Bare {
     type ExecuteStream = Events;
     type WatchStream = Events;
+    type StreamUsageStream = Pin<Box<dyn Stream<Item = Result<pb::UsageRecord, Status>> + Send>>;
 
     async fn execute(
         &self,
@@ -115,6 +116,15 @@ impl ModelRuntime for Bare {
         &self,
         _request: Request<pb::GetRuntimeMetadataRequest>,
     ) -> Result<Response<pb::RuntimeMetadata>, Status> {
+        Err(Status::unimplemented(
+            "the bare baseline answers Execute only",
+        ))
+    }
+
+    async fn stream_usage(
+        &self,
+        _request: Request<pb::StreamUsageRequest>,
+    ) -> Result<Response<Self::StreamUsageStream>, Status> {
         Err(Status::unimplemented(
             "the bare baseline answers Execute only",
         ))

@@ -38,6 +38,7 @@ impl Counted for pb::WatchRequest {}
 impl Counted for pb::GetExecutionRequest {}
 impl Counted for pb::CancelExecutionRequest {}
 impl Counted for pb::GetRuntimeMetadataRequest {}
+impl Counted for pb::StreamUsageRequest {}
 
 /// Encodes `T` as prost does; decodes `U` after counting it.
 #[derive(Debug)]

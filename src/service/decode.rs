@@ -12,6 +12,7 @@ use crate::execution::{
 use crate::pb;
 use crate::runtime::limits::{MAX_CONTENT_PARTS, MAX_MESSAGES};
 use crate::runtime::{RuntimeError, Violations};
+use crate::store::{MalformedCursor, UsageCursor};
 
 /// The W3C trace context of a call (`traceparent`, `tracestate`), if it carries a valid one.
 /// The names are made once: looking a header up by text parses the name on every call.
@@ -76,6 +77,16 @@ pub fn execution_id(text: &str, field: &str) -> Result<ExecutionId, RuntimeError
     }
     text.parse()
         .map_err(|e: crate::execution::MalformedId| RuntimeError::invalid(field, e.to_string()))
+}
+
+/// A usage cursor; empty for none (the start of the order).
+pub fn usage_cursor(text: &str, field: &str) -> Result<Option<UsageCursor>, RuntimeError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse()
+        .map(Some)
+        .map_err(|e: MalformedCursor| RuntimeError::invalid(field, e.to_string()))
 }
 
 fn non_empty(s: String) -> Option<String> {

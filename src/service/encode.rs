@@ -9,7 +9,7 @@ use crate::execution::{
     Outcome, Output, Reasoning, ReasoningPiece, RoutingPlan, ToolCall, UsageFact, UsageSource,
 };
 use crate::pb;
-use crate::runtime::{RuntimeMetadata, RuntimeState};
+use crate::runtime::{RuntimeMetadata, RuntimeState, UsageRecord};
 
 /// A name the core shares (`Arc<str>`) as the wire's own string: a plain copy, where
 /// `to_string` would go through the formatter.
@@ -315,6 +315,18 @@ fn usage(f: &UsageFact) -> pb::UsageFact {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+    }
+}
+
+/// The wire form of a usage record.
+pub fn usage_record(record: &UsageRecord) -> pb::UsageRecord {
+    let entry = &record.entry;
+    pb::UsageRecord {
+        cursor: record.cursor.to_string(),
+        execution_id: entry.execution_id.to_text(),
+        sequence: entry.sequence,
+        time: Some(timestamp(entry.time)),
+        fact: Some(usage(&entry.fact)),
     }
 }
 
