@@ -24,7 +24,9 @@
 //! - [`pb`]: the generated wire types.
 //! - [`service`]: tonic glue: wire -> core -> wire, and the one error -> `Status` mapper.
 //! - [`server`]: the gRPC server with health and reflection, over HTTP/2 served by h2
-//!   directly so one stalled stream can be reset; [`telemetry`]: logging.
+//!   directly so one stalled stream can be reset; [`telemetry`]: logs and traces.
+//! - [`pricing`]: prices for usage facts, off the execution path: nothing else in the
+//!   library imports it (its layer is the top one).
 //!
 //! # Layers
 //! Bottom to top. A module imports only from layers below its own, never from its own layer
@@ -38,6 +40,7 @@
 //! 5. `pb`
 //! 6. `service`
 //! 7. `server`, `telemetry`
+//! 8. `pricing`
 //!
 //! # Rules and their homes
 //! Each rule of the protocol is written once:
@@ -70,6 +73,7 @@
 pub mod config;
 pub mod execution;
 pub mod pb;
+pub mod pricing;
 pub mod provider;
 pub mod routing;
 pub mod runtime;

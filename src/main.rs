@@ -36,6 +36,34 @@ struct Cli {
     log_format: LogFormatArg,
 }
 
+/// Where `usage` and `price` read facts.
+#[derive(clap::Args)]
+struct SourceArgs {
+    /// A server to read `StreamUsage` from: host:port, http://host:port or unix:/path.
+    #[arg(long, conflicts_with = "from_file")]
+    addr: Option<String>,
+    /// Resume after this cursor (a usage record's `cursor`).
+    #[arg(long, default_value = "", requires = "addr")]
+    after: String,
+    /// Stop once no fact has come for this long (caught up).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    idle: std::time::Duration,
+    /// Facts from a file, one JSON object per line (as `usage` prints them).
+    #[arg(long)]
+    from_file: Option<PathBuf>,
+}
+
+impl SourceArgs {
+    fn source(self, follow: bool) -> cli::Source {
+        cli::Source {
+            addr: self.addr,
+            after: self.after,
+            idle: (!follow).then_some(self.idle),
+            from_file: self.from_file,
+        }
+    }
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum LogFormatArg {
     Text,
@@ -81,6 +109,29 @@ enum Command {
         /// How long connecting and the answer may take.
         #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
         timeout: std::time::Duration,
+    },
+    /// Print the usage export (`StreamUsage`) as one JSON object per line, from a cursor.
+    Usage {
+        #[command(flatten)]
+        source: SourceArgs,
+        /// Keep following live facts instead of stopping once caught up.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Price usage facts with a price table (TOML, or LiteLLM's JSON map): each fact's line,
+    /// priced or explicitly unpriced, and the totals.
+    Price {
+        /// The price table: a TOML table, or LiteLLM's model_prices_and_context_window.json.
+        #[arg(long)]
+        prices: PathBuf,
+        #[command(flatten)]
+        source: SourceArgs,
+        /// Total by this label's value too (e.g. tenant).
+        #[arg(long)]
+        by: Option<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Validate a config file and exit.
     CheckConfig {
@@ -146,6 +197,13 @@ fn main() -> ExitCode {
             })
         }
         Command::Bench(args) => run(bench::main(args)),
+        Command::Usage { source, follow } => run(cli::usage(source.source(follow))),
+        Command::Price {
+            prices,
+            source,
+            by,
+            json,
+        } => run(cli::price(source.source(false), prices, by, json)),
         Command::Health {
             addr,
             service,

@@ -1,0 +1,170 @@
+//! `usage` and `price`: the usage export read from a server (`StreamUsage`) or a file, as
+//! JSON lines, or priced with a price table (`model_runtime::pricing`).
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use model_runtime::pb;
+use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
+use model_runtime::pricing::{Fact, PriceTable, Report, resolve};
+
+use super::{connect, endpoint};
+
+/// Where facts come from.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// A server's `StreamUsage`.
+    pub addr: Option<String>,
+    /// Resume after this cursor (with `addr`).
+    pub after: String,
+    /// Read until no fact has come for this long (with `addr`); `None`: follow for ever.
+    pub idle: Option<Duration>,
+    /// A file of facts, one JSON object per line (as `usage` writes them).
+    pub from_file: Option<PathBuf>,
+}
+
+/// `usage`: prints each fact as one JSON object per line, with its cursor.
+pub async fn usage(source: Source) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let printed = read(&source, |fact| {
+        serde_json::to_writer(&mut out, &fact)
+            .map_err(|e| e.to_string())
+            .and_then(|()| writeln!(out).map_err(|e| e.to_string()))
+    })
+    .await;
+    exit(printed)
+}
+
+/// `price`: resolves each fact with the table in `prices`; prints the lines and the totals
+/// (by the label `by`), as a table or as JSON.
+pub async fn price(source: Source, prices: PathBuf, by: Option<String>, json: bool) -> ExitCode {
+    let table = match PriceTable::load(&prices) {
+        Ok(table) => table,
+        Err(e) => {
+            eprintln!("--prices: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut lines = Vec::new();
+    let read = read(&source, |fact| {
+        lines.push(resolve(&table, fact));
+        Ok(())
+    })
+    .await;
+    if let Err(e) = read {
+        eprintln!("{e}");
+        return ExitCode::from(1);
+    }
+    let report = Report::new(table.currency.clone(), by, lines);
+    if json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(1);
+            }
+        }
+    } else {
+        print!("{}", report.table());
+    }
+    ExitCode::SUCCESS
+}
+
+fn exit(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Hands every fact of `source` to `each`, in order.
+async fn read(
+    source: &Source,
+    mut each: impl FnMut(Fact) -> Result<(), String>,
+) -> Result<(), String> {
+    match (&source.addr, &source.from_file) {
+        (_, Some(path)) => {
+            let file = std::fs::File::open(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+                let line = line.map_err(|e| format!("{}: {e}", path.display()))?;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let fact: Fact = serde_json::from_str(&line)
+                    .map_err(|e| format!("{} line {}: {e}", path.display(), i + 1))?;
+                each(fact)?;
+            }
+            Ok(())
+        }
+        (Some(addr), None) => {
+            let uri = endpoint(addr).ok_or_else(|| {
+                format!(
+                    "invalid address `{addr}`: expected host:port, http://host:port or unix:/path"
+                )
+            })?;
+            let channel = connect(&uri)
+                .await
+                .map_err(|e| format!("cannot connect to {uri}: {e}"))?;
+            let mut stream = ModelRuntimeClient::new(channel)
+                .stream_usage(pb::StreamUsageRequest {
+                    after_cursor: source.after.clone(),
+                })
+                .await
+                .map_err(|s| format!("{}: {}", s.code(), s.message()))?
+                .into_inner();
+            loop {
+                let next = match source.idle {
+                    Some(idle) => match tokio::time::timeout(idle, stream.message()).await {
+                        Ok(next) => next,
+                        // Caught up: nothing more for the idle time.
+                        Err(_) => return Ok(()),
+                    },
+                    None => stream.message().await,
+                };
+                match next.map_err(|s| format!("{}: {}", s.code(), s.message()))? {
+                    Some(record) => each(fact(record))?,
+                    None => return Ok(()),
+                }
+            }
+        }
+        (None, None) => Err("give --addr (a server) or --from-file (JSON lines)".into()),
+    }
+}
+
+/// A usage record as a pricing fact.
+fn fact(record: pb::UsageRecord) -> Fact {
+    let fact = record.fact.unwrap_or_default();
+    let source = match fact.source() {
+        pb::UsageSource::ProviderReported => "provider_reported",
+        pb::UsageSource::RuntimeMeasured => "runtime_measured",
+        pb::UsageSource::RuntimeEstimated => "runtime_estimated",
+        pb::UsageSource::Unspecified => "unspecified",
+    };
+    let time = record
+        .time
+        .and_then(|t| {
+            let secs = u64::try_from(t.seconds).ok()?;
+            let nanos = u32::try_from(t.nanos).ok()?;
+            Some(std::time::UNIX_EPOCH + Duration::new(secs, nanos))
+        })
+        .map(|t| humantime::format_rfc3339_nanos(t).to_string())
+        .unwrap_or_default();
+    Fact {
+        cursor: record.cursor,
+        execution_id: record.execution_id,
+        attempt: fact.attempt,
+        provider: fact.provider,
+        model: fact.model,
+        source: source.to_owned(),
+        unit: fact.unit,
+        quantity: fact.quantity,
+        labels: fact.labels.into_iter().collect(),
+        time,
+    }
+}

@@ -1,0 +1,168 @@
+//! Lines and their totals, as a table or as JSON. Totals are kept per value of one label
+//! (a tenant, say) and overall; unpriced facts are counted apart, with their quantities per
+//! unit, and never add to an amount.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::{Amount, Line};
+
+/// What one group of facts comes to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Total {
+    /// The sum of the priced lines.
+    pub amount: Amount,
+    /// How many facts were priced.
+    pub priced: u64,
+    /// How many were not.
+    pub unpriced: u64,
+    /// The unpriced quantities, by unit.
+    pub unpriced_quantities: BTreeMap<String, u64>,
+}
+
+impl Total {
+    fn add(&mut self, line: &Line) {
+        match line {
+            Line::Priced { amount, .. } => {
+                self.amount = self.amount + *amount;
+                self.priced += 1;
+            }
+            Line::Unpriced { fact, .. } => {
+                self.unpriced += 1;
+                let quantity = self
+                    .unpriced_quantities
+                    .entry(fact.unit.clone())
+                    .or_default();
+                *quantity = quantity.saturating_add(fact.quantity);
+            }
+        }
+    }
+}
+
+/// Every line, and the totals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// The table's currency.
+    pub currency: String,
+    /// The label totals are grouped by, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// In the order the facts came.
+    pub lines: Vec<Line>,
+    /// By the label's value (`(none)` for facts without the label).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub totals: BTreeMap<String, Total>,
+    /// Over every line.
+    pub total: Total,
+}
+
+/// The group of facts without the label.
+const NONE: &str = "(none)";
+
+impl Report {
+    /// A report of `lines` in `currency`, with totals by the label `by`.
+    pub fn new(currency: String, by: Option<String>, lines: Vec<Line>) -> Self {
+        let mut totals: BTreeMap<String, Total> = BTreeMap::new();
+        let mut total = Total::default();
+        for line in &lines {
+            total.add(line);
+            if let Some(label) = &by {
+                let value = line.fact().labels.get(label).map_or(NONE, String::as_str);
+                totals.entry(value.to_owned()).or_default().add(line);
+            }
+        }
+        Self {
+            currency,
+            by,
+            lines,
+            totals,
+            total,
+        }
+    }
+
+    /// As aligned text: the lines, then the totals.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let mut rows = vec![[
+            "execution".to_owned(),
+            "attempt".into(),
+            "provider/model".into(),
+            "unit".into(),
+            "quantity".into(),
+            "unit price".into(),
+            format!("amount ({})", self.currency),
+        ]];
+        for line in &self.lines {
+            let fact = line.fact();
+            let (price, amount) = match line {
+                Line::Priced {
+                    unit_price,
+                    part_of,
+                    amount,
+                    ..
+                } => (
+                    match part_of {
+                        Some(whole) => format!("{unit_price} (vs {whole})"),
+                        None => unit_price.to_string(),
+                    },
+                    amount.to_string(),
+                ),
+                Line::Unpriced { missing, .. } => ("unpriced".to_owned(), missing.clone()),
+            };
+            rows.push([
+                fact.execution_id.clone(),
+                fact.attempt.to_string(),
+                format!("{}/{}", fact.provider, fact.model),
+                fact.unit.clone(),
+                fact.quantity.to_string(),
+                price,
+                amount,
+            ]);
+        }
+        let widths: Vec<usize> = (0..7)
+            .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+            .collect();
+        for row in &rows {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(cell, width)| format!("{cell:<width$}"))
+                .collect();
+            let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+        }
+        out.push('\n');
+        let mut groups: Vec<(String, &Total)> = self
+            .totals
+            .iter()
+            .map(|(value, total)| {
+                let label = self.by.as_deref().unwrap_or_default();
+                (format!("{label}={value}"), total)
+            })
+            .collect();
+        groups.push(("total".to_owned(), &self.total));
+        for (name, total) in groups {
+            let _ = write!(
+                out,
+                "{name}: {} {} from {} priced facts",
+                total.amount, self.currency, total.priced
+            );
+            if total.unpriced > 0 {
+                let quantities: Vec<String> = total
+                    .unpriced_quantities
+                    .iter()
+                    .map(|(unit, quantity)| format!("{quantity} {unit}"))
+                    .collect();
+                let _ = write!(
+                    out,
+                    "; {} unpriced facts ({}) not in the amount",
+                    total.unpriced,
+                    quantities.join(", ")
+                );
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
