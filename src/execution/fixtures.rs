@@ -11,6 +11,20 @@ use crate::execution::{
     ToolCallStart, UsageFact, UsageSource, UsageUnit,
 };
 
+/// A usage fact of `quantity` input tokens in attempt 1 on `p/m`.
+pub fn usage(quantity: u64) -> EventPayload {
+    EventPayload::Usage(Arc::new(UsageFact {
+        unit: UsageUnit::INPUT_TOKENS,
+        quantity,
+        source: UsageSource::ProviderReported,
+        attempt: 1,
+        provider: "p".into(),
+        model: "m".into(),
+        labels: Arc::default(),
+        position: 0,
+    }))
+}
+
 /// An `execution.accepted` payload.
 pub fn accepted() -> EventPayload {
     EventPayload::Accepted(Arc::new(Acceptance {
@@ -133,7 +147,7 @@ pub fn every_kind_but_accepted() -> Vec<EventPayload> {
             provider: "p".into(),
             model: "m".into(),
             labels: Arc::default(),
-            cursor: 0,
+            position: 0,
         })),
         EventPayload::AttemptFailed(Arc::new(record)),
         EventPayload::Completed(Arc::new(ExecutionResult {

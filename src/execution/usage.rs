@@ -97,13 +97,13 @@ pub struct UsageFact {
     /// The request's labels. Not serialized: a store keeps them once, with the execution.
     #[serde(skip)]
     pub labels: Arc<Labels>,
-    /// Where the fact stands in its store's usage order (what `StreamUsage` resumes from):
-    /// set by the store that keeps it, 0 before. Kept with the fact, so a durable store's
-    /// order survives restarts and compactions.
+    /// Where the fact stands in its store's usage order (the position of a `StreamUsage`
+    /// cursor): set by the store that keeps it, 0 before. Kept with the fact, so a durable
+    /// store's order survives restarts and compactions.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub cursor: u64,
+    pub position: u64,
 }
 
-fn is_zero(cursor: &u64) -> bool {
-    *cursor == 0
+fn is_zero(position: &u64) -> bool {
+    *position == 0
 }

@@ -83,7 +83,7 @@ impl Stream for UsageStream {
         }
         loop {
             if let Some(entry) = s.buffer.pop_front() {
-                s.after = entry.fact.cursor;
+                s.after = entry.fact.position;
                 let cursor = UsageCursor {
                     epoch: s.epoch,
                     position: s.after,

@@ -45,10 +45,16 @@ impl ChangeSignal {
         Arc::new(Self::default())
     }
 
-    /// Records a change and wakes every waiting reader.
+    /// Records a change and wakes every waiting reader. With no reader, there is no one to
+    /// wake (and `notify_waiters` takes a lock): a reader that subscribes later starts from
+    /// this version and reads the store, so it misses nothing.
     pub fn publish(&self) {
-        self.version.fetch_add(1, Ordering::Release);
-        self.notify.notify_waiters();
+        // SeqCst here and where a reader registers and looks: a publisher that sees no
+        // reader, and a reader that sees the old version, cannot both happen.
+        self.version.fetch_add(1, Ordering::SeqCst);
+        if self.readers.load(Ordering::SeqCst) > 0 {
+            self.notify.notify_waiters();
+        }
     }
 
     /// No more changes will come (the execution left the store); wakes every reader.
@@ -59,9 +65,9 @@ impl ChangeSignal {
 
     /// A new reader, which has seen everything published so far.
     pub fn subscribe(self: &Arc<Self>) -> Changes {
-        self.readers.fetch_add(1, Ordering::AcqRel);
+        self.readers.fetch_add(1, Ordering::SeqCst);
         Changes {
-            seen: self.version.load(Ordering::Acquire),
+            seen: self.version.load(Ordering::SeqCst),
             signal: self.clone(),
             waiter: None,
         }
@@ -82,7 +88,7 @@ impl Changes {
     /// Marks every change so far as seen: call before reading the store, so an append that
     /// lands after the read is still waited for.
     pub fn mark_seen(&mut self) {
-        self.seen = self.signal.version.load(Ordering::Acquire);
+        self.seen = self.signal.version.load(Ordering::SeqCst);
     }
 
     /// Waits for a change not yet marked seen, or `Closed`.
@@ -99,7 +105,7 @@ impl Changes {
                 .get_or_insert_with(|| Box::pin(notify.clone().notified_owned()));
             // Register before looking, so a publish between the look and the wait wakes us.
             waiter.as_mut().enable();
-            let version = self.signal.version.load(Ordering::Acquire);
+            let version = self.signal.version.load(Ordering::SeqCst);
             if version != self.seen {
                 self.seen = version;
                 return Poll::Ready(Ok(()));

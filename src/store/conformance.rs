@@ -13,10 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Created, EventStore, Follower, NewExecution, StoreError, StoreLimits};
-use crate::execution::fixtures::{attempt_started, completed, failed, routing, text};
+use crate::execution::fixtures::{attempt_started, completed, failed, routing, text, usage};
 use crate::execution::{
     ErrorCode, Event, EventPayload, ExecutionId, ExecutionState, Fingerprint, Idempotency,
-    UsageFact, UsageSource, UsageUnit,
 };
 
 /// One `#[tokio::test]` per rule of the suite, each on a fresh store from `$make`, a
@@ -532,20 +531,6 @@ where
     }
 }
 
-/// A usage fact of `quantity` input tokens in attempt 1.
-fn usage(quantity: u64) -> EventPayload {
-    EventPayload::Usage(Arc::new(UsageFact {
-        unit: UsageUnit::INPUT_TOKENS,
-        quantity,
-        source: UsageSource::ProviderReported,
-        attempt: 1,
-        provider: "p".into(),
-        model: "m".into(),
-        labels: Arc::default(),
-        cursor: 0,
-    }))
-}
-
 fn read_usage(store: &dyn EventStore, after: u64) -> Vec<crate::store::UsageEntry> {
     let mut facts = Vec::new();
     store.read_usage(after, usize::MAX, &mut facts);
@@ -582,7 +567,7 @@ where
     let facts = read_usage(&*store, 0);
     let quantities: Vec<u64> = facts.iter().map(|f| f.fact.quantity).collect();
     assert_eq!(quantities, [1, 2, 3, 4], "in the order they were kept");
-    let positions: Vec<u64> = facts.iter().map(|f| f.fact.cursor).collect();
+    let positions: Vec<u64> = facts.iter().map(|f| f.fact.position).collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
     assert!(positions[0] > 0, "0 is before the first");
     assert_eq!(
@@ -597,8 +582,13 @@ where
         .expect("the fact's event");
     assert_eq!(third.payload, EventPayload::Usage(facts[2].fact.clone()));
     for (i, fact) in facts.iter().enumerate() {
-        let rest = read_usage(&*store, fact.fact.cursor);
-        assert_eq!(rest, facts[i + 1..], "after position {}", fact.fact.cursor);
+        let rest = read_usage(&*store, fact.fact.position);
+        assert_eq!(
+            rest,
+            facts[i + 1..],
+            "after position {}",
+            fact.fact.position
+        );
     }
     let mut page = Vec::new();
     store.read_usage(0, 2, &mut page);
@@ -632,7 +622,7 @@ where
     assert_eq!(facts.len(), 1, "{facts:?}");
     assert_eq!(facts[0].execution_id, second);
     assert!(
-        facts[0].fact.cursor > gone[0].fact.cursor,
+        facts[0].fact.position > gone[0].fact.position,
         "a position is never given twice"
     );
 }

@@ -125,8 +125,8 @@ impl FileStore {
         ));
         let replayed = replay::replay(&dir, &sealers, &memory)?;
         memory.sort_retention();
-        // The usage order goes on where it was (before the interrupted executions end, which
-        // may add facts): its epoch, and positions past every one given before.
+        // The usage order goes on where it was: its epoch, and positions past every one given
+        // before (set before anything is appended).
         let usage = memory.usage_log();
         match mark::read(&dir)? {
             Some((epoch, floor)) => usage.resume(epoch, floor),

@@ -213,17 +213,30 @@ impl MemoryStore {
             let single = payloads.len() == 1;
             let after = record.last_sequence();
             let has_usage = payloads.iter().any(|p| matches!(p, EventPayload::Usage(_)));
+            let mut kept = None;
             let (terminal, delta) = if has_usage {
                 // Under the record's lock and then the usage order's, so positions grow in
                 // the order facts are kept.
-                let (appended, kept) =
-                    self.usage
-                        .keep(id, after + 1, at, payloads, journal.is_none(), |payloads| {
-                            record.append(at, payloads)
-                        });
-                let appended = appended?;
-                record.kept_usage(kept);
-                appended
+                let mut positions = record.take_positions();
+                let before = positions.len();
+                let batch = usage::Batch {
+                    id,
+                    first: after + 1,
+                    at,
+                    shown: journal.is_none(),
+                };
+                let appended = self
+                    .usage
+                    .keep(batch, payloads, &mut positions, |payloads| {
+                        record.append(at, payloads)
+                    });
+                if let (Some((_, first)), Some((_, last))) =
+                    (positions.get(before), positions.last())
+                {
+                    kept = Some(*first..=*last);
+                }
+                record.put_positions(positions);
+                appended?
             } else {
                 record.append(at, payloads)?
             };
@@ -235,7 +248,7 @@ impl MemoryStore {
                     id,
                     &mut record.events_after(after),
                     Reveal::new(slot.clone(), last)
-                        .with_usage(has_usage.then(|| self.usage.clone())),
+                        .with_usage(kept.map(|positions| (self.usage.clone(), positions))),
                 ),
                 None => {
                     record.reveal_all();

@@ -18,7 +18,7 @@ use crate::execution::{ExecutionId, UsageFact};
 /// One fact in the usage order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UsageEntry {
-    /// The fact (its `cursor` is its position).
+    /// The fact (with its position).
     pub fact: Arc<UsageFact>,
     /// The execution that reported it.
     pub execution_id: ExecutionId,

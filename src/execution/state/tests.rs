@@ -70,7 +70,7 @@ fn payload(kind: Kind, committed: bool) -> EventPayload {
             provider: "p".into(),
             model: "m".into(),
             labels: Default::default(),
-            cursor: 0,
+            position: 0,
         })),
         Kind::Progress => EventPayload::Progress {
             attempt: 1,

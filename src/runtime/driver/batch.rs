@@ -153,7 +153,7 @@ impl Driver {
             provider: target.provider.clone(),
             model: target.model.clone(),
             labels: self.job.labels.clone(),
-            cursor: 0,
+            position: 0,
         }))
     }
 }

@@ -107,7 +107,7 @@ fn payloads() -> Vec<EventPayload> {
             provider: "p".into(),
             model: "m".into(),
             labels: Arc::default(),
-            cursor: 0,
+            position: 0,
         })),
         EventPayload::Usage(Arc::new(UsageFact {
             unit: UsageUnit::INPUT_TOKENS,
@@ -121,7 +121,7 @@ fn payloads() -> Vec<EventPayload> {
                 ("empty".to_owned(), String::new()),
                 (String::new(), "no key".to_owned()),
             ])),
-            cursor: 0,
+            position: 0,
         })),
         EventPayload::AttemptFailed(Arc::new(AttemptRecord {
             number: 2,

@@ -231,7 +231,8 @@ impl MemoryStore {
         };
         let (terminal, close) = {
             let mut record = slot.record();
-            let mut delta = record.roll_back();
+            let (mut delta, taken) = record.roll_back();
+            self.usage.forget(taken);
             let events: Vec<Event> = record.events_after(0).collect();
             let key = slot.idempotency.as_ref().map(|i| i.key.clone());
             let Some(mut view) = events

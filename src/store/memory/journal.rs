@@ -3,6 +3,7 @@
 //! each change under the lock that orders it; the journal makes the change durable and then
 //! [`Reveal`]s it, and only then do readers see it.
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use super::record::Slot;
@@ -40,8 +41,8 @@ pub(in crate::store) trait Journal: Send + Sync + std::fmt::Debug {
 pub(in crate::store) struct Reveal {
     slot: Arc<Slot>,
     upto: u64,
-    /// The usage order, when the events hold usage facts it shows with them.
-    usage: Option<Arc<UsageLog>>,
+    /// The usage order and the positions of the facts the events hold, shown with them.
+    usage: Option<(Arc<UsageLog>, RangeInclusive<u64>)>,
 }
 
 impl Reveal {
@@ -53,16 +54,16 @@ impl Reveal {
         }
     }
 
-    /// The events hold usage facts: `usage` shows them with the events.
-    pub(super) fn with_usage(self, usage: Option<Arc<UsageLog>>) -> Self {
+    /// The events hold usage facts at `positions` of `usage`, shown with the events.
+    pub(super) fn with_usage(self, usage: Option<(Arc<UsageLog>, RangeInclusive<u64>)>) -> Self {
         Self { usage, ..self }
     }
 
     /// Makes the events visible and wakes the readers.
     pub fn reveal(self) {
         self.slot.reveal(self.upto);
-        if let Some(usage) = self.usage {
-            usage.reveal(self.slot.id, self.upto);
+        if let Some((usage, positions)) = self.usage {
+            usage.reveal(positions);
         }
     }
 

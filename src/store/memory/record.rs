@@ -149,15 +149,8 @@ impl Slot {
     pub(super) fn roll_back(&self) -> (i64, bool, Vec<u64>) {
         let (delta, close, unseen, taken) = {
             let mut record = self.record();
-            let delta = record.roll_back();
-            let visible = record.visible;
-            let (kept, taken): (Vec<_>, Vec<_>) = record
-                .usage
-                .iter()
-                .partition(|(sequence, _)| *sequence <= visible);
-            record.usage = kept;
-            let taken = taken.into_iter().map(|(_, position)| position).collect();
-            (delta, record.close_when_visible, visible == 0, taken)
+            let (delta, taken) = record.roll_back();
+            (delta, record.close_when_visible, record.visible == 0, taken)
         };
         if close {
             self.changes.close();
@@ -242,10 +235,19 @@ impl Record {
     }
 
     /// Takes back the events no reader has seen (a journal could not make them durable):
-    /// the record is as it was after its last visible event. Returns the change in bytes.
-    pub(super) fn roll_back(&mut self) -> i64 {
+    /// the record is as it was after its last visible event. Returns the change in bytes and
+    /// the usage positions of the facts taken back.
+    pub(super) fn roll_back(&mut self) -> (i64, Vec<u64>) {
         let before = self.bytes();
         self.events.truncate(self.visible);
+        let visible = self.visible;
+        let taken = self
+            .usage
+            .iter()
+            .filter(|(sequence, _)| *sequence > visible)
+            .map(|(_, position)| *position)
+            .collect();
+        self.usage.retain(|(sequence, _)| *sequence <= visible);
         let mut lifecycle = Lifecycle::default();
         self.event_heap = 0;
         for event in self.events.events(0) {
@@ -254,7 +256,7 @@ impl Record {
             self.event_heap += size::heap(&event.payload);
         }
         self.lifecycle = lifecycle;
-        self.change(before)
+        (self.change(before), taken)
     }
 
     /// Whether readers wait to hear that the record left the store once all is visible.
@@ -262,10 +264,13 @@ impl Record {
         self.close_when_visible
     }
 
-    /// Shows every event stored so far.
-    /// Usage facts kept in the store's order: `(sequence, position)`s.
-    pub(super) fn kept_usage(&mut self, kept: Vec<(u64, u64)>) {
-        self.usage.extend(kept);
+    /// Its usage facts' `(sequence, position)`s, to add to while appending (then put back).
+    pub(super) fn take_positions(&mut self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.usage)
+    }
+
+    pub(super) fn put_positions(&mut self, positions: Vec<(u64, u64)>) {
+        self.usage = positions;
     }
 
     /// The usage positions of the record's facts, which leave the order with it.
@@ -275,6 +280,7 @@ impl Record {
             .map(|(_, position)| position)
     }
 
+    /// Shows every event stored so far.
     pub(super) fn reveal_all(&mut self) {
         self.visible = self.events.len();
     }

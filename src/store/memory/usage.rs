@@ -3,7 +3,8 @@
 //! lock and then this log's, so positions grow in the order facts were kept; a journaled
 //! store shows a fact only once the journal has it on disk, and a reader stops at the first
 //! fact not yet shown, so it never passes over one that is still to come. A fact leaves the
-//! order with its execution (or, not yet shown, when the journal could not keep it).
+//! order with its execution (or, not yet shown, when the journal could not keep it); a
+//! reader stopped at a fact that leaves is woken to read past it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +13,19 @@ use std::time::SystemTime;
 
 use crate::execution::{EventPayload, ExecutionId};
 use crate::store::{ChangeSignal, Changes, UsageEntry};
+
+/// A batch of events appended together, as the usage order keeps its facts.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::store) struct Batch {
+    /// The execution.
+    pub id: ExecutionId,
+    /// The sequence of its first event.
+    pub first: u64,
+    /// When it was appended.
+    pub at: SystemTime,
+    /// Whether its facts are shown at once (else once [`UsageLog::reveal`]ed).
+    pub shown: bool,
+}
 
 /// The order, and the wake-up of its readers.
 #[derive(Debug)]
@@ -26,8 +40,6 @@ struct Inner {
     /// The next position to give.
     next: u64,
     entries: BTreeMap<u64, Held>,
-    /// Positions of facts not yet shown, oldest first.
-    hidden: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -78,73 +90,68 @@ impl UsageLog {
         inner.next = inner.next.max(next);
     }
 
-    /// Gives the usage facts among `payloads` (events `first..` of `id`) their positions, a
-    /// fact that has one (replayed) keeping it; then runs `append`, and keeps the facts in
-    /// the order if it succeeds, shown at once or once [`reveal`](Self::reveal)ed. Returns
-    /// `append`'s result and the facts' `(sequence, position)`s.
+    /// Gives the usage facts among `payloads` (the batch `batch` describes) their positions,
+    /// a fact that has one (replayed) keeping it, and keeps them in the order, their
+    /// `(sequence, position)`s pushed to `positions`; then runs `append`, and takes them back
+    /// if it fails. No allocation of its own: a batch of facts is kept directly.
     pub(in crate::store) fn keep<T, E>(
         &self,
-        id: ExecutionId,
-        first: u64,
-        at: SystemTime,
+        batch: Batch,
         mut payloads: Vec<EventPayload>,
-        shown: bool,
+        positions: &mut Vec<(u64, u64)>,
         append: impl FnOnce(Vec<EventPayload>) -> Result<T, E>,
-    ) -> (Result<T, E>, Vec<(u64, u64)>) {
+    ) -> Result<T, E> {
+        let Batch {
+            id,
+            first,
+            at,
+            shown,
+        } = batch;
         let mut inner = self.lock();
-        let mut facts = Vec::new();
+        let before = positions.len();
         for (sequence, payload) in (first..).zip(payloads.iter_mut()) {
             if let EventPayload::Usage(fact) = payload {
-                if fact.cursor == 0 {
-                    Arc::make_mut(fact).cursor = inner.next;
+                if fact.position == 0 {
+                    Arc::make_mut(fact).position = inner.next;
                 }
-                inner.next = inner.next.max(fact.cursor + 1);
-                facts.push((sequence, fact.clone()));
+                let position = fact.position;
+                inner.next = inner.next.max(position + 1);
+                let entry = UsageEntry {
+                    fact: fact.clone(),
+                    execution_id: id,
+                    sequence,
+                    time: at,
+                };
+                inner.entries.insert(position, Held { entry, shown });
+                positions.push((sequence, position));
             }
         }
         let appended = append(payloads);
         if appended.is_err() {
-            // The positions given stay spent: an order may skip positions, never reuse one.
-            return (appended, Vec::new());
-        }
-        let mut kept = Vec::with_capacity(facts.len());
-        for (sequence, fact) in facts {
-            let position = fact.cursor;
-            let entry = UsageEntry {
-                fact,
-                execution_id: id,
-                sequence,
-                time: at,
-            };
-            inner.entries.insert(position, Held { entry, shown });
-            if !shown {
-                inner.hidden.push(position);
+            // Taken back; the positions given stay spent (an order may skip positions,
+            // never reuse one).
+            for (_, position) in positions.drain(before..) {
+                inner.entries.remove(&position);
             }
-            kept.push((sequence, position));
+            return appended;
         }
+        let kept = positions.len() > before;
         drop(inner);
-        if shown && !kept.is_empty() {
+        if shown && kept {
             self.changes.publish();
         }
-        (appended, kept)
+        appended
     }
 
-    /// Shows the facts of `id` up to event `upto`: the journal has them on disk.
-    pub(in crate::store) fn reveal(&self, id: ExecutionId, upto: u64) {
+    /// Shows the facts at `positions` (a journaled append's, kept together): the journal
+    /// has them on disk.
+    pub(in crate::store) fn reveal(&self, positions: std::ops::RangeInclusive<u64>) {
         let mut inner = self.lock();
-        let Inner {
-            entries, hidden, ..
-        } = &mut *inner;
-        let before = hidden.len();
-        hidden.retain(|position| match entries.get_mut(position) {
-            Some(held) if held.entry.execution_id == id && held.entry.sequence <= upto => {
-                held.shown = true;
-                false
-            }
-            Some(_) => true,
-            None => false,
-        });
-        let shown = hidden.len() != before;
+        let mut shown = false;
+        for (_, held) in inner.entries.range_mut(positions) {
+            shown |= !held.shown;
+            held.shown = true;
+        }
         drop(inner);
         if shown {
             self.changes.publish();
@@ -152,18 +159,23 @@ impl UsageLog {
     }
 
     /// Removes the facts at `positions` (their execution left the store, or the journal
-    /// could not keep them).
+    /// could not keep them); a reader stopped at one of them is woken to read past it.
     pub(in crate::store) fn forget(&self, positions: impl IntoIterator<Item = u64>) {
-        let mut inner = self.lock();
-        let mut removed = false;
-        for position in positions {
-            removed |= inner.entries.remove(&position).is_some();
+        let mut positions = positions.into_iter().peekable();
+        if positions.peek().is_none() {
+            return;
         }
-        if removed {
-            let Inner {
-                entries, hidden, ..
-            } = &mut *inner;
-            hidden.retain(|position| entries.contains_key(position));
+        let mut inner = self.lock();
+        let mut unblocked = false;
+        for position in positions {
+            unblocked |= inner
+                .entries
+                .remove(&position)
+                .is_some_and(|held| !held.shown);
+        }
+        drop(inner);
+        if unblocked {
+            self.changes.publish();
         }
     }
 
@@ -183,5 +195,80 @@ impl UsageLog {
     /// A wake-up for each fact shown.
     pub(in crate::store) fn changes(&self) -> Changes {
         self.changes.subscribe()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use futures_util::FutureExt;
+
+    use super::*;
+    use crate::execution::fixtures;
+
+    fn keep(log: &UsageLog, id: ExecutionId, shown: bool) -> Vec<(u64, u64)> {
+        let mut positions = Vec::new();
+        let batch = Batch {
+            id,
+            first: 1,
+            at: SystemTime::now(),
+            shown,
+        };
+        let kept: Result<(), ()> =
+            log.keep(batch, vec![fixtures::usage(1)], &mut positions, |_| Ok(()));
+        kept.unwrap();
+        positions
+    }
+
+    #[test]
+    fn a_reader_stops_at_a_hidden_fact_and_is_woken_when_it_shows_or_leaves() {
+        let log = UsageLog::new();
+        let (a, b) = (ExecutionId::new(), ExecutionId::new());
+        let hidden = keep(&log, a, false);
+        keep(&log, b, true);
+        let read = |after| {
+            let mut facts = Vec::new();
+            log.read(after, usize::MAX, &mut facts);
+            facts.iter().map(|f| f.fact.position).collect::<Vec<_>>()
+        };
+        assert_eq!(read(0), Vec::<u64>::new(), "nothing past the hidden fact");
+        let mut changes = log.changes();
+        changes.mark_seen();
+        log.reveal(hidden[0].1..=hidden[0].1);
+        assert!(changes.changed().now_or_never().is_some());
+        assert_eq!(read(0), [1, 2]);
+
+        // A hidden fact the journal could not keep leaves, and the reader goes past it.
+        let lost = keep(&log, a, false);
+        keep(&log, b, true);
+        changes.mark_seen();
+        assert_eq!(read(2), Vec::<u64>::new());
+        log.forget(lost.iter().map(|(_, position)| *position));
+        assert!(changes.changed().now_or_never().is_some(), "woken");
+        assert_eq!(read(2), [4]);
+    }
+
+    #[test]
+    fn a_failed_append_takes_its_facts_back_and_spends_their_positions() {
+        let log = UsageLog::new();
+        let mut positions = Vec::new();
+        let batch = Batch {
+            id: ExecutionId::new(),
+            first: 1,
+            at: SystemTime::now(),
+            shown: true,
+        };
+        let failed: Result<(), ()> =
+            log.keep(batch, vec![fixtures::usage(1)], &mut positions, |_| Err(()));
+        assert!(failed.is_err());
+        assert!(positions.is_empty());
+        let mut facts = Vec::new();
+        log.read(0, usize::MAX, &mut facts);
+        assert!(facts.is_empty());
+        assert_eq!(
+            keep(&log, ExecutionId::new(), true)[0].1,
+            2,
+            "1 stays spent"
+        );
     }
 }

@@ -112,7 +112,7 @@ fn usage() -> impl Strategy<Value = UsageFact> {
                 provider,
                 model,
                 labels: Arc::new(labels.into_iter().collect::<BTreeMap<_, _>>()),
-                cursor: 0,
+                position: 0,
             },
         )
 }

@@ -133,7 +133,7 @@ fn every_field_set() -> Vec<EventPayload> {
             provider: "p".into(),
             model: "m".into(),
             labels: Arc::new(Labels::from([("tenant".into(), "acme".into())])),
-            cursor: 0,
+            position: 0,
         })),
         EventPayload::Completed(Arc::new(ExecutionResult {
             output: output(),

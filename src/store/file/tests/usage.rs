@@ -3,21 +3,8 @@
 //! that had the highest ones expired and a compaction took them off the disk.
 
 use super::*;
-use crate::execution::{UsageFact, UsageSource, UsageUnit};
+use crate::execution::fixtures::usage;
 use crate::store::UsageEntry;
-
-fn usage(quantity: u64) -> EventPayload {
-    EventPayload::Usage(Arc::new(UsageFact {
-        unit: UsageUnit::OUTPUT_TOKENS,
-        quantity,
-        source: UsageSource::ProviderReported,
-        attempt: 1,
-        provider: "p".into(),
-        model: "m".into(),
-        labels: Arc::default(),
-        cursor: 0,
-    }))
-}
 
 /// An execution that reports `quantity` (if any) and succeeds.
 async fn run(store: &FileStore, quantity: Option<u64>) -> ExecutionId {
@@ -70,7 +57,7 @@ async fn the_usage_order_resumes_after_restarts_and_compactions() {
     let store = reopen_compacted(dir.path(), limits);
     assert_eq!(store.usage_epoch(), epoch, "the same order");
     assert_eq!(facts(&store, 0), before, "every fact at its position");
-    assert_eq!(facts(&store, before[0].fact.cursor), before[1..]);
+    assert_eq!(facts(&store, before[0].fact.position), before[1..]);
 
     // Every fact leaves (two executions without any take the room), and a compaction
     // takes them off the disk: a new fact still comes after all of them.
@@ -85,10 +72,10 @@ async fn the_usage_order_resumes_after_restarts_and_compactions() {
     let after = facts(&store, 0);
     assert_eq!(after.len(), 1);
     assert!(
-        after[0].fact.cursor > before[1].fact.cursor,
+        after[0].fact.position > before[1].fact.position,
         "{} after {}",
-        after[0].fact.cursor,
-        before[1].fact.cursor
+        after[0].fact.position,
+        before[1].fact.position
     );
 }
 
