@@ -101,13 +101,19 @@ pub fn resolve(table: &PriceTable, fact: Fact) -> Line {
                 .find(&fact.provider, &fact.model, unit, at)
                 .map_err(|missing| missing.to_string())
         };
-        let own = find(&fact.unit)?;
         let part_of = PART_OF
             .iter()
             .find(|(part, _)| *part == fact.unit)
             .map(|(_, whole)| *whole);
+        let own = find(&fact.unit).map_err(|missing| match part_of {
+            // Still unpriced (no price is made up), but say where those tokens are counted.
+            Some(whole) => format!("{missing} (part of {whole}, which counts these tokens too)"),
+            None => missing,
+        })?;
         let unit_price = match part_of {
-            Some(whole) => own - find(whole)?,
+            Some(whole) => own
+                .checked_sub(find(whole)?)
+                .ok_or_else(|| "the price difference is out of range".to_owned())?,
             None => own,
         };
         let amount = unit_price

@@ -94,6 +94,10 @@ async fn facts_are_exported_and_priced_with_unpriced_units_counted_apart() {
     assert_eq!(report["total"]["unpriced_quantities"]["output_tokens"], 6);
     assert_eq!(report["totals"]["acme"]["amount"], "0.01");
     assert_eq!(report["totals"]["globex"]["amount"], "0.002");
+    assert_eq!(
+        report["through"], facts[5]["cursor"],
+        "the report says how far it read"
+    );
     let unpriced = &report["lines"][1];
     assert_eq!(unpriced["status"], "unpriced");
     assert_eq!(

@@ -25,8 +25,21 @@ pub struct Source {
     pub from_file: Option<PathBuf>,
 }
 
+impl Source {
+    /// Exit 2, saying so, when no source is given.
+    fn missing(&self) -> Option<ExitCode> {
+        (self.addr.is_none() && self.from_file.is_none()).then(|| {
+            eprintln!("give --addr (a server) or --from-file (JSON lines)");
+            ExitCode::from(2)
+        })
+    }
+}
+
 /// `usage`: prints each fact as one JSON object per line, with its cursor.
 pub async fn usage(source: Source) -> ExitCode {
+    if let Some(code) = source.missing() {
+        return code;
+    }
     let mut out = std::io::stdout().lock();
     let printed = read(&source, |fact| {
         serde_json::to_writer(&mut out, &fact)
@@ -47,17 +60,27 @@ pub async fn price(source: Source, prices: PathBuf, by: Option<String>, json: bo
             return ExitCode::from(2);
         }
     };
+    if let Some(code) = source.missing() {
+        return code;
+    }
     let mut lines = Vec::new();
+    let mut through = None;
     let read = read(&source, |fact| {
+        if !fact.cursor.is_empty() {
+            through = Some(fact.cursor.clone());
+        }
         lines.push(resolve(&table, fact));
         Ok(())
     })
     .await;
-    if let Err(e) = read {
-        eprintln!("{e}");
-        return ExitCode::from(1);
-    }
-    let report = Report::new(table.currency.clone(), by, lines);
+    let report = read.and_then(|()| Report::new(table.currency.clone(), by, lines, through));
+    let report = match report {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
     if json {
         match serde_json::to_string_pretty(&report) {
             Ok(text) => println!("{text}"),
@@ -133,7 +156,7 @@ async fn read(
                 }
             }
         }
-        (None, None) => Err("give --addr (a server) or --from-file (JSON lines)".into()),
+        (None, None) => Err("no source of facts".into()),
     }
 }
 

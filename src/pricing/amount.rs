@@ -4,7 +4,6 @@
 //! the total.
 
 use std::fmt;
-use std::ops::{Add, Sub};
 
 /// Decimal places kept.
 const SCALE: u32 = 18;
@@ -30,35 +29,48 @@ impl Amount {
     pub const ZERO: Self = Self(0);
 
     /// The amount a decimal text says: digits with an optional sign, point and exponent
-    /// (`12`, `-0.5`, `2.5e-06`, `1E3`).
+    /// (`12`, `-0.5`, `2.5e-06`, `1E3`), exactly.
     pub fn parse(text: &str) -> Result<Self, AmountError> {
         let malformed = || AmountError::Malformed(text.to_owned());
         let out_of_range = || AmountError::OutOfRange(text.to_owned());
-        let trimmed = text.trim();
-        let (negative, body) = match trimmed.strip_prefix('-') {
+        let (negative, body) = match text.strip_prefix('-') {
             Some(rest) => (true, rest),
-            None => (false, trimmed.strip_prefix('+').unwrap_or(trimmed)),
+            None => (false, text.strip_prefix('+').unwrap_or(text)),
         };
         let (mantissa, exponent) = match body.find(['e', 'E']) {
             Some(at) => {
-                let exponent: i32 = body[at + 1..].parse().map_err(|_| malformed())?;
+                let exponent = &body[at + 1..];
+                let digits = exponent.strip_prefix(['-', '+']).unwrap_or(exponent);
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(malformed());
+                }
+                // Well formed, but beyond any amount: out of range rather than malformed.
+                let exponent: i64 = exponent.parse().map_err(|_| out_of_range())?;
                 (&body[..at], exponent)
             }
             None => (body, 0),
         };
         let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-        if whole.is_empty() && fraction.is_empty()
-            || !whole
-                .bytes()
-                .chain(fraction.bytes())
-                .all(|b| b.is_ascii_digit())
-        {
+        let all_digits = whole
+            .bytes()
+            .chain(fraction.bytes())
+            .all(|b| b.is_ascii_digit());
+        if whole.is_empty() && fraction.is_empty() || !all_digits {
             return Err(malformed());
         }
-        // digits * 10^(exponent - fraction digits), scaled by 10^18.
+        // Trailing zeros of the fraction change nothing; zero is zero at any exponent.
+        let fraction = fraction.trim_end_matches('0');
         let digits = format!("{whole}{fraction}");
         let digits = digits.trim_start_matches('0');
-        let shift = i64::from(exponent) - fraction.len() as i64 + i64::from(SCALE);
+        if digits.is_empty() {
+            return Ok(Self::ZERO);
+        }
+        // The value is digits * 10^(exponent - fraction digits); scaled by 10^18.
+        let shift = i64::try_from(fraction.len())
+            .ok()
+            .and_then(|places| exponent.checked_sub(places))
+            .and_then(|shift| shift.checked_add(i64::from(SCALE)))
+            .ok_or_else(out_of_range)?;
         let mut value: i128 = 0;
         for digit in digits.bytes() {
             value = value
@@ -66,18 +78,17 @@ impl Amount {
                 .and_then(|v| v.checked_add(i128::from(digit - b'0')))
                 .ok_or_else(out_of_range)?;
         }
+        let power = |shift: i64| {
+            u32::try_from(shift.unsigned_abs())
+                .ok()
+                .and_then(|s| 10i128.checked_pow(s))
+                .ok_or_else(out_of_range)
+        };
         if shift >= 0 {
-            let factor = u32::try_from(shift)
-                .ok()
-                .and_then(|s| 10i128.checked_pow(s))
-                .ok_or_else(out_of_range)?;
-            value = value.checked_mul(factor).ok_or_else(out_of_range)?;
-        } else if value != 0 {
-            // Digits past the 18th place must all be zeros: nothing is rounded away.
-            let divisor = u32::try_from(-shift)
-                .ok()
-                .and_then(|s| 10i128.checked_pow(s))
-                .ok_or_else(out_of_range)?;
+            value = value.checked_mul(power(shift)?).ok_or_else(out_of_range)?;
+        } else {
+            // Digits past the 18th place (not zeros, those are gone) would be rounded away.
+            let divisor = power(shift)?;
             if value % divisor != 0 {
                 return Err(out_of_range());
             }
@@ -102,27 +113,15 @@ impl Amount {
     pub fn is_negative(self) -> bool {
         self.0 < 0
     }
-}
 
-impl Add for Amount {
-    type Output = Self;
-
-    fn add(self, other: Self) -> Self {
-        Self(self.0.saturating_add(other.0))
+    /// `self + other`; `None` past what an amount holds.
+    pub fn checked_add(self, other: Self) -> Option<Self> {
+        self.0.checked_add(other.0).map(Self)
     }
-}
 
-impl Sub for Amount {
-    type Output = Self;
-
-    fn sub(self, other: Self) -> Self {
-        Self(self.0.saturating_sub(other.0))
-    }
-}
-
-impl std::iter::Sum for Amount {
-    fn sum<I: Iterator<Item = Self>>(iter: I) -> Self {
-        iter.fold(Self::ZERO, Add::add)
+    /// `self - other`; `None` past what an amount holds.
+    pub fn checked_sub(self, other: Self) -> Option<Self> {
+        self.0.checked_sub(other.0).map(Self)
     }
 }
 
@@ -174,25 +173,36 @@ mod tests {
         ] {
             assert_eq!(Amount::parse(text).unwrap().to_string(), shown, "{text}");
         }
-        for text in ["", ".", "abc", "1.2.3", "1e", "e5", "--1", "1,5"] {
+        for text in [
+            "", ".", "abc", "1.2.3", "1e", "e5", "--1", "1,5", " 2.5", "1e+", "1e1.5",
+        ] {
             assert!(
                 matches!(Amount::parse(text), Err(AmountError::Malformed(_))),
                 "{text}"
             );
         }
-        for text in ["1e-19", "0.0000000000000000001", "1e40"] {
+        for text in [
+            "1e-19",
+            "0.0000000000000000001",
+            "1e40",
+            "1e99999999999999999999",
+        ] {
             assert!(
                 matches!(Amount::parse(text), Err(AmountError::OutOfRange(_))),
                 "{text}"
             );
         }
-        // Zeros past the 18th place round nothing away.
+        // Zeros past the 18th place round nothing away; zero is zero at any exponent.
         assert_eq!(
             Amount::parse("1.5000000000000000000000")
                 .unwrap()
                 .to_string(),
             "1.5"
         );
+        let many_zeros = format!("1.{}", "0".repeat(40));
+        assert_eq!(Amount::parse(&many_zeros).unwrap().to_string(), "1");
+        assert_eq!(Amount::parse("0e400").unwrap(), Amount::ZERO);
+        assert_eq!(Amount::parse("0.000e-999").unwrap(), Amount::ZERO);
     }
 
     #[test]

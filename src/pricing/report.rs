@@ -23,10 +23,13 @@ pub struct Total {
 }
 
 impl Total {
-    fn add(&mut self, line: &Line) {
+    fn add(&mut self, line: &Line) -> Result<(), String> {
         match line {
             Line::Priced { amount, .. } => {
-                self.amount = self.amount + *amount;
+                self.amount = self
+                    .amount
+                    .checked_add(*amount)
+                    .ok_or("a total is out of range (beyond 10^20)")?;
                 self.priced += 1;
             }
             Line::Unpriced { fact, .. } => {
@@ -35,9 +38,12 @@ impl Total {
                     .unpriced_quantities
                     .entry(fact.unit.clone())
                     .or_default();
-                *quantity = quantity.saturating_add(fact.quantity);
+                *quantity = quantity
+                    .checked_add(fact.quantity)
+                    .ok_or("an unpriced quantity is out of range")?;
             }
         }
+        Ok(())
     }
 }
 
@@ -56,30 +62,41 @@ pub struct Report {
     pub totals: BTreeMap<String, Total>,
     /// Over every line.
     pub total: Total,
+    /// The cursor of the last fact read from a server: the report covers the facts up to it
+    /// (resume after it for the next report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub through: Option<String>,
 }
 
 /// The group of facts without the label.
 const NONE: &str = "(none)";
 
 impl Report {
-    /// A report of `lines` in `currency`, with totals by the label `by`.
-    pub fn new(currency: String, by: Option<String>, lines: Vec<Line>) -> Self {
+    /// A report of `lines` in `currency`, with totals by the label `by`; `through`: the
+    /// cursor of the last fact read, if they came from a server.
+    pub fn new(
+        currency: String,
+        by: Option<String>,
+        lines: Vec<Line>,
+        through: Option<String>,
+    ) -> Result<Self, String> {
         let mut totals: BTreeMap<String, Total> = BTreeMap::new();
         let mut total = Total::default();
         for line in &lines {
-            total.add(line);
+            total.add(line)?;
             if let Some(label) = &by {
                 let value = line.fact().labels.get(label).map_or(NONE, String::as_str);
-                totals.entry(value.to_owned()).or_default().add(line);
+                totals.entry(value.to_owned()).or_default().add(line)?;
             }
         }
-        Self {
+        Ok(Self {
             currency,
             by,
             lines,
             totals,
             total,
-        }
+            through,
+        })
     }
 
     /// As aligned text: the lines, then the totals.
@@ -162,6 +179,9 @@ impl Report {
                 );
             }
             out.push('\n');
+        }
+        if let Some(cursor) = &self.through {
+            let _ = writeln!(out, "through cursor {cursor}");
         }
         out
     }

@@ -30,7 +30,8 @@ pub struct Price {
 pub struct PriceTable {
     /// The currency every price is in (`USD` unless the table says).
     pub currency: String,
-    pub(super) prices: Vec<Price>,
+    /// By model and unit: a fact's lookup reads only its own (LiteLLM's map has thousands).
+    prices: HashMap<(String, String), Vec<Price>>,
 }
 
 /// Why no price applies.
@@ -87,7 +88,10 @@ impl PriceTable {
     pub fn load(path: &std::path::Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let table = if path.extension().is_some_and(|e| e == "json") {
+        let table = if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        {
             Self::from_litellm(&text)
         } else {
             Self::from_toml(&text)
@@ -115,10 +119,17 @@ impl PriceTable {
             let text = match &p.price {
                 toml::Value::String(text) => text.clone(),
                 toml::Value::Integer(n) => n.to_string(),
-                _ => {
+                toml::Value::Float(_) => {
                     return Err(format!(
                         "{}: write the price as a string (\"2.50\"): a TOML float would round it",
                         at("price")
+                    ));
+                }
+                other => {
+                    return Err(format!(
+                        "{}: is a {}, not a price (\"2.50\")",
+                        at("price"),
+                        other.type_str()
                     ));
                 }
             };
@@ -127,6 +138,9 @@ impl PriceTable {
                 return Err(format!("{}: is negative", at("price")));
             }
             let per = p.per.unwrap_or(1);
+            if per == 0 {
+                return Err(format!("{}: must be at least 1", at("per")));
+            }
             let price = amount.per(per).ok_or_else(|| {
                 format!(
                     "{}: {text} per {per} does not divide to 18 decimal places",
@@ -138,18 +152,41 @@ impl PriceTable {
                 .as_deref()
                 .map(|t| time(t).map_err(|e| format!("{}: {e}", at("from"))))
                 .transpose()?;
-            prices.push(Price {
+            let price = Price {
                 provider: p.provider,
                 model: p.model,
                 unit: p.unit,
                 price,
                 from,
-            });
+            };
+            if prices.iter().any(|other: &Price| {
+                (&other.provider, &other.model, &other.unit, other.from)
+                    == (&price.provider, &price.model, &price.unit, price.from)
+            }) {
+                return Err(format!(
+                    "prices[{i}]: a second price for {}/{}/{} from the same time",
+                    price.provider.as_deref().unwrap_or("*"),
+                    price.model,
+                    price.unit
+                ));
+            }
+            prices.push(price);
         }
-        Ok(Self {
-            currency: raw.currency.unwrap_or_else(|| "USD".to_owned()),
+        Ok(Self::of(
+            raw.currency.unwrap_or_else(|| "USD".to_owned()),
             prices,
-        })
+        ))
+    }
+
+    fn of(currency: String, list: Vec<Price>) -> Self {
+        let mut prices: HashMap<(String, String), Vec<Price>> = HashMap::new();
+        for price in list {
+            prices
+                .entry((price.model.clone(), price.unit.clone()))
+                .or_default()
+                .push(price);
+        }
+        Self { currency, prices }
     }
 
     /// LiteLLM's `model_prices_and_context_window.json`: per model, the cost of an input,
@@ -176,6 +213,9 @@ impl PriceTable {
                     continue;
                 }
                 let price = Amount::parse(value).map_err(|e| format!("{model}.{field}: {e}"))?;
+                if price.is_negative() {
+                    return Err(format!("{model}.{field}: is negative"));
+                }
                 prices.push(Price {
                     provider: None,
                     model: model.clone(),
@@ -185,11 +225,7 @@ impl PriceTable {
                 });
             }
         }
-        prices.sort_by(|a, b| (&a.model, &a.unit).cmp(&(&b.model, &b.unit)));
-        Ok(Self {
-            currency: "USD".to_owned(),
-            prices,
-        })
+        Ok(Self::of("USD".to_owned(), prices))
     }
 
     /// The price of one `unit` of `model` at `provider` at time `at`: the latest in effect,
@@ -201,32 +237,27 @@ impl PriceTable {
         unit: &str,
         at: SystemTime,
     ) -> Result<Amount, Missing> {
-        let key = format!("{provider}/{model}/{unit}");
-        let mut any_key = false;
+        let candidates = self
+            .prices
+            .get(&(model.to_owned(), unit.to_owned()))
+            .map_or(&[][..], Vec::as_slice);
         for own in [true, false] {
-            let candidates = self.prices.iter().filter(|p| {
-                p.model == model
-                    && p.unit == unit
-                    && match &p.provider {
-                        Some(name) => own && name == provider,
-                        None => !own,
-                    }
-            });
-            let mut best: Option<&Price> = None;
-            for price in candidates {
-                any_key = true;
-                if price.from.is_some_and(|from| from > at) {
-                    continue;
-                }
-                if best.is_none_or(|b| price.from > b.from) {
-                    best = Some(price);
-                }
-            }
-            if let Some(price) = best {
+            let in_effect = candidates
+                .iter()
+                .filter(|p| match &p.provider {
+                    Some(name) => own && name == provider,
+                    None => !own,
+                })
+                .filter(|p| p.from.is_none_or(|from| from <= at));
+            if let Some(price) = in_effect.max_by_key(|p| p.from) {
                 return Ok(price.price);
             }
         }
-        Err(if any_key {
+        let key = format!("{provider}/{model}/{unit}");
+        let any = candidates
+            .iter()
+            .any(|p| p.provider.as_deref().is_none_or(|name| name == provider));
+        Err(if any {
             Missing::NotYet(key)
         } else {
             Missing::NoPrice(key)
@@ -234,15 +265,16 @@ impl PriceTable {
     }
 }
 
-/// A UTC date (`2025-01-01`, its midnight) or an RFC 3339 time.
+/// A UTC date (`2025-01-01`, its midnight) or an RFC 3339 time in UTC (`...Z`).
 pub(super) fn time(text: &str) -> Result<SystemTime, String> {
     let full = if text.len() == 10 {
         format!("{text}T00:00:00Z")
     } else {
         text.to_owned()
     };
-    humantime::parse_rfc3339(&full)
-        .map_err(|e| format!("`{text}` is not a date (2025-01-01) or an RFC 3339 time: {e}"))
+    humantime::parse_rfc3339(&full).map_err(|e| {
+        format!("`{text}` is not a date (2025-01-01) or a UTC time (2025-01-01T08:00:00Z): {e}")
+    })
 }
 
 #[cfg(test)]
@@ -329,6 +361,18 @@ price = "0.00001"
                 "[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = \"1\"\nfrom = \"soon\"\n",
                 "prices[0].from",
             ),
+            (
+                "[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = \"1\"\nper = 0\n",
+                "prices[0].per",
+            ),
+            (
+                "[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = true\n",
+                "prices[0].price",
+            ),
+            (
+                "[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = \"1\"\n[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = \"2\"\n",
+                "prices[1]",
+            ),
         ] {
             let error = PriceTable::from_toml(toml).unwrap_err();
             assert!(error.contains(field), "{error}");
@@ -367,8 +411,9 @@ price = "0.00001"
         assert_eq!(price("an-embedding", "input_tokens").unwrap(), "0.0000001");
         // What the map does not give stays without a price.
         assert!(price("gpt-4o", "reasoning_tokens").is_err());
-        assert!(price("an-embedding", "output_tokens").is_err());
         assert!(price("sample_spec", "input_tokens").is_err());
         assert!(PriceTable::from_litellm(r#"{"m": {"input_cost_per_token": "cheap"}}"#).is_err());
+        assert!(PriceTable::from_litellm(r#"{"m": {"input_cost_per_token": -1e-06}}"#).is_err());
+        assert!(PriceTable::from_litellm(r#"{"m": {"input_cost_per_token": -1e-06}}"#).is_err());
     }
 }

@@ -98,6 +98,19 @@ fn a_part_of_a_unit_is_priced_as_the_difference_from_the_whole() {
         panic!("unpriced: {line:?}");
     };
     assert_eq!(missing, "no price for p/m/output_tokens");
+    // A part with no price of its own says where its tokens are counted.
+    let table = PriceTable::from_toml(TABLE).unwrap();
+    let line = resolve(
+        &table,
+        fact("reasoning_tokens", 5, "2026-12-01T10:00:00Z", None),
+    );
+    let Line::Unpriced { missing, .. } = line else {
+        panic!("unpriced: {line:?}");
+    };
+    assert_eq!(
+        missing,
+        "no price for p/m/reasoning_tokens (part of output_tokens, which counts these tokens too)"
+    );
 }
 
 #[test]
@@ -131,7 +144,7 @@ fn units_missing_from_the_table_are_unpriced_and_counted_apart() {
         panic!("unpriced: {:?}", lines[4]);
     };
     assert!(missing.contains("not RFC 3339"), "{missing}");
-    let report = Report::new("USD".into(), Some("tenant".into()), lines);
+    let report = Report::new("USD".into(), Some("tenant".into()), lines, None).unwrap();
     let acme = &report.totals["acme"];
     assert_eq!(acme.amount.to_string(), "2");
     assert_eq!((acme.priced, acme.unpriced), (1, 2));
@@ -169,14 +182,15 @@ proptest! {
     fn totals_are_the_sums_of_their_lines(facts in prop::collection::vec(arbitrary_fact(), 0..60)) {
         let table = PriceTable::from_toml(TABLE).unwrap();
         let lines: Vec<Line> = facts.into_iter().map(|f| resolve(&table, f)).collect();
-        let report = Report::new("USD".into(), Some("tenant".into()), lines);
-        let sum: Amount = report
+        let report = Report::new("USD".into(), Some("tenant".into()), lines, None).unwrap();
+        let add = |sum: Amount, amount: Amount| sum.checked_add(amount).unwrap();
+        let sum = report
             .lines
             .iter()
             .filter_map(|l| match l { Line::Priced { amount, .. } => Some(*amount), Line::Unpriced { .. } => None })
-            .sum();
+            .fold(Amount::ZERO, add);
         prop_assert_eq!(report.total.amount, sum);
-        let groups: Amount = report.totals.values().map(|t| t.amount).sum();
+        let groups = report.totals.values().map(|t| t.amount).fold(Amount::ZERO, add);
         prop_assert_eq!(groups, sum, "the groups add up to the total");
         let counted: u64 = report.totals.values().map(|t| t.priced + t.unpriced).sum();
         prop_assert_eq!(counted, report.lines.len() as u64);
