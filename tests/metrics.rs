@@ -196,6 +196,21 @@ async fn metrics_count_what_executions_did() {
         ),
         3.0
     );
+    // Every attempt's duration: three that succeeded, two that failed.
+    assert_eq!(
+        value(
+            &text,
+            r#"model_runtime_attempt_duration_seconds_count{provider="scripted"}"#
+        ),
+        3.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"model_runtime_attempt_duration_seconds_count{provider="flaky"}"#
+        ),
+        2.0
+    );
     assert_eq!(
         value(
             &text,

@@ -257,6 +257,12 @@ impl Driver {
             .await;
         span::ended(&span, end.as_ref().map(|end| &end.kind));
         self.span = tracing::Span::none();
+        if let (Some(metrics), Ok(end)) = (&self.deps.metrics, &end)
+            && let EndKind::Succeeded(_) = end.kind
+            && let Ok(took) = SystemTime::now().duration_since(end.started_at)
+        {
+            metrics.attempt_succeeded(&target.provider, took);
+        }
         end
     }
 

@@ -272,7 +272,7 @@ impl Metrics {
         );
         registry.register(
             "attempt_duration_seconds",
-            "Failed attempts' durations, as their records state them",
+            "Attempts' durations, from their start (queue wait included) to their end",
             attempt_duration,
         );
         registry.register(
@@ -356,6 +356,14 @@ impl Metrics {
     pub(crate) fn open_stream(&self) -> OpenStream {
         self.open_streams.inc();
         OpenStream(self.open_streams.clone())
+    }
+
+    /// An attempt on `provider` succeeded, `took` after it began (its queue wait included,
+    /// as a failed attempt's record counts it); failed ones are counted from their records.
+    pub(crate) fn attempt_succeeded(&self, provider: &str, took: Duration) {
+        if let Some(p) = self.providers.get(provider) {
+            p.attempt_duration.observe(took);
+        }
     }
 
     /// The first output that commits came from `provider`, `took` after acceptance.
