@@ -82,6 +82,7 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) -> Opti
         pending: Vec::new(),
         span: tracing::Span::none(),
         ended: None,
+        began_at: None,
         sent_at: None,
     };
     let result = AssertUnwindSafe(driver.drive()).catch_unwind().await;
@@ -143,7 +144,8 @@ struct Driver {
     span: tracing::Span,
     /// The code of the terminal event appended, once it is (`completed` for success).
     ended: Option<&'static str>,
-    /// When the running attempt was sent (with metrics on).
+    /// When the running attempt began, and when it was sent (with metrics on).
+    began_at: Option<Instant>,
     sent_at: Option<Instant>,
 }
 
@@ -257,12 +259,6 @@ impl Driver {
             .await;
         span::ended(&span, end.as_ref().map(|end| &end.kind));
         self.span = tracing::Span::none();
-        if let (Some(metrics), Ok(end)) = (&self.deps.metrics, &end)
-            && let EndKind::Succeeded(_) = end.kind
-            && let Ok(took) = SystemTime::now().duration_since(end.started_at)
-        {
-            metrics.attempt_succeeded(&target.provider, took);
-        }
         end
     }
 
@@ -275,6 +271,7 @@ impl Driver {
         race: &mut Race,
     ) -> Result<AttemptEnd, StoreError> {
         let started_at = SystemTime::now();
+        self.began_at = self.deps.metrics.is_some().then(Instant::now);
         let not_admitted = |kind| AttemptEnd {
             started_at,
             admitted: false,
@@ -387,6 +384,10 @@ impl Driver {
                 }
                 Some(EndKind::Succeeded(finish_reason)) => {
                     span::response_model(&self.span, target, &*stream);
+                    // Before the terminal event goes out: whoever sees it sees this counted.
+                    if let (Some(metrics), Some(began_at)) = (&self.deps.metrics, self.began_at) {
+                        metrics.attempt_succeeded(&target.provider, began_at.elapsed());
+                    }
                     // The permit and the provider stream go first, so whoever sees the
                     // terminal event also sees the provider's capacity back.
                     drop(stream);
