@@ -59,7 +59,7 @@ async fn facts_are_exported_and_priced_with_unpriced_units_counted_apart() {
     let limit = Duration::from_secs(30);
 
     // The export as JSON lines: two facts an execution, each with its cursor.
-    let lines = stdout(&run(&["usage", "--addr", &addr, "--idle", "300ms"], limit));
+    let lines = stdout(&run(&["usage", "--addr", &addr, "--idle", "2s"], limit));
     let facts: Vec<serde_json::Value> = lines
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -82,7 +82,7 @@ async fn facts_are_exported_and_priced_with_unpriced_units_counted_apart() {
     };
     let report = stdout(&run(
         &[
-            "price", "--prices", table_arg, "--addr", &addr, "--idle", "300ms", "--by", "tenant",
+            "price", "--prices", table_arg, "--addr", &addr, "--idle", "2s", "--by", "tenant",
             "--json",
         ],
         limit,
@@ -137,9 +137,7 @@ async fn facts_are_exported_and_priced_with_unpriced_units_counted_apart() {
     // --after resumes after a cursor.
     let cursor = facts[3]["cursor"].as_str().unwrap();
     let rest = stdout(&run(
-        &[
-            "usage", "--addr", &addr, "--after", cursor, "--idle", "300ms",
-        ],
+        &["usage", "--addr", &addr, "--after", cursor, "--idle", "2s"],
         limit,
     ));
     assert_eq!(
