@@ -6,6 +6,7 @@
 #   benches/instructions.sh BIN...     # each server binary: its instructions per execution
 #   benches/instructions.sh --bare     # the bare tonic baseline server's
 #   METRICS=1 benches/instructions.sh BIN...   # with server.metrics_listen set (metrics on)
+#   CONFIG=FILE ABILITY=NAME benches/instructions.sh BIN...   # another config (provider.sh)
 #
 # A server runs under valgrind --tool=callgrind with benches/bench.toml; this tree's load tool
 # (native) sends N executions at concurrency 16; the figure is the difference between runs of
@@ -30,10 +31,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-config=benches/bench.toml
+config=${CONFIG:-benches/bench.toml}
 if [[ ${METRICS:-0} == 1 ]]; then
-    config=$work/bench-metrics.toml
-    sed 's/^\[server\]$/[server]\nmetrics_listen = "127.0.0.1:0"/' benches/bench.toml >"$config"
+    sed 's/^\[server\]$/[server]\nmetrics_listen = "127.0.0.1:0"/' "$config" >"$work/metrics.toml"
+    config=$work/metrics.toml
 fi
 
 total() { grep -h "^summary:\|^totals:" "$work"/cg.* | head -1 | awk '{print $2}'; }
@@ -48,7 +49,7 @@ serve() { # serve LAUNCHER... : start a server, its address in $work/addr
 stop() { kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
 
 drive() { # drive COUNT: COUNT executions against the server at $work/addr
-    "$CLIENT" bench --addr "$(cat "$work/addr")" --concurrency 16 --executions "$1" --timeout 60s >/dev/null
+    "$CLIENT" bench --addr "$(cat "$work/addr")" --ability "${ABILITY:-chat}" --concurrency 16 --executions "$1" --timeout 60s >/dev/null
 }
 
 server_run() { # server_run BIN COUNT -> the server's total instructions

@@ -18,6 +18,7 @@ pub mod embedded;
 pub mod grpc;
 pub mod histogram;
 pub mod load;
+pub mod mock;
 pub mod report;
 
 use std::io::Write;

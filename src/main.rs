@@ -133,6 +133,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A provider that answers at once (OpenAI and Anthropic streaming), for measuring the
+    /// provider path (benches/provider.sh). Loopback only.
+    MockUpstream {
+        /// Where to listen (a loopback address).
+        #[arg(long, default_value = "127.0.0.1:9100")]
+        listen: SocketAddr,
+        /// Content chunks per reply.
+        #[arg(long, default_value_t = 20)]
+        chunks: usize,
+    },
     /// Validate a config file and exit.
     CheckConfig {
         /// Config file (TOML).
@@ -197,6 +207,7 @@ fn main() -> ExitCode {
             })
         }
         Command::Bench(args) => run(bench::main(args)),
+        Command::MockUpstream { listen, chunks } => run(bench::mock::main(listen, chunks)),
         Command::Usage { source, follow } => run(cli::usage(source.source(follow))),
         Command::Price {
             prices,

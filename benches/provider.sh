@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The provider path, measured without the peers: `serve` pinned to one core, with an
+# `openai` and an `anthropic` provider at `model-runtime mock-upstream` (20 content chunks,
+# a finish and usage, at zero delay); the mock and this tree's load tool share the other core.
+#
+#   benches/provider.sh [BIN]        # BIN: the server binary (default: this tree's release build)
+#
+# For each adapter: executions/s and the server's CPU per execution at concurrency 32 (from
+# its /proc times over the run), and time to first output at concurrency 1. INSTR=1 also
+# gives instructions per execution under callgrind (benches/instructions.sh's method).
+# Knobs: DUR (10s), CONC (32), SERVER_CPU (0), OTHER_CPU (1). Loopback only; bounded.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+source benches/lib.sh
+BIN=${1:-target/release/model-runtime}
+CLIENT=target/release/model-runtime
+[[ -x "$CLIENT" && -x "$BIN" ]] || cargo build --release --quiet
+DUR=${DUR:-10s}
+CONC=${CONC:-32}
+SERVER_CPU=${SERVER_CPU:-0}
+OTHER_CPU=${OTHER_CPU:-1}
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+taskset -c "$OTHER_CPU" "$CLIENT" mock-upstream --listen 127.0.0.1:0 >"$work/mock.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do grep -q "addr=" "$work/mock.log" && break; sleep 0.1; done
+mock=$(sed -n 's/.*addr=\([0-9.:]*\).*/\1/p' "$work/mock.log")
+[[ -n "$mock" ]] || { echo "the mock did not start" >&2; cat "$work/mock.log" >&2; exit 1; }
+
+cat >"$work/provider.toml" <<TOML
+[server]
+listen = "127.0.0.1:0"
+drain_timeout = "2s"
+default_deadline = "60s"
+
+[store]
+kind = "memory"
+max_executions = 20000
+retention = "10s"
+
+[providers.openai]
+adapter = "openai"
+base_url = "http://$mock/v1"
+max_concurrency = 4096
+queue_capacity = 65536
+
+[[providers.openai.models]]
+name = "mock-model"
+capabilities = ["text", "streaming"]
+
+[providers.anthropic]
+adapter = "anthropic"
+base_url = "http://$mock/v1"
+api_key_env = "MOCK_ANTHROPIC_KEY"
+max_concurrency = 4096
+queue_capacity = 65536
+
+[[providers.anthropic.models]]
+name = "mock-model"
+capabilities = ["text", "streaming"]
+
+[policies.openai]
+targets = ["openai/mock-model"]
+
+[policies.anthropic]
+targets = ["anthropic/mock-model"]
+
+[abilities.openai]
+policy = "openai"
+
+[abilities.anthropic]
+policy = "anthropic"
+TOML
+
+MOCK_ANTHROPIC_KEY=mock RUST_LOG=info taskset -c "$SERVER_CPU" "$BIN" serve --config "$work/provider.toml" 2>"$work/server.log" &
+server=$!
+pids+=("$server")
+addr=$(server_addr "$work/server.log" "$server")
+
+# cpu_ticks PID: user + system clock ticks the process has used.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+tick=$(getconf CLK_TCK)
+
+drive() { # drive ABILITY CONC DURATION: the load tool's report
+    taskset -c "$OTHER_CPU" "$CLIENT" bench --addr "$addr" --ability "$1" --concurrency "$2" --duration "$3"
+}
+
+printf "%-10s %12s %14s %16s\n" adapter "exec/s c=$CONC" "server cpu/exec" "first output c=1"
+for ability in openai anthropic; do
+    drive "$ability" 4 1s >/dev/null # warm the connections
+    before=$(cpu_ticks "$server")
+    report=$(drive "$ability" "$CONC" "$DUR")
+    after=$(cpu_ticks "$server")
+    executions=$(awk '/^  executions/ {print $2}' <<<"$report")
+    rate=$(awk '/^  executions/ {print $(NF-1)}' <<<"$report")
+    cpu=$(awk -v t=$((after - before)) -v hz="$tick" -v n="$executions" 'BEGIN {printf "%.0f us", t / hz / n * 1e6}')
+    first=$(drive "$ability" 1 3s | awk '/^  first output/ {print $3 " us p50"}')
+    printf "%-10s %12s %14s %16s\n" "$ability" "$rate" "$cpu" "$first"
+done
+
+if [[ ${INSTR:-0} == 1 ]]; then
+    for ability in openai anthropic; do
+        CONFIG="$work/provider.toml" ABILITY=$ability MOCK_ANTHROPIC_KEY=mock \
+            benches/instructions.sh "$BIN" | sed "s/^/$ability: /"
+    done
+fi
