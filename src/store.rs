@@ -106,8 +106,9 @@ pub struct StoreStats {
     pub executions: usize,
     /// Bytes held now, as the store counts them.
     pub bytes: u64,
-    /// Executions let go since the store opened: expired, evicted for room, or (a durable
-    /// store) dropped at the disk bound.
+    /// Executions retention let go since the store opened: expired, evicted for room, or (a
+    /// durable store) dropped at the disk bound. A journal's replay of earlier expiries, and
+    /// executions a failed journal took back, are not among them.
     pub evicted: u64,
     /// The limits.
     pub limits: StoreLimits,

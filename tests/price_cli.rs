@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use common::process::run;
 use common::*;
-use model_runtime::pb;
 
 const TABLE: &str = r#"
 currency = "USD"
@@ -22,13 +21,6 @@ unit = "input_tokens"
 price = "2"
 per = 1000
 "#;
-
-fn labelled(prompt: &str, tenant: &str) -> pb::ExecuteRequest {
-    pb::ExecuteRequest {
-        labels: [("tenant".to_owned(), tenant.to_owned())].into(),
-        ..request("chat", prompt)
-    }
-}
 
 fn stdout(output: &std::process::Output) -> String {
     assert!(

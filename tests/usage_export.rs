@@ -17,13 +17,6 @@ use model_runtime::pb;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 use tonic::transport::Channel;
 
-fn labelled(prompt: &str, tenant: &str) -> pb::ExecuteRequest {
-    pb::ExecuteRequest {
-        labels: [("tenant".to_owned(), tenant.to_owned())].into(),
-        ..request("chat", prompt)
-    }
-}
-
 async fn usage_from(
     client: &mut ModelRuntimeClient<Channel>,
     after: &str,

@@ -1,18 +1,13 @@
 //! How `exec` shows events: one JSON object per line, or readable lines.
 
-use std::time::{Duration, SystemTime};
-
 use serde_json::{Value, json};
 
 use model_runtime::pb;
 use model_runtime::pb::execution_event::Payload;
+use model_runtime::service::decode;
 
 fn time(t: Option<&prost_types::Timestamp>) -> Value {
-    let Some(t) = t else { return Value::Null };
-    let (Ok(secs), Ok(nanos)) = (u64::try_from(t.seconds), u32::try_from(t.nanos)) else {
-        return Value::Null;
-    };
-    match SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos)) {
+    match t.and_then(decode::timestamp) {
         Some(t) => Value::String(humantime::format_rfc3339_micros(t).to_string()),
         None => Value::Null,
     }

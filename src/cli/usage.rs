@@ -9,6 +9,7 @@ use std::time::Duration;
 use model_runtime::pb;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 use model_runtime::pricing::{Fact, PriceTable, Report, resolve};
+use model_runtime::service::decode;
 
 use super::{connect, endpoint};
 
@@ -171,11 +172,8 @@ fn fact(record: pb::UsageRecord) -> Fact {
     };
     let time = record
         .time
-        .and_then(|t| {
-            let secs = u64::try_from(t.seconds).ok()?;
-            let nanos = u32::try_from(t.nanos).ok()?;
-            Some(std::time::UNIX_EPOCH + Duration::new(secs, nanos))
-        })
+        .as_ref()
+        .and_then(decode::timestamp)
         .map(|t| humantime::format_rfc3339_nanos(t).to_string())
         .unwrap_or_default();
     Fact {

@@ -373,6 +373,11 @@ impl Metrics {
         }
     }
 
+    /// Whether appends are timed (a durable store's).
+    fn times_appends(&self) -> bool {
+        self.store_append.is_some()
+    }
+
     fn appended(&self, took: Duration) {
         if let Some(h) = &self.store_append {
             h.observe(took);

@@ -93,7 +93,8 @@ fn non_empty(s: String) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-fn timestamp(t: &prost_types::Timestamp) -> Option<SystemTime> {
+/// A wire timestamp as a time; `None` for one out of range.
+pub fn timestamp(t: &prost_types::Timestamp) -> Option<SystemTime> {
     let secs = u64::try_from(t.seconds).ok()?;
     let nanos = u32::try_from(t.nanos).ok().filter(|n| *n < 1_000_000_000)?;
     SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))

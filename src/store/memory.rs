@@ -58,8 +58,6 @@ struct Index {
     slots: IdMap<Arc<Slot>>,
     idempotency: HashMap<String, ExecutionId>,
     retention: Retention,
-    /// Executions let go so far (`StoreStats::evicted`).
-    evicted: u64,
 }
 
 impl MemoryStore {
@@ -79,7 +77,6 @@ impl MemoryStore {
                 slots: IdMap::default(),
                 idempotency: HashMap::new(),
                 retention: Retention::new(limits.retention),
-                evicted: 0,
             }),
             bytes: AtomicU64::new(0),
             journal,
@@ -305,7 +302,6 @@ impl MemoryStore {
         journal: Option<&dyn Journal>,
     ) -> Option<Arc<Slot>> {
         let slot = index.remove(id)?;
-        index.evicted += 1;
         self.usage.forget(slot.record().take_usage());
         if let Some(journal) = journal {
             journal.expired(id);
@@ -416,7 +412,7 @@ impl EventStore for MemoryStore {
         StoreStats {
             executions: index.slots.len(),
             bytes: self.bytes(),
-            evicted: index.evicted,
+            evicted: index.retention.let_go(),
             limits: self.limits,
         }
     }

@@ -25,6 +25,8 @@ use crate::execution::ExecutionId;
 pub struct Retention {
     ended: VecDeque<(ExecutionId, Instant)>,
     period: Duration,
+    /// How many executions it has let go (expired or made room with).
+    let_go: u64,
 }
 
 impl Retention {
@@ -33,6 +35,7 @@ impl Retention {
         Self {
             ended: VecDeque::new(),
             period,
+            let_go: 0,
         }
     }
 
@@ -67,6 +70,7 @@ impl Retention {
             self.ended.pop_front();
             gone.push(id);
         }
+        self.let_go += gone.len() as u64;
         gone
     }
 
@@ -94,7 +98,15 @@ impl Retention {
     /// The execution that ended first, forgotten here as it is returned, to make room for a
     /// new one; `None` when no execution has ended.
     pub fn make_room(&mut self) -> Option<ExecutionId> {
-        self.ended.pop_front().map(|(id, _)| id)
+        let (id, _) = self.ended.pop_front()?;
+        self.let_go += 1;
+        Some(id)
+    }
+
+    /// How many executions [`expired`](Self::expired) and [`make_room`](Self::make_room)
+    /// have let go: the store's evictions (a journal's replay of earlier ones aside).
+    pub fn let_go(&self) -> u64 {
+        self.let_go
     }
 }
 
@@ -120,6 +132,11 @@ mod tests {
         assert_eq!(retention.expired(start + Duration::from_secs(75)), [a, b]);
         assert_eq!(retention.expired(start + Duration::from_secs(90)), [c]);
         assert_eq!(retention.expired(start + Duration::from_secs(999)), []);
+        assert_eq!(retention.let_go(), 3, "every execution it let go, counted");
+        retention.ended(a, start);
+        assert_eq!(retention.make_room(), Some(a));
+        assert_eq!(retention.make_room(), None);
+        assert_eq!(retention.let_go(), 4);
     }
 
     #[test]

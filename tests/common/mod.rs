@@ -174,6 +174,14 @@ pub fn request(ability: &str, prompt: &str) -> pb::ExecuteRequest {
     }
 }
 
+/// [`request`] with the label `tenant`.
+pub fn labelled(prompt: &str, tenant: &str) -> pb::ExecuteRequest {
+    pb::ExecuteRequest {
+        labels: [("tenant".to_owned(), tenant.to_owned())].into(),
+        ..request("chat", prompt)
+    }
+}
+
 /// An absolute deadline `offset` from now.
 pub fn deadline_in(offset: Duration) -> prost_types::Timestamp {
     prost_types::Timestamp::from(SystemTime::now() + offset)

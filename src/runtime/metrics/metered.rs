@@ -17,23 +17,16 @@ use crate::store::{
 pub(crate) struct Metered {
     inner: Arc<dyn EventStore>,
     metrics: Arc<Metrics>,
-    /// Whether appends are timed.
-    timed: bool,
 }
 
 impl Metered {
     pub(crate) fn new(inner: Arc<dyn EventStore>, metrics: Arc<Metrics>) -> Self {
-        let timed = inner.durable();
-        Self {
-            inner,
-            metrics,
-            timed,
-        }
+        Self { inner, metrics }
     }
 
     /// `append`, timed when the store is durable.
     fn timed<'a, T: 'a>(&'a self, append: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
-        if !self.timed {
+        if !self.metrics.times_appends() {
             return append;
         }
         let start = Instant::now();

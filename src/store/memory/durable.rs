@@ -55,13 +55,7 @@ impl MemoryStore {
         self.add_bytes(delta);
         self.usage.forget(taken);
         if unseen {
-            let evicted = {
-                let mut index = self.write_index();
-                let evicted = self.evict(&mut index, slot.id, self.journal.as_deref());
-                // Taken back, not let go: not counted among the evictions.
-                index.evicted -= u64::from(evicted.is_some());
-                evicted
-            };
+            let evicted = self.evict(&mut self.write_index(), slot.id, self.journal.as_deref());
             self.release(evicted.into_iter().collect());
         }
         !unseen
@@ -171,12 +165,9 @@ impl MemoryStore {
         count
     }
 
-    /// After a replay: retention in the order executions ended, and the evictions counted
-    /// from here (the replay's expiries happened before the restart).
+    /// After a replay: retention in the order executions ended.
     pub(in crate::store) fn sort_retention(&self) {
-        let mut index = self.write_index();
-        index.retention.sort();
-        index.evicted = 0;
+        self.write_index().retention.sort();
     }
 
     /// Every execution held now, listed while no create or expiry can come between it and
