@@ -12,12 +12,12 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use reqwest::header::{HeaderMap, HeaderValue};
+use http::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::exchange::{self, Decoder};
-use super::http::{Upstream, endpoint, secret_header};
+use super::http::{HttpClients, Upstream, secret_header};
 use super::sse::SseEvent;
 use super::tally::UsageTally;
 use super::{
@@ -38,13 +38,15 @@ pub struct AnthropicProvider {
 }
 
 impl AnthropicProvider {
-    /// The adapter of provider `name`, sending through `client`.
+    /// The adapter of provider `name`, with a client from `clients` keeping up to
+    /// `max_concurrency` idle connections.
     pub fn new(
         name: Arc<str>,
         config: &AnthropicConfig,
-        client: reqwest::Client,
+        clients: &mut HttpClients,
+        max_concurrency: u32,
     ) -> Result<Self, ProviderInitError> {
-        let url = endpoint(&name, &config.endpoint.base_url, "/messages")?;
+        let client = clients.client(&name, &config.endpoint, "/messages", max_concurrency)?;
         let mut headers = HeaderMap::new();
         headers.insert("x-api-key", secret_header(&name, config.api_key.expose())?);
         let version = HeaderValue::from_str(&config.version).map_err(|_| {
@@ -58,7 +60,6 @@ impl AnthropicProvider {
                 client,
                 timeouts: config.endpoint.timeouts,
                 secret: Some(config.api_key.clone()),
-                url,
                 headers,
             },
             default_max_tokens: config.default_max_output_tokens,

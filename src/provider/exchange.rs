@@ -5,27 +5,25 @@
 //! call the runtime stops reading early hands what it knows over through
 //! [`CallStream::unreported_usage`].
 //!
-//! The stream is a state machine polled by the driver. Only the I/O step in flight (sending,
-//! reading the next body piece) is a future, and it owns no more than the response: the
-//! decoder, the usage tally and the queued events stay in the stream, readable whenever the
-//! call is cut. Nothing is spawned, so dropping the stream (cancellation, the deadline) drops
-//! the response and closes the connection at once.
+//! The stream is a state machine polled by the driver, and it drives its HTTP call (see
+//! [`h1`](super::h1)) itself: each poll reads what the socket holds and turns all of it into
+//! events before it returns, so a reply that arrived in one read is handed to the driver
+//! whole, stored as one batch and written to the caller in one flush. Nothing is spawned, so
+//! dropping the stream (cancellation, the deadline) closes the connection at once.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures_util::{FutureExt, Stream};
-use reqwest::StatusCode;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
-use tokio::time::error::Elapsed;
-use tokio::time::{Instant, timeout_at};
-use tokio_util::sync::ReusableBoxFuture;
+use futures_util::{Future, Stream};
+use http::StatusCode;
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
+use tokio::time::{Instant, Sleep};
 
 use super::ProviderCall;
-use super::http::{Upstream, cause};
+use super::h1::{Call, Progress, Response};
+use super::http::Upstream;
 use super::sse::{SseEvent, SseParser};
 use super::tally::UsageTally;
 use super::{CallStream, ProviderError, ProviderEvent, ProviderStream, plain_stream};
@@ -37,9 +35,9 @@ const ERROR_BODY_LIMIT: usize = 64 * 1024;
 /// The longest `Finished` waits, after the reply's end marker, for the body itself to end. A
 /// body read to its end returns the connection to the pool; one dropped early closes it, and
 /// the next call pays a new TCP and TLS handshake. When the end is already there (the usual
-/// case: servers end the body in the same write as the marker, or right behind it, and the
-/// usage events delivered first give it time) nothing waits at all; otherwise the caller's
-/// reply is held back at most this long, and a server slower than that loses its connection.
+/// case: servers end the body in the same write as the marker, or right behind it) nothing
+/// waits at all; otherwise the caller's reply is held back at most this long, and a server
+/// slower than that loses its connection.
 const END_OF_BODY_GRACE: Duration = Duration::from_millis(10);
 
 /// An adapter's reading of its protocol's events.
@@ -82,76 +80,62 @@ pub(crate) fn post<D: Decoder>(
         Ok(body) => body,
         Err(error) => return plain_stream(futures_util::stream::iter([Err(error)])),
     };
-    let request = upstream
-        .client
-        .post(upstream.url.clone())
-        .headers(upstream.headers.clone())
-        .header(CONTENT_TYPE, "application/json")
-        .header(ACCEPT, "text/event-stream");
-    let request = match &call.trace {
-        Some(trace) => {
-            let request = request.header(TRACEPARENT, trace.traceparent());
-            match trace.state() {
-                Some(state) => request.header(TRACESTATE, state),
-                None => request,
-            }
+    let traceparent = call.trace.as_ref().map(|trace| trace.traceparent());
+    let mut headers = vec![
+        (CONTENT_TYPE.as_str(), "application/json"),
+        (ACCEPT.as_str(), "text/event-stream"),
+    ];
+    if let (Some(trace), Some(parent)) = (&call.trace, &traceparent) {
+        headers.push((TRACEPARENT, parent));
+        if let Some(state) = trace.state() {
+            headers.push((TRACESTATE, state));
         }
-        None => request,
     }
-    .body(body);
+    let request = upstream.client.post(&upstream.headers, &headers, &body);
     let (by, limit) = bound(upstream.timeouts.first_byte, deadline);
-    // The request goes out when the stream is first polled, as a future does.
-    let send = async move {
-        Arrived::Head {
-            sent: timeout_at(by, request.send()).await,
-            limit,
-        }
-    };
     Box::pin(Exchange {
-        upstream: upstream.clone(),
-        deadline,
-        decoder,
+        // The request goes out when the stream is first polled, as a future's would.
+        call: upstream.client.call(request),
+        step: Step::Head { limit },
         first_byte_by: by,
-        parser: SseParser::default(),
-        usage: UsageTally::default(),
-        pending: VecDeque::new(),
-        output_started: false,
-        io: ReusableBoxFuture::new(send),
-        waiting: true,
+        timer: Timer::new(by),
+        reply: Reply::new(upstream.clone(), deadline, decoder),
     })
 }
 
-/// What the I/O step in flight brought.
-enum Arrived {
-    /// The response head, or why none came within `limit` (the first-byte timeout).
-    Head {
-        sent: Result<reqwest::Result<reqwest::Response>, Elapsed>,
-        limit: Duration,
-    },
-    /// An error status with its headers and what could be read of its body.
+/// Where the exchange is.
+enum Step {
+    /// Waiting for the response head, within the first-byte timeout (`limit` long).
+    Head { limit: Duration },
+    /// Reading an error response's body, to classify the error.
     ErrorBody {
         status: StatusCode,
         headers: HeaderMap,
         body: Vec<u8>,
     },
-    /// The next body piece, the body's end, a broken body, or the read timer (of `limit`)
-    /// running out; `got_byte` says whether that timer was the idle one.
-    Piece {
-        response: reqwest::Response,
-        piece: Result<reqwest::Result<Option<Bytes>>, Elapsed>,
-        got_byte: bool,
-        limit: Duration,
-    },
-    /// The body after the reply's end marker was read (or the grace ran out): finished.
-    Drained(FinishReason),
+    /// Reading the event stream: within what is left of the first-byte timeout until body
+    /// data came (`got_byte`), then within the idle timeout; `limit` is the timer's length.
+    Body { got_byte: bool, limit: Duration },
+    /// The reply is complete; its body's end is still to come, within the grace.
+    Drain(FinishReason),
+    /// Nothing more to read.
+    Over,
 }
 
 struct Exchange<D> {
+    call: Call,
+    step: Step,
+    /// When the first body byte must have arrived.
+    first_byte_by: Instant,
+    timer: Timer,
+    reply: Reply<D>,
+}
+
+/// What the body has said so far, and the items it made.
+struct Reply<D> {
     upstream: Upstream,
     deadline: Instant,
     decoder: D,
-    /// When the first body byte must have arrived.
-    first_byte_by: Instant,
     parser: SseParser,
     usage: UsageTally,
     /// Items ready for the caller.
@@ -159,10 +143,41 @@ struct Exchange<D> {
     /// Whether an output event has been handed out (for error wording; the driver applies
     /// the commit rule itself).
     output_started: bool,
-    /// The I/O step; its box is reused from one body read to the next.
-    io: ReusableBoxFuture<'static, Arrived>,
-    /// Whether `io` holds a step still to be awaited; once false the exchange is over.
-    waiting: bool,
+    /// How the reply ended, once the decoder says so: anything after it is not read.
+    settled: Option<Result<FinishReason, ProviderError>>,
+    /// The events of one body piece (kept to reuse its memory).
+    events: Vec<SseEvent>,
+}
+
+/// The timer of the step in flight. `by` moves freely (the idle timeout restarts with every
+/// read); the sleep under it is re-armed only when it fires before `by` or `by` moved
+/// earlier, so a busy stream costs no timer update per read.
+struct Timer {
+    by: Instant,
+    sleep: Pin<Box<Sleep>>,
+}
+
+impl Timer {
+    fn new(by: Instant) -> Self {
+        Self {
+            by,
+            sleep: Box::pin(tokio::time::sleep_until(by)),
+        }
+    }
+
+    /// Whether `by` has passed; if not, the task is woken when it does.
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.sleep.deadline() > self.by {
+            self.sleep.as_mut().reset(self.by);
+        }
+        while self.sleep.as_mut().poll(cx).is_ready() {
+            if self.sleep.deadline() >= self.by {
+                return true;
+            }
+            self.sleep.as_mut().reset(self.by);
+        }
+        false
+    }
 }
 
 impl<D: Decoder> Stream for Exchange<D> {
@@ -171,17 +186,15 @@ impl<D: Decoder> Stream for Exchange<D> {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
         let this = self.get_mut();
         loop {
-            if let Some(item) = this.pending.pop_front() {
+            if let Some(item) = this.reply.pending.pop_front() {
                 return Poll::Ready(Some(item));
             }
-            if !this.waiting {
+            if matches!(this.step, Step::Over) {
                 return Poll::Ready(None);
             }
-            let arrived = ready!(this.io.poll(cx));
-            // A finished step is never polled again: the handler starts the next one, or
-            // the exchange is over.
-            this.waiting = false;
-            this.on(arrived);
+            if this.advance(cx).is_pending() {
+                return Poll::Pending;
+            }
         }
     }
 }
@@ -190,174 +203,250 @@ impl<D: Decoder> CallStream for Exchange<D> {
     /// Usage events queued but not handed out yet, then what the tally holds (it is emptied
     /// into the queue when the exchange ends, so nothing is counted twice).
     fn unreported_usage(self: Pin<&mut Self>) -> Vec<UsageQuantity> {
-        let queued = self.pending.iter().filter_map(|item| match item {
-            Ok(ProviderEvent::Usage(quantity)) => Some(quantity.clone()),
-            _ => None,
-        });
-        queued.chain(self.usage.known()).collect()
+        self.reply.unreported_usage()
     }
 
     fn response_model(&self) -> Option<Text> {
-        self.decoder.response_model().cloned()
+        self.reply.decoder.response_model().cloned()
     }
 }
 
 impl<D: Decoder> Exchange<D> {
-    fn on(&mut self, arrived: Arrived) {
-        match arrived {
-            Arrived::Head { sent, limit } => self.head(sent, limit),
-            Arrived::ErrorBody {
-                status,
-                headers,
-                body,
-            } => {
-                let error = self.upstream.status_error(status, &headers, &body);
-                self.fail(error);
-            }
-            Arrived::Piece {
-                response,
-                piece,
-                got_byte,
-                limit,
-            } => self.piece(response, piece, got_byte, limit),
-            Arrived::Drained(reason) => self.finish(reason),
-        }
-    }
-
-    /// Starts the next I/O step.
-    fn next(&mut self, step: impl Future<Output = Arrived> + Send + 'static) {
-        self.io.set(step);
-        self.waiting = true;
-    }
-
-    fn head(&mut self, sent: Result<reqwest::Result<reqwest::Response>, Elapsed>, limit: Duration) {
-        let response = match sent {
-            Err(_) => {
-                let error =
-                    self.upstream
-                        .timeout(AttemptCode::Timeout, "no response came", limit, false);
-                return self.fail(error);
-            }
-            Ok(Err(error)) => return self.fail(self.upstream.transport_error(&error)),
-            Ok(Ok(response)) => response,
-        };
-        let status = response.status();
-        if !status.is_success() {
-            let (by, _) = self.bound(self.upstream.timeouts.idle);
-            return self.next(async move {
-                let headers = response.headers().clone();
-                let body = read_capped(response, by).await;
-                Arrived::ErrorBody {
-                    status,
-                    headers,
-                    body,
+    /// Takes the step in flight as far as the connection allows: ready once the step changed
+    /// or items were queued.
+    fn advance(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match &mut self.step {
+            Step::Over => {}
+            Step::Head { limit } => {
+                let limit = *limit;
+                match self.call.poll_head(cx) {
+                    Poll::Ready(Ok(response)) => self.head(response),
+                    Poll::Ready(Err(failure)) => {
+                        let error = self.reply.upstream.transport_error(&failure);
+                        self.fail(error);
+                    }
+                    Poll::Pending if self.timer.expired(cx) => {
+                        let upstream = &self.reply.upstream;
+                        let error = upstream.timeout(
+                            AttemptCode::Timeout,
+                            "no response came",
+                            limit,
+                            false,
+                        );
+                        self.fail(error);
+                    }
+                    Poll::Pending => return Poll::Pending,
                 }
-            });
+            }
+            Step::Body { got_byte, limit } => {
+                let (got_byte, limit) = (*got_byte, *limit);
+                let reply = &mut self.reply;
+                match self.call.poll_body(cx, &mut |data| reply.feed(data)) {
+                    Poll::Ready(Ok(progress)) => self.read(progress, got_byte),
+                    Poll::Ready(Err(failure)) => {
+                        let upstream = &self.reply.upstream;
+                        // The network's account of it is for the log, not the caller.
+                        tracing::warn!(provider = %upstream.name, cause = failure.cause(), "provider response broke");
+                        let error = upstream.interrupted("broke", self.reply.output_started);
+                        self.fail(error);
+                    }
+                    Poll::Pending if self.timer.expired(cx) => {
+                        let (code, what) = if got_byte {
+                            (AttemptCode::StreamStalled, "the response stream was silent")
+                        } else {
+                            (AttemptCode::Timeout, "no response body came")
+                        };
+                        let started = self.reply.output_started;
+                        let error = self.reply.upstream.timeout(code, what, limit, started);
+                        self.fail(error);
+                    }
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            Step::ErrorBody { body, .. } => {
+                let mut take = |data: &[u8]| {
+                    let room = ERROR_BODY_LIMIT - body.len();
+                    body.extend_from_slice(&data[..data.len().min(room)]);
+                };
+                // Whatever could not be read in time is left out: the status alone still
+                // classifies the error.
+                match self.call.poll_body(cx, &mut take) {
+                    Poll::Ready(Ok(Progress::Data)) if body.len() < ERROR_BODY_LIMIT => {}
+                    Poll::Pending if !self.timer.expired(cx) => return Poll::Pending,
+                    _ => {
+                        let Step::ErrorBody {
+                            status,
+                            headers,
+                            body,
+                        } = std::mem::replace(&mut self.step, Step::Over)
+                        else {
+                            unreachable!("the step was just matched")
+                        };
+                        let error = self.reply.upstream.status_error(status, &headers, &body);
+                        self.fail(error);
+                    }
+                }
+            }
+            Step::Drain(reason) => {
+                let reason = *reason;
+                match self.call.poll_body(cx, &mut |_| {}) {
+                    Poll::Ready(Ok(Progress::Data)) => {}
+                    // Nothing more will come either way.
+                    Poll::Ready(Ok(Progress::End) | Err(_)) => self.finish(reason),
+                    Poll::Pending if self.timer.expired(cx) => self.finish(reason),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+        }
+        Poll::Ready(())
+    }
+
+    /// The response head: an error status's body is read next, an event stream's events.
+    fn head(&mut self, response: Response) {
+        let upstream = &self.reply.upstream;
+        let Ok(status) = StatusCode::from_u16(response.status) else {
+            let error = upstream.protocol_error("the status is not a number from 100 to 999", "");
+            return self.fail(error);
+        };
+        if !status.is_success() {
+            self.timer.by = self.reply.bound(upstream.timeouts.idle).0;
+            self.step = Step::ErrorBody {
+                status,
+                headers: response.headers,
+                body: Vec::new(),
+            };
+            return;
         }
         // A server that ignored `stream: true` answers with one JSON document; one that sends
         // no content type at all is given the benefit of the doubt.
         let content_type = response
-            .headers()
+            .headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("text/event-stream");
         if !content_type.trim_start().starts_with("text/event-stream") {
             let what = "the response is not an event stream (is `stream: true` supported?)";
-            let error = self.upstream.protocol_error(what, content_type);
+            let error = upstream.protocol_error(what, content_type);
             return self.fail(error);
         }
-        self.read(response, false);
+        let limit = self.first_byte_by.saturating_duration_since(Instant::now());
+        self.step = Step::Body {
+            got_byte: false,
+            limit,
+        };
     }
 
-    /// Reads the next body piece: within what is left of the first-byte timeout until a byte
-    /// came (`got_byte`), then within the idle timeout.
-    fn read(&mut self, mut response: reqwest::Response, got_byte: bool) {
-        let (by, limit) = if got_byte {
-            self.bound(self.upstream.timeouts.idle)
-        } else {
-            let now = Instant::now();
-            (
-                self.first_byte_by,
-                self.first_byte_by.saturating_duration_since(now),
-            )
-        };
-        self.next(async move {
-            let piece = timeout_at(by, response.chunk()).await;
-            Arrived::Piece {
-                response,
-                piece,
-                got_byte,
-                limit,
+    /// A body read brought data, or the body's end.
+    fn read(&mut self, progress: Progress, got_byte: bool) {
+        match (self.reply.settled.take(), progress) {
+            (Some(Err(error)), _) => self.fail(error),
+            (Some(Ok(reason)), Progress::End) => {
+                self.reply.complete();
+                self.finish(reason);
             }
-        });
-    }
-
-    fn piece(
-        &mut self,
-        response: reqwest::Response,
-        piece: Result<reqwest::Result<Option<Bytes>>, Elapsed>,
-        got_byte: bool,
-        limit: Duration,
-    ) {
-        let piece = match piece {
-            Err(_) => {
-                let (code, what) = if got_byte {
-                    (AttemptCode::StreamStalled, "the response stream was silent")
-                } else {
-                    (AttemptCode::Timeout, "no response body came")
-                };
-                let error = self
-                    .upstream
-                    .timeout(code, what, limit, self.output_started);
-                return self.fail(error);
+            (Some(Ok(reason)), Progress::Data) => {
+                self.reply.complete();
+                self.timer.by = self.reply.bound(END_OF_BODY_GRACE).0;
+                self.step = Step::Drain(reason);
             }
-            Ok(Err(error)) => {
-                // The network's account of it is for the log, not the caller.
-                tracing::warn!(provider = %self.upstream.name, cause = %cause(&error), "provider response broke");
-                return self.fail(self.upstream.interrupted("broke", self.output_started));
+            (None, Progress::End) => match self.reply.end_of_body() {
+                Ok(reason) => {
+                    self.reply.complete();
+                    self.finish(reason);
+                }
+                Err(error) => self.fail(error),
+            },
+            (None, Progress::Data) => {
+                // The idle timeout restarts with every read.
+                let (by, limit) = self.reply.bound(self.reply.upstream.timeouts.idle);
+                self.timer.by = by;
+                if !got_byte {
+                    self.step = Step::Body {
+                        got_byte: true,
+                        limit,
+                    };
+                }
             }
-            Ok(Ok(None)) => return self.end_of_body(),
-            Ok(Ok(Some(piece))) => piece,
-        };
-        match self.parse(Some(&piece)) {
-            Err(error) => self.fail(error),
-            Ok(Some(reason)) => self.complete(reason, Some(response)),
-            Ok(None) => self.read(response, true),
         }
     }
 
-    /// The body ended: complete if the decoder saw the reply's end, interrupted otherwise.
-    fn end_of_body(&mut self) {
-        match self.parse(None) {
-            Err(error) => self.fail(error),
-            Ok(Some(reason)) => self.complete(reason, None),
-            Ok(None) => match self.decoder.finished_at_eof(&self.upstream) {
-                Err(error) => self.fail(error),
-                Ok(Some(reason)) => self.complete(reason, None),
-                Ok(None) => {
-                    let why = "ended before the reply was complete";
-                    let error = self.upstream.interrupted(why, self.output_started);
-                    self.fail(error);
-                }
-            },
+    fn finish(&mut self, reason: FinishReason) {
+        self.end();
+        self.reply
+            .pending
+            .push_back(Ok(ProviderEvent::Finished(reason)));
+    }
+
+    fn fail(&mut self, error: ProviderError) {
+        self.end();
+        self.reply.fail(error);
+    }
+
+    /// Nothing more is read: a connection still open mid-body is closed.
+    fn end(&mut self) {
+        self.call.close();
+        self.step = Step::Over;
+    }
+}
+
+impl<D: Decoder> Reply<D> {
+    fn new(upstream: Upstream, deadline: Instant, decoder: D) -> Self {
+        Self {
+            upstream,
+            deadline,
+            decoder,
+            parser: SseParser::default(),
+            usage: UsageTally::default(),
+            pending: VecDeque::new(),
+            output_started: false,
+            settled: None,
+            events: Vec::new(),
+        }
+    }
+
+    /// Takes a piece of the body, unless the reply has already ended.
+    fn feed(&mut self, piece: &[u8]) {
+        if self.settled.is_none() {
+            self.settled = self.parse(Some(piece)).transpose();
+        }
+    }
+
+    /// The body ended without the reply's end marker: complete if the decoder can tell,
+    /// interrupted otherwise.
+    fn end_of_body(&mut self) -> Result<FinishReason, ProviderError> {
+        if let Some(reason) = self.parse(None)? {
+            return Ok(reason);
+        }
+        match self.decoder.finished_at_eof(&self.upstream)? {
+            Some(reason) => Ok(reason),
+            None => Err(self
+                .upstream
+                .interrupted("ended before the reply was complete", self.output_started)),
         }
     }
 
     /// Feeds the next piece of the body (`None`: its end) through the SSE parser and the
     /// decoder; `Some(reason)` once the reply is complete.
     fn parse(&mut self, piece: Option<&[u8]>) -> Result<Option<FinishReason>, ProviderError> {
-        let mut events = Vec::new();
+        let mut events = std::mem::take(&mut self.events);
         let parsed = match piece {
             Some(piece) => self.parser.push(piece, &mut events),
             None => self.parser.finish(&mut events),
         };
-        parsed.map_err(|e| self.upstream.protocol_error(e.what(), e.offending()))?;
-        for event in events {
-            if let Some(reason) = self.decode(event)? {
-                return Ok(Some(reason));
+        let mut result = parsed
+            .map(|()| None)
+            .map_err(|e| self.upstream.protocol_error(e.what(), e.offending()));
+        if result.is_ok() {
+            for event in events.drain(..) {
+                result = self.decode(event);
+                if !matches!(result, Ok(None)) {
+                    break;
+                }
             }
         }
-        Ok(None)
+        events.clear();
+        self.events = events;
+        result
     }
 
     /// One event through the decoder; the SPI events it yields are queued even when it then
@@ -381,31 +470,26 @@ impl<D: Decoder> Exchange<D> {
         result
     }
 
-    /// The reply is complete: usage first, then `Finished` once the body (if still open) has
-    /// ended, at once when its end is already there, else within [`END_OF_BODY_GRACE`].
-    fn complete(&mut self, reason: FinishReason, open_body: Option<reqwest::Response>) {
+    /// The reply is complete: the usage it reported goes out ahead of `Finished`.
+    fn complete(&mut self) {
         self.pending
             .extend(self.usage.drain(true).into_iter().map(Ok));
-        if let Some(mut response) = open_body
-            && !ended_already(&mut response)
-        {
-            let (by, _) = self.bound(END_OF_BODY_GRACE);
-            return self.next(async move {
-                while let Ok(Ok(Some(_))) = timeout_at(by, response.chunk()).await {}
-                Arrived::Drained(reason)
-            });
-        }
-        self.finish(reason);
     }
 
-    fn finish(&mut self, reason: FinishReason) {
-        self.pending.push_back(Ok(ProviderEvent::Finished(reason)));
-    }
-
+    /// The call failed: the usage known so far goes out ahead of the error.
     fn fail(&mut self, error: ProviderError) {
         self.pending
             .extend(self.usage.drain(false).into_iter().map(Ok));
         self.pending.push_back(Err(error));
+    }
+
+    /// Usage events queued but not handed out yet, then what the tally holds.
+    fn unreported_usage(&self) -> Vec<UsageQuantity> {
+        let queued = self.pending.iter().filter_map(|item| match item {
+            Ok(ProviderEvent::Usage(quantity)) => Some(quantity.clone()),
+            _ => None,
+        });
+        queued.chain(self.usage.known()).collect()
     }
 
     /// A timer of `limit` from now, cut to the attempt's deadline.
@@ -421,32 +505,6 @@ fn bound(limit: Duration, deadline: Instant) -> (Instant, Duration) {
         .checked_add(limit)
         .map_or(deadline, |at| at.min(deadline));
     (by, by.saturating_duration_since(now))
-}
-
-/// Reads what of the body has already arrived, without waiting; true once its end was seen
-/// (or it broke: either way nothing more will come).
-fn ended_already(response: &mut reqwest::Response) -> bool {
-    loop {
-        match response.chunk().now_or_never() {
-            Some(Ok(Some(_))) => {}
-            Some(Ok(None) | Err(_)) => return true,
-            None => return false,
-        }
-    }
-}
-
-/// At most [`ERROR_BODY_LIMIT`] bytes of an error response, read until `by`; whatever could
-/// not be read in time is left out (the status alone still classifies the error).
-async fn read_capped(mut response: reqwest::Response, by: Instant) -> Vec<u8> {
-    let mut body = Vec::new();
-    while body.len() < ERROR_BODY_LIMIT {
-        match timeout_at(by, response.chunk()).await {
-            Ok(Ok(Some(piece))) => body.extend_from_slice(&piece),
-            _ => break,
-        }
-    }
-    body.truncate(ERROR_BODY_LIMIT);
-    body
 }
 
 #[cfg(test)]

@@ -4,15 +4,13 @@
 #![allow(clippy::expect_used)]
 
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use super::anthropic::EventDecoder;
 use super::exchange::Decoder;
-use super::http::{HttpClients, Upstream};
+use super::http::Upstream;
 use super::openai::ChunkDecoder;
 use super::sse::SseParser;
 use super::tally::UsageTally;
-use crate::config::TimeoutsConfig;
 
 /// An adapter whose stream handling is fuzzed.
 #[derive(Debug, Clone, Copy)]
@@ -107,24 +105,9 @@ fn events(body: &[u8], cuts: &[u8]) -> Result<Vec<super::sse::SseEvent>, &'stati
 }
 
 fn upstream(adapter: Adapter) -> Upstream {
-    let timeouts = TimeoutsConfig {
-        connect: Duration::from_secs(1),
-        first_byte: Duration::from_secs(1),
-        idle: Duration::from_secs(1),
+    let adapter = match adapter {
+        Adapter::OpenAi => "openai",
+        Adapter::Anthropic => "anthropic",
     };
-    let client = HttpClients::default()
-        .client(timeouts.connect, None)
-        .expect("a client without a proxy builds");
-    Upstream {
-        name: "fuzzed".into(),
-        adapter: match adapter {
-            Adapter::OpenAi => "openai",
-            Adapter::Anthropic => "anthropic",
-        },
-        client,
-        timeouts,
-        secret: None,
-        url: reqwest::Url::parse("http://127.0.0.1:9/v1").expect("a valid URL"),
-        headers: reqwest::header::HeaderMap::new(),
-    }
+    Upstream::offline("fuzzed", adapter, None)
 }

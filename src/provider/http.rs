@@ -1,4 +1,4 @@
-//! What the HTTP adapters share: the pooled reqwest clients and the provider a call goes to.
+//! What the HTTP adapters share: their clients (the TLS set-up) and the provider a call goes to.
 //! How HTTP outcomes (transport errors, statuses, `Retry-After`, errors inside a stream) are
 //! classified into [`ErrorClass`]es lives in [`classify`]: both adapters classify the same
 //! way, so the rules live there once.
@@ -8,14 +8,14 @@
 mod classify;
 mod detail;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderValue};
+use http::header::{HeaderMap, HeaderValue};
 
 use super::ProviderInitError;
-use crate::config::{Secret, TimeoutsConfig};
+use super::h1;
+use crate::config::{HttpEndpointConfig, Secret, TimeoutsConfig};
 
 /// How long a pooled connection may sit unused before it is closed. It must end before the
 /// server closes it: a request sent on a connection the server is just closing fails after
@@ -25,70 +25,69 @@ use crate::config::{Secret, TimeoutsConfig};
 /// A busy provider's connections rarely idle that long, so reuse is kept where it counts.
 const POOL_IDLE: Duration = Duration::from_secs(4);
 
-/// TCP keep-alive probes find a dead peer during a long silent stream.
-const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
-
-/// A client could not be built.
-#[derive(Debug, thiserror::Error)]
-#[error("building the HTTP client: {0}")]
-pub struct ClientError(#[from] reqwest::Error);
-
-/// The HTTP clients of one runtime. A reqwest client fixes its connect timeout and proxy, so
-/// providers share one client per distinct pair (in practice one: the defaults), and with it
-/// the connection pool and TLS configuration.
+/// What the HTTP adapters' clients share: the TLS set-up (the platform's roots), built once,
+/// when the first provider (or proxy) that is https needs it.
 #[derive(Debug, Default)]
 pub struct HttpClients {
-    by_settings: BTreeMap<(Duration, Option<String>), reqwest::Client>,
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl HttpClients {
-    /// The client for providers whose connect timeout is `connect`, through `proxy` if one
-    /// is configured (else directly, whatever the environment's proxy variables say).
-    pub fn client(
+    /// The client of provider `name` for `{base_url}{path}`, keeping as many idle
+    /// connections as the provider runs attempts at once.
+    pub(crate) fn client(
         &mut self,
-        connect: Duration,
-        proxy: Option<&str>,
-    ) -> Result<reqwest::Client, ClientError> {
-        let settings = (connect, proxy.map(str::to_owned));
-        if let Some(client) = self.by_settings.get(&settings) {
-            return Ok(client.clone());
+        name: &str,
+        endpoint: &HttpEndpointConfig,
+        path: &str,
+        max_concurrency: u32,
+    ) -> Result<h1::Client, ProviderInitError> {
+        let url = url::Url::parse(&format!("{}{path}", endpoint.base_url))
+            .map_err(|e| ProviderInitError::new(name, format!("base_url: {e}")))?;
+        let settings = h1::Settings {
+            connect_timeout: endpoint.timeouts.connect,
+            proxy: endpoint.proxy.clone(),
+            max_idle: usize::try_from(max_concurrency).unwrap_or(usize::MAX),
+            idle_timeout: POOL_IDLE,
+        };
+        h1::Client::new(&url, settings, || self.tls()).map_err(|e| ProviderInitError::new(name, e))
+    }
+
+    fn tls(&mut self) -> Result<Arc<rustls::ClientConfig>, String> {
+        if let Some(tls) = &self.tls {
+            return Ok(tls.clone());
         }
-        let client = build_client(connect, proxy)?;
-        self.by_settings.insert(settings, client.clone());
-        Ok(client)
+        let tls = Arc::new(tls_config().map_err(|e| format!("setting up TLS: {e}"))?);
+        self.tls = Some(tls.clone());
+        Ok(tls)
     }
 }
 
-/// reqwest is built without a bundled crypto provider (see Cargo.toml): installs ring
-/// unless the embedding program installed one of its own. Every reqwest client of the
-/// process (the providers', the trace exporter's) needs it first.
+/// TLS 1.2 and 1.3 with the platform's roots (the verifier reqwest uses), offering only
+/// HTTP/1.1.
+fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
+    install_crypto_provider();
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+    let verifier = rustls_platform_verifier::Verifier::new(provider.clone())?;
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// rustls is built without a bundled crypto provider (see Cargo.toml): installs ring unless
+/// the embedding program installed one of its own. Every TLS client of the process (the
+/// providers', the trace exporter's reqwest) needs it first.
 pub(crate) fn install_crypto_provider() {
     // An error means another thread installed one first, which then serves us as well.
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
-}
-
-fn build_client(connect: Duration, proxy: Option<&str>) -> Result<reqwest::Client, ClientError> {
-    install_crypto_provider();
-    let builder = reqwest::Client::builder();
-    // Only a proxy the configuration names: HTTP(S)_PROXY in the environment would send
-    // provider traffic, keys included, somewhere the configuration does not say.
-    let builder = match proxy {
-        Some(url) => builder.proxy(reqwest::Proxy::all(url)?),
-        None => builder.no_proxy(),
-    };
-    let client = builder
-        .connect_timeout(connect)
-        // Deltas are forwarded the moment they arrive: no Nagle delay on provider sockets.
-        .tcp_nodelay(true)
-        .tcp_keepalive(TCP_KEEPALIVE)
-        .pool_idle_timeout(POOL_IDLE)
-        // A redirect would resend the API key somewhere the configuration did not name.
-        .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("model-runtime/", env!("CARGO_PKG_VERSION")))
-        .build()?;
-    Ok(client)
 }
 
 /// The provider a call goes to: where, with which headers, how long to wait, and how errors
@@ -99,35 +98,50 @@ pub(crate) struct Upstream {
     pub name: Arc<str>,
     /// The adapter, e.g. `openai`.
     pub adapter: &'static str,
-    /// The shared client.
-    pub client: reqwest::Client,
+    /// The provider's client (its connections).
+    pub client: h1::Client,
     /// Connect / first byte / idle.
     pub timeouts: TimeoutsConfig,
     /// The key, to blank out wherever upstream text is quoted or logged: a provider or a
     /// proxy in front of it may echo it back.
     pub secret: Option<Secret>,
-    /// Where requests go: `{base_url}` and the adapter's path.
-    pub url: reqwest::Url,
     /// Headers every request carries (credentials, protocol version); secret ones are
     /// marked sensitive.
     pub headers: HeaderMap,
 }
 
 impl Upstream {
+    /// An upstream at `127.0.0.1:9` (where nothing listens) with one-second timeouts and no
+    /// key: for unit tests and fuzz targets, which drive its adapter's decoding by hand.
+    pub(crate) fn offline(name: &str, adapter: &'static str, secret: Option<Secret>) -> Self {
+        let second = Duration::from_secs(1);
+        let timeouts = TimeoutsConfig {
+            connect: second,
+            first_byte: second,
+            idle: second,
+        };
+        let endpoint = HttpEndpointConfig {
+            base_url: "http://127.0.0.1:9/v1".to_owned(),
+            timeouts,
+            proxy: None,
+        };
+        let client = HttpClients::default()
+            .client(name, &endpoint, "/chat/completions", 1)
+            .unwrap_or_else(|e| unreachable!("a plain-http client needs no set-up: {e}"));
+        Self {
+            name: name.into(),
+            adapter,
+            client,
+            timeouts,
+            secret,
+            headers: HeaderMap::new(),
+        }
+    }
+
     /// ``openai provider `main` ``: how messages name the provider (never its key).
     pub fn label(&self) -> String {
         format!("{} provider `{}`", self.adapter, self.name)
     }
-}
-
-/// `{base_url}{path}` as a URL, for provider `name`.
-pub(crate) fn endpoint(
-    name: &str,
-    base_url: &str,
-    path: &str,
-) -> Result<reqwest::Url, ProviderInitError> {
-    reqwest::Url::parse(&format!("{base_url}{path}"))
-        .map_err(|e| ProviderInitError::new(name, format!("base_url: {e}")))
 }
 
 /// A header carrying a secret: marked sensitive, so hyper neither logs nor indexes it.
@@ -137,27 +151,6 @@ pub(crate) fn secret_header(name: &str, value: &str) -> Result<HeaderValue, Prov
     })?;
     header.set_sensitive(true);
     Ok(header)
-}
-
-/// The causes under a reqwest error, e.g. `tcp connect error: Connection refused (os error
-/// 111)`. The URL reqwest adds at the top is left out: it is in the configuration.
-pub(crate) fn cause(error: &reqwest::Error) -> String {
-    let mut text = String::new();
-    let mut source = std::error::Error::source(error);
-    while let Some(s) = source {
-        let piece = s.to_string();
-        if !text.contains(&piece) {
-            if !text.is_empty() {
-                text.push_str(": ");
-            }
-            text.push_str(&piece);
-        }
-        source = s.source();
-    }
-    if text.is_empty() {
-        text = error.to_string();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -9,14 +9,14 @@ mod request;
 
 use std::sync::Arc;
 
-use reqwest::header::{AUTHORIZATION, HeaderMap};
+use http::header::{AUTHORIZATION, HeaderMap};
 use std::collections::HashMap;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::exchange::{self, Decoder};
-use super::http::{Upstream, endpoint, secret_header};
+use super::http::{HttpClients, Upstream, secret_header};
 use super::sse::SseEvent;
 use super::tally::UsageTally;
 use super::{
@@ -33,13 +33,20 @@ pub struct OpenAiProvider {
 }
 
 impl OpenAiProvider {
-    /// The adapter of provider `name`, sending through `client`.
+    /// The adapter of provider `name`, with a client from `clients` keeping up to
+    /// `max_concurrency` idle connections.
     pub fn new(
         name: Arc<str>,
         config: &OpenAiConfig,
-        client: reqwest::Client,
+        clients: &mut HttpClients,
+        max_concurrency: u32,
     ) -> Result<Self, ProviderInitError> {
-        let url = endpoint(&name, &config.endpoint.base_url, "/chat/completions")?;
+        let client = clients.client(
+            &name,
+            &config.endpoint,
+            "/chat/completions",
+            max_concurrency,
+        )?;
         let mut headers = HeaderMap::new();
         // Servers that need no key get no Authorization header at all.
         if let Some(key) = &config.api_key {
@@ -53,7 +60,6 @@ impl OpenAiProvider {
                 client,
                 timeouts: config.endpoint.timeouts,
                 secret: config.api_key.clone(),
-                url,
                 headers,
             },
             max_tokens_field: config.max_tokens_field,

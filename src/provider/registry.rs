@@ -39,7 +39,7 @@ pub struct Providers {
 impl Providers {
     /// Builds each provider's adapter from its configuration; `overrides` replace the adapter
     /// of the providers they name (embedding and tests at the SPI boundary). HTTP adapters
-    /// share pooled clients; building one can fail (TLS set-up), hence the `Result`.
+    /// share the TLS set-up; building it can fail (no roots), hence the `Result`.
     pub fn from_config(
         config: &Config,
         mut overrides: BTreeMap<String, Arc<dyn Provider>>,
@@ -66,11 +66,6 @@ fn adapter(
     config: &ProviderConfig,
     clients: &mut HttpClients,
 ) -> Result<Arc<dyn Provider>, ProviderInitError> {
-    let mut client = |endpoint: &crate::config::HttpEndpointConfig| {
-        clients
-            .client(endpoint.timeouts.connect, endpoint.proxy.as_deref())
-            .map_err(|e| ProviderInitError::new(&config.name, e.to_string()))
-    };
     Ok(match &config.adapter {
         AdapterConfig::Scripted => Arc::new(ScriptedProvider::new(
             config
@@ -81,12 +76,14 @@ fn adapter(
         AdapterConfig::OpenAi(openai) => Arc::new(OpenAiProvider::new(
             config.name.clone(),
             openai,
-            client(&openai.endpoint)?,
+            clients,
+            config.max_concurrency,
         )?),
         AdapterConfig::Anthropic(anthropic) => Arc::new(AnthropicProvider::new(
             config.name.clone(),
             anthropic,
-            client(&anthropic.endpoint)?,
+            clients,
+            config.max_concurrency,
         )?),
     })
 }

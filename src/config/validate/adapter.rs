@@ -160,7 +160,7 @@ fn base_url(key: &str, adapter: &str, text: Option<&str>) -> Result<String, Conf
             format!("is required for the `{adapter}` adapter"),
         ));
     };
-    let url = reqwest::Url::parse(text).map_err(|e| invalid(key, format!("is not a URL: {e}")))?;
+    let url = url::Url::parse(text).map_err(|e| invalid(key, format!("is not a URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(invalid(key, "must be an http:// or https:// URL"));
     }
@@ -179,7 +179,7 @@ fn base_url(key: &str, adapter: &str, text: Option<&str>) -> Result<String, Conf
 /// Whether a key may go to `base_url` (already checked to be http or https): over https, or
 /// over http to this machine.
 fn secure_enough(base_url: &str) -> bool {
-    let Ok(url) = reqwest::Url::parse(base_url) else {
+    let Ok(url) = url::Url::parse(base_url) else {
         return false;
     };
     if url.scheme() == "https" {
@@ -198,7 +198,7 @@ fn secure_enough(base_url: &str) -> bool {
 
 /// A proxy URL (http or https).
 fn proxy(key: &str, text: &str) -> Result<String, ConfigError> {
-    let url = reqwest::Url::parse(text).map_err(|e| invalid(key, format!("is not a URL: {e}")))?;
+    let url = url::Url::parse(text).map_err(|e| invalid(key, format!("is not a URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(invalid(key, "must be an http:// or https:// URL"));
     }

@@ -7,13 +7,14 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
-use reqwest::StatusCode;
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use http::StatusCode;
+use http::header::{HeaderMap, RETRY_AFTER};
 
+use super::Upstream;
 use super::detail::ErrorDetail;
-use super::{Upstream, cause};
 use crate::execution::{AttemptCode, ErrorClass};
 use crate::provider::ProviderError;
+use crate::provider::h1::Failure;
 
 /// The longest back-off a provider may ask for. No execution waits a day, so a longer
 /// `Retry-After` says no more than this one does (the router falls back or stops), and an
@@ -24,39 +25,37 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 const QUOTE_LIMIT: usize = 200;
 
 impl Upstream {
-    /// A transport error of `send`: before the request left (retryable) or after (the remote
-    /// may be running it). What the network or TLS layer said goes to the log, not to the
-    /// caller: it names hosts, addresses and certificate details of the deployment.
-    pub fn transport_error(&self, error: &reqwest::Error) -> ProviderError {
-        let cause = cause(error);
-        tracing::warn!(provider = %self.name, adapter = self.adapter, cause = %cause, "provider request failed");
-        if error.is_connect() {
-            let what = if error.is_timeout() {
-                format!(
-                    "connecting timed out after {}",
-                    humantime::format_duration(self.timeouts.connect)
-                )
-            } else {
-                "connecting failed".to_owned()
-            };
-            return ProviderError::retryable(
+    /// A transport failure before a response: before the request left (retryable) or after
+    /// (the remote may be running it). What the network or TLS layer said goes to the log,
+    /// not to the caller: it names hosts, addresses and certificate details of the
+    /// deployment.
+    pub fn transport_error(&self, failure: &Failure) -> ProviderError {
+        tracing::warn!(provider = %self.name, adapter = self.adapter, cause = failure.cause(), "provider request failed");
+        let label = self.label();
+        match failure {
+            Failure::Connect { timed_out, .. } => {
+                let what = if *timed_out {
+                    format!(
+                        "connecting timed out after {}",
+                        humantime::format_duration(self.timeouts.connect)
+                    )
+                } else {
+                    "connecting failed".to_owned()
+                };
+                ProviderError::retryable(AttemptCode::ConnectFailed, format!("{label}: {what}"))
+            }
+            // The server needs the whole body before it acts on a request.
+            Failure::Unsent(_) => ProviderError::retryable(
                 AttemptCode::ConnectFailed,
-                format!("{}: {what}", self.label()),
-            );
-        }
-        if error.is_builder() {
-            return ProviderError::rejected(
-                AttemptCode::InvalidRequest,
-                format!("{}: the request could not be built", self.label()),
-            );
-        }
-        ProviderError::outcome_unknown(
-            AttemptCode::ConnectionLost,
-            format!(
-                "{}: the connection failed after the request was sent, before a response",
-                self.label()
+                format!("{label}: the connection failed before the request was sent"),
             ),
-        )
+            Failure::Lost(_) | Failure::Broken(_) => ProviderError::outcome_unknown(
+                AttemptCode::ConnectionLost,
+                format!(
+                    "{label}: the connection failed after the request was sent, before a response"
+                ),
+            ),
+        }
     }
 
     /// The error for a non-success `status`, with what the body said about it.

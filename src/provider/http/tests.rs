@@ -2,8 +2,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use reqwest::StatusCode;
-use reqwest::header::{HeaderMap, HeaderValue};
+use http::StatusCode;
+use http::header::{HeaderMap, HeaderValue};
 
 use super::classify::{retry_after, truncate};
 use super::detail::ErrorDetail;
@@ -11,22 +11,8 @@ use super::*;
 use crate::execution::ErrorClass;
 
 fn upstream() -> Upstream {
-    let timeouts = TimeoutsConfig {
-        connect: Duration::from_secs(1),
-        first_byte: Duration::from_secs(1),
-        idle: Duration::from_secs(1),
-    };
-    Upstream {
-        name: "main".into(),
-        adapter: "openai",
-        client: HttpClients::default()
-            .client(timeouts.connect, None)
-            .unwrap(),
-        timeouts,
-        secret: Some(crate::config::Secret::new("sk-live-key")),
-        url: reqwest::Url::parse("http://127.0.0.1:9/v1/chat/completions").unwrap(),
-        headers: HeaderMap::new(),
-    }
+    let key = crate::config::Secret::new("sk-live-key");
+    Upstream::offline("main", "openai", Some(key))
 }
 
 fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -313,15 +299,24 @@ fn truncation_respects_character_boundaries() {
 }
 
 #[test]
-fn clients_are_shared_per_connect_timeout_and_proxy() {
+fn plain_http_needs_no_tls_and_a_bad_proxy_names_the_provider() {
     let mut clients = HttpClients::default();
-    clients.client(Duration::from_secs(5), None).unwrap();
-    clients.client(Duration::from_secs(5), None).unwrap();
-    clients.client(Duration::from_secs(1), None).unwrap();
-    let proxy = Some("http://127.0.0.1:3128");
-    clients.client(Duration::from_secs(5), proxy).unwrap();
-    clients.client(Duration::from_secs(5), proxy).unwrap();
-    assert_eq!(clients.by_settings.len(), 3);
+    let mut endpoint = HttpEndpointConfig {
+        base_url: "http://127.0.0.1:9/v1".to_owned(),
+        timeouts: upstream().timeouts,
+        proxy: Some("http://user:p%40ss@127.0.0.1:3128".to_owned()),
+    };
+    clients.client("p", &endpoint, "/messages", 4).unwrap();
+    assert!(
+        clients.tls.is_none(),
+        "TLS is set up only when https needs it"
+    );
+    endpoint.proxy = Some("socks5://127.0.0.1:1080".to_owned());
+    let error = clients.client("p", &endpoint, "/messages", 4).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "providers.p: proxy: `socks5` URLs are not supported"
+    );
 }
 
 #[test]

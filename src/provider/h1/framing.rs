@@ -1,0 +1,289 @@
+//! Where an HTTP/1.1 response body ends (RFC 9112 section 6): a chunked body is decoded here,
+//! a sized one is counted, and one without either ends when the server closes. The decoder
+//! works on whatever slice of the connection's buffer is at hand and hands out the body's
+//! data as sub-slices of it: nothing is copied on the way to the event-stream parser.
+
+/// The longest chunk-size line (size, extensions) or trailer section accepted. Real servers
+/// send a few bytes; the bound keeps a hostile one from growing the buffer without end.
+const MAX_CONTROL_BYTES: usize = 16 * 1024;
+
+/// How the body of one response is delimited, and how far it has been read.
+#[derive(Debug)]
+pub(crate) enum Framing {
+    /// `Transfer-Encoding: chunked`.
+    Chunked(Chunked),
+    /// `Content-Length`: this many bytes are still to come.
+    Length(u64),
+    /// Neither: the body is everything until the server closes.
+    UntilClose,
+}
+
+/// Why the bytes are not a well-formed body.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FramingError {
+    #[error("a chunk size is not hexadecimal")]
+    BadSize,
+    #[error("a chunk size overflows")]
+    SizeOverflow,
+    #[error("a chunk does not end in CRLF")]
+    BadChunkEnd,
+    #[error("a chunk-size line or the trailers pass {MAX_CONTROL_BYTES} bytes")]
+    ControlTooLong,
+}
+
+/// Where a chunked decoder is.
+#[derive(Debug, Default)]
+pub(crate) enum Chunked {
+    /// Reading a chunk size: its value so far and whether a digit was seen.
+    #[default]
+    SizeStart,
+    Size {
+        value: u64,
+    },
+    /// After the size: extensions or whitespace up to the line end; counts their bytes.
+    SizeRest {
+        value: u64,
+        seen: usize,
+    },
+    /// Inside a chunk's data: this many bytes left.
+    Data(u64),
+    /// After a chunk's data: its CR (or a bare LF).
+    DataEnd,
+    /// After the CR that ends a chunk's data: its LF.
+    DataLf,
+    /// After the last chunk: trailer lines; `line` bytes into the current one, `seen` in
+    /// all of them.
+    Trailers {
+        line: usize,
+        seen: usize,
+    },
+    /// The body is complete.
+    Done,
+}
+
+impl Framing {
+    /// Decodes what `input` holds of the body, handing each piece of data to `data`, and
+    /// returns how many bytes it took. It stops at the body's end (bytes after it are not
+    /// taken) or when `input` runs out.
+    pub fn decode<'a>(
+        &mut self,
+        input: &'a [u8],
+        data: &mut dyn FnMut(&'a [u8]),
+    ) -> Result<usize, FramingError> {
+        match self {
+            Self::Chunked(chunked) => chunked.decode(input, data),
+            Self::Length(left) => {
+                let take = usize::try_from(*left).map_or(input.len(), |l| l.min(input.len()));
+                if take > 0 {
+                    data(&input[..take]);
+                }
+                *left -= take as u64;
+                Ok(take)
+            }
+            Self::UntilClose => {
+                if !input.is_empty() {
+                    data(input);
+                }
+                Ok(input.len())
+            }
+        }
+    }
+
+    /// Whether the whole body has been read.
+    pub fn is_done(&self) -> bool {
+        match self {
+            Self::Chunked(chunked) => matches!(chunked, Chunked::Done),
+            Self::Length(left) => *left == 0,
+            Self::UntilClose => false,
+        }
+    }
+
+    /// Whether the server closing the connection here ends the body properly.
+    pub fn ends_at_close(&self) -> bool {
+        matches!(self, Self::UntilClose) || self.is_done()
+    }
+}
+
+impl Chunked {
+    fn decode<'a>(
+        &mut self,
+        input: &'a [u8],
+        data: &mut dyn FnMut(&'a [u8]),
+    ) -> Result<usize, FramingError> {
+        let mut at = 0;
+        while at < input.len() {
+            let byte = input[at];
+            *self = match *self {
+                Self::Done => return Ok(at),
+                Self::Data(left) => {
+                    let take =
+                        usize::try_from(left).map_or(input.len() - at, |l| l.min(input.len() - at));
+                    data(&input[at..at + take]);
+                    at += take;
+                    let left = left - take as u64;
+                    *self = if left == 0 {
+                        Self::DataEnd
+                    } else {
+                        Self::Data(left)
+                    };
+                    continue;
+                }
+                Self::SizeStart => Self::Size {
+                    value: u64::from(hex(byte).ok_or(FramingError::BadSize)?),
+                },
+                Self::Size { value } => match hex(byte) {
+                    Some(digit) => Self::Size {
+                        value: value
+                            .checked_mul(16)
+                            .map(|v| v + u64::from(digit))
+                            .ok_or(FramingError::SizeOverflow)?,
+                    },
+                    None => Self::size_rest(value, 0, byte)?,
+                },
+                Self::SizeRest { value, seen } => Self::size_rest(value, seen, byte)?,
+                Self::DataEnd => match byte {
+                    b'\r' => Self::DataLf,
+                    b'\n' => Self::SizeStart,
+                    _ => return Err(FramingError::BadChunkEnd),
+                },
+                Self::DataLf => match byte {
+                    b'\n' => Self::SizeStart,
+                    _ => return Err(FramingError::BadChunkEnd),
+                },
+                Self::Trailers { line, seen } => {
+                    if seen >= MAX_CONTROL_BYTES {
+                        return Err(FramingError::ControlTooLong);
+                    }
+                    match byte {
+                        // An empty line (CR aside) ends the trailers, and the body.
+                        b'\n' if line == 0 => Self::Done,
+                        b'\n' => Self::Trailers {
+                            line: 0,
+                            seen: seen + 1,
+                        },
+                        b'\r' => Self::Trailers {
+                            line,
+                            seen: seen + 1,
+                        },
+                        _ => Self::Trailers {
+                            line: line + 1,
+                            seen: seen + 1,
+                        },
+                    }
+                }
+            };
+            at += 1;
+        }
+        Ok(at)
+    }
+
+    /// One byte of a size line after its digits (`;` extensions, whitespace, CR, LF).
+    fn size_rest(value: u64, seen: usize, byte: u8) -> Result<Self, FramingError> {
+        if byte != b'\n' {
+            if seen >= MAX_CONTROL_BYTES {
+                return Err(FramingError::ControlTooLong);
+            }
+            return Ok(Self::SizeRest {
+                value,
+                seen: seen + 1,
+            });
+        }
+        Ok(if value == 0 {
+            Self::Trailers { line: 0, seen: 0 }
+        } else {
+            Self::Data(value)
+        })
+    }
+}
+
+fn hex(byte: u8) -> Option<u8> {
+    match byte {
+        b'0'..=b'9' => Some(byte - b'0'),
+        b'a'..=b'f' => Some(byte - b'a' + 10),
+        b'A'..=b'F' => Some(byte - b'A' + 10),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// Decodes `input` cut at every `cut`-th byte; the data and whether the body ended.
+    fn decode_in_pieces(framing: &mut Framing, input: &[u8], cut: usize) -> (Vec<u8>, usize) {
+        let mut out = Vec::new();
+        let mut taken = 0;
+        for piece in input.chunks(cut) {
+            let n = framing
+                .decode(piece, &mut |d| out.extend_from_slice(d))
+                .unwrap();
+            taken += n;
+            if n < piece.len() {
+                break;
+            }
+        }
+        (out, taken)
+    }
+
+    #[test]
+    fn a_chunked_body_decodes_whole_however_it_is_cut() {
+        let body = b"5\r\nhello\r\n1;ext=1\r\n \r\nA\r\n0123456789\r\n0\r\nx-t: 1\r\n\r\nNEXT";
+        for cut in 1..body.len() {
+            let mut framing = Framing::Chunked(Chunked::default());
+            let (data, taken) = decode_in_pieces(&mut framing, body, cut);
+            assert_eq!(data, b"hello 0123456789", "cut {cut}");
+            assert!(framing.is_done(), "cut {cut}");
+            assert_eq!(&body[taken..], b"NEXT", "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn bare_line_feeds_are_accepted() {
+        let mut framing = Framing::Chunked(Chunked::default());
+        let (data, _) = decode_in_pieces(&mut framing, b"2\nhi\n0\n\n", 100);
+        assert_eq!(data, b"hi");
+        assert!(framing.is_done());
+    }
+
+    #[test]
+    fn malformed_chunks_are_refused() {
+        let cases: [(&[u8], FramingError); 4] = [
+            (b"zz\r\n", FramingError::BadSize),
+            (b"2\r\nhiX", FramingError::BadChunkEnd),
+            (b"11111111111111111\r\n", FramingError::SizeOverflow),
+            (
+                &[b'1', b';'].repeat(MAX_CONTROL_BYTES),
+                FramingError::ControlTooLong,
+            ),
+        ];
+        for (input, expected) in cases {
+            let mut framing = Framing::Chunked(Chunked::default());
+            let error = framing.decode(input, &mut |_| {}).unwrap_err();
+            assert_eq!(error, expected);
+        }
+        let mut trailers = b"0\r\n".to_vec();
+        trailers.extend(std::iter::repeat_n(b'x', MAX_CONTROL_BYTES + 1));
+        let mut framing = Framing::Chunked(Chunked::default());
+        let error = framing.decode(&trailers, &mut |_| {}).unwrap_err();
+        assert_eq!(error, FramingError::ControlTooLong);
+    }
+
+    #[test]
+    fn a_sized_body_stops_at_its_length() {
+        let mut framing = Framing::Length(5);
+        let (data, taken) = decode_in_pieces(&mut framing, b"helloNEXT", 2);
+        assert_eq!((data.as_slice(), taken), (&b"hello"[..], 5));
+        assert!(framing.is_done() && framing.ends_at_close());
+    }
+
+    #[test]
+    fn a_body_until_close_takes_everything_and_ends_only_at_the_close() {
+        let mut framing = Framing::UntilClose;
+        let (data, _) = decode_in_pieces(&mut framing, b"all of it", 3);
+        assert_eq!(data, b"all of it");
+        assert!(!framing.is_done() && framing.ends_at_close());
+        assert!(!Framing::Length(1).ends_at_close());
+    }
+}

@@ -1,0 +1,225 @@
+//! A response head: the status line and headers, parsed with `httparse`, and what they say
+//! about the body that follows (RFC 9112 section 6.3) and the connection after it.
+
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+
+use super::framing::{Chunked, Framing};
+
+/// The largest response head accepted (status line and headers). Real provider heads are a
+/// few KiB; the bound is what a hostile one can make the client hold.
+pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// The most headers a response may carry.
+const MAX_HEADERS: usize = 100;
+
+/// A parsed response head.
+#[derive(Debug)]
+pub(crate) struct Head {
+    /// The status code.
+    pub status: u16,
+    /// The headers (the values are kept as sent, names lower-cased).
+    pub headers: HeaderMap,
+    /// Where the body ends.
+    pub framing: Framing,
+    /// Whether the connection may carry another request once the body is read.
+    pub keep_alive: bool,
+}
+
+/// Why bytes are not a response head.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum HeadError {
+    #[error("the response head is not HTTP/1.x: {0}")]
+    Malformed(httparse::Error),
+    #[error("the response head passes {MAX_HEAD_BYTES} bytes")]
+    TooLarge,
+    #[error("the response has conflicting Content-Length headers")]
+    BadLength,
+    #[error("the server switched protocols")]
+    Switched,
+}
+
+/// Parses the head at the start of `input`: `Ok(None)` while it is incomplete, else the head
+/// and how many bytes it took. Interim (1xx) responses are skipped.
+pub(crate) fn parse(input: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
+    let mut taken = 0;
+    loop {
+        let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut response = httparse::Response::new(&mut slots);
+        let rest = &input[taken..];
+        let size = match response.parse(rest) {
+            Ok(httparse::Status::Complete(size)) => size,
+            Ok(httparse::Status::Partial) if rest.len() > MAX_HEAD_BYTES => {
+                return Err(HeadError::TooLarge);
+            }
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(error) => return Err(HeadError::Malformed(error)),
+        };
+        if size > MAX_HEAD_BYTES {
+            return Err(HeadError::TooLarge);
+        }
+        taken += size;
+        let status = response.code.unwrap_or_default();
+        match status {
+            101 => return Err(HeadError::Switched),
+            100..=199 => continue,
+            _ => {}
+        }
+        let http11 = response.version == Some(1);
+        let mut headers = HeaderMap::with_capacity(response.headers.len());
+        for header in response.headers.iter() {
+            // httparse has checked the name's token characters and the value's bytes.
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(header.name.as_bytes()),
+                HeaderValue::from_bytes(header.value),
+            ) {
+                headers.append(name, value);
+            }
+        }
+        let (framing, delimited) = framing(status, &headers)?;
+        let keep_alive = delimited && persistent(http11, &headers);
+        return Ok(Some((
+            Head {
+                status,
+                headers,
+                framing,
+                keep_alive,
+            },
+            taken,
+        )));
+    }
+}
+
+/// The body's framing, and whether it is delimited (so the connection can outlive it).
+fn framing(status: u16, headers: &HeaderMap) -> Result<(Framing, bool), HeadError> {
+    if status == 204 || status == 304 {
+        return Ok((Framing::Length(0), true));
+    }
+    let codings = headers.get_all(http::header::TRANSFER_ENCODING);
+    if codings.iter().next().is_some() {
+        // The final coding decides: chunked delimits the body, anything else runs to the
+        // close (RFC 9112 section 6.3, rule 4).
+        let last = codings
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .rfind(|c| !c.is_empty());
+        return Ok(match last {
+            Some(c) if c.eq_ignore_ascii_case("chunked") => {
+                (Framing::Chunked(Chunked::default()), true)
+            }
+            _ => (Framing::UntilClose, false),
+        });
+    }
+    let mut length = None;
+    for value in headers.get_all(http::header::CONTENT_LENGTH) {
+        for part in value.to_str().map_err(|_| HeadError::BadLength)?.split(',') {
+            let part = part.trim();
+            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(HeadError::BadLength);
+            }
+            let n: u64 = part.parse().map_err(|_| HeadError::BadLength)?;
+            if length.is_some_and(|l| l != n) {
+                return Err(HeadError::BadLength);
+            }
+            length = Some(n);
+        }
+    }
+    Ok(match length {
+        Some(n) => (Framing::Length(n), true),
+        None => (Framing::UntilClose, false),
+    })
+}
+
+/// Whether the server keeps the connection open: HTTP/1.1 unless it says `close`, HTTP/1.0
+/// only if it says `keep-alive`.
+fn persistent(http11: bool, headers: &HeaderMap) -> bool {
+    let says = |option: &str| {
+        headers
+            .get_all(http::header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|o| o.trim().eq_ignore_ascii_case(option))
+    };
+    if http11 {
+        !says("close")
+    } else {
+        says("keep-alive")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn parsed(text: &str) -> (Head, usize) {
+        parse(text.as_bytes()).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_chunked_head_is_parsed_and_keeps_the_connection() {
+        let text = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+                    Transfer-Encoding: chunked\r\n\r\nbody";
+        let (head, taken) = parsed(text);
+        assert_eq!(head.status, 200);
+        assert_eq!(&text[taken..], "body");
+        assert_eq!(head.headers["content-type"], "text/event-stream");
+        assert!(matches!(head.framing, Framing::Chunked(_)) && head.keep_alive);
+    }
+
+    #[test]
+    fn an_incomplete_head_waits_and_a_huge_one_is_refused() {
+        assert!(parse(b"HTTP/1.1 200 OK\r\nA: b\r\n").unwrap().is_none());
+        let mut huge = b"HTTP/1.1 200 OK\r\n".to_vec();
+        huge.extend(b"x-filler: ".iter().chain(&vec![b'a'; MAX_HEAD_BYTES]));
+        assert_eq!(parse(&huge).unwrap_err(), HeadError::TooLarge);
+        assert!(matches!(
+            parse(b"SMTP ready\r\n\r\n").unwrap_err(),
+            HeadError::Malformed(_)
+        ));
+    }
+
+    #[test]
+    fn interim_responses_are_skipped_and_a_protocol_switch_refused() {
+        let (head, _) = parsed(
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early\r\nLink: x\r\n\r\nHTTP/1.1 429 Slow\r\nContent-Length: 2\r\n\r\n{}",
+        );
+        assert_eq!(head.status, 429);
+        assert!(matches!(head.framing, Framing::Length(2)));
+        assert_eq!(
+            parse(b"HTTP/1.1 101 Switching\r\n\r\n").unwrap_err(),
+            HeadError::Switched
+        );
+    }
+
+    #[test]
+    fn framing_and_persistence_follow_rfc_9112() {
+        let (head, _) = parsed("HTTP/1.1 200 OK\r\nContent-Length: 3, 3\r\n\r\n");
+        assert!(matches!(head.framing, Framing::Length(3)) && head.keep_alive);
+        let (head, _) = parsed("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\n");
+        assert!(!head.keep_alive);
+        let (head, _) = parsed("HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\n");
+        assert!(!head.keep_alive);
+        let (head, _) =
+            parsed("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 3\r\n\r\n");
+        assert!(head.keep_alive);
+        let (head, _) = parsed("HTTP/1.1 200 OK\r\n\r\n");
+        assert!(matches!(head.framing, Framing::UntilClose) && !head.keep_alive);
+        let (head, _) =
+            parsed("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 3\r\n\r\n");
+        assert!(matches!(head.framing, Framing::UntilClose) && !head.keep_alive);
+        let (head, _) = parsed("HTTP/1.1 204 No Content\r\n\r\n");
+        assert!(head.framing.is_done() && head.keep_alive);
+        for conflicting in ["1, 2", "-1", "x"] {
+            let text = format!("HTTP/1.1 200 OK\r\nContent-Length: {conflicting}\r\n\r\n");
+            assert_eq!(
+                parse(text.as_bytes()).unwrap_err(),
+                HeadError::BadLength,
+                "{conflicting}"
+            );
+        }
+    }
+}

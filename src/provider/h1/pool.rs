@@ -1,0 +1,70 @@
+//! A provider's idle connections. The most recently used goes out first (it is the likeliest
+//! to be alive); one idle past the timeout, or one the server has closed or written to since,
+//! is dropped instead of used. The timeout must end before the server's own: a request sent on
+//! a connection the server is just closing fails after it was sent (outcome unknown).
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Conn;
+
+pub(super) struct Idle {
+    /// Oldest first; each with when it was put back.
+    conns: Mutex<VecDeque<(Conn, Instant)>>,
+    max: usize,
+    timeout: Duration,
+}
+
+impl Idle {
+    pub fn new(max: usize, timeout: Duration) -> Self {
+        Self {
+            conns: Mutex::new(VecDeque::new()),
+            max,
+            timeout,
+        }
+    }
+
+    /// A connection still fit to carry a request, if one is idle.
+    pub fn take(&self) -> Option<Conn> {
+        loop {
+            let mut conn = {
+                let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+                let now = Instant::now();
+                while conns
+                    .front()
+                    .is_some_and(|(_, since)| now.duration_since(*since) >= self.timeout)
+                {
+                    conns.pop_front();
+                }
+                conns.pop_back()?.0
+            };
+            if quiet(&mut conn) {
+                return Some(conn);
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Keeps `conn` for the next request, unless as many are idle already.
+    pub fn put(&self, conn: Conn) {
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        if conns.len() < self.max {
+            conns.push_back((conn, Instant::now()));
+        }
+    }
+}
+
+/// Whether an idle connection has nothing to read: a server that closed it (or said anything
+/// unasked) makes it unfit.
+fn quiet(conn: &mut Conn) -> bool {
+    let mut cx = Context::from_waker(Waker::noop());
+    matches!(conn.poll_fill(&mut cx), Poll::Pending)
+}
