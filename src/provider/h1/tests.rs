@@ -4,7 +4,7 @@ use std::future::poll_fn;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
@@ -60,7 +60,7 @@ fn client(url: &url::Url, proxy: Option<String>) -> Client {
 }
 
 async fn serve(
-    mut socket: TcpStream,
+    mut socket: impl AsyncRead + AsyncWrite + Unpin,
     replies: Arc<[&'static str]>,
     connection: usize,
     requests: Arc<Mutex<Vec<String>>>,
@@ -79,7 +79,10 @@ async fn serve(
 }
 
 /// Reads one request (its head and a `Content-Length` body) off `socket`.
-async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<String> {
+async fn read_request(
+    socket: &mut (impl AsyncRead + Unpin),
+    buffer: &mut Vec<u8>,
+) -> Option<String> {
     loop {
         if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&buffer[..end]).into_owned();
@@ -308,4 +311,117 @@ async fn the_pool_keeps_at_most_its_size_for_at_most_its_idle_time() {
     assert_eq!(client.shared.idle.len(), 2, "max_idle is 2");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(client.shared.idle.take().is_none(), "both idled too long");
+}
+
+/// The TLS set-up of these tests: only the test CA of `testdata/` is trusted (its server
+/// certificate names `localhost` and 127.0.0.1; both are valid until 2126).
+fn trusting(ca: bool) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    if ca {
+        let der = include_bytes!("testdata/ca.der").as_slice();
+        roots.add(der.into()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+/// A TLS server on 127.0.0.1:0 answering every request with [`CHUNKED`]; its port.
+async fn tls_server() -> u16 {
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let key = PrivatePkcs8KeyDer::from(include_bytes!("testdata/server.key.der").to_vec());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![include_bytes!("testdata/server.der").to_vec().into()],
+            PrivateKeyDer::Pkcs8(key),
+        )
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                if let Ok(tls) = acceptor.accept(socket).await {
+                    serve(tls, Arc::new([CHUNKED]), 0, Arc::default()).await;
+                }
+            });
+        }
+    });
+    port
+}
+
+fn tls_client(url: &str, proxy: Option<String>, ca: bool) -> Client {
+    let settings = Settings {
+        connect_timeout: Duration::from_secs(2),
+        proxy,
+        max_idle: 2,
+        idle_timeout: Duration::from_secs(4),
+    };
+    Client::new(&url::Url::parse(url).unwrap(), settings, || {
+        Ok(trusting(ca))
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn https_targets_are_verified_and_read_over_tls() {
+    let port = tls_server().await;
+    for host in ["localhost", "127.0.0.1"] {
+        let client = tls_client(&format!("https://{host}:{port}/v1/chat"), None, true);
+        for _ in 0..2 {
+            assert_eq!(exchange(&client).await.unwrap().1, "hi", "{host}");
+        }
+    }
+    // A certificate from an issuer the set-up does not trust is refused before anything is
+    // sent.
+    let client = tls_client(&format!("https://localhost:{port}/v1/chat"), None, false);
+    let failure = exchange(&client).await.unwrap_err();
+    assert!(
+        matches!(&failure, Failure::Connect { timed_out: false, cause } if cause.contains("UnknownIssuer")),
+        "{failure:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_https_target_is_reached_through_a_proxys_tunnel() {
+    let port = tls_server().await;
+    // The proxy: reads the CONNECT, opens the tunnel to the TLS server and relays.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = listener.local_addr().unwrap().port();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let kept = asked.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                let request = read_request(&mut socket, &mut Vec::new()).await.unwrap();
+                kept.lock().unwrap().push(request);
+                let mut upstream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+                socket
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+                    .unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut socket, &mut upstream).await;
+            });
+        }
+    });
+    let url = format!("https://localhost:{port}/v1/chat");
+    let client = tls_client(&url, Some(format!("http://127.0.0.1:{proxy}")), true);
+    for _ in 0..2 {
+        assert_eq!(exchange(&client).await.unwrap().1, "hi");
+    }
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "the tunnel is kept for the second request");
+    assert!(asked[0].starts_with(&format!("CONNECT localhost:{port} HTTP/1.1\r\n")));
 }
