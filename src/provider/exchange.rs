@@ -243,6 +243,11 @@ impl<D: Decoder> Exchange<D> {
                 let reply = &mut self.reply;
                 match self.call.poll_body(cx, &mut |data| reply.feed(data)) {
                     Poll::Ready(Ok(progress)) => self.read(progress, got_byte),
+                    // The reply ended (or the decoder failed it) before the body broke: that
+                    // is its outcome.
+                    Poll::Ready(Err(_)) if self.reply.settled.is_some() => {
+                        self.read(Progress::End, got_byte);
+                    }
                     Poll::Ready(Err(failure)) => {
                         let upstream = &self.reply.upstream;
                         // The network's account of it is for the log, not the caller.

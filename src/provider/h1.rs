@@ -44,7 +44,7 @@ struct Endpoint {
     /// The host as URLs write it (an IPv6 address in brackets).
     host: String,
     port: u16,
-    /// `host[:port]` as the URL has it, for `Host` and `CONNECT`.
+    /// `host[:port]` as the URL has it, for `Host`.
     authority: String,
 }
 
@@ -75,8 +75,7 @@ impl Endpoint {
     }
 }
 
-/// A configured proxy.
-#[derive(Debug)]
+/// A configured proxy. (No `Debug`: its credentials are secret.)
 struct Proxy {
     endpoint: Endpoint,
     /// `Basic ...` from the proxy URL's user and password.
@@ -105,8 +104,7 @@ impl Proxy {
     }
 }
 
-/// How a [`Client`] connects.
-#[derive(Debug, Clone)]
+/// How a [`Client`] connects. (No `Debug`: a proxy URL may carry credentials.)
 pub(crate) struct Settings {
     /// The connect timeout (resolution, TCP, TLS and the proxy's tunnel together).
     pub connect_timeout: Duration,
@@ -211,6 +209,11 @@ impl Client {
             header(name.as_str().as_bytes(), value.as_bytes());
         }
         for (name, value) in more {
+            // The callers' values are checked already (the trace context's, at parsing).
+            debug_assert!(
+                !value.contains(['\r', '\n']),
+                "a header value with a line break"
+            );
             header(name.as_bytes(), value.as_bytes());
         }
         out.extend_from_slice(b"\r\n");
@@ -316,15 +319,12 @@ impl Call {
                     }
                 }
                 Stage::Writing { conn, written } => {
-                    while *written < self.request.len() {
-                        let io = Pin::new(&mut conn.io);
-                        match ready!(io.poll_write(cx, &self.request[*written..])) {
-                            Ok(0) => return self.fail(Failure::Unsent("wrote nothing".into())),
-                            Ok(n) => *written += n,
-                            Err(e) => return self.fail(Failure::Unsent(e.to_string())),
-                        }
-                    }
-                    if let Err(e) = ready!(Pin::new(&mut conn.io).poll_flush(cx)) {
+                    let sent = ready!(conn.poll_send(cx, &self.request, written));
+                    // A server that answered early (a 413, a 401) and closed: its answer is
+                    // the outcome, not the write it cut short.
+                    if let Err(e) = sent
+                        && !conn.answered()
+                    {
                         return self.fail(Failure::Unsent(e.to_string()));
                     }
                     let Stage::Writing { conn, .. } =
@@ -454,6 +454,32 @@ impl Conn {
 
     fn unread(&self) -> &[u8] {
         &self.buf
+    }
+
+    /// Writes `request` from `written` on, then flushes it.
+    fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        request: &[u8],
+        written: &mut usize,
+    ) -> Poll<std::io::Result<()>> {
+        while *written < request.len() {
+            match ready!(Pin::new(&mut self.io).poll_write(cx, &request[*written..]))? {
+                0 => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+                n => *written += n,
+            }
+        }
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    /// Whether a whole response head has arrived already, reading what the socket holds
+    /// without waiting.
+    fn answered(&mut self) -> bool {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        while self.buf.len() <= head::MAX_HEAD_BYTES
+            && matches!(self.poll_fill(&mut cx), Poll::Ready(Ok(1..)))
+        {}
+        matches!(head::parse(&self.buf), Ok(Some(_)))
     }
 
     /// Reads what the socket has into the buffer: the count, 0 at its end.

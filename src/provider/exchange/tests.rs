@@ -63,3 +63,88 @@ fn a_failed_exchange_has_nothing_left_once_its_items_are_read() {
     reply.pending.retain(|item| item.is_err());
     assert_eq!(reply.unreported_usage(), vec![]);
 }
+
+/// Ends the reply at `data: [DONE]`.
+struct UntilDone;
+
+impl Decoder for UntilDone {
+    fn event(
+        &mut self,
+        _: &Upstream,
+        event: SseEvent,
+        _: &mut UsageTally,
+        _: &mut Vec<ProviderEvent>,
+    ) -> Result<Option<FinishReason>, ProviderError> {
+        Ok((event.data == "[DONE]").then_some(FinishReason::Stop))
+    }
+
+    fn finished_at_eof(&self, _: &Upstream) -> Result<Option<FinishReason>, ProviderError> {
+        Ok(None)
+    }
+}
+
+/// An exchange with a server on 127.0.0.1:0 that answers with `reply`'s bytes as they are.
+async fn exchange_with(reply: &'static [u8]) -> Exchange<UntilDone> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = [0; 4096];
+        let _ = socket.read(&mut request).await.unwrap();
+        socket.write_all(reply).await.unwrap();
+        // Keep the connection open until the client is done.
+        let _ = socket.read(&mut request).await;
+    });
+    let mut upstream = Upstream::offline("main", "openai", None);
+    let endpoint = crate::config::HttpEndpointConfig {
+        base_url: format!("http://127.0.0.1:{port}/v1"),
+        timeouts: upstream.timeouts,
+        proxy: None,
+    };
+    let clients = &mut crate::provider::http::HttpClients::default();
+    upstream.client = clients.client("main", &endpoint, "/chat", 1).unwrap();
+    let request = upstream.client.post(&HeaderMap::new(), &[], b"{}");
+    let by = Instant::now() + Duration::from_secs(1);
+    Exchange {
+        call: upstream.client.call(request),
+        step: Step::Head {
+            limit: Duration::from_secs(1),
+        },
+        first_byte_by: by,
+        timer: Timer::new(by),
+        reply: Reply::new(upstream, by, UntilDone),
+    }
+}
+
+#[tokio::test]
+async fn a_reply_complete_before_its_body_breaks_still_finishes() {
+    use futures_util::StreamExt as _;
+    let exchange = exchange_with(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+          e\r\ndata: [DONE]\n\n\r\nzz\r\n",
+    )
+    .await;
+    let items: Vec<_> = exchange.collect().await;
+    assert!(items.iter().all(Result::is_ok), "{items:?}");
+    assert_eq!(
+        items.last(),
+        Some(&Ok(ProviderEvent::Finished(FinishReason::Stop)))
+    );
+}
+
+#[tokio::test]
+async fn the_end_of_body_grace_finishes_a_reply_whose_body_stays_open() {
+    use futures_util::StreamExt as _;
+    let exchange = exchange_with(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+          e\r\ndata: [DONE]\n\n\r\n",
+    )
+    .await;
+    let items: Vec<_> = exchange.collect().await;
+    assert!(items.iter().all(Result::is_ok), "{items:?}");
+    assert_eq!(
+        items.last(),
+        Some(&Ok(ProviderEvent::Finished(FinishReason::Stop)))
+    );
+}

@@ -32,7 +32,7 @@ pub(super) async fn open(shared: Arc<Shared>) -> Result<Box<dyn Io>, Failure> {
 async fn route(shared: &Shared) -> Result<Box<dyn Io>, Failure> {
     let target = &shared.target;
     let first = shared.proxy.as_ref().map_or(target, |p| &p.endpoint);
-    let mut io: Box<dyn Io> = Box::new(tcp(first).await?);
+    let mut io: Box<dyn Io> = Box::new(tcp(first, shared.connect_timeout).await?);
     if first.https {
         io = tls(shared, first, io).await?;
     }
@@ -52,15 +52,21 @@ fn refused(cause: impl Into<String>) -> Failure {
     }
 }
 
-/// A TCP connection to the first of `endpoint`'s addresses that accepts one.
-async fn tcp(endpoint: &Endpoint) -> Result<TcpStream, Failure> {
-    let addresses = tokio::net::lookup_host((endpoint.host(), endpoint.port))
+/// A TCP connection to the first of `endpoint`'s addresses that accepts one. Each address
+/// gets an even share of `limit`, so one that drops packets (an IPv6 route that goes
+/// nowhere) leaves time for the next.
+async fn tcp(endpoint: &Endpoint, limit: Duration) -> Result<TcpStream, Failure> {
+    let addresses: Vec<_> = tokio::net::lookup_host((endpoint.host(), endpoint.port))
         .await
-        .map_err(|e| refused(format!("resolving {}: {e}", endpoint.host())))?;
+        .map_err(|e| refused(format!("resolving {}: {e}", endpoint.host())))?
+        .collect();
+    let share = limit / u32::try_from(addresses.len().max(1)).unwrap_or(u32::MAX);
     let mut last = None;
     for address in addresses {
-        match TcpStream::connect(address).await {
-            Ok(stream) => {
+        match tokio::time::timeout(share, TcpStream::connect(address)).await {
+            Err(_) => last = Some(format!("{address}: no answer within {share:?}")),
+            Ok(Err(e)) => last = Some(format!("{address}: {e}")),
+            Ok(Ok(stream)) => {
                 stream
                     .set_nodelay(true)
                     .map_err(|e| refused(format!("TCP_NODELAY: {e}")))?;
@@ -70,7 +76,6 @@ async fn tcp(endpoint: &Endpoint) -> Result<TcpStream, Failure> {
                     .map_err(|e| refused(format!("TCP keep-alive: {e}")))?;
                 return Ok(stream);
             }
-            Err(e) => last = Some(format!("{address}: {e}")),
         }
     }
     Err(refused(last.unwrap_or_else(|| {
@@ -102,7 +107,11 @@ pub(super) async fn tunnel(
     target: &Endpoint,
     authorization: Option<&str>,
 ) -> Result<Box<dyn Io>, Failure> {
-    let mut request = format!("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\n", target.authority);
+    // Authority form always names the port (RFC 9112 section 3.2.3), the default one too.
+    let mut request = format!(
+        "CONNECT {0}:{1} HTTP/1.1\r\nHost: {0}:{1}\r\n",
+        target.host, target.port
+    );
     if let Some(credentials) = authorization {
         request.push_str("Proxy-Authorization: ");
         request.push_str(credentials);

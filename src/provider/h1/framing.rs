@@ -34,17 +34,14 @@ pub(crate) enum FramingError {
 /// Where a chunked decoder is.
 #[derive(Debug, Default)]
 pub(crate) enum Chunked {
-    /// Reading a chunk size: its value so far and whether a digit was seen.
+    /// Before a chunk size's first digit.
     #[default]
     SizeStart,
-    Size {
-        value: u64,
-    },
-    /// After the size: extensions or whitespace up to the line end; counts their bytes.
-    SizeRest {
-        value: u64,
-        seen: usize,
-    },
+    /// Inside a chunk size: its value and digits so far.
+    Size { value: u64, digits: usize },
+    /// After the size: whitespace or `;` extensions up to the line end; `seen` counts the
+    /// line's bytes.
+    SizeRest { value: u64, seen: usize },
     /// Inside a chunk's data: this many bytes left.
     Data(u64),
     /// After a chunk's data: its CR (or a bare LF).
@@ -53,10 +50,7 @@ pub(crate) enum Chunked {
     DataLf,
     /// After the last chunk: trailer lines; `line` bytes into the current one, `seen` in
     /// all of them.
-    Trailers {
-        line: usize,
-        seen: usize,
-    },
+    Trailers { line: usize, seen: usize },
     /// The body is complete.
     Done,
 }
@@ -98,9 +92,9 @@ impl Framing {
         }
     }
 
-    /// Whether the server closing the connection here ends the body properly.
+    /// Whether the server closing the connection ends the body (rather than cutting it).
     pub fn ends_at_close(&self) -> bool {
-        matches!(self, Self::UntilClose) || self.is_done()
+        matches!(self, Self::UntilClose)
     }
 }
 
@@ -130,15 +124,24 @@ impl Chunked {
                 }
                 Self::SizeStart => Self::Size {
                     value: u64::from(hex(byte).ok_or(FramingError::BadSize)?),
+                    digits: 1,
                 },
-                Self::Size { value } => match hex(byte) {
+                Self::Size { value, digits } => match hex(byte) {
+                    // Leading zeros count towards the line's bound.
+                    Some(_) if digits >= MAX_CONTROL_BYTES => {
+                        return Err(FramingError::ControlTooLong);
+                    }
                     Some(digit) => Self::Size {
                         value: value
                             .checked_mul(16)
                             .map(|v| v + u64::from(digit))
                             .ok_or(FramingError::SizeOverflow)?,
+                        digits: digits + 1,
                     },
-                    None => Self::size_rest(value, 0, byte)?,
+                    None if matches!(byte, b';' | b' ' | b'\t' | b'\r' | b'\n') => {
+                        Self::size_rest(value, digits, byte)?
+                    }
+                    None => return Err(FramingError::BadSize),
                 },
                 Self::SizeRest { value, seen } => Self::size_rest(value, seen, byte)?,
                 Self::DataEnd => match byte {
@@ -249,8 +252,13 @@ mod tests {
 
     #[test]
     fn malformed_chunks_are_refused() {
-        let cases: [(&[u8], FramingError); 4] = [
+        let cases: [(&[u8], FramingError); 6] = [
             (b"zz\r\n", FramingError::BadSize),
+            (b"5x\r\nhello\r\n", FramingError::BadSize),
+            (
+                &b"0".repeat(MAX_CONTROL_BYTES + 1),
+                FramingError::ControlTooLong,
+            ),
             (b"2\r\nhiX", FramingError::BadChunkEnd),
             (b"11111111111111111\r\n", FramingError::SizeOverflow),
             (
@@ -275,7 +283,7 @@ mod tests {
         let mut framing = Framing::Length(5);
         let (data, taken) = decode_in_pieces(&mut framing, b"helloNEXT", 2);
         assert_eq!((data.as_slice(), taken), (&b"hello"[..], 5));
-        assert!(framing.is_done() && framing.ends_at_close());
+        assert!(framing.is_done() && !framing.ends_at_close());
     }
 
     #[test]

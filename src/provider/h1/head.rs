@@ -32,32 +32,34 @@ pub(crate) enum HeadError {
     Malformed(httparse::Error),
     #[error("the response head passes {MAX_HEAD_BYTES} bytes")]
     TooLarge,
-    #[error("the response has conflicting Content-Length headers")]
+    #[error("the response's Content-Length is malformed or conflicting")]
     BadLength,
+    #[error("the response's Transfer-Encoding is not `chunked` alone")]
+    UnsupportedCoding,
     #[error("the server switched protocols")]
     Switched,
 }
 
 /// Parses the head at the start of `input`: `Ok(None)` while it is incomplete, else the head
-/// and how many bytes it took. Interim (1xx) responses are skipped.
+/// and how many bytes it took. Interim (1xx) responses are skipped; they count towards
+/// [`MAX_HEAD_BYTES`] with the final head, so an endless run of them is refused too.
 pub(crate) fn parse(input: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
     let mut taken = 0;
     loop {
         let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut response = httparse::Response::new(&mut slots);
-        let rest = &input[taken..];
-        let size = match response.parse(rest) {
+        let size = match response.parse(&input[taken..]) {
             Ok(httparse::Status::Complete(size)) => size,
-            Ok(httparse::Status::Partial) if rest.len() > MAX_HEAD_BYTES => {
+            Ok(httparse::Status::Partial) if input.len() > MAX_HEAD_BYTES => {
                 return Err(HeadError::TooLarge);
             }
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(error) => return Err(HeadError::Malformed(error)),
         };
-        if size > MAX_HEAD_BYTES {
+        taken += size;
+        if taken > MAX_HEAD_BYTES {
             return Err(HeadError::TooLarge);
         }
-        taken += size;
         let status = response.code.unwrap_or_default();
         match status {
             101 => return Err(HeadError::Switched),
@@ -75,7 +77,7 @@ pub(crate) fn parse(input: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
                 headers.append(name, value);
             }
         }
-        let (framing, delimited) = framing(status, &headers)?;
+        let (framing, delimited) = framing(status, http11, &headers)?;
         let keep_alive = delimited && persistent(http11, &headers);
         return Ok(Some((
             Head {
@@ -89,27 +91,24 @@ pub(crate) fn parse(input: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
     }
 }
 
-/// The body's framing, and whether it is delimited (so the connection can outlive it).
-fn framing(status: u16, headers: &HeaderMap) -> Result<(Framing, bool), HeadError> {
+/// The body's framing, and whether it is delimited so that the connection can outlive it.
+/// `chunked` is the only transfer coding taken (no compression is asked for); a response
+/// with both it and a `Content-Length`, or chunked in HTTP/1.0, is read but its connection
+/// is not reused (RFC 9112 sections 6.1 and 6.3: such framing may be a smuggling attempt).
+fn framing(status: u16, http11: bool, headers: &HeaderMap) -> Result<(Framing, bool), HeadError> {
     if status == 204 || status == 304 {
         return Ok((Framing::Length(0), true));
     }
-    let codings = headers.get_all(http::header::TRANSFER_ENCODING);
-    if codings.iter().next().is_some() {
-        // The final coding decides: chunked delimits the body, anything else runs to the
-        // close (RFC 9112 section 6.3, rule 4).
-        let last = codings
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(str::trim)
-            .rfind(|c| !c.is_empty());
-        return Ok(match last {
-            Some(c) if c.eq_ignore_ascii_case("chunked") => {
-                (Framing::Chunked(Chunked::default()), true)
-            }
-            _ => (Framing::UntilClose, false),
-        });
+    let mut codings = headers.get_all(http::header::TRANSFER_ENCODING).iter();
+    if let Some(coding) = codings.next() {
+        let chunked = coding
+            .to_str()
+            .is_ok_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+        if !chunked || codings.next().is_some() {
+            return Err(HeadError::UnsupportedCoding);
+        }
+        let plain = http11 && !headers.contains_key(http::header::CONTENT_LENGTH);
+        return Ok((Framing::Chunked(Chunked::default()), plain));
     }
     let mut length = None;
     for value in headers.get_all(http::header::CONTENT_LENGTH) {
@@ -131,8 +130,8 @@ fn framing(status: u16, headers: &HeaderMap) -> Result<(Framing, bool), HeadErro
     })
 }
 
-/// Whether the server keeps the connection open: HTTP/1.1 unless it says `close`, HTTP/1.0
-/// only if it says `keep-alive`.
+/// Whether the server keeps the connection open: never if it says `close`, else always in
+/// HTTP/1.1, and in HTTP/1.0 only if it says `keep-alive`.
 fn persistent(http11: bool, headers: &HeaderMap) -> bool {
     let says = |option: &str| {
         headers
@@ -142,11 +141,7 @@ fn persistent(http11: bool, headers: &HeaderMap) -> bool {
             .flat_map(|v| v.split(','))
             .any(|o| o.trim().eq_ignore_ascii_case(option))
     };
-    if http11 {
-        !says("close")
-    } else {
-        says("keep-alive")
-    }
+    !says("close") && (http11 || says("keep-alive"))
 }
 
 #[cfg(test)]
@@ -183,6 +178,12 @@ mod tests {
     }
 
     #[test]
+    fn an_endless_run_of_interim_responses_is_refused() {
+        let run = "HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_HEAD_BYTES / 20);
+        assert_eq!(parse(run.as_bytes()).unwrap_err(), HeadError::TooLarge);
+    }
+
+    #[test]
     fn interim_responses_are_skipped_and_a_protocol_switch_refused() {
         let (head, _) = parsed(
             "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early\r\nLink: x\r\n\r\nHTTP/1.1 429 Slow\r\nContent-Length: 2\r\n\r\n{}",
@@ -208,9 +209,21 @@ mod tests {
         assert!(head.keep_alive);
         let (head, _) = parsed("HTTP/1.1 200 OK\r\n\r\n");
         assert!(matches!(head.framing, Framing::UntilClose) && !head.keep_alive);
-        let (head, _) =
-            parsed("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 3\r\n\r\n");
-        assert!(matches!(head.framing, Framing::UntilClose) && !head.keep_alive);
+        let (head, _) = parsed("HTTP/1.0 200 OK\r\nConnection: keep-alive, close\r\n\r\n");
+        assert!(!head.keep_alive);
+        // Both framings, or chunked in HTTP/1.0: read as chunked, never reused.
+        for text in [
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+            "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n",
+        ] {
+            let (head, _) = parsed(text);
+            assert!(matches!(head.framing, Framing::Chunked(_)) && !head.keep_alive);
+        }
+        for coding in ["gzip", "gzip, chunked", "chunked, chunked"] {
+            let text = format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: {coding}\r\n\r\n");
+            let error = parse(text.as_bytes()).unwrap_err();
+            assert_eq!(error, HeadError::UnsupportedCoding, "{coding}");
+        }
         let (head, _) = parsed("HTTP/1.1 204 No Content\r\n\r\n");
         assert!(head.framing.is_done() && head.keep_alive);
         for conflicting in ["1, 2", "-1", "x"] {

@@ -33,13 +33,7 @@ impl Idle {
         loop {
             let mut conn = {
                 let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-                let now = Instant::now();
-                while conns
-                    .front()
-                    .is_some_and(|(_, since)| now.duration_since(*since) >= self.timeout)
-                {
-                    conns.pop_front();
-                }
+                self.expire(&mut conns);
                 conns.pop_back()?.0
             };
             if quiet(&mut conn) {
@@ -53,11 +47,28 @@ impl Idle {
         self.conns.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
-    /// Keeps `conn` for the next request, unless as many are idle already.
+    /// Keeps `conn` for the next request; when as many are idle already, the oldest goes.
     pub fn put(&self, conn: Conn) {
         let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-        if conns.len() < self.max {
+        self.expire(&mut conns);
+        if conns.len() >= self.max {
+            conns.pop_front();
+        }
+        if self.max > 0 {
             conns.push_back((conn, Instant::now()));
+        }
+    }
+
+    /// Closes the connections idle for too long (the oldest are at the front). Nothing
+    /// watches idle connections in between: one the server closed holds its descriptor until
+    /// the provider's next call (at most `max` of them).
+    fn expire(&self, conns: &mut VecDeque<(Conn, Instant)>) {
+        let now = Instant::now();
+        while conns
+            .front()
+            .is_some_and(|(_, since)| now.duration_since(*since) >= self.timeout)
+        {
+            conns.pop_front();
         }
     }
 }

@@ -268,12 +268,12 @@ async fn a_tunnel_is_asked_for_with_connect_and_a_refusal_names_the_status() {
         let io: Box<dyn Io> =
             Box::new(TcpStream::connect(("127.0.0.1", proxy.port)).await.unwrap());
         let target =
-            Endpoint::from_url(&url::Url::parse("https://api.example:8443/v1").unwrap()).unwrap();
+            Endpoint::from_url(&url::Url::parse("https://api.example/v1").unwrap()).unwrap();
         let tunnel = connect::tunnel(io, &target, Some("Basic eDp5")).await;
         let request = proxy.requests.lock().unwrap()[0].clone();
         assert_eq!(
             request,
-            "CONNECT api.example:8443 HTTP/1.1\r\nHost: api.example:8443\r\n\
+            "CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n\
              Proxy-Authorization: Basic eDp5\r\n\r\n"
         );
         match tunnel {

@@ -47,8 +47,9 @@ impl Upstream {
             // The server needs the whole body before it acts on a request.
             Failure::Unsent(_) => ProviderError::retryable(
                 AttemptCode::ConnectFailed,
-                format!("{label}: the connection failed before the request was sent"),
+                format!("{label}: the connection failed before all of the request was sent"),
             ),
+            // (A broken body comes later, while the stream is read; it is worded there.)
             Failure::Lost(_) | Failure::Broken(_) => ProviderError::outcome_unknown(
                 AttemptCode::ConnectionLost,
                 format!(
