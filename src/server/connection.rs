@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::service::Routes;
 
+use super::coalesce::Coalesced;
 use super::incoming::Admitted;
 use super::listener::Conn;
 use super::stream;
@@ -87,7 +88,9 @@ impl Http2 {
             stream,
             permit: _permit,
         } = admitted;
-        let handshake = self.builder.handshake::<Conn, Bytes>(stream);
+        let handshake = self
+            .builder
+            .handshake::<Coalesced<Conn>, Bytes>(Coalesced::new(stream));
         // A connection that has not finished its handshake has no calls to finish: it closes
         // as soon as the server stops.
         let handshake = tokio::select! {
