@@ -191,12 +191,12 @@ impl Decoder for EventDecoder {
     fn event(
         &mut self,
         upstream: &Upstream,
-        event: SseEvent,
+        event: SseEvent<'_>,
         usage: &mut UsageTally,
         out: &mut Vec<ProviderEvent>,
     ) -> Result<Option<FinishReason>, ProviderError> {
-        let parsed: Event = serde_json::from_str(&event.data).map_err(|e| {
-            upstream.malformed_json("an event is not a messages stream event", &e, &event.data)
+        let parsed: Event = serde_json::from_str(event.data).map_err(|e| {
+            upstream.malformed_json("an event is not a messages stream event", &e, event.data)
         })?;
         let missing = |what: &str| {
             upstream.protocol_error(&format!("a `{}` event has no {what}", parsed.kind), "")
@@ -286,7 +286,7 @@ impl Decoder for EventDecoder {
                     }
                     (Some("input_json_delta"), _) => {
                         let what = "tool input arrived for a block that is not a tool call";
-                        return Err(upstream.protocol_error(what, &event.data));
+                        return Err(upstream.protocol_error(what, event.data));
                     }
                     (Some("thinking_delta"), _) => {
                         let text = delta.thinking.ok_or_else(|| missing("thinking"))?;

@@ -48,7 +48,7 @@ pub(crate) trait Decoder: Send + Unpin + 'static {
     fn event(
         &mut self,
         upstream: &Upstream,
-        event: SseEvent,
+        event: SseEvent<'_>,
         usage: &mut UsageTally,
         out: &mut Vec<ProviderEvent>,
     ) -> Result<Option<FinishReason>, ProviderError>;
@@ -145,8 +145,8 @@ struct Reply<D> {
     output_started: bool,
     /// How the reply ended, once the decoder says so: anything after it is not read.
     settled: Option<Result<FinishReason, ProviderError>>,
-    /// The events of one body piece (kept to reuse its memory).
-    events: Vec<SseEvent>,
+    /// What the decoder made of one event (kept to reuse its memory).
+    out: Vec<ProviderEvent>,
 }
 
 /// The timer of the step in flight. `by` moves freely (the idle timeout restarts with every
@@ -405,7 +405,7 @@ impl<D: Decoder> Reply<D> {
             pending: VecDeque::new(),
             output_started: false,
             settled: None,
-            events: Vec::new(),
+            out: Vec::new(),
         }
     }
 
@@ -431,37 +431,36 @@ impl<D: Decoder> Reply<D> {
     }
 
     /// Feeds the next piece of the body (`None`: its end) through the SSE parser and the
-    /// decoder; `Some(reason)` once the reply is complete.
+    /// decoder; `Some(reason)` once the reply is complete. Events after the one that ended
+    /// the reply are not decoded; a malformed stream after it does not matter either.
     fn parse(&mut self, piece: Option<&[u8]>) -> Result<Option<FinishReason>, ProviderError> {
-        let mut events = std::mem::take(&mut self.events);
-        let parsed = match piece {
-            Some(piece) => self.parser.push(piece, &mut events),
-            None => self.parser.finish(&mut events),
-        };
-        let mut result = parsed
-            .map(|()| None)
-            .map_err(|e| self.upstream.protocol_error(e.what(), e.offending()));
-        if result.is_ok() {
-            for event in events.drain(..) {
-                result = self.decode(event);
-                if !matches!(result, Ok(None)) {
-                    break;
-                }
+        // Lent out (it holds no memory by default), so its events can go to `self.decode`.
+        let mut parser = std::mem::take(&mut self.parser);
+        let mut outcome = Ok(None);
+        let mut on = |event: SseEvent<'_>| {
+            if matches!(outcome, Ok(None)) {
+                outcome = self.decode(event);
             }
+        };
+        let parsed = match piece {
+            Some(piece) => parser.push(piece, &mut on),
+            None => parser.finish(&mut on),
+        };
+        self.parser = parser;
+        match (outcome, parsed) {
+            (Ok(None), Err(e)) => Err(self.upstream.protocol_error(e.what(), e.offending())),
+            (outcome, _) => outcome,
         }
-        events.clear();
-        self.events = events;
-        result
     }
 
     /// One event through the decoder; the SPI events it yields are queued even when it then
     /// fails, so output that arrived before an error is not lost.
-    fn decode(&mut self, event: SseEvent) -> Result<Option<FinishReason>, ProviderError> {
-        let mut out = Vec::new();
+    fn decode(&mut self, event: SseEvent<'_>) -> Result<Option<FinishReason>, ProviderError> {
+        let mut out = std::mem::take(&mut self.out);
         let result = self
             .decoder
             .event(&self.upstream, event, &mut self.usage, &mut out);
-        for event in out {
+        for event in out.drain(..) {
             match &event {
                 ProviderEvent::TextDelta(_) | ProviderEvent::ToolCallArgumentsDelta { .. } => {
                     self.usage.count_piece();
@@ -472,6 +471,7 @@ impl<D: Decoder> Reply<D> {
             }
             self.pending.push_back(Ok(event));
         }
+        self.out = out;
         result
     }
 

@@ -9,7 +9,7 @@ use super::anthropic::EventDecoder;
 use super::exchange::Decoder;
 use super::http::Upstream;
 use super::openai::ChunkDecoder;
-use super::sse::SseParser;
+use super::sse::{OwnedEvent, SseParser};
 use super::tally::UsageTally;
 
 /// An adapter whose stream handling is fuzzed.
@@ -40,7 +40,7 @@ pub fn stream_input(input: &[u8]) {
 /// modulo what is left), and every event it completes through the adapter's decoder, as a
 /// response body would be. Panics if cutting the body differently changed the events.
 pub fn stream(adapter: Adapter, body: &[u8], cuts: &[u8]) {
-    // A client is slow to build (its TLS roots): one per adapter for every input.
+    // One upstream per adapter for every input.
     static UPSTREAMS: OnceLock<[Upstream; 2]> = OnceLock::new();
     let upstreams =
         UPSTREAMS.get_or_init(|| [upstream(Adapter::OpenAi), upstream(Adapter::Anthropic)]);
@@ -73,12 +73,12 @@ pub fn stream(adapter: Adapter, body: &[u8], cuts: &[u8]) {
 fn decode<D: Decoder>(
     mut decoder: D,
     upstream: &Upstream,
-    events: Vec<super::sse::SseEvent>,
+    events: Vec<OwnedEvent>,
     usage: &mut UsageTally,
     out: &mut Vec<super::ProviderEvent>,
 ) {
-    for event in events {
-        match decoder.event(upstream, event, usage, out) {
+    for event in &events {
+        match decoder.event(upstream, event.view(), usage, out) {
             Ok(Some(_)) | Err(_) => return,
             Ok(None) => {}
         }
@@ -87,7 +87,7 @@ fn decode<D: Decoder>(
 }
 
 /// The events of `body` fed in pieces cut at `cuts`, or the parser's error.
-fn events(body: &[u8], cuts: &[u8]) -> Result<Vec<super::sse::SseEvent>, &'static str> {
+fn events(body: &[u8], cuts: &[u8]) -> Result<Vec<OwnedEvent>, &'static str> {
     let mut parser = SseParser::with_limit(4096);
     let mut out = Vec::new();
     let mut rest = body;
@@ -96,11 +96,17 @@ fn events(body: &[u8], cuts: &[u8]) -> Result<Vec<super::sse::SseEvent>, &'stati
             break;
         }
         let (piece, after) = rest.split_at(usize::from(*cut) % rest.len() + 1);
-        parser.push(piece, &mut out).map_err(|e| e.what())?;
+        parser
+            .push(piece, &mut |e| out.push(OwnedEvent::of(e)))
+            .map_err(|e| e.what())?;
         rest = after;
     }
-    parser.push(rest, &mut out).map_err(|e| e.what())?;
-    parser.finish(&mut out).map_err(|e| e.what())?;
+    parser
+        .push(rest, &mut |e| out.push(OwnedEvent::of(e)))
+        .map_err(|e| e.what())?;
+    parser
+        .finish(&mut |e| out.push(OwnedEvent::of(e)))
+        .map_err(|e| e.what())?;
     Ok(out)
 }
 

@@ -188,7 +188,7 @@ impl Decoder for ChunkDecoder {
     fn event(
         &mut self,
         upstream: &Upstream,
-        event: SseEvent,
+        event: SseEvent<'_>,
         usage: &mut UsageTally,
         out: &mut Vec<ProviderEvent>,
     ) -> Result<Option<FinishReason>, ProviderError> {

@@ -13,13 +13,36 @@ pub(crate) const MAX_EVENT_BYTES: usize = 1024 * 1024;
 /// How much of an offending line an error keeps for the log.
 const OFFENDING_BYTES: usize = 256;
 
-/// One dispatched event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SseEvent {
+/// One dispatched event, lent out of the parser for as long as its handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SseEvent<'a> {
     /// The `event:` field; `None` is the default type, `message`.
-    pub event: Option<String>,
+    pub event: Option<&'a str>,
     /// The `data:` lines joined with `\n`.
+    pub data: &'a str,
+}
+
+/// An event copied out of the parser, for tests and the fuzz targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OwnedEvent {
+    pub event: Option<String>,
     pub data: String,
+}
+
+impl OwnedEvent {
+    pub fn of(event: SseEvent<'_>) -> Self {
+        Self {
+            event: event.event.map(str::to_owned),
+            data: event.data.to_owned(),
+        }
+    }
+
+    pub fn view(&self) -> SseEvent<'_> {
+        SseEvent {
+            event: self.event.as_deref(),
+            data: &self.data,
+        }
+    }
 }
 
 /// Why the bytes are not an event stream.
@@ -59,8 +82,10 @@ pub(crate) struct SseParser {
     buf: Vec<u8>,
     /// How far `buf` has been searched for a line end.
     scanned: usize,
-    /// The `event:` field of the event being built.
-    event: Option<String>,
+    /// The `event:` field of the event being built, if it has one (`event` keeps its memory
+    /// from one event to the next).
+    has_event: bool,
+    event: String,
     /// The `data:` of the event being built, each line followed by `\n`.
     data: String,
     /// Whether the first line (which may start with a byte-order mark) is still ahead.
@@ -80,56 +105,42 @@ impl SseParser {
         Self {
             buf: Vec::new(),
             scanned: 0,
-            event: None,
+            has_event: false,
+            event: String::new(),
             data: String::new(),
             at_start: true,
             limit,
         }
     }
 
-    /// Feeds the next piece of the stream, appending every event it completes to `out`.
-    pub fn push(&mut self, piece: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+    /// Feeds the next piece of the stream, handing every event it completes to `on`.
+    pub fn push(&mut self, piece: &[u8], on: &mut dyn FnMut(SseEvent<'_>)) -> Result<(), SseError> {
         // A piece that ends no line and would take the event past its budget is refused
         // before it is taken in: the buffer never grows past the budget for it.
         // (Not when the buffer ends in a CR held back as a possible CRLF half: that CR ends
         // a line, which may dispatch the event and empty its data.)
         if self.buf.len() + self.data.len() + piece.len() > self.limit
             && self.buf.last() != Some(&b'\r')
-            && !piece.iter().any(|b| *b == b'\n' || *b == b'\r')
+            && memchr::memchr2(b'\n', b'\r', piece).is_none()
         {
             return Err(SseError::TooLarge);
         }
-        self.buf.extend_from_slice(piece);
-        // Where the line being looked at begins; lines before it are consumed.
-        let mut start = 0;
-        loop {
-            let Some(offset) = self.buf[self.scanned..]
-                .iter()
-                .position(|b| *b == b'\n' || *b == b'\r')
-            else {
-                self.scanned = self.buf.len();
-                break;
-            };
-            let end = self.scanned + offset;
-            let terminator = match (self.buf[end], self.buf.get(end + 1)) {
-                (b'\r', Some(b'\n')) => 2,
-                // A CR that ends the piece may be the first half of a CRLF: wait for more.
-                (b'\r', None) => {
-                    self.scanned = end;
-                    break;
-                }
-                _ => 1,
-            };
-            // Lend the buffer out (a move, not a copy) so the line can borrow from it.
+        if self.buf.is_empty() {
+            // The usual case: lines are read from the piece itself, and only an unfinished
+            // one is kept.
+            let (start, scanned) = self.lines(piece, 0, on)?;
+            self.buf.extend_from_slice(&piece[start..]);
+            self.scanned = scanned - start;
+        } else {
+            self.buf.extend_from_slice(piece);
+            // Lend the buffer out (a move, not a copy) so the lines can borrow from it.
             let buf = std::mem::take(&mut self.buf);
-            let result = self.line(&buf[start..end], out);
+            let read = self.lines(&buf, self.scanned, on);
             self.buf = buf;
-            result?;
-            start = end + terminator;
-            self.scanned = start;
+            let (start, scanned) = read?;
+            self.buf.drain(..start);
+            self.scanned = scanned - start;
         }
-        self.buf.drain(..start);
-        self.scanned -= start;
         // One budget for the event: what it has gathered and the line still coming.
         if self.buf.len() + self.data.len() > self.limit {
             return Err(SseError::TooLarge);
@@ -137,19 +148,44 @@ impl SseParser {
         Ok(())
     }
 
+    /// Handles the complete lines of `bytes`, searching for line ends from `scanned` on:
+    /// where the unfinished rest begins, and how far it has been searched.
+    fn lines(
+        &mut self,
+        bytes: &[u8],
+        mut scanned: usize,
+        on: &mut dyn FnMut(SseEvent<'_>),
+    ) -> Result<(usize, usize), SseError> {
+        // Where the line being looked at begins; lines before it are consumed.
+        let mut start = 0;
+        while let Some(offset) = memchr::memchr2(b'\n', b'\r', &bytes[scanned..]) {
+            let end = scanned + offset;
+            let terminator = match (bytes[end], bytes.get(end + 1)) {
+                (b'\r', Some(b'\n')) => 2,
+                // A CR that ends the piece may be the first half of a CRLF: wait for more.
+                (b'\r', None) => return Ok((start, end)),
+                _ => 1,
+            };
+            self.line(&bytes[start..end], on)?;
+            start = end + terminator;
+            scanned = start;
+        }
+        Ok((start, bytes.len()))
+    }
+
     /// Ends the stream: a CR held back as a possible CRLF half ends its line after all. An
     /// event not closed by a blank line is dropped, as the format requires.
-    pub fn finish(&mut self, out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+    pub fn finish(&mut self, on: &mut dyn FnMut(SseEvent<'_>)) -> Result<(), SseError> {
         if self.buf.get(self.scanned) == Some(&b'\r') {
             let buf = std::mem::take(&mut self.buf);
-            self.line(&buf[..self.scanned], out)?;
+            self.line(&buf[..self.scanned], on)?;
             self.scanned = 0;
         }
         Ok(())
     }
 
     /// Handles one complete line (without its terminator).
-    fn line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+    fn line(&mut self, line: &[u8], on: &mut dyn FnMut(SseEvent<'_>)) -> Result<(), SseError> {
         let mut line = std::str::from_utf8(line).map_err(|_| SseError::InvalidUtf8 {
             line: String::from_utf8_lossy(&line[..line.len().min(OFFENDING_BYTES)]).into_owned(),
         })?;
@@ -157,7 +193,7 @@ impl SseParser {
             line = line.strip_prefix('\u{feff}').unwrap_or(line);
         }
         if line.is_empty() {
-            self.dispatch(out);
+            self.dispatch(on);
             return Ok(());
         }
         if line.starts_with(':') {
@@ -168,7 +204,11 @@ impl SseParser {
             None => (line, ""),
         };
         match field {
-            "event" => self.event = Some(value.to_owned()),
+            "event" => {
+                self.event.clear();
+                self.event.push_str(value);
+                self.has_event = true;
+            }
             "data" => {
                 if self.data.len() + value.len() >= self.limit {
                     return Err(SseError::TooLarge);
@@ -183,14 +223,16 @@ impl SseParser {
         Ok(())
     }
 
-    fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
-        let event = self.event.take();
-        if self.data.is_empty() {
-            return;
+    /// A blank line: the event gathered so far goes out, if it has data.
+    fn dispatch(&mut self, on: &mut dyn FnMut(SseEvent<'_>)) {
+        if let Some(data) = self.data.strip_suffix('\n') {
+            on(SseEvent {
+                event: self.has_event.then_some(self.event.as_str()),
+                data,
+            });
         }
-        let mut data = std::mem::take(&mut self.data);
-        data.pop();
-        out.push(SseEvent { event, data });
+        self.has_event = false;
+        self.data.clear();
     }
 }
 

@@ -10,7 +10,7 @@ impl Decoder for Silent {
     fn event(
         &mut self,
         _: &Upstream,
-        _: SseEvent,
+        _: SseEvent<'_>,
         _: &mut UsageTally,
         _: &mut Vec<ProviderEvent>,
     ) -> Result<Option<FinishReason>, ProviderError> {
@@ -71,7 +71,7 @@ impl Decoder for UntilDone {
     fn event(
         &mut self,
         _: &Upstream,
-        event: SseEvent,
+        event: SseEvent<'_>,
         _: &mut UsageTally,
         _: &mut Vec<ProviderEvent>,
     ) -> Result<Option<FinishReason>, ProviderError> {

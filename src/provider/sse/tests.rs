@@ -2,22 +2,24 @@
 
 use super::*;
 
-fn parse_pieces<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<SseEvent>, SseError> {
+fn parse_pieces<'a>(
+    pieces: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<OwnedEvent>, SseError> {
     let mut parser = SseParser::default();
     let mut out = Vec::new();
     for piece in pieces {
-        parser.push(piece, &mut out)?;
+        parser.push(piece, &mut |e| out.push(OwnedEvent::of(e)))?;
     }
-    parser.finish(&mut out)?;
+    parser.finish(&mut |e| out.push(OwnedEvent::of(e)))?;
     Ok(out)
 }
 
-fn parse(text: &str) -> Vec<SseEvent> {
+fn parse(text: &str) -> Vec<OwnedEvent> {
     parse_pieces([text.as_bytes()]).unwrap()
 }
 
-fn ev(event: Option<&str>, data: &str) -> SseEvent {
-    SseEvent {
+fn ev(event: Option<&str>, data: &str) -> OwnedEvent {
+    OwnedEvent {
         event: event.map(str::to_owned),
         data: data.to_owned(),
     }
@@ -114,11 +116,14 @@ fn invalid_utf8_is_malformed_and_keeps_the_line_for_the_log() {
 fn lines_and_events_past_the_limit_are_malformed() {
     let mut parser = SseParser::with_limit(16);
     let mut out = Vec::new();
-    assert_eq!(parser.push(&[b'a'; 17], &mut out), Err(SseError::TooLarge));
+    assert_eq!(
+        parser.push(&[b'a'; 17], &mut |e| out.push(OwnedEvent::of(e))),
+        Err(SseError::TooLarge)
+    );
     let mut parser = SseParser::with_limit(16);
     let many = "data: 12345\n".repeat(4);
     assert_eq!(
-        parser.push(many.as_bytes(), &mut out),
+        parser.push(many.as_bytes(), &mut |e| out.push(OwnedEvent::of(e))),
         Err(SseError::TooLarge)
     );
     assert!(out.is_empty());
@@ -129,20 +134,32 @@ fn the_default_limit_is_one_mebibyte_for_data_and_line_together() {
     let mut parser = SseParser::default();
     let mut out = Vec::new();
     let line = vec![b'x'; 1024 * 1024 + 1];
-    assert_eq!(parser.push(&line, &mut out), Err(SseError::TooLarge));
+    assert_eq!(
+        parser.push(&line, &mut |e| out.push(OwnedEvent::of(e))),
+        Err(SseError::TooLarge)
+    );
     // Half a MiB of data gathered, and a line of more than the rest still coming: too large
     // together, though each alone would fit.
     let mut parser = SseParser::default();
     let half = format!("data: {}\n", "y".repeat(512 * 1024));
-    assert_eq!(parser.push(half.as_bytes(), &mut out), Ok(()));
+    assert_eq!(
+        parser.push(half.as_bytes(), &mut |e| out.push(OwnedEvent::of(e))),
+        Ok(())
+    );
     let rest = vec![b'z'; 600 * 1024];
-    assert_eq!(parser.push(&rest, &mut out), Err(SseError::TooLarge));
+    assert_eq!(
+        parser.push(&rest, &mut |e| out.push(OwnedEvent::of(e))),
+        Err(SseError::TooLarge)
+    );
     assert!(out.is_empty());
     // Events of 900 KiB each pass, one after another.
     let mut parser = SseParser::default();
     let event = format!("data: {}\n\n", "w".repeat(900 * 1024));
     for _ in 0..3 {
-        assert_eq!(parser.push(event.as_bytes(), &mut out), Ok(()));
+        assert_eq!(
+            parser.push(event.as_bytes(), &mut |e| out.push(OwnedEvent::of(e))),
+            Ok(())
+        );
     }
     assert_eq!(out.len(), 3);
 }
