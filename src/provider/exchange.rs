@@ -11,7 +11,6 @@
 //! whole, stored as one batch and written to the caller in one flush. Nothing is spawned, so
 //! dropping the stream (cancellation, the deadline) closes the connection at once.
 
-use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -24,10 +23,11 @@ use tokio::time::{Instant, Sleep};
 use super::ProviderCall;
 use super::h1::{Call, Progress, Response};
 use super::http::Upstream;
-use super::sse::{SseEvent, SseParser};
+use super::sse::SseEvent;
 use super::tally::UsageTally;
 use super::{CallStream, ProviderError, ProviderEvent, ProviderStream, plain_stream};
 use crate::execution::{AttemptCode, FinishReason, TRACEPARENT, TRACESTATE, Text, UsageQuantity};
+use reply::Reply;
 
 /// How much of an error response's body is read to classify it.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -129,24 +129,6 @@ struct Exchange<D> {
     first_byte_by: Instant,
     timer: Timer,
     reply: Reply<D>,
-}
-
-/// What the body has said so far, and the items it made.
-struct Reply<D> {
-    upstream: Upstream,
-    deadline: Instant,
-    decoder: D,
-    parser: SseParser,
-    usage: UsageTally,
-    /// Items ready for the caller.
-    pending: VecDeque<Item>,
-    /// Whether an output event has been handed out (for error wording; the driver applies
-    /// the commit rule itself).
-    output_started: bool,
-    /// How the reply ended, once the decoder says so: anything after it is not read.
-    settled: Option<Result<FinishReason, ProviderError>>,
-    /// What the decoder made of one event (kept to reuse its memory).
-    out: Vec<ProviderEvent>,
 }
 
 /// The timer of the step in flight. `by` moves freely (the idle timeout restarts with every
@@ -394,115 +376,6 @@ impl<D: Decoder> Exchange<D> {
     }
 }
 
-impl<D: Decoder> Reply<D> {
-    fn new(upstream: Upstream, deadline: Instant, decoder: D) -> Self {
-        Self {
-            upstream,
-            deadline,
-            decoder,
-            parser: SseParser::default(),
-            usage: UsageTally::default(),
-            pending: VecDeque::new(),
-            output_started: false,
-            settled: None,
-            out: Vec::new(),
-        }
-    }
-
-    /// Takes a piece of the body, unless the reply has already ended.
-    fn feed(&mut self, piece: &[u8]) {
-        if self.settled.is_none() {
-            self.settled = self.parse(Some(piece)).transpose();
-        }
-    }
-
-    /// The body ended without the reply's end marker: complete if the decoder can tell,
-    /// interrupted otherwise.
-    fn end_of_body(&mut self) -> Result<FinishReason, ProviderError> {
-        if let Some(reason) = self.parse(None)? {
-            return Ok(reason);
-        }
-        match self.decoder.finished_at_eof(&self.upstream)? {
-            Some(reason) => Ok(reason),
-            None => Err(self
-                .upstream
-                .interrupted("ended before the reply was complete", self.output_started)),
-        }
-    }
-
-    /// Feeds the next piece of the body (`None`: its end) through the SSE parser and the
-    /// decoder; `Some(reason)` once the reply is complete. Events after the one that ended
-    /// the reply are not decoded; a malformed stream after it does not matter either.
-    fn parse(&mut self, piece: Option<&[u8]>) -> Result<Option<FinishReason>, ProviderError> {
-        // Lent out (it holds no memory by default), so its events can go to `self.decode`.
-        let mut parser = std::mem::take(&mut self.parser);
-        let mut outcome = Ok(None);
-        let mut on = |event: SseEvent<'_>| {
-            if matches!(outcome, Ok(None)) {
-                outcome = self.decode(event);
-            }
-        };
-        let parsed = match piece {
-            Some(piece) => parser.push(piece, &mut on),
-            None => parser.finish(&mut on),
-        };
-        self.parser = parser;
-        match (outcome, parsed) {
-            (Ok(None), Err(e)) => Err(self.upstream.protocol_error(e.what(), e.offending())),
-            (outcome, _) => outcome,
-        }
-    }
-
-    /// One event through the decoder; the SPI events it yields are queued even when it then
-    /// fails, so output that arrived before an error is not lost.
-    fn decode(&mut self, event: SseEvent<'_>) -> Result<Option<FinishReason>, ProviderError> {
-        let mut out = std::mem::take(&mut self.out);
-        let result = self
-            .decoder
-            .event(&self.upstream, event, &mut self.usage, &mut out);
-        for event in out.drain(..) {
-            match &event {
-                ProviderEvent::TextDelta(_) | ProviderEvent::ToolCallArgumentsDelta { .. } => {
-                    self.usage.count_piece();
-                    self.output_started = true;
-                }
-                ProviderEvent::ToolCallStarted { .. } => self.output_started = true,
-                _ => {}
-            }
-            self.pending.push_back(Ok(event));
-        }
-        self.out = out;
-        result
-    }
-
-    /// The reply is complete: the usage it reported goes out ahead of `Finished`.
-    fn complete(&mut self) {
-        self.pending
-            .extend(self.usage.drain(true).into_iter().map(Ok));
-    }
-
-    /// The call failed: the usage known so far goes out ahead of the error.
-    fn fail(&mut self, error: ProviderError) {
-        self.pending
-            .extend(self.usage.drain(false).into_iter().map(Ok));
-        self.pending.push_back(Err(error));
-    }
-
-    /// Usage events queued but not handed out yet, then what the tally holds.
-    fn unreported_usage(&self) -> Vec<UsageQuantity> {
-        let queued = self.pending.iter().filter_map(|item| match item {
-            Ok(ProviderEvent::Usage(quantity)) => Some(quantity.clone()),
-            _ => None,
-        });
-        queued.chain(self.usage.known()).collect()
-    }
-
-    /// A timer of `limit` from now, cut to the attempt's deadline.
-    fn bound(&self, limit: Duration) -> (Instant, Duration) {
-        bound(limit, self.deadline)
-    }
-}
-
 /// A timer of `limit` from now, cut to `deadline`: when it fires, and after how long.
 fn bound(limit: Duration, deadline: Instant) -> (Instant, Duration) {
     let now = Instant::now();
@@ -512,5 +385,6 @@ fn bound(limit: Duration, deadline: Instant) -> (Instant, Duration) {
     (by, by.saturating_duration_since(now))
 }
 
+mod reply;
 #[cfg(test)]
 mod tests;

@@ -3,18 +3,18 @@
 use super::*;
 use crate::execution::{UsageSource, UsageUnit};
 
-/// Reads nothing: the tests drive the exchange's state by hand.
-struct Silent;
+/// Ends the reply at `data: [DONE]`.
+struct UntilDone;
 
-impl Decoder for Silent {
+impl Decoder for UntilDone {
     fn event(
         &mut self,
         _: &Upstream,
-        _: SseEvent<'_>,
+        event: SseEvent<'_>,
         _: &mut UsageTally,
         _: &mut Vec<ProviderEvent>,
     ) -> Result<Option<FinishReason>, ProviderError> {
-        Ok(None)
+        Ok((event.data == "[DONE]").then_some(FinishReason::Stop))
     }
 
     fn finished_at_eof(&self, _: &Upstream) -> Result<Option<FinishReason>, ProviderError> {
@@ -22,9 +22,13 @@ impl Decoder for Silent {
     }
 }
 
-fn reply() -> Reply<Silent> {
+fn reply() -> Reply<UntilDone> {
     let upstream = Upstream::offline("main", "anthropic", None);
-    Reply::new(upstream, Instant::now() + Duration::from_secs(60), Silent)
+    Reply::new(
+        upstream,
+        Instant::now() + Duration::from_secs(60),
+        UntilDone,
+    )
 }
 
 fn quantity(unit: UsageUnit, quantity: u64, source: UsageSource) -> UsageQuantity {
@@ -62,25 +66,6 @@ fn a_failed_exchange_has_nothing_left_once_its_items_are_read() {
     reply.fail(ProviderError::retryable(AttemptCode::Unavailable, "gone"));
     reply.pending.retain(|item| item.is_err());
     assert_eq!(reply.unreported_usage(), vec![]);
-}
-
-/// Ends the reply at `data: [DONE]`.
-struct UntilDone;
-
-impl Decoder for UntilDone {
-    fn event(
-        &mut self,
-        _: &Upstream,
-        event: SseEvent<'_>,
-        _: &mut UsageTally,
-        _: &mut Vec<ProviderEvent>,
-    ) -> Result<Option<FinishReason>, ProviderError> {
-        Ok((event.data == "[DONE]").then_some(FinishReason::Stop))
-    }
-
-    fn finished_at_eof(&self, _: &Upstream) -> Result<Option<FinishReason>, ProviderError> {
-        Ok(None)
-    }
 }
 
 /// An exchange with a server on 127.0.0.1:0 that answers with `reply`'s bytes as they are.

@@ -50,13 +50,22 @@ impl Server {
 }
 
 fn client(url: &url::Url, proxy: Option<String>) -> Client {
+    client_with(url, proxy, None)
+}
+
+/// A client of `url` keeping 2 idle connections; `tls` is its TLS set-up, if it needs one.
+fn client_with(
+    url: &url::Url,
+    proxy: Option<String>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+) -> Client {
     let settings = Settings {
         connect_timeout: Duration::from_secs(2),
         proxy,
         max_idle: 2,
         idle_timeout: Duration::from_secs(4),
     };
-    Client::new(url, settings, || Err("no TLS in these tests".into())).unwrap()
+    Client::new(url, settings, || tls.ok_or_else(|| "no TLS set up".into())).unwrap()
 }
 
 async fn serve(
@@ -362,16 +371,7 @@ async fn tls_server() -> u16 {
 }
 
 fn tls_client(url: &str, proxy: Option<String>, ca: bool) -> Client {
-    let settings = Settings {
-        connect_timeout: Duration::from_secs(2),
-        proxy,
-        max_idle: 2,
-        idle_timeout: Duration::from_secs(4),
-    };
-    Client::new(&url::Url::parse(url).unwrap(), settings, || {
-        Ok(trusting(ca))
-    })
-    .unwrap()
+    client_with(&url::Url::parse(url).unwrap(), proxy, Some(trusting(ca)))
 }
 
 #[tokio::test]

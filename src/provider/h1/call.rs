@@ -1,0 +1,260 @@
+//! One request and its response on a connection: connecting (or an idle connection),
+//! writing the request, reading the head, then the body as the caller asks for it, and the
+//! connection back to the idle ones once the body has ended.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, BytesMut};
+use http::header::HeaderMap;
+use tokio::io::AsyncWrite;
+
+use super::framing::Framing;
+use super::{Failure, Io, Shared, head};
+
+/// How much room a read has at least: a zero-delay reply of a few dozen chunks fits whole.
+const READ_ROOM: usize = 16 * 1024;
+
+/// A response head's status and headers.
+#[derive(Debug)]
+pub(crate) struct Response {
+    pub status: u16,
+    pub headers: HeaderMap,
+}
+
+/// What a body read brought.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// Data was handed out; more may follow.
+    Data,
+    /// The body is complete (whatever data came with its end was handed out first).
+    End,
+}
+
+/// One request and its response on a connection; dropping it before the body's end closes
+/// the connection.
+pub(crate) struct Call {
+    shared: Arc<Shared>,
+    request: Vec<u8>,
+    stage: Stage,
+}
+
+type Opening = Pin<Box<dyn Future<Output = Result<Box<dyn Io>, Failure>> + Send>>;
+
+enum Stage {
+    Connecting(Opening),
+    Writing {
+        conn: Conn,
+        written: usize,
+    },
+    Head(Conn),
+    Body {
+        conn: Conn,
+        framing: Framing,
+        keep_alive: bool,
+    },
+    Over,
+}
+
+impl Call {
+    /// Starts sending `request` on one of `shared`'s idle connections, or a new one.
+    pub(super) fn start(shared: &Arc<Shared>, request: Vec<u8>) -> Self {
+        let stage = match shared.idle.take() {
+            Some(conn) => Stage::Writing { conn, written: 0 },
+            None => Stage::Connecting(Box::pin(super::connect::open(shared.clone()))),
+        };
+        Self {
+            shared: shared.clone(),
+            request,
+            stage,
+        }
+    }
+
+    /// Connects if need be, sends the request and reads the response head.
+    pub fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<Response, Failure>> {
+        loop {
+            match &mut self.stage {
+                Stage::Connecting(opening) => {
+                    let opened = ready!(opening.as_mut().poll(cx));
+                    self.stage = match opened {
+                        Ok(io) => Stage::Writing {
+                            conn: Conn::new(io),
+                            written: 0,
+                        },
+                        Err(failure) => return self.fail(failure),
+                    }
+                }
+                Stage::Writing { conn, written } => {
+                    let sent = ready!(conn.poll_send(cx, &self.request, written));
+                    // A server that answered early (a 413, a 401) and closed: its answer is
+                    // the outcome, not the write it cut short.
+                    if let Err(e) = sent
+                        && !conn.answered()
+                    {
+                        return self.fail(Failure::Unsent(e.to_string()));
+                    }
+                    let Stage::Writing { conn, .. } =
+                        std::mem::replace(&mut self.stage, Stage::Over)
+                    else {
+                        unreachable!("the stage was just matched")
+                    };
+                    self.stage = Stage::Head(conn);
+                }
+                Stage::Head(conn) => match head::parse(conn.unread()) {
+                    Ok(Some((head, taken))) => {
+                        conn.buf.advance(taken);
+                        let Stage::Head(conn) = std::mem::replace(&mut self.stage, Stage::Over)
+                        else {
+                            unreachable!("the stage was just matched")
+                        };
+                        self.stage = Stage::Body {
+                            conn,
+                            framing: head.framing,
+                            keep_alive: head.keep_alive,
+                        };
+                        return Poll::Ready(Ok(Response {
+                            status: head.status,
+                            headers: head.headers,
+                        }));
+                    }
+                    Ok(None) => match ready!(conn.poll_fill(cx)) {
+                        Ok(0) => {
+                            let cause = "the connection closed before a response";
+                            return self.fail(Failure::Lost(cause.into()));
+                        }
+                        Ok(_) => {}
+                        Err(e) => return self.fail(Failure::Lost(e.to_string())),
+                    },
+                    Err(e) => return self.fail(Failure::Lost(e.to_string())),
+                },
+                Stage::Body { .. } | Stage::Over => {
+                    return self.fail(Failure::Lost("the head was already read".into()));
+                }
+            }
+        }
+    }
+
+    /// Reads the body: hands whatever data the buffer and at most one read hold to `data`,
+    /// and returns once some was handed out or the body ended. At the end, a connection that
+    /// may carry another request goes back to the idle ones.
+    pub fn poll_body(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &mut dyn FnMut(&[u8]),
+    ) -> Poll<Result<Progress, Failure>> {
+        let Stage::Body { conn, framing, .. } = &mut self.stage else {
+            return Poll::Ready(Ok(Progress::End));
+        };
+        loop {
+            let mut handed = false;
+            if !conn.buf.is_empty() {
+                let decoded = framing.decode(&conn.buf, &mut |piece| {
+                    handed = true;
+                    data(piece);
+                });
+                match decoded {
+                    Ok(taken) => conn.buf.advance(taken),
+                    Err(e) => return self.fail(Failure::Broken(e.to_string())),
+                }
+            }
+            if framing.is_done() {
+                self.release();
+                return Poll::Ready(Ok(Progress::End));
+            }
+            if handed {
+                return Poll::Ready(Ok(Progress::Data));
+            }
+            match ready!(conn.poll_fill(cx)) {
+                Ok(0) if framing.ends_at_close() => {
+                    self.stage = Stage::Over;
+                    return Poll::Ready(Ok(Progress::End));
+                }
+                Ok(0) => {
+                    let cause = "the connection closed before the body ended";
+                    return self.fail(Failure::Broken(cause.into()));
+                }
+                Ok(_) => {}
+                Err(e) => return self.fail(Failure::Broken(e.to_string())),
+            }
+        }
+    }
+
+    /// Ends the call: a connection still mid-response is closed.
+    pub fn close(&mut self) {
+        self.stage = Stage::Over;
+    }
+
+    fn fail<T>(&mut self, failure: Failure) -> Poll<Result<T, Failure>> {
+        self.stage = Stage::Over;
+        Poll::Ready(Err(failure))
+    }
+
+    /// The body is read: its connection goes back to the idle ones if it can carry another
+    /// request (the server keeps it, and sent nothing past the body).
+    fn release(&mut self) {
+        if let Stage::Body {
+            conn,
+            keep_alive: true,
+            ..
+        } = std::mem::replace(&mut self.stage, Stage::Over)
+            && conn.buf.is_empty()
+        {
+            self.shared.idle.put(conn);
+        }
+    }
+}
+
+/// An open connection and what was read from it but not yet taken.
+pub(super) struct Conn {
+    io: Box<dyn Io>,
+    buf: BytesMut,
+}
+
+impl Conn {
+    pub(super) fn new(io: Box<dyn Io>) -> Self {
+        Self {
+            io,
+            buf: BytesMut::with_capacity(READ_ROOM),
+        }
+    }
+
+    fn unread(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Writes `request` from `written` on, then flushes it.
+    fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        request: &[u8],
+        written: &mut usize,
+    ) -> Poll<std::io::Result<()>> {
+        while *written < request.len() {
+            match ready!(Pin::new(&mut self.io).poll_write(cx, &request[*written..]))? {
+                0 => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+                n => *written += n,
+            }
+        }
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    /// Whether a whole response head has arrived already, reading what the socket holds
+    /// without waiting.
+    fn answered(&mut self) -> bool {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        while self.buf.len() <= head::MAX_HEAD_BYTES
+            && matches!(self.poll_fill(&mut cx), Poll::Ready(Ok(1..)))
+        {}
+        matches!(head::parse(&self.buf), Ok(Some(_)))
+    }
+
+    /// Reads what the socket has into the buffer: the count, 0 at its end.
+    pub(super) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+        if self.buf.capacity() - self.buf.len() < READ_ROOM / 4 {
+            self.buf.reserve(READ_ROOM);
+        }
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buf)
+    }
+}
