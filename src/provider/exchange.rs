@@ -224,11 +224,11 @@ impl<D: Decoder> Exchange<D> {
                 let (got_byte, limit) = (*got_byte, *limit);
                 let reply = &mut self.reply;
                 match self.call.poll_body(cx, &mut |data| reply.feed(data)) {
-                    Poll::Ready(Ok(progress)) => self.read(progress, got_byte),
+                    Poll::Ready(Ok(progress)) => self.read(progress),
                     // The reply ended (or the decoder failed it) before the body broke: that
                     // is its outcome.
                     Poll::Ready(Err(_)) if self.reply.settled.is_some() => {
-                        self.read(Progress::End, got_byte);
+                        self.read(Progress::End);
                     }
                     Poll::Ready(Err(failure)) => {
                         let upstream = &self.reply.upstream;
@@ -324,7 +324,7 @@ impl<D: Decoder> Exchange<D> {
     }
 
     /// A body read brought data, or the body's end.
-    fn read(&mut self, progress: Progress, got_byte: bool) {
+    fn read(&mut self, progress: Progress) {
         match (self.reply.settled.take(), progress) {
             (Some(Err(error)), _) => self.fail(error),
             (Some(Ok(reason)), Progress::End) => {
@@ -344,15 +344,14 @@ impl<D: Decoder> Exchange<D> {
                 Err(error) => self.fail(error),
             },
             (None, Progress::Data) => {
-                // The idle timeout restarts with every read.
+                // The idle timeout restarts with every read (cut to the deadline, which
+                // the message then names).
                 let (by, limit) = self.reply.bound(self.reply.upstream.timeouts.idle);
                 self.timer.by = by;
-                if !got_byte {
-                    self.step = Step::Body {
-                        got_byte: true,
-                        limit,
-                    };
-                }
+                self.step = Step::Body {
+                    got_byte: true,
+                    limit,
+                };
             }
         }
     }

@@ -10,6 +10,9 @@
 /// even a whole long reply sent as one event is a few hundred KiB).
 pub(crate) const MAX_EVENT_BYTES: usize = 1024 * 1024;
 
+/// The most memory a parser keeps between events (a large event's is let go once it is out).
+const KEPT_BYTES: usize = 64 * 1024;
+
 /// How much of an offending line an error keeps for the log.
 const OFFENDING_BYTES: usize = 256;
 
@@ -113,7 +116,8 @@ impl SseParser {
         }
     }
 
-    /// Feeds the next piece of the stream, handing every event it completes to `on`.
+    /// Feeds the next piece of the stream, handing every event it completes to `on`. After
+    /// an error the stream is malformed and the parser spent: it is not fed again.
     pub fn push(&mut self, piece: &[u8], on: &mut dyn FnMut(SseEvent<'_>)) -> Result<(), SseError> {
         // A piece that ends no line and would take the event past its budget is refused
         // before it is taken in: the buffer never grows past the budget for it.
@@ -140,6 +144,9 @@ impl SseParser {
             let (start, scanned) = read?;
             self.buf.drain(..start);
             self.scanned = scanned - start;
+            if self.buf.is_empty() && self.buf.capacity() > KEPT_BYTES {
+                self.buf = Vec::new();
+            }
         }
         // One budget for the event: what it has gathered and the line still coming.
         if self.buf.len() + self.data.len() > self.limit {
@@ -233,6 +240,14 @@ impl SseParser {
         }
         self.has_event = false;
         self.data.clear();
+        // Memory kept for the next event is bounded by what a usual one needs, not by the
+        // largest this upstream ever sent.
+        if self.data.capacity() > KEPT_BYTES {
+            self.data = String::new();
+        }
+        if self.event.capacity() > KEPT_BYTES {
+            self.event = String::new();
+        }
     }
 }
 

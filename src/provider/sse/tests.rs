@@ -52,6 +52,7 @@ fn any_split_of_the_stream_gives_the_same_events() {
         SAMPLE.to_owned(),
         SAMPLE.replace('\n', "\r\n"),
         SAMPLE.replace('\n', "\r"),
+        format!("\u{feff}{SAMPLE}"),
     ] {
         let whole = parse(&text);
         let bytes = text.as_bytes();
@@ -162,4 +163,6 @@ fn the_default_limit_is_one_mebibyte_for_data_and_line_together() {
         );
     }
     assert_eq!(out.len(), 3);
+    // Once they are out, their memory is let go: a call keeps what a usual event needs.
+    assert!(parser.data.capacity() <= KEPT_BYTES && parser.buf.capacity() <= KEPT_BYTES);
 }
