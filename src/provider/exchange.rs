@@ -97,7 +97,6 @@ pub(crate) fn post<D: Decoder>(
         // The request goes out when the stream is first polled, as a future's would.
         call: upstream.client.call(request),
         step: Step::Head { limit },
-        first_byte_by: by,
         timer: Timer::new(by),
         reply: Reply::new(upstream.clone(), deadline, decoder),
     })
@@ -125,8 +124,6 @@ enum Step {
 struct Exchange<D> {
     call: Call,
     step: Step,
-    /// When the first body byte must have arrived.
-    first_byte_by: Instant,
     timer: Timer,
     reply: Reply<D>,
 }
@@ -316,7 +313,8 @@ impl<D: Decoder> Exchange<D> {
             let error = upstream.protocol_error(what, content_type);
             return self.fail(error);
         }
-        let limit = self.first_byte_by.saturating_duration_since(Instant::now());
+        // The timer still runs to the first-byte bound: what is left of it is the limit.
+        let limit = self.timer.by.saturating_duration_since(Instant::now());
         self.step = Step::Body {
             got_byte: false,
             limit,

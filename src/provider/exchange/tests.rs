@@ -96,7 +96,6 @@ async fn exchange_with(reply: &'static [u8]) -> Exchange<UntilDone> {
         step: Step::Head {
             limit: Duration::from_secs(1),
         },
-        first_byte_by: by,
         timer: Timer::new(by),
         reply: Reply::new(upstream, by, UntilDone),
     }

@@ -243,11 +243,15 @@ impl Conn {
     /// Whether a whole response head has arrived already, reading what the socket holds
     /// without waiting.
     fn answered(&mut self) -> bool {
-        let mut cx = Context::from_waker(std::task::Waker::noop());
         while self.buf.len() <= head::MAX_HEAD_BYTES
-            && matches!(self.poll_fill(&mut cx), Poll::Ready(Ok(1..)))
+            && matches!(self.fill_now(), Poll::Ready(Ok(1..)))
         {}
         matches!(head::parse(&self.buf), Ok(Some(_)))
+    }
+
+    /// Reads what the socket holds already, without waiting (or registering to be woken).
+    pub(super) fn fill_now(&mut self) -> Poll<std::io::Result<usize>> {
+        self.poll_fill(&mut Context::from_waker(std::task::Waker::noop()))
     }
 
     /// Reads what the socket has into the buffer: the count, 0 at its end.

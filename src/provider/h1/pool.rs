@@ -5,7 +5,6 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -76,6 +75,5 @@ impl Idle {
 /// Whether an idle connection has nothing to read: a server that closed it (or said anything
 /// unasked) makes it unfit.
 fn quiet(conn: &mut Conn) -> bool {
-    let mut cx = Context::from_waker(Waker::noop());
-    matches!(conn.poll_fill(&mut cx), Poll::Pending)
+    conn.fill_now().is_pending()
 }
