@@ -123,42 +123,65 @@ impl FileStore {
             limits,
             Some(writer.clone() as Arc<dyn super::memory::Journal>),
         ));
-        let replayed = replay::replay(&dir, &sealers, &memory)?;
+        // The usage order's mark is read first: it also says whether a journal was begun.
+        let mark = mark::read(&dir)?;
+        let replayed = replay::replay(&dir, &sealers, &memory, mark.is_some())?;
         memory.sort_retention();
         // The usage order goes on where it was: its epoch, and positions past every one given
         // before (set before anything is appended).
         let usage = memory.usage_log();
-        match mark::read(&dir)? {
-            Some((epoch, floor)) => usage.resume(epoch, floor),
-            None => mark::write(&dir, usage.epoch(), usage.next())
-                .map_err(|e| format!("cannot write to {}: {e}", dir.display()))?,
+        if let Some((epoch, floor)) = mark {
+            usage.resume(epoch, floor);
         }
-        let Some(current) = sealers.into_iter().next() else {
+        let Some(current) = sealers.first() else {
             return Err("the file store needs a key".into());
         };
-        let number = replayed.last + 1;
-        let path = segment::path(&dir, Kind::Segment, number);
-        let mut segment = Segment::create(&path, Kind::Segment, number, &current)
+        let cannot = |e: &dyn std::fmt::Display| format!("cannot write to {}: {e}", dir.display());
+        let mut segment = match &replayed.newest {
+            None => Segment::create(
+                &segment::path(&dir, Kind::Segment, 1),
+                Kind::Segment,
+                1,
+                current,
+            )
             .and_then(|segment| segment::sync_dir(&dir).map(|()| segment))
-            .and_then(|mut segment| match replayed.last {
-                0 => Ok(segment),
-                last => segment
-                    .follow(&current, last, replayed.last_records)
-                    .map(|()| segment),
-            })
-            .map_err(|e| format!("cannot create a segment in {}: {e}", dir.display()))?;
-        let interrupted = end_interrupted(&memory, &mut segment, &current)
-            .map_err(|e| format!("cannot write to {}: {e}", dir.display()))?;
+            .map_err(|e| cannot(&e))?,
+            Some(newest) => {
+                let mut old = Segment::reopen(
+                    &newest.path,
+                    newest.number,
+                    newest.prefix,
+                    newest.records,
+                    newest.tally,
+                )
+                .map_err(|e| cannot(&e))?;
+                segment::after(&dir, &mut old, &sealers[newest.sealer], current)
+                    .map_err(|e| cannot(&e))?
+            }
+        };
+        // Written once the first segment is whole, so that from now on a journal without
+        // files is told from one never begun.
+        if mark.is_none() {
+            mark::write(&dir, usage.epoch(), usage.next()).map_err(|e| cannot(&e))?;
+        }
+        let interrupted =
+            end_interrupted(&memory, &mut segment, current).map_err(|e| cannot(&e))?;
         // The journal is compacted at every start that found more than one segment or one
         // sealed with an older key, before the store serves: what expired leaves the disk,
         // and after it every segment is sealed with the current key.
         writer.count_disk(replayed.disk + segment.len(), 0);
-        if replayed.old_keys || replayed.segments > 1 {
+        if let Some(newest) = replayed.newest.as_ref()
+            && (replayed.old_keys || replayed.segments > 1)
+        {
             let ((), listing) = memory.list_at(|| ());
-            let done =
-                compact::compact(&dir, &current, &memory, (replayed.last, listing), || false)
-                    .map_err(|e| format!("cannot compact the journal in {}: {e}", dir.display()))?;
+            let done = compact::compact(&dir, current, &memory, (newest.number, listing), || false)
+                .map_err(|e| format!("cannot compact the journal in {}: {e}", dir.display()))?;
             writer.count_disk(done.written, done.removed);
+            tracing::info!(
+                before = replayed.disk + segment.len(),
+                after = writer.disk(),
+                "compacted the journal"
+            );
         }
         let store = Arc::new(Self {
             memory,
@@ -173,7 +196,7 @@ impl FileStore {
             closed: AtomicBool::new(false),
             ended_running: AtomicBool::new(false),
         });
-        store.start(dir, segment, current);
+        store.start(dir, segment, current.clone());
         let opened = Opened {
             executions: store.memory.stats().executions,
             events: replayed.events,
@@ -381,7 +404,7 @@ fn end_interrupted(
         segment.seal(sealer, &body, &mut sealed);
     }
     if !sealed.is_empty() {
-        segment.write(&sealed)?;
+        segment.write(sealer, &sealed)?;
         tracing::warn!(
             executions = unfinished.len(),
             "executions were running when the runtime stopped: ended with outcome_unknown, not resumed"

@@ -105,7 +105,9 @@ fn write_base(
         return Err(e);
     }
     out.append(&sealed)?;
-    out.sync()?;
+    // The base vouches for every record it holds, and for the segment after it, which the
+    // rotation before this compaction made.
+    out.end(sealer, upto + 1)?;
     Ok(out.len())
 }
 
@@ -168,8 +170,19 @@ pub(super) fn run(
         // for one write and sync of the writer): the base and the segment after it do not
         // overlap in them.
         let (sealed, listing) = memory.list_at(|| writer.rotate().recv());
-        let Ok(sealed) = sealed else {
-            return;
+        let sealed = match sealed {
+            Ok(Some(sealed)) => sealed,
+            // No new segment this time: try again at the next threshold.
+            Ok(None) => {
+                threshold.store(
+                    next_compaction(writer.disk(), floor, ceiling),
+                    Ordering::Release,
+                );
+                compacted.fetch_add(1, Ordering::AcqRel);
+                compacting.store(false, Ordering::Release);
+                continue;
+            }
+            Err(_) => return,
         };
         let before = writer.disk();
         match compact(dir, sealer, &memory, (sealed, listing), || writer.failed()) {

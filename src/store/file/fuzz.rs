@@ -70,7 +70,7 @@ fn segment(bytes: &[u8]) -> Option<Result<u64, String>> {
             }
             rest = after;
         }
-        out.write(&sealed)
+        out.write(&sealer, &sealed)
     });
     let replayed = written.is_ok().then(|| {
         let memory = MemoryStore::new(StoreLimits {
@@ -78,7 +78,7 @@ fn segment(bytes: &[u8]) -> Option<Result<u64, String>> {
             max_bytes: 1 << 30,
             retention: Duration::from_secs(60),
         });
-        replay::replay(&dir, std::slice::from_ref(&sealer), &memory).map(|r| r.events)
+        replay::replay(&dir, std::slice::from_ref(&sealer), &memory, false).map(|r| r.events)
     });
     let _ = std::fs::remove_dir_all(&dir);
     replayed

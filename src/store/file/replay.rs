@@ -1,8 +1,10 @@
-//! Replay: the journal's segments, oldest first, read back into the memory store. Every
-//! record must open under one of the configured keys and follow the one before it; the one
-//! exception is a torn tail, the record a crash cut short at the end of the newest segment,
-//! which is cut off (it was never acknowledged) and logged. Anything else that does not read
-//! is damage: opening fails with the file, the offset and what is wrong.
+//! Replay: the journal's files, oldest first, read back into the memory store. Every record
+//! must open under one of the configured keys and follow the one before it, and every file
+//! must hold the records its tally vouches for and name the file after it (`segment.rs`). The
+//! one exception is a torn tail: records of the newest segment's last write, which a crash
+//! cut short before its sync was done (so never acknowledged), after the records its tally
+//! vouches for; it is cut off and logged. Anything else that does not read is damage:
+//! opening fails with the file, the offset and what is wrong.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read};
@@ -11,7 +13,10 @@ use std::time::Instant;
 
 use super::codec::{self, Record};
 use super::compact;
-use super::seal::{self, HEADER_LEN, Kind, MAGIC, RECORD_HEAD, Sealer, TAG_LEN, VERSION};
+use super::seal::{
+    self, HEADER_LEN, Kind, MAGIC, RECORD_HEAD, RECORDS_AT, Sealer, TAG_LEN, TALLY_LEN, Tally,
+    VERSION,
+};
 use super::segment;
 use crate::store::MemoryStore;
 use crate::store::NewExecution;
@@ -19,9 +24,8 @@ use crate::store::NewExecution;
 /// What replay found.
 #[derive(Debug, Default)]
 pub(super) struct Replayed {
-    /// The newest file's number (0 for an empty journal), and its records.
-    pub last: u64,
-    pub last_records: u64,
+    /// The newest file, which the next segment follows (`None` for an empty journal).
+    pub newest: Option<FileRead>,
     /// Segment files read.
     pub segments: usize,
     /// Records and events read.
@@ -33,6 +37,20 @@ pub(super) struct Replayed {
     pub old_keys: bool,
     /// How long it took.
     pub took: std::time::Duration,
+}
+
+/// A file as replay read it.
+#[derive(Debug, Clone)]
+pub(super) struct FileRead {
+    pub kind: Kind,
+    pub number: u64,
+    pub path: PathBuf,
+    pub prefix: [u8; 16],
+    /// Records it holds (after any torn tail is cut).
+    pub records: u64,
+    pub tally: Tally,
+    /// Which of the configured keys sealed it.
+    pub sealer: usize,
 }
 
 /// The files replay reads, oldest first: the newest base, if there is one, and the segments
@@ -55,22 +73,49 @@ pub(super) fn files(dir: &Path) -> Result<Vec<(Kind, u64, PathBuf)>, String> {
     Ok(files)
 }
 
-/// Reads every segment into `memory`.
+/// Reads every file into `memory`. `marked`: whether the directory holds the usage order's
+/// mark, which a store writes once its first segment is whole, so a journal whose files are
+/// all gone is told from one never begun.
 pub(super) fn replay(
     dir: &Path,
     sealers: &[Sealer],
     memory: &MemoryStore,
+    marked: bool,
 ) -> Result<Replayed, String> {
     let started = Instant::now();
     let files = files(dir)?;
+    if files.is_empty() && marked {
+        return Err(format!(
+            "{}: the journal's files are missing, but its usage-order mark is there (it is \
+             written once a journal exists): restore the journal-*.seg and journal-*.base \
+             files, or remove usage-order as well to start an empty store",
+            dir.display()
+        ));
+    }
     let mut replayed = Replayed {
         segments: files.len(),
         ..Replayed::default()
     };
-    let mut previous = None;
+    let mut previous: Option<FileRead> = None;
     for (i, (kind, number, path)) in files.iter().enumerate() {
         let newest = i + 1 == files.len();
+        let named = previous.as_ref().is_some_and(|p| p.tally.next == *number);
         if newest && *kind == Kind::Segment && header_cut_short(path)? {
+            if named || (previous.is_none() && marked) {
+                return Err(format!(
+                    "{}: the segment ends inside its header, but {}: it was cut",
+                    path.display(),
+                    previous.as_ref().map_or_else(
+                        || "the journal's usage-order mark was written after it was whole"
+                            .to_owned(),
+                        |p| format!("{} names it as the file after it", p.path.display()),
+                    )
+                ));
+            }
+            remove(
+                path,
+                "the newest segment ends inside its header (a crash as it was created): removed it",
+            )?;
             continue;
         }
         let mut reader = SegmentReader::open(path, *kind, *number, sealers, newest)?;
@@ -79,16 +124,41 @@ pub(super) fn replay(
         while let Some((offset, body)) = reader.next()? {
             let record = codec::decode(body).map_err(|e| reader.damage(offset, &e))?;
             if std::mem::take(&mut first) && *kind == Kind::Segment {
-                follows(&record, previous, i == 0).map_err(|e| reader.damage(offset, &e))?;
+                let before = previous.as_ref().map(|p| (p.kind, p.number, p.records));
+                follows(&record, before, i == 0).map_err(|e| reader.damage(offset, &e))?;
             }
             replayed.records += 1;
             apply(record, memory, &mut replayed.events).map_err(|e| reader.damage(offset, &e))?;
         }
+        if let Some(before) = &previous
+            && !named
+        {
+            if before.tally.next == 0 && newest && reader.counter == 0 {
+                // A rotation a crash cut short: the file was made, and nothing named it or
+                // was written to it. The file before is the newest again.
+                remove(
+                    path,
+                    "the newest segment holds nothing and nothing names it (a crash as it was created): removed it",
+                )?;
+                break;
+            }
+            return Err(reader.damage(
+                0,
+                &format!(
+                    "this file follows {}, whose tally names {} as the file after it",
+                    before.path.display(),
+                    match before.tally.next {
+                        0 => "no file".to_owned(),
+                        next => format!("segment {next}"),
+                    }
+                ),
+            ));
+        }
+        reader.check_end()?;
         replayed.disk += reader.end;
-        replayed.last = *number;
-        replayed.last_records = reader.counter;
-        previous = Some((*kind, *number, reader.counter));
+        previous = Some(reader.as_read());
     }
+    replayed.newest = previous;
     replayed.took = started.elapsed();
     if replayed.records > 0 {
         tracing::info!(
@@ -102,9 +172,14 @@ pub(super) fn replay(
     Ok(replayed)
 }
 
+fn remove(path: &Path, why: &str) -> Result<(), String> {
+    fs::remove_file(path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+    tracing::warn!(file = %path.display(), "{why}");
+    Ok(())
+}
+
 /// Checks a segment's first record: after another file it must say which, and (after a
-/// segment) how many records that file held, so that a file cut at a record boundary, or a
-/// missing one, is found. The journal's first segment follows nothing.
+/// segment) how many records that file held. The journal's first segment follows nothing.
 fn follows(
     record: &Record,
     previous: Option<(Kind, u64, u64)>,
@@ -182,18 +257,19 @@ pub(super) struct SegmentReader<'k> {
     /// The file's length, and where the records read so far end.
     len: u64,
     end: u64,
+    kind: Kind,
     number: u64,
     prefix: [u8; 16],
     sealer: &'k Sealer,
     sealer_index: usize,
+    tally: Tally,
     counter: u64,
     newest: bool,
     body: Vec<u8>,
 }
 
 impl<'k> SegmentReader<'k> {
-    /// Opens segment `number` at `path` and checks its header. The newest segment may end
-    /// inside its header (a crash as it was created): it is then emptied of records.
+    /// Opens file `number` at `path` and checks its header and tally.
     pub(super) fn open(
         path: &Path,
         kind: Kind,
@@ -207,17 +283,24 @@ impl<'k> SegmentReader<'k> {
             .metadata()
             .map_err(|e| format!("cannot read {name}: {e}"))?
             .len();
-        let mut header = [0u8; HEADER_LEN];
-        if len < HEADER_LEN as u64 {
+        let mut head = [0u8; RECORDS_AT];
+        if len < RECORDS_AT as u64 {
             return Err(format!(
-                "{name}: the segment ends at byte {len}, inside its {HEADER_LEN}-byte header"
+                "{name}: the file ends at byte {len}, inside its {RECORDS_AT}-byte header"
             ));
         }
-        file.read_exact(&mut header)
+        file.read_exact(&mut head)
             .map_err(|e| format!("cannot read {name}: {e}"))?;
-        if header[..8] != MAGIC || header[8..12] != VERSION.to_le_bytes() {
+        let mut header = [0u8; HEADER_LEN];
+        header.copy_from_slice(&head[..HEADER_LEN]);
+        if header[..8] != MAGIC {
+            return Err(format!("{name}: offset 0: not a journal file"));
+        }
+        if header[8..12] != VERSION.to_le_bytes() {
             return Err(format!(
-                "{name}: offset 0: not a journal segment of this version"
+                "{name}: offset 0: a journal file of format {}, which this version does not \
+                 read (it reads format {VERSION}): start it on an empty directory",
+                u32::from_le_bytes([header[8], header[9], header[10], header[11]])
             ));
         }
         let key = seal::header_key(&header);
@@ -251,19 +334,79 @@ impl<'k> SegmentReader<'k> {
                 seal::header_segment(&header)
             ));
         }
+        let prefix = seal::header_prefix(&header);
+        // The slot written last; the other may be older, or torn by a crash as it was written.
+        let tally = head[HEADER_LEN..]
+            .chunks_exact(TALLY_LEN)
+            .filter_map(|slot| {
+                let slot: &[u8; TALLY_LEN] = slot.try_into().ok()?;
+                sealer.open_tally(number, prefix, slot)
+            })
+            .max_by_key(|tally| tally.sequence)
+            .ok_or_else(|| {
+                format!(
+                    "{name}: offset {HEADER_LEN}: neither tally slot authenticates (they were \
+                     altered)"
+                )
+            })?;
         Ok(Self {
             path: path.to_owned(),
             file: BufReader::with_capacity(256 * 1024, file),
             len,
-            end: HEADER_LEN as u64,
+            end: RECORDS_AT as u64,
+            kind,
             number,
-            prefix: seal::header_prefix(&header),
+            prefix,
             sealer,
             sealer_index,
+            tally,
             counter: 0,
             newest,
             body: Vec::new(),
         })
+    }
+
+    /// After the last record: the file must hold every record its tally vouches for (the
+    /// newest segment, those synced before its last write; any other file, every one).
+    fn check_end(&self) -> Result<(), String> {
+        let (vouched, what) = if self.newest {
+            (self.tally.durable, "were synced before its last write")
+        } else {
+            (self.tally.written, "were written to it")
+        };
+        if self.counter < vouched || (!self.newest && self.counter != vouched) {
+            return Err(self.damage(
+                self.end,
+                &format!(
+                    "the file ends after {} records, but its tally says {vouched} {what}: \
+                     records were cut off or removed",
+                    self.counter
+                ),
+            ));
+        }
+        if self.newest && self.tally.next != 0 {
+            return Err(self.damage(
+                0,
+                &format!(
+                    "its tally names segment {} as the file after it, which is missing",
+                    self.tally.next
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// What the next segment needs to follow this one.
+    pub(super) fn as_read(&self) -> FileRead {
+        FileRead {
+            kind: self.kind,
+            number: self.number,
+            path: self.path.clone(),
+            prefix: self.prefix,
+            records: self.counter,
+            tally: self.tally,
+            sealer: self.sealer_index,
+        }
     }
 
     /// An error naming the file and offset.
@@ -365,10 +508,22 @@ impl<'k> SegmentReader<'k> {
         Ok(rest.iter().all(|b| *b == 0))
     }
 
-    /// A torn tail at `offset`: cut off if this is the newest segment, damage otherwise.
+    /// A torn tail at `offset`: cut off if this is the newest segment and the record is one
+    /// its tally does not vouch for (of its last write, whose sync a crash may have cut
+    /// short); damage otherwise.
     fn torn(&mut self, offset: u64, what: &str) -> Result<Option<(u64, &[u8])>, String> {
         if !self.newest {
             return Err(self.damage(offset, what));
+        }
+        if self.counter < self.tally.durable {
+            return Err(self.damage(
+                offset,
+                &format!(
+                    "{what}, in record {} of the {} its tally says were synced: the \
+                     journal was damaged",
+                    self.counter, self.tally.durable
+                ),
+            ));
         }
         cut(&self.path, offset)
             .map_err(|e| self.damage(offset, &format!("cannot cut a torn tail: {e}")))?;
@@ -384,14 +539,14 @@ impl<'k> SegmentReader<'k> {
 }
 
 /// Whether the newest segment ends inside its header, or holds zeros where its header and
-/// its records would be (a crash as it was created, before any record): it is removed.
+/// its records would be (a crash as it was created, before any record).
 fn header_cut_short(path: &Path) -> Result<bool, String> {
     let name = path.display();
     let len = fs::metadata(path)
         .map_err(|e| format!("cannot read {name}: {e}"))?
         .len();
     // A page of zeros at most: what a crash leaves of a file created but not yet written.
-    if len >= HEADER_LEN as u64 {
+    if len >= RECORDS_AT as u64 {
         if len > 4096 {
             return Ok(false);
         }
@@ -400,8 +555,6 @@ fn header_cut_short(path: &Path) -> Result<bool, String> {
             return Ok(false);
         }
     }
-    fs::remove_file(path).map_err(|e| format!("cannot remove {name}: {e}"))?;
-    tracing::warn!(file = %name, "the newest segment ends inside its header (a crash as it was created): removed it");
     Ok(true)
 }
 

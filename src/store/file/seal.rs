@@ -9,14 +9,21 @@
 //! length and counter) is the associated data of its seal, so a record moved to another
 //! segment or place, or cut short, does not open.
 //!
+//! After the header come two tally slots: what the segment vouches for, rewritten in place
+//! with every write (`segment.rs` says why and when). A slot is authenticated by a tag of its
+//! own, over its fields and the segment's number, under the nonce of its own sequence number,
+//! so no nonce serves twice: records count up from 0, tallies from 2^63, the header is 2^64-1.
+//!
 //! ```text
 //! segment header (64 bytes): magic "MRJRNL\0\x01" | version u32 | kind u32 | key id [8]
 //!                            | segment u64 | nonce prefix [16]
 //!                            | tag [16] (authenticates the 48 bytes before it)
+//! tally slot (48 bytes) x 2: sequence u64 | durable u64 | written u64 | next u64 | tag [16]
 //! record: length u32 | counter u64 | check u32 | ciphertext [length] | tag [16]
 //! ```
 //! Integers are little-endian. `check` is FNV-1a of the record's first 12 bytes: a length
 //! that was never written (a torn tail) is told apart from one that was, before it is trusted.
+//! A slot never written is all zeros, and does not authenticate.
 
 use std::fmt;
 
@@ -26,10 +33,17 @@ use chacha20poly1305::{Key, Tag, XChaCha20Poly1305, XNonce};
 use crate::config::StoreKey;
 
 pub(super) const MAGIC: [u8; 8] = *b"MRJRNL\0\x01";
-pub(super) const VERSION: u32 = 1;
+/// Version 2 added the tally. Version 1 (an unreleased development format) is refused.
+pub(super) const VERSION: u32 = 2;
 pub(super) const HEADER_LEN: usize = 64;
 /// The header's authenticated fields end here; its tag follows.
 const FIELDS: usize = 48;
+/// One tally slot; the two follow the header.
+pub(super) const TALLY_LEN: usize = 48;
+/// Where a segment's records begin: after its header and its two tally slots.
+pub(super) const RECORDS_AT: usize = HEADER_LEN + 2 * TALLY_LEN;
+/// Tally nonces count from here: above every record counter, below the header's.
+const TALLY_NONCES: u64 = 1 << 63;
 pub(super) const RECORD_HEAD: usize = 16;
 pub(super) const TAG_LEN: usize = 16;
 /// What a segment file holds: appends as they came, or a compaction's base, which holds
@@ -39,6 +53,20 @@ pub(super) const TAG_LEN: usize = 16;
 pub(super) enum Kind {
     Segment = 0,
     Base = 1,
+}
+
+/// What a segment vouches for: how many of its records must be there, and which segment
+/// follows it. Rewritten with every write of the segment (`segment.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Tally {
+    /// Counts the tally's writes; the slot with the higher one is the segment's tally.
+    pub sequence: u64,
+    /// Records that were durable before the last write began: none may be missing.
+    pub durable: u64,
+    /// Records once the last write is durable.
+    pub written: u64,
+    /// The file that follows this one (0: none yet); once set, the segment is complete.
+    pub next: u64,
 }
 
 /// A key's public name: the first 8 bytes of the tag the key puts on an empty message under
@@ -125,6 +153,58 @@ impl Sealer {
             &mut [],
             &tag,
         )
+    }
+
+    /// Tally slot `tally` of `segment`, its fields authenticated by its tag.
+    pub(super) fn seal_tally(
+        &self,
+        segment: u64,
+        prefix: [u8; 16],
+        tally: &Tally,
+    ) -> [u8; TALLY_LEN] {
+        let mut slot = [0u8; TALLY_LEN];
+        slot[..8].copy_from_slice(&tally.sequence.to_le_bytes());
+        slot[8..16].copy_from_slice(&tally.durable.to_le_bytes());
+        slot[16..24].copy_from_slice(&tally.written.to_le_bytes());
+        slot[24..32].copy_from_slice(&tally.next.to_le_bytes());
+        let tag = self.seal(
+            &nonce(prefix, tally_nonce(tally.sequence)),
+            &tally_associated(segment, &slot),
+            &mut [],
+        );
+        slot[32..].copy_from_slice(&tag);
+        slot
+    }
+
+    /// The tally a slot of `segment` holds, if it authenticates.
+    pub(super) fn open_tally(
+        &self,
+        segment: u64,
+        prefix: [u8; 16],
+        slot: &[u8; TALLY_LEN],
+    ) -> Option<Tally> {
+        let field = |at: usize| {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(&slot[at..at + 8]);
+            u64::from_le_bytes(bytes)
+        };
+        let tally = Tally {
+            sequence: field(0),
+            durable: field(8),
+            written: field(16),
+            next: field(24),
+        };
+        let mut tag = [0u8; TAG_LEN];
+        tag.copy_from_slice(&slot[32..]);
+        self.open(
+            &nonce(prefix, tally_nonce(tally.sequence)),
+            &tally_associated(segment, slot),
+            &mut [],
+            &tag,
+        )
+        .ok()
+        .filter(|_| tally.durable <= tally.written)
+        .map(|()| tally)
     }
 
     /// Seals `body` in place as record `counter` of `segment`; appends the record to `out`.
@@ -227,6 +307,20 @@ fn nonce(prefix: [u8; 16], counter: u64) -> XNonce {
     nonce[..16].copy_from_slice(&prefix);
     nonce[16..].copy_from_slice(&counter.to_le_bytes());
     XNonce::from(nonce)
+}
+
+/// A tally's nonce counter: its sequence, above every record's and below the header's (a
+/// sequence never reaches 2^62: that would take a write per nanosecond for 146 years).
+fn tally_nonce(sequence: u64) -> u64 {
+    TALLY_NONCES | (sequence & ((1 << 62) - 1))
+}
+
+/// What a tally's tag authenticates: the segment's number and the slot's fields.
+fn tally_associated(segment: u64, slot: &[u8; TALLY_LEN]) -> [u8; 40] {
+    let mut ad = [0u8; 40];
+    ad[..8].copy_from_slice(&segment.to_le_bytes());
+    ad[8..].copy_from_slice(&slot[..32]);
+    ad
 }
 
 fn associated(segment: u64, len: u32, counter: u64) -> [u8; 20] {

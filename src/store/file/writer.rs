@@ -3,6 +3,10 @@
 //! `fdatasync`; then every event in it is revealed to readers and every waiting append is
 //! answered. So concurrent executions share syncs, and nothing a caller sees is not on disk.
 //!
+//! Each write also rewrites the segment's tally (`segment.rs`); once nothing has been queued
+//! for [`SETTLE`], and at close, the thread settles it, so that a journal at rest vouches for
+//! every record it holds.
+//!
 //! A write or sync that fails poisons the journal for good (after a failed fsync the
 //! kernel's page cache can no longer be trusted to say what reached the disk): nothing more
 //! is written or revealed, and every append from then on fails. What was durable before
@@ -11,18 +15,23 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
 use super::codec;
-use super::seal::{Kind, Sealer};
-use super::segment::Segment;
+use super::seal::Sealer;
+use super::segment::{self, Rotation, Segment};
 use crate::execution::{Event, ExecutionId};
 use crate::store::StoreError;
 use crate::store::memory::{Journal, Kept, Reveal};
 
 /// The longest record the journal writes (its length field is 32 bits).
 const MAX_RECORD: usize = u32::MAX as usize;
+
+/// How long the writer waits, with nothing queued, before it settles the tally: short enough
+/// that a journal at rest soon proves all it holds, long enough that a busy one never pays.
+const SETTLE: Duration = Duration::from_millis(50);
 
 /// How far the journal is durable.
 #[derive(Debug, Clone, Copy, Default)]
@@ -41,8 +50,9 @@ struct Queue {
     closing: bool,
     /// The thread has stopped: nothing queued from now on is written.
     stopped: bool,
-    /// A compaction's request to start a new segment: answered with the last sealed one.
-    rotate: Option<mpsc::Sender<u64>>,
+    /// A compaction's request to start a new segment: answered with the last sealed one, or
+    /// `None` when no new segment could be made (try again later).
+    rotate: Option<mpsc::Sender<Option<u64>>>,
 }
 
 /// The queue between the store and the writer thread, and what the thread reports.
@@ -134,8 +144,8 @@ impl Writer {
     }
 
     /// Asks the thread to start a new segment after what it has queued; the answer is the
-    /// number of the last segment it sealed.
-    pub(super) fn rotate(&self) -> mpsc::Receiver<u64> {
+    /// number of the last segment it sealed, or `None` when it could not make one.
+    pub(super) fn rotate(&self) -> mpsc::Receiver<Option<u64>> {
         let (tx, rx) = mpsc::channel();
         let mut queue = self.queue();
         if !queue.stopped {
@@ -169,7 +179,20 @@ impl Writer {
             let (upto, closing, rotate) = {
                 let mut queue = self.queue();
                 while queue.records.is_empty() && !queue.closing && queue.rotate.is_none() {
-                    queue = self.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
+                    if segment.unsettled() && !self.failed() {
+                        let (woken, waited) = self
+                            .wake
+                            .wait_timeout(queue, SETTLE)
+                            .unwrap_or_else(|p| p.into_inner());
+                        queue = woken;
+                        if waited.timed_out() && queue.records.is_empty() {
+                            drop(queue);
+                            self.settle(&mut segment, sealer);
+                            queue = self.queue();
+                        }
+                    } else {
+                        queue = self.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
+                    }
                 }
                 std::mem::swap(&mut batch, &mut queue.records);
                 (queue.ticket, queue.closing, queue.rotate.take())
@@ -179,16 +202,28 @@ impl Writer {
                 after(self);
             }
             if let Some(reply) = rotate {
-                segment = self.next_segment(segment, sealer, dir);
-                let _ = reply.send(segment.number() - 1);
+                let rotated = self.next_segment(&mut segment, sealer, dir);
+                let _ = reply.send(rotated);
             }
             if closing && self.queue().records.is_empty() {
+                self.settle(&mut segment, sealer);
                 // A compaction waiting for a rotation hears that none will come, and an
                 // append that comes after the close hears that it will not be written.
                 self.stop();
                 self.progress.send_modify(|p| p.failed = true);
                 return;
             }
+        }
+    }
+
+    /// Vouches for every record written so far; a failure poisons the journal like any other
+    /// failed write.
+    fn settle(&self, segment: &mut Segment, sealer: &Sealer) {
+        if self.failed() {
+            return;
+        }
+        if let Err(e) = segment.settle(sealer) {
+            self.poison(&e);
         }
     }
 
@@ -214,7 +249,7 @@ impl Writer {
                 segment.seal(sealer, body, sealed);
             }
             let before = segment.len();
-            match segment.write(sealed) {
+            match segment.write(sealer, sealed) {
                 Ok(()) => {
                     self.disk
                         .fetch_add(segment.len() - before, Ordering::AcqRel);
@@ -250,29 +285,31 @@ impl Writer {
         self.strand(&mut records);
     }
 
-    /// A new segment after `old`; on failure the journal is poisoned and `old` stays (and is
-    /// never written again).
-    fn next_segment(&self, old: Segment, sealer: &Sealer, dir: &std::path::Path) -> Segment {
+    /// Moves on to a new segment after the current one and returns the number of the one it
+    /// left. A new file that cannot be made (no descriptor left, a full directory) fails only
+    /// this rotation: the journal goes on in the segment it has. A failed write poisons it.
+    fn next_segment(
+        &self,
+        segment: &mut Segment,
+        sealer: &Sealer,
+        dir: &std::path::Path,
+    ) -> Option<u64> {
         if self.failed() {
-            return old;
+            return None;
         }
-        let number = old.number() + 1;
-        let path = super::segment::path(dir, Kind::Segment, number);
-        let created = Segment::create(&path, Kind::Segment, number, sealer)
-            .and_then(|segment| super::segment::sync_dir(dir).map(|()| segment))
-            .and_then(|mut segment| {
-                segment
-                    .follow(sealer, old.number(), old.records())
-                    .map(|()| segment)
-            });
-        match created {
-            Ok(segment) => {
-                self.disk.fetch_add(segment.len(), Ordering::AcqRel);
-                segment
+        match segment::after(dir, segment, sealer, sealer) {
+            Ok(next) => {
+                self.disk.fetch_add(next.len(), Ordering::AcqRel);
+                let old = std::mem::replace(segment, next);
+                Some(old.number())
             }
-            Err(e) => {
+            Err(Rotation::Create(e)) => {
+                tracing::warn!(error = %e, "could not start a new journal segment; the journal goes on in the current one");
+                None
+            }
+            Err(e @ Rotation::Write(_)) => {
                 self.poison(&e);
-                old
+                None
             }
         }
     }
