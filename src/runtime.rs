@@ -8,6 +8,7 @@
 mod cancel;
 mod driver;
 mod error;
+mod expiry;
 pub mod limits;
 mod metadata;
 mod metrics;
@@ -80,8 +81,10 @@ struct Inner {
     tasks: TaskTracker,
     stopping: AtomicBool,
     /// Cancelled when shutdown begins: it ends the streams that would never end otherwise
-    /// (the usage export).
+    /// (the usage export) and the expiry task.
     stop: CancellationToken,
+    /// Whether the expiry task (`expiry.rs`) was started.
+    expiring: AtomicBool,
 }
 
 /// Why a runtime could not be built.
@@ -155,7 +158,7 @@ impl RuntimeBuilder {
         };
         let providers = Arc::new(Slots::new(&self.config, self.providers)?);
         let plans = Plans::new(&self.config);
-        Ok(Runtime {
+        let runtime = Runtime {
             inner: Arc::new(Inner {
                 plans,
                 deps: Deps {
@@ -169,8 +172,11 @@ impl RuntimeBuilder {
                 tasks: TaskTracker::new(),
                 stopping: AtomicBool::new(false),
                 stop: CancellationToken::new(),
+                expiring: AtomicBool::new(false),
             }),
-        })
+        };
+        runtime.start_expiry();
+        Ok(runtime)
     }
 }
 
@@ -248,6 +254,7 @@ impl Runtime {
         if let Some(refusal) = NotReady::of(self.state()) {
             return Err(RuntimeError::Unavailable(refusal));
         }
+        self.start_expiry();
         let config = &self.inner.config;
         let now = SystemTime::now();
         let admitted = validate(config, &request, now).map_err(RuntimeError::InvalidArgument)?;
@@ -489,6 +496,23 @@ impl Runtime {
     /// after [`shutdown`](Self::shutdown) and once every reader has gone.
     pub fn close(&self) {
         self.inner.deps.store.close();
+    }
+
+    /// Starts the expiry task once, in the tokio runtime this is called in: at build, or at
+    /// the first submission of a runtime built outside one.
+    fn start_expiry(&self) {
+        if self.inner.expiring.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.inner.expiring.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let period = expiry::period(self.inner.config.store.retention);
+        let run = expiry::run(Arc::downgrade(&self.inner), period, self.inner.stop.clone());
+        self.inner.tasks.spawn_on(run, &handle);
     }
 
     fn drivers(&self) -> std::sync::MutexGuard<'_, IdMap<Arc<DriverHandle>>> {

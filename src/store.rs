@@ -58,7 +58,11 @@ pub enum StoreError {
     /// The event breaks the state machine: a bug in the writer.
     #[error(transparent)]
     IllegalTransition(#[from] IllegalTransition),
-    /// The store failed and refuses further writes.
+    /// The store has failed (or is closed) and refuses writes; what it holds stays as it was
+    /// last made durable. Callers may try again once it is back (after a restart).
+    #[error("event store unavailable: {0}")]
+    Unavailable(String),
+    /// A fault inside the store: a bug, never the caller's doing.
     #[error("event store failed: {0}")]
     Failed(String),
 }
@@ -175,6 +179,11 @@ pub trait EventStore: Send + Sync + 'static {
 
     /// A wake-up whenever usage facts become readable.
     fn usage_changes(&self) -> Changes;
+
+    /// Lets go every terminal execution whose retention has passed, with its identities, and
+    /// returns how many. The runtime calls it on a timer, so that an idle store gives back
+    /// its memory (and a durable one its disk) on time, not only when new work arrives.
+    fn expire(&self) -> usize;
 
     /// Capacity figures.
     fn stats(&self) -> StoreStats;

@@ -1,9 +1,10 @@
 //! The file store when the disk fills: the real binary under a file-size limit (SIGXFSZ
 //! ignored, so a write past it fails with EFBIG as on a full disk). The failed write poisons
-//! the store: the runtime turns UNAVAILABLE (new work refused, metadata and health say so),
-//! a running execution ends with a terminal event its watcher receives, marked as kept in
-//! memory only, and nothing acknowledged before is lost: a restart without the limit finds
-//! every execution that had ended.
+//! the store: the runtime turns UNAVAILABLE (new work refused with that code, metadata and
+//! health say so), a running execution's watcher gets UNAVAILABLE after the last durable
+//! event and nothing else, and nothing acknowledged before is lost: a restart without the
+//! limit finds every execution that had ended, and ends the one that was running after the
+//! events its watcher saw, at the next sequence.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -87,41 +88,47 @@ async fn a_full_disk_poisons_the_store_and_loses_nothing_acknowledged() {
     let (server, addr) = serve_limited(config_path);
     let (mut c, channel) = client(&addr).await;
 
-    // Executions one after another until the journal cannot grow: the one whose write fails
-    // still ends, with a terminal event that says it is kept in memory only.
+    // Executions one after another until the journal cannot grow. Whichever write fails,
+    // the caller hears UNAVAILABLE: a create refused, or a stream that ends with it after
+    // the events that reached the disk (never a terminal event kept only in memory).
     let mut completed = Vec::new();
-    let mut ending = None;
+    let mut cut = None;
     for i in 0..5000 {
-        let stream = match c.execute(request("chat", &format!("request {i}"))).await {
+        let mut stream = match c.execute(request("chat", &format!("request {i}"))).await {
             Ok(stream) => stream.into_inner(),
             Err(status) => {
-                ending = Some(format!("refused: {status:?}"));
+                assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+                cut = Some(Vec::new());
                 break;
             }
         };
-        let events = collect(stream).await;
-        let last = events.last().expect("events");
-        if last.r#type == "execution.completed" {
-            completed.push(last.execution_id.clone());
-            continue;
+        let mut events = Vec::new();
+        let ended = within(async {
+            loop {
+                match stream.message().await {
+                    Ok(Some(event)) => events.push(event),
+                    Ok(None) => return None,
+                    Err(status) => return Some(status),
+                }
+            }
+        })
+        .await;
+        match ended {
+            None => {
+                let last = events.last().expect("events");
+                assert_eq!(last.r#type, "execution.completed", "{events:?}");
+                completed.push(last.execution_id.clone());
+            }
+            Some(status) => {
+                assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+                assert!(!events.iter().any(is_terminal), "{events:?}");
+                cut = Some(events);
+                break;
+            }
         }
-        assert!(is_terminal(last), "{events:?}");
-        let error = failed_payload(&events).error.unwrap();
-        assert_eq!(error.code, "internal_error");
-        assert!(
-            error.message.contains("kept in memory only"),
-            "{}",
-            error.message
-        );
-        ending = Some(error.message);
-        break;
     }
-    let ending = ending.expect("the journal reached its limit");
-    assert!(
-        completed.len() > 5,
-        "{} executions before: {ending}",
-        completed.len()
-    );
+    let cut = cut.expect("the journal reached its limit");
+    assert!(completed.len() > 5, "{} executions before", completed.len());
 
     // The store has failed: new work is UNAVAILABLE, metadata and health say so.
     let refused = c.submit(request("chat", "more")).await.unwrap_err();
@@ -147,5 +154,12 @@ async fn a_full_disk_poisons_the_store_and_loses_nothing_acknowledged() {
     for id in &completed {
         let stored = watch(&mut c, id, 0).await;
         assert_eq!(stored.last().unwrap().r#type, "execution.completed", "{id}");
+    }
+    // What the cut stream showed is what the journal holds; the restart ended it after that.
+    if let Some(first) = cut.first() {
+        let stored = watch(&mut c, &first.execution_id, 0).await;
+        assert_eq!(stored[..cut.len()], cut[..]);
+        let error = failed_payload(&stored).error.unwrap();
+        assert_eq!(error.code, "outcome_unknown", "{stored:?}");
     }
 }

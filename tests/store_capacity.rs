@@ -107,3 +107,59 @@ async fn an_execution_that_leaves_as_it_ends_still_reaches_its_caller() {
     cancel(c, &heavy.execution_id, "done").await;
     server.stop().await;
 }
+
+/// Retention runs on time, not only at the next create: on an idle runtime an ended
+/// execution leaves once its retention has passed, and on the file store its bytes leave the
+/// disk too.
+#[tokio::test]
+async fn an_ended_execution_expires_on_an_idle_runtime() {
+    const KEY: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("store");
+    let file = echo()
+        .file_store(journal.to_str().unwrap(), "TEST_STORE_KEY")
+        .max_disk_bytes(1 << 30);
+    for (config, durable) in [(echo(), false), (file, true)] {
+        let config = config
+            .retention(Duration::from_secs(2))
+            .build_with_env(&|_| Some(KEY.to_owned()))
+            .unwrap();
+        let mut server = start_with(config).await;
+        let c = &mut server.client;
+        let mut ids = Vec::new();
+        for i in 0..20 {
+            let events = execute(c, request("chat", &format!("once {i}"))).await;
+            ids.push(events[0].execution_id.clone());
+        }
+        let held = || std::fs::read_dir(&journal).unwrap().flatten();
+        let disk = |files: &mut dyn Iterator<Item = std::fs::DirEntry>| -> u64 {
+            files
+                .filter(|f| f.file_name().to_string_lossy().starts_with("journal-"))
+                .map(|f| f.metadata().unwrap().len())
+                .sum()
+        };
+        let before = if durable { disk(&mut held()) } else { 0 };
+        // Nothing new arrives; every one of them leaves within a few seconds of its retention.
+        tokio::time::timeout(Duration::from_secs(20), async {
+            for id in &ids {
+                while try_get(c, id).await.is_ok() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        })
+        .await
+        .expect("every ended execution expired");
+        assert_eq!(stored_executions(c).await, 0);
+        if durable {
+            // The journal is compacted down to what is left: nothing.
+            tokio::time::timeout(Duration::from_secs(20), async {
+                while disk(&mut held()) * 4 > before {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("the disk came back: {} of {before}", disk(&mut held())));
+        }
+        server.stop().await;
+    }
+}

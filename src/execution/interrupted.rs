@@ -1,5 +1,5 @@
 //! How an execution ends when its driver cannot end it the usual way: the driver panicked,
-//! the runtime stopped under it (a crash, found at the next start) or its store failed.
+//! or the runtime stopped under it (a crash, or a store that failed, found at the next start).
 //! Nothing is resubmitted: the attempt that was running fails with its outcome unknown (the
 //! provider may still be working on it), and the execution fails with the interruption's
 //! code, keeping the output that attempt streamed as partial output.

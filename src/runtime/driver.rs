@@ -89,6 +89,12 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) -> Opti
     let (error, panicked) = match result {
         // Someone else ended it (a cancellation that found no driver, or shutdown).
         Ok(Ok(()) | Err(StoreError::AlreadyTerminal(_))) => return driver.ended,
+        // The store failed: nothing more can be recorded. The execution stays at its last
+        // durable event, and the next start ends it with `outcome_unknown`.
+        Ok(Err(StoreError::Unavailable(cause))) => {
+            tracing::warn!(execution_id = %id, cause = %cause, "the event store is unavailable: this execution stops at its last durable event");
+            return None;
+        }
         Ok(Err(error)) => (error.to_string(), false),
         Err(panic) => {
             let what = panic

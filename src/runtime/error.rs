@@ -222,6 +222,9 @@ impl RuntimeError {
             StoreError::Full { executions, bytes } => {
                 Self::ResourceExhausted(Exhausted::StoreFull { executions, bytes })
             }
+            // The store's own fault, not the runtime's: refused like new work is once the
+            // store has failed, so that callers retry (on another replica, or after a restart).
+            StoreError::Unavailable(_) => Self::Unavailable(NotReady::StorageFailed),
             other => Self::internal(&other),
         }
     }

@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use futures_util::Stream;
 
 use super::metrics::OpenStream;
-use super::{Exhausted, FieldViolation, RuntimeError};
+use super::{Exhausted, FieldViolation, NotReady, RuntimeError};
 use crate::execution::{Event, ExecutionId};
 use crate::store::{Closed, EventStore, Follower};
 
@@ -114,11 +114,17 @@ impl Stream for EventStream {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Ok(())) => {}
                 Poll::Ready(Err(Closed)) => {
-                    // The store let the execution go with nothing more to read: it will
-                    // never end (a store that failed, or dropped it).
+                    // Nothing more will come: the store failed (the execution stays at its
+                    // last durable event, and the reader resumes from there after a
+                    // restart), or it let the execution go with nothing more to read.
                     if follower.read(c.after, 1).is_empty() {
                         c.done = true;
-                        return Poll::Ready(Some(Err(RuntimeError::NotFound(c.id))));
+                        let end = if follower.changes().failed() {
+                            RuntimeError::Unavailable(NotReady::StorageFailed)
+                        } else {
+                            RuntimeError::NotFound(c.id)
+                        };
+                        return Poll::Ready(Some(Err(end)));
                     }
                 }
             }

@@ -21,6 +21,8 @@ use tokio::sync::futures::OwnedNotified;
 pub struct ChangeSignal {
     version: AtomicU64,
     closed: AtomicBool,
+    /// Closed because the store failed, not because the execution left it.
+    failed: AtomicBool,
     readers: AtomicUsize,
     notify: Arc<Notify>,
 }
@@ -63,6 +65,13 @@ impl ChangeSignal {
         self.notify.notify_waiters();
     }
 
+    /// No more changes will come because the store failed: the execution stays at its last
+    /// durable event until a restart ends it. Wakes every reader.
+    pub fn fail(&self) {
+        self.failed.store(true, Ordering::Release);
+        self.close();
+    }
+
     /// A new reader, which has seen everything published so far.
     pub fn subscribe(self: &Arc<Self>) -> Changes {
         self.readers.fetch_add(1, Ordering::SeqCst);
@@ -83,6 +92,11 @@ impl Changes {
     /// How many readers follow the execution now, this one included.
     pub fn readers(&self) -> usize {
         self.signal.readers()
+    }
+
+    /// Whether the signal closed because the store failed (see [`ChangeSignal::fail`]).
+    pub fn failed(&self) -> bool {
+        self.signal.failed.load(Ordering::Acquire)
     }
 
     /// Marks every change so far as seen: call before reading the store, so an append that

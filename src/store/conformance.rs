@@ -36,6 +36,7 @@ macro_rules! event_store_conformance {
             a_full_store_evicts_terminal_records_only,
             a_follower_reads_to_the_end_after_its_execution_leaves,
             retention_expires_records_with_their_identities,
+            expiry_needs_no_new_work,
             bytes_are_counted_and_bounded,
             usage_facts_are_read_in_the_order_they_were_kept,
             usage_facts_leave_with_their_execution,
@@ -455,6 +456,36 @@ where
     assert_eq!(all(&follower).len(), 5, "and the follower still reads it");
     // Its key expired with it: the same key with another request is a new execution.
     let fresh = create(&*store, new_execution(Some(("kept-key", 2)))).await;
+    assert_ne!(fresh, id);
+    tokio::time::resume();
+}
+
+/// `expire` lets go what retention has passed without any new work: the runtime calls it on
+/// a timer, so an idle store gives back what it holds on time.
+pub async fn expiry_needs_no_new_work<F, Fut>(make: F)
+where
+    F: Fn(StoreLimits) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    let store = make(limits(100, Duration::from_secs(60))).await;
+    tokio::time::pause();
+    let id = create(&*store, new_execution(Some(("idle-key", 1)))).await;
+    run_to_success(&*store, id).await;
+    let running = create(&*store, new_execution(None)).await;
+    tokio::time::advance(Duration::from_secs(59)).await;
+    assert_eq!(store.expire(), 0, "nothing is due within retention");
+    assert!(store.get(id).is_ok());
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(store.expire(), 1, "the ended execution is due");
+    assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id));
+    assert_eq!(store.stats().executions, 1, "only the running one is held");
+    assert!(
+        store.get(running).is_ok(),
+        "running executions never expire"
+    );
+    assert_eq!(store.expire(), 0);
+    // Its key went with it.
+    let fresh = create(&*store, new_execution(Some(("idle-key", 2)))).await;
     assert_ne!(fresh, id);
     tokio::time::resume();
 }

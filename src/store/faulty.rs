@@ -25,7 +25,7 @@ use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionSta
 #[derive(Debug, Default)]
 pub struct Faults {
     /// Writes (creates and appends, counted from 1) from this one on fail with
-    /// `StoreError::Failed`, and the store reports itself failed from the first of them.
+    /// `StoreError::Unavailable`, and the store reports itself failed from the first of them.
     pub fail_writes_from: Option<u64>,
     /// A create does its work at once, then its future stays pending this many polls, as a
     /// create that awaits I/O after the record exists: a caller that drops it then has
@@ -73,7 +73,9 @@ impl FaultyStore {
         let n = self.writes.fetch_add(1, Ordering::AcqRel) + 1;
         if self.faults.fail_writes_from.is_some_and(|from| n >= from) {
             self.failed.store(true, Ordering::Release);
-            return Err(StoreError::Failed(format!("injected fault on write {n}")));
+            return Err(StoreError::Unavailable(format!(
+                "injected fault on write {n}"
+            )));
         }
         Ok(())
     }
@@ -205,6 +207,10 @@ impl EventStore for FaultyStore {
         self.inner.usage_changes()
     }
 
+    fn expire(&self) -> usize {
+        self.inner.expire()
+    }
+
     fn stats(&self) -> StoreStats {
         self.inner.stats()
     }
@@ -268,7 +274,7 @@ mod tests {
         let routing = crate::execution::fixtures::routing();
         assert!(matches!(
             store.append(id, routing.clone()).await,
-            Err(StoreError::Failed(_))
+            Err(StoreError::Unavailable(_))
         ));
         assert!(store.failed());
         assert!(store.append_all(id, vec![routing]).await.is_err());

@@ -52,18 +52,6 @@ fn restarted() -> Interruption {
     }
 }
 
-/// How a running execution ends when the store fails: in memory only, and saying so.
-fn store_failed() -> Interruption {
-    Interruption {
-        code: ErrorCode::InternalError,
-        message: "internal_error: the event store failed; this execution's last events are \
-                  kept in memory only and will not survive a restart"
-            .into(),
-        attempt_message: "the event store failed during this attempt".into(),
-        idle_outcome: Outcome::Unknown,
-    }
-}
-
 /// The encrypted file journal.
 pub struct FileStore {
     memory: Arc<MemoryStore>,
@@ -77,11 +65,13 @@ pub struct FileStore {
     /// it lets them go once per compaction, not once per create while one runs.
     compacted: Arc<AtomicU64>,
     made_room_at: AtomicU64,
+    /// Executions retention let go since the last compaction it asked for.
+    expired: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
     lock: Mutex<Option<DirLock>>,
     closed: AtomicBool,
-    /// Whether the running executions were ended after the journal failed.
-    ended_running: AtomicBool,
+    /// Whether the readers of running executions were told after the journal failed.
+    told_readers: AtomicBool,
 }
 
 impl std::fmt::Debug for FileStore {
@@ -191,10 +181,11 @@ impl FileStore {
             compacting: Arc::new(AtomicBool::new(false)),
             compacted: Arc::new(AtomicU64::new(0)),
             made_room_at: AtomicU64::new(u64::MAX),
+            expired: AtomicU64::new(0),
             threads: Mutex::new(Vec::new()),
             lock: Mutex::new(Some(lock)),
             closed: AtomicBool::new(false),
-            ended_running: AtomicBool::new(false),
+            told_readers: AtomicBool::new(false),
         });
         store.start(dir, segment, current.clone());
         let opened = Opened {
@@ -302,15 +293,14 @@ impl FileStore {
         Ok(())
     }
 
-    /// Appends and waits until the events are durable. After the journal failed, the
-    /// execution ends in memory instead (see [`after_failure`](Self::after_failure)) and
-    /// the append answers that it has ended.
+    /// Appends and waits until the events are durable. After the journal failed, what it
+    /// could not write is taken back (see [`after_failure`](Self::after_failure)) and the
+    /// append is refused as unavailable.
     async fn append_durably(
         &self,
         id: ExecutionId,
         payloads: Vec<EventPayload>,
     ) -> Result<Appended, StoreError> {
-        let closed = || StoreError::Failed("the event store is closed".into());
         if self.closed.load(Ordering::Acquire) {
             return Err(closed());
         }
@@ -324,32 +314,34 @@ impl FileStore {
             }
             self.after_failure();
         }
-        self.end_in_memory(id);
-        Err(StoreError::AlreadyTerminal(id))
+        self.memory.fail_unwritten(id);
+        Err(unavailable())
     }
 
     /// Once the journal has failed: every execution is cut back to what readers have seen
-    /// (what the journal could not write is never shown) and, if it was still running, ends
-    /// in memory, whether or not a caller still waits on it. What was queued since is taken
-    /// back on the next call.
+    /// (what the journal could not write is never shown), and the readers of those that have
+    /// not ended hear that the store failed. Nothing is appended, not even in memory: each
+    /// stays at its last durable event, where the next start ends it with
+    /// `outcome_unknown`. What was queued since is taken back on the next call.
     fn after_failure(&self) {
         // Executions that left the store with unwritten events: their readers are told.
         for reveal in self.writer.take_stranded() {
             reveal.take_back(&self.memory);
         }
-        if !self.ended_running.swap(true, Ordering::AcqRel) {
+        if !self.told_readers.swap(true, Ordering::AcqRel) {
             for id in self.memory.ids() {
-                self.end_in_memory(id);
+                self.memory.fail_unwritten(id);
             }
         }
     }
+}
 
-    /// Cuts `id` back to its last durable event and, if it has not ended there, ends it with
-    /// a terminal event that says it is kept in memory only.
-    fn end_in_memory(&self, id: ExecutionId) {
-        self.memory
-            .end_unwritten(id, |view, events| interrupted(view, events, store_failed()));
-    }
+fn closed() -> StoreError {
+    StoreError::Unavailable("the event store is closed".into())
+}
+
+fn unavailable() -> StoreError {
+    StoreError::Unavailable("the event store failed to write".into())
 }
 
 /// Creates the store's directory, readable by its owner only.
@@ -425,10 +417,11 @@ impl EventStore for FileStore {
     fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
         let memory = self.memory.clone();
         let writer = self.writer.clone();
-        if self.writer.failed() || self.closed.load(Ordering::Acquire) {
-            return Box::pin(std::future::ready(Err(StoreError::Failed(
-                "the event store is not writable".into(),
-            ))));
+        if self.closed.load(Ordering::Acquire) {
+            return Box::pin(std::future::ready(Err(closed())));
+        }
+        if self.writer.failed() {
+            return Box::pin(std::future::ready(Err(unavailable())));
         }
         if let Err(full) = self.room_on_disk() {
             return Box::pin(std::future::ready(Err(full)));
@@ -461,12 +454,22 @@ impl EventStore for FileStore {
         Box::pin(async move { Ok(self.append_durably(id, payloads).await?.last) })
     }
 
+    /// After a failure, an execution that has not ended has no state to tell: it stays at
+    /// its last durable event until the next start ends it. Ended ones read as ever.
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
-        self.memory.get(id)
+        let view = self.memory.get(id)?;
+        if !view.state.is_terminal() && self.failed() {
+            return Err(unavailable());
+        }
+        Ok(view)
     }
 
     fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
-        self.memory.state(id)
+        let state = self.memory.state(id)?;
+        if !state.is_terminal() && self.failed() {
+            return Err(unavailable());
+        }
+        Ok(state)
     }
 
     fn first(&self, id: ExecutionId) -> Result<Event, StoreError> {
@@ -487,6 +490,29 @@ impl EventStore for FileStore {
 
     fn usage_changes(&self) -> Changes {
         self.memory.usage_changes()
+    }
+
+    /// Expiry writes an `expire` record for each execution that leaves; once as many have
+    /// left as the store still holds (so at least half of what the journal holds is spent),
+    /// a compaction takes them off the disk, on an idle store as on a busy one.
+    fn expire(&self) -> usize {
+        if self.closed.load(Ordering::Acquire) || self.failed() {
+            return 0;
+        }
+        let count = self.memory.expire_due();
+        if count == 0 {
+            return 0;
+        }
+        let since = self.expired.fetch_add(count as u64, Ordering::AcqRel) + count as u64;
+        if since >= self.memory.stats().executions as u64
+            && !self.compacting.swap(true, Ordering::AcqRel)
+        {
+            self.expired.store(0, Ordering::Release);
+            if let Some(trigger) = &*self.compact.lock().unwrap_or_else(|p| p.into_inner()) {
+                let _ = trigger.send(());
+            }
+        }
+        count
     }
 
     fn stats(&self) -> StoreStats {

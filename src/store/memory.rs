@@ -117,6 +117,26 @@ impl MemoryStore {
         self.bytes.load(Ordering::Acquire)
     }
 
+    /// Lets go every terminal execution whose retention has passed, with its identities (a
+    /// journal hears of each); returns how many.
+    pub(super) fn expire_due(&self) -> usize {
+        let now = Instant::now();
+        if !self.read_index().retention.any_expired(now) {
+            return 0;
+        }
+        let evicted: Vec<Arc<Slot>> = {
+            let mut index = self.write_index();
+            let expired = index.retention.expired(now);
+            expired
+                .into_iter()
+                .filter_map(|id| self.evict(&mut index, id, self.journal.as_deref()))
+                .collect()
+        };
+        let count = evicted.len();
+        self.release(evicted);
+        count
+    }
+
     /// Creates under the index lock; slots evicted to make room go to `evicted`, for the
     /// caller to free once the lock is released.
     fn create_now(
@@ -405,6 +425,10 @@ impl EventStore for MemoryStore {
 
     fn usage_changes(&self) -> Changes {
         self.usage.changes()
+    }
+
+    fn expire(&self) -> usize {
+        self.expire_due()
     }
 
     fn stats(&self) -> StoreStats {

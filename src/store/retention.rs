@@ -74,6 +74,14 @@ impl Retention {
         gone
     }
 
+    /// Whether some execution's retention has passed at `now` (a look, under a read lock,
+    /// before [`expired`](Self::expired) takes the write lock).
+    pub fn any_expired(&self, now: Instant) -> bool {
+        self.ended
+            .front()
+            .is_some_and(|&(_, ended)| now.saturating_duration_since(ended) >= self.period)
+    }
+
     /// Puts the executions in the order they ended (replay restores them in the order a
     /// journal holds them, which after a compaction is not that order).
     pub fn sort(&mut self) {

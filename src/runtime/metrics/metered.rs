@@ -141,6 +141,10 @@ impl EventStore for Metered {
         self.inner.usage_changes()
     }
 
+    fn expire(&self) -> usize {
+        self.inner.expire()
+    }
+
     fn stats(&self) -> StoreStats {
         self.inner.stats()
     }

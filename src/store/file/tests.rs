@@ -84,6 +84,10 @@ impl EventStore for InTempDir {
         self.store.usage_changes()
     }
 
+    fn expire(&self) -> usize {
+        self.store.expire()
+    }
+
     fn stats(&self) -> StoreStats {
         self.store.stats()
     }
@@ -611,5 +615,6 @@ async fn a_compaction_cut_short_by_a_crash_replays_the_same() {
     assert!(!temporary.exists() && !first.exists());
 }
 
+mod failure;
 mod proof;
 mod usage;

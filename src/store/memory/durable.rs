@@ -209,52 +209,17 @@ impl MemoryStore {
         }
     }
 
-    /// After a journal failed: takes back what no reader has seen of `id` and, in the same
-    /// hold of its record, appends the events `ending` makes of what is left (visible at
-    /// once, in memory only), so nothing unseen can come between.
-    pub(in crate::store) fn end_unwritten(
-        &self,
-        id: ExecutionId,
-        ending: impl FnOnce(&Execution, &[Event]) -> Vec<EventPayload>,
-    ) {
+    /// After a journal failed: takes back what no reader has seen of `id` (all of it, if
+    /// nothing was seen: it leaves the store); if it has not ended at what is left, its
+    /// readers hear that the store failed. It stays at its last durable event, and the next
+    /// start ends it there, so no reader ever sees another event at a sequence it has seen.
+    pub(in crate::store) fn fail_unwritten(&self, id: ExecutionId) {
         let Ok(slot) = self.slot(id) else {
             return;
         };
-        let (terminal, close) = {
-            let mut record = slot.record();
-            let (mut delta, taken) = record.roll_back();
-            self.usage.forget(taken);
-            let events: Vec<Event> = record.events_after(0).collect();
-            let key = slot.idempotency.as_ref().map(|i| i.key.clone());
-            let Some(mut view) = events
-                .first()
-                .and_then(|first| Execution::from_accepted(first, id, slot.labels.clone(), key))
-            else {
-                self.add_bytes(delta);
-                drop(record);
-                self.roll_back_slot(&slot);
-                return;
-            };
-            for event in &events[1..] {
-                view.apply(event);
-            }
-            let payloads = ending(&view, &events);
-            let mut terminal = false;
-            if !payloads.is_empty()
-                && let Ok((ended, appended)) = record.append(SystemTime::now(), payloads)
-            {
-                delta += appended;
-                terminal = ended;
-            }
-            record.reveal_all();
-            self.add_bytes(delta);
-            (terminal, record.closes_when_visible())
-        };
-        slot.changes.publish();
-        if close {
-            slot.changes.close();
+        if self.roll_back_slot(&slot) && !slot.record().is_terminal() {
+            slot.changes.fail();
         }
-        self.appended(id, &slot, terminal);
     }
 
     /// The ids of every execution held now.

@@ -259,11 +259,6 @@ impl Record {
         (self.change(before), taken)
     }
 
-    /// Whether readers wait to hear that the record left the store once all is visible.
-    pub(super) fn closes_when_visible(&self) -> bool {
-        self.close_when_visible
-    }
-
     /// Its usage facts' `(sequence, position)`s, to add to while appending (then put back).
     pub(super) fn take_positions(&mut self) -> Vec<(u64, u64)> {
         std::mem::take(&mut self.usage)

@@ -1,0 +1,69 @@
+//! A journal that fails: what readers saw stays what the journal holds. Nothing is appended
+//! after the failure, not even in memory: a running execution stays at its last durable
+//! event, its readers are told the store is unavailable, and the next start ends it there,
+//! so no reader ever sees two different events at one sequence.
+
+use super::*;
+use crate::store::Follower;
+
+async fn next_change(follower: &mut Follower) -> Result<(), crate::store::Closed> {
+    tokio::time::timeout(Duration::from_secs(10), follower.changes().changed())
+        .await
+        .expect("a change or the close")
+}
+
+#[tokio::test]
+async fn a_failed_journal_ends_nothing_and_the_restart_ends_it_after_what_was_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_ok(dir.path());
+    let done = create(&store, None).await;
+    succeed(&store, done, 1).await;
+    let id = create(&store, Some(("running", 1))).await;
+    store
+        .append_all(id, vec![routing(), attempt_started(1), text(1, "half ")])
+        .await
+        .unwrap();
+    let mut follower = store.follow(id).unwrap();
+    follower.changes().mark_seen();
+    let seen = follower.read(0, usize::MAX);
+    assert_eq!(seen.len(), 4);
+
+    // The disk fails: the next append is refused as unavailable, and nothing is appended.
+    store.writer.poison(&"injected: the disk is gone");
+    let refused = store.append(id, text(1, "more")).await.unwrap_err();
+    assert!(matches!(refused, StoreError::Unavailable(_)), "{refused:?}");
+    assert!(store.failed());
+    assert_eq!(next_change(&mut follower).await, Err(crate::store::Closed));
+    assert!(
+        follower.changes().failed(),
+        "the reader hears the store failed"
+    );
+    assert_eq!(follower.read(0, usize::MAX), seen, "nothing was added");
+    // A running execution has no state to tell until the restart; an ended one reads on.
+    assert!(matches!(store.get(id), Err(StoreError::Unavailable(_))));
+    assert_eq!(store.get(done).unwrap().state, ExecutionState::Succeeded);
+    let create_refused = store.create(new_execution(None)).await.unwrap_err();
+    assert!(
+        matches!(create_refused, StoreError::Unavailable(_)),
+        "{create_refused:?}"
+    );
+    // A reader that comes later reads what is durable, then hears the same.
+    let mut late = store.follow(id).unwrap();
+    assert_eq!(late.read(0, usize::MAX), seen);
+    assert_eq!(next_change(&mut late).await, Err(crate::store::Closed));
+    assert!(late.changes().failed());
+    store.close();
+    drop((store, follower, late));
+
+    // The restart ends it after the last event anyone saw, never instead of one.
+    let (store, opened) = open(dir.path(), vec![key(1)]).unwrap();
+    assert_eq!(opened.interrupted, 1);
+    let (view, events) = everything(&store, id);
+    assert_eq!(events[..seen.len()], seen[..]);
+    assert_eq!(view.error.unwrap().code, ErrorCode::OutcomeUnknown);
+    assert_eq!(
+        events.len(),
+        seen.len() + 2,
+        "the attempt's failure, then the execution's"
+    );
+}
