@@ -85,6 +85,8 @@ struct Inner {
     stop: CancellationToken,
     /// Whether the expiry task (`expiry.rs`) was started.
     expiring: AtomicBool,
+    /// Whether shutdown's drain timeout passed and every driver is being cancelled.
+    cancelling: AtomicBool,
 }
 
 /// Why a runtime could not be built.
@@ -173,6 +175,7 @@ impl RuntimeBuilder {
                 stopping: AtomicBool::new(false),
                 stop: CancellationToken::new(),
                 expiring: AtomicBool::new(false),
+                cancelling: AtomicBool::new(false),
             }),
         };
         runtime.start_expiry();
@@ -311,6 +314,16 @@ impl Runtime {
             labels,
         };
         let key = request.idempotency_key;
+        // The gate to the store: either shutdown has begun (nothing is stored) or this
+        // submission counts among the work shutdown drains, from before its create until its
+        // driver is registered, so an execution stored is always driven, never refused.
+        let admitted = {
+            let _registrations = self.drivers();
+            if self.inner.stopping.load(Ordering::Acquire) {
+                return Err(RuntimeError::Unavailable(NotReady::Stopping));
+            }
+            self.inner.tasks.token()
+        };
         let mut created = self.inner.deps.store.create(new);
         let created = match futures_util::poll!(created.as_mut()) {
             Poll::Ready(created) => created,
@@ -323,7 +336,9 @@ impl Runtime {
                 let finish = self.inner.tasks.spawn(
                     async move {
                         let created = created.await;
-                        Box::pin(runtime.start(job, created, key, follow)).await
+                        let started = Box::pin(runtime.start(job, created, key, follow)).await;
+                        drop(admitted);
+                        started
                     }
                     .in_current_span(),
                 );
@@ -332,7 +347,9 @@ impl Runtime {
                     .unwrap_or_else(|e| Err(RuntimeError::internal(&e)));
             }
         };
-        self.start(job, created, key, follow).await
+        let started = self.start(job, created, key, follow).await;
+        drop(admitted);
+        started
     }
 
     /// Starts driving a stored execution, or answers for one that was not stored.
@@ -360,39 +377,33 @@ impl Runtime {
             Err(e) => return Err(RuntimeError::from_store(e, key.as_deref())),
         };
         let id = job.id;
-        // Registration and the stopping flag change under one lock, so shutdown either sees
-        // this driver (and drains or cancels it) or this submission sees shutdown. The
-        // tracker counts the driver from here, before it runs.
+        // The submission got in before shutdown began (the gate in `admit`): it is driven,
+        // and drained or cancelled like any other. Registered under the drivers' lock, so a
+        // shutdown that is already cancelling every driver cancels this one too.
         // The driver is boxed as soon as it is made: this future holds a pointer to it, not
         // the driver's own state (which would make every `Submit` and `Execute` future as
         // large as the driver's, copied whole into its box on every call).
-        let driver = {
+        let mut driver = {
             let mut drivers = self.drivers();
-            let open = !self.inner.stopping.load(Ordering::Acquire);
-            open.then(|| {
-                // A cancellation that came first left its handle here, cancelled: the
-                // driver takes it and ends at once.
-                let handle = drivers.entry(id).or_default().clone();
-                let runtime = self.clone();
-                let span = trace::execution_span(&view);
-                let ended = span.clone();
-                Box::pin(
-                    self.inner.tasks.track_future(
-                        async move {
-                            let outcome =
-                                driver::run(runtime.inner.deps.clone(), job, handle).await;
-                            runtime.drivers().remove(&id);
-                            trace::record_end(&ended, outcome);
-                        }
-                        .instrument(span),
-                    ),
-                )
-            })
-        };
-        let Some(mut driver) = driver else {
-            // Rare, and boxed for the same reason.
-            Box::pin(self.record_cancellation(id, Some("runtime shutting down".into()))).await?;
-            return Err(RuntimeError::Unavailable(NotReady::Stopping));
+            // A cancellation that came first left its handle here, cancelled: the driver
+            // takes it and ends at once.
+            let handle = drivers.entry(id).or_default().clone();
+            if self.inner.cancelling.load(Ordering::Acquire) {
+                handle.cancel(Some("runtime shutting down".into()));
+            }
+            let runtime = self.clone();
+            let span = trace::execution_span(&view);
+            let ended = span.clone();
+            Box::pin(
+                self.inner.tasks.track_future(
+                    async move {
+                        let outcome = driver::run(runtime.inner.deps.clone(), job, handle).await;
+                        runtime.drivers().remove(&id);
+                        trace::record_end(&ended, outcome);
+                    }
+                    .instrument(span),
+                ),
+            )
         };
         let events = match follow {
             Follow::FromStart => Some(self.watch(id, 0)?),
@@ -463,7 +474,12 @@ impl Runtime {
             .await
             .is_err()
         {
-            let handles: Vec<Arc<DriverHandle>> = self.drivers().values().cloned().collect();
+            let handles: Vec<Arc<DriverHandle>> = {
+                let drivers = self.drivers();
+                // A driver that registers from now on is cancelled as it registers.
+                self.inner.cancelling.store(true, Ordering::Release);
+                drivers.values().cloned().collect()
+            };
             tracing::info!(
                 remaining = handles.len(),
                 "drain timeout passed; cancelling"

@@ -250,3 +250,83 @@ async fn a_second_server_on_the_same_directory_fails_to_start_naming_the_holder(
         "{stderr}"
     );
 }
+
+/// Each submission's request number and what it was told: its execution, or the code.
+type Answers = Arc<Mutex<Vec<(usize, Result<String, tonic::Code>)>>>;
+
+/// A wave of keyed submissions meets SIGTERM. Each is either accepted (and then drained to
+/// its end) or refused with UNAVAILABLE having stored nothing: after the restart, the key of
+/// a refused one starts a new execution that runs, never an old one that was stored as
+/// cancelled by the shutdown and never ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submission_refused_by_shutdown_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let config = config(store.to_str().unwrap(), "http://127.0.0.1:9");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let (mut server, addr) = serve(&config, &file);
+    let answers: Answers = Arc::default();
+    let mut callers = Vec::new();
+    for task in 0..32 {
+        let (answers, mut client) = (answers.clone(), client(&addr).await);
+        callers.push(tokio::spawn(async move {
+            for k in 0.. {
+                let i = 1000 * task + k;
+                let answer = client.submit(keyed("quick", i)).await;
+                let answer = answer.map(|r| r.into_inner().execution_id);
+                let refused = answer.is_err();
+                answers
+                    .lock()
+                    .unwrap()
+                    .push((i, answer.map_err(|s| s.code())));
+                if refused {
+                    return;
+                }
+            }
+        }));
+    }
+    within(async {
+        while answers.lock().unwrap().len() < 200 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let pid = server.0.id().to_string();
+    let signalled = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    let status = common::process::wait_for(&mut server.0, WAIT).expect("the server stops");
+    assert!(status.success(), "{status:?}");
+    for caller in callers {
+        within(caller).await.unwrap();
+    }
+    let answers = std::mem::take(&mut *answers.lock().unwrap());
+    let (mut accepted, mut refused) = (0, 0);
+    let (_server, addr) = serve(&config, &file);
+    let mut c = client(&addr).await;
+    for (i, answer) in answers {
+        let again = submit(&mut c, keyed("quick", i)).await;
+        let events = watch(&mut c, &again.execution_id, 0).await;
+        match answer {
+            Ok(id) => {
+                accepted += 1;
+                assert_eq!(again.execution_id, id, "request {i}: the same execution");
+            }
+            // Refused by the runtime; or the call was cut as the server closed its
+            // connections (the client cannot tell whether it got in, and the key says).
+            Err(tonic::Code::Unavailable) => refused += 1,
+            Err(code) => assert_eq!(code, tonic::Code::Cancelled, "request {i}"),
+        }
+        assert_eq!(
+            events.last().unwrap().r#type,
+            "execution.completed",
+            "request {i} ran to its end: {events:?}"
+        );
+    }
+    assert!(
+        accepted >= 200 && refused > 0,
+        "{accepted} accepted, {refused} refused"
+    );
+}

@@ -181,3 +181,36 @@ async fn a_subscription_the_store_drops_ends_a_watch_with_not_found() {
     );
     rt.shutdown(Duration::from_millis(10)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_while_the_store_creates_lets_the_accepted_execution_run() {
+    let (rt, store, calls) = counting(Faults {
+        create_pending_polls: 3,
+        ..Faults::default()
+    });
+    let keyed = ExecuteRequest {
+        idempotency_key: Some("order-7".into()),
+        ..request("fallback", "hi")
+    };
+    let mut submit = pin!(rt.submit(keyed.clone()));
+    assert!(futures_util::poll!(submit.as_mut()).is_pending());
+    let [id] = store.created()[..] else {
+        panic!("one execution created: {:?}", store.created())
+    };
+    // Shutdown begins while the create waits for its write: the submission got in before
+    // it, so it is accepted and drained like any running execution, never stored as a
+    // cancellation that its caller is told was refused.
+    let mut shutdown = pin!(rt.shutdown(Duration::from_secs(30)));
+    assert!(futures_util::poll!(shutdown.as_mut()).is_pending());
+    assert_eq!(submit.await.unwrap().id, id);
+    shutdown.await;
+    assert_eq!(rt.get(id).unwrap().state, ExecutionState::Succeeded);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // New work after the shutdown began is refused, and stores nothing.
+    let refused = rt.submit(request("fallback", "late")).await.unwrap_err();
+    assert!(
+        matches!(refused, RuntimeError::Unavailable(NotReady::Stopping)),
+        "{refused:?}"
+    );
+    assert_eq!(store.created(), [id]);
+}
