@@ -159,6 +159,8 @@ impl FileStore {
                 compact::compact(&dir, &current, &memory, (replayed.last, listing), || false)
                     .map_err(|e| format!("cannot compact the journal in {}: {e}", dir.display()))?;
             writer.count_disk(done.written, done.removed);
+            // The proof a rotated key took over: everything is sealed with the first key now.
+            tracing::info!(dir = %dir.display(), segments = replayed.segments, older_keys = replayed.old_keys, written = done.written, removed = done.removed, "compacted the journal");
         }
         let store = Arc::new(Self {
             memory,
