@@ -71,8 +71,8 @@ async fn a_caller_that_sends_plainly_is_answered_plainly_and_told_what_is_taken(
 #[tokio::test]
 async fn inflated_lists_are_counted_before_they_are_decoded() {
     let server = start(echo()).await;
-    let mut c = ModelRuntimeClient::new(server.channel.clone())
-        .send_compressed(CompressionEncoding::Gzip);
+    let mut c =
+        ModelRuntimeClient::new(server.channel.clone()).send_compressed(CompressionEncoding::Gzip);
     // Two bytes each on the wire, a hundred decoded; far fewer once gzipped.
     let mut many = request("chat", "hi");
     many.input.as_mut().unwrap().messages = vec![pb::Message::default(); 20_000];
@@ -174,7 +174,10 @@ async fn data_that_does_not_inflate_is_the_callers_error() {
     for encoding in ["gzip", "zstd"] {
         let (status, message) =
             raw_call(server.addr, "Submit", encoding, b"not compressed at all").await;
-        assert_eq!(status, "3", "{encoding}: INVALID_ARGUMENT, not INTERNAL: {message}");
+        assert_eq!(
+            status, "3",
+            "{encoding}: INVALID_ARGUMENT, not INTERNAL: {message}"
+        );
         assert!(message.contains("decompress"), "{message}");
     }
     // An encoding the server does not take is refused, with what it takes.

@@ -87,8 +87,14 @@ async fn prometheus_gets_openmetrics_and_everyone_else_the_0_0_4_format() {
 
     for accept in [None, Some("*/*"), Some("text/plain; version=0.0.4")] {
         let (kind, body) = scrape(addr, accept).await;
-        assert_eq!(kind, "text/plain; version=0.0.4; charset=utf-8", "{accept:?}");
-        assert!(!body.contains("# EOF") && !body.contains("# UNIT"), "{body}");
+        assert_eq!(
+            kind, "text/plain; version=0.0.4; charset=utf-8",
+            "{accept:?}"
+        );
+        assert!(
+            !body.contains("# EOF") && !body.contains("# UNIT"),
+            "{body}"
+        );
         // In 0.0.4 a family is named as its samples: a counter's end in `_total`.
         let families = declared(&body);
         assert_eq!(
@@ -147,7 +153,9 @@ print(json.dumps({f.name: f.type for f in parse(sys.stdin.read())}))
         .unwrap();
     let output = child.wait_with_output().unwrap();
     if output.status.code() == Some(3) {
-        eprintln!("skipped: the Prometheus Python client is not installed (pip install prometheus-client)");
+        eprintln!(
+            "skipped: the Prometheus Python client is not installed (pip install prometheus-client)"
+        );
         return None;
     }
     assert!(

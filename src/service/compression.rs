@@ -121,4 +121,5 @@ fn did_not_inflate(headers: &HeaderMap) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests;

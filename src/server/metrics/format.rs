@@ -43,7 +43,7 @@ impl Format {
             .filter(|(q, _)| *q > 0)
             .collect();
         // Stable: equal qualities keep the client's order.
-        ranges.sort_by(|a, b| b.0.cmp(&a.0));
+        ranges.sort_by_key(|(quality, _)| std::cmp::Reverse(*quality));
         ranges
             .into_iter()
             .find_map(|(_, format)| format)

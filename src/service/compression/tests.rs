@@ -24,7 +24,10 @@ fn answering(
 fn call(encoding: Option<&'static str>, status: &'static str, message: &'static str) -> HeaderMap {
     let mut request = http::Request::new(Body::default());
     let headers = request.headers_mut();
-    headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("identity,deflate,gzip"));
+    headers.insert(
+        ACCEPT_ENCODING,
+        HeaderValue::from_static("identity,deflate,gzip"),
+    );
     if let Some(encoding) = encoding {
         headers.insert(ENCODING, HeaderValue::from_static(encoding));
     }
@@ -50,7 +53,10 @@ fn a_plain_request_is_answered_plainly_and_told_what_is_accepted() {
 #[test]
 fn a_compressed_request_may_be_answered_compressed() {
     let headers = call(Some("gzip"), "0", "");
-    assert_eq!(headers.get("x-saw-accept-encoding").unwrap(), "identity,deflate,gzip");
+    assert_eq!(
+        headers.get("x-saw-accept-encoding").unwrap(),
+        "identity,deflate,gzip"
+    );
     assert_eq!(headers.get(ACCEPT_ENCODING).unwrap(), "gzip,zstd,identity");
 }
 

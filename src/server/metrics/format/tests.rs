@@ -39,7 +39,10 @@ fn openmetrics_goes_to_whoever_prefers_it_and_0_0_4_to_everyone_else() {
         ),
         // A quality of 0 refuses; a version not served names nothing.
         (Some("application/openmetrics-text;q=0"), Format::Text),
-        (Some("application/openmetrics-text;version=2.0.0"), Format::Text),
+        (
+            Some("application/openmetrics-text;version=2.0.0"),
+            Format::Text,
+        ),
         (
             Some("text/plain;version=1.0.0, application/openmetrics-text;q=0.1"),
             Format::OpenMetrics,
