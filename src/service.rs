@@ -62,9 +62,7 @@ impl ModelRuntimeService {
         let mut server =
             ModelRuntimeServer::new(self).max_decoding_message_size(max_decoding_message_size);
         for encoding in compression::ENCODINGS {
-            server = server
-                .accept_compressed(encoding)
-                .send_compressed(encoding);
+            server = server.accept_compressed(encoding).send_compressed(encoding);
         }
         Compression::new(server)
     }
