@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A foreign client that knows the API only through server reflection (v1alpha, as
 grpcio-reflection speaks it): it lists the services, builds the message classes from the
-served descriptors, runs one Execute and prints the events.
+served descriptors, runs one Execute and prints the events; then the same Execute with its
+request compressed (grpcio's `compression=grpc.Compression.Gzip`, as a gateway sends a large
+prompt).
 
     pip install grpcio grpcio-reflection protobuf
     python3 scripts/foreign_client.py 127.0.0.1:50051 "hello"
@@ -29,20 +31,29 @@ def main() -> int:
     method = service.methods_by_name["Execute"]
     request_class = message_factory.GetMessageClass(method.input_type)
     event_class = message_factory.GetMessageClass(method.output_type)
-    request = request_class(ability="chat")
-    message = request.input.messages.add()
-    message.role = pool.FindEnumTypeByName("model_runtime.v1.Role").values_by_name["ROLE_USER"].number
-    message.content.add().text = prompt
+    role = pool.FindEnumTypeByName("model_runtime.v1.Role").values_by_name["ROLE_USER"].number
     call = channel.unary_stream(
         "/model_runtime.v1.ModelRuntime/Execute",
         request_serializer=request_class.SerializeToString,
         response_deserializer=event_class.FromString,
     )
-    last = None
-    for event in call(request, timeout=30):
-        print(event.sequence, event.type, event.WhichOneof("payload"))
-        last = event
-    return 0 if last is not None and last.type == "execution.completed" else 1
+    # The compressed call's prompt is long enough that gzip makes it smaller (grpcio sends a
+    # message uncompressed when compressing would not).
+    for compression, text in (
+        (grpc.Compression.NoCompression, prompt),
+        (grpc.Compression.Gzip, " ".join([prompt] * 200)),
+    ):
+        request = request_class(ability="chat")
+        message = request.input.messages.add()
+        message.role = role
+        message.content.add().text = text
+        last = None
+        for event in call(request, timeout=30, compression=compression):
+            print(compression.name, event.sequence, event.type, event.WhichOneof("payload"))
+            last = event
+        if last is None or last.type != "execution.completed":
+            return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
 
 addr=""
 for _ in $(seq 1 100); do
-  addr=$(grep -o 'addr=127\.0\.0\.1:[0-9]*' "$log" | head -n 1 | cut -d= -f2 || true)
+  addr=$(grep 'model-runtime serving' "$log" | grep -o 'addr=127\.0\.0\.1:[0-9]*' | head -n 1 | cut -d= -f2 || true)
   [ -n "$addr" ] && break
   sleep 0.1
 done

@@ -4,6 +4,7 @@
 //! makes the same configuration in code.
 
 mod builder;
+mod effective;
 mod raw;
 mod script;
 mod secret;
@@ -342,6 +343,21 @@ impl Config {
             source,
         })?;
         Self::from_toml(&text)
+    }
+
+    /// Reads, parses and validates a file, as [`load`](Self::load); with the configuration
+    /// in effect written out as TOML: every value, defaults filled in, no secret's value
+    /// (what `check-config` shows).
+    pub fn load_effective(path: &Path) -> Result<(Self, String), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let raw: raw::RawConfig = toml::from_str(&text)?;
+        let shown = raw.clone();
+        let config = validate::validate(raw, &|name| std::env::var(name).ok())?;
+        let effective = effective::effective(shown, &config);
+        Ok((config, effective))
     }
 
     /// The embedded default.

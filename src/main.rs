@@ -87,9 +87,21 @@ enum Command {
         /// The ability to run.
         #[arg(long)]
         ability: String,
-        /// Server address: host:port or http://host:port.
+        /// Server address: host:port, http://host:port or unix:/path/to.sock (a sidecar's
+        /// socket).
         #[arg(long, default_value = "127.0.0.1:50051")]
         addr: String,
+        /// The routing policy, one the ability allows (default: the ability's own).
+        #[arg(long)]
+        policy: Option<String>,
+        /// A label copied onto the execution's usage facts, as KEY=VALUE (e.g. tenant=acme);
+        /// repeat it for more.
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
+        labels: Vec<(String, String)>,
+        /// The deadline, this long from now (e.g. 30s; default: the server's
+        /// `server.default_deadline`).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        deadline: Option<std::time::Duration>,
         /// Print one JSON object per event.
         #[arg(long)]
         json: bool,
@@ -100,7 +112,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Ask a server whether it is serving (gRPC health `Check`): exit 0 only for SERVING.
     Health {
-        /// Server address: host:port or http://host:port.
+        /// Server address: host:port, http://host:port or unix:/path/to.sock (a sidecar's
+        /// socket).
         #[arg(long, default_value = "127.0.0.1:50051")]
         addr: String,
         /// The service to ask about (default: the server as a whole).
@@ -143,7 +156,8 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         chunks: usize,
     },
-    /// Validate a config file and exit.
+    /// Validate a config file and print every value in effect (defaults filled in; secrets
+    /// named by where they are read from, never shown), then exit.
     CheckConfig {
         /// Config file (TOML).
         file: PathBuf,
@@ -161,15 +175,16 @@ fn main() -> ExitCode {
         let _ = telemetry::init(logs, telemetry::Traces::Off);
     }
     match cli.command {
-        Command::CheckConfig { file } => match Config::load(&file) {
-            Ok(config) => {
+        Command::CheckConfig { file } => match Config::load_effective(&file) {
+            Ok((config, effective)) => {
                 println!(
-                    "{}: ok ({} providers, {} policies, {} abilities)",
+                    "{}: ok ({} providers, {} policies, {} abilities); in effect:",
                     file.display(),
                     config.providers.len(),
                     config.policies.len(),
                     config.abilities.len()
                 );
+                print!("{effective}");
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -227,12 +242,18 @@ fn main() -> ExitCode {
         Command::Exec {
             ability,
             addr,
+            policy,
+            labels,
+            deadline,
             json,
             prompt,
         } => run(async move {
             cli::exec(ExecArgs {
                 addr,
                 ability,
+                policy,
+                labels,
+                deadline,
                 prompt,
                 json,
             })
@@ -242,6 +263,14 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             })
         }),
+    }
+}
+
+/// A `--label`: `KEY=VALUE`, split at the first `=`.
+fn label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err("expected KEY=VALUE, like tenant=acme".to_owned()),
     }
 }
 
@@ -295,7 +324,6 @@ async fn serve(config: Config, listen: Listen) -> ExitCode {
         }
     };
     let local = listener.address();
-    tracing::info!(addr = %local, "model-runtime serving");
     let runtime = match Runtime::new(config) {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -330,6 +358,8 @@ async fn serve(config: Config, listen: Listen) -> ExitCode {
             }
         }
     }
+    // Said once everything serving needs is up: the store open, every listener bound.
+    tracing::info!(addr = %local, "model-runtime serving");
     let (first, drain) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         signals.next().await;

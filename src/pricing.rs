@@ -21,7 +21,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 pub use amount::{Amount, AmountError};
-pub use report::{Report, Total};
+pub use report::{Report, SourceTotal, Total};
 pub use table::{Missing, Price, PriceTable};
 
 /// The units that are part of another, and the whole each is part of.

@@ -8,6 +8,7 @@
 //! generated code encodes it like any other message.
 
 pub mod codec;
+mod compression;
 pub mod decode;
 pub mod encode;
 #[doc(hidden)]
@@ -24,6 +25,7 @@ use tonic::{Request, Response, Status};
 use crate::pb;
 use crate::runtime::{EventStream, Runtime};
 
+pub use compression::Compression;
 pub use wire_event::WireEvent;
 
 /// The server code generated for the runtime: `pb`'s messages, with `ExecutionEvent` as
@@ -54,9 +56,15 @@ impl ModelRuntimeService {
     }
 
     /// The generated server over this service, refusing requests larger than
-    /// `max_decoding_message_size` bytes.
-    pub fn server(self, max_decoding_message_size: usize) -> ModelRuntimeServer<Self> {
-        ModelRuntimeServer::new(self).max_decoding_message_size(max_decoding_message_size)
+    /// `max_decoding_message_size` bytes, compressed or inflated; taking gzip and zstd, and
+    /// answering in them a caller that uses them ([`Compression`]).
+    pub fn server(self, max_decoding_message_size: usize) -> Compression<ModelRuntimeServer<Self>> {
+        let mut server =
+            ModelRuntimeServer::new(self).max_decoding_message_size(max_decoding_message_size);
+        for encoding in compression::ENCODINGS {
+            server = server.accept_compressed(encoding).send_compressed(encoding);
+        }
+        Compression::new(server)
     }
 }
 

@@ -17,7 +17,6 @@ use common::upstream::{Upstream, sse};
 use model_runtime::execution::UsageUnit;
 use model_runtime::execution::{ErrorClass, FinishReason, ReasoningPiece};
 use model_runtime::provider::ProviderEvent;
-use model_runtime::provider::anthropic::CACHE_WRITE_INPUT_TOKENS;
 
 #[tokio::test]
 async fn streams_text_with_usage_and_sends_a_streaming_request() {
@@ -165,7 +164,7 @@ async fn cache_usage_counts_in_input_and_as_its_parts() {
         [
             reported(UsageUnit::INPUT_TOKENS, 1210),
             reported(UsageUnit::CACHED_INPUT_TOKENS, 1000),
-            reported(UsageUnit::new(CACHE_WRITE_INPUT_TOKENS), 200),
+            reported(UsageUnit::CACHE_WRITE_INPUT_TOKENS, 200),
             reported(UsageUnit::OUTPUT_TOKENS, 3),
             ProviderEvent::Finished(FinishReason::Length),
         ]

@@ -83,3 +83,113 @@ fn exec_with_a_bad_ability_exits_nonzero_and_names_the_field() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("ability"), "stderr: {stderr}");
 }
+
+/// The embedded default's `chat`, which may also run on `other`.
+const TWO_POLICIES: &str = r#"
+[providers.scripted]
+adapter = "scripted"
+[[providers.scripted.models]]
+name = "echo"
+capabilities = ["text"]
+
+[policies.default]
+targets = ["scripted/echo"]
+[policies.other]
+targets = ["scripted/echo"]
+max_attempts = 1
+
+[abilities.chat]
+policy = "default"
+allowed_policies = ["other"]
+"#;
+
+#[test]
+fn exec_sends_the_policy_labels_and_deadline_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, TWO_POLICIES).unwrap();
+    let (_server, addr) =
+        common::process::start_server_with(&["--config", config.to_str().unwrap()], WAIT);
+    let exec = |more: &[&str]| {
+        let mut args = vec!["exec", "--addr", &addr, "--ability", "chat", "--json"];
+        args.extend_from_slice(more);
+        args.push("labelled and routed");
+        run(&args)
+    };
+
+    let before = std::time::SystemTime::now();
+    let out = exec(&[
+        "--policy",
+        "other",
+        "--label",
+        "tenant=acme",
+        "--label",
+        "team=a=b",
+        "--deadline",
+        "45s",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let accepted: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(accepted["data"]["policy"], "other", "{accepted}");
+    assert_eq!(accepted["data"]["max_attempts"], 1, "{accepted}");
+    let deadline =
+        humantime::parse_rfc3339(accepted["data"]["deadline"].as_str().unwrap()).unwrap();
+    let ahead = deadline.duration_since(before).unwrap();
+    assert!(
+        ahead >= Duration::from_secs(44) && ahead <= Duration::from_secs(46),
+        "{ahead:?}"
+    );
+    // The labels are on the usage facts.
+    let usage = run(&["usage", "--addr", &addr, "--idle", "1s"]);
+    let fact: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&usage.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(fact["labels"]["tenant"], "acme", "{fact}");
+    assert_eq!(fact["labels"]["team"], "a=b", "{fact}");
+
+    // What the server refuses, it says why; what cannot be sent is refused before.
+    let out = exec(&["--deadline", "1h"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("deadline"),
+        "{out:?}"
+    );
+    let out = exec(&["--policy", "unknown"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("policy"),
+        "{out:?}"
+    );
+    let out = exec(&["--label", "no-equals-sign"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--label"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn every_command_that_dials_a_server_says_it_takes_a_unix_socket() {
+    for command in ["exec", "health", "bench", "usage"] {
+        let out = run(&[command, "--help"]);
+        assert!(out.status.success(), "{command}: {out:?}");
+        let help = String::from_utf8_lossy(&out.stdout);
+        // The `--addr` line and its description, up to the next option.
+        let mut lines = help
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("--addr"));
+        let first = lines
+            .next()
+            .unwrap_or_else(|| panic!("{command} has no --addr:\n{help}"));
+        let rest: Vec<&str> = lines
+            .take_while(|l| !l.trim_start().starts_with('-'))
+            .collect();
+        let paragraph = format!("{first}\n{}", rest.join("\n"));
+        assert!(paragraph.contains("unix:"), "{command} --help:\n{help}");
+    }
+}

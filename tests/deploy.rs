@@ -107,7 +107,14 @@ fn the_dashboard_charts_only_series_the_runtime_serves() {
         .metrics_text()
         .expect("the deployed config serves metrics");
     let dir = tempfile::tempdir().unwrap();
-    let durable = model_runtime::config::ConfigBuilder::default()
+    use model_runtime::config::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
+    let durable = ConfigBuilder::default()
+        .provider(
+            "scripted",
+            ProviderSpec::scripted().model("echo", &["text"]),
+        )
+        .policy("default", PolicySpec::new(&["scripted/echo"]))
+        .ability("chat", AbilitySpec::new("default"))
         .metrics_listen("127.0.0.1:0")
         .file_store(dir.path().to_str().unwrap(), "KEY")
         .build_with_env(&|_| Some("0".repeat(64)))

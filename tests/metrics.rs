@@ -305,3 +305,38 @@ async fn without_metrics_listen_nothing_is_counted_or_served() {
     assert!(text.starts_with("HTTP/1.1 404"), "{text}");
     assert!(text.contains("server.metrics_listen"), "{text}");
 }
+
+#[tokio::test]
+async fn every_series_is_made_at_start_and_described_as_it_is_measured() {
+    let (_c, metrics_addr) = serve(echo().metrics_listen("127.0.0.1:0").build().unwrap()).await;
+    let text = get(metrics_addr, "/metrics").await;
+    // Every unit an adapter of this version reports has its series before any fact: none
+    // takes the locked path of a unit made on first use.
+    for unit in [
+        "input_tokens",
+        "output_tokens",
+        "cached_input_tokens",
+        "cache_write_input_tokens",
+        "reasoning_tokens",
+        "requests",
+    ] {
+        assert_eq!(
+            value(
+                &text,
+                &format!(
+                    r#"model_runtime_usage_units_total{{provider="scripted",model="echo",unit="{unit}"}}"#
+                )
+            ),
+            0.0
+        );
+    }
+    // Time to first output is timed from the request being sent, not from acceptance.
+    let help = text
+        .lines()
+        .find(|l| l.starts_with("# HELP model_runtime_time_to_first_output_seconds"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        help.contains("request being sent") && !help.contains("acceptance"),
+        "{help}"
+    );
+}

@@ -155,3 +155,81 @@ async fn facts_are_exported_and_priced_with_unpriced_units_counted_apart() {
     );
     server.stop().await;
 }
+
+/// A fact line as `usage` writes it.
+fn fact_line(attempt: u32, unit: &str, quantity: u64, source: &str) -> String {
+    serde_json::json!({
+        "cursor": format!("c{attempt}{unit}"),
+        "execution_id": "ex_1",
+        "attempt": attempt,
+        "provider": "scripted",
+        "model": "echo",
+        "unit": unit,
+        "quantity": quantity,
+        "source": source,
+        "labels": {},
+        "time": "2026-01-01T00:00:00Z",
+    })
+    .to_string()
+}
+
+#[test]
+fn each_line_shows_its_source_and_estimated_is_totalled_apart_from_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("prices.toml");
+    std::fs::write(&table, TABLE).unwrap();
+    // Attempt 1 was cut: the runtime estimated its input; attempt 2's the provider reported.
+    let facts = [
+        fact_line(1, "input_tokens", 1, "runtime_estimated"),
+        fact_line(2, "input_tokens", 3, "provider_reported"),
+        fact_line(2, "output_tokens", 7, "provider_reported"),
+    ]
+    .join("\n");
+    let facts_file = dir.path().join("facts.jsonl");
+    std::fs::write(&facts_file, facts).unwrap();
+    let args = |more: &[&str]| {
+        let mut args = vec![
+            "price",
+            "--prices",
+            table.to_str().unwrap(),
+            "--from-file",
+            facts_file.to_str().unwrap(),
+        ];
+        args.extend_from_slice(more);
+        args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>()
+    };
+    let limit = Duration::from_secs(30);
+
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout(&run(&args(&["--json"]), limit))).unwrap();
+    assert_eq!(report["total"]["amount"], "0.008", "{report}");
+    let by_source = &report["total"]["by_source"];
+    assert_eq!(
+        by_source["runtime_estimated"]["amount"], "0.002",
+        "{report}"
+    );
+    assert_eq!(by_source["runtime_estimated"]["priced"], 1);
+    assert_eq!(by_source["provider_reported"]["amount"], "0.006");
+    assert_eq!(by_source["provider_reported"]["priced"], 1);
+    assert_eq!(report["lines"][0]["fact"]["source"], "runtime_estimated");
+
+    let text = stdout(&run(&args(&[]), limit));
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    assert!(header.contains("source"), "{text}");
+    let first = lines.next().unwrap();
+    assert!(first.contains("runtime_estimated"), "{text}");
+    assert!(
+        lines.next().unwrap().contains("provider_reported"),
+        "{text}"
+    );
+    assert!(
+        text.contains("total: 0.008 USD from 2 priced facts; 1 unpriced facts (7 output_tokens) not in the amount\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  provider_reported: 0.006 USD from 1 priced facts\n")
+            && text.contains("  runtime_estimated: 0.002 USD from 1 priced facts\n"),
+        "{text}"
+    );
+}

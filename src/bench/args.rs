@@ -22,7 +22,8 @@ const STREAMS_PER_CONNECTION: usize = 64;
 /// `model-runtime bench`: drive a server (or a baseline) and report throughput and latency.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// Server address: host:port or http://host:port (loopback benchmarks: 127.0.0.1).
+    /// Server address: host:port, http://host:port or unix:/path/to.sock (loopback
+    /// benchmarks: 127.0.0.1).
     #[arg(long, default_value = "127.0.0.1:50051")]
     pub addr: String,
     /// Executions in flight at once (workers).

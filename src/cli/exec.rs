@@ -20,6 +20,12 @@ pub struct ExecArgs {
     pub addr: String,
     /// The ability.
     pub ability: String,
+    /// The routing policy (none: the ability's default).
+    pub policy: Option<String>,
+    /// Labels copied onto the usage facts.
+    pub labels: Vec<(String, String)>,
+    /// The deadline, this long from now (none: the server's default).
+    pub deadline: Option<std::time::Duration>,
     /// The user prompt.
     pub prompt: String,
     /// One JSON object per event instead of readable output.
@@ -32,6 +38,9 @@ pub enum ExecError {
     /// The address is not usable.
     #[error("invalid address `{0}`: expected host:port, http://host:port or unix:/path")]
     Address(String),
+    /// `--deadline` is past what the clock holds.
+    #[error("--deadline: too far in the future")]
+    Deadline,
     /// No connection.
     #[error("cannot connect to {addr}: {source}")]
     Connect {
@@ -79,8 +88,20 @@ async fn run(args: ExecArgs) -> Result<ExitCode, ExecError> {
         .await
         .map_err(|source| ExecError::Connect { addr: uri, source })?;
     let mut client = ModelRuntimeClient::new(channel);
+    let deadline = match args.deadline {
+        Some(after) => Some(
+            std::time::SystemTime::now()
+                .checked_add(after)
+                .map(prost_types::Timestamp::from)
+                .ok_or(ExecError::Deadline)?,
+        ),
+        None => None,
+    };
     let request = pb::ExecuteRequest {
         ability: args.ability,
+        policy: args.policy.unwrap_or_default(),
+        labels: args.labels.into_iter().collect(),
+        deadline,
         input: Some(pb::ExecutionInput {
             messages: vec![pb::Message {
                 role: pb::Role::User.into(),

@@ -275,11 +275,11 @@ impl ProviderSpec {
 
     /// `timeouts = { connect, first_byte, idle }`.
     pub fn timeouts(mut self, connect: Duration, first_byte: Duration, idle: Duration) -> Self {
-        self.0.timeouts = RawTimeouts {
+        self.0.timeouts = Some(RawTimeouts {
             connect,
             first_byte,
             idle,
-        };
+        });
         self
     }
 

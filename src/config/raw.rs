@@ -130,8 +130,9 @@ pub(super) struct RawProvider {
     pub queue_capacity: u32,
     #[serde(default)]
     pub retry_unknown_outcome: bool,
-    #[serde(default)]
-    pub timeouts: RawTimeouts,
+    /// HTTP adapters only; unset, every timeout is at its default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<RawTimeouts>,
     #[serde(default)]
     pub models: Vec<RawModel>,
 }
@@ -151,7 +152,7 @@ impl RawProvider {
             max_concurrency: default_max_concurrency(),
             queue_capacity: default_queue_capacity(),
             retry_unknown_outcome: false,
-            timeouts: RawTimeouts::default(),
+            timeouts: None,
             models: Vec::new(),
         }
     }

@@ -47,6 +47,14 @@ pub(super) fn validate(raw: RawConfig, env: Env<'_>) -> Result<Config, ConfigErr
         let ability = routing::ability(&key, &name, a, &policies, &providers)?;
         abilities.insert(ability.name.clone(), ability);
     }
+    if abilities.is_empty() {
+        // Every call names an ability: without one the server would say SERVING and fail
+        // every call.
+        return Err(invalid(
+            "abilities",
+            "needs at least one ability ([abilities.NAME]): every call names one",
+        ));
+    }
     Ok(Config {
         server,
         store,
@@ -107,10 +115,11 @@ fn provider(
     )?;
     let timeout =
         |field: &str, value| duration(&format!("{key}.timeouts.{field}"), value, bounds::MAX_WAIT);
+    let set = raw.timeouts.clone().unwrap_or_default();
     let timeouts = TimeoutsConfig {
-        connect: timeout("connect", raw.timeouts.connect)?,
-        first_byte: timeout("first_byte", raw.timeouts.first_byte)?,
-        idle: timeout("idle", raw.timeouts.idle)?,
+        connect: timeout("connect", set.connect)?,
+        first_byte: timeout("first_byte", set.first_byte)?,
+        idle: timeout("idle", set.idle)?,
     };
     let adapter = adapter(key, &raw, timeouts, env)?;
     if raw.models.is_empty() {

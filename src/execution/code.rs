@@ -33,6 +33,21 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, for tests, metrics and documentation.
+    pub const ALL: [Self; 11] = [
+        Self::NoCapableTarget,
+        Self::AttemptsExhausted,
+        Self::RetryBudgetExhausted,
+        Self::DeadlineExceeded,
+        Self::OutputInterrupted,
+        Self::OutputTooLarge,
+        Self::Rejected,
+        Self::InvalidRequest,
+        Self::OutcomeUnknown,
+        Self::Cancelled,
+        Self::InternalError,
+    ];
+
     /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -218,6 +233,53 @@ mod tests {
             assert!(
                 name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
                 "{name}"
+            );
+        }
+    }
+
+    /// The codes a comment of the .proto lists: each word in backticks between `start` and
+    /// the field it documents (`field`), in order.
+    fn listed(start: &str, field: &str) -> Vec<String> {
+        const PROTO: &str = include_str!("../../proto/model_runtime/v1/execution.proto");
+        let from = PROTO
+            .find(start)
+            .unwrap_or_else(|| panic!("no `{start}` in the .proto"));
+        let comment = &PROTO[from..];
+        let end = comment
+            .find(field)
+            .unwrap_or_else(|| panic!("no `{field}` after `{start}`"));
+        let comment = &comment[..end];
+        comment
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn the_proto_lists_every_execution_error_code_and_no_other() {
+        let listed = listed("message ExecutionError {", "string code = 1;");
+        let codes: Vec<String> = ErrorCode::ALL
+            .iter()
+            .map(|c| c.as_str().to_owned())
+            .collect();
+        assert_eq!(
+            listed, codes,
+            "ExecutionError.code's comment in execution.proto"
+        );
+        let distinct: HashSet<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(distinct.len(), ErrorCode::ALL.len());
+    }
+
+    #[test]
+    fn the_protos_attempt_code_examples_are_attempt_codes() {
+        let listed = listed("message AttemptError {", "string code = 2;");
+        assert!(!listed.is_empty());
+        for code in listed {
+            assert!(
+                AttemptCode::ALL.iter().any(|c| c.as_str() == code),
+                "`{code}` in AttemptError.code's comment is no attempt code"
             );
         }
     }

@@ -20,6 +20,9 @@ impl UsageUnit {
     pub const OUTPUT_TOKENS: Self = Self::known("output_tokens");
     /// Prompt tokens served from a provider cache.
     pub const CACHED_INPUT_TOKENS: Self = Self::known("cached_input_tokens");
+    /// Prompt tokens written to the provider's cache by the call (a part of `input_tokens`,
+    /// priced differently by Anthropic, hence its own unit).
+    pub const CACHE_WRITE_INPUT_TOKENS: Self = Self::known("cache_write_input_tokens");
     /// Tokens spent on hidden reasoning.
     pub const REASONING_TOKENS: Self = Self::known("reasoning_tokens");
     /// Provider requests.

@@ -1,6 +1,8 @@
 //! Lines and their totals, as a table or as JSON. Totals are kept per value of one label
 //! (a tenant, say) and overall; unpriced facts are counted apart, with their quantities per
-//! unit, and never add to an amount.
+//! unit, and never add to an amount. Each line says who measured its fact, and each total is
+//! split by it too: what a provider reported and what the runtime estimated (an attempt cut
+//! before the provider said) are not the same kind of money.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -20,17 +22,30 @@ pub struct Total {
     pub unpriced: u64,
     /// The unpriced quantities, by unit.
     pub unpriced_quantities: BTreeMap<String, u64>,
+    /// The priced lines again, by their facts' source (`provider_reported`,
+    /// `runtime_measured`, `runtime_estimated`): `amount` and `priced` split by who measured.
+    pub by_source: BTreeMap<String, SourceTotal>,
+}
+
+/// What the priced facts of one source come to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SourceTotal {
+    /// The sum of their lines.
+    pub amount: Amount,
+    /// How many facts.
+    pub priced: u64,
 }
 
 impl Total {
     fn add(&mut self, line: &Line) -> Result<(), String> {
         match line {
-            Line::Priced { amount, .. } => {
-                self.amount = self
-                    .amount
-                    .checked_add(*amount)
-                    .ok_or("a total is out of range (beyond 10^20)")?;
+            Line::Priced { fact, amount, .. } => {
+                const OUT_OF_RANGE: &str = "a total is out of range (beyond 10^20)";
+                self.amount = self.amount.checked_add(*amount).ok_or(OUT_OF_RANGE)?;
                 self.priced += 1;
+                let source = self.by_source.entry(fact.source.clone()).or_default();
+                source.amount = source.amount.checked_add(*amount).ok_or(OUT_OF_RANGE)?;
+                source.priced += 1;
             }
             Line::Unpriced { fact, .. } => {
                 self.unpriced += 1;
@@ -107,6 +122,7 @@ impl Report {
             "attempt".into(),
             "provider/model".into(),
             "unit".into(),
+            "source".into(),
             "quantity".into(),
             "unit price".into(),
             format!("amount ({})", self.currency),
@@ -133,12 +149,13 @@ impl Report {
                 fact.attempt.to_string(),
                 format!("{}/{}", fact.provider, fact.model),
                 fact.unit.clone(),
+                fact.source.clone(),
                 fact.quantity.to_string(),
                 price,
                 amount,
             ]);
         }
-        let widths: Vec<usize> = (0..7)
+        let widths: Vec<usize> = (0..8)
             .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
             .collect();
         for row in &rows {
@@ -179,6 +196,13 @@ impl Report {
                 );
             }
             out.push('\n');
+            for (source, part) in &total.by_source {
+                let _ = writeln!(
+                    out,
+                    "  {source}: {} {} from {} priced facts",
+                    part.amount, self.currency, part.priced
+                );
+            }
         }
         if let Some(cursor) = &self.through {
             let _ = writeln!(out, "through cursor {cursor}");

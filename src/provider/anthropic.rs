@@ -26,10 +26,6 @@ use super::{
 use crate::config::AnthropicConfig;
 use crate::execution::{FinishReason, ReasoningPiece, Text, UsageUnit};
 
-/// Prompt tokens written to the provider's cache by this call (a part of `input_tokens`,
-/// priced differently by Anthropic, hence its own unit).
-pub const CACHE_WRITE_INPUT_TOKENS: &str = "cache_write_input_tokens";
-
 /// An Anthropic messages endpoint.
 #[derive(Debug)]
 pub struct AnthropicProvider {
@@ -61,6 +57,7 @@ impl AnthropicProvider {
                 timeouts: config.endpoint.timeouts,
                 secret: Some(config.api_key.clone()),
                 headers,
+                call: None,
             },
             default_max_tokens: config.default_max_output_tokens,
         })
@@ -390,7 +387,7 @@ impl EventDecoder {
             usage.report(UsageUnit::CACHED_INPUT_TOKENS, read);
         }
         if let Some(write) = write {
-            usage.report(UsageUnit::new(CACHE_WRITE_INPUT_TOKENS), write);
+            usage.report(UsageUnit::CACHE_WRITE_INPUT_TOKENS, write);
         }
         Ok(())
     }

@@ -98,7 +98,7 @@ pub(crate) fn post<D: Decoder>(
         call: upstream.client.call(request),
         step: Step::Head { limit },
         timer: Timer::new(by),
-        reply: Reply::new(upstream.clone(), deadline, decoder),
+        reply: Reply::new(upstream.for_call(call), deadline, decoder),
     })
 }
 
@@ -230,7 +230,13 @@ impl<D: Decoder> Exchange<D> {
                     Poll::Ready(Err(failure)) => {
                         let upstream = &self.reply.upstream;
                         // The network's account of it is for the log, not the caller.
-                        tracing::warn!(provider = %upstream.name, cause = failure.cause(), "provider response broke");
+                        tracing::warn!(
+                            execution_id = upstream.execution_id(),
+                            attempt = upstream.attempt(),
+                            provider = %upstream.name,
+                            cause = failure.cause(),
+                            "provider response broke"
+                        );
                         let error = upstream.interrupted("broke", self.reply.output_started);
                         self.fail(error);
                     }

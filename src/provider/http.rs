@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderValue};
 
-use super::ProviderInitError;
 use super::h1;
+use super::{ProviderCall, ProviderInitError};
 use crate::config::{HttpEndpointConfig, Secret, TimeoutsConfig};
+use crate::execution::ExecutionId;
 
 /// How long a pooled connection may sit unused before it is closed. It must end before the
 /// server closes it: a request sent on a connection the server is just closing fails after
@@ -108,6 +109,10 @@ pub(crate) struct Upstream {
     /// Headers every request carries (credentials, protocol version); secret ones are
     /// marked sensitive.
     pub headers: HeaderMap,
+    /// The execution and attempt a per-call copy serves ([`Upstream::for_call`]): every
+    /// warning about the call names them, as every log line of a call names its execution
+    /// (the attempt's span, at `debug`, is off at the default level).
+    pub call: Option<(ExecutionId, u32)>,
 }
 
 impl Upstream {
@@ -135,7 +140,26 @@ impl Upstream {
             timeouts,
             secret,
             headers: HeaderMap::new(),
+            call: None,
         }
+    }
+
+    /// The copy that serves one attempt: its warnings name the attempt.
+    pub fn for_call(&self, call: &ProviderCall) -> Self {
+        Self {
+            call: Some((call.execution_id, call.attempt)),
+            ..self.clone()
+        }
+    }
+
+    /// The execution the call serves, as a log field (absent on the provider's own copy).
+    pub fn execution_id(&self) -> Option<tracing::field::DisplayValue<ExecutionId>> {
+        self.call.map(|(id, _)| tracing::field::display(id))
+    }
+
+    /// The attempt the call is, as a log field.
+    pub fn attempt(&self) -> Option<u32> {
+        self.call.map(|(_, attempt)| attempt)
     }
 
     /// ``openai provider `main` ``: how messages name the provider (never its key).

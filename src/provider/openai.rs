@@ -61,6 +61,7 @@ impl OpenAiProvider {
                 timeouts: config.endpoint.timeouts,
                 secret: config.api_key.clone(),
                 headers,
+                call: None,
             },
             max_tokens_field: config.max_tokens_field,
         })

@@ -100,6 +100,7 @@ mod tests {
         Config::builder()
             .provider("p", provider)
             .policy("main", PolicySpec::new(&targets))
+            .ability("chat", crate::config::AbilitySpec::new("main"))
             .build()
             .unwrap()
     }

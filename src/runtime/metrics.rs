@@ -61,25 +61,21 @@ impl Hasher for NameHasher {
     }
 }
 
-/// Every error code, and `completed`, as `ended` counts them.
-const ENDINGS: [&str; 12] = [
-    "completed",
-    "no_capable_target",
-    "attempts_exhausted",
-    "retry_budget_exhausted",
-    "deadline_exceeded",
-    "output_interrupted",
-    "output_too_large",
-    "rejected",
-    "invalid_request",
-    "outcome_unknown",
-    "cancelled",
-    "internal_error",
-];
+/// Series of `ended` per ability: `completed`, then every error code.
+const ENDINGS: usize = ErrorCode::ALL.len() + 1;
 
+/// Where `code` (none: `completed`) is among the [`ENDINGS`].
 fn ending(code: Option<ErrorCode>) -> usize {
-    let name = code.map_or("completed", ErrorCode::as_str);
-    ENDINGS.iter().position(|e| *e == name).unwrap_or(0)
+    code.and_then(|code| ErrorCode::ALL.iter().position(|c| *c == code))
+        .map_or(0, |i| i + 1)
+}
+
+/// The `code` label of ending `i`.
+fn ending_name(i: usize) -> &'static str {
+    match i.checked_sub(1) {
+        Some(i) => ErrorCode::ALL[i].as_str(),
+        None => "completed",
+    }
 }
 
 const CLASSES: [&str; 5] = [
@@ -90,10 +86,14 @@ const CLASSES: [&str; 5] = [
     ErrorClass::OutcomeUnknown.as_str(),
 ];
 const NEXT: [&str; 4] = ["none", "retry_same_target", "fallback", "stop"];
-const UNITS: [UsageUnit; 5] = [
+/// How many [`UNITS`] there are.
+const UNIT_COUNT: usize = 6;
+/// Every unit an adapter of this version reports.
+const UNITS: [UsageUnit; UNIT_COUNT] = [
     UsageUnit::INPUT_TOKENS,
     UsageUnit::OUTPUT_TOKENS,
     UsageUnit::CACHED_INPUT_TOKENS,
+    UsageUnit::CACHE_WRITE_INPUT_TOKENS,
     UsageUnit::REASONING_TOKENS,
     UsageUnit::REQUESTS,
 ];
@@ -120,14 +120,14 @@ fn next(next: Option<NextAction>) -> usize {
 /// What one ability's executions record.
 struct AbilityMetrics {
     started: Counter,
-    ended: [Counter; ENDINGS.len()],
+    ended: [Counter; ENDINGS],
     duration: Histogram,
 }
 
 /// What one provider's model records.
 struct TargetMetrics {
     attempts: [[Counter; NEXT.len()]; CLASSES.len()],
-    usage: [Counter; 5],
+    usage: [Counter; UNIT_COUNT],
 }
 
 /// What one provider records.
@@ -202,9 +202,9 @@ impl Metrics {
                 let ability = || vec![("ability", name.to_string())];
                 let metrics = AbilityMetrics {
                     started: started.get_or_create_owned(&ability()),
-                    ended: ENDINGS.map(|code| {
+                    ended: std::array::from_fn(|i| {
                         let mut labels = ability();
-                        labels.push(("code", code.to_owned()));
+                        labels.push(("code", ending_name(i).to_owned()));
                         ended.get_or_create_owned(&labels)
                     }),
                     duration: duration.get_or_create_owned(&ability()),
@@ -277,7 +277,7 @@ impl Metrics {
         );
         registry.register(
             "time_to_first_output_seconds",
-            "From acceptance to the first output that commits, by the provider that sent it",
+            "From the attempt's request being sent (after admission) to the first output that commits, by the provider that sent it",
             first_output,
         );
         registry.register("usage_units", "Usage reported, by unit", usage.clone());

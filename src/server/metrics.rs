@@ -1,16 +1,22 @@
-//! `GET /metrics`: the runtime's metrics in the Prometheus text format, on their own
-//! address (`server.metrics_listen`). A small HTTP/1.1 responder: one request per
+//! `GET /metrics`: the runtime's metrics on their own address (`server.metrics_listen`), in
+//! OpenMetrics 1.0.0 for a scraper that asks for it (Prometheus does) and in the Prometheus
+//! text format 0.0.4 otherwise ([`format`]). A small HTTP/1.1 responder: one request per
 //! connection, its head read within a bound of size and time, then closed.
+
+mod format;
 
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use self::format::Format;
 use crate::runtime::Runtime;
 
 /// A request head larger than this, or slower than [`READ_TIMEOUT`], is dropped.
 const MAX_HEAD: usize = 8 * 1024;
+/// Headers read from a request; a head with more is answered as a bad request.
+const MAX_HEADERS: usize = 32;
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serves `runtime`'s metrics on `listener` until `shutdown` resolves.
@@ -49,22 +55,42 @@ async fn answer(runtime: &Runtime, mut stream: TcpStream) -> std::io::Result<()>
         }
         head.extend_from_slice(&buf[..n]);
     }
-    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
-    let text = if line.starts_with(b"GET /metrics ") {
-        runtime
-            .metrics_text()
-            .ok_or("metrics are off: the config sets no server.metrics_listen\n")
-    } else {
-        Err("GET /metrics\n")
-    };
-    let (status, kind, body) = match text {
-        Ok(text) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text),
-        Err(why) => ("404 Not Found", "text/plain", why.to_owned()),
-    };
+    let (status, kind, body) = respond(runtime, &head);
     let response = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nvary: accept\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(response.as_bytes()).await?;
     stream.shutdown().await
+}
+
+/// The status, content type and body that answer the request `head`.
+fn respond(runtime: &Runtime, head: &[u8]) -> (&'static str, &'static str, String) {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut headers);
+    let not_found = |why: &str| ("404 Not Found", "text/plain", why.to_owned());
+    if !matches!(request.parse(head), Ok(httparse::Status::Complete(_))) {
+        return (
+            "400 Bad Request",
+            "text/plain",
+            "not an HTTP/1.1 request head\n".to_owned(),
+        );
+    }
+    let path = request.path.unwrap_or_default();
+    let path = path.split_once('?').map_or(path, |(path, _)| path);
+    if request.method != Some("GET") || path != "/metrics" {
+        return not_found("GET /metrics\n");
+    }
+    // Several `Accept` lines are one list, in their order.
+    let accept: Vec<&str> = request
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("accept"))
+        .filter_map(|h| std::str::from_utf8(h.value).ok())
+        .collect();
+    let format = Format::negotiate((!accept.is_empty()).then(|| accept.join(",")).as_deref());
+    match runtime.metrics_text() {
+        Some(text) => ("200 OK", format.content_type(), format.write(&text)),
+        None => not_found("metrics are off: the config sets no server.metrics_listen\n"),
+    }
 }

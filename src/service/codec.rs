@@ -6,7 +6,9 @@
 //! so a 1 MiB request of them would decode to some 50 MiB. The decoder walks the bytes first
 //! ([`scan`]) and refuses a request over the caps of `runtime::limits` with the same field
 //! violation validation would give, before one element is allocated. A message that is not
-//! valid protobuf is the caller's error: `INVALID_ARGUMENT`, not tonic's `INTERNAL`.
+//! valid protobuf is the caller's error: `INVALID_ARGUMENT`, not tonic's `INTERNAL`. A
+//! compressed request reaches the decoder inflated (within the same bound: `compression`),
+//! so it is counted as a plain one is.
 
 mod scan;
 

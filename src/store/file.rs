@@ -167,9 +167,13 @@ impl FileStore {
             let done = compact::compact(&dir, current, &memory, (newest.number, listing), || false)
                 .map_err(|e| format!("cannot compact the journal in {}: {e}", dir.display()))?;
             writer.count_disk(done.written, done.removed);
+            // The proof a rotated key took over: everything is sealed with the first key now.
             tracing::info!(
-                before = replayed.disk + segment.len(),
-                after = writer.disk(),
+                dir = %dir.display(),
+                segments = replayed.segments,
+                older_keys = replayed.old_keys,
+                written = done.written,
+                removed = done.removed,
                 "compacted the journal"
             );
         }

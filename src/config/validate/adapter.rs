@@ -35,6 +35,7 @@ pub(super) fn adapter(
         ("api_key_env", raw.api_key_env.is_some(), http),
         ("proxy", raw.proxy.is_some(), http),
         ("allow_insecure_http", raw.allow_insecure_http, http),
+        ("timeouts", raw.timeouts.is_some(), http),
         (
             "max_tokens_field",
             raw.max_tokens_field.is_some(),

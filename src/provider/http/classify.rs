@@ -30,7 +30,14 @@ impl Upstream {
     /// not to the caller: it names hosts, addresses and certificate details of the
     /// deployment.
     pub fn transport_error(&self, failure: &Failure) -> ProviderError {
-        tracing::warn!(provider = %self.name, adapter = self.adapter, cause = failure.cause(), "provider request failed");
+        tracing::warn!(
+            execution_id = self.execution_id(),
+            attempt = self.attempt(),
+            provider = %self.name,
+            adapter = self.adapter,
+            cause = failure.cause(),
+            "provider request failed"
+        );
         let label = self.label();
         match failure {
             Failure::Connect { timed_out, .. } => {
@@ -278,6 +285,8 @@ impl Upstream {
     /// upstream content and may be large.
     pub fn protocol_error(&self, what: &str, offending: &str) -> ProviderError {
         tracing::warn!(
+            execution_id = self.execution_id(),
+            attempt = self.attempt(),
             provider = %self.name,
             adapter = self.adapter,
             offending = truncate(&self.redact(offending), QUOTE_LIMIT),

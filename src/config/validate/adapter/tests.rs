@@ -140,8 +140,13 @@ fn connecting_must_fit_inside_the_first_byte_wait() {
         );
     }
     load("adapter = \"openai\"\nbase_url = \"http://x/v1\"\ntimeouts = { connect = \"100ms\", first_byte = \"200ms\" }").unwrap();
-    // The scripted adapter connects nowhere.
-    load("adapter = \"scripted\"\ntimeouts = { first_byte = \"1s\" }").unwrap();
+    // The scripted adapter connects nowhere: timeouts are not its to take.
+    let (key, reason) = error("adapter = \"scripted\"\ntimeouts = { first_byte = \"1s\" }");
+    assert_eq!(key, "providers.p.timeouts");
+    assert!(
+        reason.contains("does not apply to the `scripted` adapter"),
+        "{reason}"
+    );
 }
 
 #[test]

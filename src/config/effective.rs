@@ -1,0 +1,50 @@
+//! The configuration in effect, written back as TOML, for `check-config` to show: the file's
+//! values, every key it leaves out at its default, and the defaults validation settles (an
+//! HTTP adapter's timeouts and protocol settings, a policy's `min_attempt_time`, the file
+//! store's disk bound). It is the file's own shapes written out, so a key added to them shows
+//! without more code, and what it writes is itself a config that passes. Secrets are named by
+//! where they are read from (`api_key_env`, `key_env`, `keys`), as the file names them; their
+//! values are never in it.
+
+use super::raw::{RawConfig, RawTimeouts};
+use super::{AdapterConfig, Config, StoreKind, TimeoutsConfig};
+
+/// `raw`, the file as read, with what `config`, its validation, settled filled in; as TOML.
+pub(super) fn effective(mut raw: RawConfig, config: &Config) -> String {
+    if let StoreKind::File(file) = &config.store.kind {
+        raw.store.max_disk_bytes = Some(file.max_disk_bytes);
+    }
+    for (name, provider) in &mut raw.providers {
+        let Some(validated) = config.providers.get(name.as_str()) else {
+            continue;
+        };
+        match &validated.adapter {
+            AdapterConfig::Scripted => {}
+            AdapterConfig::OpenAi(openai) => {
+                provider.timeouts = Some(timeouts(openai.endpoint.timeouts));
+                provider.max_tokens_field = Some(openai.max_tokens_field.as_str().to_owned());
+            }
+            AdapterConfig::Anthropic(anthropic) => {
+                provider.timeouts = Some(timeouts(anthropic.endpoint.timeouts));
+                provider.anthropic_version = Some(anthropic.version.clone());
+                provider.default_max_output_tokens = Some(anthropic.default_max_output_tokens);
+            }
+        }
+    }
+    for (name, policy) in &mut raw.policies {
+        if let Some(validated) = config.policies.get(name.as_str()) {
+            policy.min_attempt_time = Some(validated.min_attempt_time);
+        }
+    }
+    // Plain strings, numbers, booleans, tables and arrays of tables: TOML has a form for
+    // each, so writing them cannot fail.
+    toml::to_string(&raw).unwrap_or_default()
+}
+
+fn timeouts(t: TimeoutsConfig) -> RawTimeouts {
+    RawTimeouts {
+        connect: t.connect,
+        first_byte: t.first_byte,
+        idle: t.idle,
+    }
+}
