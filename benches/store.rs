@@ -87,6 +87,7 @@ async fn running(store: &dyn EventStore) -> ExecutionId {
             policy: "main".into(),
             required_capabilities: Vec::new(),
             targets: Vec::new(),
+            ended_before_routing: None,
         })),
         EventPayload::AttemptStarted(Arc::new(AttemptStart {
             attempt: 1,

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::adapters::{KEY, anthropic_at, data, env, event, openai_at};
+use common::adapters::{self, KEY, anthropic_at, data, env, event, openai_at};
 use common::anthropic::{
     block_start, block_stop, delta, message_delta, message_start, message_stop, text_delta,
 };
@@ -17,9 +17,11 @@ use common::upstream::{Upstream, sse};
 use common::*;
 use model_runtime::Config;
 use model_runtime::config::{AbilitySpec, PolicySpec};
+use model_runtime::execution::UsageUnit;
 use model_runtime::pb;
 use model_runtime::pb::execution_event::Payload;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
+use model_runtime::provider::{ProviderError, ProviderEvent};
 
 const USAGE: &str = r#"{"input_tokens":12,"output_tokens":1}"#;
 const THINKING: &str = r#"{"type":"thinking","thinking":"","signature":""}"#;
@@ -250,4 +252,56 @@ async fn a_reasoning_budget_must_leave_room_for_the_answer() {
     );
     execute(&mut server.client, r).await;
     server.stop().await;
+}
+
+/// What a call's events say of its usage.
+fn usage_of(items: &[Result<ProviderEvent, ProviderError>]) -> Vec<ProviderEvent> {
+    items
+        .iter()
+        .filter_map(|item| match item {
+            Ok(event @ ProviderEvent::Usage(_)) => Some(event.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_reply_of_reasoning_alone_still_reports_its_estimated_usage() {
+    let thinking = [
+        openai_chunk(r#"{"role":"assistant","content":""}"#, "null"),
+        openai_chunk(r#"{"reasoning_content":"Hmm, "}"#, "null"),
+        openai_chunk(r#"{"reasoning_content":"let me see."}"#, "null"),
+    ];
+    // Finished with no answer and no usage; and cut before it finished.
+    let finished: Vec<String> = thinking
+        .iter()
+        .cloned()
+        .chain([openai_chunk("{}", r#""length""#), data("[DONE]")])
+        .collect();
+    for (reply, ends_well) in [(finished, true), (thinking.to_vec(), false)] {
+        let upstream = Upstream::always(sse(&reply)).await;
+        let config = adapters::config(openai_at(&upstream.base_url(), "r1"));
+        let items = adapters::call(&adapters::provider(&config)).await;
+        let (events, error) = adapters::split(items.clone());
+        assert_eq!(error.is_none(), ends_well, "{events:?} {error:?}");
+        assert_eq!(
+            usage_of(&items),
+            [
+                adapters::estimated(UsageUnit::OUTPUT_TOKENS, 2),
+                adapters::estimated(UsageUnit::REASONING_TOKENS, 2),
+            ],
+            "ends well: {ends_well}"
+        );
+        if ends_well {
+            let note = events.iter().find_map(|e| match e {
+                ProviderEvent::Progress(note) => Some(note.to_string()),
+                _ => None,
+            });
+            let note = note.expect("a note that the provider reported nothing");
+            assert!(
+                note.contains("2 streamed piece(s), 2 of them reasoning"),
+                "{note}"
+            );
+        }
+    }
 }

@@ -69,7 +69,8 @@ pub fn json(event: &pb::ExecutionEvent) -> Value {
             let p = r.plan.clone().unwrap_or_default();
             json!({"policy": p.policy, "required_capabilities": p.required_capabilities,
                    "targets": p.targets.iter().map(|t| json!({"provider": t.provider, "model": t.model,
-                       "kept": t.kept, "reason": t.reason, "missing_capabilities": t.missing_capabilities})).collect::<Vec<_>>()})
+                       "kept": t.kept, "reason": t.reason, "missing_capabilities": t.missing_capabilities})).collect::<Vec<_>>(),
+                   "ended_before_routing": p.ended_before_routing})
         }
         Some(Payload::AttemptStarted(a)) => {
             json!({"attempt": a.attempt, "provider": a.provider, "model": a.model})
@@ -149,7 +150,11 @@ pub fn line(event: &pb::ExecutionEvent) -> Option<String> {
                     }
                 })
                 .collect();
-            format!("policy={} targets=[{}]", p.policy, targets.join(", "))
+            if p.ended_before_routing.is_empty() {
+                format!("policy={} targets=[{}]", p.policy, targets.join(", "))
+            } else {
+                format!("policy={} not routed: {}", p.policy, p.ended_before_routing)
+            }
         }
         Some(Payload::AttemptStarted(a)) => {
             format!("attempt {} on {}/{}", a.attempt, a.provider, a.model)

@@ -45,6 +45,7 @@ pub fn routing() -> EventPayload {
         policy: "default".into(),
         required_capabilities: Vec::new(),
         targets: Vec::new(),
+        ended_before_routing: None,
     }))
 }
 

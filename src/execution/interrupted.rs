@@ -32,11 +32,16 @@ pub fn interrupted(view: &Execution, events: &[Event], why: Interruption) -> Vec
     let mut ending = Vec::new();
     match view.state {
         state if state.is_terminal() => return ending,
-        // The state machine has no ACCEPTED -> FAILED edge: an empty routing step first.
+        // The state machine has no ACCEPTED -> FAILED edge: a routing step first, saying
+        // that no plan was made, and why (never an empty plan, which would say the policy
+        // had no targets).
         ExecutionState::Accepted => ending.push(EventPayload::Routing(Arc::new(RoutingPlan {
             policy: view.policy.clone(),
             required_capabilities: Vec::new(),
             targets: Vec::new(),
+            ended_before_routing: Some(
+                format!("ended with {} before it was routed", why.code.as_str()).into(),
+            ),
         }))),
         _ => {}
     }
@@ -83,4 +88,48 @@ pub fn interrupted(view: &Execution, events: &[Event], why: Interruption) -> Vec
         cancel_reason: None,
     })));
     ending
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::execution::fixtures::accepted;
+    use crate::execution::{ExecutionId, Lifecycle};
+
+    /// An execution still ACCEPTED is ended through a routing step that says no plan was
+    /// made, and why: never an empty plan, which would say its policy had no targets.
+    #[test]
+    fn an_accepted_execution_ends_saying_it_was_never_routed() {
+        let mut lifecycle = Lifecycle::default();
+        let state = lifecycle.apply(&accepted()).unwrap();
+        let event = Event {
+            sequence: 1,
+            time: SystemTime::now(),
+            state,
+            payload: accepted(),
+        };
+        let view =
+            Execution::from_accepted(&event, ExecutionId::new(), Arc::default(), None).unwrap();
+        let why = Interruption {
+            code: ErrorCode::OutcomeUnknown,
+            message: "the runtime stopped".into(),
+            attempt_message: String::new(),
+            idle_outcome: Outcome::NotStarted,
+        };
+        let ending = interrupted(&view, &[event], why);
+        let [EventPayload::Routing(plan), EventPayload::Failed(failure)] = &ending[..] else {
+            panic!("{ending:?}")
+        };
+        assert!(plan.targets.is_empty());
+        assert_eq!(
+            plan.ended_before_routing.as_deref(),
+            Some("ended with outcome_unknown before it was routed")
+        );
+        assert_eq!(failure.error.outcome, Outcome::NotStarted);
+        for payload in &ending {
+            lifecycle.apply(payload).unwrap();
+        }
+    }
 }

@@ -12,6 +12,12 @@ pub struct RoutingPlan {
     pub required_capabilities: Vec<String>,
     /// The candidates in order.
     pub targets: Vec<PlanTarget>,
+    /// Why, when the execution ended before it was routed (the runtime failed, or stopped,
+    /// first): the plan is then empty, and says nothing of the policy's targets. The
+    /// draft's diagram reaches FAILED only through ROUTING, so such an ending still passes
+    /// here, saying so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_before_routing: Option<Arc<str>>,
 }
 
 impl RoutingPlan {

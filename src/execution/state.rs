@@ -8,9 +8,14 @@
 //! ACCEPTED | ROUTING | RUNNING -> CANCELLED
 //!            ROUTING | RUNNING -> FAILED
 //! ```
+//!
+//! Besides the state, two facts decide what may come next: whether the running attempt has
+//! committed output (then it may not return to routing), and whether a failed attempt said
+//! the execution stops (then only its terminal failure may follow, with usage and progress
+//! as evidence: no output, no new attempt, no success).
 
 use crate::execution::commit::after_failure;
-use crate::execution::{ErrorCode, EventPayload};
+use crate::execution::{ErrorCode, EventPayload, NextAction};
 
 /// The lifecycle state of an execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,6 +69,8 @@ pub struct IllegalTransition {
 pub struct Lifecycle {
     state: Option<ExecutionState>,
     output_committed: bool,
+    /// A failed attempt's next action was to stop.
+    stopping: bool,
 }
 
 impl Lifecycle {
@@ -94,6 +101,14 @@ impl Lifecycle {
                 _ => Err(illegal()),
             };
         };
+        if self.stopping
+            && !matches!(
+                event,
+                EventPayload::Failed(_) | EventPayload::Usage(_) | EventPayload::Progress { .. }
+            )
+        {
+            return Err(illegal());
+        }
         let to = match (from, event) {
             (Accepted, EventPayload::Routing(_)) => Routing,
             (Routing, EventPayload::AttemptStarted { .. }) => Running,
@@ -123,6 +138,11 @@ impl Lifecycle {
             (Routing | Running, EventPayload::Failed(_)) => Failed,
             _ => return Err(illegal()),
         };
+        if let EventPayload::AttemptFailed(record) = event
+            && !record.next_action.is_some_and(NextAction::continues)
+        {
+            self.stopping = true;
+        }
         if event.commits_output() {
             self.output_committed = true;
         } else if to == Routing {

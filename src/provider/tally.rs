@@ -2,7 +2,8 @@
 //! (the last value wins), and a stream may break before the report: what is known is still
 //! reported when the call ends, whichever way it ends. A quantity the provider did not report
 //! is never a silent zero: output tokens are then estimated (and labelled so) from the pieces
-//! streamed, and a completed call that reported nothing says so in a progress note.
+//! streamed, reasoning pieces among them (reasoning is output a model is billed for), and a
+//! completed call that reported nothing says so in a progress note.
 
 use super::ProviderEvent;
 use crate::execution::{UsageQuantity, UsageSource, UsageUnit};
@@ -12,8 +13,10 @@ use crate::execution::{UsageQuantity, UsageSource, UsageUnit};
 pub(crate) struct UsageTally {
     /// Provider-reported quantities in first-report order; a later report replaces the value.
     reported: Vec<(UsageUnit, u64)>,
-    /// Output pieces (text or tool-argument deltas) streamed: the estimate's basis.
+    /// Output pieces (text or tool-argument deltas) and reasoning pieces streamed: the
+    /// estimates' basis.
     pieces: u64,
+    reasoning: u64,
 }
 
 impl UsageTally {
@@ -30,6 +33,11 @@ impl UsageTally {
         self.pieces += 1;
     }
 
+    /// One piece of reasoning text was streamed.
+    pub fn count_reasoning(&mut self) {
+        self.reasoning += 1;
+    }
+
     /// What is known now, without taking it: the reported quantities, and the output
     /// estimate while the provider has not reported output.
     pub fn known(&self) -> Vec<UsageQuantity> {
@@ -44,13 +52,27 @@ impl UsageTally {
                 quantity_of(unit.clone(), *quantity, UsageSource::ProviderReported)
             })
             .collect();
-        if !has_output && self.pieces > 0 {
+        let streamed = self.pieces.saturating_add(self.reasoning);
+        if !has_output && streamed > 0 {
             // Streaming servers send about one token per piece: an estimate, and labelled so.
+            // Reasoning is part of the output, as providers count it.
             known.push(quantity_of(
                 UsageUnit::OUTPUT_TOKENS,
-                self.pieces,
+                streamed,
                 UsageSource::RuntimeEstimated,
             ));
+            if self.reasoning > 0
+                && !self
+                    .reported
+                    .iter()
+                    .any(|(u, _)| *u == UsageUnit::REASONING_TOKENS)
+            {
+                known.push(quantity_of(
+                    UsageUnit::REASONING_TOKENS,
+                    self.reasoning,
+                    UsageSource::RuntimeEstimated,
+                ));
+            }
         }
         known
     }
@@ -63,8 +85,9 @@ impl UsageTally {
         if completed && self.reported.is_empty() {
             events.push(ProviderEvent::Progress(smol_str::format_smolstr!(
                 "the provider reported no usage; output_tokens is estimated from {} \
-                 streamed piece(s) and input_tokens is unknown",
-                self.pieces
+                 streamed piece(s), {} of them reasoning, and input_tokens is unknown",
+                self.pieces.saturating_add(self.reasoning),
+                self.reasoning
             )));
         }
         *self = Self::default();
@@ -86,6 +109,34 @@ mod tests {
 
     fn usage(unit: UsageUnit, quantity: u64, source: UsageSource) -> ProviderEvent {
         ProviderEvent::Usage(quantity_of(unit, quantity, source))
+    }
+
+    #[test]
+    fn a_reply_of_reasoning_only_is_estimated_too() {
+        let mut tally = UsageTally::default();
+        tally.count_reasoning();
+        tally.count_reasoning();
+        assert_eq!(
+            tally.known(),
+            [
+                quantity_of(UsageUnit::OUTPUT_TOKENS, 2, UsageSource::RuntimeEstimated),
+                quantity_of(
+                    UsageUnit::REASONING_TOKENS,
+                    2,
+                    UsageSource::RuntimeEstimated
+                ),
+            ]
+        );
+        // A reported output count stands; reasoning is not estimated beside it.
+        tally.report(UsageUnit::OUTPUT_TOKENS, 9);
+        assert_eq!(
+            tally.known(),
+            [quantity_of(
+                UsageUnit::OUTPUT_TOKENS,
+                9,
+                UsageSource::ProviderReported
+            )]
+        );
     }
 
     #[test]

@@ -75,6 +75,7 @@ pub fn plan(config: &Config, policy: &PolicyConfig, required: &BTreeSet<String>)
         policy: policy.name.clone(),
         required_capabilities: required.iter().cloned().collect(),
         targets,
+        ended_before_routing: None,
     }
 }
 

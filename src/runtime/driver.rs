@@ -119,6 +119,10 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) -> Opti
             policy: view.policy.clone(),
             required_capabilities: Vec::new(),
             targets: Vec::new(),
+            ended_before_routing: Some(
+                format!("ended with internal_error before it was routed (error id {error_id})")
+                    .into(),
+            ),
         };
         if let Err(e) = store
             .append(id, EventPayload::Routing(Arc::new(plan)))

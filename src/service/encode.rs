@@ -189,6 +189,11 @@ fn plan(p: &RoutingPlan) -> pb::RoutingPlan {
                 missing_capabilities: t.missing_capabilities.clone(),
             })
             .collect(),
+        ended_before_routing: p
+            .ended_before_routing
+            .as_deref()
+            .map(str::to_owned)
+            .unwrap_or_default(),
     }
 }
 

@@ -208,6 +208,9 @@ impl Fields for RoutingPlan {
         for target in &self.targets {
             out.message(plan_field::TARGETS, target);
         }
+        if let Some(why) = &self.ended_before_routing {
+            out.text(plan_field::ENDED_BEFORE_ROUTING, why);
+        }
     }
 }
 

@@ -114,6 +114,129 @@ fn drawn(from: Option<ExecutionState>, to: ExecutionState) -> bool {
     )
 }
 
+/// The protocol's rules written again, independently of `Lifecycle`, as a model over the
+/// script's kinds: the state after each event, or `None` where the event is not allowed.
+#[derive(Debug, Default)]
+struct Model {
+    state: Option<ExecutionState>,
+    committed: bool,
+    stopping: bool,
+}
+
+impl Model {
+    fn step(&mut self, kind: Kind) -> Option<ExecutionState> {
+        use ExecutionState::*;
+        let state = self.state;
+        let evidence = matches!(kind, Kind::Usage | Kind::Progress);
+        let ending = matches!(kind, Kind::Failed | Kind::Cancelled);
+        // After the terminal event nothing; after a stop only the end and its evidence.
+        if state.is_some_and(ExecutionState::is_terminal)
+            || (self.stopping && !(evidence || ending))
+        {
+            return None;
+        }
+        let to = match (state?, kind) {
+            (Accepted, Kind::Routing) => Routing,
+            (Accepted | Routing | Running, Kind::Cancelled) => Cancelled,
+            (Routing | Running, Kind::Failed) => Failed,
+            (Routing, Kind::Started) => Running,
+            (Routing | Running, Kind::Usage | Kind::Progress) => state?,
+            (Routing, Kind::FailedRetry) => Routing,
+            (Running, Kind::FailedRetry) if !self.committed => Routing,
+            (Routing | Running, Kind::FailedStop) => state?,
+            (Running, Kind::Delta | Kind::Reasoning | Kind::Completed) => {
+                if matches!(kind, Kind::Completed) {
+                    Succeeded
+                } else {
+                    Running
+                }
+            }
+            _ => return None,
+        };
+        match kind {
+            Kind::Delta => self.committed = true,
+            Kind::Started => self.committed = false,
+            Kind::FailedStop => self.stopping = true,
+            _ => {}
+        }
+        self.state = Some(to);
+        Some(to)
+    }
+}
+
+impl Kind {
+    fn first(self) -> Option<ExecutionState> {
+        matches!(self, Kind::Accepted).then_some(ExecutionState::Accepted)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Every generated sequence: the transition function accepts exactly what the model of
+    /// the protocol's rules accepts, and ends in the same state.
+    #[test]
+    fn the_transition_function_is_the_protocols_rules(script in prop::collection::vec(kind(), 0..60)) {
+        let mut lifecycle = Lifecycle::default();
+        let mut model = Model::default();
+        for kind in script {
+            let expected = match model.state {
+                None => {
+                    let first = kind.first();
+                    if first.is_some() { model.state = first; }
+                    first
+                }
+                Some(_) => model.step(kind),
+            };
+            let event = payload(kind, model.committed && !matches!(kind, Kind::Started));
+            let got = lifecycle.apply(&event).ok();
+            prop_assert_eq!(got, expected, "{:?} after {:?}", kind, lifecycle);
+            prop_assert_eq!(lifecycle.state(), model.state);
+        }
+    }
+}
+
+/// Sequences that keep going past a stop, as the seed that found it: output, a success or a
+/// new attempt after a failed attempt said stop are refused; the end and its evidence are not.
+#[test]
+fn nothing_but_the_end_follows_a_stop() {
+    let stopped = || {
+        let mut l = Lifecycle::default();
+        for e in [accepted(), routing(), attempt_started(1)] {
+            l.apply(&e).unwrap();
+        }
+        l.apply(&attempt_failed(NextAction::Stop, false)).unwrap();
+        l
+    };
+    for refused in [
+        text(1, "more"),
+        completed(1, "x"),
+        attempt_started(2),
+        attempt_failed(NextAction::Fallback, false),
+        attempt_failed(NextAction::Stop, false),
+        payload(Kind::Reasoning, false),
+    ] {
+        let mut l = stopped();
+        assert!(
+            l.apply(&refused).is_err(),
+            "{} after a stop",
+            refused.type_name()
+        );
+    }
+    let mut l = stopped();
+    l.apply(&payload(Kind::Usage, false)).unwrap();
+    l.apply(&payload(Kind::Progress, false)).unwrap();
+    assert_eq!(
+        l.apply(&failed(ErrorCode::AttemptsExhausted)).unwrap(),
+        ExecutionState::Failed
+    );
+    // Cancellation ends it too.
+    assert_eq!(
+        stopped().apply(&failed(ErrorCode::Cancelled)).unwrap(),
+        ExecutionState::Cancelled
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 

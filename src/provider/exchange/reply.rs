@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Decoder, Item, bound};
-use crate::execution::{FinishReason, UsageQuantity};
+use crate::execution::{FinishReason, ReasoningPiece, UsageQuantity};
 use crate::provider::http::Upstream;
 use crate::provider::sse::{SseEvent, SseParser};
 use crate::provider::tally::UsageTally;
@@ -105,6 +105,7 @@ impl<D: Decoder> Reply<D> {
                     self.output_started = true;
                 }
                 ProviderEvent::ToolCallStarted { .. } => self.output_started = true,
+                ProviderEvent::Reasoning(ReasoningPiece::Text, _) => self.usage.count_reasoning(),
                 _ => {}
             }
             self.pending.push_back(Ok(event));

@@ -53,6 +53,13 @@ fn payloads() -> Vec<EventPayload> {
                     missing_capabilities: vec!["vision".into(), String::new()],
                 },
             ],
+            ended_before_routing: None,
+        })),
+        EventPayload::Routing(Arc::new(RoutingPlan {
+            policy: "default".into(),
+            required_capabilities: Vec::new(),
+            targets: Vec::new(),
+            ended_before_routing: Some("the runtime stopped first".into()),
         })),
         attempt_started(1),
         attempt_started(0),

@@ -77,12 +77,16 @@ fn plan() -> impl Strategy<Value = RoutingPlan> {
         name(),
         prop::collection::vec(text(), 0..4),
         prop::collection::vec(target(), 0..4),
+        prop::option::of(text()),
     )
-        .prop_map(|(policy, required_capabilities, targets)| RoutingPlan {
-            policy,
-            required_capabilities,
-            targets,
-        })
+        .prop_map(
+            |(policy, required_capabilities, targets, ended)| RoutingPlan {
+                policy,
+                required_capabilities,
+                targets,
+                ended_before_routing: ended.map(Into::into),
+            },
+        )
 }
 
 fn source() -> impl Strategy<Value = UsageSource> {

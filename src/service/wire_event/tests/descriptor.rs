@@ -72,6 +72,7 @@ fn every_field_set() -> Vec<EventPayload> {
                 reason: Some("why".into()),
                 missing_capabilities: vec!["vision".into()],
             }],
+            ended_before_routing: Some("why not".into()),
         })),
         EventPayload::AttemptStarted(Arc::new(AttemptStart {
             attempt: 1,
