@@ -18,7 +18,7 @@ use std::time::Duration;
 
 pub use builder::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
 pub use script::{Chunk, FailError, Script, ScriptedToolCall};
-pub use secret::{Secret, StoreKey};
+pub use secret::{ProxyUrl, Secret, StoreKey};
 
 /// The embedded default configuration.
 pub const DEFAULT_TOML: &str = include_str!("config/default.toml");
@@ -189,7 +189,7 @@ pub struct HttpEndpointConfig {
     pub timeouts: TimeoutsConfig,
     /// An HTTP proxy every request goes through; `None` (the default) connects directly and
     /// ignores `HTTP_PROXY`/`HTTPS_PROXY` in the environment.
-    pub proxy: Option<String>,
+    pub proxy: Option<ProxyUrl>,
 }
 
 /// `[providers.NAME] timeouts`.

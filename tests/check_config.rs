@@ -30,6 +30,7 @@ const MINIMAL: &str = r#"
 adapter = "openai"
 base_url = "https://api.openai.com/v1"
 api_key_env = "CHECK_CONFIG_TEST_KEY"
+proxy = "http://squid:proxy-very-secret@127.0.0.1:3128"
 [[providers.openai.models]]
 name = "gpt-4o-mini"
 capabilities = ["text"]
@@ -77,6 +78,14 @@ fn a_valid_config_is_shown_with_every_value_in_effect() {
     assert!(
         !stdout.contains(secret),
         "a secret's value is never shown:\n{stdout}"
+    );
+    assert!(
+        !stdout.contains("proxy-very-secret") && !stdout.contains("squid"),
+        "nor a proxy's credentials:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("proxy = \"http://REDACTED@127.0.0.1:3128/\""),
+        "{stdout}"
     );
     // What is shown is itself a config that passes.
     let effective = stdout.split_once('\n').unwrap().1;

@@ -4,10 +4,10 @@
 //! store's disk bound). It is the file's own shapes written out, so a key added to them shows
 //! without more code, and what it writes is itself a config that passes. Secrets are named by
 //! where they are read from (`api_key_env`, `key_env`, `keys`), as the file names them; their
-//! values are never in it.
+//! values are never in it, nor a proxy's credentials (shown as `REDACTED`).
 
 use super::raw::{RawConfig, RawTimeouts};
-use super::{AdapterConfig, Config, StoreKind, TimeoutsConfig};
+use super::{AdapterConfig, Config, ProxyUrl, StoreKind, TimeoutsConfig};
 
 /// `raw`, the file as read, with what `config`, its validation, settled filled in; as TOML.
 pub(super) fn effective(mut raw: RawConfig, config: &Config) -> String {
@@ -21,10 +21,12 @@ pub(super) fn effective(mut raw: RawConfig, config: &Config) -> String {
         match &validated.adapter {
             AdapterConfig::Scripted => {}
             AdapterConfig::OpenAi(openai) => {
+                provider.proxy = openai.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
                 provider.timeouts = Some(timeouts(openai.endpoint.timeouts));
                 provider.max_tokens_field = Some(openai.max_tokens_field.as_str().to_owned());
             }
             AdapterConfig::Anthropic(anthropic) => {
+                provider.proxy = anthropic.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
                 provider.timeouts = Some(timeouts(anthropic.endpoint.timeouts));
                 provider.anthropic_version = Some(anthropic.version.clone());
                 provider.default_max_output_tokens = Some(anthropic.default_max_output_tokens);

@@ -72,6 +72,45 @@ impl StoreKey {
     }
 }
 
+/// A proxy URL, which may carry the proxy's credentials (`http://user:password@host:port`).
+/// `Debug` shows where it points with any credentials replaced, so a config, a provider or
+/// an error formatted for a log never carries them; [`ProxyUrl::expose`] is for connecting.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProxyUrl(Arc<str>);
+
+impl ProxyUrl {
+    /// Wraps a URL, already checked to be an http(s) URL.
+    pub fn new(url: impl Into<Arc<str>>) -> Self {
+        Self(url.into())
+    }
+
+    /// The URL itself, credentials included: for connecting, never for formatting.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// The URL with its user and password, if any, replaced by `REDACTED` (still a URL).
+    pub fn redacted(&self) -> String {
+        match url::Url::parse(&self.0) {
+            Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
+                // Setting credentials fails only for URLs that cannot have them (no host),
+                // which an http(s) URL always has.
+                let _ = url.set_username("REDACTED");
+                let _ = url.set_password(None);
+                url.to_string()
+            }
+            Ok(_) => self.0.to_string(),
+            Err(_) => "<unparsable URL>".to_owned(),
+        }
+    }
+}
+
+impl fmt::Debug for ProxyUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ProxyUrl({})", self.redacted())
+    }
+}
+
 fn hex(digit: u8) -> u8 {
     match digit {
         b'0'..=b'9' => digit - b'0',
@@ -107,6 +146,19 @@ mod tests {
         assert!(
             !debug.contains("0011") && debug.contains("from test"),
             "{debug}"
+        );
+    }
+
+    #[test]
+    fn a_proxy_url_never_shows_its_credentials() {
+        let proxy = ProxyUrl::new("http://user:p%40ss@proxy.internal:3128");
+        let shown = format!("{proxy:?} {:?}", Some(proxy.clone()));
+        assert!(!shown.contains("p%40ss") && !shown.contains("user"), "{shown}");
+        assert!(shown.contains("proxy.internal:3128"), "{shown}");
+        assert_eq!(proxy.expose(), "http://user:p%40ss@proxy.internal:3128");
+        assert_eq!(
+            ProxyUrl::new("http://proxy.internal:3128").redacted(),
+            "http://proxy.internal:3128"
         );
     }
 

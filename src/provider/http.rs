@@ -47,7 +47,7 @@ impl HttpClients {
             .map_err(|e| ProviderInitError::new(name, format!("base_url: {e}")))?;
         let settings = h1::Settings {
             connect_timeout: endpoint.timeouts.connect,
-            proxy: endpoint.proxy.clone(),
+            proxy: endpoint.proxy.as_ref().map(|p| p.expose().to_owned()),
             max_idle: usize::try_from(max_concurrency).unwrap_or(usize::MAX),
             idle_timeout: POOL_IDLE,
         };

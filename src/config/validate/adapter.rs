@@ -4,7 +4,7 @@ use super::{Env, invalid};
 use crate::config::raw::RawProvider;
 use crate::config::{
     AdapterConfig, AnthropicConfig, ConfigError, HttpEndpointConfig, MaxTokensField, OpenAiConfig,
-    Secret, TimeoutsConfig,
+    ProxyUrl, Secret, TimeoutsConfig,
 };
 
 /// The `anthropic-version` header when the file sets none: the current version of the
@@ -78,23 +78,42 @@ pub(super) fn adapter(
         }
         let url_key = format!("{key}.base_url");
         let base_url = base_url(&url_key, kind, raw.base_url.as_deref())?;
-        if with_key && !raw.allow_insecure_http && !secure_enough(&base_url) {
-            return Err(invalid(
-                url_key,
-                format!(
-                    "would send the API key over plain http to a host that is not this machine; \
-                     use https, or set {key}.allow_insecure_http = true"
-                ),
-            ));
+        let proxy_key = format!("{key}.proxy");
+        let proxy = raw
+            .proxy
+            .as_deref()
+            .map(|p| proxy(&proxy_key, p))
+            .transpose()?;
+        if with_key && !raw.allow_insecure_http {
+            if !secure_enough(&base_url) {
+                return Err(invalid(
+                    url_key,
+                    format!(
+                        "would send the API key over plain http to a host that is not this \
+                         machine; use https, or set {key}.allow_insecure_http = true"
+                    ),
+                ));
+            }
+            // A plain-http request goes to the proxy as it is, key and all (an https target
+            // is tunnelled through it, encrypted end to end): the proxy is where the bytes go.
+            if let Some(proxy) = &proxy
+                && base_url.starts_with("http:")
+                && !secure_enough(proxy.expose())
+            {
+                return Err(invalid(
+                    proxy_key,
+                    format!(
+                        "would carry the API key in clear text to a proxy that is not this \
+                         machine (a plain-http base_url is sent to the proxy as it is); use an \
+                         https proxy or base_url, or set {key}.allow_insecure_http = true"
+                    ),
+                ));
+            }
         }
         Ok(HttpEndpointConfig {
             base_url,
             timeouts,
-            proxy: raw
-                .proxy
-                .as_deref()
-                .map(|p| proxy(&format!("{key}.proxy"), p))
-                .transpose()?,
+            proxy,
         })
     };
     let api_key = |var: &str| api_key(&format!("{key}.api_key_env"), var, env);
@@ -197,13 +216,14 @@ fn secure_enough(base_url: &str) -> bool {
     }
 }
 
-/// A proxy URL (http or https).
-fn proxy(key: &str, text: &str) -> Result<String, ConfigError> {
+/// A proxy URL (http or https). The text is never echoed in an error: it may carry the
+/// proxy's credentials.
+fn proxy(key: &str, text: &str) -> Result<ProxyUrl, ConfigError> {
     let url = url::Url::parse(text).map_err(|e| invalid(key, format!("is not a URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(invalid(key, "must be an http:// or https:// URL"));
     }
-    Ok(text.to_owned())
+    Ok(ProxyUrl::new(text))
 }
 
 /// Reads the key from the variable `var`. Errors name the variable, never the value.

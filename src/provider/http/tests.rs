@@ -8,6 +8,7 @@ use http::header::{HeaderMap, HeaderValue};
 use super::classify::{retry_after, truncate};
 use super::detail::ErrorDetail;
 use super::*;
+use crate::config::ProxyUrl;
 use crate::execution::ErrorClass;
 
 fn upstream() -> Upstream {
@@ -304,14 +305,14 @@ fn plain_http_needs_no_tls_and_a_bad_proxy_names_the_provider() {
     let mut endpoint = HttpEndpointConfig {
         base_url: "http://127.0.0.1:9/v1".to_owned(),
         timeouts: upstream().timeouts,
-        proxy: Some("http://user:p%40ss@127.0.0.1:3128".to_owned()),
+        proxy: Some(ProxyUrl::new("http://user:p%40ss@127.0.0.1:3128")),
     };
     clients.client("p", &endpoint, "/messages", 4).unwrap();
     assert!(
         clients.tls.is_none(),
         "TLS is set up only when https needs it"
     );
-    endpoint.proxy = Some("socks5://127.0.0.1:1080".to_owned());
+    endpoint.proxy = Some(ProxyUrl::new("socks5://127.0.0.1:1080"));
     let error = clients.client("p", &endpoint, "/messages", 4).unwrap_err();
     assert_eq!(
         error.to_string(),

@@ -232,7 +232,7 @@ fn a_proxy_is_an_http_url_for_an_http_adapter() {
         panic!("openai");
     };
     assert_eq!(
-        openai.endpoint.proxy.as_deref(),
+        openai.endpoint.proxy.as_ref().map(ProxyUrl::expose),
         Some("http://proxy.internal:3128")
     );
     assert_eq!(
@@ -243,4 +243,39 @@ fn a_proxy_is_an_http_url_for_an_http_adapter() {
         error("adapter = \"scripted\"\nproxy = \"http://x\"").0,
         "providers.p.proxy"
     );
+}
+
+/// A key to a plain-http target travels as it is to the proxy, so the proxy is where the
+/// bytes go: it must be this machine or reached over https.
+#[test]
+fn a_key_over_plain_http_goes_through_no_proxy_on_another_machine_unless_allowed() {
+    let local = "adapter = \"openai\"\nbase_url = \"http://127.0.0.1:8000/v1\"\napi_key_env = \"TEST_KEY\"";
+    let remote_proxy = format!("{local}\nproxy = \"http://u:secret@10.9.9.9:3128\"");
+    let (key, reason) = error(&remote_proxy);
+    assert_eq!(key, "providers.p.proxy");
+    assert!(reason.contains("clear text"), "{reason}");
+    assert!(!reason.contains("secret"), "{reason}");
+    assert!(load(&format!("{remote_proxy}\nallow_insecure_http = true")).is_ok());
+    for proxy in ["https://10.9.9.9:3128", "http://127.0.0.1:3128"] {
+        assert!(
+            load(&format!("{local}\nproxy = \"{proxy}\"")).is_ok(),
+            "{proxy}"
+        );
+    }
+    // An https target is tunnelled through any proxy, encrypted end to end.
+    let https = "adapter = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\napi_key_env = \"TEST_KEY\"\nproxy = \"http://10.9.9.9:3128\"";
+    assert!(load(https).is_ok());
+    // Without a key there is nothing to leak.
+    assert!(load("adapter = \"openai\"\nbase_url = \"http://127.0.0.1:8000/v1\"\nproxy = \"http://10.9.9.9:3128\"").is_ok());
+}
+
+#[test]
+fn proxy_credentials_never_show_in_debug_output() {
+    let config = load(
+        "adapter = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\nproxy = \"http://user:hunter2@proxy.internal:3128\"",
+    )
+    .unwrap();
+    let shown = format!("{config:?}");
+    assert!(!shown.contains("hunter2") && !shown.contains("user:"), "{shown}");
+    assert!(shown.contains("proxy.internal:3128"), "{shown}");
 }
