@@ -153,7 +153,10 @@ mod tests {
     fn a_proxy_url_never_shows_its_credentials() {
         let proxy = ProxyUrl::new("http://user:p%40ss@proxy.internal:3128");
         let shown = format!("{proxy:?} {:?}", Some(proxy.clone()));
-        assert!(!shown.contains("p%40ss") && !shown.contains("user"), "{shown}");
+        assert!(
+            !shown.contains("p%40ss") && !shown.contains("user"),
+            "{shown}"
+        );
         assert!(shown.contains("proxy.internal:3128"), "{shown}");
         assert_eq!(proxy.expose(), "http://user:p%40ss@proxy.internal:3128");
         assert_eq!(

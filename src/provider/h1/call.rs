@@ -49,7 +49,12 @@ enum Stage {
         conn: Conn,
         written: usize,
     },
-    Head(Conn),
+    /// Reading the head; `reusable` is false when the server answered before it had read the
+    /// whole request, whose rest would be taken for the next request's start.
+    Head {
+        conn: Conn,
+        reusable: bool,
+    },
     Body {
         conn: Conn,
         framing: Framing,
@@ -87,32 +92,46 @@ impl Call {
                     }
                 }
                 Stage::Writing { conn, written } => {
-                    let sent = ready!(conn.poll_send(cx, &self.request, written));
-                    // A server that answered early (a 413, a 401) and closed: its answer is
-                    // the outcome, not the write it cut short.
-                    if let Err(e) = sent
-                        && !conn.answered()
-                    {
-                        return self.fail(Failure::Unsent(e.to_string()));
-                    }
+                    let reusable = match conn.poll_send(cx, &self.request, written) {
+                        Poll::Ready(Ok(())) => true,
+                        // A server that answered early (a 413, a 401) and closed: its answer
+                        // is the outcome, not the write it cut short.
+                        Poll::Ready(Err(e)) => {
+                            if !conn.answered() {
+                                return self.fail(Failure::Unsent(e.to_string()));
+                            }
+                            false
+                        }
+                        // A server may answer before it has read the whole request and stop
+                        // reading (a 413 for a body too large): the write would wait for
+                        // ever, so the socket is read meanwhile, and an answer is the outcome.
+                        Poll::Pending => match conn.poll_early_answer(cx) {
+                            Poll::Ready(Ok(())) => false,
+                            Poll::Ready(Err(e)) => {
+                                return self.fail(Failure::Unsent(e.to_string()));
+                            }
+                            Poll::Pending => return Poll::Pending,
+                        },
+                    };
                     let Stage::Writing { conn, .. } =
                         std::mem::replace(&mut self.stage, Stage::Over)
                     else {
                         unreachable!("the stage was just matched")
                     };
-                    self.stage = Stage::Head(conn);
+                    self.stage = Stage::Head { conn, reusable };
                 }
-                Stage::Head(conn) => match head::parse(conn.unread()) {
+                Stage::Head { conn, .. } => match head::parse(conn.unread()) {
                     Ok(Some((head, taken))) => {
                         conn.buf.advance(taken);
-                        let Stage::Head(conn) = std::mem::replace(&mut self.stage, Stage::Over)
+                        let Stage::Head { conn, reusable } =
+                            std::mem::replace(&mut self.stage, Stage::Over)
                         else {
                             unreachable!("the stage was just matched")
                         };
                         self.stage = Stage::Body {
                             conn,
                             framing: head.framing,
-                            keep_alive: head.keep_alive,
+                            keep_alive: head.keep_alive && reusable,
                         };
                         return Poll::Ready(Ok(Response {
                             status: head.status,
@@ -238,6 +257,19 @@ impl Conn {
             }
         }
         Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    /// While a write waits: reads what the server sent, ready once a whole response head
+    /// (or more than a head may hold, for the head's parser to refuse) has arrived. Pending
+    /// otherwise, registered to be woken by more to read; at the stream's end the wait is
+    /// left to the write, which fails once the server is gone. A failed read fails the call.
+    fn poll_early_answer(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        while matches!(head::parse(&self.buf), Ok(None)) {
+            if ready!(self.poll_fill(cx))? == 0 {
+                return Poll::Pending;
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 
     /// Whether a whole response head has arrived already, reading what the socket holds

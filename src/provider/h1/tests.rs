@@ -251,6 +251,59 @@ async fn failures_say_whether_the_request_was_sent() {
     assert!(matches!(failure, Failure::Lost(_)), "{failure:?}");
 }
 
+/// A server that answers before it has read the request's body (a 413 for a body too large)
+/// and stops reading: the answer is the outcome, read while the write waits, and the
+/// connection, whose unread rest would be taken for the next request, is not kept.
+#[tokio::test]
+async fn an_answer_that_comes_while_the_request_is_written_is_the_outcome() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counted = accepted.clone();
+    let server = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let mut head = Vec::new();
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let mut piece = [0; 1024];
+                let n = socket.read(&mut piece).await.unwrap();
+                head.extend_from_slice(&piece[..n]);
+            }
+            let answer = "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\n\r\ntoo big!";
+            socket.write_all(answer.as_bytes()).await.unwrap();
+            // Kept open and never read again.
+            held.push(socket);
+        }
+    });
+    let url = url::Url::parse(&format!("http://127.0.0.1:{port}/v1")).unwrap();
+    let client = client(&url, None);
+    let body = vec![b'x'; 8 << 20];
+    for round in 1..=2 {
+        let request = client.post(&HeaderMap::new(), &[], &body);
+        let mut call = client.call(request);
+        let response =
+            tokio::time::timeout(Duration::from_secs(10), poll_fn(|cx| call.poll_head(cx)))
+                .await
+                .expect("the answer is read while the write waits")
+                .unwrap();
+        assert_eq!(response.status, 413);
+        let mut read = Vec::new();
+        while poll_fn(|cx| call.poll_body(cx, &mut |d| read.extend_from_slice(d)))
+            .await
+            .unwrap()
+            == Progress::Data
+        {}
+        assert_eq!(read, b"too big!");
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            round,
+            "a new connection each time"
+        );
+    }
+    server.abort();
+}
+
 #[tokio::test]
 async fn a_plain_http_target_goes_through_a_proxy_in_absolute_form_with_credentials() {
     let proxy = Server::start(&[CHUNKED]).await;

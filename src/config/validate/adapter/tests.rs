@@ -249,7 +249,8 @@ fn a_proxy_is_an_http_url_for_an_http_adapter() {
 /// bytes go: it must be this machine or reached over https.
 #[test]
 fn a_key_over_plain_http_goes_through_no_proxy_on_another_machine_unless_allowed() {
-    let local = "adapter = \"openai\"\nbase_url = \"http://127.0.0.1:8000/v1\"\napi_key_env = \"TEST_KEY\"";
+    let local =
+        "adapter = \"openai\"\nbase_url = \"http://127.0.0.1:8000/v1\"\napi_key_env = \"TEST_KEY\"";
     let remote_proxy = format!("{local}\nproxy = \"http://u:secret@10.9.9.9:3128\"");
     let (key, reason) = error(&remote_proxy);
     assert_eq!(key, "providers.p.proxy");
@@ -276,6 +277,9 @@ fn proxy_credentials_never_show_in_debug_output() {
     )
     .unwrap();
     let shown = format!("{config:?}");
-    assert!(!shown.contains("hunter2") && !shown.contains("user:"), "{shown}");
+    assert!(
+        !shown.contains("hunter2") && !shown.contains("user:"),
+        "{shown}"
+    );
     assert!(shown.contains("proxy.internal:3128"), "{shown}");
 }
