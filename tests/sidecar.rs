@@ -78,3 +78,87 @@ fn a_unix_socket_serves_the_whole_api_and_goes_at_shutdown() {
     assert!(status.success(), "{status:?}");
     assert!(!socket.exists(), "the socket file is removed at shutdown");
 }
+
+/// `serve --listen unix:PATH` on what is already at PATH; its exit code and stderr.
+fn serve_on(socket: &std::path::Path) -> (Option<i32>, String) {
+    let out = run(
+        &["serve", "--listen", &format!("unix:{}", socket.display())],
+        LIMIT,
+    );
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_file_that_is_not_a_socket_is_never_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("journal-1.seg");
+    std::fs::write(&file, b"acknowledged records").unwrap();
+    let (code, stderr) = serve_on(&file);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("is not a socket"), "{stderr}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"acknowledged records");
+
+    // Nor through a symlink: neither the link nor what it points to is touched.
+    let link = dir.path().join("mr.sock");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    let (code, stderr) = serve_on(&link);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    assert_eq!(std::fs::read(&file).unwrap(), b"acknowledged records");
+}
+
+#[test]
+fn only_a_socket_whose_connect_is_refused_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("mr.sock");
+
+    // A live server whose accept backlog is full: a connect is not refused but would block
+    // (EAGAIN). It is not taken over.
+    let live = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).unwrap();
+    live.bind(&socket2::SockAddr::unix(&socket).unwrap())
+        .unwrap();
+    live.listen(0).unwrap();
+    let mut waiting = Vec::new();
+    loop {
+        let client =
+            socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).unwrap();
+        client.set_nonblocking(true).unwrap();
+        match client.connect(&socket2::SockAddr::unix(&socket).unwrap()) {
+            Ok(()) => waiting.push(client),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("filling the backlog: {e}"),
+        }
+        assert!(waiting.len() < 1000, "the backlog never filled");
+    }
+    let (code, stderr) = serve_on(&socket);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("may be in use"), "{stderr}");
+    // The live server still has its socket: a waiting connection is accepted on it.
+    assert!(live.accept().is_ok());
+    drop((live, waiting));
+
+    // Its server gone, the file stays; a connect is refused, so a new server takes it.
+    assert!(socket.exists());
+    let listen = format!("unix:{}", socket.display());
+    let (mut server, _) = start_serve(&["serve", "--listen", &listen], &[], LIMIT);
+    let health = run(&["health", "--addr", &listen], LIMIT);
+    assert!(health.status.success(), "{health:?}");
+
+    // At its stop it removes the path only if it is still its socket.
+    std::fs::remove_file(&socket).unwrap();
+    std::fs::write(&socket, b"put here since").unwrap();
+    let pid = server.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = wait_for(&mut server.0, LIMIT).expect("the server stops");
+    assert!(status.success(), "{status:?}");
+    assert_eq!(std::fs::read(&socket).unwrap(), b"put here since");
+}

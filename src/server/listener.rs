@@ -1,16 +1,24 @@
 //! Where the server listens: a TCP address, or (sidecar mode) a Unix domain socket, which is
 //! created with mode 0660 (the owner and its group may connect) and removed when the server
 //! stops. Connections of either kind are served alike.
+//!
+//! A path is only ever taken from a server that is gone: a file there that is not a socket
+//! (a journal, a typo'd config) is never removed, nor a socket whose server answers, nor one
+//! whose state cannot be told (a full accept backlog, no permission): only a socket on which
+//! a connect is refused. At the stop the path is removed only if it is still the socket this
+//! server made.
 
 use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use std::os::unix::fs::PermissionsExt;
-
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+
+/// The socket's mode: its owner and group may connect.
+const SOCKET_MODE: u32 = 0o660;
 
 /// A bound listener.
 #[derive(Debug)]
@@ -21,13 +29,20 @@ pub enum Listener {
     Unix(UnixListener, UnixPath),
 }
 
-/// A Unix socket's path, removed when it drops.
+/// A Unix socket's path, removed when it drops if it is still the socket that was bound.
 #[derive(Debug)]
-pub struct UnixPath(PathBuf);
+pub struct UnixPath {
+    path: PathBuf,
+    /// The socket file's device and inode, as bound.
+    file: (u64, u64),
+}
 
 impl Drop for UnixPath {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        // Another file put there since (a new server's socket) is not ours to remove.
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.file) {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -39,23 +54,26 @@ impl From<TcpListener> for Listener {
 
 impl Listener {
     /// Binds the Unix socket at `path` with mode 0660. A socket file left by a server that is
-    /// gone is replaced; one a live server answers on is an error.
+    /// gone (a connect is refused) is replaced; anything else at `path` is an error that says
+    /// what is there.
+    ///
+    /// The socket is created with its final mode: the process's umask is set around the
+    /// `bind` (no `chmod` after, which a symlink swapped in could redirect). The umask is
+    /// process-wide, so call this before other threads create files, as `serve` does.
     pub async fn unix(path: &Path) -> io::Result<Self> {
-        let listener = match UnixListener::bind(path) {
+        let listener = match bind_with_mode(path) {
             Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
-                if UnixStream::connect(path).await.is_ok() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::AddrInUse,
-                        format!("{} is in use by a running server", path.display()),
-                    ));
-                }
+                stale(path).await?;
                 std::fs::remove_file(path)?;
-                UnixListener::bind(path)?
+                bind_with_mode(path)?
             }
             bound => bound?,
         };
-        let owned = UnixPath(path.to_owned());
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+        let metadata = std::fs::symlink_metadata(path)?;
+        let owned = UnixPath {
+            path: path.to_owned(),
+            file: (metadata.dev(), metadata.ino()),
+        };
         Ok(Self::Unix(listener, owned))
     }
 
@@ -65,8 +83,44 @@ impl Listener {
             Self::Tcp(listener) => listener
                 .local_addr()
                 .map_or_else(|e| format!("(unknown: {e})"), |a| a.to_string()),
-            Self::Unix(_, path) => format!("unix:{}", path.0.display()),
+            Self::Unix(_, path) => format!("unix:{}", path.path.display()),
         }
+    }
+}
+
+/// Binds `path` with the umask that gives the socket [`SOCKET_MODE`].
+fn bind_with_mode(path: &Path) -> io::Result<UnixListener> {
+    use rustix::fs::Mode;
+    let previous = rustix::process::umask(Mode::from_bits_truncate(0o777 & !SOCKET_MODE));
+    let bound = UnixListener::bind(path);
+    rustix::process::umask(previous);
+    bound
+}
+
+/// Ok when the file at `path` is a socket that no server answers on (a connect is refused);
+/// otherwise an error that says what is there.
+async fn stale(path: &Path) -> io::Result<()> {
+    let shown = path.display();
+    let metadata = std::fs::symlink_metadata(path)?;
+    if !metadata.file_type().is_socket() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{shown} exists and is not a socket: it is left as it is"),
+        ));
+    }
+    match UnixStream::connect(path).await {
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!("{shown} is in use by a running server"),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(()),
+        Err(e) => Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!(
+                "{shown} is a socket that may be in use (connecting to it failed: {e}); \
+                 remove it if no server runs there"
+            ),
+        )),
     }
 }
 
