@@ -18,6 +18,7 @@ use crate::service::ModelRuntimeService;
 
 mod coalesce;
 mod connection;
+mod descriptors;
 mod incoming;
 mod listener;
 mod metrics;
@@ -93,7 +94,7 @@ pub async fn serve(
             _socket_file: path,
         },
     };
-    let incoming = Incoming::new(accept, config.max_connections);
+    let incoming = Incoming::new(accept, descriptors::client_connections(runtime.config()));
     let stop = CancellationToken::new();
     let force = CancellationToken::new();
     let connections = TaskTracker::new();

@@ -109,3 +109,109 @@ async fn a_peer_that_stops_answering_pings_is_closed() {
     assert!(pinged, "no ping in {seen:?}");
     server.stop().await;
 }
+
+/// Under `ulimit -n 64` the server serves fewer connections than `max_connections`, says so,
+/// and however many peers connect, the store keeps descriptors to open: the peers once took
+/// them all, and the journal could not open its next segment.
+#[test]
+fn connections_leave_the_store_its_descriptors_under_a_tight_open_file_limit() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[server]
+handshake_timeout = "1s"
+[store]
+kind = "file"
+path = "{}"
+key_env = "FD_TEST_KEY"
+[providers.s]
+adapter = "scripted"
+[[providers.s.models]]
+name = "echo"
+capabilities = ["text"]
+[policies.default]
+targets = ["s/echo"]
+[abilities.chat]
+policy = "default"
+"#,
+            dir.path().join("store").display()
+        ),
+    )
+    .unwrap();
+    let mut child = process::Guard(
+        Command::new("sh")
+            .args(["-c", r#"ulimit -n 64 && exec "$0" "$@""#, process::BIN])
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&config)
+            .env("FD_TEST_KEY", "11".repeat(32))
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
+    let (lines, logged) = std::sync::mpsc::channel();
+    let stderr = child.0.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines.send(line);
+        }
+    });
+    let (mut addr, mut capped) = (None, None);
+    while addr.is_none() || capped.is_none() {
+        let line = logged
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the start-up log");
+        if line.contains("model-runtime serving") {
+            addr = line
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("addr="))
+                .map(str::to_owned);
+        }
+        if line.contains("ulimit -n") {
+            capped = Some(line);
+        }
+    }
+    let capped = capped.unwrap();
+    assert!(
+        capped.contains("serving=32") && capped.contains("max_connections=1024"),
+        "{capped}"
+    );
+    let addr = addr.unwrap();
+
+    // A hundred peers that say nothing: 32 are served, the rest closed as they come.
+    let peers: Vec<_> = (0..100)
+        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    assert!(
+        open <= 64 - 12,
+        "{open} descriptors open: the store's are taken"
+    );
+    drop(peers);
+
+    // Silent peers are closed after the handshake timeout; the store served throughout.
+    let exec = process::run(
+        &["exec", "--addr", &addr, "--ability", "chat", "hi"],
+        LIMIT_RUN,
+    );
+    assert!(exec.status.success(), "{exec:?}");
+    let health = process::run(&["health", "--addr", &addr], LIMIT_RUN);
+    assert!(health.status.success(), "{health:?}");
+}
+
+const LIMIT_RUN: Duration = Duration::from_secs(20);

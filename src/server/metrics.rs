@@ -1,16 +1,20 @@
 //! `GET /metrics`: the runtime's metrics on their own address (`server.metrics_listen`), in
 //! OpenMetrics 1.0.0 for a scraper that asks for it (Prometheus does) and in the Prometheus
 //! text format 0.0.4 otherwise ([`format`]). A small HTTP/1.1 responder: one request per
-//! connection, its head read within a bound of size and time, then closed.
+//! connection, its head read within a bound of size and time, then closed; at most
+//! [`METRICS_CONNECTIONS`] at once, further ones closed as they arrive.
 
 mod format;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
 
 use self::format::Format;
+use super::descriptors::METRICS_CONNECTIONS;
 use crate::runtime::Runtime;
 
 /// A request head larger than this, or slower than [`READ_TIMEOUT`], is dropped.
@@ -26,6 +30,7 @@ pub async fn serve_metrics(
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let mut shutdown = std::pin::pin!(shutdown);
+    let connections = Arc::new(Semaphore::new(METRICS_CONNECTIONS));
     loop {
         let stream = tokio::select! {
             () = &mut shutdown => return,
@@ -38,9 +43,14 @@ pub async fn serve_metrics(
                 }
             },
         };
+        // At most a few at once: each holds a descriptor the store may need.
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            continue;
+        };
         let runtime = runtime.clone();
         tokio::spawn(async move {
             let _ = tokio::time::timeout(READ_TIMEOUT, answer(&runtime, stream)).await;
+            drop(permit);
         });
     }
 }
