@@ -88,8 +88,13 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// HTTP/2 streams open at once on one connection.
     pub max_concurrent_streams: u32,
-    /// How long a new connection has to send its first bytes.
+    /// How long a new connection has to send its HTTP/2 preface and open its first stream.
     pub handshake_timeout: Duration,
+    /// How long a request's body may take to end, from its headers (reflection's streams
+    /// aside, whose requests come as their client asks).
+    pub request_timeout: Duration,
+    /// How long a connection may have no open stream before it is closed (GOAWAY).
+    pub idle_timeout: Duration,
     /// HTTP/2 keepalive: how often a connection is pinged.
     pub keepalive_interval: Duration,
     /// HTTP/2 keepalive: how long a ping may go unanswered before the connection is closed.

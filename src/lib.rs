@@ -63,6 +63,9 @@
 //! | errors -> gRPC statuses | `service/status.rs` |
 //! | shutdown order | `runtime.rs` (`Runtime::shutdown`), `server.rs` |
 //! | connection and stream limits, stalled streams | `server/connection.rs`, `server/stream.rs` |
+//! | connection places: idle ones give way at the limit | `server/places.rs` |
+//! | unsent response data per connection | `server/unsent.rs` |
+//! | open-file limit against the connection limits | `server/descriptors.rs` |
 //!
 //! # One execution
 //! `Execute` -> `service` (decode) -> [`Runtime::submit`] (validate, store

@@ -501,6 +501,11 @@ impl Runtime {
         }
     }
 
+    /// The gauge of the bytes the server's connections hold unsent, when metrics are on.
+    pub(crate) fn unsent_gauge(&self) -> Option<prometheus_client::metrics::gauge::Gauge> {
+        self.inner.metrics.as_ref().map(|m| m.unsent.clone())
+    }
+
     /// The metrics in the Prometheus text format, gauges read now; `None` when the config
     /// sets no `server.metrics_listen` (then nothing is counted).
     pub fn metrics_text(&self) -> Option<String> {

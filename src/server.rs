@@ -22,7 +22,9 @@ mod descriptors;
 mod incoming;
 mod listener;
 mod metrics;
+mod places;
 mod stream;
+mod unsent;
 
 use connection::Http2;
 use incoming::{Accept, Incoming};
@@ -98,7 +100,9 @@ pub async fn serve(
     let stop = CancellationToken::new();
     let force = CancellationToken::new();
     let connections = TaskTracker::new();
-    let http2 = Http2::new(config, connections.clone());
+    let http2 = Http2::new(config, max_message, connections.clone());
+    // Every connection's unsent bytes, counted when metrics are on.
+    let unsent = runtime.unsent_gauge();
     {
         // Connections are accepted until the drain is over: calls that arrive meanwhile get
         // UNAVAILABLE from the runtime, not a refused connection.
@@ -134,6 +138,7 @@ pub async fn serve(
                             routes.clone(),
                             stop.clone(),
                             force.clone(),
+                            unsent.clone(),
                         ));
                     }
                     Some(Err(e)) => {

@@ -1,6 +1,8 @@
-//! Connections are bounded: one past `server.max_connections` is closed as it arrives, a
-//! connection that sends no HTTP/2 preface within `server.handshake_timeout` is closed, which
-//! frees its place for a real client, and so is one whose peer stops answering pings.
+//! Connections are bounded: at `server.max_connections` the connection idle longest gives
+//! its place to a new one, and one past it is closed as it arrives only when every connection
+//! has a call open; a connection that sends no HTTP/2 preface or opens no stream within
+//! `server.handshake_timeout` is closed, as is one idle for `server.idle_timeout`, or whose
+//! peer stops answering pings.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -30,43 +32,130 @@ async fn closed_after(stream: &mut TcpStream) -> Duration {
 }
 
 #[tokio::test]
-async fn silent_connections_are_closed_and_extra_ones_refused() {
-    let mut server = start(
-        echo()
-            .max_connections(3)
-            .handshake_timeout(Duration::from_millis(500)),
-    )
-    .await;
-    // The test's own client holds one place; two silent connections take the rest.
-    let mut silent = [
-        TcpStream::connect(server.addr).await.unwrap(),
-        TcpStream::connect(server.addr).await.unwrap(),
-    ];
-    tokio::time::sleep(Duration::from_millis(50)).await;
+async fn a_connection_that_opens_no_stream_in_time_is_closed() {
+    let server = start(echo().handshake_timeout(Duration::from_millis(500))).await;
+    // One that never sends its preface, and one that does but then opens no stream.
+    let mut silent = TcpStream::connect(server.addr).await.unwrap();
+    let (_idle, mut handshaken) = idle_h2(server.addr).await;
+    let closed = closed_after(&mut silent).await;
+    assert!(closed < Duration::from_secs(5), "closed after {closed:?}");
+    within(&mut handshaken).await.unwrap();
+    server.stop().await;
+}
+
+/// An HTTP/2 client connection that has made its handshake and opens no stream; the task
+/// driving it ends when the server closes it.
+async fn idle_h2(
+    addr: std::net::SocketAddr,
+) -> (
+    h2::client::SendRequest<bytes::Bytes>,
+    tokio::task::JoinHandle<()>,
+) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (send, connection) = h2::client::handshake(tcp).await.unwrap();
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    (send, driver)
+}
+
+/// Connections left idle once locked every caller out: with `max_connections = 4`, four idle
+/// HTTP/2 connections failed every health check. At the limit, the connection idle longest
+/// gives its place (GOAWAY) to the new one.
+#[tokio::test]
+async fn idle_connections_give_their_places_to_new_ones() {
+    let mut server = start(echo().max_connections(4)).await;
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        idle.push(idle_h2(server.addr).await);
+    }
+    // Each checker keeps its connection, so every check needs a place given up.
+    let mut checkers = Vec::new();
+    for _ in 0..8 {
+        let channel = connect(&server.addr.to_string()).await;
+        let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+        let status = within(health.check(tonic_health::pb::HealthCheckRequest::default()))
+            .await
+            .expect("a health check at the limit is served");
+        assert_eq!(status.into_inner().status, 1, "SERVING");
+        checkers.push(health);
+    }
+    // The idle ones were closed (well before the 10 s a connection has for a first stream).
+    let start = Instant::now();
+    for (_, driver) in &mut idle {
+        within(driver).await.unwrap();
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    // A channel whose connection gave way reconnects for its next call.
+    let events = execute(&mut server.client, request("chat", "again")).await;
+    assert_eq!(events.last().unwrap().r#type, "execution.completed");
+    server.stop().await;
+}
+
+/// A connection with a call open keeps its place: when every place is held so, a new
+/// connection is closed as it arrives, and served once a call ends.
+#[tokio::test]
+async fn a_connection_with_a_call_open_keeps_its_place() {
+    let mut server = start(hanging().max_connections(2)).await;
+    let mut first = server.client.clone();
+    let open = tokio::spawn(async move { first.execute(request("chat", "hang")).await });
+    let channel = connect(&server.addr.to_string()).await;
+    let mut second = model_runtime::pb::model_runtime_client::ModelRuntimeClient::new(channel);
+    let stream = within(second.execute(request("chat", "hang too")))
+        .await
+        .unwrap()
+        .into_inner();
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let mut extra = TcpStream::connect(server.addr).await.unwrap();
     let refused = closed_after(&mut extra).await;
     assert!(
         refused < Duration::from_millis(400),
         "refused after {refused:?}"
     );
+    // Its call over, the second connection is idle, and gives way.
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let channel = connect(&server.addr.to_string()).await;
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    within(health.check(tonic_health::pb::HealthCheckRequest::default()))
+        .await
+        .unwrap();
+    open.abort();
+    server.begin_shutdown();
+}
 
-    for stream in &mut silent {
-        let closed = closed_after(stream).await;
-        assert!(closed < Duration::from_secs(5), "closed after {closed:?}");
-    }
-    // Their places are free again: a new client gets served.
-    let mut client = model_runtime::pb::model_runtime_client::ModelRuntimeClient::connect(format!(
-        "http://{}",
+#[tokio::test]
+async fn a_connection_idle_for_idle_timeout_is_closed() {
+    let server = start(echo().idle_timeout(Duration::from_millis(300))).await;
+    let (send, mut driver) = idle_h2(server.addr).await;
+    // One call, then nothing: closed once it has been idle for the timeout.
+    let mut send = send.ready().await.unwrap();
+    let request = http::Request::post(format!(
+        "http://{}/grpc.health.v1.Health/Check",
         server.addr
     ))
-    .await
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
     .unwrap();
-    let events = execute(&mut client, request("chat", "hello")).await;
-    assert_eq!(events.last().unwrap().r#type, "execution.completed");
-    drop(client);
-    // And the first client was never disturbed.
-    let events = execute(&mut server.client, request("chat", "again")).await;
-    assert_eq!(events.last().unwrap().r#type, "execution.completed");
+    let (response, mut body) = send.send_request(request, false).unwrap();
+    body.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]), true)
+        .unwrap();
+    let response = within(response).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    while within(body.data()).await.is_some() {}
+    let start = Instant::now();
+    within(&mut driver).await.unwrap();
+    let closed = start.elapsed();
+    assert!(
+        closed >= Duration::from_millis(200) && closed < Duration::from_secs(3),
+        "closed after {closed:?}"
+    );
     server.stop().await;
 }
 
@@ -215,3 +304,176 @@ policy = "default"
 }
 
 const LIMIT_RUN: Duration = Duration::from_secs(20);
+
+/// A gRPC message frame of `request`.
+fn framed(request: &model_runtime::pb::ExecuteRequest) -> bytes::Bytes {
+    use prost::Message;
+    let mut out = vec![0u8; 5];
+    request.encode(&mut out).unwrap();
+    let len = u32::try_from(out.len() - 5).unwrap();
+    out[1..5].copy_from_slice(&len.to_be_bytes());
+    out.into()
+}
+
+/// Starts an `Execute` over `send`; its body is written by the caller.
+fn start_execute(
+    send: &mut h2::client::SendRequest<bytes::Bytes>,
+    addr: std::net::SocketAddr,
+) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
+    let request = http::Request::post(format!(
+        "http://{addr}/model_runtime.v1.ModelRuntime/Execute"
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
+    .unwrap();
+    send.send_request(request, false).unwrap()
+}
+
+/// The `grpc-status` of a response that failed at once.
+async fn grpc_status(response: h2::client::ResponseFuture) -> String {
+    let response = within(response).await.unwrap();
+    let status = response
+        .headers()
+        .get("grpc-status")
+        .map(|v| v.to_str().unwrap().to_owned());
+    match status {
+        Some(status) => status,
+        None => {
+            let mut body = response.into_body();
+            while within(body.data()).await.is_some() {}
+            let trailers = within(body.trailers()).await.unwrap().unwrap();
+            trailers["grpc-status"].to_str().unwrap().to_owned()
+        }
+    }
+}
+
+/// A request's body is bounded in bytes: a valid request followed by an endless stream of
+/// more was once read on and on (53 MiB in 6 s against a 64 KiB limit).
+#[tokio::test]
+async fn a_request_body_past_the_largest_request_is_refused_and_reset() {
+    let server = start(echo().max_input_bytes(64 * 1024)).await;
+    let (send, _driver) = idle_h2(server.addr).await;
+    let mut send = send.ready().await.unwrap();
+    let (response, mut body) = start_execute(&mut send, server.addr);
+    let message = framed(&request("chat", "hello"));
+    let refused = tokio::spawn(grpc_status(response));
+    let mut sent = 0usize;
+    let outcome = within(async {
+        loop {
+            body.reserve_capacity(message.len());
+            match std::future::poll_fn(|cx| body.poll_capacity(cx)).await {
+                Some(Ok(_)) => {}
+                _ => return sent,
+            }
+            if body.send_data(message.clone(), false).is_err() {
+                return sent;
+            }
+            sent += message.len();
+            if sent > 64 << 20 {
+                return sent;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(outcome < 4 << 20, "the server took {outcome} bytes");
+    assert_eq!(refused.await.unwrap(), "8", "RESOURCE_EXHAUSTED");
+    server.stop().await;
+}
+
+/// A request whose body never ends (headers only) is refused once `server.request_timeout`
+/// has passed, rather than held for ever.
+#[tokio::test]
+async fn a_request_body_that_never_ends_is_refused_after_request_timeout() {
+    let server = start(echo().request_timeout(Duration::from_millis(300))).await;
+    let (send, _driver) = idle_h2(server.addr).await;
+    let mut send = send.ready().await.unwrap();
+    let (response, _body) = start_execute(&mut send, server.addr);
+    let start = Instant::now();
+    assert_eq!(grpc_status(response).await, "4", "DEADLINE_EXCEEDED");
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    server.stop().await;
+}
+
+/// A client that stops reading once pinned about 0.8 MiB per stream, 785 MiB per connection.
+/// Now what a connection holds unsent is bounded, whatever its streams and windows, and
+/// counted (`model_runtime_unsent_bytes`); the stalled streams are reset after
+/// `stream_idle_timeout`, and the count returns to nothing.
+#[tokio::test]
+async fn a_client_that_stops_reading_holds_a_bounded_count_of_unsent_bytes() {
+    let config = echo()
+        .metrics_listen("127.0.0.1:0")
+        .stream_idle_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let runtime = model_runtime::Runtime::new(config).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(model_runtime::server::serve(
+        runtime.clone(),
+        listener,
+        std::future::pending(),
+    ));
+    let unsent = || {
+        let text = runtime.metrics_text().unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("model_runtime_unsent_bytes "))
+            .unwrap_or_else(|| panic!("no unsent_bytes in\n{text}"))
+            .parse::<f64>()
+            .unwrap()
+    };
+    // Windows as large as HTTP/2 allows: only the socket holds the server back.
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (send, connection) = h2::client::Builder::new()
+        .initial_window_size(i32::MAX as u32)
+        .initial_connection_window_size(i32::MAX as u32)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .unwrap();
+    let reading = tokio_util::sync::CancellationToken::new();
+    let stopped = reading.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = connection => {}
+            () = stopped.cancelled() => std::future::pending::<()>().await,
+        }
+    });
+    let mut send = send.ready().await.unwrap();
+    let message = framed(&request("chat", &"word ".repeat(100_000)));
+    let mut responses = Vec::new();
+    for _ in 0..40 {
+        send = send.ready().await.unwrap();
+        let (response, mut body) = start_execute(&mut send, addr);
+        body.send_data(message.clone(), true).unwrap();
+        responses.push(response);
+    }
+    for response in responses {
+        within(response).await.unwrap();
+    }
+    // The client stops reading its socket.
+    reading.cancel();
+    let bound = (4 << 20) + 40 * (64 << 10);
+    let mut most = 0.0f64;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(1) {
+        most = most.max(unsent());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        most >= f64::from(1 << 20),
+        "only {most} bytes held: the bound was not reached"
+    );
+    assert!(most <= f64::from(bound), "{most} bytes unsent");
+    // Reset after stream_idle_timeout: what they held is gone.
+    within(async {
+        while unsent() > 0.0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}

@@ -132,6 +132,18 @@ impl ConfigBuilder {
         self
     }
 
+    /// `server.request_timeout`.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.raw.server.request_timeout = timeout;
+        self
+    }
+
+    /// `server.idle_timeout`.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.raw.server.idle_timeout = timeout;
+        self
+    }
+
     /// `store.max_bytes`.
     pub fn max_bytes(mut self, bytes: u64) -> Self {
         self.raw.store.max_bytes = bytes;

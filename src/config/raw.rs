@@ -44,6 +44,10 @@ pub(super) struct RawServer {
     #[serde(with = "humantime_serde")]
     pub handshake_timeout: Duration,
     #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    #[serde(with = "humantime_serde")]
     pub keepalive_interval: Duration,
     #[serde(with = "humantime_serde")]
     pub keepalive_timeout: Duration,
@@ -64,8 +68,10 @@ impl Default for RawServer {
             max_events_per_execution: 100_000,
             max_watchers_per_execution: 64,
             max_connections: 1024,
-            max_concurrent_streams: 1024,
+            max_concurrent_streams: 200,
             handshake_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
             stream_idle_timeout: Duration::from_secs(60),

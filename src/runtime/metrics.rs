@@ -150,6 +150,8 @@ pub(crate) struct Metrics {
     other_usage: Family<Labels, Counter>,
     /// Execute and Watch streams open now.
     open_streams: Gauge,
+    /// Response bytes the server's connections hold for their clients, unsent.
+    pub(crate) unsent: Gauge,
     /// A durable store's appends, from the call to the acknowledgement (written and synced).
     store_append: Option<Histogram>,
     gauges: Gauges,
@@ -298,6 +300,12 @@ impl Metrics {
             "Execute and Watch streams open",
             open_streams.clone(),
         );
+        let unsent = Gauge::default();
+        registry.register(
+            "unsent_bytes",
+            "Response bytes client connections hold that their sockets have not taken",
+            unsent.clone(),
+        );
         let store_append = durable.then(|| {
             let histogram = Histogram::seconds();
             registry.register(
@@ -347,6 +355,7 @@ impl Metrics {
             providers,
             other_usage,
             open_streams,
+            unsent,
             store_append,
             gauges,
         }

@@ -1,5 +1,7 @@
-//! One client connection, served over HTTP/2 by h2 itself: the handshake within its timeout,
-//! keepalive pings, a task per stream, and a graceful or forced end.
+//! One client connection, served over HTTP/2 by h2 itself: the handshake and a first stream
+//! within `server.handshake_timeout`, keepalive pings, a task per stream, GOAWAY once it has
+//! had no open stream for `server.idle_timeout` or its place went to a new connection
+//! ([`super::places`]), and a graceful or forced end.
 //!
 //! The server drives h2 directly rather than through hyper so that each stream's response
 //! is sent by code of its own ([`super::stream`]), which can see a client that stopped
@@ -14,10 +16,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::service::Routes;
 
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::time::Instant;
+
 use super::coalesce::Coalesced;
 use super::incoming::Admitted;
-use super::listener::Conn;
 use super::stream;
+use super::unsent::{Counted, Unsent};
 use crate::config::ServerConfig;
 
 /// HTTP/2 flow-control windows, per stream and per connection (hyper's defaults, which tonic
@@ -41,11 +46,23 @@ const MAX_PENDING_ACCEPT_RESETS: usize = 20;
 /// How long a connection closing for an unanswered ping may take to write its GOAWAY.
 const GOAWAY_FLUSH: Duration = Duration::from_millis(100);
 
+/// How long an idle connection asked to close (GOAWAY) may take to do so: it has no call to
+/// finish, only HTTP/2's closing exchange, which a peer that stopped reading never answers.
+const IDLE_CLOSE: Duration = Duration::from_secs(1);
+
+/// Far enough ahead to mean never, near enough for time arithmetic.
+const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// How every connection of one server is served.
 #[derive(Clone)]
 pub(super) struct Http2 {
     builder: h2::server::Builder,
     handshake_timeout: Duration,
+    /// The most a request's body may carry: a request of the largest size, compressed or
+    /// not, fits twice over.
+    max_body: usize,
+    idle_timeout: Duration,
+    request_timeout: Duration,
     keepalive_interval: Duration,
     keepalive_timeout: Duration,
     stream_idle_timeout: Duration,
@@ -54,7 +71,7 @@ pub(super) struct Http2 {
 }
 
 impl Http2 {
-    pub(super) fn new(config: &ServerConfig, tasks: TaskTracker) -> Self {
+    pub(super) fn new(config: &ServerConfig, max_message: usize, tasks: TaskTracker) -> Self {
         let mut builder = h2::server::Builder::new();
         builder
             .initial_window_size(WINDOW)
@@ -67,6 +84,9 @@ impl Http2 {
         Self {
             builder,
             handshake_timeout: config.handshake_timeout,
+            max_body: max_message.saturating_mul(2),
+            idle_timeout: config.idle_timeout,
+            request_timeout: config.request_timeout,
             keepalive_interval: config.keepalive_interval,
             keepalive_timeout: config.keepalive_timeout,
             stream_idle_timeout: config.stream_idle_timeout,
@@ -82,20 +102,22 @@ impl Http2 {
         routes: Routes,
         stop: CancellationToken,
         force: CancellationToken,
+        unsent: Option<Gauge>,
     ) {
         // The connection holds its place under the limit until it ends.
-        let Admitted {
-            stream,
-            permit: _permit,
-        } = admitted;
-        let handshake = self
-            .builder
-            .handshake::<Coalesced<Conn>, Bytes>(Coalesced::new(stream));
+        let Admitted { stream, place } = admitted;
+        let activity = place.activity().clone();
+        // A first stream is due within the handshake's time, counted from now.
+        let first_stream_by = Instant::now() + self.handshake_timeout;
+        let unsent = Unsent::new(unsent);
+        let io = Coalesced::new(Counted::new(stream, unsent.clone()));
+        let handshake = self.builder.handshake::<_, Bytes>(io);
         // A connection that has not finished its handshake has no calls to finish: it closes
-        // as soon as the server stops.
+        // as soon as the server stops, or a new connection takes its place.
         let handshake = tokio::select! {
             handshake = tokio::time::timeout(self.handshake_timeout, handshake) => handshake,
             () = stop.cancelled() => return,
+            () = activity.evicted().cancelled() => return,
         };
         let mut conn = match handshake {
             Ok(Ok(conn)) => conn,
@@ -113,14 +135,28 @@ impl Http2 {
             None => Box::pin(future::pending()),
         };
         let mut keepalive = std::pin::pin!(keepalive);
+        // Until the first stream, the handshake's bound; then the idle timeout's.
+        let mut idle = std::pin::pin!(tokio::time::sleep_until(first_stream_by));
+        let mut idle_limit = None;
         let mut stopping = false;
+        let mut closing_by = None;
         loop {
             tokio::select! {
                 accepted = conn.accept() => match accepted {
                     Some(Ok((request, respond))) => {
-                        let idle = self.stream_idle_timeout;
-                        let stream = stream::serve(request, respond, routes.clone(), idle);
-                        self.tasks.spawn(stream);
+                        let limits = stream::Limits {
+                            idle: self.stream_idle_timeout,
+                            request: self.request_timeout,
+                            body_bytes: self.max_body,
+                        };
+                        let open = activity.stream();
+                        let stream =
+                            stream::serve(request, respond, routes.clone(), limits, unsent.clone());
+                        self.tasks.spawn(async move {
+                            stream.await;
+                            drop(open);
+                        });
+                        idle_limit = Some(self.idle_timeout);
                     }
                     Some(Err(e)) => {
                         tracing::debug!(error = %e, "connection ended with an error");
@@ -132,6 +168,31 @@ impl Http2 {
                     stopping = true;
                     conn.graceful_shutdown();
                 }
+                () = activity.went_idle(), if closing_by.is_none() => {
+                    if let (Some(since), Some(limit)) = (activity.idle_since(), idle_limit) {
+                        idle.as_mut().reset(since + limit);
+                    }
+                }
+                () = &mut idle, if closing_by.is_none() => {
+                    match activity.idle_since() {
+                        // Idle since before the limit: closed, unless the server is closing
+                        // it already.
+                        Some(since) if Instant::now() >= since + idle_limit.unwrap_or_default() => {
+                            tracing::debug!("no open stream for server.idle_timeout (or no first stream within server.handshake_timeout): GOAWAY");
+                            closing_by = Some(Instant::now() + IDLE_CLOSE);
+                            conn.graceful_shutdown();
+                        }
+                        Some(since) => idle.as_mut().reset(since + idle_limit.unwrap_or_default()),
+                        // Busy: woken again when its last stream ends.
+                        None => idle.as_mut().reset(Instant::now() + FAR),
+                    }
+                }
+                () = activity.evicted().cancelled(), if closing_by.is_none() => {
+                    tracing::debug!("a new connection took this idle connection's place: GOAWAY");
+                    closing_by = Some(Instant::now() + IDLE_CLOSE);
+                    conn.graceful_shutdown();
+                }
+                () = tokio::time::sleep_until(closing_by.unwrap_or_else(Instant::now)), if closing_by.is_some() => break,
                 () = &mut keepalive => {
                     tracing::debug!("a keepalive ping went unanswered: connection closed");
                     // GOAWAY, written if the socket still takes it, then closed.

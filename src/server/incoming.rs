@@ -1,5 +1,6 @@
-//! Accepted connections, bounded: at most `server.max_connections` open at once; one more is
-//! closed as it arrives, and logged.
+//! Accepted connections, bounded: at most `server.max_connections` hold a place at once
+//! ([`Places`]: at the limit an idle connection gives up its place); one more, when every
+//! connection has a call open, is closed as it arrives, and logged.
 
 use std::io;
 use std::pin::Pin;
@@ -9,11 +10,11 @@ use std::time::Duration;
 
 use futures_util::Stream;
 use tokio::net::UnixListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tonic::transport::server::TcpIncoming;
 
 use super::listener::{Conn, UnixPath};
+use super::places::{Place, Places};
 
 /// At most one log line about refused connections per this long.
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
@@ -31,7 +32,7 @@ pub(super) enum Accept {
 /// Accepted connections with a connection limit.
 pub(super) struct Incoming {
     inner: Accept,
-    permits: Arc<Semaphore>,
+    places: Arc<Places>,
     /// When a refusal was last logged.
     last_logged: Option<Instant>,
     refused: u64,
@@ -40,14 +41,14 @@ pub(super) struct Incoming {
 /// A connection under the limit, and its place there (given back when it drops).
 pub(super) struct Admitted {
     pub(super) stream: Conn,
-    pub(super) permit: OwnedSemaphorePermit,
+    pub(super) place: Place,
 }
 
 impl Incoming {
     pub(super) fn new(inner: Accept, max_connections: usize) -> Self {
         Self {
             inner,
-            permits: Arc::new(Semaphore::new(max_connections)),
+            places: Places::new(max_connections),
             last_logged: None,
             refused: 0,
         }
@@ -64,7 +65,7 @@ impl Incoming {
             self.last_logged = Some(now);
             tracing::warn!(
                 refused = self.refused,
-                "connection limit (server.max_connections) reached: closing new connections"
+                "connection limit (server.max_connections) reached with a call open on every connection: closing new connections"
             );
         }
     }
@@ -86,10 +87,11 @@ impl Stream for Incoming {
                     Err(e) => return Poll::Ready(Some(Err(e))),
                 },
             };
-            match self.permits.clone().try_acquire_owned() {
-                Ok(permit) => return Poll::Ready(Some(Ok(Admitted { stream, permit }))),
-                // Over the limit: closed as it arrives (the stream drops here).
-                Err(_) => self.refuse(),
+            match self.places.admit() {
+                Some(place) => return Poll::Ready(Some(Ok(Admitted { stream, place }))),
+                // Every place taken by a connection with a call open: closed as it arrives
+                // (the stream drops here).
+                None => self.refuse(),
             }
         }
     }

@@ -1,9 +1,13 @@
 //! One HTTP/2 stream: the request handed to the gRPC routes, and the response sent back
 //! frame by frame. A client that accepts nothing for `server.stream_idle_timeout` while a
-//! frame waits for it has its stream reset, which frees what the stream held.
+//! frame waits for it has its stream reset, which frees what the stream held; so is one whose
+//! connection holds its bound of unsent data ([`super::unsent`]) for as long. A request's
+//! body is bounded in bytes (the largest request, framed) and, but for reflection's streams,
+//! in time (`server.request_timeout` from its headers to its end).
 
 use std::future::{self, Future};
 use std::pin::{Pin, pin};
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -12,24 +16,45 @@ use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, Request, Response};
 use http_body::{Body, Frame};
+use tokio::time::Instant;
 use tonic::codegen::Service;
 use tonic::service::Routes;
 use tracing::Instrument;
 
+use super::unsent::Unsent;
 use crate::execution::TraceContext;
 use crate::runtime::trace;
+
+/// A stream's bounds.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    /// `server.stream_idle_timeout`.
+    pub idle: Duration,
+    /// `server.request_timeout`.
+    pub request: Duration,
+    /// The most a request's body may carry.
+    pub body_bytes: usize,
+}
 
 /// Serves one request: calls the routes, then sends the response; a client reset ends both.
 pub(super) async fn serve(
     request: Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
     mut routes: Routes,
-    idle_timeout: Duration,
+    limits: Limits,
+    unsent: Arc<Unsent>,
 ) {
     let span = rpc_span(request.uri().path(), request.headers());
     let rpc = span.clone();
     async move {
-        let request = request.map(|recv| tonic::body::Body::new(RequestBody::new(recv)));
+        // Every method takes one request message, but reflection, whose requests come as
+        // its client asks over a stream it keeps open (each still bounded by the message
+        // size).
+        let bounded = !request.uri().path().starts_with("/grpc.reflection.");
+        let request = request.map(|recv| {
+            let bound = bounded.then(|| (limits.body_bytes, Instant::now() + limits.request));
+            tonic::body::Body::new(RequestBody::new(recv, bound))
+        });
         // Routes are always ready.
         let Ok(()) = future::poll_fn(|cx| {
             Service::<Request<tonic::body::Body>>::poll_ready(&mut routes, cx)
@@ -64,7 +89,7 @@ pub(super) async fn serve(
         record_status(&rpc, &head.headers);
         let end = body.is_end_stream();
         match respond.send_response(Response::from_parts(head, ()), end) {
-            Ok(send) if !end => send_body(body, send, idle_timeout, &rpc).await,
+            Ok(send) if !end => send_body(body, send, limits.idle, &unsent, &rpc).await,
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, "sending response headers"),
         }
@@ -180,6 +205,14 @@ enum Gone {
     Stalled,
 }
 
+/// A stream's way to its client: h2's send half, and its connection's unsent count.
+struct Out<'a> {
+    send: SendStream<Bytes>,
+    id: u32,
+    unsent: &'a Unsent,
+    idle_timeout: Duration,
+}
+
 impl From<h2::Error> for Gone {
     fn from(e: h2::Error) -> Self {
         tracing::debug!(error = %e, "sending a response frame");
@@ -191,50 +224,60 @@ impl From<h2::Error> for Gone {
 /// nothing for `idle_timeout` while a frame waits for it.
 async fn send_body(
     mut body: tonic::body::Body,
-    mut send: SendStream<Bytes>,
+    send: SendStream<Bytes>,
     idle_timeout: Duration,
+    unsent: &Unsent,
     call: &tracing::Span,
 ) {
-    match send_frames(&mut body, &mut send, idle_timeout, call).await {
-        Ok(()) | Err(Gone::Client) => {}
+    let id = send.stream_id().as_u32();
+    let mut out = Out {
+        send,
+        id,
+        unsent,
+        idle_timeout,
+    };
+    match send_frames(&mut body, &mut out, call).await {
+        Ok(()) => {}
+        // What HTTP/2 still held of it is dropped with the stream.
+        Err(Gone::Client) => unsent.forget(id),
         Err(Gone::Stalled) => {
             tracing::info!(
                 idle = ?idle_timeout,
                 "the client accepted nothing for server.stream_idle_timeout: stream reset"
             );
             // RESOURCE_EXHAUSTED in gRPC's mapping of HTTP/2 resets.
-            send.send_reset(Reason::ENHANCE_YOUR_CALM);
+            out.send.send_reset(Reason::ENHANCE_YOUR_CALM);
+            unsent.forget(id);
         }
     }
 }
 
 async fn send_frames(
     body: &mut tonic::body::Body,
-    send: &mut SendStream<Bytes>,
-    idle_timeout: Duration,
+    out: &mut Out<'_>,
     call: &tracing::Span,
 ) -> Result<(), Gone> {
     loop {
         let frame = future::poll_fn(|cx| {
-            if client_gone(send, cx) {
+            if client_gone(&mut out.send, cx) {
                 return Poll::Ready(Err(Gone::Client));
             }
             Pin::new(&mut *body).poll_frame(cx).map(Ok)
         })
         .await?;
         let frame = match frame {
-            None => return Ok(send.send_data(Bytes::new(), true)?),
+            None => return Ok(out.send.send_data(Bytes::new(), true)?),
             Some(Ok(frame)) => frame,
             Some(Err(e)) => {
                 tracing::debug!(error = %e, "response body failed");
-                send.send_reset(Reason::INTERNAL_ERROR);
+                out.send.send_reset(Reason::INTERNAL_ERROR);
                 return Err(Gone::Client);
             }
         };
         match frame.into_data() {
             Ok(data) => {
                 let end = body.is_end_stream();
-                send_granted(send, data, end, idle_timeout).await?;
+                send_granted(out, data, end).await?;
                 if end {
                     return Ok(());
                 }
@@ -242,42 +285,43 @@ async fn send_frames(
             Err(frame) => {
                 if let Ok(trailers) = frame.into_trailers() {
                     record_status(call, &trailers);
-                    send.reserve_capacity(0);
-                    return Ok(send.send_trailers(trailers)?);
+                    out.send.reserve_capacity(0);
+                    return Ok(out.send.send_trailers(trailers)?);
                 }
             }
         }
     }
 }
 
-/// Hands `data` to h2 no faster than the client grants room for it, so a stream never
-/// queues more than its client has made room for, and every grant restarts the idle timer.
-async fn send_granted(
-    send: &mut SendStream<Bytes>,
-    mut data: Bytes,
-    end: bool,
-    idle_timeout: Duration,
-) -> Result<(), Gone> {
+/// Hands `data` to h2 no faster than the client grants room for it and the connection has
+/// room to hold it, so a stream never queues more than its client has made room for, and
+/// every grant restarts the idle timer.
+async fn send_granted(out: &mut Out<'_>, mut data: Bytes, end: bool) -> Result<(), Gone> {
     loop {
         if data.is_empty() {
-            return Ok(send.send_data(data, end)?);
+            return Ok(out.send.send_data(data, end)?);
         }
-        send.reserve_capacity(data.len().min(MAX_PIECE));
-        let granted = match send.capacity() {
-            0 => granted(send, idle_timeout).await?,
+        if !out.unsent.has_room() {
+            room(out).await?;
+        }
+        out.send.reserve_capacity(data.len().min(MAX_PIECE));
+        let granted = match out.send.capacity() {
+            0 => granted(out).await?,
             granted => granted,
         };
         let piece = data.split_to(granted.min(data.len()));
+        out.unsent.took(out.id, piece.len());
         if data.is_empty() {
-            return Ok(send.send_data(piece, end)?);
+            return Ok(out.send.send_data(piece, end)?);
         }
-        send.send_data(piece, false)?;
+        out.send.send_data(piece, false)?;
     }
 }
 
-/// Waits until the client grants the stream room to send, at most `idle_timeout`: how much.
-async fn granted(send: &mut SendStream<Bytes>, idle_timeout: Duration) -> Result<usize, Gone> {
-    let mut stalled = pin!(tokio::time::sleep(idle_timeout));
+/// Waits until the client grants the stream room to send, at most the idle timeout: how much.
+async fn granted(out: &mut Out<'_>) -> Result<usize, Gone> {
+    let mut stalled = pin!(tokio::time::sleep(out.idle_timeout));
+    let send = &mut out.send;
     future::poll_fn(|cx| {
         if client_gone(send, cx) {
             return Poll::Ready(Err(Gone::Client));
@@ -298,48 +342,107 @@ async fn granted(send: &mut SendStream<Bytes>, idle_timeout: Duration) -> Result
     .await
 }
 
+/// Waits until the connection holds less than its bound of unsent data, at most the idle
+/// timeout: its socket taking nothing for that long is its client accepting nothing.
+async fn room(out: &mut Out<'_>) -> Result<(), Gone> {
+    let mut stalled = pin!(tokio::time::sleep(out.idle_timeout));
+    loop {
+        let room = out.unsent.room();
+        if out.unsent.has_room() {
+            return Ok(());
+        }
+        let mut room = pin!(room);
+        let send = &mut out.send;
+        future::poll_fn(|cx| {
+            if client_gone(send, cx) {
+                return Poll::Ready(Err(Gone::Client));
+            }
+            if room.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Ok(()));
+            }
+            ready!(stalled.as_mut().poll(cx));
+            Poll::Ready(Err(Gone::Stalled))
+        })
+        .await?;
+    }
+}
+
 /// Whether the client has reset the stream or the connection has gone; registers for either.
 fn client_gone(send: &mut SendStream<Bytes>, cx: &mut Context<'_>) -> bool {
     send.poll_reset(cx).is_ready()
 }
 
 /// A request's body as tonic reads it: h2's data frames, each given back to the client's
-/// flow-control window as it is read, then the trailers.
+/// flow-control window as it is read, then the trailers. Bounded: past `max_bytes` of data,
+/// or once its time is up before its end, it fails with the status the caller gets, and the
+/// stream is dropped (reset), so the client stops sending.
 struct RequestBody {
     recv: RecvStream,
     data_done: bool,
+    /// Data bytes read so far, and the most there may be.
+    read: usize,
+    max_bytes: usize,
+    /// When its end is due, if it is bounded.
+    due: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl RequestBody {
-    fn new(recv: RecvStream) -> Self {
+    /// A body of at most `bound`'s bytes that must end by its instant; unbounded without.
+    fn new(recv: RecvStream, bound: Option<(usize, Instant)>) -> Self {
         Self {
             recv,
             data_done: false,
+            read: 0,
+            max_bytes: bound.map_or(usize::MAX, |(bytes, _)| bytes),
+            due: bound.map(|(_, by)| Box::pin(tokio::time::sleep_until(by))),
         }
     }
 }
 
 impl Body for RequestBody {
     type Data = Bytes;
-    type Error = h2::Error;
+    type Error = tonic::Status;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, h2::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
         if !self.data_done {
+            if let Some(due) = &mut self.due
+                && due.as_mut().poll(cx).is_ready()
+            {
+                return Poll::Ready(Some(Err(tonic::Status::deadline_exceeded(
+                    "the request's body did not end within server.request_timeout",
+                ))));
+            }
             match ready!(self.recv.poll_data(cx)) {
                 Some(Ok(data)) => {
                     // A failure here means the stream is gone; the next poll says so.
                     let _ = self.recv.flow_control().release_capacity(data.len());
+                    self.read = self.read.saturating_add(data.len());
+                    if self.read > self.max_bytes {
+                        return Poll::Ready(Some(Err(tonic::Status::resource_exhausted(format!(
+                            "the request's body is larger than the largest request \
+                                 ({} bytes)",
+                            self.max_bytes
+                        )))));
+                    }
                     return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                None => self.data_done = true,
+                Some(Err(e)) => return Poll::Ready(Some(Err(tonic::Status::from_error(e.into())))),
+                None => {
+                    self.data_done = true;
+                    self.due = None;
+                }
             }
         }
         let trailers: Result<Option<HeaderMap>, h2::Error> = ready!(self.recv.poll_trailers(cx));
-        Poll::Ready(trailers.transpose().map(|t| t.map(Frame::trailers)))
+        Poll::Ready(
+            trailers
+                .map_err(|e| tonic::Status::from_error(e.into()))
+                .transpose()
+                .map(|t| t.map(Frame::trailers)),
+        )
     }
 
     fn is_end_stream(&self) -> bool {

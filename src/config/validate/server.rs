@@ -90,6 +90,12 @@ pub(super) fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
             raw.handshake_timeout,
             bounds::MAX_HANDSHAKE,
         )?,
+        request_timeout: duration(
+            "server.request_timeout",
+            raw.request_timeout,
+            bounds::MAX_WAIT,
+        )?,
+        idle_timeout: duration("server.idle_timeout", raw.idle_timeout, bounds::MAX_WAIT)?,
         keepalive_interval: duration(
             "server.keepalive_interval",
             raw.keepalive_interval,
