@@ -14,6 +14,7 @@
 mod call;
 mod connect;
 mod framing;
+pub(super) mod fuzz;
 mod head;
 mod pool;
 

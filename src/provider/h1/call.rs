@@ -61,14 +61,23 @@ enum Stage {
 impl Call {
     /// Starts sending `request` on one of `shared`'s idle connections, or a new one.
     pub(super) fn start(shared: &Arc<Shared>, request: Vec<u8>) -> Self {
-        let stage = match shared.idle.take() {
-            Some(conn) => Stage::Writing { conn, written: 0 },
-            None => Stage::Connecting(Box::pin(super::connect::open(shared.clone()))),
-        };
+        match shared.idle.take() {
+            Some(conn) => Self::on(shared, conn, request),
+            None => Self {
+                shared: shared.clone(),
+                request,
+                stage: Stage::Connecting(Box::pin(super::connect::open(shared.clone()))),
+            },
+        }
+    }
+
+    /// Starts sending `request` on `conn`: an idle connection, or the fuzz entry point's
+    /// in-memory one (`h1/fuzz.rs`), which drives the rest of the call as a socket would.
+    pub(super) fn on(shared: &Arc<Shared>, conn: Conn, request: Vec<u8>) -> Self {
         Self {
             shared: shared.clone(),
             request,
-            stage,
+            stage: Stage::Writing { conn, written: 0 },
         }
     }
 
@@ -178,6 +187,17 @@ impl Call {
                 Ok(_) => {}
                 Err(e) => return self.fail(Failure::Broken(e.to_string())),
             }
+        }
+    }
+
+    /// How many bytes the call holds read but not yet taken: what the fuzz entry point
+    /// (`h1/fuzz.rs`) holds to the bounds.
+    pub(super) fn buffered(&self) -> usize {
+        match &self.stage {
+            Stage::Writing { conn, .. } | Stage::Head(conn) | Stage::Body { conn, .. } => {
+                conn.buf.len()
+            }
+            Stage::Connecting(_) | Stage::Over => 0,
         }
     }
 
