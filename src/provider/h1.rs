@@ -251,4 +251,6 @@ impl Failure {
 }
 
 #[cfg(test)]
+mod differential;
+#[cfg(test)]
 mod tests;
