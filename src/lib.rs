@@ -63,6 +63,7 @@
 //! | errors -> gRPC statuses | `service/status.rs` |
 //! | shutdown order | `runtime.rs` (`Runtime::shutdown`), `server.rs` |
 //! | connection and stream limits, stalled streams | `server/connection.rs`, `server/stream.rs` |
+//! | provider HTTP/1.1 responses: framing and connection reuse (`docs/h1.md`) | `provider/h1/head.rs`, `provider/h1/framing.rs`, `provider/h1/call.rs` |
 //!
 //! # One execution
 //! `Execute` -> `service` (decode) -> [`Runtime::submit`] (validate, store
