@@ -66,6 +66,7 @@
 //! | connection places: idle ones give way at the limit | `server/places.rs` |
 //! | unsent response data per connection | `server/unsent.rs` |
 //! | open-file limit against the connection limits | `server/descriptors.rs` |
+//! | provider HTTP/1.1 responses: framing and connection reuse (`docs/h1.md`) | `provider/h1/head.rs`, `provider/h1/framing.rs`, `provider/h1/call.rs` |
 //!
 //! # One execution
 //! `Execute` -> `service` (decode) -> [`Runtime::submit`] (validate, store

@@ -48,3 +48,11 @@ fn journals() {
         model_runtime::store::fuzz::journal(&bytes);
     }
 }
+
+#[test]
+fn h1_responses() {
+    for (name, bytes) in inputs("h1") {
+        eprintln!("h1/{name}");
+        model_runtime::provider::fuzz::h1_input(&bytes);
+    }
+}

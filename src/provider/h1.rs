@@ -14,6 +14,7 @@
 mod call;
 mod connect;
 mod framing;
+pub(super) mod fuzz;
 mod head;
 mod pool;
 
@@ -249,5 +250,7 @@ impl Failure {
     }
 }
 
+#[cfg(test)]
+mod differential;
 #[cfg(test)]
 mod tests;

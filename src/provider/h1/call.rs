@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
 use http::header::HeaderMap;
 use tokio::io::AsyncWrite;
 
@@ -66,14 +66,23 @@ enum Stage {
 impl Call {
     /// Starts sending `request` on one of `shared`'s idle connections, or a new one.
     pub(super) fn start(shared: &Arc<Shared>, request: Vec<u8>) -> Self {
-        let stage = match shared.idle.take() {
-            Some(conn) => Stage::Writing { conn, written: 0 },
-            None => Stage::Connecting(Box::pin(super::connect::open(shared.clone()))),
-        };
+        match shared.idle.take() {
+            Some(conn) => Self::on(shared, conn, request),
+            None => Self {
+                shared: shared.clone(),
+                request,
+                stage: Stage::Connecting(Box::pin(super::connect::open(shared.clone()))),
+            },
+        }
+    }
+
+    /// Starts sending `request` on `conn`: an idle connection, or the fuzz entry point's
+    /// in-memory one (`h1/fuzz.rs`), which drives the rest of the call as a socket would.
+    pub(super) fn on(shared: &Arc<Shared>, conn: Conn, request: Vec<u8>) -> Self {
         Self {
             shared: shared.clone(),
             request,
-            stage,
+            stage: Stage::Writing { conn, written: 0 },
         }
     }
 
@@ -138,7 +147,7 @@ impl Call {
                             headers: head.headers,
                         }));
                     }
-                    Ok(None) => match ready!(conn.poll_fill(cx)) {
+                    Ok(None) => match ready!(conn.poll_fill_head(cx)) {
                         Ok(0) => {
                             let cause = "the connection closed before a response";
                             return self.fail(Failure::Lost(cause.into()));
@@ -185,7 +194,7 @@ impl Call {
             if handed {
                 return Poll::Ready(Ok(Progress::Data));
             }
-            match ready!(conn.poll_fill(cx)) {
+            match ready!(conn.poll_fill(cx, usize::MAX)) {
                 Ok(0) if framing.ends_at_close() => {
                     self.stage = Stage::Over;
                     return Poll::Ready(Ok(Progress::End));
@@ -197,6 +206,17 @@ impl Call {
                 Ok(_) => {}
                 Err(e) => return self.fail(Failure::Broken(e.to_string())),
             }
+        }
+    }
+
+    /// How many bytes the call holds read but not yet taken: what the fuzz entry point
+    /// (`h1/fuzz.rs`) holds to the bounds.
+    pub(super) fn buffered(&self) -> usize {
+        match &self.stage {
+            Stage::Writing { conn, .. } | Stage::Head { conn, .. } | Stage::Body { conn, .. } => {
+                conn.buf.len()
+            }
+            Stage::Connecting(_) | Stage::Over => 0,
         }
     }
 
@@ -265,7 +285,7 @@ impl Conn {
     /// left to the write, which fails once the server is gone. A failed read fails the call.
     fn poll_early_answer(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         while matches!(head::parse(&self.buf), Ok(None)) {
-            if ready!(self.poll_fill(cx))? == 0 {
+            if ready!(self.poll_fill_head(cx))? == 0 {
                 return Poll::Pending;
             }
         }
@@ -275,22 +295,35 @@ impl Conn {
     /// Whether a whole response head has arrived already, reading what the socket holds
     /// without waiting.
     fn answered(&mut self) -> bool {
+        let mut now = Context::from_waker(std::task::Waker::noop());
         while self.buf.len() <= head::MAX_HEAD_BYTES
-            && matches!(self.fill_now(), Poll::Ready(Ok(1..)))
+            && matches!(self.poll_fill_head(&mut now), Poll::Ready(Ok(1..)))
         {}
         matches!(head::parse(&self.buf), Ok(Some(_)))
     }
 
     /// Reads what the socket holds already, without waiting (or registering to be woken).
     pub(super) fn fill_now(&mut self) -> Poll<std::io::Result<usize>> {
-        self.poll_fill(&mut Context::from_waker(std::task::Waker::noop()))
+        let mut now = Context::from_waker(std::task::Waker::noop());
+        self.poll_fill(&mut now, usize::MAX)
     }
 
-    /// Reads what the socket has into the buffer: the count, 0 at its end.
-    pub(super) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+    /// Reads more of a response head, never past the byte after its bound: a head that never
+    /// ends is refused holding [`head::MAX_HEAD_BYTES`] + 1 bytes, not that and a read's
+    /// worth more (the buffer's room doubles as it grows). It is only called while what is
+    /// held fits the bound, so there is room for one byte at least.
+    fn poll_fill_head(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+        let room = (head::MAX_HEAD_BYTES + 1).saturating_sub(self.buf.len());
+        self.poll_fill(cx, room)
+    }
+
+    /// Reads what the socket has into the buffer, `most` bytes at most: the count, 0 at its
+    /// end.
+    fn poll_fill(&mut self, cx: &mut Context<'_>, most: usize) -> Poll<std::io::Result<usize>> {
         if self.buf.capacity() - self.buf.len() < READ_ROOM / 4 {
             self.buf.reserve(READ_ROOM);
         }
-        tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buf)
+        let mut buf = (&mut self.buf).limit(most);
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut buf)
     }
 }

@@ -36,6 +36,8 @@ pub(crate) enum HeadError {
     BadLength,
     #[error("the response's Transfer-Encoding is not `chunked` alone")]
     UnsupportedCoding,
+    #[error("the response's status {0} is below 100")]
+    BadStatus(u16),
     #[error("the server switched protocols")]
     Switched,
 }
@@ -62,6 +64,8 @@ pub(crate) fn parse(input: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
         }
         let status = response.code.unwrap_or_default();
         match status {
+            // httparse takes any three digits; no status is below 100 (RFC 9110 section 15).
+            0..=99 => return Err(HeadError::BadStatus(status)),
             101 => return Err(HeadError::Switched),
             100..=199 => continue,
             _ => {}
@@ -194,6 +198,16 @@ mod tests {
             parse(b"HTTP/1.1 101 Switching\r\n\r\n").unwrap_err(),
             HeadError::Switched
         );
+    }
+
+    #[test]
+    fn a_status_below_100_is_refused() {
+        // It was taken as a final response.
+        for status in ["000", "099"] {
+            let text = format!("HTTP/1.1 {status} Odd\r\nContent-Length: 0\r\n\r\n");
+            let error = parse(text.as_bytes()).unwrap_err();
+            assert!(matches!(error, HeadError::BadStatus(_)), "{status}");
+        }
     }
 
     #[test]

@@ -478,3 +478,14 @@ async fn an_https_target_is_reached_through_a_proxys_tunnel() {
     assert_eq!(asked.len(), 1, "the tunnel is kept for the second request");
     assert!(asked[0].starts_with(&format!("CONNECT localhost:{port} HTTP/1.1\r\n")));
 }
+
+#[test]
+fn a_head_that_never_ends_is_refused_holding_no_more_than_its_bound() {
+    // Read into a buffer whose room doubles as it grows, such a head was refused holding
+    // up to twice the bound; the fuzz entry point checks each read's room.
+    let mut stream = b"HTTP/1.1 200 OK\r\nX-Filler: ".to_vec();
+    stream.resize(3 * head::MAX_HEAD_BYTES, b'a');
+    for closes in [false, true] {
+        fuzz::response(&stream, &[], closes);
+    }
+}
