@@ -88,6 +88,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// HTTP/2 streams open at once on one connection.
     pub max_concurrent_streams: u32,
+    /// Response bytes one connection may hold that its socket has not taken before its
+    /// streams wait.
+    pub max_unsent_bytes: usize,
     /// How long a new connection has to send its HTTP/2 preface and open its first stream.
     pub handshake_timeout: Duration,
     /// How long a request's body may take to end, from its headers (reflection's streams

@@ -25,8 +25,10 @@
 //! - [`service`]: tonic glue: wire -> core -> wire, and the one error -> `Status` mapper.
 //! - [`server`]: the gRPC server with health and reflection, over HTTP/2 served by h2
 //!   directly so one stalled stream can be reset; [`telemetry`]: logs and traces.
-//! - [`pricing`]: prices for usage facts, off the execution path: nothing else in the
-//!   library imports it (its layer is the top one).
+//!
+//! Beside it, crates that import nothing of the domain: `crates/h1` (the provider HTTP/1.1
+//! client: [`h1`]) and `crates/pricing` (prices for exported usage facts, used by the
+//! `price` command only, never by the execution path).
 //!
 //! # Layers
 //! Bottom to top. A module imports only from layers below its own, never from its own layer
@@ -40,7 +42,6 @@
 //! 5. `pb`
 //! 6. `service`
 //! 7. `server`, `telemetry`
-//! 8. `pricing`
 //!
 //! # Rules and their homes
 //! Each rule of the protocol is written once:
@@ -66,7 +67,7 @@
 //! | connection places: idle ones give way at the limit | `server/places.rs` |
 //! | unsent response data per connection | `server/unsent.rs` |
 //! | open-file limit against the connection limits | `server/descriptors.rs` |
-//! | provider HTTP/1.1 responses: framing and connection reuse (`docs/h1.md`) | `provider/h1/head.rs`, `provider/h1/framing.rs`, `provider/h1/call.rs` |
+//! | provider HTTP/1.1 responses: framing and connection reuse (`docs/h1.md`) | `crates/h1/src/head.rs`, `crates/h1/src/framing.rs`, `crates/h1/src/call.rs` |
 //!
 //! # One execution
 //! `Execute` -> `service` (decode) -> [`Runtime::submit`] (validate, store
@@ -77,7 +78,6 @@
 pub mod config;
 pub mod execution;
 pub mod pb;
-pub mod pricing;
 pub mod provider;
 pub mod routing;
 pub mod runtime;

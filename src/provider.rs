@@ -6,7 +6,6 @@ pub mod anthropic;
 mod exchange;
 #[doc(hidden)]
 pub mod fuzz;
-mod h1;
 mod http;
 pub(crate) use http::install_crypto_provider;
 pub mod openai;

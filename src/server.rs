@@ -19,6 +19,7 @@ use crate::service::ModelRuntimeService;
 mod coalesce;
 mod connection;
 mod descriptors;
+mod idle;
 mod incoming;
 mod listener;
 mod metrics;

@@ -1,5 +1,5 @@
 //! `usage` and `price`: the usage export read from a server (`StreamUsage`) or a file, as
-//! JSON lines, or priced with a price table (`model_runtime::pricing`).
+//! JSON lines, or priced with a price table (the `pricing` crate, `crates/pricing`).
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use model_runtime::pb;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
-use model_runtime::pricing::{Fact, PriceTable, Report, resolve};
 use model_runtime::service::decode;
+use pricing::{Fact, PriceTable, Report, resolve};
 
 use super::{connect, endpoint};
 

@@ -113,6 +113,12 @@ impl ConfigBuilder {
         self
     }
 
+    /// `server.max_unsent_bytes`.
+    pub fn max_unsent_bytes(mut self, bytes: usize) -> Self {
+        self.raw.server.max_unsent_bytes = bytes;
+        self
+    }
+
     /// `server.stream_idle_timeout`.
     pub fn stream_idle_timeout(mut self, timeout: Duration) -> Self {
         self.raw.server.stream_idle_timeout = timeout;

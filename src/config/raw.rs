@@ -41,6 +41,7 @@ pub(super) struct RawServer {
     pub max_watchers_per_execution: usize,
     pub max_connections: usize,
     pub max_concurrent_streams: u32,
+    pub max_unsent_bytes: usize,
     #[serde(with = "humantime_serde")]
     pub handshake_timeout: Duration,
     #[serde(with = "humantime_serde")]
@@ -69,6 +70,7 @@ impl Default for RawServer {
             max_watchers_per_execution: 64,
             max_connections: 1024,
             max_concurrent_streams: 200,
+            max_unsent_bytes: 4 * 1024 * 1024,
             handshake_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),

@@ -6,7 +6,7 @@
 //! [`CallStream::unreported_usage`].
 //!
 //! The stream is a state machine polled by the driver, and it drives its HTTP call (see
-//! [`h1`](super::h1)) itself: each poll reads what the socket holds and turns all of it into
+//! [`h1`]) itself: each poll reads what the socket holds and turns all of it into
 //! events before it returns, so a reply that arrived in one read is handed to the driver
 //! whole, stored as one batch and written to the caller in one flush. Nothing is spawned, so
 //! dropping the stream (cancellation, the deadline) closes the connection at once.
@@ -21,12 +21,12 @@ use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
 use tokio::time::{Instant, Sleep};
 
 use super::ProviderCall;
-use super::h1::{Call, Progress, Response};
 use super::http::Upstream;
 use super::sse::SseEvent;
 use super::tally::UsageTally;
 use super::{CallStream, ProviderError, ProviderEvent, ProviderStream, plain_stream};
 use crate::execution::{AttemptCode, FinishReason, TRACEPARENT, TRACESTATE, Text, UsageQuantity};
+use h1::{Call, Progress, Response};
 use reply::Reply;
 
 /// How much of an error response's body is read to classify it.

@@ -110,22 +110,6 @@ fn events(body: &[u8], cuts: &[u8]) -> Result<Vec<OwnedEvent>, &'static str> {
     Ok(out)
 }
 
-/// A fuzzer's input for the HTTP/1.1 client's reading of a response (`h1/fuzz.rs` says what
-/// it checks): the first byte's low bit says whether the server closes the connection after
-/// its bytes (else it keeps it open and says nothing more), the next sixteen are eight
-/// little-endian `u16` cut points, the rest is what the server sends.
-pub fn h1_input(input: &[u8]) {
-    let Some((&flags, rest)) = input.split_first() else {
-        return;
-    };
-    let (cuts, stream) = rest.split_at(rest.len().min(16));
-    let cuts: Vec<u16> = cuts
-        .chunks_exact(2)
-        .map(|pair| u16::from_le_bytes([pair[0], pair[1]]))
-        .collect();
-    super::h1::fuzz::response(stream, &cuts, flags & 1 == 1);
-}
-
 fn upstream(adapter: Adapter) -> Upstream {
     let adapter = match adapter {
         Adapter::OpenAi => "openai",

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderValue};
 
-use super::h1;
 use super::{ProviderCall, ProviderInitError};
 use crate::config::{HttpEndpointConfig, Secret, TimeoutsConfig};
 use crate::execution::ExecutionId;

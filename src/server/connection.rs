@@ -8,6 +8,7 @@
 //! accepting data and reset that stream alone.
 
 use std::future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,6 +21,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::time::Instant;
 
 use super::coalesce::Coalesced;
+use super::idle;
 use super::incoming::Admitted;
 use super::stream;
 use super::unsent::{Counted, Unsent};
@@ -46,13 +48,6 @@ const MAX_PENDING_ACCEPT_RESETS: usize = 20;
 /// How long a connection closing for an unanswered ping may take to write its GOAWAY.
 const GOAWAY_FLUSH: Duration = Duration::from_millis(100);
 
-/// How long an idle connection asked to close (GOAWAY) may take to do so: it has no call to
-/// finish, only HTTP/2's closing exchange, which a peer that stopped reading never answers.
-const IDLE_CLOSE: Duration = Duration::from_secs(1);
-
-/// Far enough ahead to mean never, near enough for time arithmetic.
-const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
-
 /// How every connection of one server is served.
 #[derive(Clone)]
 pub(super) struct Http2 {
@@ -63,6 +58,7 @@ pub(super) struct Http2 {
     max_body: usize,
     idle_timeout: Duration,
     request_timeout: Duration,
+    max_unsent: usize,
     keepalive_interval: Duration,
     keepalive_timeout: Duration,
     stream_idle_timeout: Duration,
@@ -87,6 +83,7 @@ impl Http2 {
             max_body: max_message.saturating_mul(2),
             idle_timeout: config.idle_timeout,
             request_timeout: config.request_timeout,
+            max_unsent: config.max_unsent_bytes,
             keepalive_interval: config.keepalive_interval,
             keepalive_timeout: config.keepalive_timeout,
             stream_idle_timeout: config.stream_idle_timeout,
@@ -109,7 +106,7 @@ impl Http2 {
         let activity = place.activity().clone();
         // A first stream is due within the handshake's time, counted from now.
         let first_stream_by = Instant::now() + self.handshake_timeout;
-        let unsent = Unsent::new(unsent);
+        let unsent = Unsent::new(self.max_unsent, unsent);
         let io = Coalesced::new(Counted::new(stream, unsent.clone()));
         let handshake = self.builder.handshake::<_, Bytes>(io);
         // A connection that has not finished its handshake has no calls to finish: it closes
@@ -135,11 +132,20 @@ impl Http2 {
             None => Box::pin(future::pending()),
         };
         let mut keepalive = std::pin::pin!(keepalive);
-        // Until the first stream, the handshake's bound; then the idle timeout's.
-        let mut idle = std::pin::pin!(tokio::time::sleep_until(first_stream_by));
-        let mut idle_limit = None;
+        // Idleness is watched by a task of its own, which asks this loop through one flag.
+        let close = Arc::new(idle::Close::default());
+        let watchdog = self.tasks.spawn(idle::watch(
+            activity.clone(),
+            first_stream_by,
+            self.idle_timeout,
+            close.clone(),
+        ));
+        let _watchdog = AbortOnDrop(watchdog);
         let mut stopping = false;
-        let mut closing_by = None;
+        let mut asked = idle::Ask::Nothing;
+        // Made once, not at every turn of the loop, which comes with every frame of a call.
+        let mut stopped = std::pin::pin!(stop.cancelled());
+        let mut forced = std::pin::pin!(force.cancelled());
         loop {
             tokio::select! {
                 accepted = conn.accept() => match accepted {
@@ -150,13 +156,14 @@ impl Http2 {
                             body_bytes: self.max_body,
                         };
                         let open = activity.stream();
-                        let stream =
-                            stream::serve(request, respond, routes.clone(), limits, unsent.clone());
-                        self.tasks.spawn(async move {
-                            stream.await;
-                            drop(open);
-                        });
-                        idle_limit = Some(self.idle_timeout);
+                        self.tasks.spawn(stream::serve(
+                            request,
+                            respond,
+                            routes.clone(),
+                            limits,
+                            unsent.clone(),
+                            open,
+                        ));
                     }
                     Some(Err(e)) => {
                         tracing::debug!(error = %e, "connection ended with an error");
@@ -164,35 +171,17 @@ impl Http2 {
                     }
                     None => break,
                 },
-                () = stop.cancelled(), if !stopping => {
+                () = &mut stopped, if !stopping => {
                     stopping = true;
                     conn.graceful_shutdown();
                 }
-                () = activity.went_idle(), if closing_by.is_none() => {
-                    if let (Some(since), Some(limit)) = (activity.idle_since(), idle_limit) {
-                        idle.as_mut().reset(since + limit);
+                ask = future::poll_fn(|cx| close.poll_ask(cx, asked)) => {
+                    asked = ask;
+                    match ask {
+                        idle::Ask::Close => break,
+                        _ => conn.graceful_shutdown(),
                     }
                 }
-                () = &mut idle, if closing_by.is_none() => {
-                    match activity.idle_since() {
-                        // Idle since before the limit: closed, unless the server is closing
-                        // it already.
-                        Some(since) if Instant::now() >= since + idle_limit.unwrap_or_default() => {
-                            tracing::debug!("no open stream for server.idle_timeout (or no first stream within server.handshake_timeout): GOAWAY");
-                            closing_by = Some(Instant::now() + IDLE_CLOSE);
-                            conn.graceful_shutdown();
-                        }
-                        Some(since) => idle.as_mut().reset(since + idle_limit.unwrap_or_default()),
-                        // Busy: woken again when its last stream ends.
-                        None => idle.as_mut().reset(Instant::now() + FAR),
-                    }
-                }
-                () = activity.evicted().cancelled(), if closing_by.is_none() => {
-                    tracing::debug!("a new connection took this idle connection's place: GOAWAY");
-                    closing_by = Some(Instant::now() + IDLE_CLOSE);
-                    conn.graceful_shutdown();
-                }
-                () = tokio::time::sleep_until(closing_by.unwrap_or_else(Instant::now)), if closing_by.is_some() => break,
                 () = &mut keepalive => {
                     tracing::debug!("a keepalive ping went unanswered: connection closed");
                     // GOAWAY, written if the socket still takes it, then closed.
@@ -200,9 +189,18 @@ impl Http2 {
                     let _ = tokio::time::timeout(GOAWAY_FLUSH, conn.accept()).await;
                     break;
                 }
-                () = force.cancelled() => break,
+                () = &mut forced => break,
             }
         }
+    }
+}
+
+/// Aborts a task when dropped: the watchdog ends with its connection.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -5,10 +5,10 @@
 //! when every connection has a call open is a new one refused.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -31,10 +31,11 @@ struct Inner {
 pub(super) struct Activity {
     /// Streams open now.
     streams: AtomicUsize,
-    /// Since when it has had no open stream.
-    idle_since: Mutex<Instant>,
-    /// Woken when its last open stream ends.
-    idle: Notify,
+    /// Whether it has opened a stream yet.
+    opened: AtomicBool,
+    /// Since when it has had no open stream: nanoseconds after `epoch`.
+    idle_since: AtomicU64,
+    epoch: Instant,
     /// Cancelled when a new connection took its place.
     evicted: CancellationToken,
 }
@@ -43,8 +44,9 @@ impl Activity {
     fn new() -> Self {
         Self {
             streams: AtomicUsize::new(0),
-            idle_since: Mutex::new(Instant::now()),
-            idle: Notify::new(),
+            opened: AtomicBool::new(false),
+            idle_since: AtomicU64::new(0),
+            epoch: Instant::now(),
             evicted: CancellationToken::new(),
         }
     }
@@ -52,17 +54,19 @@ impl Activity {
     /// Counts a stream open until the guard drops.
     pub(super) fn stream(self: &Arc<Self>) -> OpenStream {
         self.streams.fetch_add(1, Ordering::AcqRel);
+        self.opened.store(true, Ordering::Relaxed);
         OpenStream(self.clone())
     }
 
     /// Since when it has had no open stream; `None` while one is open.
     pub(super) fn idle_since(&self) -> Option<Instant> {
-        (self.streams.load(Ordering::Acquire) == 0).then(|| *lock(&self.idle_since))
+        (self.streams.load(Ordering::Acquire) == 0)
+            .then(|| self.epoch + Duration::from_nanos(self.idle_since.load(Ordering::Acquire)))
     }
 
-    /// Resolves when its last open stream ends.
-    pub(super) fn went_idle(&self) -> tokio::sync::futures::Notified<'_> {
-        self.idle.notified()
+    /// Whether it has opened a stream yet.
+    pub(super) fn opened(&self) -> bool {
+        self.opened.load(Ordering::Relaxed)
     }
 
     /// Cancelled when a new connection took its place.
@@ -78,8 +82,10 @@ pub(super) struct OpenStream(Arc<Activity>);
 impl Drop for OpenStream {
     fn drop(&mut self) {
         if self.0.streams.fetch_sub(1, Ordering::AcqRel) == 1 {
-            *lock(&self.0.idle_since) = Instant::now();
-            self.0.idle.notify_one();
+            let since = self.0.epoch.elapsed().as_nanos();
+            self.0
+                .idle_since
+                .store(u64::try_from(since).unwrap_or(u64::MAX), Ordering::Release);
         }
     }
 }

@@ -21,6 +21,7 @@ use tonic::codegen::Service;
 use tonic::service::Routes;
 use tracing::Instrument;
 
+use super::places::OpenStream;
 use super::unsent::Unsent;
 use crate::execution::TraceContext;
 use crate::runtime::trace;
@@ -43,6 +44,8 @@ pub(super) async fn serve(
     mut routes: Routes,
     limits: Limits,
     unsent: Arc<Unsent>,
+    // Counts the stream open on its connection until the stream ends.
+    _open: OpenStream,
 ) {
     let span = rpc_span(request.uri().path(), request.headers());
     let rpc = span.clone();
@@ -383,7 +386,10 @@ struct RequestBody {
     read: usize,
     max_bytes: usize,
     /// When its end is due, if it is bounded.
-    due: Option<Pin<Box<tokio::time::Sleep>>>,
+    due: Option<Instant>,
+    /// Made only once the body has to wait: a request that came whole (most do, with its
+    /// headers) costs no timer.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl RequestBody {
@@ -394,8 +400,23 @@ impl RequestBody {
             data_done: false,
             read: 0,
             max_bytes: bound.map_or(usize::MAX, |(bytes, _)| bytes),
-            due: bound.map(|(_, by)| Box::pin(tokio::time::sleep_until(by))),
+            due: bound.map(|(_, by)| by),
+            timer: None,
         }
+    }
+
+    /// The body has to wait: pending, or the caller's error once its time is up.
+    fn wait(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
+        let Some(due) = self.due else {
+            return Poll::Pending;
+        };
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+        ready!(timer.as_mut().poll(cx));
+        Poll::Ready(Some(Err(tonic::Status::deadline_exceeded(
+            "the request's body did not end within server.request_timeout",
+        ))))
     }
 }
 
@@ -407,42 +428,38 @@ impl Body for RequestBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
-        if !self.data_done {
-            if let Some(due) = &mut self.due
-                && due.as_mut().poll(cx).is_ready()
-            {
-                return Poll::Ready(Some(Err(tonic::Status::deadline_exceeded(
-                    "the request's body did not end within server.request_timeout",
-                ))));
-            }
-            match ready!(self.recv.poll_data(cx)) {
-                Some(Ok(data)) => {
+        let this = &mut *self;
+        if !this.data_done {
+            match this.recv.poll_data(cx) {
+                Poll::Ready(Some(Ok(data))) => {
                     // A failure here means the stream is gone; the next poll says so.
-                    let _ = self.recv.flow_control().release_capacity(data.len());
-                    self.read = self.read.saturating_add(data.len());
-                    if self.read > self.max_bytes {
+                    let _ = this.recv.flow_control().release_capacity(data.len());
+                    this.read = this.read.saturating_add(data.len());
+                    if this.read > this.max_bytes {
                         return Poll::Ready(Some(Err(tonic::Status::resource_exhausted(format!(
                             "the request's body is larger than the largest request \
                                  ({} bytes)",
-                            self.max_bytes
+                            this.max_bytes
                         )))));
                     }
                     return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
-                Some(Err(e)) => return Poll::Ready(Some(Err(tonic::Status::from_error(e.into())))),
-                None => {
-                    self.data_done = true;
-                    self.due = None;
+                Poll::Ready(Some(Err(e))) => {
+                    return Poll::Ready(Some(Err(tonic::Status::from_error(e.into()))));
                 }
+                Poll::Ready(None) => this.data_done = true,
+                Poll::Pending => return this.wait(cx),
             }
         }
-        let trailers: Result<Option<HeaderMap>, h2::Error> = ready!(self.recv.poll_trailers(cx));
-        Poll::Ready(
-            trailers
-                .map_err(|e| tonic::Status::from_error(e.into()))
-                .transpose()
-                .map(|t| t.map(Frame::trailers)),
-        )
+        match this.recv.poll_trailers(cx) {
+            Poll::Ready(trailers) => Poll::Ready(
+                trailers
+                    .map_err(|e| tonic::Status::from_error(e.into()))
+                    .transpose()
+                    .map(|t| t.map(Frame::trailers)),
+            ),
+            Poll::Pending => this.wait(cx),
+        }
     }
 
     fn is_end_stream(&self) -> bool {

@@ -4,11 +4,10 @@
 //! socket's writer reads the frames it writes and counts off each DATA frame's payload for
 //! its stream; a stream that is reset has whatever it still held dropped by HTTP/2, and is
 //! counted off whole. So the count is exact, and a stream takes nothing more while its
-//! connection holds [`PER_CONNECTION`] or more: a client that stops reading holds at most
-//! that, plus the one piece each of its streams was taking when the bound was reached,
+//! connection holds `server.max_unsent_bytes` or more: a client that stops reading holds at
+//! most that, plus the one piece each of its streams was taking when the bound was reached,
 //! until `server.stream_idle_timeout` resets its streams.
 
-use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,9 +18,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 
-/// Bytes one connection may hold unsent before its streams wait.
-pub(super) const PER_CONNECTION: usize = 4 * 1024 * 1024;
-
 /// The HTTP/2 frame types the writer looks at.
 const DATA: u8 = 0;
 const RST_STREAM: u8 = 3;
@@ -31,8 +27,11 @@ const HEADER: usize = 9;
 /// One connection's unsent bytes, by stream.
 #[derive(Debug)]
 pub(super) struct Unsent {
-    by_stream: Mutex<HashMap<u32, usize>>,
+    /// Streams holding unsent bytes, and how many: few at a time, so a list beats a hash.
+    by_stream: Mutex<Vec<(u32, usize)>>,
     total: AtomicUsize,
+    /// `server.max_unsent_bytes`: what it may hold before its streams wait.
+    bound: usize,
     /// Woken when the total falls below the bound.
     room: Notify,
     /// Every connection's total, when metrics are on.
@@ -40,10 +39,11 @@ pub(super) struct Unsent {
 }
 
 impl Unsent {
-    pub(super) fn new(gauge: Option<Gauge>) -> Arc<Self> {
+    pub(super) fn new(bound: usize, gauge: Option<Gauge>) -> Arc<Self> {
         Arc::new(Self {
-            by_stream: Mutex::new(HashMap::new()),
+            by_stream: Mutex::new(Vec::new()),
             total: AtomicUsize::new(0),
+            bound,
             room: Notify::new(),
             gauge,
         })
@@ -51,7 +51,7 @@ impl Unsent {
 
     /// Whether the connection holds less than its bound.
     pub(super) fn has_room(&self) -> bool {
-        self.total.load(Ordering::Acquire) < PER_CONNECTION
+        self.total.load(Ordering::Acquire) < self.bound
     }
 
     /// Resolves when the connection may hold less than its bound; check [`Unsent::has_room`]
@@ -62,13 +62,23 @@ impl Unsent {
 
     /// Stream `stream` took `bytes` to send.
     pub(super) fn took(&self, stream: u32, bytes: usize) {
-        *self.lock().entry(stream).or_default() += bytes;
+        let mut by_stream = self.lock();
+        match by_stream.iter_mut().find(|(id, _)| *id == stream) {
+            Some((_, held)) => *held += bytes,
+            None => by_stream.push((stream, bytes)),
+        }
+        drop(by_stream);
         self.add(bytes);
     }
 
     /// Stream `stream` was reset: HTTP/2 drops what it still held.
     pub(super) fn forget(&self, stream: u32) {
-        let dropped = self.lock().remove(&stream).unwrap_or(0);
+        let mut by_stream = self.lock();
+        let dropped = match by_stream.iter().position(|(id, _)| *id == stream) {
+            Some(at) => by_stream.swap_remove(at).1,
+            None => 0,
+        };
+        drop(by_stream);
         self.sub(dropped);
     }
 
@@ -77,12 +87,13 @@ impl Unsent {
         let mut by_stream = self.lock();
         let mut total = 0;
         for &(stream, bytes) in sent {
-            if let Some(held) = by_stream.get_mut(&stream) {
+            if let Some(at) = by_stream.iter().position(|(id, _)| *id == stream) {
+                let held = &mut by_stream[at].1;
                 let off = bytes.min(*held);
                 *held -= off;
                 total += off;
                 if *held == 0 {
-                    by_stream.remove(&stream);
+                    by_stream.swap_remove(at);
                 }
             }
         }
@@ -105,12 +116,12 @@ impl Unsent {
         if let Some(gauge) = &self.gauge {
             gauge.dec_by(i64::try_from(bytes).unwrap_or(i64::MAX));
         }
-        if before >= PER_CONNECTION && before - bytes < PER_CONNECTION {
+        if before >= self.bound && before - bytes < self.bound {
             self.room.notify_waiters();
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<u32, usize>> {
+    fn lock(&self) -> MutexGuard<'_, Vec<(u32, usize)>> {
         self.by_stream
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -286,7 +297,7 @@ mod tests {
         wire.extend(frame(8, 0, &[0; 4]));
         wire.extend(frame(RST_STREAM, 5, &[0; 4]));
         for cut in 1..wire.len() {
-            let unsent = Unsent::new(None);
+            let unsent = Unsent::new(1 << 20, None);
             unsent.took(1, 150);
             unsent.took(3, 50);
             unsent.took(5, 70);
@@ -295,13 +306,13 @@ mod tests {
             io.count(&[io::IoSlice::new(a), io::IoSlice::new(b)], wire.len());
             // Stream 1 still holds 50; 3 is sent; 5 was reset, its 70 dropped.
             assert_eq!(unsent.total.load(Ordering::Acquire), 50, "cut at {cut}");
-            assert_eq!(*unsent.lock(), HashMap::from([(1, 50)]));
+            assert_eq!(*unsent.lock(), [(1, 50)]);
         }
     }
 
     #[test]
     fn only_what_was_written_counts() {
-        let unsent = Unsent::new(None);
+        let unsent = Unsent::new(1 << 20, None);
         unsent.took(1, 100);
         let mut io = Counted::new(Vec::<u8>::new(), unsent.clone());
         let wire = frame(DATA, 1, &[7; 100]);

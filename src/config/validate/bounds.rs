@@ -31,6 +31,9 @@ pub(crate) const MAX_EVENTS: u64 = 10_000_000;
 pub(crate) const MAX_WATCHERS: usize = 100_000;
 /// `server.max_concurrent_streams` (per connection).
 pub(crate) const MAX_STREAMS: u32 = 100_000;
+/// `server.max_unsent_bytes`: room for a piece (64 KiB) at least, at most 1 GiB.
+pub(crate) const MIN_UNSENT_BYTES: usize = 64 << 10;
+pub(crate) const MAX_UNSENT_BYTES: usize = 1 << 30;
 /// `server.max_connections`.
 pub(crate) const MAX_CONNECTIONS: usize = 1_000_000;
 /// `store.max_executions`.

@@ -85,6 +85,12 @@ pub(super) fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
             1,
             bounds::MAX_STREAMS,
         )?,
+        max_unsent_bytes: count(
+            "server.max_unsent_bytes",
+            raw.max_unsent_bytes,
+            bounds::MIN_UNSENT_BYTES,
+            bounds::MAX_UNSENT_BYTES,
+        )?,
         handshake_timeout: duration(
             "server.handshake_timeout",
             raw.handshake_timeout,

@@ -14,7 +14,7 @@ use super::Upstream;
 use super::detail::ErrorDetail;
 use crate::execution::{AttemptCode, ErrorClass};
 use crate::provider::ProviderError;
-use crate::provider::h1::Failure;
+use h1::Failure;
 
 /// The longest back-off a provider may ask for. No execution waits a day, so a longer
 /// `Retry-After` says no more than this one does (the router falls back or stops), and an

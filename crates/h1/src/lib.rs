@@ -1,0 +1,262 @@
+//! The HTTP/1.1 client of the provider adapters, driven by the exchange itself. A general
+//! client (reqwest, hyper's) reads the socket in a connection task and hands the body over a
+//! piece at a time through a channel, so a reply that arrived in one read still reaches the
+//! runtime one chunk per task switch, and each is stored and written to the gRPC client on
+//! its own. Here the exchange owns the connection while its call runs: whatever one read
+//! brings (a whole reply, from a fast upstream) is framed, parsed and handed to the driver at
+//! once, which stores it as one batch and writes it as one HTTP/2 flush.
+//!
+//! It speaks what provider APIs need, and no more: a `POST` with a JSON body, keep-alive
+//! connections kept per provider, chunked, sized or close-delimited bodies, interim (1xx)
+//! responses, TLS (its set-up handed in: the runtime's trusts the platform's roots, as
+//! reqwest does), and a configured HTTP(S) proxy (`CONNECT` for https targets, absolute form
+//! for plain http). Which rules of RFC 9112 it relaxes or tightens, and why, is in the
+//! repository's `docs/h1.md`, held by the differential test against hyper's client.
+//!
+//! A crate of its own: it imports nothing of the runtime's domain, so `cargo test -p
+//! model-runtime-h1` builds no gRPC, no store and no tracing exporter.
+
+mod call;
+mod connect;
+mod framing;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
+mod head;
+mod pool;
+
+use std::fmt;
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::HeaderMap;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use call::Conn;
+pub use call::{Call, Progress, Response};
+
+/// A connection's byte stream: TCP, TLS over it, or TLS inside a proxy's TLS.
+pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
+
+/// A host to connect to.
+#[derive(Debug, Clone)]
+struct Endpoint {
+    https: bool,
+    /// The host as URLs write it (an IPv6 address in brackets).
+    host: String,
+    port: u16,
+    /// `host[:port]` as the URL has it, for `Host`.
+    authority: String,
+}
+
+impl Endpoint {
+    fn from_url(url: &url::Url) -> Result<Self, String> {
+        let https = match url.scheme() {
+            "https" => true,
+            "http" => false,
+            other => return Err(format!("`{other}` URLs are not supported")),
+        };
+        let host = url.host_str().ok_or("the URL has no host")?.to_owned();
+        let port = url.port_or_known_default().ok_or("the URL has no port")?;
+        let authority = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.clone(),
+        };
+        Ok(Self {
+            https,
+            host,
+            port,
+            authority,
+        })
+    }
+
+    /// The host to resolve and to name in TLS (an IPv6 address without brackets).
+    fn host(&self) -> &str {
+        self.host.trim_start_matches('[').trim_end_matches(']')
+    }
+}
+
+/// A configured proxy. (No `Debug`: its credentials are secret.)
+struct Proxy {
+    endpoint: Endpoint,
+    /// `Basic ...` from the proxy URL's user and password.
+    authorization: Option<String>,
+}
+
+impl Proxy {
+    fn from_url(text: &str) -> Result<Self, String> {
+        let url = url::Url::parse(text).map_err(|e| format!("proxy: {e}"))?;
+        let endpoint = Endpoint::from_url(&url).map_err(|e| format!("proxy: {e}"))?;
+        let authorization = (!url.username().is_empty()).then(|| {
+            use base64::Engine as _;
+            let decode = |s: &str| percent_encoding::percent_decode_str(s).collect::<Vec<u8>>();
+            let mut credentials = decode(url.username());
+            credentials.push(b':');
+            credentials.extend(decode(url.password().unwrap_or_default()));
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(credentials)
+            )
+        });
+        Ok(Self {
+            endpoint,
+            authorization,
+        })
+    }
+}
+
+/// How a [`Client`] connects. (No `Debug`: a proxy URL may carry credentials.)
+pub struct Settings {
+    /// The connect timeout (resolution, TCP, TLS and the proxy's tunnel together).
+    pub connect_timeout: Duration,
+    /// A proxy URL, when the configuration names one.
+    pub proxy: Option<String>,
+    /// How many idle connections are kept (the provider's concurrency).
+    pub max_idle: usize,
+    /// How long one may stay idle.
+    pub idle_timeout: Duration,
+}
+
+/// The client of one provider endpoint: where requests go, how to connect, and the idle
+/// connections. Clones share the connections.
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// The URL requests go to.
+    url: String,
+    target: Endpoint,
+    /// The request line's target: the path, or the whole URL for a plain-http target
+    /// reached through a proxy.
+    request_target: String,
+    /// `Proxy-Authorization` sent with each request (absolute form only).
+    request_proxy_authorization: Option<String>,
+    proxy: Option<Proxy>,
+    connect_timeout: Duration,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    idle: pool::Idle,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("url", &self.shared.url)
+            .field("proxy", &self.shared.proxy.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// The client for `url` (http or https, no query); `tls` is asked for the TLS set-up
+    /// when the target or the proxy is https.
+    pub fn new(
+        url: &url::Url,
+        settings: Settings,
+        tls: impl FnOnce() -> Result<Arc<rustls::ClientConfig>, String>,
+    ) -> Result<Self, String> {
+        let target = Endpoint::from_url(url)?;
+        let proxy = settings.proxy.as_deref().map(Proxy::from_url).transpose()?;
+        let needs_tls = target.https || proxy.as_ref().is_some_and(|p| p.endpoint.https);
+        let tls = needs_tls.then(tls).transpose()?;
+        let absolute = proxy.is_some() && !target.https;
+        let request_target = if absolute {
+            url.as_str().to_owned()
+        } else {
+            url.path().to_owned()
+        };
+        let request_proxy_authorization = proxy
+            .as_ref()
+            .filter(|_| absolute)
+            .and_then(|p| p.authorization.clone());
+        Ok(Self {
+            shared: Arc::new(Shared {
+                url: url.as_str().to_owned(),
+                target,
+                request_target,
+                request_proxy_authorization,
+                proxy,
+                connect_timeout: settings.connect_timeout,
+                tls,
+                idle: pool::Idle::new(settings.max_idle, settings.idle_timeout),
+            }),
+        })
+    }
+
+    /// The bytes of a `POST` of `body` with `headers` and then `more`.
+    pub fn post(&self, headers: &HeaderMap, more: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+        let shared = &self.shared;
+        let mut out = Vec::with_capacity(512 + body.len());
+        // Writing to a Vec cannot fail.
+        let _ = write!(
+            out,
+            "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: model-runtime/{}\r\nContent-Length: {}\r\n",
+            shared.request_target,
+            shared.target.authority,
+            env!("CARGO_PKG_VERSION"),
+            body.len()
+        );
+        let mut header = |name: &[u8], value: &[u8]| {
+            out.extend_from_slice(name);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        };
+        if let Some(credentials) = &shared.request_proxy_authorization {
+            header(b"Proxy-Authorization", credentials.as_bytes());
+        }
+        for (name, value) in headers {
+            header(name.as_str().as_bytes(), value.as_bytes());
+        }
+        for (name, value) in more {
+            // The callers' values are checked already (the trace context's, at parsing).
+            debug_assert!(
+                !value.contains(['\r', '\n']),
+                "a header value with a line break"
+            );
+            header(name.as_bytes(), value.as_bytes());
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// Starts sending `request` (from [`Client::post`]) on an idle connection, or a new one.
+    pub fn call(&self, request: Vec<u8>) -> Call {
+        Call::start(&self.shared, request)
+    }
+}
+
+/// Why a call failed, with the network's account of it for the log.
+#[derive(Debug)]
+pub enum Failure {
+    /// No connection could be opened (or it timed out): nothing was sent.
+    Connect { timed_out: bool, cause: String },
+    /// The connection failed while the request was being written: the server cannot have
+    /// received all of it.
+    Unsent(String),
+    /// The connection failed or the response head was malformed, after the request was
+    /// sent: the server may be running it.
+    Lost(String),
+    /// The body broke: a read failed, its framing is malformed, or it was cut short.
+    Broken(String),
+}
+
+impl Failure {
+    /// What went wrong, for the log.
+    pub fn cause(&self) -> &str {
+        match self {
+            Self::Connect { cause, .. }
+            | Self::Unsent(cause)
+            | Self::Lost(cause)
+            | Self::Broken(cause) => cause,
+        }
+    }
+}
+
+#[cfg(test)]
+mod differential;
+#[cfg(test)]
+mod tests;

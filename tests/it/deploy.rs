@@ -1,0 +1,146 @@
+//! The deployment files agree with the server: the image's and the Kubernetes config are
+//! valid and listen where the Dockerfile, the probes and the Service say; the readiness
+//! probe asks for the service the server reports; the grace period outlasts the drain. (The
+//! files themselves were checked with hadolint and kubernetes-validate --strict; neither is
+//! needed here.)
+
+use std::path::Path;
+use std::time::Duration;
+
+use model_runtime::Config;
+use model_runtime::server::SERVICE_NAME;
+
+/// The config the Kubernetes Deployment mounts.
+const KUBERNETES_CONFIG: &str = "deploy/kubernetes/config.toml";
+
+fn file(path: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The values of `key: value` lines of a YAML file, in order (quotes removed).
+fn values(yaml: &str, key: &str) -> Vec<String> {
+    let prefix = format!("{key}:");
+    yaml.lines()
+        .map(|line| line.trim().trim_start_matches("- "))
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .map(|value| value.trim().trim_matches('"').to_owned())
+        .filter(|value| !value.is_empty())
+        .collect()
+}
+
+#[test]
+fn the_image_listens_and_is_probed_where_its_config_says() {
+    let config = Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config.toml"))
+        .expect("the image's config is valid");
+    let port = config.server.listen.port();
+    assert!(
+        config.server.listen.ip().is_unspecified(),
+        "every interface"
+    );
+    let dockerfile = file("Dockerfile");
+    assert!(dockerfile.contains(&format!("EXPOSE {port}\n")));
+    assert!(
+        dockerfile.contains(&format!(r#""health", "--addr", "127.0.0.1:{port}""#)),
+        "the HEALTHCHECK asks the server's port"
+    );
+    assert!(dockerfile.contains("COPY deploy/config.toml /etc/model-runtime/config.toml"));
+    assert!(dockerfile.contains(r#"CMD ["--config", "/etc/model-runtime/config.toml"]"#));
+}
+
+#[test]
+fn the_kubernetes_probes_ports_and_grace_agree_with_the_config() {
+    let config = Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(KUBERNETES_CONFIG))
+        .expect("the Kubernetes config is valid");
+    let port = config.server.listen.port().to_string();
+    let deployment = file("deploy/kubernetes/deployment.yaml");
+    let metrics = config
+        .server
+        .metrics_listen
+        .expect("the Kubernetes config serves metrics")
+        .port()
+        .to_string();
+    assert_eq!(
+        values(&deployment, "containerPort"),
+        [port.clone(), metrics.clone()]
+    );
+    assert_eq!(values(&deployment, "prometheus.io/port"), [metrics]);
+    // Liveness and readiness both probe the server's port; readiness asks for the service.
+    assert_eq!(values(&deployment, "port"), [port.clone(), port.clone()]);
+    assert_eq!(values(&deployment, "service"), [SERVICE_NAME]);
+    let grace: u64 = values(&deployment, "terminationGracePeriodSeconds")[0]
+        .parse()
+        .unwrap();
+    // The drain, then 5 s for cancelled work, then 5 s for open streams.
+    assert!(
+        Duration::from_secs(grace) > config.server.drain_timeout + Duration::from_secs(10),
+        "{grace}s does not outlast a {:?} drain",
+        config.server.drain_timeout
+    );
+    assert_eq!(values(&deployment, "mountPath"), ["/etc/model-runtime"]);
+    assert!(deployment.contains(r#"args: ["--config", "/etc/model-runtime/config.toml"]"#));
+    let kustomization = file("deploy/kubernetes/kustomization.yaml");
+    assert_eq!(
+        values(&kustomization, "name"),
+        values(&deployment, "name")
+            .into_iter()
+            .filter(|n| n.ends_with("-config"))
+            .collect::<Vec<_>>(),
+        "the ConfigMap the Deployment mounts is the one kustomize makes"
+    );
+    let service = file("deploy/kubernetes/service.yaml");
+    assert_eq!(values(&service, "port"), [port]);
+    assert_eq!(values(&service, "targetPort"), ["grpc"]);
+}
+
+#[test]
+fn the_dashboard_charts_only_series_the_runtime_serves() {
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&file("deploy/grafana/model-runtime.json")).expect("JSON");
+    // What the deployed config serves, and a file store's series too (its append latency).
+    let deployed = Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(KUBERNETES_CONFIG))
+        .expect("the Kubernetes config loads");
+    let mut served = model_runtime::Runtime::new(deployed)
+        .unwrap()
+        .metrics_text()
+        .expect("the deployed config serves metrics");
+    let dir = tempfile::tempdir().unwrap();
+    use model_runtime::config::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
+    let durable = ConfigBuilder::default()
+        .provider(
+            "scripted",
+            ProviderSpec::scripted().model("echo", &["text"]),
+        )
+        .policy("default", PolicySpec::new(&["scripted/echo"]))
+        .ability("chat", AbilitySpec::new("default"))
+        .metrics_listen("127.0.0.1:0")
+        .file_store(dir.path().to_str().unwrap(), "KEY")
+        .build_with_env(&|_| Some("0".repeat(64)))
+        .unwrap();
+    served += &model_runtime::Runtime::new(durable)
+        .unwrap()
+        .metrics_text()
+        .unwrap();
+    let mut charted = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for (at, _) in expr.match_indices("model_runtime_") {
+                let name: String = expr[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(
+                    served
+                        .lines()
+                        .any(|line| line.starts_with(&format!("{name}{{"))
+                            || line.starts_with(&format!("{name} "))),
+                    "{}: {name} is not served",
+                    panel["title"]
+                );
+                charted += 1;
+            }
+        }
+    }
+    assert!(charted >= 10, "{charted}");
+}

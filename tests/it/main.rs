@@ -1,0 +1,53 @@
+//! The integration tests: one binary, a module per behaviour, so the helpers in `common/` and
+//! the ~300 packages of the tree are compiled and linked once, not once per file. Each module
+//! starts its servers on 127.0.0.1 port 0 (or a Unix socket in a temporary directory) and
+//! stops them itself.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+mod abuse;
+mod admission_load;
+mod anthropic_adapter;
+mod bad_input;
+mod bench_tool;
+mod cancel;
+mod check_config;
+mod cli_exec;
+mod cli_health;
+mod compression;
+mod connection_limits;
+mod crash;
+mod cut_attempt_usage;
+mod deploy;
+mod disk_full;
+mod docs;
+mod execute_http_fallback;
+mod execute_stream;
+mod fallback_rules;
+mod fuzz_regressions;
+mod get_execution;
+mod health_reflection;
+mod http_adapter_failures;
+mod http_end_of_body;
+mod http_proxy;
+mod idempotency;
+mod layers;
+mod log_format;
+mod metrics;
+mod metrics_format;
+mod mock_upstream;
+mod openai_adapter;
+mod price_cli;
+mod reasoning;
+mod second_signal;
+mod shutdown;
+mod sidecar;
+mod startup_logs;
+mod store_capacity;
+mod stream_idle;
+mod time_limits;
+mod traces;
+mod usage_export;
+mod watch_resume;
