@@ -1,29 +1,44 @@
 #!/usr/bin/env bash
 # Starts the server on a free loopback port and runs scripts/foreign_client.py against it: a
-# Python client that knows the API only through server reflection (v1alpha). Used by .ci/run.
+# Python client that knows the API only through server reflection (v1alpha). Then the same
+# over a Unix socket (sidecar mode) as grpcio reaches one, `unix:PATH`, with no
+# `grpc.default_authority`: grpcio then sends the socket's path, percent-encoded, as the
+# `:authority`, which the server must accept. Used by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 binary=${1:-target/debug/model-runtime}
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore grpcio grpcio-reflection protobuf
 
-log=$(mktemp)
-"$binary" serve --listen 127.0.0.1:0 2>"$log" &
-server=$!
-trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
+dir=$(mktemp -d)
+servers=()
+trap 'for s in "${servers[@]}"; do kill "$s" 2>/dev/null || true; done; rm -rf "$dir"' EXIT
 
-addr=""
-for _ in $(seq 1 100); do
-  addr=$(grep 'model-runtime serving' "$log" | grep -o 'addr=127\.0\.0\.1:[0-9]*' | head -n 1 | cut -d= -f2 || true)
-  [ -n "$addr" ] && break
-  sleep 0.1
-done
-if [ -z "$addr" ]; then
-  echo "server did not start:" >&2
-  cat "$log" >&2
-  exit 1
-fi
+# Starts `serve --listen $1` logging to $2; sets `addr` to the address it logs once serving.
+serve() {
+  "$binary" serve --listen "$1" >/dev/null 2>"$2" &
+  servers+=($!)
+  addr=""
+  for _ in $(seq 1 100); do
+    addr=$(grep 'model-runtime serving' "$2" | grep -o 'addr=[^ ]*' | head -n 1 | cut -d= -f2 || true)
+    [ -n "$addr" ] && break
+    sleep 0.1
+  done
+  if [ -z "$addr" ]; then
+    echo "server did not start:" >&2
+    cat "$2" >&2
+    exit 1
+  fi
+}
 
+serve 127.0.0.1:0 "$dir/tcp.log"
 timeout 60 python3 scripts/foreign_client.py "$addr" "hello from a foreign client"
-kill -TERM "$server"
-wait "$server"
+
+serve "unix:$dir/mr.sock" "$dir/unix.log"
+timeout 60 python3 scripts/foreign_client.py "$addr" "hello over the sidecar socket"
+
+for s in "${servers[@]}"; do
+  kill -TERM "$s"
+  wait "$s"
+done
+servers=()

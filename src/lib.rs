@@ -66,6 +66,7 @@
 //! | connection and stream limits, stalled streams | `server/connection.rs`, `server/stream.rs` |
 //! | connection places: idle ones give way at the limit | `server/places.rs` |
 //! | unsent response data per connection | `server/unsent.rs` |
+//! | any `:authority` on a Unix socket (HPACK literals rewritten in place) | `server/authority.rs`, `server/authority/hpack.rs` |
 //! | open-file limit against the connection limits | `server/descriptors.rs` |
 //! | provider HTTP/1.1 responses: framing and connection reuse (`docs/h1.md`) | `crates/h1/src/head.rs`, `crates/h1/src/framing.rs`, `crates/h1/src/call.rs` |
 //!

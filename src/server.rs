@@ -16,6 +16,7 @@ use crate::pb;
 use crate::runtime::{Runtime, RuntimeState, limits};
 use crate::service::ModelRuntimeService;
 
+mod authority;
 mod coalesce;
 mod connection;
 mod descriptors;

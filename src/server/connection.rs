@@ -36,7 +36,7 @@ const WINDOW: u32 = 1024 * 1024;
 const MAX_SEND_BUFFER: usize = 400 * 1024;
 
 /// The largest header list a client may send (hyper's default).
-const MAX_HEADER_LIST: u32 = 16 * 1024;
+pub(super) const MAX_HEADER_LIST: u32 = 16 * 1024;
 
 /// Streams the server may reset for a peer's protocol errors before it closes the connection
 /// (h2's default, which tonic turned off unless it was set).

@@ -13,6 +13,7 @@ use tokio::net::UnixListener;
 use tokio::time::Instant;
 use tonic::transport::server::TcpIncoming;
 
+use super::authority::AnyAuthority;
 use super::listener::{Conn, UnixPath};
 use super::places::{Place, Places};
 
@@ -83,7 +84,7 @@ impl Stream for Incoming {
                     None => return Poll::Ready(None),
                 },
                 Accept::Unix { listener, .. } => match ready!(listener.poll_accept(cx)) {
-                    Ok((stream, _)) => Conn::Unix(stream),
+                    Ok((stream, _)) => Conn::Unix(AnyAuthority::new(stream)),
                     Err(e) => return Poll::Ready(Some(Err(e))),
                 },
             };

@@ -1,6 +1,7 @@
 //! Where the server listens: a TCP address, or (sidecar mode) a Unix domain socket, which is
 //! created with mode 0660 (the owner and its group may connect) and removed when the server
-//! stops. Connections of either kind are served alike.
+//! stops. Connections of either kind are served alike, except that a Unix connection accepts
+//! any `:authority` ([`super::authority`]).
 //!
 //! A path is only ever taken from a server that is gone: a file there that is not a socket
 //! (a journal, a typo'd config) is never removed, nor a socket whose server answers, nor one
@@ -16,6 +17,8 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+
+use super::authority::AnyAuthority;
 
 /// The socket's mode: its owner and group may connect.
 const SOCKET_MODE: u32 = 0o660;
@@ -128,7 +131,8 @@ async fn stale(path: &Path) -> io::Result<()> {
 #[derive(Debug)]
 pub(super) enum Conn {
     Tcp(TcpStream),
-    Unix(UnixStream),
+    /// Read through [`AnyAuthority`]: gRPC clients send a socket's path as the authority.
+    Unix(AnyAuthority<UnixStream>),
 }
 
 impl AsyncRead for Conn {

@@ -1,10 +1,14 @@
 //! Sidecar mode: `serve --listen unix:/path` serves the same API on a Unix domain socket,
 //! created with mode 0660 and removed at shutdown; `exec`, `health` and `bench` reach it
-//! with `--addr unix:/path`.
+//! with `--addr unix:/path`. On the socket any `:authority` is accepted, as gRPC C-core
+//! (grpcio) sends the socket's path, percent-encoded; over TCP such a call is refused.
 
 use crate::common;
 
+use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::time::Duration;
 
@@ -159,4 +163,118 @@ fn only_a_socket_whose_connect_is_refused_is_replaced() {
     let status = wait_for(&mut server.0, LIMIT).expect("the server stops");
     assert!(status.success(), "{status:?}");
     assert_eq!(std::fs::read(&socket).unwrap(), b"put here since");
+}
+
+/// How a call written by hand ended: its response DATA, or the stream's reset code.
+#[derive(Clone, Debug, PartialEq)]
+enum Ended {
+    Data(Vec<u8>),
+    Reset(u32),
+}
+
+/// One HTTP/2 frame.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    out.extend([kind, flags]);
+    out.extend(stream.to_be_bytes());
+    out.extend(payload);
+    out
+}
+
+/// A raw (not Huffman-coded) HPACK string.
+fn hpack_string(text: &[u8]) -> Vec<u8> {
+    assert!(text.len() < 127);
+    [&[text.len() as u8][..], text].concat()
+}
+
+/// Two health checks written by hand, as grpcio writes them: the first names `authority`
+/// in a literal that adds it to the dynamic table, with the name written out; the second
+/// refers to that entry by index. (h2's client refuses to send an invalid authority.)
+fn health_checks<S: Read + Write>(mut io: S, authority: &str) -> Vec<Ended> {
+    const DATA: u8 = 0;
+    const HEADERS: u8 = 1;
+    const RST_STREAM: u8 = 3;
+    const SETTINGS: u8 = 4;
+    const GOAWAY: u8 = 7;
+    const END_STREAM: u8 = 1;
+    const END_HEADERS: u8 = 4;
+    const ACK: u8 = 1;
+    // :method POST, :scheme http, then literals without indexing: :path (static 4),
+    // content-type (static 31), te.
+    let mut common = vec![0x83, 0x86, 0x04];
+    common.extend(hpack_string(b"/grpc.health.v1.Health/Check"));
+    common.extend([0x0f, 0x10]);
+    common.extend(hpack_string(b"application/grpc"));
+    common.push(0x00);
+    common.extend(hpack_string(b"te"));
+    common.extend(hpack_string(b"trailers"));
+    let mut first = vec![0x40];
+    first.extend(hpack_string(b":authority"));
+    first.extend(hpack_string(authority.as_bytes()));
+    first.extend(&common);
+    // Dynamic index 62: the one entry the first block added.
+    let second = [&[0xbe][..], &common].concat();
+    let mut sent = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    sent.extend(frame(SETTINGS, 0, 0, &[]));
+    for (stream, block) in [(1, first), (3, second)] {
+        sent.extend(frame(HEADERS, END_HEADERS, stream, &block));
+        // An empty HealthCheckRequest: a gRPC message of no bytes.
+        sent.extend(frame(DATA, END_STREAM, stream, &[0; 5]));
+    }
+    io.write_all(&sent).unwrap();
+
+    let mut data: HashMap<u32, Vec<u8>> = HashMap::new();
+    let mut ended = HashMap::new();
+    while ended.len() < 2 {
+        let mut head = [0; 9];
+        io.read_exact(&mut head).unwrap();
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let (kind, flags) = (head[3], head[4]);
+        let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]);
+        let mut payload = vec![0; len];
+        io.read_exact(&mut payload).unwrap();
+        match kind {
+            SETTINGS if flags & ACK == 0 => io.write_all(&frame(SETTINGS, ACK, 0, &[])).unwrap(),
+            DATA => data.entry(stream).or_default().extend(&payload),
+            RST_STREAM => {
+                let code = u32::from_be_bytes(payload[..4].try_into().unwrap());
+                ended.insert(stream, Ended::Reset(code));
+            }
+            GOAWAY => panic!("the server closed the connection: {payload:?}"),
+            _ => {}
+        }
+        if matches!(kind, DATA | HEADERS) && flags & END_STREAM != 0 {
+            ended.insert(
+                stream,
+                Ended::Data(data.remove(&stream).unwrap_or_default()),
+            );
+        }
+    }
+    vec![ended.remove(&1).unwrap(), ended.remove(&3).unwrap()]
+}
+
+#[test]
+fn the_socket_accepts_the_authority_grpcio_sends_and_tcp_still_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("mr.sock");
+    // What gRPC C-core sends for `unix:PATH`: the path, percent-encoded.
+    let authority = socket.display().to_string().replace('/', "%2F");
+    assert!(authority.contains("%2F"));
+    // SERVING, as a gRPC message: not compressed, two bytes, field 1 = 1.
+    let serving = Ended::Data(vec![0, 0, 0, 0, 2, 0x08, 0x01]);
+
+    let listen = format!("unix:{}", socket.display());
+    let (_unix, _) = start_serve(&["serve", "--listen", &listen], &[], LIMIT);
+    let io = UnixStream::connect(&socket).unwrap();
+    io.set_read_timeout(Some(LIMIT)).unwrap();
+    assert_eq!(health_checks(io, &authority), [serving.clone(), serving]);
+
+    // Over TCP h2 refuses it, as it always did: the stream is reset with PROTOCOL_ERROR.
+    let (_tcp, addr) = start_serve(&["serve", "--listen", "127.0.0.1:0"], &[], LIMIT);
+    let io = std::net::TcpStream::connect(&addr).unwrap();
+    io.set_read_timeout(Some(LIMIT)).unwrap();
+    assert_eq!(
+        health_checks(io, &authority),
+        [Ended::Reset(1), Ended::Reset(1)]
+    );
 }
