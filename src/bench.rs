@@ -69,13 +69,13 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
         )
     };
     match &plan.target {
-        Target::Server(uri) => {
+        Target::Server(address) => {
             let caller =
-                grpc::GrpcCaller::connect(uri, plan.connections, request, plan.rpc).await?;
+                grpc::GrpcCaller::connect(address, plan.connections, request, plan.rpc).await?;
             let cpu = cpu::now();
             let tally = load::run(&caller, load).await;
             let cpu = used(cpu);
-            Ok(report("server", uri.clone(), plan.connections, None, tally).with_cpu(cpu))
+            Ok(report("server", address.uri(), plan.connections, None, tally).with_cpu(cpu))
         }
         Target::Baseline(expected) => {
             let events = bare::capture(&request).await?;
@@ -87,8 +87,9 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
                 )));
             }
             let server = bare::BareServer::start(events)?;
-            let uri = server.uri();
-            let caller = grpc::GrpcCaller::connect(&uri, plan.connections, request, plan.rpc).await;
+            let address = server.address();
+            let caller =
+                grpc::GrpcCaller::connect(&address, plan.connections, request, plan.rpc).await;
             let cpu = cpu::now();
             let tally = match caller {
                 Ok(caller) => Ok(load::run(&caller, load).await),
@@ -97,7 +98,14 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
             let cpu = used(cpu);
             // The client's connections are closed by now, so the stop does not wait on them.
             server.stop().await;
-            Ok(report("baseline", uri, plan.connections, Some(deltas), tally?).with_cpu(cpu))
+            Ok(report(
+                "baseline",
+                address.uri(),
+                plan.connections,
+                Some(deltas),
+                tally?,
+            )
+            .with_cpu(cpu))
         }
         Target::Embedded(path) => {
             let config = match path {
@@ -130,14 +138,14 @@ pub async fn main(args: BenchArgs) -> ExitCode {
         Ok(plan) => plan,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return crate::cli::exit::invalid();
         }
     };
     let report = match run(&plan).await {
         Ok(report) => report,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return crate::cli::exit::invalid();
         }
     };
     let mut out = std::io::stdout().lock();
@@ -148,6 +156,6 @@ pub async fn main(args: BenchArgs) -> ExitCode {
     };
     match written.and_then(|()| out.flush()) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(_) => ExitCode::from(1),
+        Err(_) => crate::cli::exit::failed(),
     }
 }

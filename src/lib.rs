@@ -68,8 +68,31 @@
 //! | unsent response data per connection | `server/unsent.rs` |
 //! | any `:authority` on a Unix socket (HPACK literals rewritten in place) | `server/authority.rs`, `server/authority/hpack.rs` |
 //! | open-file limit against the connection limits | `server/descriptors.rs` |
-//! | provider HTTP/1.1 responses: framing and connection reuse (`docs/h1.md`) | `crates/h1/src/head.rs`, `crates/h1/src/framing.rs`, `crates/h1/src/call.rs` |
+//! | provider HTTP/1.1 responses: framing and persistence (`docs/h1.md`) | `crates/h1/src/head.rs`, `crates/h1/src/framing.rs` |
+//! | provider connection reuse: which connection goes back, and for how long | `crates/h1/src/call.rs` (`release`), `crates/h1/src/pool.rs` |
+//! | provider error classification: status, body and transport -> class | `provider/http/classify.rs` |
+//! | usage facts: their shape; reported, else estimated and labelled so; the export's order | `execution/usage.rs`, `provider/tally.rs`, `store/usage.rs` |
+//! | journal framing, sealing and the fsync policy | `store/file/codec.rs`, `store/file/seal.rs`, `store/file/writer.rs` |
+//! | journal recovery, in reading order: the lock, the files and their tallies, the records, the usage mark, what was running, the compaction | `store/file/lock.rs`, `store/file/segment.rs`, `store/file/replay.rs`, `store/file/mark.rs`, `execution/interrupted.rs`, `store/file/compact.rs` |
 //!
+//! # Words coined here
+//! - *admission*: a permit from a provider's gate (`routing/admission.rs`), and nothing else;
+//!   a request is *validated* and *accepted*, a connection *takes a place*.
+//! - *Job* (`runtime/driver.rs`): what one execution needs, resolved at submission.
+//! - *Race* (`runtime/driver/stop.rs`): work run against cancellation and a stop time.
+//! - *Tally*: the driver's running count of attempts (`runtime/driver/evidence.rs`); a journal
+//!   file's account of the records it vouches for (`store/file/seal.rs`); `UsageTally`, an
+//!   attempt's usage reported or estimated so far (`provider/tally.rs`).
+//! - *Slot*: one execution in the memory store (`store/memory/record.rs`); `ProviderSlot`, a
+//!   provider with its admission gate (`runtime/targets.rs`).
+//! - *Follower* (`store/follower.rs`): one reader's hold on one execution's events.
+//! - *Kept* and *Reveal* (`store/memory/journal.rs`): an execution's identity as a journal
+//!   records it, and the showing of its events once they are durable.
+//! - *Place* and *Activity* (`server/places.rs`): a connection's room under
+//!   `max_connections`, and whether it has a call open.
+//! - *Unsent* and *Counted* (`server/unsent.rs`): a connection's response bytes its socket
+//!   has not taken, and the I/O that counts them off.
+//! - *Coalesced* (`server/coalesce.rs`): writes that step aside a turn so streams share one.
 //! # One execution
 //! `Execute` -> `service` (decode) -> [`Runtime::submit`] (validate, store
 //! `execution.accepted`, start the driver) -> driver (plan, attempts, provider stream, commit

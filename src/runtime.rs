@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::config::{Config, OnRejected, StoreKind};
+use crate::config::{Config, StoreKind};
 use crate::execution::idempotency::{Idempotency, Resolved};
 use crate::execution::{Acceptance, EventPayload, ExecuteRequest, Execution, ExecutionId, IdMap};
 use crate::provider::{Provider, ProviderInitError};
@@ -203,7 +203,7 @@ impl Runtime {
         &self.inner.config
     }
 
-    /// Whether new work is admitted.
+    /// Whether new work is accepted.
     pub fn state(&self) -> RuntimeState {
         if self.inner.stopping.load(Ordering::Acquire) {
             RuntimeState::Stopping
@@ -233,7 +233,7 @@ impl Runtime {
     /// drops this future: a store whose create waits (for I/O) finishes the submission in a
     /// task of its own.
     pub async fn submit(&self, request: ExecuteRequest) -> Result<Execution, RuntimeError> {
-        match self.admit(request, Follow::No).await? {
+        match self.accept(request, Follow::No).await? {
             Admission::Viewed(view) => Ok(view),
             Admission::Following(events) => self.get(events.execution_id()),
         }
@@ -243,13 +243,13 @@ impl Runtime {
     /// driver takes a step, so the store cannot let a quick execution go before its own
     /// caller reads it.
     pub async fn execute(&self, request: ExecuteRequest) -> Result<EventStream, RuntimeError> {
-        match self.admit(request, Follow::FromStart).await? {
+        match self.accept(request, Follow::FromStart).await? {
             Admission::Following(events) => Ok(events),
             Admission::Viewed(view) => self.watch(view.id, 0),
         }
     }
 
-    async fn admit(
+    async fn accept(
         &self,
         request: ExecuteRequest,
         follow: Follow,
@@ -260,32 +260,32 @@ impl Runtime {
         self.start_expiry();
         let config = &self.inner.config;
         let now = SystemTime::now();
-        let admitted = validate(config, &request, now).map_err(RuntimeError::InvalidArgument)?;
+        let validated = validate(config, &request, now).map_err(RuntimeError::InvalidArgument)?;
         // A request that adds no capability of its own routes by the plan made at start-up.
-        let plan = match &admitted.required {
+        let plan = match &validated.required {
             Cow::Borrowed(_) => self
                 .inner
                 .plans
-                .get(&admitted.ability.name, &admitted.policy.name),
+                .get(&validated.ability.name, &validated.policy.name),
             Cow::Owned(_) => None,
         }
-        .unwrap_or_else(|| Arc::new(routing::plan(config, admitted.policy, &admitted.required)));
+        .unwrap_or_else(|| Arc::new(routing::plan(config, validated.policy, &validated.required)));
         let id = ExecutionId::new();
         let labels = Arc::new(request.labels.clone());
         let idempotency = Idempotency::of(
             &request,
             Resolved {
-                policy: &admitted.policy.name,
-                max_attempts: admitted.limits.max_attempts,
-                allow_fallback: admitted.limits.allow_fallback,
+                policy: &validated.policy.name,
+                max_attempts: validated.limits.max_attempts,
+                allow_fallback: validated.limits.allow_fallback,
             },
         );
         let new = NewExecution {
             id,
             accepted: EventPayload::Accepted(Arc::new(Acceptance {
-                ability: admitted.ability.name.clone(),
-                policy: admitted.policy.name.clone(),
-                limits: admitted.limits.clone(),
+                ability: validated.ability.name.clone(),
+                policy: validated.policy.name.clone(),
+                limits: validated.limits.clone(),
             })),
             labels: labels.clone(),
             idempotency,
@@ -297,16 +297,12 @@ impl Runtime {
             trace: request.trace,
             input: Arc::new(request.input),
             plan,
-            budget: AttemptBudget {
-                max_attempts: admitted.limits.max_attempts,
-                allow_fallback: admitted.limits.allow_fallback,
-                retries_per_target: admitted.policy.retries_per_target,
-                backoff: admitted.policy.backoff,
-                min_attempt_time: admitted.policy.min_attempt_time,
-                stop_on_rejected: admitted.policy.on_rejected == OnRejected::Stop,
-                budget_end: start + admitted.policy.retry_budget,
-                deadline: start + admitted.time_left,
-            },
+            budget: AttemptBudget::new(
+                &validated.limits,
+                validated.policy,
+                start,
+                validated.time_left,
+            ),
             size: SizeLimits {
                 max_output_bytes: config.server.max_output_bytes,
                 max_events: config.server.max_events_per_execution,
@@ -317,7 +313,7 @@ impl Runtime {
         // The gate to the store: either shutdown has begun (nothing is stored) or this
         // submission counts among the work shutdown drains, from before its create until its
         // driver is registered, so an execution stored is always driven, never refused.
-        let admitted = {
+        let draining = {
             let _registrations = self.drivers();
             if self.inner.stopping.load(Ordering::Acquire) {
                 return Err(RuntimeError::Unavailable(NotReady::Stopping));
@@ -337,7 +333,7 @@ impl Runtime {
                     async move {
                         let created = created.await;
                         let started = Box::pin(runtime.start(job, created, key, follow)).await;
-                        drop(admitted);
+                        drop(draining);
                         started
                     }
                     .in_current_span(),
@@ -348,7 +344,7 @@ impl Runtime {
             }
         };
         let started = self.start(job, created, key, follow).await;
-        drop(admitted);
+        drop(draining);
         started
     }
 

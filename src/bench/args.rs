@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::endpoint;
+use crate::cli::address::Address;
 use model_runtime::pb;
 
 /// The reply the benchmarks use unless told otherwise: 16 words, so the echo model streams 16
@@ -95,8 +95,8 @@ impl Rpc {
 /// What the load is sent to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// A running server at this URI.
-    Server(String),
+    /// A running server at this address.
+    Server(Address),
     /// The bare tonic server, expecting this many text deltas when given.
     Baseline(Option<usize>),
     /// A runtime in this process with this config (the embedded default when `None`).
@@ -219,9 +219,8 @@ impl BenchArgs {
         } else if self.embedded {
             Target::Embedded(self.config.clone())
         } else {
-            let uri = endpoint(&self.addr)
-                .ok_or_else(|| bad("addr", "expected host:port, http://host:port or unix:/path"))?;
-            Target::Server(uri)
+            let address: Address = self.addr.parse().map_err(|e: String| bad("addr", e))?;
+            Target::Server(address)
         };
         let prompt = match (&self.prompt, self.deltas) {
             (Some(prompt), _) => prompt.clone(),
@@ -280,7 +279,10 @@ mod tests {
     #[test]
     fn defaults_are_a_ten_second_closed_loop_on_the_local_server() {
         let p = plan(&[]).unwrap();
-        assert_eq!(p.target, Target::Server("http://127.0.0.1:50051".into()));
+        assert_eq!(
+            p.target,
+            Target::Server(Address::Tcp("127.0.0.1:50051".into()))
+        );
         assert_eq!(p.concurrency, 16);
         assert_eq!(p.connections, 1);
         assert_eq!(p.stop.duration, Some(Duration::from_secs(10)));
@@ -319,11 +321,11 @@ mod tests {
     }
 
     #[test]
-    fn addresses_go_through_the_exec_parser() {
+    fn addresses_go_through_the_one_grammar() {
         let p = plan(&["--addr", "localhost:7"]).unwrap();
-        assert_eq!(p.target, Target::Server("http://localhost:7".into()));
+        assert_eq!(p.target, Target::Server(Address::Tcp("localhost:7".into())));
         let p = plan(&["--addr", "http://127.0.0.1:9"]).unwrap();
-        assert_eq!(p.target, Target::Server("http://127.0.0.1:9".into()));
+        assert_eq!(p.target, Target::Server(Address::Tcp("127.0.0.1:9".into())));
         assert!(plan(&["--addr", "nowhere"]).unwrap_err().contains("--addr"));
     }
 

@@ -165,9 +165,9 @@ impl BareServer {
         })
     }
 
-    /// Where it listens, as a URI.
-    pub fn uri(&self) -> String {
-        format!("http://{}", self.addr)
+    /// Where it listens.
+    pub fn address(&self) -> crate::cli::address::Address {
+        crate::cli::address::Address::Tcp(self.addr.to_string())
     }
 
     /// Stops the server and waits for its thread. Close client connections first, or the

@@ -12,6 +12,8 @@ use std::time::Instant;
 use futures_util::StreamExt;
 use tonic::client::Grpc;
 use tonic::codegen::http::uri::PathAndQuery;
+
+use crate::cli::address::Address;
 use tonic::transport::Channel;
 use tonic_prost::ProstCodec;
 
@@ -74,9 +76,10 @@ pub struct GrpcCaller {
 }
 
 impl GrpcCaller {
-    /// Opens `connections` HTTP/2 connections to `uri`, with TCP_NODELAY as the server has.
+    /// Opens `connections` HTTP/2 connections to `address`, with TCP_NODELAY as the server
+    /// has.
     pub async fn connect(
-        uri: &str,
+        address: &Address,
         connections: usize,
         request: pb::ExecuteRequest,
         rpc: Rpc,
@@ -84,9 +87,10 @@ impl GrpcCaller {
         let mut channels = Vec::with_capacity(connections);
         for _ in 0..connections {
             // Each `connect` is its own connection; clones of one channel would share it.
-            let channel = crate::cli::connect(uri)
+            let channel = address
+                .connect()
                 .await
-                .map_err(|e| BenchError::Connect(uri.to_owned(), e.to_string()))?;
+                .map_err(|e| BenchError::Connect(address.to_string(), e.to_string()))?;
             channels.push(channel);
         }
         Ok(Self {

@@ -13,20 +13,34 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::cli::exit;
+
 /// The largest request head and body it reads.
 const MAX_REQUEST: usize = 1 << 20;
 
-/// Serves on `listen` until the process is stopped.
-pub async fn main(listen: SocketAddr, chunks: usize) -> ExitCode {
+/// `mock-upstream`'s arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MockArgs {
+    /// Where to listen (a loopback address).
+    #[arg(long, default_value = "127.0.0.1:9100")]
+    listen: SocketAddr,
+    /// Content chunks per reply.
+    #[arg(long, default_value_t = 20)]
+    chunks: usize,
+}
+
+/// Serves until the process is stopped.
+pub async fn main(args: MockArgs) -> ExitCode {
+    let MockArgs { listen, chunks } = args;
     if !listen.ip().is_loopback() {
         eprintln!("mock-upstream listens on loopback only, not {listen}");
-        return ExitCode::from(2);
+        return exit::invalid();
     }
     let listener = match TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(e) => {
             eprintln!("cannot listen on {listen}: {e}");
-            return ExitCode::from(1);
+            return exit::failed();
         }
     };
     let replies = Arc::new(Replies {

@@ -8,36 +8,51 @@ use std::process::ExitCode;
 use futures_util::StreamExt;
 use tonic_types::StatusExt;
 
-use super::{connect, endpoint, render};
+use super::address::Address;
+use super::{exit, render};
 use model_runtime::pb;
 use model_runtime::pb::execution_event::Payload;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// `exec`'s arguments: what to run, and where.
+#[derive(Debug, Clone, clap::Args)]
 pub struct ExecArgs {
-    /// Server address: `host:port`, `http://host:port` or `unix:/path`.
-    pub addr: String,
-    /// The ability.
-    pub ability: String,
-    /// The routing policy (none: the ability's default).
-    pub policy: Option<String>,
-    /// Labels copied onto the usage facts.
-    pub labels: Vec<(String, String)>,
-    /// The deadline, this long from now (none: the server's default).
-    pub deadline: Option<std::time::Duration>,
+    /// The ability to run.
+    #[arg(long)]
+    ability: String,
+    /// Server address: host:port, http://host:port or unix:/path/to.sock (a sidecar's
+    /// socket).
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    addr: Address,
+    /// The routing policy, one the ability allows (default: the ability's own).
+    #[arg(long)]
+    policy: Option<String>,
+    /// A label copied onto the execution's usage facts, as KEY=VALUE (e.g. tenant=acme);
+    /// repeat it for more.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
+    labels: Vec<(String, String)>,
+    /// The deadline, this long from now (e.g. 30s; default: the server's
+    /// `server.default_deadline`).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    deadline: Option<std::time::Duration>,
+    /// Print one JSON object per event.
+    #[arg(long)]
+    json: bool,
     /// The user prompt.
-    pub prompt: String,
-    /// One JSON object per event instead of readable output.
-    pub json: bool,
+    prompt: String,
+}
+
+/// A `--label`: `KEY=VALUE`, split at the first `=`.
+fn label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err("expected KEY=VALUE, like tenant=acme".to_owned()),
+    }
 }
 
 /// Why `exec` could not run the execution.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
-    /// The address is not usable.
-    #[error("invalid address `{0}`: expected host:port, http://host:port or unix:/path")]
-    Address(String),
     /// `--deadline` is past what the clock holds.
     #[error("--deadline: too far in the future")]
     Deadline,
@@ -45,7 +60,7 @@ pub enum ExecError {
     #[error("cannot connect to {addr}: {source}")]
     Connect {
         /// The address.
-        addr: String,
+        addr: Address,
         /// Why.
         source: tonic::transport::Error,
     },
@@ -71,22 +86,28 @@ fn describe(status: &tonic::Status) -> String {
     }
 }
 
-/// Runs one execution; exits 0 when it succeeded and 1 when it failed or was cancelled. A
-/// reader that goes away (`exec ... | head`) ends it quietly.
-pub async fn exec(args: ExecArgs) -> Result<ExitCode, ExecError> {
+/// Runs one execution; exits 0 when it succeeded and 1 when it failed or was cancelled, 2
+/// when it could not run it. A reader that goes away (`exec ... | head`) ends it quietly.
+pub async fn exec(args: ExecArgs) -> ExitCode {
     match run(args).await {
-        Err(ExecError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-            Ok(ExitCode::SUCCESS)
+        Ok(code) => code,
+        Err(ExecError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::invalid()
         }
-        other => other,
     }
 }
 
 async fn run(args: ExecArgs) -> Result<ExitCode, ExecError> {
-    let uri = endpoint(&args.addr).ok_or_else(|| ExecError::Address(args.addr.clone()))?;
-    let channel = connect(&uri)
+    let channel = args
+        .addr
+        .connect()
         .await
-        .map_err(|source| ExecError::Connect { addr: uri, source })?;
+        .map_err(|source| ExecError::Connect {
+            addr: args.addr.clone(),
+            source,
+        })?;
     let mut client = ModelRuntimeClient::new(channel);
     let deadline = match args.deadline {
         Some(after) => Some(
@@ -165,6 +186,6 @@ async fn run(args: ExecArgs) -> Result<ExitCode, ExecError> {
     Ok(if succeeded {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        exit::failed()
     })
 }

@@ -8,33 +8,33 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-use super::{connect, endpoint};
+use super::address::Address;
+use super::exit;
 
 /// What `health` checks.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct HealthArgs {
-    /// Server address: `host:port`, `http://host:port` or `unix:/path`.
-    pub addr: String,
-    /// The service to ask about; empty for the server as a whole.
-    pub service: String,
-    /// How long connecting and the answer may take together.
-    pub timeout: Duration,
+    /// Server address: host:port, http://host:port or unix:/path/to.sock (a sidecar's
+    /// socket).
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    addr: Address,
+    /// The service to ask about (default: the server as a whole).
+    #[arg(long, default_value = "")]
+    service: String,
+    /// How long connecting and the answer may take.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
 }
 
-/// Prints the status and exits 0 for `SERVING`, 1 for any other status or no answer, 2 for
-/// an address that is not one.
+/// Prints the status and exits 0 for `SERVING`, 1 for any other status or no answer (an
+/// address that is not one is refused with 2 when the arguments are read).
 pub async fn health(args: HealthArgs) -> ExitCode {
-    let Some(uri) = endpoint(&args.addr) else {
-        eprintln!(
-            "invalid address `{}`: expected host:port, http://host:port or unix:/path",
-            args.addr
-        );
-        return ExitCode::from(2);
-    };
     let check = async {
-        let channel = connect(&uri)
+        let channel = args
+            .addr
+            .connect()
             .await
-            .map_err(|e| format!("cannot connect to {uri}: {e}"))?;
+            .map_err(|e| format!("cannot connect to {}: {e}", args.addr))?;
         HealthClient::new(channel)
             .check(HealthCheckRequest {
                 service: args.service.clone(),
@@ -50,15 +50,15 @@ pub async fn health(args: HealthArgs) -> ExitCode {
         }
         Ok(Ok(status)) => {
             println!("{}", status.as_str_name());
-            ExitCode::from(1)
+            exit::failed()
         }
         Ok(Err(e)) => {
             eprintln!("{e}");
-            ExitCode::from(1)
+            exit::failed()
         }
         Err(_) => {
             eprintln!("no answer within {:?}", args.timeout);
-            ExitCode::from(1)
+            exit::failed()
         }
     }
 }

@@ -11,19 +11,24 @@ use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 use model_runtime::service::decode;
 use pricing::{Fact, PriceTable, Report, resolve};
 
-use super::{connect, endpoint};
+use super::address::Address;
+use super::exit;
 
-/// Where facts come from.
-#[derive(Debug, Clone)]
+/// Where `usage` and `price` read facts.
+#[derive(Debug, Clone, clap::Args)]
 pub struct Source {
-    /// A server's `StreamUsage`.
-    pub addr: Option<String>,
-    /// Resume after this cursor (with `addr`).
-    pub after: String,
-    /// Read until no fact has come for this long (with `addr`); `None`: follow for ever.
-    pub idle: Option<Duration>,
-    /// A file of facts, one JSON object per line (as `usage` writes them).
-    pub from_file: Option<PathBuf>,
+    /// A server to read `StreamUsage` from: host:port, http://host:port or unix:/path.
+    #[arg(long, conflicts_with = "from_file")]
+    addr: Option<Address>,
+    /// Resume after this cursor (a usage record's `cursor`).
+    #[arg(long, default_value = "", requires = "addr")]
+    after: String,
+    /// Stop once no fact has come for this long (caught up).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    idle: Duration,
+    /// Facts from a file, one JSON object per line (as `usage` prints them).
+    #[arg(long)]
+    from_file: Option<PathBuf>,
 }
 
 impl Source {
@@ -31,18 +36,46 @@ impl Source {
     fn missing(&self) -> Option<ExitCode> {
         (self.addr.is_none() && self.from_file.is_none()).then(|| {
             eprintln!("give --addr (a server) or --from-file (JSON lines)");
-            ExitCode::from(2)
+            exit::invalid()
         })
     }
 }
 
+/// `usage`'s arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UsageArgs {
+    #[command(flatten)]
+    source: Source,
+    /// Keep following live facts instead of stopping once caught up.
+    #[arg(long)]
+    follow: bool,
+}
+
+/// `price`'s arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PriceArgs {
+    /// The price table: a TOML table, or LiteLLM's model_prices_and_context_window.json.
+    #[arg(long)]
+    prices: PathBuf,
+    #[command(flatten)]
+    source: Source,
+    /// Total by this label's value too (e.g. tenant).
+    #[arg(long)]
+    by: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
 /// `usage`: prints each fact as one JSON object per line, with its cursor.
-pub async fn usage(source: Source) -> ExitCode {
+pub async fn usage(args: UsageArgs) -> ExitCode {
+    let source = args.source;
     if let Some(code) = source.missing() {
         return code;
     }
+    let idle = (!args.follow).then_some(source.idle);
     let mut out = std::io::stdout().lock();
-    let printed = read(&source, |fact| {
+    let printed = read(&source, idle, |fact| {
         serde_json::to_writer(&mut out, &fact)
             .map_err(|e| e.to_string())
             .and_then(|()| writeln!(out).map_err(|e| e.to_string()))
@@ -53,12 +86,18 @@ pub async fn usage(source: Source) -> ExitCode {
 
 /// `price`: resolves each fact with the table in `prices`; prints the lines and the totals
 /// (by the label `by`), as a table or as JSON.
-pub async fn price(source: Source, prices: PathBuf, by: Option<String>, json: bool) -> ExitCode {
+pub async fn price(args: PriceArgs) -> ExitCode {
+    let PriceArgs {
+        prices,
+        source,
+        by,
+        json,
+    } = args;
     let table = match PriceTable::load(&prices) {
         Ok(table) => table,
         Err(e) => {
             eprintln!("--prices: {e}");
-            return ExitCode::from(2);
+            return exit::invalid();
         }
     };
     if let Some(code) = source.missing() {
@@ -66,7 +105,7 @@ pub async fn price(source: Source, prices: PathBuf, by: Option<String>, json: bo
     }
     let mut lines = Vec::new();
     let mut through = None;
-    let read = read(&source, |fact| {
+    let read = read(&source, Some(source.idle), |fact| {
         if !fact.cursor.is_empty() {
             through = Some(fact.cursor.clone());
         }
@@ -79,7 +118,7 @@ pub async fn price(source: Source, prices: PathBuf, by: Option<String>, json: bo
         Ok(report) => report,
         Err(e) => {
             eprintln!("{e}");
-            return ExitCode::from(1);
+            return exit::failed();
         }
     };
     if json {
@@ -87,7 +126,7 @@ pub async fn price(source: Source, prices: PathBuf, by: Option<String>, json: bo
             Ok(text) => println!("{text}"),
             Err(e) => {
                 eprintln!("{e}");
-                return ExitCode::from(1);
+                return exit::failed();
             }
         }
     } else {
@@ -101,14 +140,16 @@ fn exit(result: Result<(), String>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{e}");
-            ExitCode::from(1)
+            exit::failed()
         }
     }
 }
 
-/// Hands every fact of `source` to `each`, in order.
+/// Hands every fact of `source` to `each`, in order; from a server, until none has come for
+/// `idle` (`None`: for ever).
 async fn read(
     source: &Source,
+    idle: Option<Duration>,
     mut each: impl FnMut(Fact) -> Result<(), String>,
 ) -> Result<(), String> {
     match (&source.addr, &source.from_file) {
@@ -127,14 +168,10 @@ async fn read(
             Ok(())
         }
         (Some(addr), None) => {
-            let uri = endpoint(addr).ok_or_else(|| {
-                format!(
-                    "invalid address `{addr}`: expected host:port, http://host:port or unix:/path"
-                )
-            })?;
-            let channel = connect(&uri)
+            let channel = addr
+                .connect()
                 .await
-                .map_err(|e| format!("cannot connect to {uri}: {e}"))?;
+                .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
             let mut stream = ModelRuntimeClient::new(channel)
                 .stream_usage(pb::StreamUsageRequest {
                     after_cursor: source.after.clone(),
@@ -143,7 +180,7 @@ async fn read(
                 .map_err(|s| format!("{}: {}", s.code(), s.message()))?
                 .into_inner();
             loop {
-                let next = match source.idle {
+                let next = match idle {
                     Some(idle) => match tokio::time::timeout(idle, stream.message()).await {
                         Ok(next) => next,
                         // Caught up: nothing more for the idle time.

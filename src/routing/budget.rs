@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::config::{OnRejected, PolicyConfig};
 use crate::execution::commit::after_failure;
-use crate::execution::{AttemptError, ErrorClass, ErrorCode, NextAction};
+use crate::execution::{AttemptError, EffectiveLimits, ErrorClass, ErrorCode, NextAction};
 
 /// The limits one execution's attempts run under.
 #[derive(Debug, Clone)]
@@ -74,6 +75,26 @@ pub struct Failure<'a> {
 }
 
 impl AttemptBudget {
+    /// The budget of an execution accepted at `start` with `limits` under `policy`, whose
+    /// deadline is `time_left` away: the retry budget runs from acceptance.
+    pub fn new(
+        limits: &EffectiveLimits,
+        policy: &PolicyConfig,
+        start: Instant,
+        time_left: Duration,
+    ) -> Self {
+        Self {
+            max_attempts: limits.max_attempts,
+            allow_fallback: limits.allow_fallback,
+            retries_per_target: policy.retries_per_target,
+            backoff: policy.backoff,
+            min_attempt_time: policy.min_attempt_time,
+            stop_on_rejected: policy.on_rejected == OnRejected::Stop,
+            budget_end: start + policy.retry_budget,
+            deadline: start + time_left,
+        }
+    }
+
     /// When trying must stop (an admission-queue wait, a retry wait): the earlier of budget
     /// end and deadline, with the code that names which one.
     pub fn stop_at(&self) -> (Instant, ErrorCode) {

@@ -19,7 +19,7 @@ mod input;
 
 /// A request the configuration accepts, with what it resolved to.
 #[derive(Debug)]
-pub(crate) struct Admitted<'c> {
+pub(crate) struct Validated<'c> {
     pub ability: &'c AbilityConfig,
     pub policy: &'c PolicyConfig,
     /// The ability's requirements, borrowed, unless the request adds its own.
@@ -33,7 +33,7 @@ pub(crate) fn validate<'c>(
     config: &'c Config,
     request: &ExecuteRequest,
     now: SystemTime,
-) -> Result<Admitted<'c>, Violations> {
+) -> Result<Validated<'c>, Violations> {
     let mut v = Violations::new();
     let ability = resolve_ability(config, request, &mut v);
     let policy = ability.and_then(|a| resolve_policy(config, a, request, &mut v));
@@ -68,7 +68,7 @@ pub(crate) fn validate<'c>(
     }
     check_identity(request, &mut v);
     match (ability, policy) {
-        (Some(ability), Some(policy)) if v.is_empty() => Ok(Admitted {
+        (Some(ability), Some(policy)) if v.is_empty() => Ok(Validated {
             ability,
             policy,
             required,

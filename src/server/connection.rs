@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use super::coalesce::Coalesced;
 use super::idle;
-use super::incoming::Admitted;
+use super::incoming::Accepted;
 use super::stream;
 use super::unsent::{Counted, Unsent};
 use crate::config::ServerConfig;
@@ -95,14 +95,14 @@ impl Http2 {
     /// stops: on `stop` it sends GOAWAY and lets open streams finish; on `force` it closes.
     pub(super) async fn serve(
         self,
-        admitted: Admitted,
+        accepted: Accepted,
         routes: Routes,
         stop: CancellationToken,
         force: CancellationToken,
         unsent: Option<Gauge>,
     ) {
         // The connection holds its place under the limit until it ends.
-        let Admitted { stream, place } = admitted;
+        let Accepted { stream, place } = accepted;
         let activity = place.activity().clone();
         // A first stream is due within the handshake's time, counted from now.
         let first_stream_by = Instant::now() + self.handshake_timeout;

@@ -40,7 +40,7 @@ pub(super) struct Incoming {
 }
 
 /// A connection under the limit, and its place there (given back when it drops).
-pub(super) struct Admitted {
+pub(super) struct Accepted {
     pub(super) stream: Conn,
     pub(super) place: Place,
 }
@@ -73,7 +73,7 @@ impl Incoming {
 }
 
 impl Stream for Incoming {
-    type Item = io::Result<Admitted>;
+    type Item = io::Result<Accepted>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         loop {
@@ -88,8 +88,8 @@ impl Stream for Incoming {
                     Err(e) => return Poll::Ready(Some(Err(e))),
                 },
             };
-            match self.places.admit() {
-                Some(place) => return Poll::Ready(Some(Ok(Admitted { stream, place }))),
+            match self.places.take() {
+                Some(place) => return Poll::Ready(Some(Ok(Accepted { stream, place }))),
                 // Every place taken by a connection with a call open: closed as it arrives
                 // (the stream drops here).
                 None => self.refuse(),

@@ -120,7 +120,7 @@ impl Places {
 
     /// A place for a new connection: a free one, or the place of the connection idle
     /// longest, which is asked to close. `None` when every connection has a stream open.
-    pub(super) fn admit(self: &Arc<Self>) -> Option<Place> {
+    pub(super) fn take(self: &Arc<Self>) -> Option<Place> {
         let mut inner = lock(&self.inner);
         if inner.held.len() >= self.max {
             let (&key, _) = inner
@@ -160,25 +160,25 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn at_the_limit_the_longest_idle_connection_gives_up_its_place() {
         let places = Places::new(2);
-        let first = places.admit().unwrap();
+        let first = places.take().unwrap();
         tokio::time::advance(std::time::Duration::from_secs(1)).await;
-        let second = places.admit().unwrap();
+        let second = places.take().unwrap();
         // Both idle: the one idle longest goes.
-        let third = places.admit().unwrap();
+        let third = places.take().unwrap();
         assert!(first.activity().evicted().is_cancelled());
         assert!(!second.activity().evicted().is_cancelled());
         // A connection with a stream open keeps its place; with none idle, refused.
         let _call = second.activity().stream();
         let _busy = third.activity().stream();
-        assert!(places.admit().is_none());
+        assert!(places.take().is_none());
         // Its stream over, it is idle again, and the first to go.
         drop(_call);
         assert!(second.activity().idle_since().is_some());
-        let fourth = places.admit().unwrap();
+        let fourth = places.take().unwrap();
         assert!(second.activity().evicted().is_cancelled());
         // An evicted connection's end frees nothing twice.
         let _busy_too = fourth.activity().stream();
         drop((first, second));
-        assert!(places.admit().is_none());
+        assert!(places.take().is_none());
     }
 }

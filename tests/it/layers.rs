@@ -427,3 +427,66 @@ fn the_checker_finds_every_form_of_path() {
         ]
     );
 }
+
+/// Every file the "rule -> file" table of `src/lib.rs` names exists: a rule's home cannot
+/// move without the table.
+#[test]
+fn every_file_the_rule_table_names_exists() {
+    let lib = fs::read_to_string(src().join("lib.rs")).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut named = 0;
+    for line in lib.lines().filter_map(|l| l.strip_prefix("//! |")) {
+        let Some((_rule, files)) = line.split_once(" | ") else {
+            continue;
+        };
+        for file in files.split('`').skip(1).step_by(2) {
+            let Some(file) = file
+                .split_whitespace()
+                .next()
+                .filter(|f| f.ends_with(".rs"))
+            else {
+                continue;
+            };
+            let path = if file.starts_with("crates/") {
+                root.join(file)
+            } else {
+                src().join(file)
+            };
+            assert!(
+                path.is_file(),
+                "the rule table names {file}, which does not exist"
+            );
+            named += 1;
+        }
+    }
+    assert!(named > 20, "only {named} files found in the rule table");
+}
+
+/// The crates beside the runtime (`crates/*`) stand alone: none depends on it, so none can
+/// import its domain.
+#[test]
+fn the_crates_beside_the_runtime_import_nothing_of_it() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let mut seen = 0;
+    for entry in fs::read_dir(&crates).unwrap() {
+        let dir = entry.unwrap().path();
+        let manifest = fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let depends = manifest
+            .lines()
+            .map(str::trim_start)
+            .any(|l| l.starts_with("model-runtime ") || l.starts_with("model-runtime="));
+        assert!(!depends, "{} depends on the runtime", dir.display());
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        for file in files {
+            let text = fs::read_to_string(&file).unwrap();
+            assert!(
+                !code(&text).contains("model_runtime::"),
+                "{} names the runtime",
+                file.display()
+            );
+        }
+        seen += 1;
+    }
+    assert!(seen >= 2, "crates/ holds {seen} crates");
+}

@@ -116,7 +116,7 @@ impl Driver {
             if payload.is_empty_output() {
                 continue;
             }
-            if !self.size.admit(&payload) {
+            if !self.size.count_if_fits(&payload) {
                 end = Some(EndKind::Cut(ErrorCode::OutputTooLarge));
                 break;
             }

@@ -46,7 +46,7 @@ impl Size {
 
     /// Counts an event a provider caused, if it fits: `false` (counting nothing) when it
     /// would take the execution past either bound.
-    pub(super) fn admit(&mut self, payload: &EventPayload) -> bool {
+    pub(super) fn count_if_fits(&mut self, payload: &EventPayload) -> bool {
         let events = self.events + 1 + RESERVED_EVENTS;
         let output = self.output_bytes.saturating_add(payload.output_bytes());
         if events > self.limits.max_events || output > self.limits.max_output_bytes {
@@ -75,14 +75,17 @@ mod tests {
             max_output_bytes: 10,
             max_events: 1000,
         });
-        assert!(size.admit(&text("12345")));
-        assert!(size.admit(&text("67890")));
-        assert!(!size.admit(&text("x")), "the 11th byte");
+        assert!(size.count_if_fits(&text("12345")));
+        assert!(size.count_if_fits(&text("67890")));
+        assert!(!size.count_if_fits(&text("x")), "the 11th byte");
         let usage = EventPayload::Progress {
             attempt: 1,
             message: "not output".into(),
         };
-        assert!(size.admit(&usage), "events without output still fit");
+        assert!(
+            size.count_if_fits(&usage),
+            "events without output still fit"
+        );
 
         let mut size = Size::new(SizeLimits {
             max_output_bytes: 1 << 20,
@@ -90,9 +93,9 @@ mod tests {
         });
         // Accepted, plus 3, plus the 16 kept back for the end: 20.
         for _ in 0..3 {
-            assert!(size.admit(&text("a")));
+            assert!(size.count_if_fits(&text("a")));
         }
-        assert!(!size.admit(&text("a")));
+        assert!(!size.count_if_fits(&text("a")));
         size.count();
         assert_eq!(size.events, 5, "the driver's own events are always counted");
     }

@@ -1,0 +1,153 @@
+//! `serve`: the runtime behind its gRPC server, in the order a start must go. The config is
+//! loaded (or the embedded default), the listener bound (before anything else can create
+//! files: a Unix socket's mode is set by the umask around `bind`), the runtime built (its
+//! store opened), the metrics listener bound; "model-runtime serving" is logged only then.
+//! The first SIGTERM or SIGINT drains (`server::serve`), a second one ends the process.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use model_runtime::{Config, Runtime, server, telemetry};
+
+use super::address::Address;
+use super::exit;
+
+/// `serve`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Config file (TOML).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Listen address, overriding `server.listen`: host:port, or unix:/path/to.sock to serve
+    /// on a Unix domain socket (sidecar mode; mode 0660, removed at shutdown).
+    #[arg(long)]
+    listen: Option<Address>,
+}
+
+/// Loads the config, then serves until a signal; telemetry runs inside the async runtime,
+/// where a trace exporter needs to be.
+pub fn main(args: ServeArgs, logs: telemetry::LogFormat) -> ExitCode {
+    let loaded = match &args.config {
+        Some(path) => Config::load(path),
+        None => Config::embedded_default(),
+    };
+    let mut config = match loaded {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("config: {e}");
+            return exit::invalid();
+        }
+    };
+    let listen = match args.listen {
+        Some(listen) => listen,
+        None => Address::Tcp(config.server.listen.to_string()),
+    };
+    if let Address::Tcp(addr) = &listen
+        && let Ok(addr) = addr.parse()
+    {
+        config.server.listen = addr;
+    }
+    super::run(async move {
+        let telemetry = telemetry::init(logs, telemetry::Traces::FromEnv);
+        let code = serve(config, listen).await;
+        telemetry.shutdown().await;
+        code
+    })
+}
+
+async fn serve(config: Config, listen: Address) -> ExitCode {
+    let listener = match listen.listen().await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("cannot listen on {listen}: {e}");
+            // A name where an IP address must be is the caller's mistake, not the machine's.
+            return if e.kind() == std::io::ErrorKind::InvalidInput {
+                exit::invalid()
+            } else {
+                exit::failed()
+            };
+        }
+    };
+    let local = listener.address();
+    let runtime = match Runtime::new(config) {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("cannot start: {e}");
+            return exit::invalid();
+        }
+    };
+    // Listened for from here on, so no signal can fall between two waits.
+    let mut signals = match Signals::new() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("cannot listen for signals: {e}");
+            return exit::failed();
+        }
+    };
+    // Metrics are served until the process ends, the drain included.
+    let metrics_stop = tokio_util::sync::CancellationToken::new();
+    if let Some(addr) = runtime.config().server.metrics_listen {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => {
+                let local = listener.local_addr().map_or(addr, |a| a);
+                tracing::info!(addr = %local, "metrics serving");
+                tokio::spawn(server::serve_metrics(
+                    runtime.clone(),
+                    listener,
+                    metrics_stop.clone().cancelled_owned(),
+                ));
+            }
+            Err(e) => {
+                eprintln!("cannot listen on {addr} (server.metrics_listen): {e}");
+                return exit::failed();
+            }
+        }
+    }
+    // Said once everything serving needs is up: the store open, every listener bound.
+    tracing::info!(addr = %local, "model-runtime serving");
+    let (first, drain) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let signal = signals.next().await;
+        tracing::info!(signal, "shutdown signal received");
+        let _ = first.send(());
+        let signal = signals.next().await;
+        eprintln!("second shutdown signal ({signal}): exiting without waiting for the drain");
+        std::process::exit(exit::SECOND_SIGNAL);
+    });
+    let drain = async {
+        let _ = drain.await;
+    };
+    let served = server::serve(runtime, listener, drain).await;
+    metrics_stop.cancel();
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "server failed");
+            exit::failed()
+        }
+    }
+}
+
+/// SIGINT and SIGTERM.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// The next SIGINT or SIGTERM: its name.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+        }
+    }
+}
