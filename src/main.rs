@@ -62,6 +62,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // rustls is built without a bundled crypto provider (Cargo.toml): ring, installed once for
+    // the process, before any TLS client (a provider's, the trace exporter's) is made.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     let logs = match cli.log_format {
         LogFormat::Text => telemetry::LogFormat::Text,

@@ -7,7 +7,6 @@ mod exchange;
 #[doc(hidden)]
 pub mod fuzz;
 mod http;
-pub(crate) use http::install_crypto_provider;
 pub mod openai;
 mod registry;
 pub mod scripted;

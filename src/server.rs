@@ -25,6 +25,7 @@ mod incoming;
 mod listener;
 mod metrics;
 mod places;
+mod rpc_span;
 mod stream;
 mod unsent;
 
@@ -102,7 +103,19 @@ pub async fn serve(
     let stop = CancellationToken::new();
     let force = CancellationToken::new();
     let connections = TaskTracker::new();
-    let http2 = Http2::new(config, max_message, connections.clone());
+    let settings = connection::Settings {
+        max_concurrent_streams: config.max_concurrent_streams,
+        handshake_timeout: config.handshake_timeout,
+        idle_timeout: config.idle_timeout,
+        request_timeout: config.request_timeout,
+        keepalive_interval: config.keepalive_interval,
+        keepalive_timeout: config.keepalive_timeout,
+        stream_idle_timeout: config.stream_idle_timeout,
+        max_unsent_bytes: config.max_unsent_bytes,
+        // A request of the largest size, compressed or not, fits twice over.
+        max_body: max_message.saturating_mul(2),
+    };
+    let http2 = Http2::new(settings, rpc_span::rpc_span, connections.clone());
     // Every connection's unsent bytes, counted when metrics are on.
     let unsent = runtime.unsent_gauge();
     {

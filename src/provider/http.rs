@@ -64,9 +64,10 @@ impl HttpClients {
 }
 
 /// TLS 1.2 and 1.3 with the platform's roots (the verifier reqwest uses), offering only
-/// HTTP/1.1.
+/// HTTP/1.1. The crypto is the process's provider (the binary installs ring at start), or
+/// ring for this client alone when an embedding program installed none: the library sets
+/// no process-wide state.
 fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
-    install_crypto_provider();
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
@@ -78,16 +79,6 @@ fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
-}
-
-/// rustls is built without a bundled crypto provider (see Cargo.toml): installs ring unless
-/// the embedding program installed one of its own. Every TLS client of the process (the
-/// providers', the trace exporter's reqwest) needs it first.
-pub(crate) fn install_crypto_provider() {
-    // An error means another thread installed one first, which then serves us as well.
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
 }
 
 /// The provider a call goes to: where, with which headers, how long to wait, and how errors

@@ -25,7 +25,6 @@ use super::idle;
 use super::incoming::Accepted;
 use super::stream;
 use super::unsent::{Counted, Unsent};
-use crate::config::ServerConfig;
 
 /// HTTP/2 flow-control windows, per stream and per connection (hyper's defaults, which tonic
 /// used): room for a burst of events without a round trip.
@@ -48,45 +47,50 @@ const MAX_PENDING_ACCEPT_RESETS: usize = 20;
 /// How long a connection closing for an unanswered ping may take to write its GOAWAY.
 const GOAWAY_FLUSH: Duration = Duration::from_millis(100);
 
+/// How connections are served: the server's settings, in the driver's own terms (it
+/// imports nothing of the runtime, so it can become a crate of its own when that is worth it).
+#[derive(Debug, Clone)]
+pub(super) struct Settings {
+    pub max_concurrent_streams: u32,
+    pub handshake_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub request_timeout: Duration,
+    pub keepalive_interval: Duration,
+    pub keepalive_timeout: Duration,
+    pub stream_idle_timeout: Duration,
+    pub max_unsent_bytes: usize,
+    /// The most a request's body may carry.
+    pub max_body: usize,
+}
+
+/// Makes the span of a call from its path and headers.
+pub(super) type Spans = fn(&str, &http::HeaderMap) -> tracing::Span;
+
 /// How every connection of one server is served.
 #[derive(Clone)]
 pub(super) struct Http2 {
     builder: h2::server::Builder,
-    handshake_timeout: Duration,
-    /// The most a request's body may carry: a request of the largest size, compressed or
-    /// not, fits twice over.
-    max_body: usize,
-    idle_timeout: Duration,
-    request_timeout: Duration,
-    max_unsent: usize,
-    keepalive_interval: Duration,
-    keepalive_timeout: Duration,
-    stream_idle_timeout: Duration,
+    settings: Settings,
+    spans: Spans,
     /// Where connections and their streams run, so the server's stop waits for both.
     tasks: TaskTracker,
 }
 
 impl Http2 {
-    pub(super) fn new(config: &ServerConfig, max_message: usize, tasks: TaskTracker) -> Self {
+    pub(super) fn new(settings: Settings, spans: Spans, tasks: TaskTracker) -> Self {
         let mut builder = h2::server::Builder::new();
         builder
             .initial_window_size(WINDOW)
             .initial_connection_window_size(WINDOW)
             .max_send_buffer_size(MAX_SEND_BUFFER)
             .max_header_list_size(MAX_HEADER_LIST)
-            .max_concurrent_streams(config.max_concurrent_streams)
+            .max_concurrent_streams(settings.max_concurrent_streams)
             .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
             .max_pending_accept_reset_streams(MAX_PENDING_ACCEPT_RESETS);
         Self {
             builder,
-            handshake_timeout: config.handshake_timeout,
-            max_body: max_message.saturating_mul(2),
-            idle_timeout: config.idle_timeout,
-            request_timeout: config.request_timeout,
-            max_unsent: config.max_unsent_bytes,
-            keepalive_interval: config.keepalive_interval,
-            keepalive_timeout: config.keepalive_timeout,
-            stream_idle_timeout: config.stream_idle_timeout,
+            settings,
+            spans,
             tasks,
         }
     }
@@ -105,14 +109,14 @@ impl Http2 {
         let Accepted { stream, place } = accepted;
         let activity = place.activity().clone();
         // A first stream is due within the handshake's time, counted from now.
-        let first_stream_by = Instant::now() + self.handshake_timeout;
-        let unsent = Unsent::new(self.max_unsent, unsent);
+        let first_stream_by = Instant::now() + self.settings.handshake_timeout;
+        let unsent = Unsent::new(self.settings.max_unsent_bytes, unsent);
         let io = Coalesced::new(Counted::new(stream, unsent.clone()));
         let handshake = self.builder.handshake::<_, Bytes>(io);
         // A connection that has not finished its handshake has no calls to finish: it closes
         // as soon as the server stops, or a new connection takes its place.
         let handshake = tokio::select! {
-            handshake = tokio::time::timeout(self.handshake_timeout, handshake) => handshake,
+            handshake = tokio::time::timeout(self.settings.handshake_timeout, handshake) => handshake,
             () = stop.cancelled() => return,
             () = activity.evicted().cancelled() => return,
         };
@@ -128,7 +132,11 @@ impl Http2 {
             }
         };
         let keepalive = match conn.ping_pong() {
-            Some(pings) => keepalive(pings, self.keepalive_interval, self.keepalive_timeout),
+            Some(pings) => keepalive(
+                pings,
+                self.settings.keepalive_interval,
+                self.settings.keepalive_timeout,
+            ),
             None => Box::pin(future::pending()),
         };
         let mut keepalive = std::pin::pin!(keepalive);
@@ -137,7 +145,7 @@ impl Http2 {
         let watchdog = self.tasks.spawn(idle::watch(
             activity.clone(),
             first_stream_by,
-            self.idle_timeout,
+            self.settings.idle_timeout,
             close.clone(),
         ));
         let _watchdog = AbortOnDrop(watchdog);
@@ -151,11 +159,12 @@ impl Http2 {
                 accepted = conn.accept() => match accepted {
                     Some(Ok((request, respond))) => {
                         let limits = stream::Limits {
-                            idle: self.stream_idle_timeout,
-                            request: self.request_timeout,
-                            body_bytes: self.max_body,
+                            idle: self.settings.stream_idle_timeout,
+                            request: self.settings.request_timeout,
+                            body_bytes: self.settings.max_body,
                         };
                         let open = activity.stream();
+                        let span = (self.spans)(request.uri().path(), request.headers());
                         self.tasks.spawn(stream::serve(
                             request,
                             respond,
@@ -163,6 +172,7 @@ impl Http2 {
                             limits,
                             unsent.clone(),
                             open,
+                            span,
                         ));
                     }
                     Some(Err(e)) => {

@@ -23,8 +23,6 @@ use tracing::Instrument;
 
 use super::places::OpenStream;
 use super::unsent::Unsent;
-use crate::execution::TraceContext;
-use crate::runtime::trace;
 
 /// A stream's bounds.
 #[derive(Debug, Clone, Copy)]
@@ -46,8 +44,9 @@ pub(super) async fn serve(
     unsent: Arc<Unsent>,
     // Counts the stream open on its connection until the stream ends.
     _open: OpenStream,
+    // The call's span (see `Spans`).
+    span: tracing::Span,
 ) {
-    let span = rpc_span(request.uri().path(), request.headers());
     let rpc = span.clone();
     async move {
         // Every method takes one request message, but reflection, whose requests come as
@@ -100,61 +99,6 @@ pub(super) async fn serve(
     .instrument(span)
     .await;
 }
-
-const TRACEPARENT: http::HeaderName = http::HeaderName::from_static(crate::execution::TRACEPARENT);
-const TRACESTATE: http::HeaderName = http::HeaderName::from_static(crate::execution::TRACESTATE);
-
-/// One span per RPC, named by its method, so every log line of a call carries it: at
-/// debug, since at the default level it cost 2% of a call's instructions, and every log line
-/// a call writes at info or above names its execution already. Exported, it is the server
-/// side of the call (OpenTelemetry's RPC conventions), the child of the caller's
-/// `traceparent`.
-fn rpc_span(path: &str, headers: &HeaderMap) -> tracing::Span {
-    // Health probes come every few seconds from every prober: no span of their own.
-    if path.starts_with("/grpc.health.v1.Health/") {
-        return tracing::Span::none();
-    }
-    let span = tracing::debug_span!(
-        "rpc",
-        otel.name = tracing::field::Empty,
-        otel.kind = "server",
-        method = path,
-        rpc.system = "grpc",
-        rpc.service = tracing::field::Empty,
-        rpc.method = tracing::field::Empty,
-        rpc.grpc.status_code = tracing::field::Empty,
-        otel.status_code = tracing::field::Empty,
-    );
-    if span.is_disabled() {
-        return span;
-    }
-    // The name only of a method this server has: a caller cannot mint span names.
-    let name = path.strip_prefix('/').unwrap_or(path);
-    match name.split_once('/') {
-        Some((service, method)) if SERVICES.contains(&service) => {
-            span.record("otel.name", name)
-                .record("rpc.service", service)
-                .record("rpc.method", method);
-        }
-        _ => {
-            span.record("otel.name", "unknown");
-        }
-    }
-    if let Some(parent) = headers.get(TRACEPARENT) {
-        let states = headers.get_all(TRACESTATE).iter().map(|v| v.as_bytes());
-        if let Some(caller) = TraceContext::parse(parent.as_bytes(), states) {
-            trace::adopt(&span, &caller);
-        }
-    }
-    span
-}
-
-/// The services this server routes (health aside).
-const SERVICES: [&str; 3] = [
-    super::SERVICE_NAME,
-    "grpc.reflection.v1.ServerReflection",
-    "grpc.reflection.v1alpha.ServerReflection",
-];
 
 /// Records the call's gRPC status (in the response head when the call failed at once, else
 /// in the trailers) on its span. The server side of a call is in error only for the codes

@@ -65,7 +65,15 @@ pub(super) fn wanted(env: &dyn Fn(&str) -> Option<String>) -> Wanted {
 /// The tracer provider the environment configures. Must run inside the tokio runtime: the
 /// batch processor is a task on it.
 pub(super) fn provider() -> Result<SdkTracerProvider, String> {
-    crate::provider::install_crypto_provider();
+    // The exporter's HTTP client (reqwest, built without a bundled crypto provider) needs the
+    // process's: the binary installs ring at start; an embedding program installs its own.
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        return Err(
+            "the OTLP exporter needs a rustls CryptoProvider installed for the \
+                    process (rustls::crypto::ring::default_provider().install_default())"
+                .into(),
+        );
+    }
     let exporter = SpanExporter::builder()
         .build()
         .map_err(|e| format!("the OTLP exporter: {e}"))?;
