@@ -32,7 +32,7 @@
 //!
 //! # Layers
 //! Bottom to top. A module imports only from layers below its own, never from its own layer
-//! or above; `tests/layers.rs` reads this list and every `crate::` path in `src/` to hold the
+//! or above; `tests/it/layers.rs` reads this list and every `crate::` path in `src/` to hold the
 //! code to it.
 //!
 //! 1. `execution`
