@@ -59,7 +59,7 @@ enum Follow {
 // Returned once per submission and matched at once: boxing the view would cost Submit an
 // allocation for nothing.
 #[allow(clippy::large_enum_variant)]
-enum Admission {
+enum Accepted {
     Viewed(Execution),
     Following(EventStream),
 }
@@ -234,8 +234,8 @@ impl Runtime {
     /// task of its own.
     pub async fn submit(&self, request: ExecuteRequest) -> Result<Execution, RuntimeError> {
         match self.accept(request, Follow::No).await? {
-            Admission::Viewed(view) => Ok(view),
-            Admission::Following(events) => self.get(events.execution_id()),
+            Accepted::Viewed(view) => Ok(view),
+            Accepted::Following(events) => self.get(events.execution_id()),
         }
     }
 
@@ -244,8 +244,8 @@ impl Runtime {
     /// caller reads it.
     pub async fn execute(&self, request: ExecuteRequest) -> Result<EventStream, RuntimeError> {
         match self.accept(request, Follow::FromStart).await? {
-            Admission::Following(events) => Ok(events),
-            Admission::Viewed(view) => self.watch(view.id, 0),
+            Accepted::Following(events) => Ok(events),
+            Accepted::Viewed(view) => self.watch(view.id, 0),
         }
     }
 
@@ -253,11 +253,21 @@ impl Runtime {
         &self,
         request: ExecuteRequest,
         follow: Follow,
-    ) -> Result<Admission, RuntimeError> {
+    ) -> Result<Accepted, RuntimeError> {
         if let Some(refusal) = NotReady::of(self.state()) {
             return Err(RuntimeError::Unavailable(refusal));
         }
         self.start_expiry();
+        let (new, job, key) = self.prepare(request)?;
+        self.create_and_start(new, job, key, follow).await
+    }
+
+    /// A valid request as the store takes it and as its driver will run it, and its
+    /// idempotency key.
+    fn prepare(
+        &self,
+        request: ExecuteRequest,
+    ) -> Result<(NewExecution, Job, Option<String>), RuntimeError> {
         let config = &self.inner.config;
         let now = SystemTime::now();
         let validated = validate(config, &request, now).map_err(RuntimeError::InvalidArgument)?;
@@ -309,7 +319,17 @@ impl Runtime {
             },
             labels,
         };
-        let key = request.idempotency_key;
+        Ok((new, job, request.idempotency_key))
+    }
+
+    /// Stores a new execution and starts its driver (or answers for the one its key names).
+    async fn create_and_start(
+        &self,
+        new: NewExecution,
+        job: Job,
+        key: Option<String>,
+        follow: Follow,
+    ) -> Result<Accepted, RuntimeError> {
         // The gate to the store: either shutdown has begun (nothing is stored) or this
         // submission counts among the work shutdown drains, from before its create until its
         // driver is registered, so an execution stored is always driven, never refused.
@@ -355,7 +375,7 @@ impl Runtime {
         created: Result<Created, StoreError>,
         key: Option<String>,
         follow: Follow,
-    ) -> Result<Admission, RuntimeError> {
+    ) -> Result<Accepted, RuntimeError> {
         let view = match created {
             Ok(Created::New(view)) => {
                 if let Some(metrics) = &self.inner.metrics {
@@ -366,8 +386,8 @@ impl Runtime {
             Ok(Created::Existing(view)) => {
                 // An idempotent repeat: the execution was there already.
                 return match follow {
-                    Follow::FromStart => self.watch(view.id, 0).map(Admission::Following),
-                    Follow::No => Ok(Admission::Viewed(view)),
+                    Follow::FromStart => self.watch(view.id, 0).map(Accepted::Following),
+                    Follow::No => Ok(Accepted::Viewed(view)),
                 };
             }
             Err(e) => return Err(RuntimeError::from_store(e, key.as_deref())),
@@ -414,8 +434,8 @@ impl Runtime {
         }
         tracing::debug!(execution_id = %id, ability = %view.ability, "accepted");
         Ok(match events {
-            Some(events) => Admission::Following(events),
-            None => Admission::Viewed(view),
+            Some(events) => Accepted::Following(events),
+            None => Accepted::Viewed(view),
         })
     }
 

@@ -12,6 +12,7 @@ use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
+use crate::config::ServerConfig;
 use crate::pb;
 use crate::runtime::{Runtime, RuntimeState, limits};
 use crate::service::ModelRuntimeService;
@@ -65,6 +66,56 @@ pub async fn serve(
     listener: impl Into<Listener>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServerError> {
+    let config = &runtime.config().server;
+    // A request is refused before it is decoded once it is larger than its content may be,
+    // plus framing.
+    let max_message = limits::max_request_bytes(config.max_input_bytes);
+    let (routes, health) = routes(&runtime, max_message).await?;
+    let incoming = Incoming::new(
+        accept(listener.into()),
+        descriptors::client_connections(runtime.config()),
+    );
+    let connections = Connections {
+        http2: Http2::new(
+            settings(config, max_message),
+            rpc_span::rpc_span,
+            TaskTracker::new(),
+        ),
+        routes,
+        stop: CancellationToken::new(),
+        force: CancellationToken::new(),
+        // Every connection's unsent bytes, counted when metrics are on.
+        unsent: runtime.unsent_gauge(),
+    };
+    {
+        // Connections are accepted until the drain is over: calls that arrive meanwhile get
+        // UNAVAILABLE from the runtime, not a refused connection.
+        let stopping = async {
+            shutdown.await;
+            tracing::info!("shutdown requested: draining");
+            not_serving(&health).await;
+            runtime
+                .shutdown(runtime.config().server.drain_timeout)
+                .await;
+        };
+        connections
+            .accept_until(incoming, stopping, storage_failed(&runtime, &health))
+            .await;
+        // The listener closes here: no connection is accepted from now on.
+    }
+    connections.close().await;
+    // Producers (drivers) and readers (streams) are done: the store is flushed and released.
+    runtime.close();
+    tracing::info!("server stopped");
+    Ok(())
+}
+
+/// The services on one set of routes: health, reflection (`v1` and `v1alpha`) and the
+/// runtime's; and the health reporter that says whether the runtime serves.
+async fn routes(
+    runtime: &Runtime,
+    max_message: usize,
+) -> Result<(Routes, tonic_health::server::HealthReporter), ServerError> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_service_status(SERVICE_NAME, ServingStatus::Serving)
@@ -77,18 +128,19 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let config = &runtime.config().server;
-    // A request is refused before it is decoded once it is larger than its content may be,
-    // plus framing.
-    let max_message = limits::max_request_bytes(config.max_input_bytes);
     let service = ModelRuntimeService::new(runtime.clone()).server(max_message);
     let routes = Routes::new(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(service)
         .prepare();
-    let accept = match listener.into() {
-        // Deltas are forwarded the moment they arrive: no Nagle delay on accepted connections.
+    Ok((routes, health))
+}
+
+/// Where connections come from: TCP with no Nagle delay (deltas are forwarded the moment
+/// they arrive) and keep-alive probes, or a Unix socket whose file goes with the listener.
+fn accept(listener: Listener) -> Accept {
+    match listener {
         Listener::Tcp(listener) => Accept::Tcp(
             TcpIncoming::from(listener)
                 .with_nodelay(Some(true))
@@ -98,12 +150,12 @@ pub async fn serve(
             listener,
             _socket_file: path,
         },
-    };
-    let incoming = Incoming::new(accept, descriptors::client_connections(runtime.config()));
-    let stop = CancellationToken::new();
-    let force = CancellationToken::new();
-    let connections = TaskTracker::new();
-    let settings = connection::Settings {
+    }
+}
+
+/// The HTTP/2 driver's settings, from the server's config.
+fn settings(config: &ServerConfig, max_message: usize) -> connection::Settings {
+    connection::Settings {
         max_concurrent_streams: config.max_concurrent_streams,
         handshake_timeout: config.handshake_timeout,
         idle_timeout: config.idle_timeout,
@@ -114,32 +166,43 @@ pub async fn serve(
         max_unsent_bytes: config.max_unsent_bytes,
         // A request of the largest size, compressed or not, fits twice over.
         max_body: max_message.saturating_mul(2),
-    };
-    let http2 = Http2::new(settings, rpc_span::rpc_span, connections.clone());
-    // Every connection's unsent bytes, counted when metrics are on.
-    let unsent = runtime.unsent_gauge();
-    {
-        // Connections are accepted until the drain is over: calls that arrive meanwhile get
-        // UNAVAILABLE from the runtime, not a refused connection.
-        let mut stopping = pin!(async {
-            shutdown.await;
-            tracing::info!("shutdown requested: draining");
-            not_serving(&health).await;
-            runtime
-                .shutdown(runtime.config().server.drain_timeout)
-                .await;
-        });
-        // A store that fails turns the runtime UNAVAILABLE; health says so too, overall and
-        // for the service, within a check's period.
-        let mut storage_failed = pin!(async {
-            let mut check = tokio::time::interval(STORAGE_CHECK);
-            check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            while runtime.state() != RuntimeState::Unavailable {
-                check.tick().await;
-            }
-            tracing::error!("the event store failed: health NOT_SERVING, new work UNAVAILABLE");
-            not_serving(&health).await;
-        });
+    }
+}
+
+/// Resolves once the event store has failed (the runtime turned UNAVAILABLE), having said so
+/// in health, overall and for the service, within a check's period.
+async fn storage_failed(runtime: &Runtime, health: &tonic_health::server::HealthReporter) {
+    let mut check = tokio::time::interval(STORAGE_CHECK);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while runtime.state() != RuntimeState::Unavailable {
+        check.tick().await;
+    }
+    tracing::error!("the event store failed: health NOT_SERVING, new work UNAVAILABLE");
+    not_serving(health).await;
+}
+
+/// The server's connections: how each is served, and the signals that end them.
+struct Connections {
+    http2: Http2,
+    routes: Routes,
+    /// GOAWAY to every connection: open streams may finish.
+    stop: CancellationToken,
+    /// Every connection closed at once.
+    force: CancellationToken,
+    unsent: Option<prometheus_client::metrics::gauge::Gauge>,
+}
+
+impl Connections {
+    /// Serves each connection `incoming` brings until `stopping` resolves (or the listener
+    /// ends); `storage_failed` is watched meanwhile, for health.
+    async fn accept_until(
+        &self,
+        incoming: Incoming,
+        stopping: impl Future<Output = ()>,
+        storage_failed: impl Future<Output = ()>,
+    ) {
+        let mut stopping = pin!(stopping);
+        let mut storage_failed = pin!(storage_failed);
         let mut storage_reported = false;
         let mut incoming = pin!(incoming);
         loop {
@@ -147,13 +210,13 @@ pub async fn serve(
                 () = &mut stopping => break,
                 () = &mut storage_failed, if !storage_reported => storage_reported = true,
                 accepted = incoming.next() => match accepted {
-                    Some(Ok(admitted)) => {
-                        connections.spawn(http2.clone().serve(
-                            admitted,
-                            routes.clone(),
-                            stop.clone(),
-                            force.clone(),
-                            unsent.clone(),
+                    Some(Ok(accepted)) => {
+                        self.http2.tasks().spawn(self.http2.clone().serve(
+                            accepted,
+                            self.routes.clone(),
+                            self.stop.clone(),
+                            self.force.clone(),
+                            self.unsent.clone(),
                         ));
                     }
                     Some(Err(e)) => {
@@ -165,24 +228,23 @@ pub async fn serve(
                 },
             }
         }
-        // The listener closes here: no connection is accepted from now on.
     }
-    // GOAWAY to every connection; open streams end with the terminal events the drain
-    // produced. A health watch or a stalled reader never would: the grace bounds them.
-    stop.cancel();
-    connections.close();
-    if tokio::time::timeout(CONNECTION_GRACE, connections.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!(grace = ?CONNECTION_GRACE, "connections still open after the drain; closing them");
-        force.cancel();
-        connections.wait().await;
+
+    /// GOAWAY to every connection; open streams end with the terminal events the drain
+    /// produced. A health watch or a stalled reader never would: the grace bounds them.
+    async fn close(&self) {
+        let tasks = self.http2.tasks();
+        self.stop.cancel();
+        tasks.close();
+        if tokio::time::timeout(CONNECTION_GRACE, tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(grace = ?CONNECTION_GRACE, "connections still open after the drain; closing them");
+            self.force.cancel();
+            tasks.wait().await;
+        }
     }
-    // Producers (drivers) and readers (streams) are done: the store is flushed and released.
-    runtime.close();
-    tracing::info!("server stopped");
-    Ok(())
 }
 
 /// Health `NOT_SERVING`, overall and for the service.

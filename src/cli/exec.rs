@@ -100,15 +100,27 @@ pub async fn exec(args: ExecArgs) -> ExitCode {
 }
 
 async fn run(args: ExecArgs) -> Result<ExitCode, ExecError> {
-    let channel = args
-        .addr
+    let json = args.json;
+    let address = args.addr.clone();
+    let request = request(args)?;
+    let channel = address
         .connect()
         .await
         .map_err(|source| ExecError::Connect {
-            addr: args.addr.clone(),
+            addr: address,
             source,
         })?;
     let mut client = ModelRuntimeClient::new(channel);
+    let events = client.execute(request).await?.into_inner();
+    Ok(if print(events, json).await? {
+        ExitCode::SUCCESS
+    } else {
+        exit::failed()
+    })
+}
+
+/// The request `args` describe.
+fn request(args: ExecArgs) -> Result<pb::ExecuteRequest, ExecError> {
     let deadline = match args.deadline {
         Some(after) => Some(
             std::time::SystemTime::now()
@@ -118,7 +130,7 @@ async fn run(args: ExecArgs) -> Result<ExitCode, ExecError> {
         ),
         None => None,
     };
-    let request = pb::ExecuteRequest {
+    Ok(pb::ExecuteRequest {
         ability: args.ability,
         policy: args.policy.unwrap_or_default(),
         labels: args.labels.into_iter().collect(),
@@ -134,8 +146,15 @@ async fn run(args: ExecArgs) -> Result<ExitCode, ExecError> {
             ..Default::default()
         }),
         ..Default::default()
-    };
-    let mut events = client.execute(request).await?.into_inner();
+    })
+}
+
+/// Writes each event as it comes: the reply's text to stdout and a status line per event to
+/// stderr, or one JSON object per event with `json`. Whether the execution succeeded.
+async fn print(
+    mut events: tonic::Streaming<pb::ExecutionEvent>,
+    json: bool,
+) -> Result<bool, ExecError> {
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     let mut succeeded = false;
@@ -146,7 +165,7 @@ async fn run(args: ExecArgs) -> Result<ExitCode, ExecError> {
         let event = event?;
         succeeded = matches!(event.payload, Some(Payload::Completed(_)));
         let mut out = stdout.lock();
-        if args.json {
+        if json {
             writeln!(out, "{}", render::json(&event))?;
             out.flush()?;
             continue;
@@ -183,9 +202,5 @@ async fn run(args: ExecArgs) -> Result<ExitCode, ExecError> {
     if mid_line {
         writeln!(stdout.lock())?;
     }
-    Ok(if succeeded {
-        ExitCode::SUCCESS
-    } else {
-        exit::failed()
-    })
+    Ok(succeeded)
 }

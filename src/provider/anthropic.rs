@@ -184,6 +184,106 @@ pub(super) struct EventDecoder {
     model: Option<Text>,
 }
 
+impl EventDecoder {
+    /// A `content_block_start`: what the block is, and what it carries already.
+    fn block_start(
+        &mut self,
+        block: Block,
+        missing: &dyn Fn(&str) -> ProviderError,
+        out: &mut Vec<ProviderEvent>,
+    ) -> Result<BlockState, ProviderError> {
+        Ok(match block.kind.as_str() {
+            "text" => {
+                if let Some(text) = block.text.filter(|t| !t.is_empty()) {
+                    out.push(ProviderEvent::TextDelta(text));
+                }
+                BlockState::Text
+            }
+            "thinking" => {
+                if let Some(text) = block.thinking.filter(|t| !t.is_empty()) {
+                    out.push(ProviderEvent::Reasoning(ReasoningPiece::Text, text));
+                }
+                BlockState::Other
+            }
+            "redacted_thinking" => {
+                let data = block.data.ok_or_else(|| missing("redacted data"))?;
+                out.push(ProviderEvent::Reasoning(ReasoningPiece::Redacted, data));
+                BlockState::Other
+            }
+            "tool_use" => {
+                let (Some(id), Some(name)) = (block.id, block.name) else {
+                    return Err(missing("tool call id and name"));
+                };
+                let ordinal = self.tools;
+                self.tools += 1;
+                out.push(ProviderEvent::ToolCallStarted {
+                    index: ordinal,
+                    id,
+                    name,
+                });
+                BlockState::Tool {
+                    ordinal,
+                    streamed: false,
+                    initial: block.input,
+                }
+            }
+            _ => BlockState::Other,
+        })
+    }
+
+    /// A `content_block_delta` of block `index`.
+    fn block_delta(
+        &mut self,
+        upstream: &Upstream,
+        data: &str,
+        index: u32,
+        delta: Delta,
+        missing: &dyn Fn(&str) -> ProviderError,
+        out: &mut Vec<ProviderEvent>,
+    ) -> Result<(), ProviderError> {
+        match (delta.kind.as_deref(), self.block(index)) {
+            (Some("text_delta"), _) => {
+                let text = delta.text.ok_or_else(|| missing("text"))?;
+                if !text.is_empty() {
+                    out.push(ProviderEvent::TextDelta(text));
+                }
+            }
+            (
+                Some("input_json_delta"),
+                Some(BlockState::Tool {
+                    ordinal, streamed, ..
+                }),
+            ) => {
+                let partial_json = delta.partial_json.ok_or_else(|| missing("partial_json"))?;
+                if !partial_json.is_empty() {
+                    *streamed = true;
+                    out.push(ProviderEvent::ToolCallArgumentsDelta {
+                        index: *ordinal,
+                        delta: partial_json,
+                    });
+                }
+            }
+            (Some("input_json_delta"), _) => {
+                let what = "tool input arrived for a block that is not a tool call";
+                return Err(upstream.protocol_error(what, data));
+            }
+            (Some("thinking_delta"), _) => {
+                let text = delta.thinking.ok_or_else(|| missing("thinking"))?;
+                out.push(ProviderEvent::Reasoning(ReasoningPiece::Text, text));
+            }
+            (Some("signature_delta"), _) => {
+                let signature = delta.signature.ok_or_else(|| missing("signature"))?;
+                out.push(ProviderEvent::Reasoning(
+                    ReasoningPiece::Signature,
+                    signature,
+                ));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
 impl Decoder for EventDecoder {
     fn event(
         &mut self,
@@ -216,88 +316,13 @@ impl Decoder for EventDecoder {
                 let block = parsed
                     .content_block
                     .ok_or_else(|| missing("content_block"))?;
-                let state = match block.kind.as_str() {
-                    "text" => {
-                        if let Some(text) = block.text.filter(|t| !t.is_empty()) {
-                            out.push(ProviderEvent::TextDelta(text));
-                        }
-                        BlockState::Text
-                    }
-                    "thinking" => {
-                        if let Some(text) = block.thinking.filter(|t| !t.is_empty()) {
-                            out.push(ProviderEvent::Reasoning(ReasoningPiece::Text, text));
-                        }
-                        BlockState::Other
-                    }
-                    "redacted_thinking" => {
-                        let data = block.data.ok_or_else(|| missing("redacted data"))?;
-                        out.push(ProviderEvent::Reasoning(ReasoningPiece::Redacted, data));
-                        BlockState::Other
-                    }
-                    "tool_use" => {
-                        let (Some(id), Some(name)) = (block.id, block.name) else {
-                            return Err(missing("tool call id and name"));
-                        };
-                        let ordinal = self.tools;
-                        self.tools += 1;
-                        out.push(ProviderEvent::ToolCallStarted {
-                            index: ordinal,
-                            id,
-                            name,
-                        });
-                        BlockState::Tool {
-                            ordinal,
-                            streamed: false,
-                            initial: block.input,
-                        }
-                    }
-                    _ => BlockState::Other,
-                };
+                let state = self.block_start(block, &missing, out)?;
                 self.blocks.insert(index, state);
             }
             "content_block_delta" => {
                 let index = parsed.index.ok_or_else(|| missing("index"))?;
                 let delta = parsed.delta.ok_or_else(|| missing("delta"))?;
-                match (delta.kind.as_deref(), self.block(index)) {
-                    (Some("text_delta"), _) => {
-                        let text = delta.text.ok_or_else(|| missing("text"))?;
-                        if !text.is_empty() {
-                            out.push(ProviderEvent::TextDelta(text));
-                        }
-                    }
-                    (
-                        Some("input_json_delta"),
-                        Some(BlockState::Tool {
-                            ordinal, streamed, ..
-                        }),
-                    ) => {
-                        let partial_json =
-                            delta.partial_json.ok_or_else(|| missing("partial_json"))?;
-                        if !partial_json.is_empty() {
-                            *streamed = true;
-                            out.push(ProviderEvent::ToolCallArgumentsDelta {
-                                index: *ordinal,
-                                delta: partial_json,
-                            });
-                        }
-                    }
-                    (Some("input_json_delta"), _) => {
-                        let what = "tool input arrived for a block that is not a tool call";
-                        return Err(upstream.protocol_error(what, event.data));
-                    }
-                    (Some("thinking_delta"), _) => {
-                        let text = delta.thinking.ok_or_else(|| missing("thinking"))?;
-                        out.push(ProviderEvent::Reasoning(ReasoningPiece::Text, text));
-                    }
-                    (Some("signature_delta"), _) => {
-                        let signature = delta.signature.ok_or_else(|| missing("signature"))?;
-                        out.push(ProviderEvent::Reasoning(
-                            ReasoningPiece::Signature,
-                            signature,
-                        ));
-                    }
-                    _ => {}
-                }
+                self.block_delta(upstream, event.data, index, delta, &missing, out)?;
             }
             "content_block_stop" => {
                 let index = parsed.index.ok_or_else(|| missing("index"))?;

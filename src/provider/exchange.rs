@@ -195,98 +195,119 @@ impl<D: Decoder> Exchange<D> {
     /// or items were queued.
     fn advance(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match &mut self.step {
-            Step::Over => {}
+            Step::Over => Poll::Ready(()),
             Step::Head { limit } => {
                 let limit = *limit;
-                match self.call.poll_head(cx) {
-                    Poll::Ready(Ok(response)) => self.head(response),
-                    Poll::Ready(Err(failure)) => {
-                        let error = self.reply.upstream.transport_error(&failure);
-                        self.fail(error);
-                    }
-                    Poll::Pending if self.timer.expired(cx) => {
-                        let upstream = &self.reply.upstream;
-                        let error = upstream.timeout(
-                            AttemptCode::Timeout,
-                            "no response came",
-                            limit,
-                            false,
-                        );
-                        self.fail(error);
-                    }
-                    Poll::Pending => return Poll::Pending,
-                }
+                self.advance_head(cx, limit)
             }
             Step::Body { got_byte, limit } => {
                 let (got_byte, limit) = (*got_byte, *limit);
-                let reply = &mut self.reply;
-                match self.call.poll_body(cx, &mut |data| reply.feed(data)) {
-                    Poll::Ready(Ok(progress)) => self.read(progress),
-                    // The reply ended (or the decoder failed it) before the body broke: that
-                    // is its outcome.
-                    Poll::Ready(Err(_)) if self.reply.settled.is_some() => {
-                        self.read(Progress::End);
-                    }
-                    Poll::Ready(Err(failure)) => {
-                        let upstream = &self.reply.upstream;
-                        // The network's account of it is for the log, not the caller.
-                        tracing::warn!(
-                            execution_id = upstream.execution_id(),
-                            attempt = upstream.attempt(),
-                            provider = %upstream.name,
-                            cause = failure.cause(),
-                            "provider response broke"
-                        );
-                        let error = upstream.interrupted("broke", self.reply.output_started);
-                        self.fail(error);
-                    }
-                    Poll::Pending if self.timer.expired(cx) => {
-                        let (code, what) = if got_byte {
-                            (AttemptCode::StreamStalled, "the response stream was silent")
-                        } else {
-                            (AttemptCode::Timeout, "no response body came")
-                        };
-                        let started = self.reply.output_started;
-                        let error = self.reply.upstream.timeout(code, what, limit, started);
-                        self.fail(error);
-                    }
-                    Poll::Pending => return Poll::Pending,
-                }
+                self.advance_body(cx, got_byte, limit)
             }
-            Step::ErrorBody { body, .. } => {
-                let mut take = |data: &[u8]| {
-                    let room = ERROR_BODY_LIMIT - body.len();
-                    body.extend_from_slice(&data[..data.len().min(room)]);
-                };
-                // Whatever could not be read in time is left out: the status alone still
-                // classifies the error.
-                match self.call.poll_body(cx, &mut take) {
-                    Poll::Ready(Ok(Progress::Data)) if body.len() < ERROR_BODY_LIMIT => {}
-                    Poll::Pending if !self.timer.expired(cx) => return Poll::Pending,
-                    _ => {
-                        let Step::ErrorBody {
-                            status,
-                            headers,
-                            body,
-                        } = std::mem::replace(&mut self.step, Step::Over)
-                        else {
-                            unreachable!("the step was just matched")
-                        };
-                        let error = self.reply.upstream.status_error(status, &headers, &body);
-                        self.fail(error);
-                    }
-                }
-            }
+            Step::ErrorBody { .. } => self.advance_error_body(cx),
             Step::Drain(reason) => {
                 let reason = *reason;
-                match self.call.poll_body(cx, &mut |_| {}) {
-                    Poll::Ready(Ok(Progress::Data)) => {}
-                    // Nothing more will come either way.
-                    Poll::Ready(Ok(Progress::End) | Err(_)) => self.finish(reason),
-                    Poll::Pending if self.timer.expired(cx) => self.finish(reason),
-                    Poll::Pending => return Poll::Pending,
-                }
+                self.advance_drain(cx, reason)
             }
+        }
+    }
+
+    /// Waiting for the response head, at most `limit`.
+    fn advance_head(&mut self, cx: &mut Context<'_>, limit: Duration) -> Poll<()> {
+        match self.call.poll_head(cx) {
+            Poll::Ready(Ok(response)) => self.head(response),
+            Poll::Ready(Err(failure)) => {
+                let error = self.reply.upstream.transport_error(&failure);
+                self.fail(error);
+            }
+            Poll::Pending if self.timer.expired(cx) => {
+                let upstream = &self.reply.upstream;
+                let error =
+                    upstream.timeout(AttemptCode::Timeout, "no response came", limit, false);
+                self.fail(error);
+            }
+            Poll::Pending => return Poll::Pending,
+        }
+        Poll::Ready(())
+    }
+
+    /// Reading an event stream's body: silent at most `limit`.
+    fn advance_body(&mut self, cx: &mut Context<'_>, got_byte: bool, limit: Duration) -> Poll<()> {
+        let reply = &mut self.reply;
+        match self.call.poll_body(cx, &mut |data| reply.feed(data)) {
+            Poll::Ready(Ok(progress)) => self.read(progress),
+            // The reply ended (or the decoder failed it) before the body broke: that
+            // is its outcome.
+            Poll::Ready(Err(_)) if self.reply.settled.is_some() => {
+                self.read(Progress::End);
+            }
+            Poll::Ready(Err(failure)) => {
+                let upstream = &self.reply.upstream;
+                // The network's account of it is for the log, not the caller.
+                tracing::warn!(
+                    execution_id = upstream.execution_id(),
+                    attempt = upstream.attempt(),
+                    provider = %upstream.name,
+                    cause = failure.cause(),
+                    "provider response broke"
+                );
+                let error = upstream.interrupted("broke", self.reply.output_started);
+                self.fail(error);
+            }
+            Poll::Pending if self.timer.expired(cx) => {
+                let (code, what) = if got_byte {
+                    (AttemptCode::StreamStalled, "the response stream was silent")
+                } else {
+                    (AttemptCode::Timeout, "no response body came")
+                };
+                let started = self.reply.output_started;
+                let error = self.reply.upstream.timeout(code, what, limit, started);
+                self.fail(error);
+            }
+            Poll::Pending => return Poll::Pending,
+        }
+        Poll::Ready(())
+    }
+
+    /// Reading an error status's body, as much of it as classifies it.
+    fn advance_error_body(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Step::ErrorBody { body, .. } = &mut self.step else {
+            return Poll::Ready(());
+        };
+        let mut take = |data: &[u8]| {
+            let room = ERROR_BODY_LIMIT - body.len();
+            body.extend_from_slice(&data[..data.len().min(room)]);
+        };
+        // Whatever could not be read in time is left out: the status alone still
+        // classifies the error.
+        match self.call.poll_body(cx, &mut take) {
+            Poll::Ready(Ok(Progress::Data)) if body.len() < ERROR_BODY_LIMIT => {}
+            Poll::Pending if !self.timer.expired(cx) => return Poll::Pending,
+            _ => {
+                let Step::ErrorBody {
+                    status,
+                    headers,
+                    body,
+                } = std::mem::replace(&mut self.step, Step::Over)
+                else {
+                    unreachable!("the step was just matched")
+                };
+                let error = self.reply.upstream.status_error(status, &headers, &body);
+                self.fail(error);
+            }
+        }
+        Poll::Ready(())
+    }
+
+    /// Reading what is left of a body whose reply is complete, so the connection can serve
+    /// another request.
+    fn advance_drain(&mut self, cx: &mut Context<'_>, reason: FinishReason) -> Poll<()> {
+        match self.call.poll_body(cx, &mut |_| {}) {
+            Poll::Ready(Ok(Progress::Data)) => {}
+            // Nothing more will come either way.
+            Poll::Ready(Ok(Progress::End) | Err(_)) => self.finish(reason),
+            Poll::Pending if self.timer.expired(cx) => self.finish(reason),
+            Poll::Pending => return Poll::Pending,
         }
         Poll::Ready(())
     }

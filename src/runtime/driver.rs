@@ -161,40 +161,52 @@ struct Driver {
 
 impl Driver {
     async fn drive(&mut self) -> Result<(), StoreError> {
+        let plan = self.job.plan.clone();
+        if !self.begin(&plan).await? {
+            return Ok(());
+        }
+        let targets: Vec<&PlanTarget> = plan.kept().collect();
+        self.attempts(&targets).await
+    }
+
+    /// What comes before any attempt: whether the execution is still to be driven, and its
+    /// routing step. False when it ended here (or before).
+    async fn begin(&mut self, plan: &Arc<RoutingPlan>) -> Result<bool, StoreError> {
         // A cancellation that came between the store's create and this driver's registration
         // found no driver and was stored as the end: the provider is never called for it.
         if self.deps.store.state(self.job.id)?.is_terminal() {
-            return Ok(());
+            return Ok(false);
         }
         if self.handle.is_cancelled() {
             let message = self.cancel_message();
-            return self
-                .fail(
-                    ErrorCode::Cancelled,
-                    message,
-                    &Tally::default(),
-                    Output::default(),
-                )
-                .await;
+            let no_output = Output::default();
+            self.fail(ErrorCode::Cancelled, message, &Tally::default(), no_output)
+                .await?;
+            return Ok(false);
         }
-        let plan = self.job.plan.clone();
         self.record(EventPayload::Routing(plan.clone()));
-        let targets: Vec<&PlanTarget> = plan.kept().collect();
-        if targets.is_empty() {
+        if plan.kept().next().is_none() {
             let message = format!(
                 "no target of policy `{}` has every required capability ({})",
                 plan.policy,
                 plan.required_capabilities.join(", ")
             );
-            return self
-                .fail(
-                    ErrorCode::NoCapableTarget,
-                    message,
-                    &Tally::default(),
-                    Output::default(),
-                )
-                .await;
+            let no_output = Output::default();
+            self.fail(
+                ErrorCode::NoCapableTarget,
+                message,
+                &Tally::default(),
+                no_output,
+            )
+            .await?;
+            return Ok(false);
         }
+        Ok(true)
+    }
+
+    /// Attempts on `targets`, in order, within the budget, until one succeeds or the budget
+    /// says stop.
+    async fn attempts(&mut self, targets: &[&PlanTarget]) -> Result<(), StoreError> {
         let (stop_at, stop_code) = self.job.budget.stop_at();
         // An attempt (its admission wait included) may only start with `min_attempt_time` of
         // the budget left.

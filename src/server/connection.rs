@@ -23,6 +23,8 @@ use tokio::time::Instant;
 use super::coalesce::Coalesced;
 use super::idle;
 use super::incoming::Accepted;
+use super::listener::Conn;
+use super::places::Activity;
 use super::stream;
 use super::unsent::{Counted, Unsent};
 
@@ -77,6 +79,11 @@ pub(super) struct Http2 {
 }
 
 impl Http2 {
+    /// Where connections and their streams run.
+    pub(super) fn tasks(&self) -> &TaskTracker {
+        &self.tasks
+    }
+
     pub(super) fn new(settings: Settings, spans: Spans, tasks: TaskTracker) -> Self {
         let mut builder = h2::server::Builder::new();
         builder
@@ -112,25 +119,61 @@ impl Http2 {
         let first_stream_by = Instant::now() + self.settings.handshake_timeout;
         let unsent = Unsent::new(self.settings.max_unsent_bytes, unsent);
         let io = Coalesced::new(Counted::new(stream, unsent.clone()));
+        let Some(conn) = self.handshake(io, &stop, &activity).await else {
+            return;
+        };
+        self.drive(
+            conn,
+            Connection {
+                routes,
+                stop,
+                force,
+                unsent,
+                activity,
+                first_stream_by,
+            },
+        )
+        .await;
+    }
+
+    /// The HTTP/2 handshake, within its time. A connection that has not finished it has no
+    /// calls to finish: it closes as soon as the server stops, or a new connection takes its
+    /// place.
+    async fn handshake(
+        &self,
+        io: Io,
+        stop: &CancellationToken,
+        activity: &Activity,
+    ) -> Option<h2::server::Connection<Io, Bytes>> {
         let handshake = self.builder.handshake::<_, Bytes>(io);
-        // A connection that has not finished its handshake has no calls to finish: it closes
-        // as soon as the server stops, or a new connection takes its place.
         let handshake = tokio::select! {
             handshake = tokio::time::timeout(self.settings.handshake_timeout, handshake) => handshake,
-            () = stop.cancelled() => return,
-            () = activity.evicted().cancelled() => return,
+            () = stop.cancelled() => return None,
+            () = activity.evicted().cancelled() => return None,
         };
-        let mut conn = match handshake {
-            Ok(Ok(conn)) => conn,
+        match handshake {
+            Ok(Ok(conn)) => Some(conn),
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "HTTP/2 handshake failed");
-                return;
+                None
             }
             Err(_) => {
                 tracing::debug!("no HTTP/2 preface within server.handshake_timeout: closed");
-                return;
+                None
             }
-        };
+        }
+    }
+
+    /// Serves the streams of a connection whose handshake is done, until it ends.
+    async fn drive(&self, mut conn: h2::server::Connection<Io, Bytes>, c: Connection) {
+        let Connection {
+            routes,
+            stop,
+            force,
+            unsent,
+            activity,
+            first_stream_by,
+        } = c;
         let keepalive = match conn.ping_pong() {
             Some(pings) => keepalive(
                 pings,
@@ -203,6 +246,19 @@ impl Http2 {
             }
         }
     }
+}
+
+/// A connection's I/O, as h2 reads and writes it.
+type Io = Coalesced<Counted<Conn>>;
+
+/// What one connection is served with, past its handshake.
+struct Connection {
+    routes: Routes,
+    stop: CancellationToken,
+    force: CancellationToken,
+    unsent: Arc<Unsent>,
+    activity: Arc<Activity>,
+    first_stream_by: Instant,
 }
 
 /// Aborts a task when dropped: the watchdog ends with its connection.

@@ -117,6 +117,16 @@ impl Report {
     /// As aligned text: the lines, then the totals.
     pub fn table(&self) -> String {
         let mut out = String::new();
+        self.write_lines(&mut out);
+        self.write_totals(&mut out);
+        if let Some(cursor) = &self.through {
+            let _ = writeln!(out, "through cursor {cursor}");
+        }
+        out
+    }
+
+    /// Each fact's line, in aligned columns.
+    fn write_lines(&self, out: &mut String) {
         let mut rows = vec![[
             "execution".to_owned(),
             "attempt".into(),
@@ -166,6 +176,10 @@ impl Report {
                 .collect();
             let _ = writeln!(out, "{}", cells.join("  ").trim_end());
         }
+    }
+
+    /// The totals, by label value and in all, each split by source.
+    fn write_totals(&self, out: &mut String) {
         out.push('\n');
         let mut groups: Vec<(String, &Total)> = self
             .totals
@@ -204,9 +218,5 @@ impl Report {
                 );
             }
         }
-        if let Some(cursor) = &self.through {
-            let _ = writeln!(out, "through cursor {cursor}");
-        }
-        out
     }
 }

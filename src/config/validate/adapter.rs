@@ -29,6 +29,16 @@ pub(super) fn adapter(
             format!("unknown adapter `{kind}`; expected `openai`, `anthropic` or `scripted`"),
         ));
     }
+    applicable(key, raw, kind)?;
+    match kind {
+        "openai" => openai(key, raw, timeouts, env),
+        "anthropic" => anthropic(key, raw, timeouts, env),
+        _ => Ok(AdapterConfig::Scripted),
+    }
+}
+
+/// Every key set is one `kind` uses.
+fn applicable(key: &str, raw: &RawProvider, kind: &str) -> Result<(), ConfigError> {
     let http = &["openai", "anthropic"][..];
     for (field, present, used_by) in [
         ("base_url", raw.base_url.is_some(), http),
@@ -59,116 +69,138 @@ pub(super) fn adapter(
             ));
         }
     }
-    // A key sent over plain http to another machine can be read by anyone on the path.
+    Ok(())
+}
+
+/// `adapter = "openai"`.
+fn openai(
+    key: &str,
+    raw: &RawProvider,
+    timeouts: TimeoutsConfig,
+    env: Env<'_>,
+) -> Result<AdapterConfig, ConfigError> {
+    let api_key = |var: &str| api_key(&format!("{key}.api_key_env"), var, env);
+    Ok(AdapterConfig::OpenAi(OpenAiConfig {
+        endpoint: endpoint(key, raw, timeouts)?,
+        api_key: raw.api_key_env.as_deref().map(api_key).transpose()?,
+        max_tokens_field: match raw.max_tokens_field.as_deref() {
+            None | Some("max_completion_tokens") => MaxTokensField::MaxCompletionTokens,
+            Some("max_tokens") => MaxTokensField::MaxTokens,
+            Some(other) => {
+                return Err(invalid(
+                    format!("{key}.max_tokens_field"),
+                    format!(
+                        "unknown field `{other}`; expected `max_completion_tokens` or `max_tokens`"
+                    ),
+                ));
+            }
+        },
+    }))
+}
+
+/// `adapter = "anthropic"`.
+fn anthropic(
+    key: &str,
+    raw: &RawProvider,
+    timeouts: TimeoutsConfig,
+    env: Env<'_>,
+) -> Result<AdapterConfig, ConfigError> {
+    let api_key = |var: &str| api_key(&format!("{key}.api_key_env"), var, env);
+    let Some(var) = raw.api_key_env.as_deref() else {
+        return Err(invalid(
+            format!("{key}.api_key_env"),
+            "is required for the `anthropic` adapter",
+        ));
+    };
+    let version = raw
+        .anthropic_version
+        .as_deref()
+        .unwrap_or(ANTHROPIC_VERSION);
+    if !is_header_text(version) {
+        return Err(invalid(
+            format!("{key}.anthropic_version"),
+            "must be a non-empty version like `2023-06-01`",
+        ));
+    }
+    let max_output = raw
+        .default_max_output_tokens
+        .unwrap_or(ANTHROPIC_DEFAULT_MAX_OUTPUT_TOKENS);
+    if max_output == 0 {
+        return Err(invalid(
+            format!("{key}.default_max_output_tokens"),
+            "must be at least 1",
+        ));
+    }
+    Ok(AdapterConfig::Anthropic(AnthropicConfig {
+        endpoint: endpoint(key, raw, timeouts)?,
+        api_key: api_key(var)?,
+        version: version.to_owned(),
+        default_max_output_tokens: max_output,
+    }))
+}
+
+/// Where an HTTP adapter sends its requests: its base URL, timeouts and proxy. A key sent
+/// over plain http to another machine can be read by anyone on the path.
+fn endpoint(
+    key: &str,
+    raw: &RawProvider,
+    timeouts: TimeoutsConfig,
+) -> Result<HttpEndpointConfig, ConfigError> {
+    let kind = raw.adapter.as_str();
     let with_key = raw.api_key_env.is_some();
-    let endpoint = || -> Result<HttpEndpointConfig, ConfigError> {
-        // Connecting happens inside the first-byte wait. A connect timeout that long could
-        // never fire: a slow connect would end as a first-byte `timeout` (outcome unknown,
-        // not repeated) instead of `connect_failed` (nothing was sent: retryable).
-        if timeouts.connect >= timeouts.first_byte {
+    // Connecting happens inside the first-byte wait. A connect timeout that long could
+    // never fire: a slow connect would end as a first-byte `timeout` (outcome unknown,
+    // not repeated) instead of `connect_failed` (nothing was sent: retryable).
+    if timeouts.connect >= timeouts.first_byte {
+        return Err(invalid(
+            format!("{key}.timeouts.connect"),
+            format!(
+                "must be shorter than timeouts.first_byte ({} is not less than {}), \
+                 which connecting runs inside",
+                humantime::format_duration(timeouts.connect),
+                humantime::format_duration(timeouts.first_byte)
+            ),
+        ));
+    }
+    let url_key = format!("{key}.base_url");
+    let base_url = base_url(&url_key, kind, raw.base_url.as_deref())?;
+    let proxy_key = format!("{key}.proxy");
+    let proxy = raw
+        .proxy
+        .as_deref()
+        .map(|p| proxy(&proxy_key, p))
+        .transpose()?;
+    if with_key && !raw.allow_insecure_http {
+        if !secure_enough(&base_url) {
             return Err(invalid(
-                format!("{key}.timeouts.connect"),
+                url_key,
                 format!(
-                    "must be shorter than timeouts.first_byte ({} is not less than {}), \
-                     which connecting runs inside",
-                    humantime::format_duration(timeouts.connect),
-                    humantime::format_duration(timeouts.first_byte)
+                    "would send the API key over plain http to a host that is not this \
+                     machine; use https, or set {key}.allow_insecure_http = true"
                 ),
             ));
         }
-        let url_key = format!("{key}.base_url");
-        let base_url = base_url(&url_key, kind, raw.base_url.as_deref())?;
-        let proxy_key = format!("{key}.proxy");
-        let proxy = raw
-            .proxy
-            .as_deref()
-            .map(|p| proxy(&proxy_key, p))
-            .transpose()?;
-        if with_key && !raw.allow_insecure_http {
-            if !secure_enough(&base_url) {
-                return Err(invalid(
-                    url_key,
-                    format!(
-                        "would send the API key over plain http to a host that is not this \
-                         machine; use https, or set {key}.allow_insecure_http = true"
-                    ),
-                ));
-            }
-            // A plain-http request goes to the proxy as it is, key and all (an https target
-            // is tunnelled through it, encrypted end to end): the proxy is where the bytes go.
-            if let Some(proxy) = &proxy
-                && base_url.starts_with("http:")
-                && !secure_enough(proxy.expose())
-            {
-                return Err(invalid(
-                    proxy_key,
-                    format!(
-                        "would carry the API key in clear text to a proxy that is not this \
-                         machine (a plain-http base_url is sent to the proxy as it is); use an \
-                         https proxy or base_url, or set {key}.allow_insecure_http = true"
-                    ),
-                ));
-            }
+        // A plain-http request goes to the proxy as it is, key and all (an https target
+        // is tunnelled through it, encrypted end to end): the proxy is where the bytes go.
+        if let Some(proxy) = &proxy
+            && base_url.starts_with("http:")
+            && !secure_enough(proxy.expose())
+        {
+            return Err(invalid(
+                proxy_key,
+                format!(
+                    "would carry the API key in clear text to a proxy that is not this \
+                     machine (a plain-http base_url is sent to the proxy as it is); use an \
+                     https proxy or base_url, or set {key}.allow_insecure_http = true"
+                ),
+            ));
         }
-        Ok(HttpEndpointConfig {
-            base_url,
-            timeouts,
-            proxy,
-        })
-    };
-    let api_key = |var: &str| api_key(&format!("{key}.api_key_env"), var, env);
-    match kind {
-        "openai" => Ok(AdapterConfig::OpenAi(OpenAiConfig {
-            endpoint: endpoint()?,
-            api_key: raw.api_key_env.as_deref().map(api_key).transpose()?,
-            max_tokens_field: match raw.max_tokens_field.as_deref() {
-                None | Some("max_completion_tokens") => MaxTokensField::MaxCompletionTokens,
-                Some("max_tokens") => MaxTokensField::MaxTokens,
-                Some(other) => {
-                    return Err(invalid(
-                        format!("{key}.max_tokens_field"),
-                        format!(
-                            "unknown field `{other}`; expected `max_completion_tokens` or `max_tokens`"
-                        ),
-                    ));
-                }
-            },
-        })),
-        "anthropic" => {
-            let Some(var) = raw.api_key_env.as_deref() else {
-                return Err(invalid(
-                    format!("{key}.api_key_env"),
-                    "is required for the `anthropic` adapter",
-                ));
-            };
-            let version = raw
-                .anthropic_version
-                .as_deref()
-                .unwrap_or(ANTHROPIC_VERSION);
-            if !is_header_text(version) {
-                return Err(invalid(
-                    format!("{key}.anthropic_version"),
-                    "must be a non-empty version like `2023-06-01`",
-                ));
-            }
-            let max_output = raw
-                .default_max_output_tokens
-                .unwrap_or(ANTHROPIC_DEFAULT_MAX_OUTPUT_TOKENS);
-            if max_output == 0 {
-                return Err(invalid(
-                    format!("{key}.default_max_output_tokens"),
-                    "must be at least 1",
-                ));
-            }
-            Ok(AdapterConfig::Anthropic(AnthropicConfig {
-                endpoint: endpoint()?,
-                api_key: api_key(var)?,
-                version: version.to_owned(),
-                default_max_output_tokens: max_output,
-            }))
-        }
-        _ => Ok(AdapterConfig::Scripted),
     }
+    Ok(HttpEndpointConfig {
+        base_url,
+        timeouts,
+        proxy,
+    })
 }
 
 /// An http(s) base URL, returned without its trailing slash. The text is never echoed in an

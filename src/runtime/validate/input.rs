@@ -6,7 +6,9 @@ use super::super::limits::{
     MAX_STOP_SEQUENCES, MAX_TOOL_CALLS_IN_ALL, MAX_TOOLS,
 };
 use crate::config::Config;
-use crate::execution::{ContentPart, ExecutionInput, Message, ResponseFormatKind, Role};
+use crate::execution::{
+    ContentPart, ExecutionInput, GenerationParameters, Message, ResponseFormatKind, Role,
+};
 
 /// A list longer than `max` is one violation of `field` (named only when it is one).
 fn too_many(len: usize, max: usize, v: &mut Violations, field: impl FnOnce() -> String) -> bool {
@@ -21,6 +23,21 @@ fn too_many(len: usize, max: usize, v: &mut Violations, field: impl FnOnce() -> 
 }
 
 pub(super) fn check(config: &Config, input: &ExecutionInput, v: &mut Violations) {
+    messages(input, v);
+    tools(input, v);
+    parameters(&input.parameters, v);
+    let bytes = input.content_bytes();
+    let limit = config.server.max_input_bytes;
+    if bytes > limit {
+        v.push(
+            "input",
+            format!("is {bytes} bytes of content; the limit is {limit} (server.max_input_bytes)"),
+        );
+    }
+}
+
+/// The messages: at least one, each valid, and within the counts in all.
+fn messages(input: &ExecutionInput, v: &mut Violations) {
     if input.messages.is_empty() {
         v.push("input.messages", "needs at least one message");
     }
@@ -52,6 +69,10 @@ pub(super) fn check(config: &Config, input: &ExecutionInput, v: &mut Violations)
             }
         }
     }
+}
+
+/// The tool definitions: each named, its schema a JSON object.
+fn tools(input: &ExecutionInput, v: &mut Violations) {
     if !too_many(input.tools.len(), MAX_TOOLS, v, || "input.tools".into()) {
         for (i, t) in input.tools.iter().enumerate() {
             if t.name.is_empty() {
@@ -65,7 +86,10 @@ pub(super) fn check(config: &Config, input: &ExecutionInput, v: &mut Violations)
             }
         }
     }
-    let p = &input.parameters;
+}
+
+/// The generation parameters, each within its range.
+fn parameters(p: &GenerationParameters, v: &mut Violations) {
     too_many(p.stop_sequences.len(), MAX_STOP_SEQUENCES, v, || {
         "input.parameters.stop_sequences".into()
     });
@@ -100,14 +124,6 @@ pub(super) fn check(config: &Config, input: &ExecutionInput, v: &mut Violations)
         v.push(
             "input.parameters.response_format.json_schema",
             "must be a JSON object for kind JSON_SCHEMA",
-        );
-    }
-    let bytes = input.content_bytes();
-    let limit = config.server.max_input_bytes;
-    if bytes > limit {
-        v.push(
-            "input",
-            format!("is {bytes} bytes of content; the limit is {limit} (server.max_input_bytes)"),
         );
     }
 }
