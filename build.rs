@@ -1,12 +1,14 @@
 //! Compiles `proto/` with protox (pure Rust, no system `protoc`) and writes:
 //!
-//! - `model_runtime.v1.rs`: the messages, the client and a plain prost server (`crate::pb`);
+//! - `model_runtime.v1.rs`: the messages and the client (`crate::pb`);
 //! - `server/model_runtime.v1.rs`: the server the runtime mounts, whose `ExecutionEvent` is the
 //!   runtime's own `crate::service::WireEvent`, encoded straight from the store (every other
 //!   message is `crate::pb`'s), and whose codec counts a request's lists before decoding it
 //!   (`crate::service::codec`);
 //! - `field_numbers.rs`: the field numbers of every message, as constants the hand-written
 //!   event encoder uses, so the encoder names fields the .proto defines, never bare numbers;
+//! - `bare/model_runtime.v1.rs`: a plain server over `pb`'s messages, for the binary's bare
+//!   baseline (`src/bench/bare.rs`) only: no part of the library;
 //! - `model_runtime_descriptor.bin`: the descriptor set that server reflection serves.
 
 use std::fmt::Write as _;
@@ -33,7 +35,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(out.join("field_numbers.rs"), field_numbers(&descriptors))?;
     tonic_prost_build::configure()
         .build_client(true)
+        .build_server(false)
+        .compile_fds(descriptors.clone())?;
+    let bare = out.join("bare");
+    std::fs::create_dir_all(&bare)?;
+    tonic_prost_build::configure()
+        .build_client(false)
         .build_server(true)
+        .out_dir(bare)
+        .extern_path(".model_runtime.v1", "::model_runtime::pb")
         .compile_fds(descriptors.clone())?;
     let server = out.join("server");
     std::fs::create_dir_all(&server)?;

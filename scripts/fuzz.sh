@@ -8,7 +8,8 @@
 #   SECONDS_EACH=600 scripts/fuzz.sh request
 #
 # A crash leaves its input under fuzz/artifacts/TARGET/. Copy it to fuzz/regressions/TARGET/
-# and commit it with the fix: `cargo test --test fuzz_regressions` replays every file there.
+# and commit it with the fix: `cargo test fuzz_regressions` (and `-p model-runtime-h1` for h1)
+# replays every file there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${SECONDS_EACH:-60}

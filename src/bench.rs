@@ -28,7 +28,7 @@ use std::time::Duration;
 pub use args::{BenchArgs, Plan, Target};
 pub use report::Report;
 
-use model_runtime::{Config, Runtime, service};
+use model_runtime::{Config, Runtime};
 
 /// Why a benchmark could not run.
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +113,7 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
                 None => Config::embedded_default(),
             }
             .map_err(|e| BenchError::Setup(format!("config: {e}")))?;
-            let core = service::decode::execute_request(request)
+            let core = model_runtime::execution::ExecuteRequest::try_from(request)
                 .map_err(|e| BenchError::Setup(format!("the benchmark request: {e}")))?;
             let runtime = Runtime::new(config).map_err(|e| BenchError::Setup(e.to_string()))?;
             let caller = embedded::EmbeddedCaller::new(runtime.clone(), core, plan.rpc);

@@ -25,6 +25,8 @@
 //! - [`service`]: tonic glue: wire -> core -> wire, and the one error -> `Status` mapper.
 //! - [`server`]: the gRPC server with health and reflection, over HTTP/2 served by h2
 //!   directly so one stalled stream can be reset; [`telemetry`]: logs and traces.
+//! - `fuzz_regressions` (tests only): every input under `fuzz/regressions/` replayed through
+//!   the fuzz targets' entry points (feature `fuzzing` exposes them to `fuzz/`).
 //!
 //! Beside it, crates that import nothing of the domain: `crates/h1` (the provider HTTP/1.1
 //! client: [`h1`]) and `crates/pricing` (prices for exported usage facts, used by the
@@ -41,7 +43,7 @@
 //! 4. `runtime`
 //! 5. `pb`
 //! 6. `service`
-//! 7. `server`, `telemetry`
+//! 7. `server`, `telemetry`, `fuzz_regressions`
 //!
 //! # Rules and their homes
 //! Each rule of the protocol is written once:
@@ -109,6 +111,9 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod telemetry;
+
+#[cfg(test)]
+mod fuzz_regressions;
 
 pub use config::Config;
 pub use runtime::{FieldViolation, Runtime, RuntimeError};

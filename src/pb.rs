@@ -1,7 +1,6 @@
-//! The generated wire types of `proto/model_runtime/v1`: messages, the client, and a plain
-//! prost server (the bench's bare baseline uses it; the runtime serves
-//! [`service::ModelRuntimeServer`](crate::service::ModelRuntimeServer), whose events are
-//! encoded from the store). The core speaks its own types.
+//! The generated wire types of `proto/model_runtime/v1`: messages and the client. The server
+//! the runtime mounts is the service layer's own, whose events are encoded straight from the
+//! store; the core speaks its own types.
 
 #![allow(missing_docs, clippy::all, clippy::pedantic)]
 

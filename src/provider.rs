@@ -4,7 +4,7 @@
 
 pub mod anthropic;
 mod exchange;
-#[doc(hidden)]
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
 mod http;
 pub mod openai;

@@ -7,13 +7,13 @@
 //! maps the .proto's `ExecutionEvent` to that type for this server only (`build.rs`), so the
 //! generated code encodes it like any other message.
 
-pub mod codec;
+pub(crate) mod codec;
 mod compression;
-pub mod decode;
-pub mod encode;
-#[doc(hidden)]
+pub(crate) mod decode;
+pub(crate) mod encode;
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
-pub mod status;
+mod status;
 mod wire_event;
 
 use std::pin::Pin;
@@ -25,8 +25,9 @@ use tonic::{Request, Response, Status};
 use crate::pb;
 use crate::runtime::{EventStream, Runtime};
 
-pub use compression::Compression;
-pub use wire_event::WireEvent;
+pub(crate) use compression::Compression;
+pub use status::{ERROR_DOMAIN, to_status};
+pub(crate) use wire_event::WireEvent;
 
 /// The server code generated for the runtime: `pb`'s messages, with `ExecutionEvent` as
 /// [`WireEvent`].
@@ -35,30 +36,33 @@ mod generated {
     include!(concat!(env!("OUT_DIR"), "/server/model_runtime.v1.rs"));
 }
 
-pub use generated::model_runtime_server::{ModelRuntime, ModelRuntimeServer};
+pub(crate) use generated::model_runtime_server::{ModelRuntime, ModelRuntimeServer};
 
 /// A stream of usage records on their way to a client.
-pub type UsageRecords = Pin<Box<dyn Stream<Item = Result<pb::UsageRecord, Status>> + Send>>;
+pub(crate) type UsageRecords = Pin<Box<dyn Stream<Item = Result<pb::UsageRecord, Status>> + Send>>;
 
 /// A stream of events on their way to a client.
-pub type WireEvents = Pin<Box<dyn Stream<Item = Result<WireEvent, Status>> + Send>>;
+pub(crate) type WireEvents = Pin<Box<dyn Stream<Item = Result<WireEvent, Status>> + Send>>;
 
 /// The `model_runtime.v1.ModelRuntime` service over a [`Runtime`].
 #[derive(Clone)]
-pub struct ModelRuntimeService {
+pub(crate) struct ModelRuntimeService {
     runtime: Runtime,
 }
 
 impl ModelRuntimeService {
     /// Serves `runtime`.
-    pub fn new(runtime: Runtime) -> Self {
+    pub(crate) fn new(runtime: Runtime) -> Self {
         Self { runtime }
     }
 
     /// The generated server over this service, refusing requests larger than
     /// `max_decoding_message_size` bytes, compressed or inflated; taking gzip and zstd, and
     /// answering in them a caller that uses them ([`Compression`]).
-    pub fn server(self, max_decoding_message_size: usize) -> Compression<ModelRuntimeServer<Self>> {
+    pub(crate) fn server(
+        self,
+        max_decoding_message_size: usize,
+    ) -> Compression<ModelRuntimeServer<Self>> {
         let mut server =
             ModelRuntimeServer::new(self).max_decoding_message_size(max_decoding_message_size);
         for encoding in compression::ENCODINGS {

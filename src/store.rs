@@ -26,7 +26,9 @@ use crate::execution::{
 };
 
 pub use changes::{ChangeSignal, Changes, Closed};
-pub use file::{FileStore, Opened, fuzz};
+#[cfg(any(test, feature = "fuzzing"))]
+pub use file::fuzz;
+pub use file::{FileStore, Opened};
 pub use follower::{EventSource, Follower};
 pub use memory::MemoryStore;
 pub use retention::Retention;

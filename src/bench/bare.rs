@@ -2,44 +2,76 @@
 //! path that answers every request with the very messages the runtime sends for the
 //! benchmark's prompt, and does nothing else. It is the floor: what gRPC itself costs here.
 //!
-//! The messages are not written by hand: they are captured once from a real runtime (the
-//! embedded default config: the scripted echo model) running the same request, and encoded by
-//! the service's own encoder, so their number and sizes match the runtime's by construction.
+//! The messages are not written by hand: they are captured once from a real server (the
+//! embedded default config: the scripted echo model, served on loopback) answering the same
+//! request, so their number and sizes match the runtime's by construction. The server code is
+//! the binary's own, generated over the library's messages (`build.rs`, `bare/`).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
-use futures_util::{Stream, StreamExt, stream};
+use futures_util::{Stream, stream};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
+use tracing::instrument::WithSubscriber;
 
 use super::BenchError;
-use model_runtime::pb::model_runtime_server::{ModelRuntime, ModelRuntimeServer};
-use model_runtime::runtime::Runtime;
-use model_runtime::{Config, pb, service};
+use crate::cli::address::Address;
+use generated::model_runtime_server::{ModelRuntime, ModelRuntimeServer};
+use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
+use model_runtime::{Config, Runtime, pb, server};
+
+/// The plain server generated over `pb`'s messages for this baseline (`build.rs`).
+mod generated {
+    #![allow(missing_docs, clippy::all, clippy::pedantic)]
+    include!(concat!(env!("OUT_DIR"), "/bare/model_runtime.v1.rs"));
+}
 
 /// The events the runtime streams for `request`, on the wire: accepted, routing, attempt
 /// started, one text delta per word, two usage facts, completed.
 pub async fn capture(request: &pb::ExecuteRequest) -> Result<Vec<pb::ExecutionEvent>, BenchError> {
-    let config = Config::embedded_default().map_err(|e| BenchError::Setup(e.to_string()))?;
-    let runtime = Runtime::new(config).map_err(|e| BenchError::Setup(e.to_string()))?;
-    let core = service::decode::execute_request(request.clone())
-        .map_err(|e| BenchError::Setup(format!("the benchmark request: {e}")))?;
-    let mut events = runtime
-        .execute(core)
+    let setup = |what: &str, e: &dyn std::fmt::Display| BenchError::Setup(format!("{what}: {e}"));
+    let config = Config::embedded_default().map_err(|e| setup("the embedded config", &e))?;
+    let runtime = Runtime::new(config).map_err(|e| setup("the embedded runtime", &e))?;
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .await
-        .map_err(|e| BenchError::Setup(format!("capturing the runtime's events: {e}")))?;
-    let mut wire = Vec::new();
-    while let Some(event) = events.next().await {
-        let event = event.map_err(|e| BenchError::Setup(format!("capturing: {e}")))?;
-        wire.push(service::encode::event(events.execution_id(), &event));
+        .map_err(|e| setup("a loopback listener", &e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| setup("a loopback listener", &e))?;
+    let (stop, stopped) = oneshot::channel::<()>();
+    // Its start and stop are no part of the benchmark's output.
+    let quiet = tracing::subscriber::NoSubscriber::default();
+    let serving = tokio::spawn(
+        server::serve(runtime, listener, async {
+            let _ = stopped.await;
+        })
+        .with_subscriber(quiet),
+    );
+    let channel = Address::Tcp(addr.to_string())
+        .connect()
+        .await
+        .map_err(|e| setup("connecting to the embedded server", &e))?;
+    let captured = async {
+        let mut events = ModelRuntimeClient::new(channel)
+            .execute(request.clone())
+            .await?
+            .into_inner();
+        let mut wire = Vec::new();
+        while let Some(event) = events.message().await? {
+            wire.push(event);
+        }
+        Ok::<_, Status>(wire)
     }
-    runtime.shutdown(Duration::from_secs(1)).await;
+    .await
+    .map_err(|e| setup("capturing the runtime's events", &e));
+    let _ = stop.send(());
+    let _ = serving.await;
+    let wire = captured?;
     match wire.last().and_then(|e| e.payload.as_ref()) {
         Some(pb::execution_event::Payload::Completed(_)) => Ok(wire),
         _ => Err(BenchError::Setup(

@@ -52,7 +52,7 @@ pub struct EmbeddedSession {
 
 /// The same key a gRPC client would see for this error.
 fn error_key(error: RuntimeError) -> String {
-    format!("grpc:{:?}", service::status::to_status(error).code())
+    format!("grpc:{:?}", service::to_status(error).code())
 }
 
 impl Session for EmbeddedSession {

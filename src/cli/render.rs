@@ -4,10 +4,9 @@ use serde_json::{Value, json};
 
 use model_runtime::pb;
 use model_runtime::pb::execution_event::Payload;
-use model_runtime::service::decode;
 
 fn time(t: Option<&prost_types::Timestamp>) -> Value {
-    match t.and_then(decode::timestamp) {
+    match t.and_then(|t| std::time::SystemTime::try_from(*t).ok()) {
         Some(t) => Value::String(humantime::format_rfc3339_micros(t).to_string()),
         None => Value::Null,
     }

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use model_runtime::pb;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
-use model_runtime::service::decode;
 use pricing::{Fact, PriceTable, Report, resolve};
 
 use super::address::Address;
@@ -210,7 +209,7 @@ fn fact(record: pb::UsageRecord) -> Fact {
     let time = record
         .time
         .as_ref()
-        .and_then(decode::timestamp)
+        .and_then(|t| std::time::SystemTime::try_from(*t).ok())
         .map(|t| humantime::format_rfc3339_nanos(t).to_string())
         .unwrap_or_default();
     Fact {

@@ -108,6 +108,7 @@ pub(crate) struct Upstream {
 impl Upstream {
     /// An upstream at `127.0.0.1:9` (where nothing listens) with one-second timeouts and no
     /// key: for unit tests and fuzz targets, which drive its adapter's decoding by hand.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn offline(name: &str, adapter: &'static str, secret: Option<Secret>) -> Self {
         let second = Duration::from_secs(1);
         let timeouts = TimeoutsConfig {

@@ -26,12 +26,14 @@ pub(crate) struct SseEvent<'a> {
 }
 
 /// An event copied out of the parser, for tests and the fuzz targets.
+#[cfg(any(test, feature = "fuzzing"))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct OwnedEvent {
     pub event: Option<String>,
     pub data: String,
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 impl OwnedEvent {
     pub fn of(event: SseEvent<'_>) -> Self {
         Self {

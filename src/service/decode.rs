@@ -29,6 +29,16 @@ pub fn trace(metadata: &tonic::metadata::MetadataMap) -> Option<TraceContext> {
     TraceContext::parse(parent.as_bytes(), states)
 }
 
+/// A wire request decoded as `Execute` and `Submit` decode it, every field that is wrong
+/// named: for an embedding program that takes the wire messages over a transport of its own.
+impl TryFrom<pb::ExecuteRequest> for ExecuteRequest {
+    type Error = RuntimeError;
+
+    fn try_from(wire: pb::ExecuteRequest) -> Result<Self, RuntimeError> {
+        execute_request(wire)
+    }
+}
+
 /// Decodes an `ExecuteRequest`.
 pub fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest, RuntimeError> {
     let mut v = Violations::new();

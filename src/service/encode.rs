@@ -4,9 +4,9 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::OnRejected;
 use crate::execution::{
-    AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, Event, EventPayload, Execution,
-    ExecutionError, ExecutionId, ExecutionResult, ExecutionState, FinishReason, NextAction,
-    Outcome, Output, Reasoning, ReasoningPiece, RoutingPlan, ToolCall, UsageFact, UsageSource,
+    AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, EventPayload, Execution,
+    ExecutionError, ExecutionResult, ExecutionState, FinishReason, NextAction, Outcome, Output,
+    Reasoning, ReasoningPiece, RoutingPlan, ToolCall, UsageFact, UsageSource,
 };
 use crate::pb;
 use crate::runtime::{RuntimeMetadata, RuntimeState, UsageRecord};
@@ -46,7 +46,8 @@ pub fn state(s: ExecutionState) -> pb::ExecutionState {
 /// The wire form of an event of execution `id`, built as a prost message. The service
 /// streams events as [`WireEvent`](super::WireEvent)s instead; this is the form they must
 /// decode to.
-pub fn event(id: ExecutionId, e: &Event) -> pb::ExecutionEvent {
+#[cfg(test)]
+pub fn event(id: crate::execution::ExecutionId, e: &crate::execution::Event) -> pb::ExecutionEvent {
     pb::ExecutionEvent {
         execution_id: id.to_text(),
         sequence: e.sequence,

@@ -11,6 +11,7 @@
 
 mod codec;
 mod compact;
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
 mod lock;
 mod mark;

@@ -259,7 +259,12 @@ fn imports_never_point_up_or_across_a_layer() {
     // Every module lib.rs declares has a layer, and every layer names a module.
     let declared: Vec<String> = lib
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .filter_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("pub(crate) mod "))
+                .or_else(|| l.strip_prefix("mod "))
+        })
         .map(|m| m.trim_end_matches(';').to_owned())
         .collect();
     for module in &declared {

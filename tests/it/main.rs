@@ -26,7 +26,6 @@ mod docs;
 mod execute_http_fallback;
 mod execute_stream;
 mod fallback_rules;
-mod fuzz_regressions;
 mod get_execution;
 mod health_reflection;
 mod http_adapter_failures;

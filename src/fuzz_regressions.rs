@@ -2,9 +2,11 @@
 //! a fuzzer once found (or a seed that covers a shape) stays fixed. (The HTTP/1.1 client's,
 //! `fuzz/regressions/h1/`, are replayed by its own crate's tests: `crates/h1/src/fuzz/tests.rs`.)
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
 
-use model_runtime::{Config, Runtime};
+use crate::{Config, Runtime};
 
 fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -28,7 +30,7 @@ fn requests() {
     let runtime = Runtime::new(Config::embedded_default().unwrap()).unwrap();
     for (name, bytes) in inputs("request") {
         eprintln!("request/{name}");
-        model_runtime::service::fuzz::request(&runtime, &bytes);
+        crate::service::fuzz::request(&runtime, &bytes);
     }
 }
 
@@ -36,7 +38,7 @@ fn requests() {
 fn streams() {
     for (name, bytes) in inputs("stream") {
         eprintln!("stream/{name}");
-        model_runtime::provider::fuzz::stream_input(&bytes);
+        crate::provider::fuzz::stream_input(&bytes);
     }
 }
 
@@ -44,6 +46,6 @@ fn streams() {
 fn journals() {
     for (name, bytes) in inputs("journal") {
         eprintln!("journal/{name}");
-        model_runtime::store::fuzz::journal(&bytes);
+        crate::store::fuzz::journal(&bytes);
     }
 }
