@@ -29,7 +29,8 @@ pub struct Limits {
     /// Bytes of a request's line and headers. A longer head is answered 431 and the
     /// connection closed.
     pub head: usize,
-    /// Header lines of a request. More are answered 431 and the connection closed.
+    /// Header lines of a request, at most 100 (hyper's own bound, which a larger value
+    /// leaves). More are answered 431 and the connection closed.
     pub headers: usize,
     /// Bytes of a request's body. A longer one closes the connection unanswered, before it is
     /// read when its `content-length` says so.
@@ -63,9 +64,13 @@ where
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
+    // hyper reads up to 100 headers into an array on the stack; another bound costs a heap
+    // one per request, so it is set only when it is lower.
+    if limits.headers < HYPER_HEADERS {
+        builder.max_headers(limits.headers);
+    }
     builder
         .max_header_size(limits.head)
-        .max_headers(limits.headers)
         // hyper's read buffer must hold the head (and is never smaller than its minimum).
         .max_buf_size(limits.head.max(MIN_BUFFER))
         .keep_alive(limits.keep_alive)
@@ -87,6 +92,8 @@ where
 
 /// hyper's smallest read buffer (`max_buf_size` refuses less).
 const MIN_BUFFER: usize = 8 * 1024;
+/// The headers hyper reads by default.
+const HYPER_HEADERS: usize = 100;
 
 /// Why a request went unanswered; the connection closes.
 #[derive(Debug, thiserror::Error)]
