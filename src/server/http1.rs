@@ -2,7 +2,8 @@
 //! requests with it; so do the binary's `mock-upstream` and the tests' fake provider, which
 //! see the library only through its public API, hence `pub`. A request reaches its answerer
 //! whole, head and body, read within bounds of size and time ([`Limits`]), so none of them
-//! parses HTTP by hand; the answer is hyper's to write, each response in one write.
+//! parses HTTP by hand; the answer is hyper's to write, a response whose frames are all ready
+//! in one write (up to hyper's buffer, as large as the head's bound).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -71,7 +72,8 @@ where
     }
     builder
         .max_header_size(limits.head)
-        // hyper's read buffer must hold the head (and is never smaller than its minimum).
+        // hyper's buffers: the read one must hold a head (and is never smaller than hyper's
+        // minimum); the write one gathers a response's ready frames up to the same size.
         .max_buf_size(limits.head.max(MIN_BUFFER))
         .keep_alive(limits.keep_alive)
         // The answer says what it says: no `date` it did not give.
