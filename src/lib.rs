@@ -24,7 +24,9 @@
 //! - [`pb`]: the generated wire types.
 //! - [`service`]: tonic glue: wire -> core -> wire, and the one error -> `Status` mapper.
 //! - [`server`]: the gRPC server with health and reflection, over HTTP/2 served by h2
-//!   directly so one stalled stream can be reset; [`telemetry`]: logs and traces.
+//!   directly so one stalled stream can be reset; `GET /metrics` on the one HTTP/1.1 request
+//!   reader (`server::http1`, public for the binary's mock upstream and the tests' fake
+//!   provider); [`telemetry`]: logs and traces.
 //! - `fuzz_regressions` (tests only): every input under `fuzz/regressions/` replayed through
 //!   the fuzz targets' entry points (feature `fuzzing` exposes them to `fuzz/`).
 //!
@@ -70,6 +72,7 @@
 //! | unsent response data per connection | `server/unsent.rs` |
 //! | any `:authority` on a Unix socket (HPACK literals rewritten in place) | `server/authority.rs`, `server/authority/hpack.rs` |
 //! | open-file limit against the connection limits | `server/descriptors.rs` |
+//! | HTTP/1.1 requests read whole within bounds (`/metrics`, `mock-upstream`, the tests' provider) | `server/http1.rs` |
 //! | provider HTTP/1.1 responses: framing and persistence (`docs/h1.md`) | `crates/h1/src/head.rs`, `crates/h1/src/framing.rs` |
 //! | provider connection reuse: which connection goes back, and for how long | `crates/h1/src/call.rs` (`release`), `crates/h1/src/pool.rs` |
 //! | provider error classification: status, body and transport -> class | `provider/http/classify.rs` |

@@ -21,6 +21,7 @@ mod authority;
 mod coalesce;
 mod connection;
 mod descriptors;
+pub mod http1;
 mod idle;
 mod incoming;
 mod listener;

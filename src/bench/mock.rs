@@ -4,19 +4,29 @@
 //! `chunks` content chunks, a finish chunk, a usage chunk, `[DONE]`) and `POST .../messages`
 //! as Anthropic streams it (`message_start`, a text block of `chunks` deltas,
 //! `message_delta`, `message_stop`): each SSE event one HTTP chunk, the whole reply written at
-//! once, as a fast upstream's would arrive. Loopback only.
+//! once, as a fast upstream's would arrive. Its requests are read by the library's HTTP/1.1
+//! reader (`server::http1`), the one `/metrics` and the tests' fake provider use. Loopback only.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode, header};
+use model_runtime::server::http1::{self, Frames, Limits, Request, Response};
+use tokio::net::TcpListener;
 
 use crate::cli::exit;
 
-/// The largest request head and body it reads.
-const MAX_REQUEST: usize = 1 << 20;
+/// Requests as the load's own client sends them, over keep-alive connections that last as
+/// long as it likes; the largest head and the largest body it reads are 1 MiB each.
+const LIMITS: Limits = Limits {
+    head: 1 << 20,
+    headers: 100,
+    body: 1 << 20,
+    keep_alive: true,
+    time: None,
+};
 
 /// `mock-upstream`'s arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -44,8 +54,8 @@ pub async fn main(args: MockArgs) -> ExitCode {
         }
     };
     let replies = Arc::new(Replies {
-        openai: response(&openai(chunks)),
-        anthropic: response(&anthropic(chunks)),
+        openai: frames(openai(chunks)),
+        anthropic: frames(anthropic(chunks)),
     });
     match listener.local_addr() {
         Ok(addr) => println!("mock-upstream listening addr={addr}"),
@@ -56,76 +66,52 @@ pub async fn main(args: MockArgs) -> ExitCode {
             continue;
         };
         let _ = socket.set_nodelay(true);
-        tokio::spawn(serve(socket, replies.clone()));
+        let replies = replies.clone();
+        tokio::spawn(async move {
+            http1::serve_connection(socket, &LIMITS, |request| {
+                std::future::ready(Some(replies.answer(&request)))
+            })
+            .await;
+        });
     }
 }
 
+/// Each reply's events, made once.
 struct Replies {
-    openai: Vec<u8>,
-    anthropic: Vec<u8>,
+    openai: Arc<[Bytes]>,
+    anthropic: Arc<[Bytes]>,
 }
 
-/// One connection: requests in turn until the client closes it.
-async fn serve(mut socket: TcpStream, replies: Arc<Replies>) {
-    let mut buffer = Vec::with_capacity(8192);
-    let mut read = [0u8; 8192];
-    loop {
-        // The head, then as much body as it says.
-        let (head_end, length) = loop {
-            if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                break (end + 4, content_length(&buffer[..end]));
-            }
-            if buffer.len() > MAX_REQUEST {
-                return;
-            }
-            match socket.read(&mut read).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buffer.extend_from_slice(&read[..n]),
-            }
-        };
-        while buffer.len() < head_end + length {
-            if buffer.len() > MAX_REQUEST {
-                return;
-            }
-            match socket.read(&mut read).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buffer.extend_from_slice(&read[..n]),
-            }
-        }
-        let line_end = buffer.iter().position(|b| *b == b'\r').unwrap_or(0);
-        let line = &buffer[..line_end];
-        let has = |path: &[u8]| line.windows(path.len()).any(|w| w == path);
-        let reply: &[u8] = if has(b"/messages") {
-            &replies.anthropic
-        } else if has(b"/chat/completions") {
-            &replies.openai
+impl Replies {
+    /// The reply to `request`, by its path: an event stream, each event one chunk of it.
+    fn answer(&self, request: &Request) -> Response {
+        let path = request.uri().path();
+        let events = if path.contains("/messages") {
+            &self.anthropic
+        } else if path.contains("/chat/completions") {
+            &self.openai
         } else {
-            b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n"
+            let mut missing = Response::new(Frames::empty());
+            *missing.status_mut() = StatusCode::NOT_FOUND;
+            return missing;
         };
-        if socket.write_all(reply).await.is_err() {
-            return;
-        }
-        buffer.drain(..head_end + length);
+        let mut reply = Response::new(Frames::new(events.clone()));
+        let headers = reply.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        reply
     }
 }
 
-fn content_length(head: &[u8]) -> usize {
-    let head = String::from_utf8_lossy(head);
-    head.lines()
-        .filter_map(|line| line.split_once(':'))
-        .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, value)| value.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// The HTTP response: each event one chunk of a chunked body.
-fn response(events: &[String]) -> Vec<u8> {
-    let mut out = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
-    for event in events {
-        out.extend_from_slice(format!("{:x}\r\n{event}\r\n", event.len()).as_bytes());
-    }
-    out.extend_from_slice(b"0\r\n\r\n");
-    out
+fn frames(events: Vec<String>) -> Arc<[Bytes]> {
+    events.into_iter().map(Bytes::from).collect()
 }
 
 fn openai(chunks: usize) -> Vec<String> {

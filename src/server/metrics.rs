@@ -1,7 +1,7 @@
 //! `GET /metrics`: the runtime's metrics on their own address (`server.metrics_listen`), in
 //! OpenMetrics 1.0.0 for a scraper that asks for it (Prometheus does) and in the Prometheus
-//! text format 0.0.4 otherwise ([`format`]). A small HTTP/1.1 responder: one request per
-//! connection, its head read within a bound of size and time, then closed; at most
+//! text format 0.0.4 otherwise ([`format`]). One request per connection, read by the server's
+//! HTTP/1.1 reader ([`super::http1`]) within a bound of size and time, then closed; at most
 //! [`METRICS_CONNECTIONS`] at once, further ones closed as they arrive.
 
 mod format;
@@ -9,19 +9,25 @@ mod format;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use http::{HeaderValue, StatusCode, header};
+use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use self::format::Format;
 use super::descriptors::METRICS_CONNECTIONS;
+use super::http1::{self, Limits, Request, Response};
 use crate::runtime::Runtime;
 
-/// A request head larger than this, or slower than [`READ_TIMEOUT`], is dropped.
-const MAX_HEAD: usize = 8 * 1024;
-/// Headers read from a request; a head with more is answered as a bad request.
-const MAX_HEADERS: usize = 32;
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// A scrape's request: its head within 8 KiB and 32 headers (a larger one is answered 431),
+/// and the whole exchange within 5 s, so a slow client, sending or reading, keeps its place
+/// no longer. A scraper sends no body; one is read within the head's bound.
+const LIMITS: Limits = Limits {
+    head: 8 * 1024,
+    headers: 32,
+    body: 8 * 1024,
+    keep_alive: false,
+    time: Some(Duration::from_secs(5)),
+};
 
 /// Serves `runtime`'s metrics on `listener` until `shutdown` resolves.
 pub async fn serve_metrics(
@@ -49,58 +55,43 @@ pub async fn serve_metrics(
         };
         let runtime = runtime.clone();
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(READ_TIMEOUT, answer(&runtime, stream)).await;
+            http1::serve_connection(stream, &LIMITS, |request| {
+                std::future::ready(Some(respond(&runtime, &request)))
+            })
+            .await;
             drop(permit);
         });
     }
 }
 
-async fn answer(runtime: &Runtime, mut stream: TcpStream) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 || head.len() + n > MAX_HEAD {
-            return Ok(());
+/// The answer to `request`.
+fn respond(runtime: &Runtime, request: &Request) -> Response {
+    let not_found = |why: &str| (StatusCode::NOT_FOUND, "text/plain", why.to_owned());
+    let (status, kind, body) = if request.method() != http::Method::GET
+        || request.uri().path() != "/metrics"
+    {
+        not_found("GET /metrics\n")
+    } else {
+        // Several `Accept` lines are one list, in their order.
+        let accept: Vec<&str> = request
+            .headers()
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|value| std::str::from_utf8(value.as_bytes()).ok())
+            .collect();
+        let format = Format::negotiate((!accept.is_empty()).then(|| accept.join(",")).as_deref());
+        match runtime.metrics_text() {
+            Some(text) => (StatusCode::OK, format.content_type(), format.write(&text)),
+            None => not_found("metrics are off: the config sets no server.metrics_listen\n"),
         }
-        head.extend_from_slice(&buf[..n]);
-    }
-    let (status, kind, body) = respond(runtime, &head);
-    let response = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nvary: accept\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(response.as_bytes()).await?;
-    stream.shutdown().await
-}
-
-/// The status, content type and body that answer the request `head`.
-fn respond(runtime: &Runtime, head: &[u8]) -> (&'static str, &'static str, String) {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut request = httparse::Request::new(&mut headers);
-    let not_found = |why: &str| ("404 Not Found", "text/plain", why.to_owned());
-    if !matches!(request.parse(head), Ok(httparse::Status::Complete(_))) {
-        return (
-            "400 Bad Request",
-            "text/plain",
-            "not an HTTP/1.1 request head\n".to_owned(),
-        );
-    }
-    let path = request.path.unwrap_or_default();
-    let path = path.split_once('?').map_or(path, |(path, _)| path);
-    if request.method != Some("GET") || path != "/metrics" {
-        return not_found("GET /metrics\n");
-    }
-    // Several `Accept` lines are one list, in their order.
-    let accept: Vec<&str> = request
-        .headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("accept"))
-        .filter_map(|h| std::str::from_utf8(h.value).ok())
-        .collect();
-    let format = Format::negotiate((!accept.is_empty()).then(|| accept.join(",")).as_deref());
-    match runtime.metrics_text() {
-        Some(text) => ("200 OK", format.content_type(), format.write(&text)),
-        None => not_found("metrics are off: the config sets no server.metrics_listen\n"),
-    }
+    };
+    let length = HeaderValue::from(body.len());
+    let mut response = Response::new(http1::Frames::from(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
+    headers.insert(header::CONTENT_LENGTH, length);
+    headers.insert(header::VARY, HeaderValue::from_static("accept"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }

@@ -18,12 +18,13 @@ use common::anthropic::{
     block_start, block_stop, message_delta, message_start, message_stop, text_delta,
 };
 use common::process::start_server_env;
-use common::upstream::{Upstream, sse};
+use common::upstream::{LIMITS, Upstream, sse};
 use common::*;
 use model_runtime::Config;
 use model_runtime::config::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
 use model_runtime::pb;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
+use model_runtime::server::http1;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -33,7 +34,6 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -112,49 +112,32 @@ async fn grpc_receiver() -> (Received, String) {
     (received, format!("http://{addr}"))
 }
 
-/// OTLP/HTTP on 127.0.0.1:0: `POST /v1/traces` with a protobuf body, one request per
-/// connection read by hand.
+/// OTLP/HTTP on 127.0.0.1:0: `POST /v1/traces` with a protobuf body, each request read by the
+/// runtime's HTTP/1.1 reader.
 async fn http_receiver() -> (Received, String) {
     let received = Received::default();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let keep = received.clone();
     tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
+        while let Ok((socket, _)) = listener.accept().await {
             let keep = keep.clone();
             tokio::spawn(async move {
-                let mut bytes = Vec::new();
-                let mut buf = [0u8; 8192];
-                loop {
-                    let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        let n = socket.read(&mut buf).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        bytes.extend_from_slice(&buf[..n]);
-                        continue;
-                    };
-                    let head = String::from_utf8_lossy(&bytes[..end]).to_lowercase();
-                    assert!(head.starts_with("post /v1/traces "), "{head}");
-                    let length: usize = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .map(|v| v.trim().parse().unwrap())
-                        .expect("content-length");
-                    while bytes.len() < end + 4 + length {
-                        let n = socket.read(&mut buf).await.unwrap();
-                        assert!(n > 0, "body cut short");
-                        bytes.extend_from_slice(&buf[..n]);
-                    }
-                    let body = &bytes[end + 4..end + 4 + length];
-                    keep.keep(ExportTraceServiceRequest::decode(body).unwrap());
-                    bytes.drain(..end + 4 + length);
-                    let _ = socket
-                        .write_all(
-                            b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n",
-                        )
-                        .await;
-                }
+                http1::serve_connection(socket, &LIMITS, |request| {
+                    assert_eq!(
+                        (request.method().as_str(), request.uri().to_string()),
+                        ("POST", "/v1/traces".to_owned())
+                    );
+                    assert!(request.headers().contains_key("content-length"));
+                    keep.keep(ExportTraceServiceRequest::decode(request.body().as_ref()).unwrap());
+                    let mut ok = http1::Response::new(http1::Frames::empty());
+                    ok.headers_mut().insert(
+                        "content-type",
+                        http::HeaderValue::from_static("application/x-protobuf"),
+                    );
+                    std::future::ready(Some(ok))
+                })
+                .await;
             });
         }
     });

@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 use super::harness::*;
-use crate::common::upstream::read_request;
+use crate::common::upstream::{NotifyOnDrop, serve_raw};
 use crate::common::*;
 
 /// An OpenAI-compatible upstream that answers every request with the chunks `body` makes, as
@@ -34,30 +34,33 @@ impl Upstream {
         let sent = Arc::new(AtomicU64::new(0));
         let (hangs, counts, body) = (hung_up.clone(), sent.clone(), Arc::new(body));
         tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
+            while let Ok((socket, _)) = listener.accept().await {
                 let (hangs, counts, body) = (hangs.clone(), counts.clone(), body.clone());
-                tokio::spawn(async move {
-                    let mut buffer = Vec::new();
-                    if read_request(&mut socket, &mut buffer).await.is_none() {
-                        return;
-                    }
-                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
-                                transfer-encoding: chunked\r\n\r\n";
-                    if socket.write_all(head.as_bytes()).await.is_err() {
-                        return;
-                    }
-                    for chunk in body() {
-                        let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
-                        framed.extend_from_slice(&chunk);
-                        framed.extend_from_slice(b"\r\n");
-                        if socket.write_all(&framed).await.is_err() {
-                            hangs.notify_one();
-                            return;
+                // One request per connection, answered by the body's chunks.
+                tokio::spawn(serve_raw(socket, move |_, raw| {
+                    let (hangs, counts, body) = (hangs.clone(), counts.clone(), body.clone());
+                    async move {
+                        let mut socket = raw.lock().await;
+                        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                                    transfer-encoding: chunked\r\n\r\n";
+                        if socket.write_all(head.as_bytes()).await.is_err() {
+                            return false;
                         }
-                        counts.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                        let hung_up = NotifyOnDrop::new(hangs);
+                        for chunk in body() {
+                            let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
+                            framed.extend_from_slice(&chunk);
+                            framed.extend_from_slice(b"\r\n");
+                            if socket.write_all(&framed).await.is_err() {
+                                return false;
+                            }
+                            counts.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                        }
+                        hung_up.disarm();
+                        let _ = socket.write_all(b"0\r\n\r\n").await;
+                        false
                     }
-                    let _ = socket.write_all(b"0\r\n\r\n").await;
-                });
+                }));
             }
         });
         Self {

@@ -2,12 +2,21 @@
 //! can speak each provider's real wire format and also misbehave like a real network: cut a
 //! body short, stall, trickle, reset after the request, or never answer. It records every
 //! request and notices when the client hangs up. Its tasks end with the test's runtime.
+//!
+//! Requests are read by the runtime's own HTTP/1.1 reader (`server::http1`, hyper's server
+//! connection), as `/metrics` and `mock-upstream` read theirs; replies are written here, raw
+//! ([`serve_raw`]), since a script must be able to send what no HTTP server would.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use model_runtime::server::http1::{self, Frames, Limits, Response};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
@@ -46,6 +55,25 @@ pub struct Recorded {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+}
+
+impl From<http1::Request> for Recorded {
+    fn from(request: http1::Request) -> Self {
+        Self {
+            method: request.method().as_str().to_owned(),
+            // As sent: a path, or a whole URL in a request to a proxy.
+            path: request.uri().to_string(),
+            headers: request
+                .headers()
+                .iter()
+                .map(|(name, value)| {
+                    let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                    (name.as_str().to_owned(), value)
+                })
+                .collect(),
+            body: request.into_body().to_vec(),
+        }
+    }
 }
 
 impl Recorded {
@@ -133,27 +161,30 @@ struct Shared {
 }
 
 impl Shared {
-    async fn connection(self, mut socket: TcpStream) {
+    async fn connection(self, socket: TcpStream) {
         let _ = socket.set_nodelay(true);
-        let mut buffer = Vec::new();
         // Keep-alive: serve requests until the client closes or a reply ends the connection.
-        while let Some(request) = read_request(&mut socket, &mut buffer).await {
-            self.requests.lock().expect("lock").push(request);
-            let n = self.count.fetch_add(1, Ordering::SeqCst);
-            match (self.script)(n) {
-                Behaviour::Reset => return,
-                Behaviour::Hang => {
-                    std::future::pending::<()>().await;
-                }
-                Behaviour::Reply {
-                    status,
-                    headers,
-                    steps,
-                } => {
-                    if !self.reply(&mut socket, status, &headers, steps).await {
-                        return;
-                    }
-                }
+        serve_raw(socket, move |request, raw| {
+            self.clone().answer(request, raw)
+        })
+        .await;
+    }
+
+    /// Records `request` and plays its behaviour on `raw`; false when the connection must
+    /// not be reused.
+    async fn answer(self, request: Recorded, raw: Raw) -> bool {
+        self.requests.lock().expect("lock").push(request);
+        let n = self.count.fetch_add(1, Ordering::SeqCst);
+        match (self.script)(n) {
+            Behaviour::Reset => false,
+            Behaviour::Hang => std::future::pending().await,
+            Behaviour::Reply {
+                status,
+                headers,
+                steps,
+            } => {
+                let mut socket = raw.lock().await;
+                self.reply(&mut socket, status, &headers, steps).await
             }
         }
     }
@@ -161,7 +192,7 @@ impl Shared {
     /// Plays one reply; false when the connection must not be reused.
     async fn reply(
         &self,
-        socket: &mut TcpStream,
+        socket: &mut OwnedWriteHalf,
         status: u16,
         headers: &[(String, String)],
         steps: Vec<Step>,
@@ -189,11 +220,10 @@ impl Shared {
                 Step::Sleep(d) => tokio::time::sleep(d).await,
                 Step::Cut => return false,
                 Step::Stall => {
-                    // Reading returns once the client closes the connection.
-                    let mut sink = [0u8; 1024];
-                    while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {}
-                    self.hung_up.notify_one();
-                    return false;
+                    // The reader sees the client close the connection and drops this reply,
+                    // which says so as it goes.
+                    let _hung_up = NotifyOnDrop::new(self.hung_up.clone());
+                    std::future::pending::<()>().await;
                 }
             }
         }
@@ -201,50 +231,93 @@ impl Shared {
     }
 }
 
-/// Reads one request (head and Content-Length body); `None` when the client closed.
-pub async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Recorded> {
-    let head_end = loop {
-        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            break end;
-        }
-        let mut piece = [0u8; 8192];
-        let n = socket.read(&mut piece).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&piece[..n]);
-    };
-    let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut request_line = lines.next()?.split(' ');
-    let method = request_line.next()?.to_owned();
-    let path = request_line.next()?.to_owned();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    let length: usize = headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let body_start = head_end + 4;
-    while buffer.len() < body_start + length {
-        let mut piece = [0u8; 8192];
-        let n = socket.read(&mut piece).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&piece[..n]);
+/// Notifies when dropped, unless disarmed: a reply the client's hanging up cut short, whether
+/// a write failed or the reader saw the connection close and dropped the reply.
+pub struct NotifyOnDrop(Option<Arc<Notify>>);
+
+impl NotifyOnDrop {
+    pub fn new(notify: Arc<Notify>) -> Self {
+        Self(Some(notify))
     }
-    let body = buffer[body_start..body_start + length].to_vec();
-    buffer.drain(..body_start + length);
-    Some(Recorded {
-        method,
-        path,
-        headers,
-        body,
+
+    /// The reply ended as it meant to: nobody hung up.
+    pub fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for NotifyOnDrop {
+    fn drop(&mut self) {
+        if let Some(notify) = self.0.take() {
+            notify.notify_one();
+        }
+    }
+}
+
+/// The write half of a connection whose requests the runtime's reader reads: replies are
+/// written here byte by byte. Shared, as each request's answer borrows it in turn.
+pub type Raw = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
+
+/// The tests' requests: heads and bodies far larger than any a test sends, over connections
+/// open as long as the client keeps them.
+pub const LIMITS: Limits = Limits {
+    head: 1 << 20,
+    headers: 100,
+    body: 64 << 20,
+    keep_alive: true,
+    time: None,
+};
+
+/// Serves `socket` until it closes: each request read by the runtime's HTTP/1.1 reader
+/// (hyper), recorded, and answered by `answer` on the raw write half; `answer` says whether
+/// the connection serves another request. While an answer runs, the reader watches the
+/// connection: a client that closes it drops the answer.
+pub async fn serve_raw<A, F>(socket: TcpStream, answer: A)
+where
+    A: Fn(Recorded, Raw) -> F,
+    F: Future<Output = bool>,
+{
+    let (read, write) = socket.into_split();
+    let raw: Raw = Arc::new(tokio::sync::Mutex::new(write));
+    http1::serve_connection(ReadOnly(read), &LIMITS, |request| {
+        let answered = answer(Recorded::from(request), raw.clone());
+        // hyper's own answer, written nowhere: the raw one has been sent.
+        async move { answered.await.then(|| Response::new(Frames::empty())) }
     })
+    .await;
+}
+
+/// The reader's view of a connection: what the client sends, and a sink for hyper's
+/// answers, which [`serve_raw`]'s caller has written raw instead.
+struct ReadOnly(OwnedReadHalf);
+
+impl AsyncRead for ReadOnly {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for ReadOnly {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// The raw half closes the connection when it is dropped.
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
 }
 
 /// A 200 event stream with one `Send` per event text.
