@@ -12,9 +12,10 @@ use std::time::Duration;
 use tempfile::TempDir;
 
 use super::*;
-use crate::config::StoreKey;
+use crate::config::{FileStoreConfig, StoreKey};
 use crate::execution::fixtures::{attempt_started, completed, routing, text};
 use crate::execution::{ErrorCode, Outcome};
+use crate::store::StoreLimits;
 use crate::store::conformance::{limits, new_execution};
 
 fn key(byte: u8) -> StoreKey {
@@ -128,7 +129,7 @@ async fn succeed(store: &FileStore, id: ExecutionId, deltas: usize) {
 fn crash_during_last_write(dir: &Path, unsynced: u64) {
     let (kind, number, path) = segment::list(dir).unwrap().pop().unwrap();
     let sealers = [Sealer::new(&key(1))];
-    let mut reader = replay::SegmentReader::open(&path, kind, number, &sealers, true).unwrap();
+    let mut reader = reader::SegmentReader::open(&path, kind, number, &sealers, true).unwrap();
     while reader.next().unwrap().is_some() {}
     let read = reader.as_read();
     let mut segment =
@@ -354,7 +355,7 @@ async fn a_segment_cut_at_a_record_boundary_or_gone_is_damage() {
     let sealers = [Sealer::new(&key(1))];
     let completed_record = {
         let mut reader =
-            replay::SegmentReader::open(&files[0], seal::Kind::Segment, 1, &sealers, false)
+            reader::SegmentReader::open(&files[0], seal::Kind::Segment, 1, &sealers, false)
                 .unwrap();
         let mut last = 0;
         while let Some((offset, _)) = reader.next().unwrap() {

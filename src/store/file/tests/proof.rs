@@ -23,7 +23,7 @@ async fn run(dir: &Path, n: usize) -> Vec<ExecutionId> {
 /// The offset of every record of file `path` (the newest or not, as replay would read it).
 fn boundaries(path: &Path, kind: seal::Kind, number: u64) -> Vec<u64> {
     let sealers = [Sealer::new(&key(1))];
-    let mut reader = replay::SegmentReader::open(path, kind, number, &sealers, false).unwrap();
+    let mut reader = reader::SegmentReader::open(path, kind, number, &sealers, false).unwrap();
     let mut offsets = Vec::new();
     while let Some((offset, _)) = reader.next().unwrap() {
         offsets.push(offset);
