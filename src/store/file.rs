@@ -11,6 +11,7 @@
 
 mod codec;
 mod compact;
+mod error;
 pub mod fuzz;
 mod lock;
 mod mark;
@@ -29,11 +30,13 @@ use std::thread::JoinHandle;
 use super::memory::Appended;
 use super::{
     Changes, Created, EventStore, Follower, MemoryStore, NewExecution, StoreError, StoreFuture,
-    StoreStats, UsageEntry,
+    StoreStats, Unavailable, UsageEntry, WriteFailure,
 };
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
+pub use error::{Damage, Header, Missing, OpenError, Tear};
 use lock::DirLock;
 pub use open::Opened;
+pub use seal::KeyId;
 use seal::Sealer;
 use segment::Segment;
 use writer::Writer;
@@ -117,7 +120,11 @@ impl FileStore {
         match (written, compacted) {
             (Ok(w), Ok(c)) => threads.extend([w, c]),
             (w, c) => {
-                self.writer.poison(&"cannot start the store's threads");
+                let kind = [&w, &c]
+                    .into_iter()
+                    .find_map(|spawned| spawned.as_ref().err())
+                    .map_or(std::io::ErrorKind::Other, std::io::Error::kind);
+                self.writer.poison(WriteFailure::Threads { kind });
                 self.writer.close();
                 threads.extend(w.into_iter().chain(c));
             }
@@ -188,7 +195,12 @@ impl FileStore {
             self.after_failure();
         }
         self.memory.fail_unwritten(id);
-        Err(unavailable())
+        Err(self.unavailable())
+    }
+
+    /// Writes refused: why the journal failed (or that it was closed).
+    fn unavailable(&self) -> StoreError {
+        StoreError::Unavailable(self.writer.unavailable())
     }
 
     /// Once the journal has failed: every execution is cut back to what readers have seen
@@ -210,11 +222,7 @@ impl FileStore {
 }
 
 fn closed() -> StoreError {
-    StoreError::Unavailable("the event store is closed".into())
-}
-
-fn unavailable() -> StoreError {
-    StoreError::Unavailable("the event store failed to write".into())
+    StoreError::Unavailable(Unavailable::Closed)
 }
 
 impl EventStore for FileStore {
@@ -233,7 +241,7 @@ impl EventStore for FileStore {
             return Box::pin(std::future::ready(Err(closed())));
         }
         if self.writer.failed() {
-            return Box::pin(std::future::ready(Err(unavailable())));
+            return Box::pin(std::future::ready(Err(self.unavailable())));
         }
         if let Err(full) = self.room_on_disk() {
             return Box::pin(std::future::ready(Err(full)));
@@ -259,7 +267,7 @@ impl EventStore for FileStore {
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
-        Box::pin(async move { self.append_durably(id, vec![payload]).await?.event() })
+        Box::pin(async move { self.append_durably(id, vec![payload]).await?.event(id) })
     }
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
@@ -271,7 +279,7 @@ impl EventStore for FileStore {
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
         let view = self.memory.get(id)?;
         if !view.state.is_terminal() && self.failed() {
-            return Err(unavailable());
+            return Err(self.unavailable());
         }
         Ok(view)
     }
@@ -279,7 +287,7 @@ impl EventStore for FileStore {
     fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
         let state = self.memory.state(id)?;
         if !state.is_terminal() && self.failed() {
-            return Err(unavailable());
+            return Err(self.unavailable());
         }
         Ok(state)
     }

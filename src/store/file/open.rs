@@ -1,6 +1,7 @@
 //! Opening the file store, in reading order: the directory and its lock, the usage order's
 //! mark, replay, the segment this process writes, the ending of what was running, and the
-//! compaction every start with more than one file runs.
+//! compaction every start with more than one file runs. Any of them failing fails the start
+//! with an [`OpenError`] naming the file.
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
@@ -9,11 +10,11 @@ use std::time::SystemTime;
 use super::seal::{Kind, Sealer};
 use super::segment::{self, Segment};
 use super::writer::Writer;
-use super::{FileStore, codec, compact, lock, mark, replay};
+use super::{Damage, FileStore, OpenError, codec, compact, lock, mark, replay};
 use crate::config::FileStoreConfig;
 use crate::execution::{ErrorCode, Interruption, Outcome, interrupted};
 use crate::store::memory::Journal;
-use crate::store::{EventStore, MemoryStore, StoreLimits};
+use crate::store::{At, EventStore, IoAt, IoOp, MemoryStore, StoreLimits};
 
 /// How an execution a restart found running ends: `outcome_unknown`, never resumed.
 fn restarted() -> Interruption {
@@ -43,11 +44,11 @@ pub struct Opened {
 impl FileStore {
     /// Opens (or creates) the journal in `config.path`: takes the directory's lock, replays
     /// the journal, ends the executions that were running, and starts the writer. The error
-    /// names the file and offset of anything that does not read.
+    /// names the file and offset of anything that does not read ([`OpenError`]).
     pub fn open(
         config: &FileStoreConfig,
         limits: StoreLimits,
-    ) -> Result<(Arc<Self>, Opened), String> {
+    ) -> Result<(Arc<Self>, Opened), OpenError> {
         let dir = config.path.clone();
         create_dir(&dir)?;
         let lock = lock::lock(&dir)?;
@@ -68,18 +69,19 @@ impl FileStore {
             usage.resume(epoch, floor);
         }
         let Some(current) = sealers.first() else {
-            return Err("the file store needs a key".into());
+            return Err(OpenError::NoKey);
         };
-        let cannot = |e: &dyn std::fmt::Display| format!("cannot write to {}: {e}", dir.display());
         let mut segment = match &replayed.newest {
-            None => Segment::create(
-                &segment::path(&dir, Kind::Segment, 1),
-                Kind::Segment,
-                1,
-                current,
-            )
-            .and_then(|segment| segment::sync_dir(&dir).map(|()| segment))
-            .map_err(|e| cannot(&e))?,
+            None => {
+                let segment = Segment::create(
+                    &segment::path(&dir, Kind::Segment, 1),
+                    Kind::Segment,
+                    1,
+                    current,
+                )?;
+                segment::sync_dir(&dir)?;
+                segment
+            }
             Some(newest) => {
                 let mut old = Segment::reopen(
                     &newest.path,
@@ -87,19 +89,21 @@ impl FileStore {
                     newest.prefix,
                     newest.records,
                     newest.tally,
-                )
-                .map_err(|e| cannot(&e))?;
-                segment::after(&dir, &mut old, &sealers[newest.sealer], current)
-                    .map_err(|e| cannot(&e))?
+                )?;
+                // At a start, a segment that cannot be made fails the start as any write does.
+                segment::after(&dir, &mut old, &sealers[newest.sealer], current).map_err(
+                    |rotation| match rotation {
+                        segment::Rotation::Create(e) | segment::Rotation::Write(e) => e,
+                    },
+                )?
             }
         };
         // Written once the first segment is whole, so that from now on a journal without
         // files is told from one never begun.
         if mark.is_none() {
-            mark::write(&dir, usage.epoch(), usage.next()).map_err(|e| cannot(&e))?;
+            mark::write(&dir, usage.epoch(), usage.next())?;
         }
-        let interrupted =
-            end_interrupted(&memory, &mut segment, current).map_err(|e| cannot(&e))?;
+        let interrupted = end_interrupted(&memory, &mut segment, current)?;
         // The journal is compacted at every start that found more than one segment or one
         // sealed with an older key, before the store serves: what expired leaves the disk,
         // and after it every segment is sealed with the current key.
@@ -108,8 +112,12 @@ impl FileStore {
             && (replayed.old_keys || replayed.segments > 1)
         {
             let ((), listing) = memory.list_at(|| ());
-            let done = compact::compact(&dir, current, &memory, (newest.number, listing), || false)
-                .map_err(|e| format!("cannot compact the journal in {}: {e}", dir.display()))?;
+            let done = compact::compact(&dir, current, &memory, (newest.number, listing)).map_err(
+                |error| OpenError::Compaction {
+                    dir: dir.clone(),
+                    error,
+                },
+            )?;
             writer.count_disk(done.written, done.removed);
             // The proof a rotated key took over: everything is sealed with the first key now.
             tracing::info!(
@@ -147,20 +155,16 @@ impl FileStore {
 }
 
 /// Creates the store's directory, readable by its owner only.
-fn create_dir(dir: &std::path::Path) -> Result<(), String> {
+fn create_dir(dir: &std::path::Path) -> Result<(), IoAt> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     let existed = dir.is_dir();
-    builder
-        .create(dir)
-        .map_err(|e| format!("cannot create the store directory {}: {e}", dir.display()))?;
+    builder.create(dir).at(IoOp::CreateDir, dir)?;
     // A new directory's entry in its parent is durable too.
     match dir.parent() {
-        Some(parent) if !existed && !parent.as_os_str().is_empty() => {
-            segment::sync_dir(parent).map_err(|e| format!("cannot sync {}: {e}", parent.display()))
-        }
+        Some(parent) if !existed && !parent.as_os_str().is_empty() => segment::sync_dir(parent),
         _ => Ok(()),
     }
 }
@@ -171,7 +175,7 @@ fn end_interrupted(
     memory: &MemoryStore,
     segment: &mut Segment,
     sealer: &Sealer,
-) -> std::io::Result<usize> {
+) -> Result<usize, OpenError> {
     let unfinished = memory.unfinished();
     let mut sealed = Vec::new();
     let mut body = Vec::new();
@@ -194,7 +198,10 @@ fn end_interrupted(
         );
         memory
             .restore_append(id, first, at, ending)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+            .map_err(|why| OpenError::Unended {
+                id,
+                reason: Damage::unrestorable(id, why),
+            })?;
         segment.seal(sealer, &body, &mut sealed);
     }
     if !sealed.is_empty() {

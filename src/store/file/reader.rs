@@ -8,10 +8,12 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use super::error::{Damage, Header, Missing, OpenError, Tear};
 use super::seal::{
     self, HEADER_LEN, Kind, MAGIC, RECORD_HEAD, RECORDS_AT, Sealer, TAG_LEN, TALLY_LEN, Tally,
     VERSION,
 };
+use crate::store::{At, IoOp};
 
 /// A file as replay read it.
 #[derive(Debug, Clone)]
@@ -53,62 +55,56 @@ impl<'k> SegmentReader<'k> {
         number: u64,
         sealers: &'k [Sealer],
         newest: bool,
-    ) -> Result<Self, String> {
-        let name = path.display();
-        let mut file = File::open(path).map_err(|e| format!("cannot open {name}: {e}"))?;
-        let len = file
-            .metadata()
-            .map_err(|e| format!("cannot read {name}: {e}"))?
-            .len();
+    ) -> Result<Self, OpenError> {
+        let bad = |offset, kind: Damage| OpenError::Damaged {
+            path: path.to_owned(),
+            offset,
+            kind,
+        };
+        let mut file = File::open(path).at(IoOp::Open, path)?;
+        let len = file.metadata().at(IoOp::Read, path)?.len();
         let mut head = [0u8; RECORDS_AT];
         if len < RECORDS_AT as u64 {
-            return Err(format!(
-                "{name}: the file ends at byte {len}, inside its {RECORDS_AT}-byte header"
-            ));
+            return Err(bad(len, Header::Short.into()));
         }
-        file.read_exact(&mut head)
-            .map_err(|e| format!("cannot read {name}: {e}"))?;
+        file.read_exact(&mut head).at(IoOp::Read, path)?;
         let mut header = [0u8; HEADER_LEN];
         header.copy_from_slice(&head[..HEADER_LEN]);
         if header[..8] != MAGIC {
-            return Err(format!("{name}: offset 0: not a journal file"));
+            return Err(bad(0, Header::NotJournal.into()));
         }
         if header[8..12] != VERSION.to_le_bytes() {
-            return Err(format!(
-                "{name}: offset 0: a journal file of format {}, which this version does not \
-                 read (it reads format {VERSION}): start it on an empty directory",
-                u32::from_le_bytes([header[8], header[9], header[10], header[11]])
-            ));
+            let found = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+            return Err(bad(0, Header::Format { found }.into()));
         }
         let key = seal::header_key(&header);
         let Some(sealer_index) = sealers.iter().position(|s| s.id() == key) else {
-            let configured: Vec<String> = sealers.iter().map(|s| s.id().to_string()).collect();
-            return Err(format!(
-                "{name}: sealed with key {key}, which is not among the configured keys ({}): \
-                 the key is wrong, or was removed before a compaction re-sealed this segment",
-                configured.join(", ")
-            ));
+            return Err(OpenError::UnknownKey {
+                path: path.to_owned(),
+                key,
+                configured: sealers.iter().map(Sealer::id).collect(),
+            });
         };
         let sealer = &sealers[sealer_index];
         if sealer.check_header(&header).is_err() {
-            return Err(format!(
-                "{name}: offset 0: the segment header does not authenticate (it was altered)"
-            ));
+            return Err(bad(0, Header::Altered.into()));
         }
         if seal::header_kind(&header) != Some(kind) {
-            return Err(format!(
-                "{name}: offset 0: the header says this is not a {}",
-                if kind == Kind::Base {
-                    "base"
-                } else {
-                    "segment"
-                }
-            ));
+            let wrong = match kind {
+                Kind::Base => Header::NotBase,
+                Kind::Segment => Header::NotSegment,
+            };
+            return Err(bad(0, wrong.into()));
         }
-        if seal::header_segment(&header) != number {
-            return Err(format!(
-                "{name}: offset 0: the header names segment {}, not {number}",
-                seal::header_segment(&header)
+        let found = seal::header_segment(&header);
+        if found != number {
+            return Err(bad(
+                0,
+                Header::Number {
+                    found,
+                    expected: number,
+                }
+                .into(),
             ));
         }
         let prefix = seal::header_prefix(&header);
@@ -120,12 +116,7 @@ impl<'k> SegmentReader<'k> {
                 sealer.open_tally(number, prefix, slot)
             })
             .max_by_key(|tally| tally.sequence)
-            .ok_or_else(|| {
-                format!(
-                    "{name}: offset {HEADER_LEN}: neither tally slot authenticates (they were \
-                     altered)"
-                )
-            })?;
+            .ok_or_else(|| bad(HEADER_LEN as u64, Damage::Tally))?;
         Ok(Self {
             path: path.to_owned(),
             file: BufReader::with_capacity(256 * 1024, file),
@@ -145,30 +136,29 @@ impl<'k> SegmentReader<'k> {
 
     /// After the last record: the file must hold every record its tally vouches for (the
     /// newest segment, those synced before its last write; any other file, every one).
-    pub(super) fn check_end(&self) -> Result<(), String> {
-        let (vouched, what) = if self.newest {
-            (self.tally.durable, "were synced before its last write")
+    pub(super) fn check_end(&self) -> Result<(), OpenError> {
+        let vouched = if self.newest {
+            self.tally.durable
         } else {
-            (self.tally.written, "were written to it")
+            self.tally.written
         };
         if self.counter < vouched || (!self.newest && self.counter != vouched) {
             return Err(self.damage(
                 self.end,
-                &format!(
-                    "the file ends after {} records, but its tally says {vouched} {what}: \
-                     records were cut off or removed",
-                    self.counter
-                ),
+                Damage::Fewer {
+                    records: self.counter,
+                    vouched,
+                    newest: self.newest,
+                },
             ));
         }
         if self.newest && self.tally.next != 0 {
-            return Err(self.damage(
-                0,
-                &format!(
-                    "its tally names segment {} as the file after it, which is missing",
-                    self.tally.next
-                ),
-            ));
+            return Err(OpenError::Missing {
+                path: self.path.clone(),
+                missing: Missing::Next {
+                    next: self.tally.next,
+                },
+            });
         }
         Ok(())
     }
@@ -186,50 +176,54 @@ impl<'k> SegmentReader<'k> {
         }
     }
 
-    /// An error naming the file and offset.
-    pub(super) fn damage(&self, offset: u64, what: &str) -> String {
-        format!("{}: offset {offset}: {what}", self.path.display())
+    /// `kind` of damage at `offset` of this file.
+    pub(super) fn damage(&self, offset: u64, kind: Damage) -> OpenError {
+        OpenError::Damaged {
+            path: self.path.clone(),
+            offset,
+            kind,
+        }
     }
 
     /// The next record's offset and opened body; `None` at the end (after cutting a torn
     /// tail off the newest segment).
-    pub(super) fn next(&mut self) -> Result<Option<(u64, &[u8])>, String> {
+    pub(super) fn next(&mut self) -> Result<Option<(u64, &[u8])>, OpenError> {
         let offset = self.end;
         let left = self.len - offset;
         if left == 0 {
             return Ok(None);
         }
         if left < RECORD_HEAD as u64 {
-            return self.torn(offset, "a record head cut short");
+            return self.torn(offset, Tear::HeadCut);
         }
         let mut head = [0u8; RECORD_HEAD];
-        self.read(&mut head, offset)?;
+        self.read(&mut head)?;
         let Some((len, counter)) = seal::parse_head(&head) else {
             return if self.zeros_from(offset + RECORD_HEAD as u64)? && head == [0; RECORD_HEAD] {
-                self.torn(offset, "zeros where a record should be")
+                self.torn(offset, Tear::Zeros)
             } else {
-                Err(self.damage(offset, "a record head that was not written as one"))
+                Err(self.damage(offset, Damage::Head))
             };
         };
         if counter != self.counter {
             return Err(self.damage(
                 offset,
-                &format!(
-                    "record {counter} where record {} should be (records are missing or moved)",
-                    self.counter
-                ),
+                Damage::OutOfOrder {
+                    found: counter,
+                    expected: self.counter,
+                },
             ));
         }
         let len = len as usize;
         let whole = (RECORD_HEAD + len + TAG_LEN) as u64;
         if left < whole {
-            return self.torn(offset, "a record cut short");
+            return self.torn(offset, Tear::RecordCut);
         }
         self.body.resize(len, 0);
         let mut body = std::mem::take(&mut self.body);
-        self.read(&mut body, offset)?;
+        self.read(&mut body)?;
         let mut tag = [0u8; TAG_LEN];
-        self.read(&mut tag, offset)?;
+        self.read(&mut tag)?;
         let opened = self
             .sealer
             .open_record(self.number, self.prefix, counter, &mut body, &tag);
@@ -251,15 +245,9 @@ impl<'k> SegmentReader<'k> {
                 .1
                 >= 16;
             return if unwritten {
-                self.torn(
-                    offset,
-                    "a record with unwritten zeros that does not authenticate",
-                )
+                self.torn(offset, Tear::Unwritten)
             } else {
-                Err(self.damage(
-                    offset,
-                    "a record that does not authenticate (it was altered, or the key is wrong)",
-                ))
+                Err(self.damage(offset, Damage::Unauthentic))
             };
         }
         self.counter += 1;
@@ -267,43 +255,42 @@ impl<'k> SegmentReader<'k> {
         Ok(Some((offset, &self.body)))
     }
 
-    fn read(&mut self, into: &mut [u8], offset: u64) -> Result<(), String> {
-        self.file
-            .read_exact(into)
-            .map_err(|e| self.damage(offset, &format!("cannot read: {e}")))
+    /// Reads the next bytes; the file ends where its length said it would not only if it
+    /// shrank meanwhile, so any failure is I/O.
+    fn read(&mut self, into: &mut [u8]) -> Result<(), OpenError> {
+        Ok(self.file.read_exact(into).at(IoOp::Read, &self.path)?)
     }
 
     /// Whether every byte from `from` to the end is zero (a file extended by a crash but
     /// never written there). Reads on from where the reader is.
-    fn zeros_from(&mut self, from: u64) -> Result<bool, String> {
+    fn zeros_from(&mut self, from: u64) -> Result<bool, OpenError> {
         let mut rest = Vec::new();
         let at = self.len - from;
         (&mut self.file)
             .take(at)
             .read_to_end(&mut rest)
-            .map_err(|e| self.damage(from, &format!("cannot read: {e}")))?;
+            .at(IoOp::Read, &self.path)?;
         Ok(rest.iter().all(|b| *b == 0))
     }
 
     /// A torn tail at `offset`: cut off if this is the newest segment and the record is one
     /// its tally does not vouch for (of its last write, whose sync a crash may have cut
     /// short); damage otherwise.
-    fn torn(&mut self, offset: u64, what: &str) -> Result<Option<(u64, &[u8])>, String> {
+    fn torn(&mut self, offset: u64, tear: Tear) -> Result<Option<(u64, &[u8])>, OpenError> {
         if !self.newest {
-            return Err(self.damage(offset, what));
+            return Err(self.damage(offset, Damage::Cut { tear }));
         }
         if self.counter < self.tally.durable {
             return Err(self.damage(
                 offset,
-                &format!(
-                    "{what}, in record {} of the {} its tally says were synced: the \
-                     journal was damaged",
-                    self.counter, self.tally.durable
-                ),
+                Damage::CutSynced {
+                    tear,
+                    record: self.counter,
+                    synced: self.tally.durable,
+                },
             ));
         }
-        cut(&self.path, offset)
-            .map_err(|e| self.damage(offset, &format!("cannot cut a torn tail: {e}")))?;
+        cut(&self.path, offset).at(IoOp::Cut, &self.path)?;
         tracing::warn!(
             file = %self.path.display(),
             offset,

@@ -4,8 +4,8 @@
 //! one file's records are read by `reader.rs`). The one exception is a torn tail: records of
 //! the newest segment's last write, which a crash cut short before its sync was done (so
 //! never acknowledged), after the records its tally vouches for; it is cut off and logged.
-//! Anything else that does not read is damage: opening fails with the file, the offset and
-//! what is wrong.
+//! Anything else that does not read is damage, and a file the chain needs that is gone is
+//! missing: opening fails with the file, the offset and what is wrong ([`OpenError`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,11 +13,12 @@ use std::time::Instant;
 
 use super::codec::{self, Record};
 use super::compact;
+use super::error::{Damage, Header, Missing, OpenError};
 use super::reader::{FileRead, SegmentReader};
 use super::seal::{Kind, RECORDS_AT, Sealer};
 use super::segment;
-use crate::store::MemoryStore;
-use crate::store::NewExecution;
+use crate::store::memory::Unrestorable;
+use crate::store::{At, IoAt, IoOp, MemoryStore, NewExecution};
 
 /// What replay found.
 #[derive(Debug, Default)]
@@ -40,18 +41,19 @@ pub(super) struct Replayed {
 /// The files replay reads, oldest first: the newest base, if there is one, and the segments
 /// after it, which must follow one another without a gap. Files the base makes spent (left
 /// by a crash during a compaction) are removed first.
-pub(super) fn files(dir: &Path) -> Result<Vec<(Kind, u64, PathBuf)>, String> {
-    let unreadable = |e: std::io::Error| format!("cannot read {}: {e}", dir.display());
-    compact::remove_spent(dir).map_err(unreadable)?;
-    let files = segment::list(dir).map_err(unreadable)?;
+pub(super) fn files(dir: &Path) -> Result<Vec<(Kind, u64, PathBuf)>, OpenError> {
+    compact::remove_spent(dir)?;
+    let files = segment::list(dir)?;
     for pair in files.windows(2) {
         let ((_, before, _), (kind, after, path)) = (&pair[0], &pair[1]);
         if *kind == Kind::Base || *after != before + 1 {
-            return Err(format!(
-                "{}: the journal jumps from segment {before} to {after}: the files between \
-                 are missing",
-                path.display()
-            ));
+            return Err(OpenError::Missing {
+                path: path.clone(),
+                missing: Missing::Gap {
+                    from: *before,
+                    to: *after,
+                },
+            });
         }
     }
     Ok(files)
@@ -65,16 +67,14 @@ pub(super) fn replay(
     sealers: &[Sealer],
     memory: &MemoryStore,
     marked: bool,
-) -> Result<Replayed, String> {
+) -> Result<Replayed, OpenError> {
     let started = Instant::now();
     let files = files(dir)?;
     if files.is_empty() && marked {
-        return Err(format!(
-            "{}: the journal's files are missing, but its usage-order mark is there (it is \
-             written once a journal exists): restore the journal-*.seg and journal-*.base \
-             files, or remove usage-order as well to start an empty store",
-            dir.display()
-        ));
+        return Err(OpenError::Missing {
+            path: dir.to_owned(),
+            missing: Missing::Journal,
+        });
     }
     let mut replayed = Replayed {
         segments: files.len(),
@@ -84,17 +84,19 @@ pub(super) fn replay(
     for (i, (kind, number, path)) in files.iter().enumerate() {
         let newest = i + 1 == files.len();
         let named = previous.as_ref().is_some_and(|p| p.tally.next == *number);
-        if newest && *kind == Kind::Segment && header_cut_short(path)? {
+        if newest
+            && *kind == Kind::Segment
+            && let Some(len) = header_cut_short(path)?
+        {
             if named || (previous.is_none() && marked) {
-                return Err(format!(
-                    "{}: the segment ends inside its header, but {}: it was cut",
-                    path.display(),
-                    previous.as_ref().map_or_else(
-                        || "the journal's usage-order mark was written after it was whole"
-                            .to_owned(),
-                        |p| format!("{} names it as the file after it", p.path.display()),
-                    )
-                ));
+                return Err(OpenError::Damaged {
+                    path: path.clone(),
+                    offset: len,
+                    kind: Header::Cut {
+                        named_by: previous.as_ref().map(|p| p.path.clone()),
+                    }
+                    .into(),
+                });
             }
             remove(
                 path,
@@ -106,13 +108,21 @@ pub(super) fn replay(
         replayed.old_keys |= reader.sealer_index != 0;
         let mut first = true;
         while let Some((offset, body)) = reader.next()? {
-            let record = codec::decode(body).map_err(|e| reader.damage(offset, &e))?;
+            let record =
+                codec::decode(body).map_err(|e| reader.damage(offset, Damage::Malformed(e)))?;
             if std::mem::take(&mut first) && *kind == Kind::Segment {
                 let before = previous.as_ref().map(|p| (p.kind, p.number, p.records));
-                follows(&record, before, i == 0).map_err(|e| reader.damage(offset, &e))?;
+                follows(&record, before, i == 0).map_err(|broken| match broken {
+                    Broken::Damage(kind) => reader.damage(offset, kind),
+                    Broken::Missing(missing) => OpenError::Missing {
+                        path: path.clone(),
+                        missing,
+                    },
+                })?;
             }
             replayed.records += 1;
-            apply(record, memory, &mut replayed.events).map_err(|e| reader.damage(offset, &e))?;
+            apply(record, memory, &mut replayed.events)
+                .map_err(|kind| reader.damage(offset, kind))?;
         }
         if let Some(before) = &previous
             && !named
@@ -126,17 +136,13 @@ pub(super) fn replay(
                 )?;
                 break;
             }
-            return Err(reader.damage(
-                0,
-                &format!(
-                    "this file follows {}, whose tally names {} as the file after it",
-                    before.path.display(),
-                    match before.tally.next {
-                        0 => "no file".to_owned(),
-                        next => format!("segment {next}"),
-                    }
-                ),
-            ));
+            return Err(OpenError::Missing {
+                path: path.clone(),
+                missing: Missing::Unnamed {
+                    before: before.path.clone(),
+                    names: (before.tally.next != 0).then_some(before.tally.next),
+                },
+            });
         }
         reader.check_end()?;
         replayed.disk += reader.end;
@@ -156,10 +162,17 @@ pub(super) fn replay(
     Ok(replayed)
 }
 
-fn remove(path: &Path, why: &str) -> Result<(), String> {
-    fs::remove_file(path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+fn remove(path: &Path, why: &str) -> Result<(), IoAt> {
+    fs::remove_file(path).at(IoOp::Remove, path)?;
     tracing::warn!(file = %path.display(), "{why}");
     Ok(())
+}
+
+/// How a segment's first record breaks the chain: by what it says (damage at its offset), or
+/// by naming a file that is gone.
+enum Broken {
+    Damage(Damage),
+    Missing(Missing),
 }
 
 /// Checks a segment's first record: after another file it must say which, and (after a
@@ -168,30 +181,33 @@ fn follows(
     record: &Record,
     previous: Option<(Kind, u64, u64)>,
     oldest: bool,
-) -> Result<(), String> {
+) -> Result<(), Broken> {
     match (record, previous) {
-        (Record::Follows { file, .. }, None) if oldest => Err(format!(
-            "this segment follows file {file}, which is missing"
-        )),
+        (Record::Follows { file, .. }, None) if oldest => {
+            Err(Broken::Missing(Missing::Previous { file: *file }))
+        }
         (Record::Follows { file, records }, Some((kind, number, held))) => {
             if *file != number {
-                Err(format!("this segment follows file {file}, not {number}"))
+                Err(Broken::Damage(Damage::Follows {
+                    file: *file,
+                    expected: number,
+                }))
             } else if kind == Kind::Segment && *records != held {
-                Err(format!(
-                    "segment {number} held {records} records when this one began; {held} are left"
-                ))
+                Err(Broken::Damage(Damage::Shortened {
+                    file: number,
+                    records: *records,
+                    left: held,
+                }))
             } else {
                 Ok(())
             }
         }
         (_, None) => Ok(()),
-        (_, Some((_, number, _))) => Err(format!(
-            "this segment does not say that it follows file {number}"
-        )),
+        (_, Some((_, number, _))) => Err(Broken::Damage(Damage::Unfollowed { expected: number })),
     }
 }
 
-fn apply(record: Record, memory: &MemoryStore, events: &mut u64) -> Result<(), String> {
+fn apply(record: Record, memory: &MemoryStore, events: &mut u64) -> Result<(), Damage> {
     match record {
         Record::Follows { .. } => Ok(()),
         Record::Create {
@@ -213,7 +229,7 @@ fn apply(record: Record, memory: &MemoryStore, events: &mut u64) -> Result<(), S
                         input_bytes: 0,
                     },
                 )
-                .map_err(|e| e.to_string())
+                .map_err(|why| Damage::unrestorable(id, why))
         }
         Record::Append {
             id,
@@ -225,7 +241,7 @@ fn apply(record: Record, memory: &MemoryStore, events: &mut u64) -> Result<(), S
             memory
                 .restore_append(id, first, at, payloads)
                 .map(drop)
-                .map_err(|e| e.to_string())
+                .map_err(|why: Unrestorable| Damage::unrestorable(id, why))
         }
         Record::Expire { id } => {
             memory.restore_expire(id);
@@ -234,22 +250,19 @@ fn apply(record: Record, memory: &MemoryStore, events: &mut u64) -> Result<(), S
     }
 }
 
-/// Whether the newest segment ends inside its header, or holds zeros where its header and
-/// its records would be (a crash as it was created, before any record).
-fn header_cut_short(path: &Path) -> Result<bool, String> {
-    let name = path.display();
-    let len = fs::metadata(path)
-        .map_err(|e| format!("cannot read {name}: {e}"))?
-        .len();
+/// The newest segment's length, if it ends inside its header, or holds zeros where its
+/// header and its records would be (a crash as it was created, before any record).
+fn header_cut_short(path: &Path) -> Result<Option<u64>, IoAt> {
+    let len = fs::metadata(path).at(IoOp::Read, path)?.len();
     // A page of zeros at most: what a crash leaves of a file created but not yet written.
     if len >= RECORDS_AT as u64 {
         if len > 4096 {
-            return Ok(false);
+            return Ok(None);
         }
-        let bytes = fs::read(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+        let bytes = fs::read(path).at(IoOp::Read, path)?;
         if bytes.iter().any(|b| *b != 0) {
-            return Ok(false);
+            return Ok(None);
         }
     }
-    Ok(true)
+    Ok(Some(len))
 }
