@@ -666,6 +666,7 @@ async fn a_compaction_cut_short_by_a_crash_replays_the_same() {
     assert!(!temporary.exists() && !first.exists());
 }
 
+mod errors;
 mod failure;
 mod proof;
 mod usage;
