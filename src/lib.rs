@@ -78,7 +78,8 @@
 //! | provider error classification: status, body and transport -> class | `provider/http/classify.rs` |
 //! | usage facts: their shape; reported, else estimated and labelled so; the export's order | `execution/usage.rs`, `provider/tally.rs`, `store/usage.rs` |
 //! | journal framing, sealing and the fsync policy | `store/file/codec.rs`, `store/file/seal.rs`, `store/file/writer.rs` |
-//! | journal recovery, in reading order: the lock, the files and their tallies, the records, the usage mark, what was running, the compaction | `store/file/lock.rs`, `store/file/segment.rs`, `store/file/replay.rs`, `store/file/mark.rs`, `execution/interrupted.rs`, `store/file/compact.rs` |
+//! | journal recovery, in reading order (`store/file/open.rs`): the lock, the files and their tallies, the records, the usage mark, what was running, the compaction | `store/file/lock.rs`, `store/file/segment.rs`, `store/file/replay.rs`, `store/file/reader.rs`, `store/file/mark.rs`, `execution/interrupted.rs`, `store/file/compact.rs` |
+//! | why the file store did not open (the file, the offset, what is wrong), and why a store operation failed | `store/file/error.rs`, `store/error.rs` |
 //!
 //! # Words coined here
 //! - *admission*: a permit from a provider's gate (`routing/admission.rs`), and nothing else;

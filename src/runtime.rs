@@ -36,7 +36,8 @@ use crate::execution::{Acceptance, EventPayload, ExecuteRequest, Execution, Exec
 use crate::provider::{Provider, ProviderInitError};
 use crate::routing::{self, AttemptBudget, Plans};
 use crate::store::{
-    Created, EventStore, FileStore, MemoryStore, NewExecution, StoreError, StoreLimits, UsageCursor,
+    Created, EventStore, FileStore, MemoryStore, NewExecution, OpenError, StoreError, StoreLimits,
+    UsageCursor,
 };
 use cancel::CANCEL_GRACE;
 use driver::{Deps, DriverHandle, Job, SizeLimits};
@@ -95,9 +96,9 @@ pub enum InitError {
     /// A provider's adapter could not be built.
     #[error(transparent)]
     Provider(#[from] ProviderInitError),
-    /// The file store could not be opened: the message names the file and the reason.
+    /// The file store could not be opened: the error names the file and the reason.
     #[error("store: {0}")]
-    Store(String),
+    Store(OpenError),
 }
 
 /// Builds a [`Runtime`] from a configuration, optionally with a store or provider adapters of

@@ -3,10 +3,13 @@
 //! follows a cursor (`after_sequence`) over what was appended, through a [`Follower`].
 //!
 //! Every implementation runs [`conformance`], the one suite that defines the SPI's behaviour.
+//! Its operations fail with a [`StoreError`]; a store outside this crate says what went wrong
+//! in its own words with [`StoreError::Backend`] or [`Unavailable::Backend`].
 
 mod changes;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod error;
 #[cfg(any(test, feature = "conformance"))]
 pub mod faulty;
 mod file;
@@ -21,14 +24,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::execution::{
-    Event, EventPayload, Execution, ExecutionId, ExecutionState, Idempotency, IllegalTransition,
-    Labels,
+    Event, EventPayload, Execution, ExecutionId, ExecutionState, Idempotency, Labels,
 };
 
 pub use changes::{ChangeSignal, Changes, Closed};
+pub(crate) use error::At;
+pub use error::{Inconsistency, IoAt, IoOp, StoreError, Unavailable, WriteFailure};
 #[cfg(any(test, feature = "fuzzing"))]
 pub use file::fuzz;
-pub use file::{FileStore, Opened};
+pub use file::{Damage, FileStore, Header, KeyId, Missing, OpenError, Opened, Tear};
 pub use follower::{EventSource, Follower};
 pub use memory::MemoryStore;
 pub use retention::Retention;
@@ -36,38 +40,6 @@ pub use usage::{MalformedCursor, UsageCursor, UsageEntry};
 
 /// A boxed future, so the SPI stays object-safe.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
-
-/// Why a store operation failed.
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-pub enum StoreError {
-    /// No such execution (never existed, or expired).
-    #[error("execution {0} not found")]
-    NotFound(ExecutionId),
-    /// The idempotency key is held by an execution of a different request.
-    #[error("idempotency key is in use by execution {0} with a different request")]
-    IdempotencyConflict(ExecutionId),
-    /// Capacity (executions or bytes) is taken by non-terminal executions.
-    #[error("store is full: {executions} executions ({bytes} bytes) are in progress")]
-    Full {
-        /// Executions held.
-        executions: usize,
-        /// Bytes held.
-        bytes: u64,
-    },
-    /// The execution has ended; nothing more may be appended.
-    #[error("execution {0} has already ended")]
-    AlreadyTerminal(ExecutionId),
-    /// The event breaks the state machine: a bug in the writer.
-    #[error(transparent)]
-    IllegalTransition(#[from] IllegalTransition),
-    /// The store has failed (or is closed) and refuses writes; what it holds stays as it was
-    /// last made durable. Callers may try again once it is back (after a restart).
-    #[error("event store unavailable: {0}")]
-    Unavailable(String),
-    /// A fault inside the store: a bug, never the caller's doing.
-    #[error("event store failed: {0}")]
-    Failed(String),
-}
 
 /// A new execution's first event and identity.
 #[derive(Debug, Clone)]

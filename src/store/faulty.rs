@@ -17,7 +17,7 @@ use tokio::sync::Semaphore;
 
 use super::{
     ChangeSignal, Changes, Created, EventSource, EventStore, Follower, NewExecution, StoreError,
-    StoreFuture, StoreStats, UsageEntry,
+    StoreFuture, StoreStats, Unavailable, UsageEntry,
 };
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
 
@@ -73,9 +73,10 @@ impl FaultyStore {
         let n = self.writes.fetch_add(1, Ordering::AcqRel) + 1;
         if self.faults.fail_writes_from.is_some_and(|from| n >= from) {
             self.failed.store(true, Ordering::Release);
-            return Err(StoreError::Unavailable(format!(
+            // As a store outside the crate would say it: in its own words.
+            return Err(StoreError::Unavailable(Unavailable::Backend(format!(
                 "injected fault on write {n}"
-            )));
+            ))));
         }
         Ok(())
     }

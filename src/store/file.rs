@@ -6,15 +6,18 @@
 //! (`seal.rs`) and written with others queued meanwhile, one `fdatasync` for the lot
 //! (`writer.rs`); only then do readers see the events and the append returns. On start the
 //! journal is replayed (`replay.rs`); executions that were running are ended with
-//! `outcome_unknown` and never resumed; compaction (`compact.rs`) keeps the journal to what
-//! the store holds.
+//! `outcome_unknown` and never resumed (`open.rs`); compaction (`compact.rs`) keeps the
+//! journal to what the store holds.
 
 mod codec;
 mod compact;
+mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
 mod lock;
 mod mark;
+mod open;
+mod reader;
 mod replay;
 mod seal;
 mod segment;
@@ -24,34 +27,20 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
-use std::time::SystemTime;
 
 use super::memory::Appended;
 use super::{
     Changes, Created, EventStore, Follower, MemoryStore, NewExecution, StoreError, StoreFuture,
-    StoreLimits, StoreStats, UsageEntry,
+    StoreStats, Unavailable, UsageEntry, WriteFailure,
 };
-use crate::config::FileStoreConfig;
-use crate::execution::{
-    ErrorCode, Event, EventPayload, Execution, ExecutionId, ExecutionState, Interruption, Outcome,
-    interrupted,
-};
+use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
+pub use error::{Damage, Header, Missing, OpenError, Tear};
 use lock::DirLock;
-use seal::{Kind, Sealer};
+pub use open::Opened;
+pub use seal::KeyId;
+use seal::Sealer;
 use segment::Segment;
 use writer::Writer;
-
-/// How an execution a restart found running ends: `outcome_unknown`, never resumed.
-fn restarted() -> Interruption {
-    Interruption {
-        code: ErrorCode::OutcomeUnknown,
-        message: "the runtime stopped while this execution was running; it was not resumed, \
-                  and the provider may have finished it"
-            .into(),
-        attempt_message: "the runtime stopped during this attempt".into(),
-        idle_outcome: Outcome::Unknown,
-    }
-}
 
 /// The encrypted file journal.
 pub struct FileStore {
@@ -84,124 +73,7 @@ impl std::fmt::Debug for FileStore {
     }
 }
 
-/// What opening found, for the log.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Opened {
-    /// Executions held after replay.
-    pub executions: usize,
-    /// Events replayed.
-    pub events: u64,
-    /// Executions that were running and were ended with `outcome_unknown`.
-    pub interrupted: usize,
-    /// How long reading the journal back took.
-    pub replayed_in: std::time::Duration,
-}
-
 impl FileStore {
-    /// Opens (or creates) the journal in `config.path`: takes the directory's lock, replays
-    /// the journal, ends the executions that were running, and starts the writer. The error
-    /// names the file and offset of anything that does not read.
-    pub fn open(
-        config: &FileStoreConfig,
-        limits: StoreLimits,
-    ) -> Result<(Arc<Self>, Opened), String> {
-        let dir = config.path.clone();
-        create_dir(&dir)?;
-        let lock = lock::lock(&dir)?;
-        let sealers: Vec<Sealer> = config.keys.iter().map(Sealer::new).collect();
-        let writer = Arc::new(Writer::new());
-        let memory = Arc::new(MemoryStore::journaled(
-            limits,
-            Some(writer.clone() as Arc<dyn super::memory::Journal>),
-        ));
-        // The usage order's mark is read first: it also says whether a journal was begun.
-        let mark = mark::read(&dir)?;
-        let replayed = replay::replay(&dir, &sealers, &memory, mark.is_some())?;
-        memory.sort_retention();
-        // The usage order goes on where it was: its epoch, and positions past every one given
-        // before (set before anything is appended).
-        let usage = memory.usage_log();
-        if let Some((epoch, floor)) = mark {
-            usage.resume(epoch, floor);
-        }
-        let Some(current) = sealers.first() else {
-            return Err("the file store needs a key".into());
-        };
-        let cannot = |e: &dyn std::fmt::Display| format!("cannot write to {}: {e}", dir.display());
-        let mut segment = match &replayed.newest {
-            None => Segment::create(
-                &segment::path(&dir, Kind::Segment, 1),
-                Kind::Segment,
-                1,
-                current,
-            )
-            .and_then(|segment| segment::sync_dir(&dir).map(|()| segment))
-            .map_err(|e| cannot(&e))?,
-            Some(newest) => {
-                let mut old = Segment::reopen(
-                    &newest.path,
-                    newest.number,
-                    newest.prefix,
-                    newest.records,
-                    newest.tally,
-                )
-                .map_err(|e| cannot(&e))?;
-                segment::after(&dir, &mut old, &sealers[newest.sealer], current)
-                    .map_err(|e| cannot(&e))?
-            }
-        };
-        // Written once the first segment is whole, so that from now on a journal without
-        // files is told from one never begun.
-        if mark.is_none() {
-            mark::write(&dir, usage.epoch(), usage.next()).map_err(|e| cannot(&e))?;
-        }
-        let interrupted =
-            end_interrupted(&memory, &mut segment, current).map_err(|e| cannot(&e))?;
-        // The journal is compacted at every start that found more than one segment or one
-        // sealed with an older key, before the store serves: what expired leaves the disk,
-        // and after it every segment is sealed with the current key.
-        writer.count_disk(replayed.disk + segment.len(), 0);
-        if let Some(newest) = replayed.newest.as_ref()
-            && (replayed.old_keys || replayed.segments > 1)
-        {
-            let ((), listing) = memory.list_at(|| ());
-            let done = compact::compact(&dir, current, &memory, (newest.number, listing), || false)
-                .map_err(|e| format!("cannot compact the journal in {}: {e}", dir.display()))?;
-            writer.count_disk(done.written, done.removed);
-            // The proof a rotated key took over: everything is sealed with the first key now.
-            tracing::info!(
-                dir = %dir.display(),
-                segments = replayed.segments,
-                older_keys = replayed.old_keys,
-                written = done.written,
-                removed = done.removed,
-                "compacted the journal"
-            );
-        }
-        let store = Arc::new(Self {
-            memory,
-            writer,
-            max_disk_bytes: config.max_disk_bytes,
-            compact: Mutex::new(None),
-            compacting: Arc::new(AtomicBool::new(false)),
-            compacted: Arc::new(AtomicU64::new(0)),
-            made_room_at: AtomicU64::new(u64::MAX),
-            expired: AtomicU64::new(0),
-            threads: Mutex::new(Vec::new()),
-            lock: Mutex::new(Some(lock)),
-            closed: AtomicBool::new(false),
-            told_readers: AtomicBool::new(false),
-        });
-        store.start(dir, segment, current.clone());
-        let opened = Opened {
-            executions: store.memory.stats().executions,
-            events: replayed.events,
-            interrupted,
-            replayed_in: replayed.took,
-        };
-        Ok((store, opened))
-    }
-
     /// Starts the writer and the compactor; compactions start at [`compact::next_compaction`]'s size.
     fn start(&self, dir: PathBuf, segment: Segment, sealer: Sealer) {
         let (trigger, requests) = mpsc::channel::<()>();
@@ -249,7 +121,11 @@ impl FileStore {
         match (written, compacted) {
             (Ok(w), Ok(c)) => threads.extend([w, c]),
             (w, c) => {
-                self.writer.poison(&"cannot start the store's threads");
+                let kind = [&w, &c]
+                    .into_iter()
+                    .find_map(|spawned| spawned.as_ref().err())
+                    .map_or(std::io::ErrorKind::Other, std::io::Error::kind);
+                self.writer.poison(WriteFailure::Threads { kind });
                 self.writer.close();
                 threads.extend(w.into_iter().chain(c));
             }
@@ -320,7 +196,12 @@ impl FileStore {
             self.after_failure();
         }
         self.memory.fail_unwritten(id);
-        Err(unavailable())
+        Err(self.unavailable())
+    }
+
+    /// Writes refused: why the journal failed (or that it was closed).
+    fn unavailable(&self) -> StoreError {
+        StoreError::Unavailable(self.writer.unavailable())
     }
 
     /// Once the journal has failed: every execution is cut back to what readers have seen
@@ -342,72 +223,7 @@ impl FileStore {
 }
 
 fn closed() -> StoreError {
-    StoreError::Unavailable("the event store is closed".into())
-}
-
-fn unavailable() -> StoreError {
-    StoreError::Unavailable("the event store failed to write".into())
-}
-
-/// Creates the store's directory, readable by its owner only.
-fn create_dir(dir: &std::path::Path) -> Result<(), String> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    let existed = dir.is_dir();
-    builder
-        .create(dir)
-        .map_err(|e| format!("cannot create the store directory {}: {e}", dir.display()))?;
-    // A new directory's entry in its parent is durable too.
-    match dir.parent() {
-        Some(parent) if !existed && !parent.as_os_str().is_empty() => {
-            segment::sync_dir(parent).map_err(|e| format!("cannot sync {}: {e}", parent.display()))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Ends every execution the journal left running with `outcome_unknown`, written to
-/// `segment` before the store serves; returns how many.
-fn end_interrupted(
-    memory: &MemoryStore,
-    segment: &mut Segment,
-    sealer: &Sealer,
-) -> std::io::Result<usize> {
-    let unfinished = memory.unfinished();
-    let mut sealed = Vec::new();
-    let mut body = Vec::new();
-    let at = SystemTime::now();
-    for &id in &unfinished {
-        let Ok((view, events)) = memory.history(id) else {
-            continue;
-        };
-        let ending = interrupted(&view, &events, restarted());
-        let first = events.len() as u64 + 1;
-        body.clear();
-        codec::encode(
-            &codec::Record::Append {
-                id,
-                first,
-                at,
-                payloads: ending.clone(),
-            },
-            &mut body,
-        );
-        memory
-            .restore_append(id, first, at, ending)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        segment.seal(sealer, &body, &mut sealed);
-    }
-    if !sealed.is_empty() {
-        segment.write(sealer, &sealed)?;
-        tracing::warn!(
-            executions = unfinished.len(),
-            "executions were running when the runtime stopped: ended with outcome_unknown, not resumed"
-        );
-    }
-    Ok(unfinished.len())
+    StoreError::Unavailable(Unavailable::Closed)
 }
 
 impl EventStore for FileStore {
@@ -426,7 +242,7 @@ impl EventStore for FileStore {
             return Box::pin(std::future::ready(Err(closed())));
         }
         if self.writer.failed() {
-            return Box::pin(std::future::ready(Err(unavailable())));
+            return Box::pin(std::future::ready(Err(self.unavailable())));
         }
         if let Err(full) = self.room_on_disk() {
             return Box::pin(std::future::ready(Err(full)));
@@ -452,7 +268,7 @@ impl EventStore for FileStore {
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
-        Box::pin(async move { self.append_durably(id, vec![payload]).await?.event() })
+        Box::pin(async move { self.append_durably(id, vec![payload]).await?.event(id) })
     }
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
@@ -464,7 +280,7 @@ impl EventStore for FileStore {
     fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
         let view = self.memory.get(id)?;
         if !view.state.is_terminal() && self.failed() {
-            return Err(unavailable());
+            return Err(self.unavailable());
         }
         Ok(view)
     }
@@ -472,7 +288,7 @@ impl EventStore for FileStore {
     fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
         let state = self.memory.state(id)?;
         if !state.is_terminal() && self.failed() {
-            return Err(unavailable());
+            return Err(self.unavailable());
         }
         Ok(state)
     }

@@ -22,8 +22,8 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 
 use super::{
-    Changes, Created, EventSource, EventStore, Follower, NewExecution, Retention, StoreError,
-    StoreFuture, StoreLimits, StoreStats, UsageEntry,
+    Changes, Created, EventSource, EventStore, Follower, Inconsistency, NewExecution, Retention,
+    StoreError, StoreFuture, StoreLimits, StoreStats, UsageEntry,
 };
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState, IdMap};
 
@@ -34,6 +34,7 @@ mod record;
 mod size;
 mod usage;
 
+pub(super) use durable::Unrestorable;
 pub(super) use journal::{Journal, Kept, Reveal};
 use record::Slot;
 pub(super) use usage::UsageLog;
@@ -195,9 +196,10 @@ impl MemoryStore {
         let ticket = match journal {
             Some(journal) => {
                 let record = slot.record();
-                let first = record.events_after(0).next().ok_or_else(|| {
-                    StoreError::Failed("a created execution has no first event".into())
-                })?;
+                let first = record
+                    .events_after(0)
+                    .next()
+                    .ok_or(StoreError::Inconsistent(Inconsistency::NotAccepted(new.id)))?;
                 journal.created(&slot.kept(), &first, Reveal::new(slot.clone(), 1))
             }
             None => {
@@ -351,10 +353,10 @@ pub(super) struct Appended {
 }
 
 impl Appended {
-    /// The event of a single append.
-    pub(super) fn event(self) -> Result<Event, StoreError> {
+    /// The event of a single append to `id`.
+    pub(super) fn event(self, id: ExecutionId) -> Result<Event, StoreError> {
         self.event
-            .ok_or_else(|| StoreError::Failed("an appended event was not stored".into()))
+            .ok_or(StoreError::Inconsistent(Inconsistency::Unstored(id)))
     }
 }
 
@@ -386,7 +388,7 @@ impl EventStore for MemoryStore {
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
         let result = self
             .append_journaled(id, vec![payload])
-            .and_then(Appended::event);
+            .and_then(|appended| appended.event(id));
         Box::pin(std::future::ready(result))
     }
 

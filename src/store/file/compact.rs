@@ -12,7 +12,7 @@
 //! newest base and removes whatever it makes spent, whatever order the removal had reached.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Weak, mpsc};
 
@@ -20,8 +20,8 @@ use super::codec;
 use super::seal::{Kind, Sealer};
 use super::segment::{self, Segment};
 use super::writer::Writer;
-use crate::store::MemoryStore;
 use crate::store::memory::Listing;
+use crate::store::{At, IoAt, IoOp, MemoryStore};
 
 /// Flush the compacted file's buffer at this size.
 const CHUNK: usize = 1 << 20;
@@ -35,35 +35,62 @@ pub(super) struct Compacted {
     pub written: u64,
 }
 
+/// A base written beside the journal, synced, not yet in place.
+#[derive(Debug)]
+pub(super) struct Aside {
+    path: PathBuf,
+    upto: u64,
+    written: u64,
+}
+
+impl Aside {
+    /// Removes it, never to be installed.
+    pub(super) fn discard(self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
 /// Rewrites the journal up to segment `upto` (sealed) as the executions `listing` holds (as
-/// [`MemoryStore::list_at`] listed them when the writer moved past `upto`), as base `upto`. `failed` says whether the journal has failed meanwhile: then nothing is renamed
-/// (the store's memory holds events that are not durable, which a base must not).
+/// [`MemoryStore::list_at`] listed them when the writer moved past `upto`), as base `upto`.
 pub(super) fn compact(
     dir: &Path,
     sealer: &Sealer,
     memory: &MemoryStore,
+    at: (u64, Listing),
+) -> Result<Compacted, IoAt> {
+    install(dir, write_aside(dir, sealer, memory, at)?, memory)
+}
+
+/// Writes base `upto` beside the journal (`journal-N.compacting`), for [`install`].
+pub(super) fn write_aside(
+    dir: &Path,
+    sealer: &Sealer,
+    memory: &MemoryStore,
     (upto, listing): (u64, Listing),
-    failed: impl Fn() -> bool,
-) -> std::io::Result<Compacted> {
-    let temporary = dir.join(format!("journal-{upto:020}.compacting"));
-    let _ = fs::remove_file(&temporary);
-    let written = write_base(&temporary, sealer, memory, listing, upto).inspect_err(|_| {
-        let _ = fs::remove_file(&temporary);
+) -> Result<Aside, IoAt> {
+    let path = dir.join(format!("journal-{upto:020}.compacting"));
+    let _ = fs::remove_file(&path);
+    let written = write_base(&path, sealer, memory, listing, upto).inspect_err(|_| {
+        let _ = fs::remove_file(&path);
     })?;
-    if failed() {
-        let _ = fs::remove_file(&temporary);
-        return Err(std::io::Error::other(
-            "the journal failed during the compaction",
-        ));
-    }
+    Ok(Aside {
+        path,
+        upto,
+        written,
+    })
+}
+
+/// Renames the base into place, making the files before it spent, and removes them.
+pub(super) fn install(dir: &Path, aside: Aside, memory: &MemoryStore) -> Result<Compacted, IoAt> {
     // Before the base drops the facts of what expired: how far usage positions went.
     let usage = memory.usage_log();
     super::mark::write(dir, usage.epoch(), usage.next())?;
-    fs::rename(&temporary, segment::path(dir, Kind::Base, upto))?;
+    fs::rename(&aside.path, segment::path(dir, Kind::Base, aside.upto))
+        .at(IoOp::Rename, &aside.path)?;
     segment::sync_dir(dir)?;
     Ok(Compacted {
         removed: remove_spent(dir)?,
-        written,
+        written: aside.written,
     })
 }
 
@@ -73,7 +100,7 @@ fn write_base(
     memory: &MemoryStore,
     listing: Listing,
     upto: u64,
-) -> std::io::Result<u64> {
+) -> Result<u64, IoAt> {
     let mut out = Segment::create(at, Kind::Base, upto, sealer)?;
     let mut sealed = Vec::with_capacity(CHUNK + 64 * 1024);
     let mut body = Vec::new();
@@ -112,7 +139,7 @@ fn write_base(
 }
 
 /// Removes the files the newest base makes spent, oldest first, and returns their bytes.
-pub(super) fn remove_spent(dir: &Path) -> std::io::Result<u64> {
+pub(super) fn remove_spent(dir: &Path) -> Result<u64, IoAt> {
     let files = segment::list(dir)?;
     let Some(base) = files
         .iter()
@@ -126,8 +153,8 @@ pub(super) fn remove_spent(dir: &Path) -> std::io::Result<u64> {
     for (kind, number, path) in files {
         let spent = number < base || (number == base && kind == Kind::Segment);
         if spent {
-            removed += fs::metadata(&path)?.len();
-            fs::remove_file(&path)?;
+            removed += fs::metadata(&path).at(IoOp::Read, &path)?.len();
+            fs::remove_file(&path).at(IoOp::Remove, &path)?;
         }
     }
     if removed > 0 {
@@ -185,8 +212,21 @@ pub(super) fn run(
             Err(_) => return,
         };
         let before = writer.disk();
-        match compact(dir, sealer, &memory, (sealed, listing), || writer.failed()) {
-            Ok(done) => {
+        let outcome = write_aside(dir, sealer, &memory, (sealed, listing)).and_then(|aside| {
+            // The journal failed while the base was written: the store's memory now holds
+            // events that are not durable, which a base must not.
+            if writer.failed() {
+                aside.discard();
+                return Ok(None);
+            }
+            install(dir, aside, &memory).map(Some)
+        });
+        match outcome {
+            Ok(None) => {
+                threshold.store(next_compaction(before, floor, ceiling), Ordering::Release);
+                tracing::warn!("the journal failed during a compaction: its base was discarded");
+            }
+            Ok(Some(done)) => {
                 writer.count_disk(done.written, done.removed);
                 let after = writer.disk();
                 threshold.store(next_compaction(after, floor, ceiling), Ordering::Release);

@@ -7,6 +7,9 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::Path;
 
+use super::OpenError;
+use crate::store::{At, IoAt, IoOp};
+
 /// The held lock; dropping it releases it.
 #[derive(Debug)]
 pub(super) struct DirLock {
@@ -14,7 +17,7 @@ pub(super) struct DirLock {
 }
 
 /// Takes the directory's lock, or says who holds it.
-pub(super) fn lock(dir: &Path) -> Result<DirLock, String> {
+pub(super) fn lock(dir: &Path) -> Result<DirLock, OpenError> {
     let path = dir.join("LOCK");
     let mut file = OpenOptions::new()
         .read(true)
@@ -22,37 +25,36 @@ pub(super) fn lock(dir: &Path) -> Result<DirLock, String> {
         .create(true)
         .truncate(false)
         .open(&path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        .at(IoOp::Open, &path)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => {
             let mut holder = String::new();
             let _ = file.read_to_string(&mut holder);
             let holder = holder.trim();
-            let who = if holder.is_empty() || !holder.bytes().all(|b| b.is_ascii_digit()) {
-                "another process".to_owned()
-            } else {
-                format!("another process (pid {holder})")
-            };
-            return Err(format!(
-                "the store directory {} is in use by {who}: one process may write it at a time",
-                dir.display()
-            ));
+            // Only digits: a pid, never whatever else a stray file holds.
+            let pid = holder
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| holder.parse().ok())
+                .flatten();
+            return Err(OpenError::Locked {
+                dir: dir.to_owned(),
+                pid,
+            });
         }
-        Err(TryLockError::Error(e)) => {
-            return Err(format!("cannot lock {}: {e}", path.display()));
-        }
+        Err(TryLockError::Error(e)) => return Err(IoAt::new(IoOp::Lock, path, &e).into()),
     }
     let pid = std::process::id().to_string();
     file.set_len(0)
         .and_then(|()| file.rewind())
         .and_then(|()| file.write_all(pid.as_bytes()))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        .at(IoOp::Write, &path)?;
     Ok(DirLock { _file: file })
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
 
@@ -61,9 +63,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let held = lock(dir.path()).unwrap();
         let refused = lock(dir.path()).unwrap_err();
-        assert!(
-            refused.contains(&format!("(pid {})", std::process::id())),
-            "{refused}"
+        let OpenError::Locked { dir: named, pid } = &refused else {
+            panic!("{refused}")
+        };
+        assert_eq!(
+            (named.as_path(), *pid),
+            (dir.path(), Some(std::process::id()))
+        );
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "the store directory {} is in use by another process (pid {}): one process \
+                 may write it at a time",
+                dir.path().display(),
+                std::process::id()
+            )
         );
         drop(held);
         lock(dir.path()).unwrap();

@@ -11,18 +11,21 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::segment;
+use super::{OpenError, segment};
+use crate::store::{At, IoAt, IoOp};
 
 const NAME: &str = "usage-order";
 const HEAD: &str = "model-runtime usage order v1";
 
 /// The epoch and floor the mark in `dir` holds; `None` if there is none.
-pub(super) fn read(dir: &Path) -> Result<Option<(u64, u64)>, String> {
+pub(super) fn read(dir: &Path) -> Result<Option<(u64, u64)>, OpenError> {
     let path = dir.join(NAME);
     let text = match fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        // Not UTF-8 is damage, as any other text that is not a mark is.
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => String::new(),
+        Err(e) => return Err(IoAt::new(IoOp::Read, path, &e).into()),
     };
     let mut lines = text.lines();
     let parsed = match (lines.next(), lines.next().map(|l| l.split_once(' '))) {
@@ -31,18 +34,16 @@ pub(super) fn read(dir: &Path) -> Result<Option<(u64, u64)>, String> {
             .zip(next.parse::<u64>().ok()),
         _ => None,
     };
-    parsed
-        .map(Some)
-        .ok_or_else(|| format!("{} is not a usage order mark", path.display()))
+    parsed.map(Some).ok_or(OpenError::BadMark { path })
 }
 
 /// Replaces the mark in `dir` with `epoch` and `next`.
-pub(super) fn write(dir: &Path, epoch: u64, next: u64) -> io::Result<()> {
+pub(super) fn write(dir: &Path, epoch: u64, next: u64) -> Result<(), IoAt> {
     let aside = dir.join(format!("{NAME}.new"));
-    let mut file = fs::File::create(&aside)?;
-    write!(file, "{HEAD}\n{epoch:016x} {next}\n")?;
-    file.sync_all()?;
-    fs::rename(&aside, dir.join(NAME))?;
+    let mut file = fs::File::create(&aside).at(IoOp::Create, &aside)?;
+    write!(file, "{HEAD}\n{epoch:016x} {next}\n").at(IoOp::Write, &aside)?;
+    file.sync_all().at(IoOp::Sync, &aside)?;
+    fs::rename(&aside, dir.join(NAME)).at(IoOp::Rename, &aside)?;
     segment::sync_dir(dir)
 }
 
@@ -61,6 +62,16 @@ mod tests {
         assert_eq!(read(dir.path()).unwrap(), Some((0xfeed, 43)));
         fs::write(dir.path().join(NAME), "garbage").unwrap();
         let error = read(dir.path()).unwrap_err();
-        assert!(error.contains("usage-order"), "{error}");
+        assert!(
+            matches!(&error, OpenError::BadMark { path } if path == &dir.path().join(NAME)),
+            "{error}"
+        );
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{} is not a usage order mark",
+                dir.path().join(NAME).display()
+            )
+        );
     }
 }

@@ -1,25 +1,24 @@
 //! Replay: the journal's files, oldest first, read back into the memory store. Every record
 //! must open under one of the configured keys and follow the one before it, and every file
-//! must hold the records its tally vouches for and name the file after it (`segment.rs`). The
-//! one exception is a torn tail: records of the newest segment's last write, which a crash
-//! cut short before its sync was done (so never acknowledged), after the records its tally
-//! vouches for; it is cut off and logged. Anything else that does not read is damage:
-//! opening fails with the file, the offset and what is wrong.
+//! must hold the records its tally vouches for and name the file after it (`segment.rs`;
+//! one file's records are read by `reader.rs`). The one exception is a torn tail: records of
+//! the newest segment's last write, which a crash cut short before its sync was done (so
+//! never acknowledged), after the records its tally vouches for; it is cut off and logged.
+//! Anything else that does not read is damage, and a file the chain needs that is gone is
+//! missing: opening fails with the file, the offset and what is wrong ([`OpenError`]).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufReader, Read};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::codec::{self, Record};
 use super::compact;
-use super::seal::{
-    self, HEADER_LEN, Kind, MAGIC, RECORD_HEAD, RECORDS_AT, Sealer, TAG_LEN, TALLY_LEN, Tally,
-    VERSION,
-};
+use super::error::{Damage, Header, Missing, OpenError};
+use super::reader::{FileRead, SegmentReader};
+use super::seal::{Kind, RECORDS_AT, Sealer};
 use super::segment;
-use crate::store::MemoryStore;
-use crate::store::NewExecution;
+use crate::store::memory::Unrestorable;
+use crate::store::{At, IoAt, IoOp, MemoryStore, NewExecution};
 
 /// What replay found.
 #[derive(Debug, Default)]
@@ -39,35 +38,22 @@ pub(super) struct Replayed {
     pub took: std::time::Duration,
 }
 
-/// A file as replay read it.
-#[derive(Debug, Clone)]
-pub(super) struct FileRead {
-    pub kind: Kind,
-    pub number: u64,
-    pub path: PathBuf,
-    pub prefix: [u8; 16],
-    /// Records it holds (after any torn tail is cut).
-    pub records: u64,
-    pub tally: Tally,
-    /// Which of the configured keys sealed it.
-    pub sealer: usize,
-}
-
 /// The files replay reads, oldest first: the newest base, if there is one, and the segments
 /// after it, which must follow one another without a gap. Files the base makes spent (left
 /// by a crash during a compaction) are removed first.
-pub(super) fn files(dir: &Path) -> Result<Vec<(Kind, u64, PathBuf)>, String> {
-    let unreadable = |e: std::io::Error| format!("cannot read {}: {e}", dir.display());
-    compact::remove_spent(dir).map_err(unreadable)?;
-    let files = segment::list(dir).map_err(unreadable)?;
+pub(super) fn files(dir: &Path) -> Result<Vec<(Kind, u64, PathBuf)>, OpenError> {
+    compact::remove_spent(dir)?;
+    let files = segment::list(dir)?;
     for pair in files.windows(2) {
         let ((_, before, _), (kind, after, path)) = (&pair[0], &pair[1]);
         if *kind == Kind::Base || *after != before + 1 {
-            return Err(format!(
-                "{}: the journal jumps from segment {before} to {after}: the files between \
-                 are missing",
-                path.display()
-            ));
+            return Err(OpenError::Missing {
+                path: path.clone(),
+                missing: Missing::Gap {
+                    from: *before,
+                    to: *after,
+                },
+            });
         }
     }
     Ok(files)
@@ -81,16 +67,14 @@ pub(super) fn replay(
     sealers: &[Sealer],
     memory: &MemoryStore,
     marked: bool,
-) -> Result<Replayed, String> {
+) -> Result<Replayed, OpenError> {
     let started = Instant::now();
     let files = files(dir)?;
     if files.is_empty() && marked {
-        return Err(format!(
-            "{}: the journal's files are missing, but its usage-order mark is there (it is \
-             written once a journal exists): restore the journal-*.seg and journal-*.base \
-             files, or remove usage-order as well to start an empty store",
-            dir.display()
-        ));
+        return Err(OpenError::Missing {
+            path: dir.to_owned(),
+            missing: Missing::Journal,
+        });
     }
     let mut replayed = Replayed {
         segments: files.len(),
@@ -100,17 +84,19 @@ pub(super) fn replay(
     for (i, (kind, number, path)) in files.iter().enumerate() {
         let newest = i + 1 == files.len();
         let named = previous.as_ref().is_some_and(|p| p.tally.next == *number);
-        if newest && *kind == Kind::Segment && header_cut_short(path)? {
+        if newest
+            && *kind == Kind::Segment
+            && let Some(len) = header_cut_short(path)?
+        {
             if named || (previous.is_none() && marked) {
-                return Err(format!(
-                    "{}: the segment ends inside its header, but {}: it was cut",
-                    path.display(),
-                    previous.as_ref().map_or_else(
-                        || "the journal's usage-order mark was written after it was whole"
-                            .to_owned(),
-                        |p| format!("{} names it as the file after it", p.path.display()),
-                    )
-                ));
+                return Err(OpenError::Damaged {
+                    path: path.clone(),
+                    offset: len,
+                    kind: Header::Cut {
+                        named_by: previous.as_ref().map(|p| p.path.clone()),
+                    }
+                    .into(),
+                });
             }
             remove(
                 path,
@@ -122,13 +108,21 @@ pub(super) fn replay(
         replayed.old_keys |= reader.sealer_index != 0;
         let mut first = true;
         while let Some((offset, body)) = reader.next()? {
-            let record = codec::decode(body).map_err(|e| reader.damage(offset, &e))?;
+            let record =
+                codec::decode(body).map_err(|e| reader.damage(offset, Damage::Malformed(e)))?;
             if std::mem::take(&mut first) && *kind == Kind::Segment {
                 let before = previous.as_ref().map(|p| (p.kind, p.number, p.records));
-                follows(&record, before, i == 0).map_err(|e| reader.damage(offset, &e))?;
+                follows(&record, before, i == 0).map_err(|broken| match broken {
+                    Broken::Damage(kind) => reader.damage(offset, kind),
+                    Broken::Missing(missing) => OpenError::Missing {
+                        path: path.clone(),
+                        missing,
+                    },
+                })?;
             }
             replayed.records += 1;
-            apply(record, memory, &mut replayed.events).map_err(|e| reader.damage(offset, &e))?;
+            apply(record, memory, &mut replayed.events)
+                .map_err(|kind| reader.damage(offset, kind))?;
         }
         if let Some(before) = &previous
             && !named
@@ -142,17 +136,13 @@ pub(super) fn replay(
                 )?;
                 break;
             }
-            return Err(reader.damage(
-                0,
-                &format!(
-                    "this file follows {}, whose tally names {} as the file after it",
-                    before.path.display(),
-                    match before.tally.next {
-                        0 => "no file".to_owned(),
-                        next => format!("segment {next}"),
-                    }
-                ),
-            ));
+            return Err(OpenError::Missing {
+                path: path.clone(),
+                missing: Missing::Unnamed {
+                    before: before.path.clone(),
+                    names: (before.tally.next != 0).then_some(before.tally.next),
+                },
+            });
         }
         reader.check_end()?;
         replayed.disk += reader.end;
@@ -172,10 +162,17 @@ pub(super) fn replay(
     Ok(replayed)
 }
 
-fn remove(path: &Path, why: &str) -> Result<(), String> {
-    fs::remove_file(path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+fn remove(path: &Path, why: &str) -> Result<(), IoAt> {
+    fs::remove_file(path).at(IoOp::Remove, path)?;
     tracing::warn!(file = %path.display(), "{why}");
     Ok(())
+}
+
+/// How a segment's first record breaks the chain: by what it says (damage at its offset), or
+/// by naming a file that is gone.
+enum Broken {
+    Damage(Damage),
+    Missing(Missing),
 }
 
 /// Checks a segment's first record: after another file it must say which, and (after a
@@ -184,30 +181,33 @@ fn follows(
     record: &Record,
     previous: Option<(Kind, u64, u64)>,
     oldest: bool,
-) -> Result<(), String> {
+) -> Result<(), Broken> {
     match (record, previous) {
-        (Record::Follows { file, .. }, None) if oldest => Err(format!(
-            "this segment follows file {file}, which is missing"
-        )),
+        (Record::Follows { file, .. }, None) if oldest => {
+            Err(Broken::Missing(Missing::Previous { file: *file }))
+        }
         (Record::Follows { file, records }, Some((kind, number, held))) => {
             if *file != number {
-                Err(format!("this segment follows file {file}, not {number}"))
+                Err(Broken::Damage(Damage::Follows {
+                    file: *file,
+                    expected: number,
+                }))
             } else if kind == Kind::Segment && *records != held {
-                Err(format!(
-                    "segment {number} held {records} records when this one began; {held} are left"
-                ))
+                Err(Broken::Damage(Damage::Shortened {
+                    file: number,
+                    records: *records,
+                    left: held,
+                }))
             } else {
                 Ok(())
             }
         }
         (_, None) => Ok(()),
-        (_, Some((_, number, _))) => Err(format!(
-            "this segment does not say that it follows file {number}"
-        )),
+        (_, Some((_, number, _))) => Err(Broken::Damage(Damage::Unfollowed { expected: number })),
     }
 }
 
-fn apply(record: Record, memory: &MemoryStore, events: &mut u64) -> Result<(), String> {
+fn apply(record: Record, memory: &MemoryStore, events: &mut u64) -> Result<(), Damage> {
     match record {
         Record::Follows { .. } => Ok(()),
         Record::Create {
@@ -229,7 +229,7 @@ fn apply(record: Record, memory: &MemoryStore, events: &mut u64) -> Result<(), S
                         input_bytes: 0,
                     },
                 )
-                .map_err(|e| e.to_string())
+                .map_err(|why| Damage::unrestorable(id, why))
         }
         Record::Append {
             id,
@@ -241,7 +241,7 @@ fn apply(record: Record, memory: &MemoryStore, events: &mut u64) -> Result<(), S
             memory
                 .restore_append(id, first, at, payloads)
                 .map(drop)
-                .map_err(|e| e.to_string())
+                .map_err(|why: Unrestorable| Damage::unrestorable(id, why))
         }
         Record::Expire { id } => {
             memory.restore_expire(id);
@@ -250,316 +250,19 @@ fn apply(record: Record, memory: &MemoryStore, events: &mut u64) -> Result<(), S
     }
 }
 
-/// Reads one segment's records.
-pub(super) struct SegmentReader<'k> {
-    path: PathBuf,
-    file: BufReader<File>,
-    /// The file's length, and where the records read so far end.
-    len: u64,
-    end: u64,
-    kind: Kind,
-    number: u64,
-    prefix: [u8; 16],
-    sealer: &'k Sealer,
-    sealer_index: usize,
-    tally: Tally,
-    counter: u64,
-    newest: bool,
-    body: Vec<u8>,
-}
-
-impl<'k> SegmentReader<'k> {
-    /// Opens file `number` at `path` and checks its header and tally.
-    pub(super) fn open(
-        path: &Path,
-        kind: Kind,
-        number: u64,
-        sealers: &'k [Sealer],
-        newest: bool,
-    ) -> Result<Self, String> {
-        let name = path.display();
-        let mut file = File::open(path).map_err(|e| format!("cannot open {name}: {e}"))?;
-        let len = file
-            .metadata()
-            .map_err(|e| format!("cannot read {name}: {e}"))?
-            .len();
-        let mut head = [0u8; RECORDS_AT];
-        if len < RECORDS_AT as u64 {
-            return Err(format!(
-                "{name}: the file ends at byte {len}, inside its {RECORDS_AT}-byte header"
-            ));
-        }
-        file.read_exact(&mut head)
-            .map_err(|e| format!("cannot read {name}: {e}"))?;
-        let mut header = [0u8; HEADER_LEN];
-        header.copy_from_slice(&head[..HEADER_LEN]);
-        if header[..8] != MAGIC {
-            return Err(format!("{name}: offset 0: not a journal file"));
-        }
-        if header[8..12] != VERSION.to_le_bytes() {
-            return Err(format!(
-                "{name}: offset 0: a journal file of format {}, which this version does not \
-                 read (it reads format {VERSION}): start it on an empty directory",
-                u32::from_le_bytes([header[8], header[9], header[10], header[11]])
-            ));
-        }
-        let key = seal::header_key(&header);
-        let Some(sealer_index) = sealers.iter().position(|s| s.id() == key) else {
-            let configured: Vec<String> = sealers.iter().map(|s| s.id().to_string()).collect();
-            return Err(format!(
-                "{name}: sealed with key {key}, which is not among the configured keys ({}): \
-                 the key is wrong, or was removed before a compaction re-sealed this segment",
-                configured.join(", ")
-            ));
-        };
-        let sealer = &sealers[sealer_index];
-        if sealer.check_header(&header).is_err() {
-            return Err(format!(
-                "{name}: offset 0: the segment header does not authenticate (it was altered)"
-            ));
-        }
-        if seal::header_kind(&header) != Some(kind) {
-            return Err(format!(
-                "{name}: offset 0: the header says this is not a {}",
-                if kind == Kind::Base {
-                    "base"
-                } else {
-                    "segment"
-                }
-            ));
-        }
-        if seal::header_segment(&header) != number {
-            return Err(format!(
-                "{name}: offset 0: the header names segment {}, not {number}",
-                seal::header_segment(&header)
-            ));
-        }
-        let prefix = seal::header_prefix(&header);
-        // The slot written last; the other may be older, or torn by a crash as it was written.
-        let tally = head[HEADER_LEN..]
-            .chunks_exact(TALLY_LEN)
-            .filter_map(|slot| {
-                let slot: &[u8; TALLY_LEN] = slot.try_into().ok()?;
-                sealer.open_tally(number, prefix, slot)
-            })
-            .max_by_key(|tally| tally.sequence)
-            .ok_or_else(|| {
-                format!(
-                    "{name}: offset {HEADER_LEN}: neither tally slot authenticates (they were \
-                     altered)"
-                )
-            })?;
-        Ok(Self {
-            path: path.to_owned(),
-            file: BufReader::with_capacity(256 * 1024, file),
-            len,
-            end: RECORDS_AT as u64,
-            kind,
-            number,
-            prefix,
-            sealer,
-            sealer_index,
-            tally,
-            counter: 0,
-            newest,
-            body: Vec::new(),
-        })
-    }
-
-    /// After the last record: the file must hold every record its tally vouches for (the
-    /// newest segment, those synced before its last write; any other file, every one).
-    fn check_end(&self) -> Result<(), String> {
-        let (vouched, what) = if self.newest {
-            (self.tally.durable, "were synced before its last write")
-        } else {
-            (self.tally.written, "were written to it")
-        };
-        if self.counter < vouched || (!self.newest && self.counter != vouched) {
-            return Err(self.damage(
-                self.end,
-                &format!(
-                    "the file ends after {} records, but its tally says {vouched} {what}: \
-                     records were cut off or removed",
-                    self.counter
-                ),
-            ));
-        }
-        if self.newest && self.tally.next != 0 {
-            return Err(self.damage(
-                0,
-                &format!(
-                    "its tally names segment {} as the file after it, which is missing",
-                    self.tally.next
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// What the next segment needs to follow this one.
-    pub(super) fn as_read(&self) -> FileRead {
-        FileRead {
-            kind: self.kind,
-            number: self.number,
-            path: self.path.clone(),
-            prefix: self.prefix,
-            records: self.counter,
-            tally: self.tally,
-            sealer: self.sealer_index,
-        }
-    }
-
-    /// An error naming the file and offset.
-    pub(super) fn damage(&self, offset: u64, what: &str) -> String {
-        format!("{}: offset {offset}: {what}", self.path.display())
-    }
-
-    /// The next record's offset and opened body; `None` at the end (after cutting a torn
-    /// tail off the newest segment).
-    pub(super) fn next(&mut self) -> Result<Option<(u64, &[u8])>, String> {
-        let offset = self.end;
-        let left = self.len - offset;
-        if left == 0 {
-            return Ok(None);
-        }
-        if left < RECORD_HEAD as u64 {
-            return self.torn(offset, "a record head cut short");
-        }
-        let mut head = [0u8; RECORD_HEAD];
-        self.read(&mut head, offset)?;
-        let Some((len, counter)) = seal::parse_head(&head) else {
-            return if self.zeros_from(offset + RECORD_HEAD as u64)? && head == [0; RECORD_HEAD] {
-                self.torn(offset, "zeros where a record should be")
-            } else {
-                Err(self.damage(offset, "a record head that was not written as one"))
-            };
-        };
-        if counter != self.counter {
-            return Err(self.damage(
-                offset,
-                &format!(
-                    "record {counter} where record {} should be (records are missing or moved)",
-                    self.counter
-                ),
-            ));
-        }
-        let len = len as usize;
-        let whole = (RECORD_HEAD + len + TAG_LEN) as u64;
-        if left < whole {
-            return self.torn(offset, "a record cut short");
-        }
-        self.body.resize(len, 0);
-        let mut body = std::mem::take(&mut self.body);
-        self.read(&mut body, offset)?;
-        let mut tag = [0u8; TAG_LEN];
-        self.read(&mut tag, offset)?;
-        let opened = self
-            .sealer
-            .open_record(self.number, self.prefix, counter, &mut body, &tag);
-        self.body = body;
-        if opened.is_err() {
-            // Torn: a record of the newest segment's last batch (one write, one sync that a
-            // crash interrupted), with a run of zeros where its data was never written; the
-            // records after it in that batch go with it (none was acknowledged). Ciphertext
-            // holds 16 zero bytes in a row with odds of 2^-128; a record altered on disk does
-            // not, and is damage wherever it is.
-            let unwritten = self
-                .body
-                .iter()
-                .chain(&tag)
-                .fold((0, 0), |(run, most), b| {
-                    let run = if *b == 0 { run + 1 } else { 0 };
-                    (run, most.max(run))
-                })
-                .1
-                >= 16;
-            return if unwritten {
-                self.torn(
-                    offset,
-                    "a record with unwritten zeros that does not authenticate",
-                )
-            } else {
-                Err(self.damage(
-                    offset,
-                    "a record that does not authenticate (it was altered, or the key is wrong)",
-                ))
-            };
-        }
-        self.counter += 1;
-        self.end = offset + whole;
-        Ok(Some((offset, &self.body)))
-    }
-
-    fn read(&mut self, into: &mut [u8], offset: u64) -> Result<(), String> {
-        self.file
-            .read_exact(into)
-            .map_err(|e| self.damage(offset, &format!("cannot read: {e}")))
-    }
-
-    /// Whether every byte from `from` to the end is zero (a file extended by a crash but
-    /// never written there). Reads on from where the reader is.
-    fn zeros_from(&mut self, from: u64) -> Result<bool, String> {
-        let mut rest = Vec::new();
-        let at = self.len - from;
-        (&mut self.file)
-            .take(at)
-            .read_to_end(&mut rest)
-            .map_err(|e| self.damage(from, &format!("cannot read: {e}")))?;
-        Ok(rest.iter().all(|b| *b == 0))
-    }
-
-    /// A torn tail at `offset`: cut off if this is the newest segment and the record is one
-    /// its tally does not vouch for (of its last write, whose sync a crash may have cut
-    /// short); damage otherwise.
-    fn torn(&mut self, offset: u64, what: &str) -> Result<Option<(u64, &[u8])>, String> {
-        if !self.newest {
-            return Err(self.damage(offset, what));
-        }
-        if self.counter < self.tally.durable {
-            return Err(self.damage(
-                offset,
-                &format!(
-                    "{what}, in record {} of the {} its tally says were synced: the \
-                     journal was damaged",
-                    self.counter, self.tally.durable
-                ),
-            ));
-        }
-        cut(&self.path, offset)
-            .map_err(|e| self.damage(offset, &format!("cannot cut a torn tail: {e}")))?;
-        tracing::warn!(
-            file = %self.path.display(),
-            offset,
-            dropped_bytes = self.len - offset,
-            "the journal ended in a torn record (a crash while writing it): cut it off; it was never acknowledged"
-        );
-        self.len = offset;
-        Ok(None)
-    }
-}
-
-/// Whether the newest segment ends inside its header, or holds zeros where its header and
-/// its records would be (a crash as it was created, before any record).
-fn header_cut_short(path: &Path) -> Result<bool, String> {
-    let name = path.display();
-    let len = fs::metadata(path)
-        .map_err(|e| format!("cannot read {name}: {e}"))?
-        .len();
+/// The newest segment's length, if it ends inside its header, or holds zeros where its
+/// header and its records would be (a crash as it was created, before any record).
+fn header_cut_short(path: &Path) -> Result<Option<u64>, IoAt> {
+    let len = fs::metadata(path).at(IoOp::Read, path)?.len();
     // A page of zeros at most: what a crash leaves of a file created but not yet written.
     if len >= RECORDS_AT as u64 {
         if len > 4096 {
-            return Ok(false);
+            return Ok(None);
         }
-        let bytes = fs::read(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+        let bytes = fs::read(path).at(IoOp::Read, path)?;
         if bytes.iter().any(|b| *b != 0) {
-            return Ok(false);
+            return Ok(None);
         }
     }
-    Ok(true)
-}
-
-fn cut(path: &Path, at: u64) -> io::Result<()> {
-    let file = OpenOptions::new().write(true).open(path)?;
-    file.set_len(at)?;
-    file.sync_all()
+    Ok(Some(len))
 }

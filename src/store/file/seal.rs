@@ -70,9 +70,10 @@ pub(super) struct Tally {
 }
 
 /// A key's public name: the first 8 bytes of the tag the key puts on an empty message under
-/// a fixed nonce. It tells keys apart and says nothing of the key.
+/// a fixed nonce. It tells keys apart and says nothing of the key; a segment's header names
+/// the key that sealed it by it, and so do errors (16 hex digits).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) struct KeyId(pub [u8; 8]);
+pub struct KeyId(pub(super) [u8; 8]);
 
 impl fmt::Display for KeyId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

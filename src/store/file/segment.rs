@@ -25,6 +25,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::seal::{HEADER_LEN, Kind, RECORDS_AT, Sealer, TALLY_LEN, Tally};
+use crate::store::{At, IoAt, IoOp};
 
 /// The file name of segment (or base) `number`.
 pub(super) fn path(dir: &Path, kind: Kind, number: u64) -> PathBuf {
@@ -50,16 +51,17 @@ pub(super) fn parse(name: &str) -> Option<(Kind, u64)> {
 
 /// The journal's files in `dir`, oldest first (a base after the segment of its number);
 /// leftovers of a compaction a crash interrupted are removed.
-pub(super) fn list(dir: &Path) -> io::Result<Vec<(Kind, u64, PathBuf)>> {
+pub(super) fn list(dir: &Path) -> Result<Vec<(Kind, u64, PathBuf)>, IoAt> {
     let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
+    for entry in std::fs::read_dir(dir).at(IoOp::Read, dir)? {
+        let entry = entry.at(IoOp::Read, dir)?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         if let Some((kind, number)) = parse(name) {
             found.push((kind, number, entry.path()));
         } else if name.ends_with(".compacting") {
-            std::fs::remove_file(entry.path())?;
+            let path = entry.path();
+            std::fs::remove_file(&path).at(IoOp::Remove, &path)?;
         }
     }
     found.sort_by_key(|(kind, number, _)| (*number, *kind as u8));
@@ -71,18 +73,9 @@ pub(super) fn list(dir: &Path) -> io::Result<Vec<(Kind, u64, PathBuf)>> {
 pub(super) enum Rotation {
     /// Its file could not be made (no descriptor left, say): nothing was written, the journal
     /// goes on in the old segment, and a later rotation may succeed.
-    Create(io::Error),
+    Create(IoAt),
     /// Writing to the old segment or the new one failed: the journal cannot go on.
-    Write(io::Error),
-}
-
-impl std::fmt::Display for Rotation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Create(e) => write!(f, "cannot make a new segment: {e}"),
-            Self::Write(e) => write!(f, "cannot write the journal: {e}"),
-        }
-    }
+    Write(IoAt),
 }
 
 /// Makes the segment after `old` in `dir`, sealed by `sealer` (`old` by `old_sealer`), in an
@@ -112,14 +105,18 @@ pub(super) fn after(
 }
 
 /// Makes a directory entry's change (a new file, a rename, a removal) durable.
-pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+pub(super) fn sync_dir(dir: &Path) -> Result<(), IoAt> {
+    File::open(dir)
+        .and_then(|dir| dir.sync_all())
+        .at(IoOp::Sync, dir)
 }
 
 /// A segment being written.
 #[derive(Debug)]
 pub(super) struct Segment {
     file: File,
+    /// Where it is (or, while a base is written aside, where it is being written), for errors.
+    path: PathBuf,
     number: u64,
     prefix: [u8; 16],
     /// Records sealed, and records synced.
@@ -133,10 +130,21 @@ pub(super) struct Segment {
 impl Segment {
     /// A new file of `kind` at `at` (its own name, or a temporary one to be renamed), its
     /// header and an empty tally written and synced.
-    pub(super) fn create(at: &Path, kind: Kind, number: u64, sealer: &Sealer) -> io::Result<Self> {
+    pub(super) fn create(
+        at: &Path,
+        kind: Kind,
+        number: u64,
+        sealer: &Sealer,
+    ) -> Result<Self, IoAt> {
         let mut prefix = [0u8; 16];
-        getrandom::fill(&mut prefix).map_err(|e| io::Error::other(e.to_string()))?;
-        let mut file = OpenOptions::new().write(true).create_new(true).open(at)?;
+        getrandom::fill(&mut prefix)
+            .map_err(|e| io::Error::other(format!("no random nonce prefix: {e}")))
+            .at(IoOp::Create, at)?;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(at)
+            .at(IoOp::Create, at)?;
         let tally = Tally::default();
         let mut head = [0u8; RECORDS_AT];
         head[..HEADER_LEN].copy_from_slice(&sealer.header(kind, number, prefix));
@@ -145,10 +153,11 @@ impl Segment {
         if let Err(e) = file.write_all(&head).and_then(|()| file.sync_all()) {
             // A file this call made and could not finish is not left in the way of the next.
             let _ = std::fs::remove_file(at);
-            return Err(e);
+            return Err(IoAt::new(IoOp::Write, at, &e));
         }
         Ok(Self {
             file,
+            path: at.to_owned(),
             number,
             prefix,
             counter: 0,
@@ -168,11 +177,15 @@ impl Segment {
         prefix: [u8; 16],
         records: u64,
         tally: Tally,
-    ) -> io::Result<Self> {
-        let file = OpenOptions::new().write(true).open(path)?;
-        let len = file.metadata()?.len();
+    ) -> Result<Self, IoAt> {
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .at(IoOp::Open, path)?;
+        let len = file.metadata().at(IoOp::Read, path)?.len();
         Ok(Self {
             file,
+            path: path.to_owned(),
             number,
             prefix,
             counter: records,
@@ -190,7 +203,7 @@ impl Segment {
     }
 
     /// Writes the first record of a segment after file `file` of `records` records.
-    pub(super) fn follow(&mut self, sealer: &Sealer, file: u64, records: u64) -> io::Result<()> {
+    pub(super) fn follow(&mut self, sealer: &Sealer, file: u64, records: u64) -> Result<(), IoAt> {
         let mut body = Vec::with_capacity(17);
         super::codec::follows(file, records, &mut body);
         let mut sealed = Vec::new();
@@ -210,10 +223,10 @@ impl Segment {
     }
 
     /// Writes sealed records and the tally that vouches for them, and syncs both.
-    pub(super) fn write(&mut self, sealer: &Sealer, sealed: &[u8]) -> io::Result<()> {
+    pub(super) fn write(&mut self, sealer: &Sealer, sealed: &[u8]) -> Result<(), IoAt> {
         self.append(sealed)?;
         self.write_tally(sealer, self.synced, self.tally.next)?;
-        self.file.sync_data()?;
+        self.sync()?;
         self.synced = self.counter;
         Ok(())
     }
@@ -225,7 +238,7 @@ impl Segment {
 
     /// Vouches for every record written (the writer is quiet, or stops): a cut of any of them
     /// is then found.
-    pub(super) fn settle(&mut self, sealer: &Sealer) -> io::Result<()> {
+    pub(super) fn settle(&mut self, sealer: &Sealer) -> Result<(), IoAt> {
         if !self.unsettled() {
             return Ok(());
         }
@@ -234,23 +247,27 @@ impl Segment {
 
     /// Vouches for every record written and names the file that follows (0 for none), synced
     /// with whatever was appended: a base's last step, and a segment's once the next exists.
-    pub(super) fn end(&mut self, sealer: &Sealer, next: u64) -> io::Result<()> {
+    pub(super) fn end(&mut self, sealer: &Sealer, next: u64) -> Result<(), IoAt> {
         self.synced = self.counter;
         self.write_tally(sealer, self.counter, next)?;
-        self.file.sync_data()
+        self.sync()
     }
 
     /// What a crash during the last write leaves, for tests: a tally that vouches for only
     /// `durable` of the records, as if the write of the rest were still being synced.
     #[cfg(test)]
-    pub(super) fn unsettle(&mut self, sealer: &Sealer, durable: u64) -> io::Result<()> {
+    pub(super) fn unsettle(&mut self, sealer: &Sealer, durable: u64) -> Result<(), IoAt> {
         self.write_tally(sealer, durable, self.tally.next)?;
-        self.file.sync_data()
+        self.sync()
+    }
+
+    fn sync(&self) -> Result<(), IoAt> {
+        self.file.sync_data().at(IoOp::Sync, &self.path)
     }
 
     /// Writes the next tally, `durable` records vouched for and every one sealed written, to
     /// the slot the one before did not use.
-    fn write_tally(&mut self, sealer: &Sealer, durable: u64, next: u64) -> io::Result<()> {
+    fn write_tally(&mut self, sealer: &Sealer, durable: u64, next: u64) -> Result<(), IoAt> {
         let tally = Tally {
             sequence: self.tally.sequence + 1,
             durable,
@@ -259,14 +276,16 @@ impl Segment {
         };
         let slot = sealer.seal_tally(self.number, self.prefix, &tally);
         let at = HEADER_LEN + usize::from(tally.sequence % 2 == 1) * TALLY_LEN;
-        self.file.write_all_at(&slot, at as u64)?;
+        self.file
+            .write_all_at(&slot, at as u64)
+            .at(IoOp::Write, &self.path)?;
         self.tally = tally;
         Ok(())
     }
 
     /// Writes sealed records without syncing them (a compaction syncs once, at its end).
-    pub(super) fn append(&mut self, sealed: &[u8]) -> io::Result<()> {
-        self.file.write_all(sealed)?;
+    pub(super) fn append(&mut self, sealed: &[u8]) -> Result<(), IoAt> {
+        self.file.write_all(sealed).at(IoOp::Write, &self.path)?;
         self.len += sealed.len() as u64;
         Ok(())
     }

@@ -12,9 +12,10 @@ use std::time::Duration;
 use tempfile::TempDir;
 
 use super::*;
-use crate::config::StoreKey;
+use crate::config::{FileStoreConfig, StoreKey};
 use crate::execution::fixtures::{attempt_started, completed, routing, text};
 use crate::execution::{ErrorCode, Outcome};
+use crate::store::StoreLimits;
 use crate::store::conformance::{limits, new_execution};
 
 fn key(byte: u8) -> StoreKey {
@@ -29,7 +30,7 @@ fn config(dir: &Path, keys: Vec<StoreKey>) -> FileStoreConfig {
     }
 }
 
-fn open(dir: &Path, keys: Vec<StoreKey>) -> Result<(Arc<FileStore>, Opened), String> {
+fn open(dir: &Path, keys: Vec<StoreKey>) -> Result<(Arc<FileStore>, Opened), OpenError> {
     FileStore::open(&config(dir, keys), limits(1000, Duration::from_secs(3600)))
 }
 
@@ -128,7 +129,7 @@ async fn succeed(store: &FileStore, id: ExecutionId, deltas: usize) {
 fn crash_during_last_write(dir: &Path, unsynced: u64) {
     let (kind, number, path) = segment::list(dir).unwrap().pop().unwrap();
     let sealers = [Sealer::new(&key(1))];
-    let mut reader = replay::SegmentReader::open(&path, kind, number, &sealers, true).unwrap();
+    let mut reader = reader::SegmentReader::open(&path, kind, number, &sealers, true).unwrap();
     while reader.next().unwrap().is_some() {}
     let read = reader.as_read();
     let mut segment =
@@ -230,152 +231,6 @@ async fn executions_left_running_end_with_outcome_unknown_and_keep_their_output(
 }
 
 #[tokio::test]
-async fn a_torn_tail_is_cut_off_and_the_rest_replays() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open_ok(dir.path());
-    let id = create(&store, None).await;
-    succeed(&store, id, 3).await;
-    let before = everything(&store, id);
-    drop(store);
-    // A record head cut short, and zeros from a crash that extended the file but never
-    // wrote it: torn tails, cut off.
-    for tail in [&b"\x2a\x00\x00"[..], &[0u8; 4000][..]] {
-        let newest = segments(dir.path()).pop().unwrap();
-        let mut file = fs::OpenOptions::new().append(true).open(&newest).unwrap();
-        file.write_all(tail).unwrap();
-        drop(file);
-        let (store, _) = open(dir.path(), vec![key(1)]).unwrap();
-        assert_eq!(everything(&store, id), before);
-        // Cut back (and, from the second start on, compacted into a base as well).
-        for file in segments(dir.path()) {
-            assert!(
-                !fs::read(&file).unwrap().ends_with(tail),
-                "{}",
-                file.display()
-            );
-        }
-        store.close();
-    }
-    // Bytes that are neither zeros nor a record are damage, not a tear.
-    let newest = segments(dir.path()).pop().unwrap();
-    let whole = fs::metadata(&newest).unwrap().len();
-    let mut file = fs::OpenOptions::new().append(true).open(&newest).unwrap();
-    file.write_all(&[0x51; 40]).unwrap();
-    drop(file);
-    let error = open(dir.path(), vec![key(1)]).unwrap_err();
-    assert!(error.contains(&format!("offset {whole}")), "{error}");
-}
-
-#[tokio::test]
-async fn a_record_cut_short_at_the_end_is_a_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open_ok(dir.path());
-    let id = create(&store, None).await;
-    succeed(&store, id, 0).await;
-    drop(store);
-    // A crash while the last record was being synced: its tally does not vouch for it.
-    crash_during_last_write(dir.path(), 1);
-    let newest = segments(dir.path()).pop().unwrap();
-    let len = fs::metadata(&newest).unwrap().len();
-    // The last record (execution.completed) loses its last 5 bytes.
-    fs::OpenOptions::new()
-        .write(true)
-        .open(&newest)
-        .unwrap()
-        .set_len(len - 5)
-        .unwrap();
-    let (store, _) = open(dir.path(), vec![key(1)]).unwrap();
-    // Its execution was running as far as the journal knows: it ends as interrupted.
-    let view = store.get(id).unwrap();
-    assert_eq!(view.error.unwrap().code, ErrorCode::OutcomeUnknown);
-}
-
-#[tokio::test]
-async fn a_flipped_byte_in_the_middle_is_refused_with_file_and_offset() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open_ok(dir.path());
-    let id = create(&store, Some(("secret-key", 1))).await;
-    succeed(&store, id, 2).await;
-    store.close();
-    drop(store);
-    let newest = segments(dir.path()).pop().unwrap();
-    let mut bytes = fs::read(&newest).unwrap();
-    let at = 200;
-    bytes[at] ^= 0x01;
-    fs::write(&newest, &bytes).unwrap();
-    let error = open(dir.path(), vec![key(1)]).unwrap_err();
-    assert!(error.contains(&newest.display().to_string()), "{error}");
-    assert!(error.contains("does not authenticate"), "{error}");
-    assert!(error.contains("offset "), "{error}");
-}
-
-#[tokio::test]
-async fn an_altered_last_record_is_damage_not_a_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open_ok(dir.path());
-    let id = create(&store, None).await;
-    succeed(&store, id, 1).await;
-    store.close();
-    drop(store);
-    let newest = segments(dir.path()).pop().unwrap();
-    let mut bytes = fs::read(&newest).unwrap();
-    let last = bytes.len() - 20;
-    bytes[last] ^= 0x40;
-    fs::write(&newest, &bytes).unwrap();
-    let error = open(dir.path(), vec![key(1)]).unwrap_err();
-    assert!(error.contains("does not authenticate"), "{error}");
-    // A segment of zeros only, as a crash leaves one it had just created, is removed.
-    let (kind, number, _) = segment::list(dir.path()).unwrap().pop().unwrap();
-    assert_eq!(kind, seal::Kind::Segment);
-    bytes[last] ^= 0x40;
-    fs::write(&newest, &bytes).unwrap();
-    let empty = segment::path(dir.path(), seal::Kind::Segment, number + 1);
-    fs::write(&empty, [0u8; 64]).unwrap();
-    let (store, _) = open(dir.path(), vec![key(1)]).unwrap();
-    assert_eq!(store.get(id).unwrap().state, ExecutionState::Succeeded);
-    // (and the start's own new segment took its number)
-    assert!(fs::read(&empty).unwrap().iter().any(|b| *b != 0));
-}
-
-#[tokio::test]
-async fn a_segment_cut_at_a_record_boundary_or_gone_is_damage() {
-    let dir = tempfile::tempdir().unwrap();
-    // Two starts leave two segments (the second follows the first); the third reads both.
-    for _ in 0..2 {
-        let store = open_ok(dir.path());
-        let id = create(&store, None).await;
-        succeed(&store, id, 2).await;
-        store.close();
-    }
-    let files = segments(dir.path());
-    let saved: Vec<Vec<u8>> = files.iter().map(|f| fs::read(f).unwrap()).collect();
-    // The first segment loses its last record, at a record boundary: the second segment
-    // says how many it held.
-    let sealers = [Sealer::new(&key(1))];
-    let completed_record = {
-        let mut reader =
-            replay::SegmentReader::open(&files[0], seal::Kind::Segment, 1, &sealers, false)
-                .unwrap();
-        let mut last = 0;
-        while let Some((offset, _)) = reader.next().unwrap() {
-            last = offset;
-        }
-        last
-    };
-    fs::write(&files[0], &saved[0][..completed_record as usize]).unwrap();
-    let error = open(dir.path(), vec![key(1)]).unwrap_err();
-    assert!(error.contains(&files[0].display().to_string()), "{error}");
-    assert!(error.contains("records were cut off"), "{error}");
-    // The first segment gone altogether: the second says what it follows.
-    fs::remove_file(&files[0]).unwrap();
-    let error = open(dir.path(), vec![key(1)]).unwrap_err();
-    assert!(error.contains("which is missing"), "{error}");
-    // Put back, all is well.
-    fs::write(&files[0], &saved[0]).unwrap();
-    open(dir.path(), vec![key(1)]).unwrap();
-}
-
-#[tokio::test]
 async fn nothing_readable_is_on_disk() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_ok(dir.path());
@@ -407,32 +262,6 @@ async fn nothing_readable_is_on_disk() {
             );
         }
     }
-}
-
-#[tokio::test]
-async fn a_wrong_key_is_refused_by_its_id() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open_ok(dir.path());
-    create(&store, None).await;
-    store.close();
-    drop(store);
-    let error = open(dir.path(), vec![key(2)]).unwrap_err();
-    let written = Sealer::new(&key(1)).id().to_string();
-    assert!(
-        error.contains(&format!("sealed with key {written}")),
-        "{error}"
-    );
-    assert!(error.contains("not among the configured keys"), "{error}");
-}
-
-#[tokio::test]
-async fn a_second_writer_is_refused_while_the_first_holds_the_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open_ok(dir.path());
-    let error = open(dir.path(), vec![key(1)]).unwrap_err();
-    assert!(error.contains("in use by another process"), "{error}");
-    store.close();
-    open(dir.path(), vec![key(1)]).unwrap();
 }
 
 #[tokio::test]
@@ -615,6 +444,8 @@ async fn a_compaction_cut_short_by_a_crash_replays_the_same() {
     assert!(!temporary.exists() && !first.exists());
 }
 
+mod errors;
 mod failure;
 mod proof;
+mod refusal;
 mod usage;

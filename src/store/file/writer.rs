@@ -9,12 +9,13 @@
 //!
 //! A write or sync that fails poisons the journal for good (after a failed fsync the
 //! kernel's page cache can no longer be trusted to say what reached the disk): nothing more
-//! is written or revealed, and every append from then on fails. What was durable before
-//! stays durable, and nobody ever saw what was not.
+//! is written or revealed, and every append from then on is refused as unavailable, naming
+//! that failure (a [`WriteFailure`]). What was durable before stays durable, and nobody ever
+//! saw what was not.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -23,8 +24,8 @@ use super::codec;
 use super::seal::Sealer;
 use super::segment::{self, Rotation, Segment};
 use crate::execution::{Event, ExecutionId};
-use crate::store::StoreError;
 use crate::store::memory::{Journal, Kept, Reveal};
+use crate::store::{StoreError, Unavailable, WriteFailure};
 
 /// The longest record the journal writes (its length field is 32 bits).
 const MAX_RECORD: usize = u32::MAX as usize;
@@ -62,6 +63,8 @@ pub(super) struct Writer {
     wake: Condvar,
     progress: watch::Sender<Progress>,
     failed: AtomicBool,
+    /// What failed the journal (the first failure: later ones follow from it).
+    failure: OnceLock<WriteFailure>,
     /// Bytes of every segment file.
     disk: AtomicU64,
     /// What the journal could not write after it failed: the store takes each back.
@@ -75,6 +78,7 @@ impl Writer {
             wake: Condvar::new(),
             progress: watch::Sender::new(Progress::default()),
             failed: AtomicBool::new(false),
+            failure: OnceLock::new(),
             disk: AtomicU64::new(0),
             stranded: Mutex::default(),
         }
@@ -105,7 +109,8 @@ impl Writer {
         self.queue().ticket
     }
 
-    /// Waits until `ticket` is durable; an error when the journal failed first.
+    /// Waits until `ticket` is durable; refused as unavailable when the journal failed, or
+    /// was closed, first.
     pub(super) async fn durable(&self, ticket: u64) -> Result<(), StoreError> {
         let reached = |p: &Progress| p.durable >= ticket || p.failed;
         let progress = if reached(&self.progress.borrow()) {
@@ -120,8 +125,15 @@ impl Writer {
         if progress.durable >= ticket {
             Ok(())
         } else {
-            Err(StoreError::Failed("the event store failed".into()))
+            Err(StoreError::Unavailable(self.unavailable()))
         }
+    }
+
+    /// Why writes are refused: the failure that poisoned the journal, or else its close.
+    pub(super) fn unavailable(&self) -> Unavailable {
+        self.failure.get().map_or(Unavailable::Closed, |failure| {
+            Unavailable::Failed(failure.clone())
+        })
     }
 
     pub(super) fn failed(&self) -> bool {
@@ -223,7 +235,7 @@ impl Writer {
             return;
         }
         if let Err(e) = segment.settle(sealer) {
-            self.poison(&e);
+            self.poison(WriteFailure::Io(e));
         }
     }
 
@@ -239,10 +251,10 @@ impl Writer {
             None
         } else if let Some((body, _)) = batch.iter().find(|(body, _)| body.len() > MAX_RECORD) {
             // A length field holds at most 4 GiB: such a record cannot be written whole.
-            Some(format!(
-                "a record of {} bytes is over the journal's limit of {MAX_RECORD}",
-                body.len()
-            ))
+            Some(WriteFailure::TooLong {
+                len: body.len(),
+                max: MAX_RECORD,
+            })
         } else {
             sealed.clear();
             for (body, _) in batch.iter() {
@@ -258,7 +270,7 @@ impl Writer {
                     self.progress.send_modify(|p| p.durable = upto);
                     return;
                 }
-                Err(e) => Some(e.to_string()),
+                Err(e) => Some(WriteFailure::Io(e)),
             }
         };
         // Not durable: readers never see it. The store takes it back and ends its execution
@@ -266,7 +278,7 @@ impl Writer {
         // is handed over before anyone hears of the failure.
         self.strand(batch);
         if let Some(failure) = failure {
-            self.poison(&failure);
+            self.poison(failure);
         }
     }
 
@@ -307,16 +319,18 @@ impl Writer {
                 tracing::warn!(error = %e, "could not start a new journal segment; the journal goes on in the current one");
                 None
             }
-            Err(e @ Rotation::Write(_)) => {
-                self.poison(&e);
+            Err(Rotation::Write(e)) => {
+                self.poison(WriteFailure::Io(e));
                 None
             }
         }
     }
 
-    /// Fails the journal for good.
-    pub(super) fn poison(&self, error: &dyn std::fmt::Display) {
-        tracing::error!(error = %error, "the event store's journal could not be written: the store has failed");
+    /// Fails the journal for good; the first failure is what refused writes say.
+    pub(super) fn poison(&self, failure: WriteFailure) {
+        tracing::error!(error = %failure, "the event store's journal could not be written: the store has failed");
+        // Set before `failed`, so that whoever sees the journal failed finds why.
+        let _ = self.failure.set(failure);
         self.failed.store(true, Ordering::Release);
         self.progress.send_modify(|p| p.failed = true);
     }
@@ -329,7 +343,7 @@ impl Drop for FailsOnPanic<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             self.0.stop();
-            self.0.poison(&"the writer thread panicked");
+            self.0.poison(WriteFailure::Panicked);
         }
     }
 }

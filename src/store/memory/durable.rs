@@ -10,7 +10,25 @@ use tokio::time::Instant;
 use super::record::Slot;
 use super::{Appended, Kept, Listing, MemoryStore};
 use crate::execution::{Event, EventPayload, Execution, ExecutionId};
-use crate::store::{Created, NewExecution, StoreError};
+use crate::store::{Created, Inconsistency, NewExecution, StoreError};
+
+/// Why a journal's record cannot be restored: the file store names it as damage, with the
+/// record's file and offset.
+#[derive(Debug)]
+pub(in crate::store) enum Unrestorable {
+    /// A create's idempotency key is held by another execution.
+    KeyTaken { holder: ExecutionId },
+    /// An append's first event does not follow the execution's last.
+    Gap { first: u64, last: u64 },
+    /// The store refused it (the state machine, say).
+    Refused(StoreError),
+}
+
+impl From<StoreError> for Unrestorable {
+    fn from(error: StoreError) -> Self {
+        Self::Refused(error)
+    }
+}
 
 /// What a durable store built over this one uses: journaled changes, restored history and
 /// the executions to compact.
@@ -69,21 +87,17 @@ impl MemoryStore {
         &self,
         at: SystemTime,
         new: NewExecution,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), Unrestorable> {
         // A compacted segment may repeat a create a later segment holds too.
         if self.read_index().slots.contains_key(&new.id) {
             return Ok(());
         }
-        let id = new.id;
         let mut evicted = Vec::new();
         let result = self.create_now(new, at, None, &mut evicted);
         self.release(evicted);
         match result? {
             (Created::New(_), _) => Ok(()),
-            (Created::Existing(other), _) => Err(StoreError::Failed(format!(
-                "execution {id} has the idempotency key of execution {}",
-                other.id
-            ))),
+            (Created::Existing(other), _) => Err(Unrestorable::KeyTaken { holder: other.id }),
         }
     }
 
@@ -96,15 +110,13 @@ impl MemoryStore {
         first: u64,
         at: SystemTime,
         mut payloads: Vec<EventPayload>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<bool, Unrestorable> {
         let Ok(slot) = self.slot(id) else {
             return Ok(false);
         };
         let have = slot.record().last_sequence();
         if first > have + 1 {
-            return Err(StoreError::Failed(format!(
-                "execution {id}: events from {first} follow event {have}; those between are missing"
-            )));
+            return Err(Unrestorable::Gap { first, last: have });
         }
         let skip = usize::try_from(have + 1 - first).unwrap_or(usize::MAX);
         if skip >= payloads.len() {
@@ -235,11 +247,10 @@ impl MemoryStore {
         let slot = self.slot(id)?;
         let events: Vec<Event> = slot.record().events_after(0).collect();
         let key = slot.idempotency.as_ref().map(|i| i.key.clone());
-        let first = events
-            .first()
-            .ok_or_else(|| StoreError::Failed(format!("execution {id} has no first event")))?;
+        let not_accepted = || StoreError::Inconsistent(Inconsistency::NotAccepted(id));
+        let first = events.first().ok_or_else(not_accepted)?;
         let mut view = Execution::from_accepted(first, id, slot.labels.clone(), key)
-            .ok_or_else(|| StoreError::Failed(format!("execution {id} was not accepted first")))?;
+            .ok_or_else(not_accepted)?;
         for event in &events[1..] {
             view.apply(event);
         }

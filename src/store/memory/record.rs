@@ -10,7 +10,7 @@ use super::size;
 use crate::execution::{
     Event, EventPayload, Execution, ExecutionId, ExecutionState, Idempotency, Labels, Lifecycle,
 };
-use crate::store::{ChangeSignal, EventSource, StoreError};
+use crate::store::{ChangeSignal, EventSource, Inconsistency, StoreError};
 
 /// One execution.
 #[derive(Debug)]
@@ -60,8 +60,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn not_accepted() -> StoreError {
-    StoreError::Failed("first event is not execution.accepted".into())
+fn not_accepted(id: ExecutionId) -> StoreError {
+    StoreError::Inconsistent(Inconsistency::NotAccepted(id))
 }
 
 impl Slot {
@@ -82,8 +82,8 @@ impl Slot {
             payload: accepted,
         };
         let key = idempotency.as_ref().map(|i| i.key.clone());
-        let view =
-            Execution::from_accepted(&first, id, labels.clone(), key).ok_or_else(not_accepted)?;
+        let view = Execution::from_accepted(&first, id, labels.clone(), key)
+            .ok_or_else(|| not_accepted(id))?;
         let mut record = Record {
             events: Log::default(),
             event_heap: 0,
@@ -302,9 +302,13 @@ impl Record {
         let view = match &mut self.view {
             Some(view) => view,
             None => {
-                let first = self.events.events(0).next().ok_or_else(not_accepted)?;
+                let first = self
+                    .events
+                    .events(0)
+                    .next()
+                    .ok_or_else(|| not_accepted(id))?;
                 let view = Execution::from_accepted(&first, id, labels.clone(), key.cloned())
-                    .ok_or_else(not_accepted)?;
+                    .ok_or_else(|| not_accepted(id))?;
                 self.folded = 1;
                 self.view.insert(Box::new(view))
             }

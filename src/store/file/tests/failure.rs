@@ -4,7 +4,7 @@
 //! so no reader ever sees two different events at one sequence.
 
 use super::*;
-use crate::store::Follower;
+use crate::store::{Follower, IoAt, IoOp};
 
 async fn next_change(follower: &mut Follower) -> Result<(), crate::store::Closed> {
     tokio::time::timeout(Duration::from_secs(10), follower.changes().changed())
@@ -28,10 +28,17 @@ async fn a_failed_journal_ends_nothing_and_the_restart_ends_it_after_what_was_se
     let seen = follower.read(0, usize::MAX);
     assert_eq!(seen.len(), 4);
 
-    // The disk fails: the next append is refused as unavailable, and nothing is appended.
-    store.writer.poison(&"injected: the disk is gone");
+    // The disk fails: the next append is refused as unavailable, with the failure that
+    // poisoned the journal, and nothing is appended.
+    let failure = WriteFailure::Io(IoAt::new(
+        IoOp::Sync,
+        segments(dir.path()).pop().unwrap(),
+        &std::io::Error::from_raw_os_error(5),
+    ));
+    store.writer.poison(failure.clone());
     let refused = store.append(id, text(1, "more")).await.unwrap_err();
-    assert!(matches!(refused, StoreError::Unavailable(_)), "{refused:?}");
+    let unavailable = StoreError::Unavailable(Unavailable::Failed(failure));
+    assert_eq!(refused, unavailable);
     assert!(store.failed());
     assert_eq!(next_change(&mut follower).await, Err(crate::store::Closed));
     assert!(
@@ -40,13 +47,10 @@ async fn a_failed_journal_ends_nothing_and_the_restart_ends_it_after_what_was_se
     );
     assert_eq!(follower.read(0, usize::MAX), seen, "nothing was added");
     // A running execution has no state to tell until the restart; an ended one reads on.
-    assert!(matches!(store.get(id), Err(StoreError::Unavailable(_))));
+    assert_eq!(store.get(id), Err(unavailable.clone()));
     assert_eq!(store.get(done).unwrap().state, ExecutionState::Succeeded);
     let create_refused = store.create(new_execution(None)).await.unwrap_err();
-    assert!(
-        matches!(create_refused, StoreError::Unavailable(_)),
-        "{create_refused:?}"
-    );
+    assert_eq!(create_refused, unavailable);
     // A reader that comes later reads what is durable, then hears the same.
     let mut late = store.follow(id).unwrap();
     assert_eq!(late.read(0, usize::MAX), seen);
@@ -65,5 +69,20 @@ async fn a_failed_journal_ends_nothing_and_the_restart_ends_it_after_what_was_se
         events.len(),
         seen.len() + 2,
         "the attempt's failure, then the execution's"
+    );
+}
+
+#[tokio::test]
+async fn a_closed_store_refuses_writes_as_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_ok(dir.path());
+    let id = create(&store, None).await;
+    store.close();
+    let closed = StoreError::Unavailable(Unavailable::Closed);
+    assert_eq!(store.append(id, routing()).await.unwrap_err(), closed);
+    assert_eq!(store.create(new_execution(None)).await.unwrap_err(), closed);
+    assert_eq!(
+        closed.to_string(),
+        "event store unavailable: the event store is closed"
     );
 }

@@ -87,5 +87,8 @@ async fn a_damaged_usage_mark_stops_the_start_naming_it() {
     drop(store);
     fs::write(dir.path().join("usage-order"), "not a mark").unwrap();
     let error = open(dir.path(), vec![key(1)]).unwrap_err();
-    assert!(error.contains("usage-order"), "{error}");
+    assert!(
+        matches!(&error, OpenError::BadMark { path } if *path == dir.path().join("usage-order")),
+        "{error}"
+    );
 }
