@@ -2,7 +2,7 @@
 //! (acquire + release of a permit) uncontended and contended, next to a bare tokio Semaphore
 //! doing the same.
 //!
-//! cargo bench --bench routing
+//! cargo bench --features bench --bench routing   (`routing` is public only with `bench`)
 
 use std::collections::BTreeSet;
 use std::fmt::Write;

@@ -1,34 +1,35 @@
 //! The domain of one execution, and the leaf of the crate: it imports nothing else of it.
 //! Ids, the request, the event log and its state machine, the materialized view, outcomes and
 //! their codes, routing plans and usage facts as events record them, and the protocol rules
-//! that are about these types alone: what commits output ([`commit`]) and when two keyed
-//! submissions are the same request ([`idempotency`]).
+//! that are about these types alone: what commits output (`commit.rs`) and when two keyed
+//! submissions are the same request (`idempotency.rs`).
 
 mod code;
-pub mod commit;
+pub(crate) mod commit;
 mod event;
 #[cfg(any(test, feature = "conformance"))]
 pub mod fixtures;
 mod id;
-pub mod idempotency;
+pub(crate) mod idempotency;
 mod interrupted;
 mod outcome;
 mod plan;
 mod request;
 mod state;
 mod trace;
-pub mod usage;
+mod usage;
 mod view;
 
 pub use code::{AttemptCode, ErrorCode};
-pub use commit::CommitTracker;
+pub(crate) use commit::CommitTracker;
 pub use event::{
     Acceptance, AttemptStart, EffectiveLimits, Event, EventPayload, ExecutionFailure,
     ReasoningPiece, Text, ToolCallStart,
 };
-pub use id::{ExecutionId, IdHasher, IdMap, MalformedId};
+pub(crate) use id::IdMap;
+pub use id::{ExecutionId, MalformedId};
 pub use idempotency::{Fingerprint, Idempotency};
-pub use interrupted::{Interruption, interrupted};
+pub(crate) use interrupted::{Interruption, interrupted};
 pub use outcome::{
     AttemptError, AttemptRecord, ErrorClass, ExecutionError, ExecutionResult, FinishReason,
     NextAction, Outcome, Output, Reasoning,
@@ -38,7 +39,9 @@ pub use request::{
     ContentPart, ExecuteRequest, ExecutionInput, GenerationParameters, Image, Labels, Message,
     ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
 };
-pub use state::{ExecutionState, IllegalTransition, Lifecycle};
-pub use trace::{MAX_TRACESTATE, TRACEPARENT, TRACESTATE, TraceContext};
+pub(crate) use state::Lifecycle;
+pub use state::{ExecutionState, IllegalTransition};
+pub use trace::TraceContext;
+pub(crate) use trace::{TRACEPARENT, TRACESTATE};
 pub use usage::{UsageFact, UsageQuantity, UsageSource, UsageUnit};
 pub use view::Execution;

@@ -30,7 +30,7 @@ fn requests() {
     let runtime = Runtime::new(Config::embedded_default().unwrap()).unwrap();
     for (name, bytes) in inputs("request") {
         eprintln!("request/{name}");
-        crate::service::fuzz::request(&runtime, &bytes);
+        crate::fuzz::request(&runtime, &bytes);
     }
 }
 
@@ -38,7 +38,7 @@ fn requests() {
 fn streams() {
     for (name, bytes) in inputs("stream") {
         eprintln!("stream/{name}");
-        crate::provider::fuzz::stream_input(&bytes);
+        crate::fuzz::stream_input(&bytes);
     }
 }
 
@@ -46,6 +46,6 @@ fn streams() {
 fn journals() {
     for (name, bytes) in inputs("journal") {
         eprintln!("journal/{name}");
-        crate::store::fuzz::journal(&bytes);
+        crate::fuzz::journal(&bytes);
     }
 }

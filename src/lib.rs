@@ -8,6 +8,19 @@
 //! This library is the runtime; the `model-runtime` binary (`src/main.rs`, with its `cli/`
 //! and `bench/` modules) uses only its public API.
 //!
+//! # The embedding contract
+//! What is `pub` here is what an embedder, a store or a provider outside this crate builds
+//! against; everything else is `pub(crate)`, and `unreachable_pub` keeps it so.
+//! - [`Runtime`] and [`RuntimeBuilder`] (with a store and providers of one's own), its
+//!   errors and streams ([`runtime`]); [`Config`] and [`ConfigBuilder`] ([`config`]).
+//! - The SPIs: [`store::EventStore`] with the memory and file stores and, with the
+//!   `conformance` feature, the suite every store runs; [`provider::Provider`].
+//! - The domain they speak ([`execution`]): requests, events, views, usage facts.
+//! - Serving: [`server::serve`] and [`server::serve_metrics`], [`telemetry::init`], the
+//!   generated messages and client ([`pb`]), and [`to_status`] for an embedder's own service.
+//! - Features: `conformance` (the store suite), `fuzzing` (the fuzz targets' entry points in
+//!   `fuzz`), `bench` (`routing`, for its bench): none of them is the API.
+//!
 //! # Layout
 //! - [`execution`]: the domain, and the leaf: ids, the request, events, the state machine
 //!   (one transition function), the materialized view, outcomes and their codes, plans and
@@ -17,18 +30,19 @@
 //! - [`store`]: the EventStore SPI, the bounded memory store, retention, the conformance suite.
 //! - [`provider`]: the Provider SPI and its adapters (`openai`, `anthropic` over streaming
 //!   HTTP, `scripted`), with the shared HTTP client, SSE parser and error classification.
-//! - [`routing`]: the candidate plan (capability filter, deterministic order), the attempt
+//! - `routing`: the candidate plan (capability filter, deterministic order), the attempt
 //!   budget with its retry and fallback decisions, and per-provider admission.
 //! - [`runtime`]: the embedded core facade ([`Runtime`]): submit, execute, watch, get,
 //!   cancel, metadata; the per-execution driver; request validation. It knows no gRPC type.
 //! - [`pb`]: the generated wire types.
-//! - [`service`]: tonic glue: wire -> core -> wire, and the one error -> `Status` mapper.
+//! - `service`: tonic glue: wire -> core -> wire, and the one error -> `Status` mapper.
 //! - [`server`]: the gRPC server with health and reflection, over HTTP/2 served by h2
 //!   directly so one stalled stream can be reset; `GET /metrics` on the one HTTP/1.1 request
 //!   reader (`server::http1`, public for the binary's mock upstream and the tests' fake
 //!   provider); [`telemetry`]: logs and traces.
-//! - `fuzz_regressions` (tests only): every input under `fuzz/regressions/` replayed through
-//!   the fuzz targets' entry points (feature `fuzzing` exposes them to `fuzz/`).
+//! - `fuzz` (feature `fuzzing`): the fuzz targets' entry points, gathered for `fuzz/`;
+//!   `fuzz_regressions` (tests only): every input under `fuzz/regressions/` replayed through
+//!   them.
 //!
 //! Beside it, crates that import nothing of the domain: `crates/h1` (the provider HTTP/1.1
 //! client: [`h1`]) and `crates/pricing` (prices for exported usage facts, used by the
@@ -45,7 +59,8 @@
 //! 4. `runtime`
 //! 5. `pb`
 //! 6. `service`
-//! 7. `server`, `telemetry`, `fuzz_regressions`
+//! 7. `server`, `telemetry`, `fuzz`
+//! 8. `fuzz_regressions`
 //!
 //! # Rules and their homes
 //! Each rule of the protocol is written once:
@@ -105,19 +120,31 @@
 //! rule, append events) -> the store wakes every watcher -> `Execute`/`Watch` streams read the
 //! store from their cursor. `Execute` is `Submit` + `Watch` from 0.
 
+// A `pub` item is part of this library's contract; anything else says `pub(crate)`, so the
+// surface is read from the code and does not grow by accident.
+#![warn(unreachable_pub)]
+
 pub mod config;
 pub mod execution;
 pub mod pb;
 pub mod provider;
+// Public only to the routing bench (`benches/routing.rs`, feature `bench`).
+#[cfg(feature = "bench")]
 pub mod routing;
+#[cfg(not(feature = "bench"))]
+mod routing;
 pub mod runtime;
 pub mod server;
-pub mod service;
+mod service;
 pub mod store;
 pub mod telemetry;
 
 #[cfg(test)]
 mod fuzz_regressions;
 
-pub use config::Config;
-pub use runtime::{FieldViolation, Runtime, RuntimeError};
+pub use config::{Config, ConfigBuilder};
+pub use runtime::{InitError, Runtime, RuntimeBuilder, RuntimeError};
+pub use service::{ERROR_DOMAIN, to_status};
+
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;

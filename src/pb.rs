@@ -11,7 +11,12 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
     tonic::include_file_descriptor_set!("model_runtime_descriptor");
 
 /// The field numbers of every message, generated from the .proto (`build.rs`): one module per
-/// message, one constant per field.
-pub mod fields {
+/// message, one constant per field. The codec's, not the API's.
+#[allow(
+    unreachable_pub,
+    dead_code,
+    reason = "generated: one constant per field, used or not"
+)]
+pub(crate) mod fields {
     include!(concat!(env!("OUT_DIR"), "/field_numbers.rs"));
 }

@@ -2,14 +2,14 @@
 //! [`ProviderCall`] into a stream of [`ProviderEvent`]s ending with `Finished`, or an error
 //! whose [`ErrorClass`] the adapter decides (retryability is data, never parsed from text).
 
-pub mod anthropic;
+mod anthropic;
 mod exchange;
 #[cfg(any(test, feature = "fuzzing"))]
-pub mod fuzz;
+pub(crate) mod fuzz;
 mod http;
-pub mod openai;
+mod openai;
 mod registry;
-pub mod scripted;
+mod scripted;
 mod sse;
 mod tally;
 mod wire;

@@ -12,7 +12,7 @@ mod compression;
 pub(crate) mod decode;
 pub(crate) mod encode;
 #[cfg(any(test, feature = "fuzzing"))]
-pub mod fuzz;
+pub(crate) mod fuzz;
 mod status;
 mod wire_event;
 
@@ -32,7 +32,7 @@ pub(crate) use wire_event::WireEvent;
 /// The server code generated for the runtime: `pb`'s messages, with `ExecutionEvent` as
 /// [`WireEvent`].
 mod generated {
-    #![allow(missing_docs, clippy::all, clippy::pedantic)]
+    #![allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
     include!(concat!(env!("OUT_DIR"), "/server/model_runtime.v1.rs"));
 }
 

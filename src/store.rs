@@ -2,7 +2,7 @@
 //! driver never sends an event to a caller except by appending it here, and every reader
 //! follows a cursor (`after_sequence`) over what was appended, through a [`Follower`].
 //!
-//! Every implementation runs [`conformance`], the one suite that defines the SPI's behaviour.
+//! Every implementation runs `conformance` (feature `conformance`), the one suite that defines the SPI's behaviour.
 //! Its operations fail with a [`StoreError`]; a store outside this crate says what went wrong
 //! in its own words with [`StoreError::Backend`] or [`Unavailable::Backend`].
 
@@ -31,11 +31,11 @@ pub use changes::{ChangeSignal, Changes, Closed};
 pub(crate) use error::At;
 pub use error::{Inconsistency, IoAt, IoOp, StoreError, Unavailable, WriteFailure};
 #[cfg(any(test, feature = "fuzzing"))]
-pub use file::fuzz;
+pub(crate) use file::fuzz;
 pub use file::{Damage, FileStore, Header, KeyId, Missing, OpenError, Opened, Tear};
 pub use follower::{EventSource, Follower};
 pub use memory::MemoryStore;
-pub use retention::Retention;
+pub(crate) use retention::Retention;
 pub use usage::{MalformedCursor, UsageCursor, UsageEntry};
 
 /// A boxed future, so the SPI stays object-safe.

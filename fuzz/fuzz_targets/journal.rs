@@ -6,5 +6,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {
-    model_runtime::store::fuzz::journal(bytes);
+    model_runtime::fuzz::journal(bytes);
 });

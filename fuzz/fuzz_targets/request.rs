@@ -14,5 +14,5 @@ static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| {
 });
 
 fuzz_target!(|bytes: &[u8]| {
-    model_runtime::service::fuzz::request(&RUNTIME, bytes);
+    model_runtime::fuzz::request(&RUNTIME, bytes);
 });

@@ -5,4 +5,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|input: &[u8]| model_runtime::provider::fuzz::stream_input(input));
+fuzz_target!(|input: &[u8]| model_runtime::fuzz::stream_input(input));

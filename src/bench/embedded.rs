@@ -11,7 +11,7 @@ use super::args::Rpc;
 use super::load::{Caller, Observed, Session};
 use model_runtime::execution::{EventPayload, ExecuteRequest};
 use model_runtime::runtime::Runtime;
-use model_runtime::{RuntimeError, service};
+use model_runtime::{RuntimeError, to_status};
 
 /// Calls into one in-process runtime.
 pub struct EmbeddedCaller {
@@ -52,7 +52,7 @@ pub struct EmbeddedSession {
 
 /// The same key a gRPC client would see for this error.
 fn error_key(error: RuntimeError) -> String {
-    format!("grpc:{:?}", service::to_status(error).code())
+    format!("grpc:{:?}", to_status(error).code())
 }
 
 impl Session for EmbeddedSession {

@@ -147,7 +147,7 @@ pub(super) struct RawProvider {
 
 impl RawProvider {
     /// A provider of `adapter` with every optional key unset or at its default.
-    pub fn new(adapter: &str) -> Self {
+    pub(super) fn new(adapter: &str) -> Self {
         Self {
             adapter: adapter.to_owned(),
             base_url: None,
@@ -228,7 +228,7 @@ pub(super) struct RawPolicy {
 
 impl RawPolicy {
     /// A policy over `targets` with every other key at its default.
-    pub fn new(targets: Vec<String>) -> Self {
+    pub(super) fn new(targets: Vec<String>) -> Self {
         Self {
             targets,
             max_attempts: default_max_attempts(),

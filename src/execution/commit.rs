@@ -14,7 +14,7 @@ use crate::execution::{ErrorCode, EventPayload, Output, Reasoning, ReasoningPiec
 
 impl EventPayload {
     /// Whether the event is an output delta: text, a tool call or a tool-argument delta.
-    pub fn is_output(&self) -> bool {
+    pub(crate) fn is_output(&self) -> bool {
         matches!(
             self,
             Self::TextDelta { .. }
@@ -25,7 +25,7 @@ impl EventPayload {
 
     /// Whether the event exposes output to the caller: an output delta that carries something.
     /// The first such event of an attempt commits it.
-    pub fn commits_output(&self) -> bool {
+    pub(crate) fn commits_output(&self) -> bool {
         match self {
             Self::TextDelta { text, .. } => !text.is_empty(),
             Self::ToolCallStarted { .. } => true,
@@ -36,7 +36,7 @@ impl EventPayload {
 
     /// The bytes of output the event carries: text, a tool call's id and name, a piece of
     /// its arguments, reasoning (which commits nothing, but is kept all the same).
-    pub fn output_bytes(&self) -> usize {
+    pub(crate) fn output_bytes(&self) -> usize {
         match self {
             Self::TextDelta { text, .. } | Self::ReasoningDelta { text, .. } => text.len(),
             Self::ToolCallStarted(call) => call.id.len() + call.name.len(),
@@ -47,7 +47,7 @@ impl EventPayload {
 
     /// Whether the event is an output delta that carries nothing (a provider's empty first
     /// chunk): preamble, not output. It commits nothing, and the driver does not store it.
-    pub fn is_empty_output(&self) -> bool {
+    pub(crate) fn is_empty_output(&self) -> bool {
         self.is_output() && !self.commits_output()
     }
 }
@@ -55,7 +55,7 @@ impl EventPayload {
 /// What the commit rule leaves to the router once an attempt has failed: anything while
 /// nothing was committed (`Ok`); after commit, the execution ends with `output_interrupted`
 /// (`Err`): no retry, no fallback.
-pub fn after_failure(committed: bool) -> Result<(), ErrorCode> {
+pub(crate) fn after_failure(committed: bool) -> Result<(), ErrorCode> {
     if committed {
         Err(ErrorCode::OutputInterrupted)
     } else {
@@ -66,7 +66,7 @@ pub fn after_failure(committed: bool) -> Result<(), ErrorCode> {
 impl Output {
     /// Folds an output or reasoning event into the text, tool calls and reasoning blocks;
     /// other events change nothing.
-    pub fn absorb(&mut self, payload: &EventPayload) {
+    pub(crate) fn absorb(&mut self, payload: &EventPayload) {
         match payload {
             EventPayload::ReasoningDelta { piece, text, .. } => self.reason(*piece, text),
             EventPayload::TextDelta { text, .. } => self.text.push_str(text),
@@ -120,38 +120,38 @@ impl Output {
 /// What one attempt has exposed so far: whether it committed, and its output, kept for the
 /// result or, after a failure, as evidence.
 #[derive(Debug, Default)]
-pub struct CommitTracker {
+pub(crate) struct CommitTracker {
     output: Output,
     committed: bool,
 }
 
 impl CommitTracker {
     /// Nothing exposed yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Whether output has been exposed.
-    pub fn committed(&self) -> bool {
+    pub(crate) fn committed(&self) -> bool {
         self.committed
     }
 
     /// Takes the output, leaving it empty.
-    pub fn take_output(&mut self) -> Output {
+    pub(crate) fn take_output(&mut self) -> Output {
         std::mem::take(&mut self.output)
     }
 
     /// Makes room for `text` more bytes of text, so the output grows once per batch of
     /// events instead of doubling its way up from a few bytes, and a reply that comes in one
     /// batch is kept at its exact size.
-    pub fn reserve(&mut self, text: usize) {
+    pub(crate) fn reserve(&mut self, text: usize) {
         self.output.text.reserve(text);
     }
 
     /// Records one event of the attempt: output is kept, and commits; reasoning is kept
     /// and commits nothing. (An empty output delta commits nothing; the driver does not
     /// store it at all.)
-    pub fn record(&mut self, payload: &EventPayload) {
+    pub(crate) fn record(&mut self, payload: &EventPayload) {
         if payload.commits_output() {
             self.output.absorb(payload);
             self.committed = true;

@@ -95,12 +95,12 @@ impl fmt::Debug for ExecutionId {
 
 /// A map keyed by execution id. Ids are the OS's random bytes and nobody outside chooses
 /// them, so their own bits are a good hash and SipHash's flood resistance buys nothing here.
-pub type IdMap<V> = HashMap<ExecutionId, V, BuildHasherDefault<IdHasher>>;
+pub(crate) type IdMap<V> = HashMap<ExecutionId, V, BuildHasherDefault<IdHasher>>;
 
 /// Folds what it is fed into a word (an id: its 16 bytes and their length), multiplying to
 /// spread the bits, as `FxHasher` does.
 #[derive(Debug, Default)]
-pub struct IdHasher(u64);
+pub(crate) struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {

@@ -29,7 +29,7 @@ pub struct Idempotency {
 
 /// What a request resolved to where it may leave a field unset.
 #[derive(Debug, Clone, Copy)]
-pub struct Resolved<'a> {
+pub(crate) struct Resolved<'a> {
     /// The policy in effect.
     pub policy: &'a str,
     /// The attempt limit in effect.
@@ -53,7 +53,7 @@ struct Canonical<'a> {
 
 impl Idempotency {
     /// The identity of `request`, which resolved to `resolved`; `None` without a key.
-    pub fn of(request: &ExecuteRequest, resolved: Resolved<'_>) -> Option<Self> {
+    pub(crate) fn of(request: &ExecuteRequest, resolved: Resolved<'_>) -> Option<Self> {
         // Every field named, so a field added to the request is a decision made here.
         let ExecuteRequest {
             ability,

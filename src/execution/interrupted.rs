@@ -15,7 +15,7 @@ use crate::execution::{
 
 /// Why an execution is being ended from outside its driver.
 #[derive(Debug, Clone)]
-pub struct Interruption {
+pub(crate) struct Interruption {
     /// The execution's error code.
     pub code: ErrorCode,
     /// The execution's error message.
@@ -28,7 +28,11 @@ pub struct Interruption {
 
 /// The events that end `view` (whose events are `events`) as `why` says; none when it has
 /// ended already.
-pub fn interrupted(view: &Execution, events: &[Event], why: Interruption) -> Vec<EventPayload> {
+pub(crate) fn interrupted(
+    view: &Execution,
+    events: &[Event],
+    why: Interruption,
+) -> Vec<EventPayload> {
     let mut ending = Vec::new();
     match view.state {
         state if state.is_terminal() => return ending,

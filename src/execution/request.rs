@@ -51,7 +51,7 @@ pub struct ExecutionInput {
 impl ExecutionInput {
     /// Bytes of content the caller sent (text, image data, schemas): what the configured
     /// `server.max_input_bytes` limits.
-    pub fn content_bytes(&self) -> usize {
+    pub(crate) fn content_bytes(&self) -> usize {
         let messages: usize = self
             .messages
             .iter()
@@ -91,7 +91,7 @@ impl ExecutionInput {
 
     /// Roughly what holding this input costs: its content bytes and the structures around
     /// them. A store that bounds its memory counts it while the execution runs.
-    pub fn retained_bytes(&self) -> usize {
+    pub(crate) fn retained_bytes(&self) -> usize {
         use std::mem::size_of;
         let parts: usize = self.messages.iter().map(|m| m.content.len()).sum();
         let calls: usize = self.messages.iter().map(|m| m.tool_calls.len()).sum();
@@ -104,7 +104,7 @@ impl ExecutionInput {
     }
 
     /// The text of the last user message, if any.
-    pub fn last_user_text(&self) -> Option<String> {
+    pub(crate) fn last_user_text(&self) -> Option<String> {
         self.messages
             .iter()
             .rev()

@@ -66,7 +66,7 @@ pub struct IllegalTransition {
 /// The state of one execution plus the one fact its transitions depend on: whether output has
 /// been committed. `None` state means no event yet.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Lifecycle {
+pub(crate) struct Lifecycle {
     state: Option<ExecutionState>,
     output_committed: bool,
     /// A failed attempt's next action was to stop.
@@ -75,18 +75,16 @@ pub struct Lifecycle {
 
 impl Lifecycle {
     /// The state after the last applied event.
-    pub fn state(&self) -> Option<ExecutionState> {
+    pub(crate) fn state(&self) -> Option<ExecutionState> {
         self.state
-    }
-
-    /// Whether the current attempt has exposed output.
-    pub fn output_committed(&self) -> bool {
-        self.output_committed
     }
 
     /// The transition function: checks `event` against the diagram and moves to the state
     /// after it. On error nothing changes.
-    pub fn apply(&mut self, event: &EventPayload) -> Result<ExecutionState, IllegalTransition> {
+    pub(crate) fn apply(
+        &mut self,
+        event: &EventPayload,
+    ) -> Result<ExecutionState, IllegalTransition> {
         use ExecutionState::{Accepted, Cancelled, Failed, Routing, Running, Succeeded};
         let illegal = || IllegalTransition {
             from: self.state,

@@ -10,12 +10,12 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// The header that carries the trace position.
-pub const TRACEPARENT: &str = "traceparent";
+pub(crate) const TRACEPARENT: &str = "traceparent";
 /// The header that carries the vendors' trace state.
-pub const TRACESTATE: &str = "tracestate";
+pub(crate) const TRACESTATE: &str = "tracestate";
 
 /// The longest `tracestate` forwarded; the recommendation asks for at least 512 characters.
-pub const MAX_TRACESTATE: usize = 512;
+pub(super) const MAX_TRACESTATE: usize = 512;
 
 /// A trace position: the trace, the span that is the parent of what comes next, its flags,
 /// and the vendors' `tracestate`. Made only valid: never an all-zero id.
@@ -36,7 +36,7 @@ const MAX_ENTRY: usize = 128;
 impl TraceContext {
     /// A context, or `None` for an all-zero id. `state` is kept as [`parse`](Self::parse)
     /// keeps a `tracestate`.
-    pub fn new(
+    pub(crate) fn new(
         trace_id: [u8; 16],
         span_id: [u8; 8],
         flags: u8,
@@ -95,22 +95,22 @@ impl TraceContext {
     }
 
     /// The trace.
-    pub fn trace_id(&self) -> [u8; 16] {
+    pub(crate) fn trace_id(&self) -> [u8; 16] {
         self.trace_id
     }
 
     /// The parent span.
-    pub fn span_id(&self) -> [u8; 8] {
+    pub(crate) fn span_id(&self) -> [u8; 8] {
         self.span_id
     }
 
     /// The trace flags; bit 0 is `sampled`.
-    pub fn flags(&self) -> u8 {
+    pub(crate) fn flags(&self) -> u8 {
         self.flags
     }
 
     /// The `tracestate` to send on.
-    pub fn state(&self) -> Option<&str> {
+    pub(crate) fn state(&self) -> Option<&str> {
         self.state.as_deref()
     }
 

@@ -28,7 +28,7 @@ use crate::execution::{FinishReason, ReasoningPiece, Text, UsageUnit};
 
 /// An Anthropic messages endpoint.
 #[derive(Debug)]
-pub struct AnthropicProvider {
+pub(super) struct AnthropicProvider {
     upstream: Upstream,
     default_max_tokens: u32,
 }
@@ -36,7 +36,7 @@ pub struct AnthropicProvider {
 impl AnthropicProvider {
     /// The adapter of provider `name`, with a client from `clients` keeping up to
     /// `max_concurrency` idle connections.
-    pub fn new(
+    pub(super) fn new(
         name: Arc<str>,
         config: &AnthropicConfig,
         clients: &mut HttpClients,

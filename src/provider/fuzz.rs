@@ -14,7 +14,7 @@ use super::tally::UsageTally;
 
 /// An adapter whose stream handling is fuzzed.
 #[derive(Debug, Clone, Copy)]
-pub enum Adapter {
+pub(crate) enum Adapter {
     /// OpenAI chat completions chunks.
     OpenAi = 0,
     /// Anthropic messages events.
@@ -39,7 +39,7 @@ pub fn stream_input(input: &[u8]) {
 /// Feeds `body` to the SSE parser in pieces cut after each offset of `cuts` (taken in turn,
 /// modulo what is left), and every event it completes through the adapter's decoder, as a
 /// response body would be. Panics if cutting the body differently changed the events.
-pub fn stream(adapter: Adapter, body: &[u8], cuts: &[u8]) {
+pub(crate) fn stream(adapter: Adapter, body: &[u8], cuts: &[u8]) {
     // One upstream per adapter for every input.
     static UPSTREAMS: OnceLock<[Upstream; 2]> = OnceLock::new();
     let upstreams =

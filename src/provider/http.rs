@@ -28,7 +28,7 @@ const POOL_IDLE: Duration = Duration::from_secs(4);
 /// What the HTTP adapters' clients share: the TLS set-up (the platform's roots), built once,
 /// when the first provider (or proxy) that is https needs it.
 #[derive(Debug, Default)]
-pub struct HttpClients {
+pub(super) struct HttpClients {
     tls: Option<Arc<rustls::ClientConfig>>,
 }
 
@@ -136,7 +136,7 @@ impl Upstream {
     }
 
     /// The copy that serves one attempt: its warnings name the attempt.
-    pub fn for_call(&self, call: &ProviderCall) -> Self {
+    pub(super) fn for_call(&self, call: &ProviderCall) -> Self {
         Self {
             call: Some((call.execution_id, call.attempt)),
             ..self.clone()
@@ -144,17 +144,17 @@ impl Upstream {
     }
 
     /// The execution the call serves, as a log field (absent on the provider's own copy).
-    pub fn execution_id(&self) -> Option<tracing::field::DisplayValue<ExecutionId>> {
+    pub(super) fn execution_id(&self) -> Option<tracing::field::DisplayValue<ExecutionId>> {
         self.call.map(|(id, _)| tracing::field::display(id))
     }
 
     /// The attempt the call is, as a log field.
-    pub fn attempt(&self) -> Option<u32> {
+    pub(super) fn attempt(&self) -> Option<u32> {
         self.call.map(|(_, attempt)| attempt)
     }
 
     /// ``openai provider `main` ``: how messages name the provider (never its key).
-    pub fn label(&self) -> String {
+    pub(super) fn label(&self) -> String {
         format!("{} provider `{}`", self.adapter, self.name)
     }
 }

@@ -27,7 +27,7 @@ use crate::execution::{FinishReason, ReasoningPiece, Text, UsageUnit};
 
 /// An OpenAI-compatible chat completions endpoint.
 #[derive(Debug)]
-pub struct OpenAiProvider {
+pub(super) struct OpenAiProvider {
     upstream: Upstream,
     max_tokens_field: MaxTokensField,
 }
@@ -35,7 +35,7 @@ pub struct OpenAiProvider {
 impl OpenAiProvider {
     /// The adapter of provider `name`, with a client from `clients` keeping up to
     /// `max_concurrency` idle connections.
-    pub fn new(
+    pub(super) fn new(
         name: Arc<str>,
         config: &OpenAiConfig,
         clients: &mut HttpClients,

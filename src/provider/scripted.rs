@@ -13,13 +13,13 @@ use crate::execution::{AttemptCode, ContentPart, ExecutionInput, FinishReason, M
 
 /// The scripted provider: one script per model.
 #[derive(Debug, Default)]
-pub struct ScriptedProvider {
+pub(super) struct ScriptedProvider {
     scripts: HashMap<Arc<str>, Script>,
 }
 
 impl ScriptedProvider {
     /// A provider with these models.
-    pub fn new(models: impl IntoIterator<Item = (Arc<str>, Script)>) -> Self {
+    pub(super) fn new(models: impl IntoIterator<Item = (Arc<str>, Script)>) -> Self {
         Self {
             scripts: models.into_iter().collect(),
         }

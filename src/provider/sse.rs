@@ -35,14 +35,14 @@ pub(crate) struct OwnedEvent {
 
 #[cfg(any(test, feature = "fuzzing"))]
 impl OwnedEvent {
-    pub fn of(event: SseEvent<'_>) -> Self {
+    pub(super) fn of(event: SseEvent<'_>) -> Self {
         Self {
             event: event.event.map(str::to_owned),
             data: event.data.to_owned(),
         }
     }
 
-    pub fn view(&self) -> SseEvent<'_> {
+    pub(super) fn view(&self) -> SseEvent<'_> {
         SseEvent {
             event: self.event.as_deref(),
             data: &self.data,
@@ -64,7 +64,7 @@ pub(crate) enum SseError {
 
 impl SseError {
     /// A short description for the error message.
-    pub fn what(&self) -> &'static str {
+    pub(super) fn what(&self) -> &'static str {
         match self {
             Self::InvalidUtf8 { .. } => "an event-stream line is not UTF-8",
             Self::TooLarge => "an event-stream event is larger than the limit",
@@ -72,7 +72,7 @@ impl SseError {
     }
 
     /// The offending text, for the log.
-    pub fn offending(&self) -> &str {
+    pub(super) fn offending(&self) -> &str {
         match self {
             Self::InvalidUtf8 { line } => line,
             Self::TooLarge => "",
@@ -106,7 +106,7 @@ impl Default for SseParser {
 
 impl SseParser {
     /// A parser whose lines and events may not exceed `limit` bytes.
-    pub fn with_limit(limit: usize) -> Self {
+    pub(super) fn with_limit(limit: usize) -> Self {
         Self {
             buf: Vec::new(),
             scanned: 0,
@@ -120,7 +120,11 @@ impl SseParser {
 
     /// Feeds the next piece of the stream, handing every event it completes to `on`. After
     /// an error the stream is malformed and the parser spent: it is not fed again.
-    pub fn push(&mut self, piece: &[u8], on: &mut dyn FnMut(SseEvent<'_>)) -> Result<(), SseError> {
+    pub(super) fn push(
+        &mut self,
+        piece: &[u8],
+        on: &mut dyn FnMut(SseEvent<'_>),
+    ) -> Result<(), SseError> {
         // A piece that ends no line and would take the event past its budget is refused
         // before it is taken in: the buffer never grows past the budget for it.
         // (Not when the buffer ends in a CR held back as a possible CRLF half: that CR ends
@@ -184,7 +188,7 @@ impl SseParser {
 
     /// Ends the stream: a CR held back as a possible CRLF half ends its line after all. An
     /// event not closed by a blank line is dropped, as the format requires.
-    pub fn finish(&mut self, on: &mut dyn FnMut(SseEvent<'_>)) -> Result<(), SseError> {
+    pub(super) fn finish(&mut self, on: &mut dyn FnMut(SseEvent<'_>)) -> Result<(), SseError> {
         if self.buf.get(self.scanned) == Some(&b'\r') {
             let buf = std::mem::take(&mut self.buf);
             self.line(&buf[..self.scanned], on)?;

@@ -21,7 +21,7 @@ pub(crate) struct UsageTally {
 
 impl UsageTally {
     /// The provider reported `quantity` of `unit` (cumulative: it replaces an earlier value).
-    pub fn report(&mut self, unit: UsageUnit, quantity: u64) {
+    pub(super) fn report(&mut self, unit: UsageUnit, quantity: u64) {
         match self.reported.iter_mut().find(|(u, _)| *u == unit) {
             Some(slot) => slot.1 = quantity,
             None => self.reported.push((unit, quantity)),
@@ -29,18 +29,18 @@ impl UsageTally {
     }
 
     /// One output piece was streamed.
-    pub fn count_piece(&mut self) {
+    pub(super) fn count_piece(&mut self) {
         self.pieces += 1;
     }
 
     /// One piece of reasoning text was streamed.
-    pub fn count_reasoning(&mut self) {
+    pub(super) fn count_reasoning(&mut self) {
         self.reasoning += 1;
     }
 
     /// What is known now, without taking it: the reported quantities, and the output
     /// estimate while the provider has not reported output.
-    pub fn known(&self) -> Vec<UsageQuantity> {
+    pub(super) fn known(&self) -> Vec<UsageQuantity> {
         let has_output = self
             .reported
             .iter()
@@ -79,7 +79,7 @@ impl UsageTally {
 
     /// The events that report what is known, once, as the call ends; `completed` says
     /// whether it ended with the reply finished.
-    pub fn drain(&mut self, completed: bool) -> Vec<ProviderEvent> {
+    pub(super) fn drain(&mut self, completed: bool) -> Vec<ProviderEvent> {
         let mut events: Vec<ProviderEvent> =
             self.known().into_iter().map(ProviderEvent::Usage).collect();
         if completed && self.reported.is_empty() {

@@ -50,7 +50,7 @@ impl Violations {
     }
 
     /// Adds a violation of `field`.
-    pub fn push(&mut self, field: impl Into<String>, description: impl Into<String>) {
+    pub(crate) fn push(&mut self, field: impl Into<String>, description: impl Into<String>) {
         if self.shown.len() < Self::MAX {
             self.shown.push(FieldViolation::new(field, description));
         } else {
@@ -171,7 +171,7 @@ pub enum NotReady {
 
 impl NotReady {
     /// Why a runtime in `state` refuses work; `None` when it is ready.
-    pub fn of(state: RuntimeState) -> Option<Self> {
+    pub(crate) fn of(state: RuntimeState) -> Option<Self> {
         match state {
             RuntimeState::Ready => None,
             RuntimeState::Stopping => Some(Self::Stopping),
@@ -198,14 +198,14 @@ pub(crate) fn log_internal(cause: &dyn fmt::Display) -> String {
 
 impl RuntimeError {
     /// One invalid field.
-    pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
+    pub(crate) fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
         let mut violations = Violations::new();
         violations.push(field, description);
         Self::InvalidArgument(violations)
     }
 
     /// An internal fault: logs the cause with a fresh error id and returns the sanitized error.
-    pub fn internal(cause: &dyn fmt::Display) -> Self {
+    pub(crate) fn internal(cause: &dyn fmt::Display) -> Self {
         Self::Internal {
             error_id: log_internal(cause),
         }

@@ -5,37 +5,37 @@
 //! [`EXCERPT_CHARS`](super::error::EXCERPT_CHARS) characters of it).
 
 /// Messages in `input.messages`.
-pub const MAX_MESSAGES: usize = 10_000;
+pub(crate) const MAX_MESSAGES: usize = 10_000;
 /// Content parts in one message.
-pub const MAX_CONTENT_PARTS: usize = 1_000;
+pub(crate) const MAX_CONTENT_PARTS: usize = 1_000;
 /// Content parts in all messages together.
-pub const MAX_CONTENT_PARTS_IN_ALL: usize = 10_000;
+pub(crate) const MAX_CONTENT_PARTS_IN_ALL: usize = 10_000;
 /// Tool calls in one (assistant) message.
-pub const MAX_MESSAGE_TOOL_CALLS: usize = 256;
+pub(crate) const MAX_MESSAGE_TOOL_CALLS: usize = 256;
 /// Tool calls in all messages together.
-pub const MAX_TOOL_CALLS_IN_ALL: usize = 10_000;
+pub(crate) const MAX_TOOL_CALLS_IN_ALL: usize = 10_000;
 /// Tools in `input.tools`.
-pub const MAX_TOOLS: usize = 256;
+pub(crate) const MAX_TOOLS: usize = 256;
 /// Stop sequences in `input.parameters.stop_sequences`.
-pub const MAX_STOP_SEQUENCES: usize = 16;
+pub(crate) const MAX_STOP_SEQUENCES: usize = 16;
 /// Capabilities in `requirements.capabilities`.
-pub const MAX_CAPABILITIES: usize = 64;
+pub(crate) const MAX_CAPABILITIES: usize = 64;
 /// Bytes of one capability name.
-pub const MAX_CAPABILITY_BYTES: usize = 128;
+pub(crate) const MAX_CAPABILITY_BYTES: usize = 128;
 /// Bytes of an idempotency key.
-pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
+pub(crate) const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
 /// Labels per request.
-pub const MAX_LABELS: usize = 64;
+pub(crate) const MAX_LABELS: usize = 64;
 /// Bytes of a label key.
-pub const MAX_LABEL_KEY_BYTES: usize = 128;
+pub(crate) const MAX_LABEL_KEY_BYTES: usize = 128;
 /// Bytes of a label value.
-pub const MAX_LABEL_VALUE_BYTES: usize = 512;
+pub(crate) const MAX_LABEL_VALUE_BYTES: usize = 512;
 /// Bytes of a `CancelExecution` reason.
-pub const MAX_CANCEL_REASON_BYTES: usize = 512;
+pub(crate) const MAX_CANCEL_REASON_BYTES: usize = 512;
 /// What a gRPC request may weigh on the wire beyond `server.max_input_bytes` of content: its
 /// framing, roles, names and parameters. The decoder refuses anything larger before it builds
 /// a message.
-pub const fn max_request_bytes(max_input_bytes: usize) -> usize {
+pub(crate) const fn max_request_bytes(max_input_bytes: usize) -> usize {
     max_input_bytes
         .saturating_add(max_input_bytes / 8)
         .saturating_add(64 * 1024)

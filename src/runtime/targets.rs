@@ -26,7 +26,7 @@ pub(crate) struct Slots {
 impl Slots {
     /// The configured providers with their adapters (`overrides` first, else built from
     /// the configuration) and fresh admission gates.
-    pub fn new(
+    pub(super) fn new(
         config: &Config,
         overrides: BTreeMap<String, Arc<dyn Provider>>,
     ) -> Result<Self, ProviderInitError> {
@@ -48,12 +48,12 @@ impl Slots {
     }
 
     /// The provider called `name`.
-    pub fn get(&self, name: &str) -> Option<&ProviderSlot> {
+    pub(super) fn get(&self, name: &str) -> Option<&ProviderSlot> {
         self.slots.get(name)
     }
 
     /// All providers, ordered by name.
-    pub fn iter(&self) -> impl Iterator<Item = &ProviderSlot> {
+    pub(super) fn iter(&self) -> impl Iterator<Item = &ProviderSlot> {
         self.slots.values()
     }
 }

@@ -14,7 +14,7 @@ use crate::execution::{Execution, TraceContext};
 
 /// Makes `caller` the parent of `span`, which must not have been entered yet. Does
 /// nothing when spans are not exported.
-pub fn adopt(span: &Span, caller: &TraceContext) {
+pub(crate) fn adopt(span: &Span, caller: &TraceContext) {
     if span.is_disabled() {
         return;
     }

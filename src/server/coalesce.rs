@@ -21,7 +21,7 @@ pub(super) struct Coalesced<T> {
 }
 
 impl<T> Coalesced<T> {
-    pub fn new(inner: T) -> Self {
+    pub(super) fn new(inner: T) -> Self {
         Self {
             inner,
             yielded: false,

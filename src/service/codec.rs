@@ -22,7 +22,7 @@ use tonic_prost::ProstEncoder;
 use crate::pb;
 
 /// A request type whose lists are counted on the wire before it is decoded.
-pub trait Counted: Message + Default {
+pub(crate) trait Counted: Message + Default {
     /// Checks the encoded message's lists against their caps.
     fn count(bytes: &[u8]) -> Result<(), Status> {
         let _ = bytes;
@@ -44,7 +44,7 @@ impl Counted for pb::StreamUsageRequest {}
 
 /// Encodes `T` as prost does; decodes `U` after counting it.
 #[derive(Debug)]
-pub struct Codec<T, U>(PhantomData<(T, U)>);
+pub(crate) struct Codec<T, U>(PhantomData<(T, U)>);
 
 impl<T, U> Default for Codec<T, U> {
     fn default() -> Self {
@@ -73,7 +73,7 @@ where
 
 /// See [`Codec`].
 #[derive(Debug)]
-pub struct Decoder<U>(PhantomData<U>);
+pub(crate) struct Decoder<U>(PhantomData<U>);
 
 impl<U: Counted> TonicDecoder for Decoder<U> {
     type Item = U;

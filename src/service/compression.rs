@@ -45,7 +45,7 @@ pub(super) const ENCODINGS: [CompressionEncoding; 2] =
 
 /// The generated server `S`, with the compression rules above.
 #[derive(Debug, Clone)]
-pub struct Compression<S>(S);
+pub(crate) struct Compression<S>(S);
 
 impl<S> Compression<S> {
     /// `server`, whose generated options accept and send [`ENCODINGS`].

@@ -16,7 +16,7 @@ use crate::store::{MalformedCursor, UsageCursor};
 
 /// The W3C trace context of a call (`traceparent`, `tracestate`), if it carries a valid one.
 /// The names are made once: looking a header up by text parses the name on every call.
-pub fn trace(metadata: &tonic::metadata::MetadataMap) -> Option<TraceContext> {
+pub(crate) fn trace(metadata: &tonic::metadata::MetadataMap) -> Option<TraceContext> {
     use http::HeaderName;
     const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
     const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
@@ -40,7 +40,7 @@ impl TryFrom<pb::ExecuteRequest> for ExecuteRequest {
 }
 
 /// Decodes an `ExecuteRequest`.
-pub fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest, RuntimeError> {
+pub(crate) fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest, RuntimeError> {
     let mut v = Violations::new();
     let wire_input = wire.input.unwrap_or_default();
     let messages = wire_input.messages.len();
@@ -81,7 +81,7 @@ pub fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest, Runti
 }
 
 /// Decodes an execution id in `field`.
-pub fn execution_id(text: &str, field: &str) -> Result<ExecutionId, RuntimeError> {
+pub(crate) fn execution_id(text: &str, field: &str) -> Result<ExecutionId, RuntimeError> {
     if text.is_empty() {
         return Err(RuntimeError::invalid(field, "is required"));
     }
@@ -90,7 +90,7 @@ pub fn execution_id(text: &str, field: &str) -> Result<ExecutionId, RuntimeError
 }
 
 /// A usage cursor; empty for none (the start of the order).
-pub fn usage_cursor(text: &str, field: &str) -> Result<Option<UsageCursor>, RuntimeError> {
+pub(crate) fn usage_cursor(text: &str, field: &str) -> Result<Option<UsageCursor>, RuntimeError> {
     if text.is_empty() {
         return Ok(None);
     }
@@ -104,7 +104,7 @@ fn non_empty(s: String) -> Option<String> {
 }
 
 /// A wire timestamp as a time; `None` for one out of range.
-pub fn timestamp(t: &prost_types::Timestamp) -> Option<SystemTime> {
+pub(crate) fn timestamp(t: &prost_types::Timestamp) -> Option<SystemTime> {
     let secs = u64::try_from(t.seconds).ok()?;
     let nanos = u32::try_from(t.nanos).ok().filter(|n| *n < 1_000_000_000)?;
     SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))

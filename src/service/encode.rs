@@ -32,7 +32,7 @@ pub(crate) fn duration(d: Duration) -> prost_types::Duration {
 }
 
 /// The wire form of a state.
-pub fn state(s: ExecutionState) -> pb::ExecutionState {
+pub(crate) fn state(s: ExecutionState) -> pb::ExecutionState {
     match s {
         ExecutionState::Accepted => pb::ExecutionState::Accepted,
         ExecutionState::Routing => pb::ExecutionState::Routing,
@@ -47,7 +47,10 @@ pub fn state(s: ExecutionState) -> pb::ExecutionState {
 /// streams events as [`WireEvent`](super::WireEvent)s instead; this is the form they must
 /// decode to.
 #[cfg(test)]
-pub fn event(id: crate::execution::ExecutionId, e: &crate::execution::Event) -> pb::ExecutionEvent {
+pub(crate) fn event(
+    id: crate::execution::ExecutionId,
+    e: &crate::execution::Event,
+) -> pb::ExecutionEvent {
     pb::ExecutionEvent {
         execution_id: id.to_text(),
         sequence: e.sequence,
@@ -134,7 +137,7 @@ pub(crate) fn payload(p: &EventPayload) -> pb::execution_event::Payload {
 }
 
 /// The wire form of the materialized view.
-pub fn execution(x: &Execution) -> pb::Execution {
+pub(crate) fn execution(x: &Execution) -> pb::Execution {
     let (provider, model) = x
         .target
         .as_ref()
@@ -325,7 +328,7 @@ fn usage(f: &UsageFact) -> pb::UsageFact {
 }
 
 /// The wire form of a usage record.
-pub fn usage_record(record: &UsageRecord) -> pb::UsageRecord {
+pub(crate) fn usage_record(record: &UsageRecord) -> pb::UsageRecord {
     let entry = &record.entry;
     pb::UsageRecord {
         cursor: record.cursor.to_string(),
@@ -337,7 +340,7 @@ pub fn usage_record(record: &UsageRecord) -> pb::UsageRecord {
 }
 
 /// The wire form of the runtime's self-description.
-pub fn metadata(m: &RuntimeMetadata) -> pb::RuntimeMetadata {
+pub(crate) fn metadata(m: &RuntimeMetadata) -> pb::RuntimeMetadata {
     pb::RuntimeMetadata {
         state: match m.state {
             RuntimeState::Ready => pb::RuntimeState::Ready,

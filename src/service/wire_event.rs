@@ -25,7 +25,7 @@ use crate::pb;
 /// One event on its way to a client. Encode-only: the server never decodes one, and
 /// decoding skips every field.
 #[derive(Debug)]
-pub struct WireEvent {
+pub(crate) struct WireEvent {
     /// The stream's execution id, in its text form, shared by the stream's events.
     id: Arc<str>,
     time: prost_types::Timestamp,
@@ -70,7 +70,7 @@ const MAP_VALUE: u32 = 2;
 
 impl WireEvent {
     /// `event` of the execution whose id reads `id`, appended at `time`.
-    pub fn new(id: Arc<str>, time: prost_types::Timestamp, event: Event) -> Self {
+    pub(crate) fn new(id: Arc<str>, time: prost_types::Timestamp, event: Event) -> Self {
         let mut len = Len(0);
         let payload = match hand_written(&event.payload, &mut len) {
             Some(field) => Payload::Hand { field, len: len.0 },

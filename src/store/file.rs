@@ -13,7 +13,7 @@ mod codec;
 mod compact;
 mod error;
 #[cfg(any(test, feature = "fuzzing"))]
-pub mod fuzz;
+pub(crate) mod fuzz;
 mod lock;
 mod mark;
 mod open;

@@ -34,19 +34,19 @@ impl Follower {
     }
 
     /// Up to `limit` events with `sequence > after`.
-    pub fn read(&self, after: u64, limit: usize) -> Vec<Event> {
+    pub(crate) fn read(&self, after: u64, limit: usize) -> Vec<Event> {
         let mut events = VecDeque::new();
         self.source.read(after, limit, &mut events);
         events.into()
     }
 
     /// Up to `limit` events with `sequence > after`, to the back of `into`.
-    pub fn read_into(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) {
+    pub(crate) fn read_into(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) {
         self.source.read(after, limit, into);
     }
 
     /// The last sequence and the state after it.
-    pub fn position(&self) -> (u64, ExecutionState) {
+    pub(crate) fn position(&self) -> (u64, ExecutionState) {
         self.source.position()
     }
 
@@ -56,7 +56,7 @@ impl Follower {
     }
 
     /// How many readers follow the execution now, this one included.
-    pub fn readers(&self) -> usize {
+    pub(crate) fn readers(&self) -> usize {
         self.changes.readers()
     }
 }

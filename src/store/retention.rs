@@ -22,7 +22,7 @@ use crate::execution::ExecutionId;
 
 /// The terminal executions of a store, in the order they ended.
 #[derive(Debug, Default)]
-pub struct Retention {
+pub(crate) struct Retention {
     ended: VecDeque<(ExecutionId, Instant)>,
     period: Duration,
     /// How many executions it has let go (expired or made room with).
@@ -31,7 +31,7 @@ pub struct Retention {
 
 impl Retention {
     /// Executions expire `period` after they end.
-    pub fn new(period: Duration) -> Self {
+    pub(crate) fn new(period: Duration) -> Self {
         Self {
             ended: VecDeque::new(),
             period,
@@ -39,19 +39,14 @@ impl Retention {
         }
     }
 
-    /// How long after it ended an execution expires.
-    pub fn period(&self) -> Duration {
-        self.period
-    }
-
     /// `id` ended at `at`: from now on it may leave.
-    pub fn ended(&mut self, id: ExecutionId, at: Instant) {
+    pub(crate) fn ended(&mut self, id: ExecutionId, at: Instant) {
         self.ended.push_back((id, at));
     }
 
     /// `id`, the last to end, ended at `at` after all: a restored execution keeps the end
     /// time it had before the restart.
-    pub fn reschedule(&mut self, id: ExecutionId, at: Instant) {
+    pub(crate) fn reschedule(&mut self, id: ExecutionId, at: Instant) {
         if let Some(last) = self.ended.back_mut()
             && last.0 == id
         {
@@ -61,7 +56,7 @@ impl Retention {
 
     /// The executions whose retention has passed at `now`, forgotten here as they are
     /// returned; the store removes them.
-    pub fn expired(&mut self, now: Instant) -> Vec<ExecutionId> {
+    pub(crate) fn expired(&mut self, now: Instant) -> Vec<ExecutionId> {
         let mut gone = Vec::new();
         while let Some(&(id, ended)) = self.ended.front() {
             if now.saturating_duration_since(ended) < self.period {
@@ -76,7 +71,7 @@ impl Retention {
 
     /// Whether some execution's retention has passed at `now` (a look, under a read lock,
     /// before [`expired`](Self::expired) takes the write lock).
-    pub fn any_expired(&self, now: Instant) -> bool {
+    pub(crate) fn any_expired(&self, now: Instant) -> bool {
         self.ended
             .front()
             .is_some_and(|&(_, ended)| now.saturating_duration_since(ended) >= self.period)
@@ -84,28 +79,23 @@ impl Retention {
 
     /// Puts the executions in the order they ended (replay restores them in the order a
     /// journal holds them, which after a compaction is not that order).
-    pub fn sort(&mut self) {
+    pub(crate) fn sort(&mut self) {
         self.ended.make_contiguous().sort_by_key(|(_, at)| *at);
     }
 
     /// The terminal executions, in the order they ended.
-    pub fn in_end_order(&self) -> impl Iterator<Item = ExecutionId> + '_ {
+    pub(crate) fn in_end_order(&self) -> impl Iterator<Item = ExecutionId> + '_ {
         self.ended.iter().map(|(id, _)| *id)
     }
 
     /// Terminal executions waiting to expire.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.ended.len()
-    }
-
-    /// Whether no terminal execution waits to expire.
-    pub fn is_empty(&self) -> bool {
-        self.ended.is_empty()
     }
 
     /// The execution that ended first, forgotten here as it is returned, to make room for a
     /// new one; `None` when no execution has ended.
-    pub fn make_room(&mut self) -> Option<ExecutionId> {
+    pub(crate) fn make_room(&mut self) -> Option<ExecutionId> {
         let (id, _) = self.ended.pop_front()?;
         self.let_go += 1;
         Some(id)
@@ -113,7 +103,7 @@ impl Retention {
 
     /// How many executions [`expired`](Self::expired) and [`make_room`](Self::make_room)
     /// have let go: the store's evictions (a journal's replay of earlier ones aside).
-    pub fn let_go(&self) -> u64 {
+    pub(crate) fn let_go(&self) -> u64 {
         self.let_go
     }
 }

@@ -41,7 +41,7 @@ pub struct UsageCursor {
 impl UsageCursor {
     /// The position to read after in the order of the store of `epoch`: this cursor's, if
     /// it is of that store, else its start.
-    pub fn position_in(self, epoch: u64) -> u64 {
+    pub(crate) fn position_in(self, epoch: u64) -> u64 {
         if self.epoch == epoch {
             self.position
         } else {

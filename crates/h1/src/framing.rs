@@ -71,7 +71,7 @@ impl Framing {
     /// Decodes what `input` holds of the body, handing each piece of data to `data`, and
     /// returns how many bytes it took. It stops at the body's end (bytes after it are not
     /// taken) or when `input` runs out.
-    pub fn decode<'a>(
+    pub(crate) fn decode<'a>(
         &mut self,
         input: &'a [u8],
         data: &mut dyn FnMut(&'a [u8]),
@@ -96,7 +96,7 @@ impl Framing {
     }
 
     /// Whether the whole body has been read.
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         match self {
             Self::Chunked(chunked) => matches!(chunked, Chunked::Done),
             Self::Length(left) => *left == 0,
@@ -105,7 +105,7 @@ impl Framing {
     }
 
     /// Whether the server closing the connection ends the body (rather than cutting it).
-    pub fn ends_at_close(&self) -> bool {
+    pub(crate) fn ends_at_close(&self) -> bool {
         matches!(self, Self::UntilClose)
     }
 }

@@ -16,6 +16,10 @@
 //! A crate of its own: it imports nothing of the runtime's domain, so `cargo test -p
 //! model-runtime-h1` builds no gRPC, no store and no tracing exporter.
 
+// A `pub` item is part of this library's contract; anything else says `pub(crate)`, so the
+// surface is read from the code and does not grow by accident.
+#![warn(unreachable_pub)]
+
 mod call;
 mod connect;
 mod framing;

@@ -19,7 +19,7 @@ pub(super) struct Idle {
 }
 
 impl Idle {
-    pub fn new(max: usize, timeout: Duration) -> Self {
+    pub(crate) fn new(max: usize, timeout: Duration) -> Self {
         Self {
             conns: Mutex::new(VecDeque::new()),
             max,
@@ -28,7 +28,7 @@ impl Idle {
     }
 
     /// A connection still fit to carry a request, if one is idle.
-    pub fn take(&self) -> Option<Conn> {
+    pub(crate) fn take(&self) -> Option<Conn> {
         loop {
             let mut conn = {
                 let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
@@ -42,12 +42,12 @@ impl Idle {
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.conns.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// Keeps `conn` for the next request; when as many are idle already, the oldest goes.
-    pub fn put(&self, conn: Conn) {
+    pub(crate) fn put(&self, conn: Conn) {
         let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
         self.expire(&mut conns);
         if conns.len() >= self.max {

@@ -11,6 +11,10 @@
 //! difference from the whole's price, since the whole's fact already counts those tokens:
 //! a cache read is a discount, a cache write a surcharge.
 
+// A `pub` item is part of this library's contract; anything else says `pub(crate)`, so the
+// surface is read from the code and does not grow by accident.
+#![warn(unreachable_pub)]
+
 mod amount;
 mod report;
 mod table;

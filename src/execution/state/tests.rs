@@ -360,5 +360,5 @@ fn a_fresh_attempt_may_retry_again() {
         l.apply(&attempt_started(2)).unwrap(),
         ExecutionState::Running
     );
-    assert!(!l.output_committed());
+    assert!(!l.output_committed);
 }

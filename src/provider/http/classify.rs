@@ -29,7 +29,7 @@ impl Upstream {
     /// (the remote may be running it). What the network or TLS layer said goes to the log,
     /// not to the caller: it names hosts, addresses and certificate details of the
     /// deployment.
-    pub fn transport_error(&self, failure: &Failure) -> ProviderError {
+    pub(crate) fn transport_error(&self, failure: &Failure) -> ProviderError {
         tracing::warn!(
             execution_id = self.execution_id(),
             attempt = self.attempt(),
@@ -67,7 +67,7 @@ impl Upstream {
     }
 
     /// The error for a non-success `status`, with what the body said about it.
-    pub fn status_error(
+    pub(crate) fn status_error(
         &self,
         status: StatusCode,
         headers: &HeaderMap,
@@ -148,7 +148,7 @@ impl Upstream {
     }
 
     /// A first-byte (`timeout`) or idle (`stream_stalled`) timer ran out after `limit`.
-    pub fn timeout(
+    pub(crate) fn timeout(
         &self,
         code: AttemptCode,
         what: &str,
@@ -171,7 +171,7 @@ impl Upstream {
     }
 
     /// The response body broke or ended before the reply was complete.
-    pub fn interrupted(&self, why: &str, output_started: bool) -> ProviderError {
+    pub(crate) fn interrupted(&self, why: &str, output_started: bool) -> ProviderError {
         let when = if output_started {
             "after output began"
         } else {
@@ -214,7 +214,7 @@ impl Upstream {
     /// error would have had: by its type where it is a known one, else by the status that
     /// vLLM and llama.cpp put in a numeric `code`. The provider stopped working on the
     /// request, so nothing is left running remotely.
-    pub fn stream_error(&self, error: &[u8]) -> ProviderError {
+    pub(crate) fn stream_error(&self, error: &[u8]) -> ProviderError {
         let detail = self.detail(error);
         let label = self.label();
         let kind = detail.kind.as_deref().unwrap_or("");
@@ -266,7 +266,7 @@ impl Upstream {
 
     /// An event whose JSON did not parse or had the wrong shape. The message names where,
     /// not what: serde's message may quote upstream content.
-    pub fn malformed_json(
+    pub(crate) fn malformed_json(
         &self,
         what: &str,
         error: &serde_json::Error,
@@ -283,7 +283,7 @@ impl Upstream {
 
     /// Malformed SSE or JSON. The offending text goes to the log only, truncated: it is
     /// upstream content and may be large.
-    pub fn protocol_error(&self, what: &str, offending: &str) -> ProviderError {
+    pub(crate) fn protocol_error(&self, what: &str, offending: &str) -> ProviderError {
         tracing::warn!(
             execution_id = self.execution_id(),
             attempt = self.attempt(),

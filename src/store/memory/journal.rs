@@ -60,7 +60,7 @@ impl Reveal {
     }
 
     /// Makes the events visible and wakes the readers.
-    pub fn reveal(self) {
+    pub(crate) fn reveal(self) {
         self.slot.reveal(self.upto);
         if let Some((usage, positions)) = self.usage {
             usage.reveal(positions);
@@ -69,7 +69,7 @@ impl Reveal {
 
     /// The journal could not make the events durable: takes back what no reader has seen
     /// of the execution in `store` (the whole execution, if nothing); returns its id.
-    pub fn take_back(self, store: &super::MemoryStore) -> ExecutionId {
+    pub(crate) fn take_back(self, store: &super::MemoryStore) -> ExecutionId {
         store.roll_back_slot(&self.slot);
         self.slot.id
     }
