@@ -4,6 +4,11 @@
 //!
 //! cargo bench --features bench --bench routing   (`routing` is public only with `bench`)
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a bench: it measures wall-clock time, and its tasks live for one iteration"
+)]
+
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::sync::Arc;

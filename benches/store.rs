@@ -8,6 +8,11 @@
 //! directory): point it at the disk a deployment would use, since what it measures is that
 //! disk's `fdatasync`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a bench: it measures wall-clock time, and its tasks live for one iteration"
+)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 

@@ -11,6 +11,11 @@
 //! latency from the intended start) and reports throughput and latency percentiles from
 //! log-linear histograms ([`histogram`]) as a table or one JSON line ([`report`]).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the load tool: it measures wall-clock time, and its tasks live for one run"
+)]
+
 pub mod args;
 pub mod bare;
 pub mod cpu;

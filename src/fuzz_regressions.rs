@@ -2,8 +2,6 @@
 //! a fuzzer once found (or a seed that covers a shape) stays fixed. (The HTTP/1.1 client's,
 //! `fuzz/regressions/h1/`, are replayed by its own crate's tests: `crates/h1/src/fuzz/tests.rs`.)
 
-#![allow(clippy::unwrap_used)]
-
 use std::path::Path;
 
 use crate::{Config, Runtime};

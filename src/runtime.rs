@@ -431,6 +431,10 @@ impl Runtime {
         // answers at once is served without a task hop, and a follower of this execution
         // finds the events of that step already stored, to send as one message batch.
         if futures_util::poll!(driver.as_mut()).is_pending() {
+            #[expect(
+                clippy::disallowed_methods,
+                reason = "the driver is on the runtime's tracker already (`track_future` above)"
+            )]
             tokio::spawn(driver);
         }
         tracing::debug!(execution_id = %id, ability = %view.ability, "accepted");

@@ -125,6 +125,10 @@ pub fn init(format: LogFormat, traces: Traces) -> Telemetry {
         // Another thread installed one meanwhile: stop the exporter off the async threads
         // (one exists only with `Traces::FromEnv`, inside the runtime).
         if provider.is_some() {
+            #[expect(
+                clippy::disallowed_methods,
+                reason = "an exporter that never exported stops in the background; nothing waits for it"
+            )]
             tokio::spawn(Telemetry { traces: provider }.shutdown());
         }
         return Telemetry::default();

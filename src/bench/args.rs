@@ -250,7 +250,6 @@ impl BenchArgs {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use clap::Parser;
 

@@ -265,7 +265,6 @@ impl Drop for BareServer {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
     use crate::bench::args::{prompt_of, request};

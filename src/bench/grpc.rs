@@ -199,7 +199,6 @@ impl Session for GrpcSession {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use prost::Message;
 

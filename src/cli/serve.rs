@@ -91,6 +91,10 @@ async fn serve(config: Config, listen: Address) -> ExitCode {
             Ok(listener) => {
                 let local = listener.local_addr().map_or(addr, |a| a);
                 tracing::info!(addr = %local, "metrics serving");
+                #[expect(
+                    clippy::disallowed_methods,
+                    reason = "metrics are served until the process exits, the drain included"
+                )]
                 tokio::spawn(server::serve_metrics(
                     runtime.clone(),
                     listener,
@@ -106,6 +110,10 @@ async fn serve(config: Config, listen: Address) -> ExitCode {
     // Said once everything serving needs is up: the store open, every listener bound.
     tracing::info!(addr = %local, "model-runtime serving");
     let (first, drain) = tokio::sync::oneshot::channel::<()>();
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the signal watcher lives as long as the process: a second signal exits it"
+    )]
     tokio::spawn(async move {
         let signal = signals.next().await;
         tracing::info!(signal, "shutdown signal received");

@@ -407,7 +407,6 @@ impl AbilitySpec {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
     use crate::config::AdapterConfig;

@@ -126,7 +126,6 @@ impl fmt::Debug for StoreKey {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -96,7 +96,6 @@ pub(crate) fn interrupted(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
     use crate::execution::fixtures::accepted;

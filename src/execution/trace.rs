@@ -176,7 +176,6 @@ fn hex(out: &mut String, bytes: &[u8]) {
 }
 
 #[cfg(test)]
-#[allow(clippy::expect_used)]
 mod tests {
     use super::*;
 

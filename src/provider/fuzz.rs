@@ -1,8 +1,6 @@
 //! Entry points for the fuzzers (`fuzz/`) and the regression tests of what they found: not
 //! an API. They panic on what they find, which is how a fuzzer learns of it.
 
-#![allow(clippy::expect_used)]
-
 use std::sync::OnceLock;
 
 use super::anthropic::EventDecoder;

@@ -72,7 +72,6 @@ pub(crate) fn encode(body: Map<String, Value>) -> Result<Vec<u8>, ProviderError>
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -81,7 +81,6 @@ pub fn plan(config: &Config, policy: &PolicyConfig, required: &BTreeSet<String>)
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use proptest::prelude::*;
 

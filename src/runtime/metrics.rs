@@ -182,6 +182,10 @@ struct Gauges {
 impl Metrics {
     /// Every series the config can produce, made now; the append latency only for a
     /// `durable` store (a memory store's appends never wait).
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one job: every series registered in one place with its help text, a table"
+    )]
     pub(crate) fn new(config: &Config, durable: bool) -> Self {
         let mut registry = Registry::with_prefix("model_runtime");
         let started = Family::<Labels, Counter>::default();

@@ -1,7 +1,5 @@
 //! The embedded core end to end over the scripted provider, in paused tokio time.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::Duration;
 
 use futures_util::StreamExt;

@@ -82,7 +82,6 @@ pub(crate) fn record_end(span: &Span, outcome: Option<&'static str>) {
 }
 
 #[cfg(test)]
-#[allow(clippy::expect_used)]
 mod tests {
     use super::*;
 

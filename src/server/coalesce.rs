@@ -89,7 +89,6 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesced<T> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};

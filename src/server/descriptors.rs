@@ -102,7 +102,6 @@ fn raise_to(needed: u64) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -54,6 +54,10 @@ pub async fn serve_metrics(
             continue;
         };
         let runtime = runtime.clone();
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a scrape is not work a drain waits for: its permit and request bounds end it"
+        )]
         tokio::spawn(async move {
             http1::serve_connection(stream, &LIMITS, |request| {
                 std::future::ready(Some(respond(&runtime, &request)))

@@ -2,8 +2,6 @@
 //! health turns NOT_SERVING when it fails, and a call's `grpc-timeout` bounds the wait for
 //! its answer when it stalls.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -277,7 +277,6 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -121,5 +121,4 @@ fn did_not_inflate(headers: &HeaderMap) -> bool {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests;

@@ -187,7 +187,6 @@ impl<T> At<T> for io::Result<T> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

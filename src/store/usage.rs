@@ -77,7 +77,6 @@ impl FromStr for UsageCursor {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -4,8 +4,6 @@
 //! and answered compressed only for a caller that compressed; every answer says what the
 //! server takes.
 
-#![allow(clippy::panic)]
-
 use crate::common;
 
 use std::io::Write as _;

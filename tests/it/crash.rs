@@ -5,8 +5,6 @@
 //! sequence and content; every execution that had not ended ends with `outcome_unknown`;
 //! the upstream sees no request again; idempotency keys name the same executions.
 
-#![allow(clippy::panic)]
-
 use crate::common;
 
 use std::collections::BTreeMap;

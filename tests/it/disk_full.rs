@@ -6,8 +6,6 @@
 //! limit finds every execution that had ended, and ends the one that was running after the
 //! events its watcher saw, at the next sequence.
 
-#![allow(clippy::panic)]
-
 use crate::common;
 
 use std::process::{Command, Stdio};

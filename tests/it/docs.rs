@@ -11,8 +11,6 @@
 //! - Each bound the README's "Limits" section states is the binary's: at the bound
 //!   `check-config` passes, past it it fails naming the key.
 
-#![allow(clippy::panic)]
-
 use crate::common;
 
 use std::path::{Path, PathBuf};

@@ -3,7 +3,16 @@
 //! starts its servers on 127.0.0.1 port 0 (or a Unix socket in a temporary directory) and
 //! stops them itself.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::disallowed_methods,
+    reason = "all of this crate is test code, its helpers too (clippy exempts only #[test] fns)"
+)]
+#![allow(
+    clippy::too_many_lines,
+    reason = "an end-to-end scenario reads as one story, its steps in the order they happen"
+)]
 
 mod common;
 

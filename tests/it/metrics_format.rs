@@ -3,8 +3,6 @@
 //! Each body is read back by a real parser of the format its content type names (the
 //! Prometheus Python client's two), which must find the same families with the same types.
 
-#![allow(clippy::panic)]
-
 use crate::common;
 
 use std::collections::BTreeMap;

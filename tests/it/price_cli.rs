@@ -3,8 +3,6 @@
 //! lines, the report is the same; a unit the table lacks is an explicit unpriced line,
 //! counted apart; LiteLLM's map prices from the numbers' text; `--after` resumes.
 
-#![allow(clippy::panic)]
-
 use crate::common;
 
 use std::time::Duration;

@@ -2,8 +2,6 @@
 //! that fails never said it), and the start-up compaction that re-seals a journal under a
 //! rotated key says so, as the README's key rotation offers it as the proof.
 
-#![allow(clippy::panic)]
-
 use crate::common;
 
 use std::io::{BufRead, BufReader};

@@ -6,8 +6,6 @@
 //! request carries the attempt's span as its parent; no prompt or output is on any span.
 //! Without the variables, the caller's context reaches the upstream unchanged.
 
-#![allow(clippy::panic)]
-
 use crate::common;
 
 use std::collections::BTreeMap;

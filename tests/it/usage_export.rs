@@ -5,8 +5,6 @@
 //! is killed with SIGKILL and started again: the consumer resumes after its cursor and gets
 //! exactly the facts it had not processed, then the new ones.
 
-#![allow(clippy::panic)]
-
 use crate::common;
 
 use std::time::Duration;

@@ -7,8 +7,6 @@
 //! the connection was reused) must be the case's; hyper's must be the same, unless the case
 //! records how and why it differs. `docs/h1.md` is written from this table.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 mod cases;
 
 use std::future::poll_fn;

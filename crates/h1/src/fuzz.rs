@@ -18,8 +18,6 @@
 //! Overflow and panics are found by the build (the fuzzer's and the tests' have overflow
 //! checks on).
 
-#![allow(clippy::expect_used)]
-
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -86,17 +84,25 @@ struct Outcome {
     reused: bool,
 }
 
-/// Reads the response of one request from `stream` delivered in pieces ending at `ends`.
-fn read(stream: &[u8], ends: &[usize], closes: bool) -> Outcome {
+/// A plain client, never connected to: each call runs on the connection handed to it.
+#[expect(
+    clippy::expect_used,
+    reason = "fixed inputs: a literal URL, a plain client needing no TLS"
+)]
+fn client() -> Client {
     let settings = Settings {
         connect_timeout: Duration::from_secs(1),
         proxy: None,
         max_idle: 1,
         idle_timeout: Duration::from_secs(3600),
     };
-    // Never connected to: the call runs on the connection handed to it.
     let url = url::Url::parse("http://fuzz.invalid/v1").expect("a valid URL");
-    let client = Client::new(&url, settings, || Err("no TLS".into())).expect("a plain client");
+    Client::new(&url, settings, || Err("no TLS".into())).expect("a plain client")
+}
+
+/// Reads the response of one request from `stream` delivered in pieces ending at `ends`.
+fn read(stream: &[u8], ends: &[usize], closes: bool) -> Outcome {
+    let client = client();
     let heading = Arc::new(AtomicBool::new(true));
     let delivered = Arc::new(AtomicUsize::new(0));
     let wire = Wire {

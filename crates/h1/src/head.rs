@@ -150,7 +150,6 @@ fn persistent(http11: bool, headers: &HeaderMap) -> bool {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

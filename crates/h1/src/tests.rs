@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::future::poll_fn;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -148,7 +148,6 @@ impl serde::Serialize for Amount {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use proptest::prelude::*;
 

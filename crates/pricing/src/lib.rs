@@ -142,5 +142,4 @@ fn time_of(fact: &Fact) -> Result<SystemTime, String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests;

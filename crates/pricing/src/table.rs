@@ -278,7 +278,6 @@ pub(super) fn time(text: &str) -> Result<SystemTime, String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

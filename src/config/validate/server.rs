@@ -16,6 +16,10 @@ fn address(key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
     })
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "one job: each field checked against its name and bounds, a table read top to bottom"
+)]
 pub(super) fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
     let default_deadline = duration(
         "server.default_deadline",

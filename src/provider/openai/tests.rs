@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use serde_json::{Value, json};
 
 use super::request::body;
@@ -27,6 +25,10 @@ fn encode(input: &ExecutionInput, field: MaxTokensField) -> Value {
 }
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one conversation with every kind of message, and the whole request it maps to"
+)]
 fn maps_a_whole_conversation() {
     let mut assistant = message(Role::Assistant, vec![]);
     assistant.tool_calls.push(ToolCall {

@@ -159,7 +159,6 @@ impl Driver {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use futures_util::stream;
 

@@ -1,8 +1,6 @@
 //! Routing invariants under random scripts of failures, delays, budgets and capability sets,
 //! run through the whole embedded runtime in paused tokio time.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, SystemTime};
 
 use proptest::prelude::*;
@@ -189,6 +187,10 @@ fn request(case: &Case) -> ExecuteRequest {
     }
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "one property run: the case driven to its end, then each property checked on its record"
+)]
 fn check(case: Case) -> Result<(), TestCaseError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()

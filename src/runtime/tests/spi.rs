@@ -2,8 +2,6 @@
 //! concurrency never exceeds the permits, and a panicking adapter neither leaks its permit nor
 //! leaves its execution live.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

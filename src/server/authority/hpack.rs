@@ -172,7 +172,6 @@ fn integer_into(out: &mut Vec<u8>, high: u8, prefix: u32, value: usize) {
 
 #[cfg(test)]
 pub(super) mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -116,7 +116,6 @@ pub(super) fn decode(encoded: &[u8], out: &mut Vec<u8>) -> Result<(), Invalid> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

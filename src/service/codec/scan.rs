@@ -228,7 +228,6 @@ pub(super) fn execute_request(bytes: &[u8]) -> Result<(), Status> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use prost::Message;
     use tonic_types::StatusExt;

@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used)]
-
 use std::time::{Duration, SystemTime};
 
 use prost::Message;
@@ -15,6 +13,7 @@ use crate::execution::{
 mod arbitrary;
 mod descriptor;
 
+#[expect(clippy::too_many_lines, reason = "a table: one payload of each kind")]
 fn payloads() -> Vec<EventPayload> {
     let usage = UsageQuantity {
         unit: UsageUnit::OUTPUT_TOKENS,

@@ -54,7 +54,6 @@ pub(super) fn lock(dir: &Path) -> Result<DirLock, OpenError> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
 

@@ -48,7 +48,6 @@ pub(super) fn write(dir: &Path, epoch: u64, next: u64) -> Result<(), IoAt> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

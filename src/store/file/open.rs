@@ -3,10 +3,13 @@
 //! compaction every start with more than one file runs. Any of them failing fails the start
 //! with an [`OpenError`] naming the file.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use super::reader::FileRead;
+use super::replay::Replayed;
 use super::seal::{Kind, Sealer};
 use super::segment::{self, Segment};
 use super::writer::Writer;
@@ -71,33 +74,7 @@ impl FileStore {
         let Some(current) = sealers.first() else {
             return Err(OpenError::NoKey);
         };
-        let mut segment = match &replayed.newest {
-            None => {
-                let segment = Segment::create(
-                    &segment::path(&dir, Kind::Segment, 1),
-                    Kind::Segment,
-                    1,
-                    current,
-                )?;
-                segment::sync_dir(&dir)?;
-                segment
-            }
-            Some(newest) => {
-                let mut old = Segment::reopen(
-                    &newest.path,
-                    newest.number,
-                    newest.prefix,
-                    newest.records,
-                    newest.tally,
-                )?;
-                // At a start, a segment that cannot be made fails the start as any write does.
-                segment::after(&dir, &mut old, &sealers[newest.sealer], current).map_err(
-                    |rotation| match rotation {
-                        segment::Rotation::Create(e) | segment::Rotation::Write(e) => e,
-                    },
-                )?
-            }
-        };
+        let mut segment = writable_segment(&dir, replayed.newest.as_ref(), &sealers, current)?;
         // Written once the first segment is whole, so that from now on a journal without
         // files is told from one never begun.
         if mark.is_none() {
@@ -111,23 +88,7 @@ impl FileStore {
         if let Some(newest) = replayed.newest.as_ref()
             && (replayed.old_keys || replayed.segments > 1)
         {
-            let ((), listing) = memory.list_at(|| ());
-            let done = compact::compact(&dir, current, &memory, (newest.number, listing)).map_err(
-                |error| OpenError::Compaction {
-                    dir: dir.clone(),
-                    error,
-                },
-            )?;
-            writer.count_disk(done.written, done.removed);
-            // The proof a rotated key took over: everything is sealed with the first key now.
-            tracing::info!(
-                dir = %dir.display(),
-                segments = replayed.segments,
-                older_keys = replayed.old_keys,
-                written = done.written,
-                removed = done.removed,
-                "compacted the journal"
-            );
+            compact_at_start(&dir, current, &memory, &writer, (newest.number, &replayed))?;
         }
         let store = Arc::new(Self {
             memory,
@@ -152,6 +113,68 @@ impl FileStore {
         };
         Ok((store, opened))
     }
+}
+
+/// The segment the store writes to: a new first one for an empty journal, else the one after
+/// the newest file (rotating when that one is full or sealed with an older key).
+fn writable_segment(
+    dir: &Path,
+    newest: Option<&FileRead>,
+    sealers: &[Sealer],
+    current: &Sealer,
+) -> Result<Segment, OpenError> {
+    let Some(newest) = newest else {
+        let segment = Segment::create(
+            &segment::path(dir, Kind::Segment, 1),
+            Kind::Segment,
+            1,
+            current,
+        )?;
+        segment::sync_dir(dir)?;
+        return Ok(segment);
+    };
+    let mut old = Segment::reopen(
+        &newest.path,
+        newest.number,
+        newest.prefix,
+        newest.records,
+        newest.tally,
+    )?;
+    // At a start, a segment that cannot be made fails the start as any write does.
+    segment::after(dir, &mut old, &sealers[newest.sealer], current).map_err(|rotation| {
+        match rotation {
+            segment::Rotation::Create(e) | segment::Rotation::Write(e) => e.into(),
+        }
+    })
+}
+
+/// Compacts the journal before the store serves: what expired leaves the disk, and after it
+/// every segment is sealed with `current`. `newest`: the number of the newest file.
+fn compact_at_start(
+    dir: &Path,
+    current: &Sealer,
+    memory: &MemoryStore,
+    writer: &Writer,
+    (newest, replayed): (u64, &Replayed),
+) -> Result<(), OpenError> {
+    let ((), listing) = memory.list_at(|| ());
+    let done = compact::compact(dir, current, memory, (newest, listing)).map_err(|error| {
+        OpenError::Compaction {
+            dir: dir.to_owned(),
+            error,
+        }
+    })?;
+    writer.count_disk(done.written, done.removed);
+    // The proof a rotated key took over: everything is sealed with the first key now.
+    tracing::info!(
+        dir = %dir.display(),
+        segments = replayed.segments,
+        older_keys = replayed.old_keys,
+        written = done.written,
+        removed = done.removed,
+        "compacted the journal"
+    );
+    Ok(())
 }
 
 /// Creates the store's directory, readable by its owner only.

@@ -68,6 +68,10 @@ pub(super) fn replay(
     memory: &MemoryStore,
     marked: bool,
 ) -> Result<Replayed, OpenError> {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "how long the start read the disk, in real time, for the log"
+    )]
     let started = Instant::now();
     let files = files(dir)?;
     if files.is_empty() && marked {
@@ -86,44 +90,21 @@ pub(super) fn replay(
         let named = previous.as_ref().is_some_and(|p| p.tally.next == *number);
         if newest
             && *kind == Kind::Segment
-            && let Some(len) = header_cut_short(path)?
+            && cut_in_header(path, previous.as_ref(), named, marked)?
         {
-            if named || (previous.is_none() && marked) {
-                return Err(OpenError::Damaged {
-                    path: path.clone(),
-                    offset: len,
-                    kind: Header::Cut {
-                        named_by: previous.as_ref().map(|p| p.path.clone()),
-                    }
-                    .into(),
-                });
-            }
-            remove(
-                path,
-                "the newest segment ends inside its header (a crash as it was created): removed it",
-            )?;
             continue;
         }
         let mut reader = SegmentReader::open(path, *kind, *number, sealers, newest)?;
         replayed.old_keys |= reader.sealer_index != 0;
-        let mut first = true;
-        while let Some((offset, body)) = reader.next()? {
-            let record =
-                codec::decode(body).map_err(|e| reader.damage(offset, Damage::Malformed(e)))?;
-            if std::mem::take(&mut first) && *kind == Kind::Segment {
-                let before = previous.as_ref().map(|p| (p.kind, p.number, p.records));
-                follows(&record, before, i == 0).map_err(|broken| match broken {
-                    Broken::Damage(kind) => reader.damage(offset, kind),
-                    Broken::Missing(missing) => OpenError::Missing {
-                        path: path.clone(),
-                        missing,
-                    },
-                })?;
-            }
-            replayed.records += 1;
-            apply(record, memory, &mut replayed.events)
-                .map_err(|kind| reader.damage(offset, kind))?;
-        }
+        let before = previous.as_ref().map(|p| (p.kind, p.number, p.records));
+        read_records(
+            &mut reader,
+            (*kind, path),
+            before,
+            i == 0,
+            memory,
+            &mut replayed,
+        )?;
         if let Some(before) = &previous
             && !named
         {
@@ -160,6 +141,64 @@ pub(super) fn replay(
         );
     }
     Ok(replayed)
+}
+
+/// Whether the newest segment, `path`, ends inside its header: a crash as it was created,
+/// cut (the file removed) unless a file before it names it or the journal was begun with it,
+/// which makes it damage.
+fn cut_in_header(
+    path: &Path,
+    previous: Option<&FileRead>,
+    named: bool,
+    marked: bool,
+) -> Result<bool, OpenError> {
+    let Some(len) = header_cut_short(path)? else {
+        return Ok(false);
+    };
+    if named || (previous.is_none() && marked) {
+        return Err(OpenError::Damaged {
+            path: path.to_owned(),
+            offset: len,
+            kind: Header::Cut {
+                named_by: previous.map(|p| p.path.clone()),
+            }
+            .into(),
+        });
+    }
+    remove(
+        path,
+        "the newest segment ends inside its header (a crash as it was created): removed it",
+    )?;
+    Ok(true)
+}
+
+/// Reads the records of one file (its kind and path) into `memory`. A segment's first record must follow the file
+/// before it (`before`: its kind, number and record count), or nothing when it is the first.
+fn read_records(
+    reader: &mut SegmentReader,
+    (kind, path): (Kind, &Path),
+    before: Option<(Kind, u64, u64)>,
+    first_file: bool,
+    memory: &MemoryStore,
+    replayed: &mut Replayed,
+) -> Result<(), OpenError> {
+    let mut first = true;
+    while let Some((offset, body)) = reader.next()? {
+        let record =
+            codec::decode(body).map_err(|e| reader.damage(offset, Damage::Malformed(e)))?;
+        if std::mem::take(&mut first) && kind == Kind::Segment {
+            follows(&record, before, first_file).map_err(|broken| match broken {
+                Broken::Damage(kind) => reader.damage(offset, kind),
+                Broken::Missing(missing) => OpenError::Missing {
+                    path: path.to_owned(),
+                    missing,
+                },
+            })?;
+        }
+        replayed.records += 1;
+        apply(record, memory, &mut replayed.events).map_err(|kind| reader.damage(offset, kind))?;
+    }
+    Ok(())
 }
 
 fn remove(path: &Path, why: &str) -> Result<(), IoAt> {

@@ -2,8 +2,6 @@
 //! exactly, interrupted executions ended and never resumed, torn tails cut, damage and wrong
 //! keys refused by file and offset, one writer, compaction and key rotation.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -199,7 +199,6 @@ impl UsageLog {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use futures_util::FutureExt;
 

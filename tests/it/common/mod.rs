@@ -3,7 +3,7 @@
 //!
 //! Every wait is bounded by [`WAIT`], so a bug fails the test instead of hanging it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(dead_code, reason = "each test module uses some of the helpers")]
 
 pub mod adapters;
 pub mod anthropic;

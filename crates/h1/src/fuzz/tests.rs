@@ -3,8 +3,6 @@
 //! whose lines end in CRLF, a bare LF or a bare CR, trailers, bytes past the body, and one
 //! byte changed anywhere; each cut anywhere, the connection closed after it or not.
 
-#![allow(clippy::unwrap_used)]
-
 use proptest::prelude::*;
 
 use super::{input, response};

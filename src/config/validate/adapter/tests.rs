@@ -1,8 +1,6 @@
 //! The `openai` and `anthropic` provider settings: URLs, keys from the environment, and
 //! settings that belong to another adapter.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use crate::config::*;
 
 const KEY: &str = "sk-test-0123456789";

@@ -49,6 +49,10 @@ fn attempt_error() -> AttemptError {
 }
 
 /// One event of every kind, every field of it set to something other than its default.
+#[expect(
+    clippy::too_many_lines,
+    reason = "a table: one event of every kind, every field set"
+)]
 fn every_field_set() -> Vec<EventPayload> {
     let time = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 5);
     vec![
