@@ -85,7 +85,9 @@ impl Admission {
         };
         self.waiting_global.fetch_add(1, Ordering::AcqRel);
         let _waiting = QueueSlot(&self.waiting_global);
-        match global.acquire().await {
+        // Boxed: the global wait is a large future, and the local path (most providers)
+        // should not carry its size in every attempt's.
+        match Box::pin(global.acquire()).await {
             Ok(held) => Ok(Permit {
                 _permit: local,
                 _global: Some(held),
