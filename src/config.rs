@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use builder::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
+pub use builder::{AbilitySpec, ConfigBuilder, LimiterSpec, PolicySpec, ProviderSpec};
 pub use script::{Chunk, FailError, Script, ScriptedToolCall};
 pub use secret::{ProxyUrl, Secret, StoreKey};
 
@@ -154,8 +154,45 @@ pub struct ProviderConfig {
     pub queue_capacity: u32,
     /// Whether an attempt whose outcome is unknown may be repeated.
     pub retry_unknown_outcome: bool,
+    /// Where `max_concurrency` is counted: `None`, in this process alone.
+    pub limiter: Option<LimiterConfig>,
     /// Models, in file order.
     pub models: Vec<ModelConfig>,
+}
+
+/// `providers.NAME.limiter = { kind = "redis", ... }`: `max_concurrency` counted across every
+/// replica that names the same Redis and `key`. Each replica keeps its own queue in front.
+#[derive(Debug, Clone)]
+pub struct LimiterConfig {
+    /// The Redis URL (`redis://` or `redis+unix://`), read from `url_env` at start-up; it may
+    /// hold a password, so it is a secret.
+    pub url: Secret,
+    /// The variable the URL was read from, to name in messages.
+    pub url_env: Arc<str>,
+    /// The Redis key of the provider's permits (default `model-runtime:limiter:NAME`).
+    pub key: Arc<str>,
+    /// How long a held permit lasts without renewal: a replica that dies gives its permits
+    /// back within it. Renewed every third of it.
+    pub lease: Duration,
+    /// The longest one call to Redis may take before it counts as unreachable.
+    pub timeout: Duration,
+    /// What an attempt does while Redis is unreachable.
+    pub on_unavailable: OnUnavailable,
+    /// With `fail_open`: the permits this replica may hold on its own while Redis is
+    /// unreachable (default `max_concurrency`).
+    pub local_limit: u32,
+}
+
+/// What an attempt does while the limiter's Redis is unreachable
+/// (`providers.NAME.limiter.on_unavailable`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUnavailable {
+    /// Refused at admission, as a full queue is: the next target of the plan is tried.
+    #[default]
+    FailClosed,
+    /// Admitted within `local_limit`, counted by this replica alone until Redis answers again.
+    FailOpen,
 }
 
 impl ProviderConfig {

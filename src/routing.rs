@@ -13,6 +13,7 @@
 
 mod admission;
 mod budget;
+mod limiter;
 mod plan;
 
 #[cfg_attr(
@@ -24,4 +25,5 @@ mod plan;
 )]
 pub use admission::{Admission, AdmissionRejected, Permit};
 pub use budget::{AttemptBudget, Decision, Failure};
+pub(crate) use limiter::GlobalGate;
 pub use plan::{Plans, plan};

@@ -45,7 +45,7 @@ use targets::Slots;
 use validate::validate;
 
 pub use error::{Exhausted, FieldViolation, NotReady, RuntimeError, Violations};
-pub use metadata::{ProviderStatus, RuntimeMetadata, RuntimeState};
+pub use metadata::{GlobalLimit, ProviderStatus, RuntimeMetadata, RuntimeState};
 pub use usage::{UsageRecord, UsageStream};
 pub use watch::EventStream;
 

@@ -20,8 +20,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::raw::{RawAbility, RawConfig, RawModel, RawPolicy, RawProvider, RawTimeouts};
-use super::{Config, ConfigError, OnRejected, Script, validate};
+use super::raw::{
+    RawAbility, RawConfig, RawLimiter, RawModel, RawPolicy, RawProvider, RawTimeouts,
+};
+use super::{Config, ConfigError, OnRejected, OnUnavailable, Script, validate};
 
 /// Builds a [`Config`]; every setting left out keeps the default the file would have.
 #[derive(Debug, Clone, Default)]
@@ -32,6 +34,10 @@ pub struct ConfigBuilder {
 /// A `[providers.NAME]` table.
 #[derive(Debug, Clone)]
 pub struct ProviderSpec(RawProvider);
+
+/// A `providers.NAME.limiter` table.
+#[derive(Debug, Clone)]
+pub struct LimiterSpec(RawLimiter);
 
 /// A `[policies.NAME]` table.
 #[derive(Debug, Clone)]
@@ -227,6 +233,51 @@ impl ConfigBuilder {
     }
 }
 
+impl LimiterSpec {
+    /// `kind = "redis"`, its URL read from the environment variable `url_env`.
+    pub fn redis(url_env: &str) -> Self {
+        Self(RawLimiter {
+            kind: "redis".to_owned(),
+            url_env: Some(url_env.to_owned()),
+            key: None,
+            lease: None,
+            timeout: None,
+            on_unavailable: OnUnavailable::default(),
+            local_limit: None,
+        })
+    }
+
+    /// `key`: the Redis key of the permits.
+    pub fn key(mut self, key: &str) -> Self {
+        self.0.key = Some(key.to_owned());
+        self
+    }
+
+    /// `lease`.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.0.lease = Some(lease);
+        self
+    }
+
+    /// `timeout`: the longest one call to Redis may take.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.0.timeout = Some(timeout);
+        self
+    }
+
+    /// `on_unavailable`.
+    pub fn on_unavailable(mut self, policy: OnUnavailable) -> Self {
+        self.0.on_unavailable = policy;
+        self
+    }
+
+    /// `local_limit` (with `fail_open`).
+    pub fn local_limit(mut self, permits: u32) -> Self {
+        self.0.local_limit = Some(permits);
+        self
+    }
+}
+
 impl ProviderSpec {
     /// `adapter = "scripted"`.
     pub fn scripted() -> Self {
@@ -298,6 +349,12 @@ impl ProviderSpec {
             first_byte,
             idle,
         });
+        self
+    }
+
+    /// `limiter`: `max_concurrency` counted across replicas.
+    pub fn limiter(mut self, limiter: LimiterSpec) -> Self {
+        self.0.limiter = Some(limiter.0);
         self
     }
 

@@ -1,7 +1,7 @@
 //! The configuration in effect, written back as TOML, for `check-config` to show: the file's
 //! values, every key it leaves out at its default, and the defaults validation settles (an
 //! HTTP adapter's timeouts and protocol settings, a policy's `min_attempt_time`, the file
-//! store's disk bound). It is the file's own shapes written out, so a key added to them shows
+//! store's disk bound, a limiter's key, lease and timeout). It is the file's own shapes written out, so a key added to them shows
 //! without more code, and what it writes is itself a config that passes. Secrets are named by
 //! where they are read from (`api_key_env`, `key_env`, `keys`), as the file names them; their
 //! values are never in it, nor a proxy's credentials (shown as `REDACTED`).
@@ -18,6 +18,12 @@ pub(super) fn effective(mut raw: RawConfig, config: &Config) -> String {
         let Some(validated) = config.providers.get(name.as_str()) else {
             continue;
         };
+        if let (Some(limiter), Some(validated)) = (&mut provider.limiter, &validated.limiter) {
+            limiter.key = Some(validated.key.to_string());
+            limiter.lease = Some(validated.lease);
+            limiter.timeout = Some(validated.timeout);
+            limiter.local_limit = (validated.local_limit > 0).then_some(validated.local_limit);
+        }
         match &validated.adapter {
             AdapterConfig::Scripted => {}
             AdapterConfig::OpenAi(openai) => {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{OnRejected, Script};
+use super::{OnRejected, OnUnavailable, Script};
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -141,6 +141,9 @@ pub(super) struct RawProvider {
     /// HTTP adapters only; unset, every timeout is at its default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<RawTimeouts>,
+    /// Unset: `max_concurrency` is this process's alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limiter: Option<RawLimiter>,
     #[serde(default)]
     pub models: Vec<RawModel>,
 }
@@ -161,9 +164,36 @@ impl RawProvider {
             queue_capacity: default_queue_capacity(),
             retry_unknown_outcome: false,
             timeouts: None,
+            limiter: None,
             models: Vec::new(),
         }
     }
+}
+
+/// `providers.NAME.limiter`: a global `max_concurrency`, counted in Redis.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLimiter {
+    pub kind: String,
+    pub url_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub lease: Option<Duration>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout: Option<Duration>,
+    #[serde(default)]
+    pub on_unavailable: OnUnavailable,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_limit: Option<u32>,
 }
 
 fn default_max_concurrency() -> u32 {

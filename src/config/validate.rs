@@ -12,6 +12,7 @@ pub(super) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 mod adapter;
 pub(crate) mod bounds;
+mod limiter;
 mod routing;
 mod server;
 mod store;
@@ -122,6 +123,11 @@ fn provider(
         idle: timeout("idle", set.idle)?,
     };
     let adapter = adapter(key, &raw, timeouts, env)?;
+    let limiter = raw
+        .limiter
+        .as_ref()
+        .map(|l| limiter::limiter(key, table, l, max_concurrency, env))
+        .transpose()?;
     if raw.models.is_empty() {
         return Err(invalid(format!("{key}.models"), "needs at least one model"));
     }
@@ -159,6 +165,7 @@ fn provider(
         max_concurrency,
         queue_capacity,
         retry_unknown_outcome: raw.retry_unknown_outcome,
+        limiter,
         models,
     })
 }

@@ -1,11 +1,15 @@
 //! Per-provider admission: `max_concurrency` permits and a bounded FIFO queue. A full queue
 //! rejects at once with a typed reason; a waiter that is dropped (cancelled, expired) leaves
-//! the queue at once; a permit is released when its holder drops it, on every path.
+//! the queue at once; a permit is released when its holder drops it, on every path. With a
+//! global limiter (`limiter.rs`), an attempt that holds this replica's permit then takes a
+//! global one, so `max_concurrency` holds across replicas while each keeps its own queue.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::limiter::{GlobalGate, Held, LimiterStatus, Refused};
 
 /// The admission gate of one provider.
 #[derive(Debug)]
@@ -14,20 +18,31 @@ pub struct Admission {
     max_concurrency: u32,
     queue_capacity: u32,
     queued: AtomicU32,
+    /// The permits of every replica, when `max_concurrency` is global.
+    global: Option<GlobalGate>,
+    /// Attempts holding this replica's permit while they wait for a global one.
+    waiting_global: AtomicU32,
 }
 
 /// The right to run one attempt; released on drop.
 #[derive(Debug)]
 pub struct Permit {
     _permit: OwnedSemaphorePermit,
+    _global: Option<Held>,
 }
 
-/// The queue was full: try another target.
+/// No permit for this attempt: try another target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("admission queue is full ({capacity} waiting)")]
-pub struct AdmissionRejected {
-    /// The queue's capacity.
-    pub capacity: u32,
+pub enum AdmissionRejected {
+    /// The queue was full.
+    #[error("admission queue is full ({capacity} waiting)")]
+    QueueFull {
+        /// The queue's capacity.
+        capacity: u32,
+    },
+    /// The global limiter's Redis did not answer, and its policy is `fail_closed`.
+    #[error("the global limiter's Redis is unreachable (on_unavailable = \"fail_closed\")")]
+    LimiterUnavailable,
 }
 
 /// Holds one queue slot while waiting; frees it on drop, including when the wait is cancelled.
@@ -47,16 +62,44 @@ impl Admission {
             max_concurrency,
             queue_capacity,
             queued: AtomicU32::new(0),
+            global: None,
+            waiting_global: AtomicU32::new(0),
         }
+    }
+
+    /// The gate with `max_concurrency` counted across replicas by `global` as well.
+    pub(crate) fn with_global(mut self, global: GlobalGate) -> Self {
+        self.global = Some(global);
+        self
     }
 
     /// Waits for a permit in FIFO order, or fails at once when the queue is full. Bound the
     /// wait by dropping the future.
     pub async fn acquire(&self) -> Result<Permit, AdmissionRejected> {
+        let local = self.acquire_local().await?;
+        let Some(global) = &self.global else {
+            return Ok(Permit {
+                _permit: local,
+                _global: None,
+            });
+        };
+        self.waiting_global.fetch_add(1, Ordering::AcqRel);
+        let _waiting = QueueSlot(&self.waiting_global);
+        match global.acquire().await {
+            Ok(held) => Ok(Permit {
+                _permit: local,
+                _global: Some(held),
+            }),
+            Err(Refused::Unavailable) => Err(AdmissionRejected::LimiterUnavailable),
+        }
+    }
+
+    /// This replica's permit: at once if one is free, else after the waiters before it.
+    async fn acquire_local(&self) -> Result<OwnedSemaphorePermit, AdmissionRejected> {
         if let Some(permit) = self.try_acquire() {
             return Ok(permit);
         }
-        let rejected = AdmissionRejected {
+        let rejected = AdmissionRejected::QueueFull {
             capacity: self.queue_capacity,
         };
         self.queued
@@ -67,31 +110,35 @@ impl Admission {
         let _slot = QueueSlot(&self.queued);
         // The semaphore is never closed, so acquiring only fails if it were; report that as a
         // rejection rather than a panic.
-        let permit = self
-            .permits
+        self.permits
             .clone()
             .acquire_owned()
             .await
-            .map_err(|_| rejected)?;
-        Ok(Permit { _permit: permit })
+            .map_err(|_| rejected)
     }
 
     /// A permit if one is free now, without queueing. Released permits go to queued
     /// waiters first, so this never jumps the queue.
-    fn try_acquire(&self) -> Option<Permit> {
-        let permit = self.permits.clone().try_acquire_owned().ok()?;
-        Some(Permit { _permit: permit })
+    fn try_acquire(&self) -> Option<OwnedSemaphorePermit> {
+        self.permits.clone().try_acquire_owned().ok()
     }
 
-    /// Attempts running now.
+    /// Attempts of this replica running now.
     pub fn in_flight(&self) -> u32 {
         let available = u32::try_from(self.permits.available_permits()).unwrap_or(u32::MAX);
-        self.max_concurrency.saturating_sub(available)
+        self.max_concurrency
+            .saturating_sub(available)
+            .saturating_sub(self.waiting_global.load(Ordering::Acquire))
     }
 
-    /// Attempts waiting now.
+    /// Attempts of this replica waiting now: for its permit, or for a global one.
     pub fn queued(&self) -> u32 {
-        self.queued.load(Ordering::Acquire)
+        self.queued.load(Ordering::Acquire) + self.waiting_global.load(Ordering::Acquire)
+    }
+
+    /// The global limiter's figures, when there is one.
+    pub(crate) fn limiter(&self) -> Option<LimiterStatus> {
+        self.global.as_ref().map(GlobalGate::status)
     }
 
     /// Configured permits.
@@ -122,7 +169,7 @@ mod tests {
         assert_eq!(gate.queued(), 1);
         assert_eq!(
             gate.acquire().await.err(),
-            Some(AdmissionRejected { capacity: 1 })
+            Some(AdmissionRejected::QueueFull { capacity: 1 })
         );
 
         drop(held);

@@ -40,12 +40,27 @@ pub struct ProviderStatus {
     pub max_concurrency: u32,
     /// Queue room.
     pub queue_capacity: u32,
-    /// Attempts running now.
+    /// Attempts of this replica running now.
     pub in_flight: u32,
-    /// Attempts waiting now.
+    /// Attempts of this replica waiting now: for its permit, or for a global one.
     pub queued: u32,
+    /// With a global limiter (`limiter = { kind = "redis" }`): its figures.
+    pub limiter: Option<GlobalLimit>,
     /// Models and their capabilities.
     pub models: Vec<(Arc<str>, Vec<String>)>,
+}
+
+/// A provider's global limiter, as this replica sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GlobalLimit {
+    /// Permits held across every replica, as last read from Redis (at most a third of the
+    /// lease old while attempts run); `None` before the first read.
+    pub global_in_flight: Option<u32>,
+    /// Whether Redis answered the last call.
+    pub reachable: bool,
+    /// Attempts refused (`fail_closed`), or admitted by this replica alone (`fail_open`),
+    /// because Redis was unreachable, since start-up.
+    pub unavailable: u64,
 }
 
 /// What the runtime is and can do now.
@@ -89,6 +104,11 @@ pub(super) fn describe(
                 max_concurrency: slot.admission.max_concurrency(),
                 queue_capacity: slot.admission.queue_capacity(),
                 in_flight: slot.admission.in_flight(),
+                limiter: slot.admission.limiter().map(|l| GlobalLimit {
+                    global_in_flight: l.global_in_flight,
+                    reachable: l.reachable,
+                    unavailable: l.unavailable,
+                }),
                 queued: slot.admission.queued(),
                 models: slot
                     .config

@@ -173,6 +173,10 @@ struct Gauges {
     state: Family<Labels, Gauge>,
     in_flight: Family<Labels, Gauge>,
     queued: Family<Labels, Gauge>,
+    global_in_flight: Family<Labels, Gauge>,
+    limiter_reachable: Family<Labels, Gauge>,
+    /// Brought up to each limiter's count at each scrape, one scrape at a time.
+    limiter_unavailable: std::sync::Mutex<Family<Labels, Counter>>,
     store_executions: Gauge,
     store_bytes: Gauge,
     /// Brought up to the store's count at each scrape, one scrape at a time.
@@ -336,6 +340,23 @@ impl Metrics {
             gauges.queued.clone(),
         );
         registry.register(
+            "admission_global_in_flight",
+            "Permits of a provider with a Redis limiter held across every replica, as last read",
+            gauges.global_in_flight.clone(),
+        );
+        registry.register(
+            "limiter_reachable",
+            "1 while a provider's Redis limiter answers, 0 while its on_unavailable policy holds",
+            gauges.limiter_reachable.clone(),
+        );
+        if let Ok(family) = gauges.limiter_unavailable.lock() {
+            registry.register(
+                "limiter_unavailable",
+                "Attempts refused, or admitted by this replica alone, because a provider's Redis limiter was unreachable",
+                family.clone(),
+            );
+        }
+        registry.register(
             "store_executions",
             "Executions the store holds",
             gauges.store_executions.clone(),
@@ -478,6 +499,21 @@ impl Metrics {
             g.queued
                 .get_or_create(&labels)
                 .set(i64::from(provider.queued));
+            let Some(limiter) = provider.limiter else {
+                continue;
+            };
+            if let Some(global) = limiter.global_in_flight {
+                g.global_in_flight
+                    .get_or_create(&labels)
+                    .set(i64::from(global));
+            }
+            g.limiter_reachable
+                .get_or_create(&labels)
+                .set(i64::from(limiter.reachable));
+            if let Ok(family) = g.limiter_unavailable.lock() {
+                let counter = family.get_or_create(&labels);
+                counter.inc_by(limiter.unavailable.saturating_sub(counter.get()));
+            }
         }
         g.store_executions
             .set(i64::try_from(metadata.store.executions).unwrap_or(i64::MAX));

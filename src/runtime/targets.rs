@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::config::{Config, ProviderConfig};
 use crate::provider::{Provider, ProviderInitError, Providers};
-use crate::routing::Admission;
+use crate::routing::{Admission, GlobalGate};
 
 /// One provider: its configuration, adapter and admission gate.
 #[derive(Debug)]
@@ -31,19 +31,24 @@ impl Slots {
         overrides: BTreeMap<String, Arc<dyn Provider>>,
     ) -> Result<Self, ProviderInitError> {
         let adapters = Providers::from_config(config, overrides)?;
-        let slots = config
-            .providers
-            .values()
-            .filter_map(|p| {
-                let adapter = adapters.get(&p.name)?.clone();
-                let slot = ProviderSlot {
-                    config: p.clone(),
-                    adapter,
-                    admission: Admission::new(p.max_concurrency, p.queue_capacity),
-                };
-                Some((p.name.clone(), slot))
-            })
-            .collect();
+        let mut slots = BTreeMap::new();
+        for p in config.providers.values() {
+            let Some(adapter) = adapters.get(&p.name) else {
+                continue;
+            };
+            let mut admission = Admission::new(p.max_concurrency, p.queue_capacity);
+            if let Some(limiter) = &p.limiter {
+                let global = GlobalGate::new(&p.name, limiter, p.max_concurrency)
+                    .map_err(|why| ProviderInitError::new(&p.name, why))?;
+                admission = admission.with_global(global);
+            }
+            let slot = ProviderSlot {
+                config: p.clone(),
+                adapter: adapter.clone(),
+                admission,
+            };
+            slots.insert(p.name.clone(), slot);
+        }
         Ok(Self { slots })
     }
 

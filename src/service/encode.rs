@@ -368,6 +368,14 @@ pub(crate) fn metadata(m: &RuntimeMetadata) -> pb::RuntimeMetadata {
                 queue_capacity: p.queue_capacity,
                 in_flight: p.in_flight,
                 queued: p.queued,
+                limiter: if p.limiter.is_some() {
+                    "redis"
+                } else {
+                    "local"
+                }
+                .to_owned(),
+                global_in_flight: p.limiter.and_then(|l| l.global_in_flight),
+                limiter_reachable: p.limiter.is_none_or(|l| l.reachable),
                 models: p
                     .models
                     .iter()

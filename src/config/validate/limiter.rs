@@ -1,0 +1,131 @@
+//! `providers.NAME.limiter`: where a provider's `max_concurrency` is counted.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::bounds::{self, count, duration_from};
+use super::{Env, invalid};
+use crate::config::raw::RawLimiter;
+use crate::config::{ConfigError, LimiterConfig, OnUnavailable, Secret};
+
+/// `limiter.lease` when unset.
+const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+/// `limiter.timeout` when unset.
+const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
+/// The longest key: a key names a set of permits, not a document.
+const MAX_KEY_BYTES: usize = 256;
+
+/// `raw`, the limiter of provider `key` (`providers.NAME`) whose permits are `max_concurrency`.
+pub(super) fn limiter(
+    key: &str,
+    name: &str,
+    raw: &RawLimiter,
+    max_concurrency: u32,
+    env: Env<'_>,
+) -> Result<LimiterConfig, ConfigError> {
+    let key = format!("{key}.limiter");
+    if raw.kind != "redis" {
+        return Err(invalid(
+            format!("{key}.kind"),
+            format!(
+                "unknown kind `{}`; expected `redis` (leave `limiter` out for a limit of this process alone)",
+                raw.kind
+            ),
+        ));
+    }
+    let (url_env, url) = url(&format!("{key}.url_env"), raw.url_env.as_deref(), env)?;
+    let redis_key = match raw.key.as_deref() {
+        None => format!("model-runtime:limiter:{name}"),
+        Some(k) if k.is_empty() || k.len() > MAX_KEY_BYTES || k.contains(char::is_control) => {
+            return Err(invalid(
+                format!("{key}.key"),
+                format!("must be 1 to {MAX_KEY_BYTES} bytes without control characters"),
+            ));
+        }
+        Some(k) => k.to_owned(),
+    };
+    let lease = duration_from(
+        &format!("{key}.lease"),
+        raw.lease.unwrap_or(DEFAULT_LEASE),
+        Duration::from_secs(1),
+        bounds::MAX_WAIT,
+    )?;
+    let timeout = duration_from(
+        &format!("{key}.timeout"),
+        raw.timeout.unwrap_or(DEFAULT_TIMEOUT),
+        Duration::from_millis(1),
+        lease / 3,
+    )
+    .map_err(|_| {
+        invalid(
+            format!("{key}.timeout"),
+            "must be at least 1ms and at most a third of `lease` (a renewal must finish within its lease)",
+        )
+    })?;
+    let local_limit = match (raw.on_unavailable, raw.local_limit) {
+        (OnUnavailable::FailClosed, Some(_)) => {
+            return Err(invalid(
+                format!("{key}.local_limit"),
+                "only applies with `on_unavailable = \"fail_open\"`",
+            ));
+        }
+        (OnUnavailable::FailClosed, None) => 0,
+        (OnUnavailable::FailOpen, limit) => count(
+            &format!("{key}.local_limit"),
+            limit.unwrap_or(max_concurrency),
+            1,
+            max_concurrency,
+        )?,
+    };
+    Ok(LimiterConfig {
+        url,
+        url_env,
+        key: redis_key.into(),
+        lease,
+        timeout,
+        on_unavailable: raw.on_unavailable,
+        local_limit,
+    })
+}
+
+/// The Redis URL named by `var`: `redis://` or `redis+unix://` (`unix://`). It may hold a
+/// password: no message quotes it.
+fn url(key: &str, var: Option<&str>, env: Env<'_>) -> Result<(Arc<str>, Secret), ConfigError> {
+    let Some(var) = var else {
+        return Err(invalid(
+            key,
+            "the `redis` limiter needs the environment variable that holds its URL",
+        ));
+    };
+    if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(invalid(
+            key,
+            "must name an environment variable (letters, digits and `_`)",
+        ));
+    }
+    let Some(value) = env(var).filter(|v| !v.is_empty()) else {
+        return Err(invalid(
+            key,
+            format!("environment variable `{var}` is not set, or is empty"),
+        ));
+    };
+    if value.starts_with("rediss://") {
+        return Err(invalid(
+            key,
+            format!(
+                "environment variable `{var}` asks for TLS (`rediss://`), which the limiter does not \
+                 speak: reach Redis on loopback, a private network or a Unix socket"
+            ),
+        ));
+    }
+    if !["redis://", "redis+unix://", "unix://"]
+        .iter()
+        .any(|scheme| value.starts_with(scheme))
+    {
+        return Err(invalid(
+            key,
+            format!("environment variable `{var}` must hold a `redis://` or `redis+unix://` URL"),
+        ));
+    }
+    Ok((var.into(), Secret::new(value)))
+}

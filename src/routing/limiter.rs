@@ -1,0 +1,489 @@
+//! A provider's `max_concurrency` counted across every replica, in Redis
+//! (`providers.NAME.limiter = { kind = "redis", ... }`).
+//!
+//! The permits are one sorted set: a member per held permit (this replica's id and a count),
+//! scored by when its lease ends. Taking one is a script that drops the ended leases and adds
+//! a member only while fewer than the limit are held, with Redis's own clock, so replicas
+//! whose clocks disagree still agree on the count. A keeper task per gate renews this
+//! replica's leases every third of the lease and gives released ones back at once; a replica
+//! that dies gives its permits back when their leases end. The set itself expires twice a
+//! lease after its last write, so nothing outlives the replicas that use it.
+//!
+//! This replica's attempts take turns at the gate in the order they asked (one polls Redis
+//! while the others wait behind it); a permit released here wakes the head at once, one
+//! released on another replica is seen by the head's next poll, at most [`MAX_PAUSE`] later.
+//!
+//! When Redis does not answer within `timeout`, `on_unavailable` decides: `fail_closed`
+//! refuses the attempt as a full queue does (the plan's next target is tried), `fail_open`
+//! admits it within `local_limit` permits of this replica alone. The first call that fails
+//! logs a warning, the first that succeeds again logs that Redis is back; each refusal or
+//! local admission is counted (`limiter_unavailable_total`).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::{Notify, OnceCell, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{LimiterConfig, OnUnavailable};
+
+/// How long attempts refrain from asking Redis after a call failed.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The longest pause between two polls of a full gate.
+pub(crate) const MAX_PAUSE: Duration = Duration::from_millis(20);
+
+/// Drops the ended leases, then adds `ARGV[3]` if fewer than `ARGV[1]` are held, its lease
+/// ending `ARGV[2]` ms from Redis's now. Returns `{taken (0 or 1), held}`.
+const TAKE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local held = redis.call('ZCARD', KEYS[1])
+if held >= tonumber(ARGV[1]) then
+  return {0, held}
+end
+redis.call('ZADD', KEYS[1], now + lease, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], 2 * lease)
+return {1, held + 1}
+";
+
+/// Drops the ended leases and extends this replica's (`ARGV[3..]`) by `ARGV[2]` ms; a lease
+/// that ended meanwhile (renewals that did not get through) is taken again if fewer than
+/// `ARGV[1]` are held, else it is lost. Returns `{held, lost}`.
+const RENEW: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local lost = 0
+for i = 3, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+    redis.call('ZADD', KEYS[1], now + lease, ARGV[i])
+  else
+    lost = lost + 1
+  end
+end
+if #ARGV > 2 then
+  redis.call('PEXPIRE', KEYS[1], 2 * lease)
+end
+return {redis.call('ZCARD', KEYS[1]), lost}
+";
+
+/// Redis did not answer, or answered with an error.
+#[derive(Debug)]
+struct Unreachable(String);
+
+/// The global gate of one provider.
+#[derive(Debug)]
+pub(crate) struct GlobalGate {
+    shared: Arc<Shared>,
+    /// This replica's attempts take their turn at the gate in order.
+    turn: tokio::sync::Mutex<()>,
+    /// `fail_open`: the permits this replica may hold alone while Redis is unreachable.
+    fallback: Option<Arc<Semaphore>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    provider: Arc<str>,
+    key: Arc<str>,
+    limit: u32,
+    lease: Duration,
+    timeout: Duration,
+    on_unavailable: OnUnavailable,
+    client: redis::Client,
+    connection: OnceCell<ConnectionManager>,
+    /// This process's name in the set: every member starts with it.
+    replica: String,
+    next: AtomicU64,
+    /// Members this replica holds: the keeper renews them.
+    held: Mutex<HashSet<String>>,
+    /// Members released here, for the keeper to remove.
+    released: Mutex<Vec<String>>,
+    /// Wakes the keeper: something was released.
+    release: Notify,
+    /// Wakes the head of this replica's turn: a permit was released here.
+    freed: Notify,
+    /// Permits held across every replica, as last read (`u32::MAX`: not read yet).
+    global_in_flight: AtomicU32,
+    reachable: AtomicBool,
+    /// After a call that failed, attempts do not ask Redis again before this: each would
+    /// wait out the timeout. The keeper keeps asking meanwhile.
+    retry_at: Mutex<Option<tokio::time::Instant>>,
+    /// Attempts refused, or admitted locally, because Redis was unreachable.
+    unavailable: AtomicU64,
+    keeper: std::sync::Once,
+    stop: CancellationToken,
+}
+
+/// A permit of the global gate, kept for its drop, which gives it back.
+#[derive(Debug)]
+#[expect(dead_code, reason = "each variant is held for its drop")]
+pub(crate) enum Held {
+    /// A lease in Redis.
+    Lease(Lease),
+    /// `fail_open`: a permit of this replica alone, while Redis was unreachable.
+    Local(OwnedSemaphorePermit),
+}
+
+/// One member of the set, released on drop.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    member: String,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let member = std::mem::take(&mut self.member);
+        lock(&self.shared.held).remove(&member);
+        lock(&self.shared.released).push(member);
+        self.shared.release.notify_one();
+        self.shared.freed.notify_waiters();
+    }
+}
+
+/// What the limiter says for `GetRuntimeMetadata` and the metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LimiterStatus {
+    /// Permits held across every replica, as last read from Redis (`None` before the first
+    /// read).
+    pub(crate) global_in_flight: Option<u32>,
+    /// Whether Redis answered the last call.
+    pub(crate) reachable: bool,
+    /// Attempts refused (`fail_closed`), or admitted by this replica alone (`fail_open`),
+    /// because Redis was unreachable.
+    pub(crate) unavailable: u64,
+}
+
+/// Why the gate gave no permit.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// Redis is unreachable and the policy is `fail_closed`.
+    Unavailable,
+}
+
+impl GlobalGate {
+    /// The gate of provider `provider`, whose `limit` permits `config` counts in Redis. Only
+    /// the URL is read here; nothing connects before the first attempt.
+    pub(crate) fn new(provider: &str, config: &LimiterConfig, limit: u32) -> Result<Self, String> {
+        let client = redis::Client::open(config.url.expose()).map_err(|e| {
+            // The URL may hold a password: the error names the variable, not the value.
+            format!(
+                "limiter.url_env: environment variable `{}` is not a Redis URL ({})",
+                config.url_env,
+                e.category()
+            )
+        })?;
+        let mut id = [0u8; 8];
+        getrandom::fill(&mut id).map_err(|e| format!("limiter: no random replica id ({e})"))?;
+        let replica = id.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let fallback = (config.on_unavailable == OnUnavailable::FailOpen)
+            .then(|| Arc::new(Semaphore::new(config.local_limit as usize)));
+        Ok(Self {
+            shared: Arc::new(Shared {
+                provider: provider.into(),
+                key: config.key.clone(),
+                limit,
+                lease: config.lease,
+                timeout: config.timeout,
+                on_unavailable: config.on_unavailable,
+                client,
+                connection: OnceCell::new(),
+                replica,
+                next: AtomicU64::new(0),
+                held: Mutex::new(HashSet::new()),
+                released: Mutex::new(Vec::new()),
+                release: Notify::new(),
+                freed: Notify::new(),
+                global_in_flight: AtomicU32::new(u32::MAX),
+                reachable: AtomicBool::new(true),
+                retry_at: Mutex::new(None),
+                unavailable: AtomicU64::new(0),
+                keeper: std::sync::Once::new(),
+                stop: CancellationToken::new(),
+            }),
+            turn: tokio::sync::Mutex::new(()),
+            fallback,
+        })
+    }
+
+    /// Waits for a global permit, this replica's attempts in the order they asked. Bound
+    /// the wait by dropping the future: nothing is left held.
+    pub(crate) async fn acquire(&self) -> Result<Held, Refused> {
+        self.start_keeper();
+        let _turn = self.turn.lock().await;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            // Listening before asking: a release between the answer and the wait is not
+            // missed.
+            let freed = self.shared.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            let asked = if self.shared.resting() {
+                Err(Unreachable("it did not answer the last call".to_owned()))
+            } else {
+                self.shared.take().await
+            };
+            match asked {
+                Ok(Some(lease)) => return Ok(Held::Lease(lease)),
+                Ok(None) => {}
+                Err(Unreachable(why)) => return self.unavailable(&why).await,
+            }
+            tokio::select! {
+                () = freed => {}
+                () = tokio::time::sleep(pause) => {}
+            }
+            pause = (pause * 2).min(MAX_PAUSE);
+        }
+    }
+
+    /// What `on_unavailable` gives an attempt while Redis does not answer.
+    async fn unavailable(&self, why: &str) -> Result<Held, Refused> {
+        let shared = &self.shared;
+        shared.unavailable.fetch_add(1, Ordering::Relaxed);
+        if shared.reachable.swap(false, Ordering::AcqRel) {
+            tracing::warn!(
+                provider = %shared.provider,
+                policy = match shared.on_unavailable {
+                    OnUnavailable::FailClosed => "fail_closed",
+                    OnUnavailable::FailOpen => "fail_open",
+                },
+                error = why,
+                "the limiter's Redis is unreachable"
+            );
+        }
+        match &self.fallback {
+            None => Err(Refused::Unavailable),
+            // The semaphore is never closed.
+            Some(local) => local
+                .clone()
+                .acquire_owned()
+                .await
+                .map(Held::Local)
+                .map_err(|_| Refused::Unavailable),
+        }
+    }
+
+    /// What the limiter says now.
+    pub(crate) fn status(&self) -> LimiterStatus {
+        let shared = &self.shared;
+        let global = shared.global_in_flight.load(Ordering::Acquire);
+        LimiterStatus {
+            global_in_flight: (global != u32::MAX).then_some(global),
+            reachable: shared.reachable.load(Ordering::Acquire),
+            unavailable: shared.unavailable.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Starts the keeper with the first attempt (inside the runtime, which a gate made at
+    /// start-up may not be).
+    fn start_keeper(&self) {
+        self.shared.keeper.call_once(|| {
+            let shared = self.shared.clone();
+            #[expect(
+                clippy::disallowed_methods,
+                reason = "the keeper lives as long as its gate, whose drop stops it"
+            )]
+            tokio::spawn(shared.keep());
+        });
+    }
+}
+
+impl Drop for GlobalGate {
+    fn drop(&mut self) {
+        self.shared.stop.cancel();
+    }
+}
+
+impl Shared {
+    /// The connection, made on first use; it reconnects by itself after a failure.
+    async fn connection(&self) -> Result<ConnectionManager, Unreachable> {
+        self.connection
+            .get_or_try_init(|| async {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.timeout))
+                    .set_response_timeout(Some(self.timeout))
+                    .set_number_of_retries(1)
+                    .set_max_delay(self.timeout);
+                ConnectionManager::new_lazy_with_config(self.client.clone(), config)
+            })
+            .await
+            .cloned()
+            .map_err(|e| Unreachable(e.to_string()))
+    }
+
+    /// Runs `script` within the timeout.
+    async fn run(
+        &self,
+        script: &redis::Script,
+        args: &[String],
+    ) -> Result<(i64, i64), Unreachable> {
+        let answer = async {
+            let mut connection = self.connection().await?;
+            let mut invocation = script.key(&*self.key);
+            for arg in args {
+                invocation.arg(arg);
+            }
+            tokio::time::timeout(
+                self.timeout,
+                invocation.invoke_async::<(i64, i64)>(&mut connection),
+            )
+            .await
+            .map_err(|_| Unreachable(format!("no answer within {:?}", self.timeout)))?
+            .map_err(|e| Unreachable(e.to_string()))
+        }
+        .await;
+        match &answer {
+            Ok(_) => {
+                *lock(&self.retry_at) = None;
+                if !self.reachable.swap(true, Ordering::AcqRel) {
+                    tracing::info!(provider = %self.provider, "the limiter's Redis answers again");
+                }
+            }
+            Err(_) => {
+                *lock(&self.retry_at) = Some(tokio::time::Instant::now() + RETRY_AFTER);
+            }
+        }
+        answer
+    }
+
+    /// Whether the last call failed within [`RETRY_AFTER`].
+    fn resting(&self) -> bool {
+        lock(&self.retry_at).is_some_and(|at| tokio::time::Instant::now() < at)
+    }
+
+    /// A lease if fewer than the limit are held across every replica; `None` if the gate is
+    /// full.
+    async fn take(self: &Arc<Self>) -> Result<Option<Lease>, Unreachable> {
+        let member = format!(
+            "{}:{}",
+            self.replica,
+            self.next.fetch_add(1, Ordering::Relaxed)
+        );
+        let args = [
+            self.limit.to_string(),
+            self.lease.as_millis().to_string(),
+            member,
+        ];
+        // If this future is dropped while Redis adds the member, the member is removed.
+        let mut asking = Asking {
+            member: Some(&args[2]),
+            shared: self,
+        };
+        let answer = self.run(script(&TAKE_SCRIPT, TAKE), &args).await;
+        asking.member = None;
+        drop(asking);
+        let (taken, held) = answer?;
+        self.global_in_flight.store(
+            u32::try_from(held).unwrap_or(u32::MAX - 1),
+            Ordering::Release,
+        );
+        if taken != 1 {
+            return Ok(None);
+        }
+        let [_, _, member] = args;
+        lock(&self.held).insert(member.clone());
+        Ok(Some(Lease {
+            member,
+            shared: self.clone(),
+        }))
+    }
+
+    /// Renews this replica's leases every third of the lease, and removes released ones at
+    /// once, until the gate is dropped; then gives back what is still held.
+    async fn keep(self: Arc<Self>) {
+        let every = self.lease / 3;
+        let mut renew_at = tokio::time::Instant::now() + every;
+        loop {
+            tokio::select! {
+                () = self.stop.cancelled() => break,
+                () = self.release.notified() => {}
+                () = tokio::time::sleep_until(renew_at) => {
+                    renew_at = tokio::time::Instant::now() + every;
+                    self.renew().await;
+                }
+            }
+            self.give_back().await;
+        }
+        lock(&self.released).extend(lock(&self.held).drain());
+        self.give_back().await;
+    }
+
+    async fn renew(&self) {
+        let held: Vec<String> = lock(&self.held).iter().cloned().collect();
+        let mut args = vec![self.limit.to_string(), self.lease.as_millis().to_string()];
+        args.extend(held);
+        match self.run(script(&RENEW_SCRIPT, RENEW), &args).await {
+            Ok((held, lost)) => {
+                self.global_in_flight.store(
+                    u32::try_from(held).unwrap_or(u32::MAX - 1),
+                    Ordering::Release,
+                );
+                if lost > 0 {
+                    tracing::warn!(
+                        provider = %self.provider,
+                        lost,
+                        "leases ended before they were renewed and the gate is full: \
+                         this replica is over its share until those attempts end"
+                    );
+                }
+            }
+            Err(Unreachable(why)) => {
+                if self.reachable.swap(false, Ordering::AcqRel) {
+                    tracing::warn!(provider = %self.provider, error = why, "the limiter's Redis is unreachable");
+                }
+            }
+        }
+    }
+
+    /// Removes the released members (a lease that cannot be removed ends by itself).
+    async fn give_back(&self) {
+        let released = std::mem::take(&mut *lock(&self.released));
+        if released.is_empty() {
+            return;
+        }
+        let Ok(mut connection) = self.connection().await else {
+            return;
+        };
+        let remove = redis::cmd("ZREM").arg(&*self.key).arg(&released).to_owned();
+        let _ =
+            tokio::time::timeout(self.timeout, remove.query_async::<i64>(&mut connection)).await;
+    }
+}
+
+/// A take whose answer has not come: dropped unanswered, its member is removed in case Redis
+/// added it.
+struct Asking<'a> {
+    member: Option<&'a String>,
+    shared: &'a Shared,
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        if let Some(member) = self.member.take() {
+            lock(&self.shared.released).push(member.clone());
+            self.shared.release.notify_one();
+        }
+    }
+}
+
+static TAKE_SCRIPT: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
+static RENEW_SCRIPT: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
+
+/// The script of `code`, hashed once.
+fn script(cell: &'static std::sync::OnceLock<redis::Script>, code: &str) -> &'static redis::Script {
+    cell.get_or_init(|| redis::Script::new(code))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,167 @@
+//! The gate against a real Redis (`MODEL_RUNTIME_TEST_REDIS_URL`; without it these skip, and
+//! fail under `CI=true`), and against an address where nothing answers.
+
+use std::time::Duration;
+
+use super::*;
+use crate::config::Secret;
+
+/// The Redis the tests use, or `None` (with a line saying so) where none is configured.
+fn redis_url() -> Option<String> {
+    const VAR: &str = "MODEL_RUNTIME_TEST_REDIS_URL";
+    match std::env::var(VAR) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!("{VAR} is not set"),
+        _ => {
+            eprintln!("skipped: {VAR} is not set");
+            None
+        }
+    }
+}
+
+fn config(url: &str, key: &str, on_unavailable: OnUnavailable) -> LimiterConfig {
+    LimiterConfig {
+        url: Secret::new(url),
+        url_env: "TEST".into(),
+        key: key.into(),
+        lease: Duration::from_secs(2),
+        timeout: Duration::from_millis(300),
+        on_unavailable,
+        local_limit: 1,
+    }
+}
+
+fn unique_key() -> String {
+    format!("model-runtime:test:{}", uuid::Uuid::new_v4())
+}
+
+const WAIT: Duration = Duration::from_secs(5);
+
+#[tokio::test]
+async fn replicas_share_one_limit_and_a_release_lets_the_next_in() {
+    let Some(url) = redis_url() else { return };
+    let key = unique_key();
+    let a = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 2).unwrap();
+    let b = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 2).unwrap();
+    let first = a.acquire().await.unwrap();
+    let _second = b.acquire().await.unwrap();
+    assert_eq!(b.status().global_in_flight, Some(2));
+
+    // Full across both replicas: a third waits, on either.
+    let mut third = Box::pin(a.acquire());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), third.as_mut())
+            .await
+            .is_err()
+    );
+    drop(first);
+    let third = tokio::time::timeout(WAIT, third).await.unwrap().unwrap();
+    assert!(matches!(third, Held::Lease(_)));
+    assert!(a.status().reachable);
+}
+
+#[tokio::test]
+async fn a_dead_replicas_permits_come_back_within_the_lease() {
+    let Some(url) = redis_url() else { return };
+    let key = unique_key();
+    let survivor = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
+    // A replica that took the only permit and died: nothing renews or releases it.
+    let dead = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
+    let taken = dead.shared.take().await.unwrap().unwrap();
+    lock(&dead.shared.held).clear();
+    std::mem::forget(taken);
+    std::mem::forget(dead);
+
+    let start = std::time::Instant::now();
+    let held = tokio::time::timeout(WAIT, survivor.acquire())
+        .await
+        .unwrap()
+        .unwrap();
+    let waited = start.elapsed();
+    assert!(matches!(held, Held::Lease(_)));
+    assert!(
+        waited >= Duration::from_millis(1500),
+        "the lease ended early: {waited:?}"
+    );
+}
+
+#[tokio::test]
+async fn held_permits_are_renewed_past_their_lease() {
+    let Some(url) = redis_url() else { return };
+    let key = unique_key();
+    let a = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
+    let b = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
+    let _held = a.acquire().await.unwrap();
+    // Three leases long: the keeper renews it, so the other replica never gets in.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(6), b.acquire())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_waiter_dropped_while_it_waits_leaves_nothing_held() {
+    let Some(url) = redis_url() else { return };
+    let key = unique_key();
+    let a = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
+    let held = a.acquire().await.unwrap();
+    for _ in 0..20 {
+        let waiter = a.acquire();
+        let _ = tokio::time::timeout(Duration::from_millis(5), waiter).await;
+    }
+    drop(held);
+    let again = tokio::time::timeout(WAIT, a.acquire()).await.unwrap();
+    assert!(again.is_ok());
+    assert_eq!(a.status().global_in_flight, Some(1));
+}
+
+#[tokio::test]
+async fn unreachable_redis_refuses_or_admits_locally_as_configured() {
+    // Nothing listens on port 1 of loopback.
+    let url = "redis://127.0.0.1:1";
+    let closed = GlobalGate::new(
+        "p",
+        &config(url, &unique_key(), OnUnavailable::FailClosed),
+        4,
+    )
+    .unwrap();
+    assert!(matches!(closed.acquire().await, Err(Refused::Unavailable)));
+    // Within a second of a failed call, attempts do not wait out the timeout again.
+    let start = tokio::time::Instant::now();
+    assert!(matches!(closed.acquire().await, Err(Refused::Unavailable)));
+    assert!(start.elapsed() < Duration::from_millis(100));
+    let status = closed.status();
+    assert!(!status.reachable);
+    assert_eq!(status.unavailable, 2);
+    assert_eq!(status.global_in_flight, None);
+
+    let open =
+        GlobalGate::new("p", &config(url, &unique_key(), OnUnavailable::FailOpen), 4).unwrap();
+    let local = open.acquire().await.unwrap();
+    assert!(matches!(local, Held::Local(_)));
+    // `local_limit = 1`: a second waits for the first.
+    let mut second = Box::pin(open.acquire());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), second.as_mut())
+            .await
+            .is_err()
+    );
+    drop(local);
+    assert!(tokio::time::timeout(WAIT, second).await.unwrap().is_ok());
+}
+
+#[test]
+fn a_url_that_does_not_parse_is_named_by_its_variable_only() {
+    let error = GlobalGate::new(
+        "p",
+        &config("redis://:hunter2@[::1", "k", OnUnavailable::FailClosed),
+        1,
+    )
+    .unwrap_err();
+    assert!(
+        error.starts_with("limiter.url_env: environment variable `TEST` is not a Redis URL"),
+        "{error}"
+    );
+    assert!(!error.contains("hunter2"), "{error}");
+}
