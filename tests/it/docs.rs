@@ -89,9 +89,9 @@ fn completed(fragment: &str) -> String {
     )
 }
 
-/// The variables `block` names, each with a key's value.
+/// The variables `block` names, each with a key's value (a Redis URL for a limiter's).
 fn variables(block: &str) -> Vec<(String, String)> {
-    let value = "0".repeat(64);
+    let key_value = "0".repeat(64);
     block
         .lines()
         .filter(|l| !l.trim_start().starts_with('#'))
@@ -99,10 +99,14 @@ fn variables(block: &str) -> Vec<(String, String)> {
         .filter_map(|part| {
             let (key, rest) = part.split_once('=')?;
             let key = key.trim();
-            (key == "env" || key.ends_with("_env"))
-                .then(|| rest.split('"').nth(1))
-                .flatten()
-                .map(|name| (name.to_owned(), value.clone()))
+            let value = match key {
+                // A limiter's Redis: a URL, never connected to by `check-config`.
+                "url_env" => "redis://127.0.0.1:6379".to_owned(),
+                "env" => key_value.clone(),
+                _ if key.ends_with("_env") => key_value.clone(),
+                _ => return None,
+            };
+            Some((rest.split('"').nth(1)?.to_owned(), value))
         })
         .collect()
 }
