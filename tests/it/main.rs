@@ -36,6 +36,7 @@ mod execute_http_fallback;
 mod execute_stream;
 mod fallback_rules;
 mod get_execution;
+mod global_limit;
 mod health_reflection;
 mod http_adapter_failures;
 mod http_end_of_body;

@@ -8,7 +8,14 @@
 pub mod adapters;
 pub mod anthropic;
 pub mod process;
+pub mod services;
 pub mod upstream;
+
+#[allow(
+    unused_imports,
+    reason = "the skip-or-fail checks beside the other helpers; not every one has a user yet"
+)]
+pub use services::{postgres_answering, postgres_url, redis_answering, redis_url};
 
 use std::future::Future;
 use std::net::SocketAddr;
