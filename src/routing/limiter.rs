@@ -20,12 +20,13 @@
 //! local admission is counted (`limiter_unavailable_total`).
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use tokio::sync::{Notify, OnceCell, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{LimiterConfig, OnUnavailable};
@@ -36,12 +37,17 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// The longest pause between two polls of a full gate.
 pub(crate) const MAX_PAUSE: Duration = Duration::from_millis(20);
 
-/// Drops the ended leases, then adds `ARGV[3]` if fewer than `ARGV[1]` are held, its lease
-/// ending `ARGV[2]` ms from Redis's now. Returns `{taken (0 or 1), held}`.
+/// Removes this replica's released members (`ARGV[4..]`, so a permit released here goes to
+/// the next attempt in the same round trip) and the ended leases, then adds `ARGV[3]` if
+/// fewer than `ARGV[1]` are held, its lease ending `ARGV[2]` ms from Redis's now. Returns
+/// `{taken (0 or 1), held}`.
 const TAKE: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(ARGV[2])
+for i = 4, #ARGV do
+  redis.call('ZREM', KEYS[1], ARGV[i])
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local held = redis.call('ZCARD', KEYS[1])
 if held >= tonumber(ARGV[1]) then
@@ -97,7 +103,9 @@ struct Shared {
     timeout: Duration,
     on_unavailable: OnUnavailable,
     client: redis::Client,
-    connection: OnceCell<ConnectionManager>,
+    /// Made on first use, and made anew after a call that got no answer: the manager
+    /// reconnects by itself only when its socket fails, and a half-open one never does.
+    connection: Mutex<Option<ConnectionManager>>,
     /// This process's name in the set: every member starts with it.
     replica: String,
     next: AtomicU64,
@@ -194,7 +202,7 @@ impl GlobalGate {
                 timeout: config.timeout,
                 on_unavailable: config.on_unavailable,
                 client,
-                connection: OnceCell::new(),
+                connection: Mutex::new(None),
                 replica,
                 next: AtomicU64::new(0),
                 held: Mutex::new(HashSet::new()),
@@ -302,20 +310,42 @@ impl Drop for GlobalGate {
 }
 
 impl Shared {
-    /// The connection, made on first use; it reconnects by itself after a failure.
-    async fn connection(&self) -> Result<ConnectionManager, Unreachable> {
-        self.connection
-            .get_or_try_init(|| async {
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(self.timeout))
-                    .set_response_timeout(Some(self.timeout))
-                    .set_number_of_retries(1)
-                    .set_max_delay(self.timeout);
-                ConnectionManager::new_lazy_with_config(self.client.clone(), config)
-            })
-            .await
-            .cloned()
-            .map_err(|e| Unreachable(e.to_string()))
+    /// The connection (it connects on its first call).
+    fn connection(&self) -> Result<ConnectionManager, Unreachable> {
+        let mut connection = lock(&self.connection);
+        if let Some(manager) = &*connection {
+            return Ok(manager.clone());
+        }
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(self.timeout);
+        let manager = ConnectionManager::new_lazy_with_config(self.client.clone(), config)
+            .map_err(|e| Unreachable(e.to_string()))?;
+        Ok(connection.insert(manager).clone())
+    }
+
+    /// `call` within the timeout; a call that fails drops the connection, so the next one
+    /// connects anew.
+    async fn within<T>(
+        &self,
+        call: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, Unreachable> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(e)) => {
+                // Whatever failed (a timeout, a dropped socket, a demoted primary answering
+                // READONLY), the next call starts on a fresh connection, resolving the name
+                // again.
+                *lock(&self.connection) = None;
+                Err(Unreachable(e.to_string()))
+            }
+            Err(_) => {
+                *lock(&self.connection) = None;
+                Err(Unreachable(format!("no answer within {:?}", self.timeout)))
+            }
+        }
     }
 
     /// Runs `script` within the timeout.
@@ -325,18 +355,13 @@ impl Shared {
         args: &[String],
     ) -> Result<(i64, i64), Unreachable> {
         let answer = async {
-            let mut connection = self.connection().await?;
+            let mut connection = self.connection()?;
             let mut invocation = script.key(&*self.key);
             for arg in args {
                 invocation.arg(arg);
             }
-            tokio::time::timeout(
-                self.timeout,
-                invocation.invoke_async::<(i64, i64)>(&mut connection),
-            )
-            .await
-            .map_err(|_| Unreachable(format!("no answer within {:?}", self.timeout)))?
-            .map_err(|e| Unreachable(e.to_string()))
+            self.within(invocation.invoke_async::<(i64, i64)>(&mut connection))
+                .await
         }
         .await;
         match &answer {
@@ -366,18 +391,24 @@ impl Shared {
             self.replica,
             self.next.fetch_add(1, Ordering::Relaxed)
         );
-        let args = [
+        // Released members ride along, so the permit just freed here is free for this take.
+        let released = std::mem::take(&mut *lock(&self.released));
+        let mut args = vec![
             self.limit.to_string(),
             self.lease.as_millis().to_string(),
             member,
         ];
-        // If this future is dropped while Redis adds the member, the member is removed.
+        args.extend(released);
+        // Dropped before its answer, or answered with an error (the script may still run
+        // after a timeout), the take's member and the released ones go to the keeper.
         let mut asking = Asking {
-            member: Some(&args[2]),
+            members: Some(&args[2..]),
             shared: self,
         };
         let answer = self.run(script(&TAKE_SCRIPT, TAKE), &args).await;
-        asking.member = None;
+        if answer.is_ok() {
+            asking.members = None;
+        }
         drop(asking);
         let (taken, held) = answer?;
         self.global_in_flight.store(
@@ -387,7 +418,7 @@ impl Shared {
         if taken != 1 {
             return Ok(None);
         }
-        let [_, _, member] = args;
+        let member = args.swap_remove(2);
         lock(&self.held).insert(member.clone());
         Ok(Some(Lease {
             member,
@@ -442,32 +473,39 @@ impl Shared {
         }
     }
 
-    /// Removes the released members (a lease that cannot be removed ends by itself).
+    /// Removes the released members; those Redis did not take are tried again on the next
+    /// turn (and a lease nobody removes ends by itself).
     async fn give_back(&self) {
         let released = std::mem::take(&mut *lock(&self.released));
         if released.is_empty() {
             return;
         }
-        let Ok(mut connection) = self.connection().await else {
-            return;
+        let removed = match self.connection() {
+            Ok(mut connection) => {
+                let remove = redis::cmd("ZREM").arg(&*self.key).arg(&released).to_owned();
+                self.within(remove.query_async::<i64>(&mut connection))
+                    .await
+                    .is_ok()
+            }
+            Err(_) => false,
         };
-        let remove = redis::cmd("ZREM").arg(&*self.key).arg(&released).to_owned();
-        let _ =
-            tokio::time::timeout(self.timeout, remove.query_async::<i64>(&mut connection)).await;
+        if !removed {
+            lock(&self.released).extend(released);
+        }
     }
 }
 
-/// A take whose answer has not come: dropped unanswered, its member is removed in case Redis
-/// added it.
+/// A take without its answer: dropped before it came, or failed (a script may still run after
+/// its timeout), its member and the released ones it carried go to the keeper to remove.
 struct Asking<'a> {
-    member: Option<&'a String>,
+    members: Option<&'a [String]>,
     shared: &'a Shared,
 }
 
 impl Drop for Asking<'_> {
     fn drop(&mut self) {
-        if let Some(member) = self.member.take() {
-            lock(&self.shared.released).push(member.clone());
+        if let Some(members) = self.members.take() {
+            lock(&self.shared.released).extend_from_slice(members);
             self.shared.release.notify_one();
         }
     }

@@ -53,10 +53,10 @@ pub struct ProviderStatus {
 /// A provider's global limiter, as this replica sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GlobalLimit {
-    /// Permits held across every replica, as last read from Redis (at most a third of the
-    /// lease old while attempts run); `None` before the first read.
+    /// Permits held across every replica, as last read from Redis (every third of the lease
+    /// once attempts have run, while Redis answers); `None` before the first read.
     pub global_in_flight: Option<u32>,
-    /// Whether Redis answered the last call.
+    /// Whether Redis answered the last call (`true` before the first).
     pub reachable: bool,
     /// Attempts refused (`fail_closed`), or admitted by this replica alone (`fail_open`),
     /// because Redis was unreachable, since start-up.

@@ -10,7 +10,7 @@ use crate::config::{ConfigError, LimiterConfig, OnUnavailable, Secret};
 
 /// `limiter.lease` when unset.
 const DEFAULT_LEASE: Duration = Duration::from_secs(10);
-/// `limiter.timeout` when unset.
+/// `limiter.timeout` when unset (or a third of `lease`, if that is less).
 const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
 /// The longest key: a key names a set of permits, not a document.
 const MAX_KEY_BYTES: usize = 256;
@@ -52,7 +52,7 @@ pub(super) fn limiter(
     )?;
     let timeout = duration_from(
         &format!("{key}.timeout"),
-        raw.timeout.unwrap_or(DEFAULT_TIMEOUT),
+        raw.timeout.unwrap_or(DEFAULT_TIMEOUT.min(lease / 3)),
         Duration::from_millis(1),
         lease / 3,
     )

@@ -165,3 +165,134 @@ fn a_url_that_does_not_parse_is_named_by_its_variable_only() {
     );
     assert!(!error.contains("hunter2"), "{error}");
 }
+
+/// A Redis of this test's own on a Unix socket (no TCP port), killed on drop; `None`, with a
+/// line, where `redis-server` is not installed (and under `CI=true`, a failure).
+struct PrivateRedis {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl PrivateRedis {
+    fn start() -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("r.sock");
+        let child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                "0",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--unixsocket",
+            ])
+            .arg(&socket)
+            .stdout(std::process::Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(child) => child,
+            Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+                panic!("redis-server is not installed")
+            }
+            Err(_) => {
+                eprintln!("skipped: redis-server is not installed");
+                return None;
+            }
+        };
+        let redis = Self { child, dir };
+        let started = std::time::Instant::now();
+        while !socket.exists() {
+            assert!(started.elapsed() < WAIT, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Some(redis)
+    }
+
+    fn url(&self) -> String {
+        format!("redis+unix://{}", self.dir.path().join("r.sock").display())
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loopback proxy to `redis` that, while `slow` is set, holds each answer back 300 ms: a
+/// command that runs whose answer comes too late, as on a slow network.
+async fn slow_proxy(redis: &PrivateRedis, slow: Arc<AtomicBool>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let socket = redis.dir.path().join("r.sock");
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = tokio::net::UnixStream::connect(&socket).await.unwrap();
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut server_read, mut server_write) = server.into_split();
+            tokio::spawn(async move { tokio::io::copy(&mut client_read, &mut server_write).await });
+            let slow = slow.clone();
+            tokio::spawn(async move {
+                let mut buffer = vec![0; 64 << 10];
+                while let Ok(n) = server_read.read(&mut buffer).await {
+                    if n == 0 {
+                        break;
+                    }
+                    if slow.load(Ordering::Acquire) {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                    if client_write.write_all(&buffer[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    format!("redis://{address}")
+}
+
+#[tokio::test]
+async fn a_take_that_timed_out_leaves_no_permit_behind() {
+    let Some(redis) = PrivateRedis::start() else {
+        return;
+    };
+    let key = unique_key();
+    let answers_late = Arc::new(AtomicBool::new(false));
+    let proxy = slow_proxy(&redis, answers_late.clone()).await;
+    let mut slow = config(&proxy, &key, OnUnavailable::FailClosed);
+    slow.lease = Duration::from_secs(6);
+    slow.timeout = Duration::from_millis(100);
+    let gate = GlobalGate::new("p", &slow, 1).unwrap();
+    let mut admin = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    // Warm: the script is loaded and the connection made.
+    drop(gate.acquire().await.unwrap());
+    // The take runs in Redis, and its answer comes after the timeout.
+    answers_late.store(true, Ordering::Release);
+    assert!(matches!(gate.acquire().await, Err(Refused::Unavailable)));
+    answers_late.store(false, Ordering::Release);
+    // The member it added is removed (once Redis answers in time), long before its lease
+    // would end.
+    let started = std::time::Instant::now();
+    loop {
+        let held: u64 = redis::cmd("ZCARD")
+            .arg(&key)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        if held == 0 && started.elapsed() > Duration::from_millis(500) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "a permit is left behind ({held} held)"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
