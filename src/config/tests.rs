@@ -393,3 +393,24 @@ fn limiter_errors_name_the_key_and_never_the_url() {
         assert!(!error.contains("hunter2"), "{error}");
     }
 }
+
+#[test]
+fn two_providers_counting_one_key_must_count_one_limit() {
+    let text = format!(
+        "{MINIMAL}\n[providers.other]\nadapter = \"scripted\"\nmax_concurrency = 8\n\
+         limiter = {{ kind = \"redis\", url_env = \"R\", key = \"k\" }}\n\
+         [[providers.other.models]]\nname = \"m\"\ncapabilities = [\"text\"]\n"
+    )
+    .replace(
+        "adapter = \"scripted\"\n[[providers.fake",
+        "adapter = \"scripted\"\nmax_concurrency = 4\nlimiter = { kind = \"redis\", url_env = \"R\", key = \"k\" }\n[[providers.fake",
+    );
+    let env = |name: &str| (name == "R").then(|| "redis://127.0.0.1".to_owned());
+    let error = Config::from_toml_with_env(&text, &env)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("providers.other.limiter.key: `k` is also provider `fake`'s, with max_concurrency 4 against 8"),
+        "{error}"
+    );
+}

@@ -34,6 +34,7 @@ pub(super) fn validate(raw: RawConfig, env: Env<'_>) -> Result<Config, ConfigErr
     for (name, p) in raw.providers {
         let key = format!("providers.{name}");
         let provider = provider(&key, &name, p, env)?;
+        limiter::shared_key(&key, &provider, &providers)?;
         providers.insert(provider.name.clone(), provider);
     }
     let mut policies = BTreeMap::new();

@@ -125,6 +125,8 @@ struct Shared {
     retry_at: Mutex<Option<tokio::time::Instant>>,
     /// Attempts refused, or admitted locally, because Redis was unreachable.
     unavailable: AtomicU64,
+    /// Leases that ended unrenewed while their attempts ran, and could not be taken back.
+    lost: AtomicU64,
     keeper: std::sync::Once,
     stop: CancellationToken,
 }
@@ -167,6 +169,8 @@ pub(crate) struct LimiterStatus {
     /// Attempts refused (`fail_closed`), or admitted by this replica alone (`fail_open`),
     /// because Redis was unreachable.
     pub(crate) unavailable: u64,
+    /// Leases that ended unrenewed while their attempts ran, taken by others meanwhile.
+    pub(crate) lost: u64,
 }
 
 /// Why the gate gave no permit.
@@ -213,6 +217,7 @@ impl GlobalGate {
                 reachable: AtomicBool::new(true),
                 retry_at: Mutex::new(None),
                 unavailable: AtomicU64::new(0),
+                lost: AtomicU64::new(0),
                 keeper: std::sync::Once::new(),
                 stop: CancellationToken::new(),
             }),
@@ -241,7 +246,11 @@ impl GlobalGate {
             match asked {
                 Ok(Some(lease)) => return Ok(Held::Lease(lease)),
                 Ok(None) => {}
-                Err(Unreachable(why)) => return self.unavailable(&why).await,
+                Err(Unreachable(why)) => match self.unavailable(&why).await? {
+                    Some(held) => return Ok(held),
+                    // No local permit came free before Redis may be asked again: ask it.
+                    None => continue,
+                },
             }
             tokio::select! {
                 () = freed => {}
@@ -251,10 +260,10 @@ impl GlobalGate {
         }
     }
 
-    /// What `on_unavailable` gives an attempt while Redis does not answer.
-    async fn unavailable(&self, why: &str) -> Result<Held, Refused> {
+    /// What `on_unavailable` gives an attempt while Redis does not answer: a refusal, a
+    /// permit of this replica alone, or (`None`) nothing before Redis may be asked again.
+    async fn unavailable(&self, why: &str) -> Result<Option<Held>, Refused> {
         let shared = &self.shared;
-        shared.unavailable.fetch_add(1, Ordering::Relaxed);
         if shared.reachable.swap(false, Ordering::AcqRel) {
             tracing::warn!(
                 provider = %shared.provider,
@@ -266,15 +275,20 @@ impl GlobalGate {
                 "the limiter's Redis is unreachable"
             );
         }
-        match &self.fallback {
-            None => Err(Refused::Unavailable),
+        let Some(local) = &self.fallback else {
+            shared.unavailable.fetch_add(1, Ordering::Relaxed);
+            return Err(Refused::Unavailable);
+        };
+        let ask_again =
+            lock(&shared.retry_at).unwrap_or_else(|| tokio::time::Instant::now() + RETRY_AFTER);
+        tokio::select! {
             // The semaphore is never closed.
-            Some(local) => local
-                .clone()
-                .acquire_owned()
-                .await
-                .map(Held::Local)
-                .map_err(|_| Refused::Unavailable),
+            permit = local.clone().acquire_owned() => {
+                let permit = permit.map_err(|_| Refused::Unavailable)?;
+                shared.unavailable.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(Held::Local(permit)))
+            }
+            () = tokio::time::sleep_until(ask_again) => Ok(None),
         }
     }
 
@@ -286,6 +300,7 @@ impl GlobalGate {
             global_in_flight: (global != u32::MAX).then_some(global),
             reachable: shared.reachable.load(Ordering::Acquire),
             unavailable: shared.unavailable.load(Ordering::Relaxed),
+            lost: shared.lost.load(Ordering::Relaxed),
         }
     }
 
@@ -457,6 +472,8 @@ impl Shared {
                     Ordering::Release,
                 );
                 if lost > 0 {
+                    self.lost
+                        .fetch_add(u64::try_from(lost).unwrap_or(0), Ordering::Relaxed);
                     tracing::warn!(
                         provider = %self.provider,
                         lost,

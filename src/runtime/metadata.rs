@@ -61,6 +61,9 @@ pub struct GlobalLimit {
     /// Attempts refused (`fail_closed`), or admitted by this replica alone (`fail_open`),
     /// because Redis was unreachable, since start-up.
     pub unavailable: u64,
+    /// Leases of this replica that ended unrenewed (Redis out of reach, or the process
+    /// paused, past the lease) while their attempts ran, and were taken by others meanwhile.
+    pub leases_lost: u64,
 }
 
 /// What the runtime is and can do now.
@@ -108,6 +111,7 @@ pub(super) fn describe(
                     global_in_flight: l.global_in_flight,
                     reachable: l.reachable,
                     unavailable: l.unavailable,
+                    leases_lost: l.lost,
                 }),
                 queued: slot.admission.queued(),
                 models: slot

@@ -175,8 +175,9 @@ struct Gauges {
     queued: Family<Labels, Gauge>,
     global_in_flight: Family<Labels, Gauge>,
     limiter_reachable: Family<Labels, Gauge>,
-    /// Brought up to each limiter's count at each scrape, one scrape at a time.
+    /// Brought up to each limiter's counts at each scrape, one scrape at a time.
     limiter_unavailable: std::sync::Mutex<Family<Labels, Counter>>,
+    limiter_leases_lost: std::sync::Mutex<Family<Labels, Counter>>,
     store_executions: Gauge,
     store_bytes: Gauge,
     /// Brought up to the store's count at each scrape, one scrape at a time.
@@ -356,6 +357,13 @@ impl Metrics {
                 family.clone(),
             );
         }
+        if let Ok(family) = gauges.limiter_leases_lost.lock() {
+            registry.register(
+                "limiter_leases_lost",
+                "Leases of a provider's Redis limiter that ended unrenewed while their attempts ran, taken by others meanwhile",
+                family.clone(),
+            );
+        }
         registry.register(
             "store_executions",
             "Executions the store holds",
@@ -510,9 +518,14 @@ impl Metrics {
             g.limiter_reachable
                 .get_or_create(&labels)
                 .set(i64::from(limiter.reachable));
-            if let Ok(family) = g.limiter_unavailable.lock() {
-                let counter = family.get_or_create(&labels);
-                counter.inc_by(limiter.unavailable.saturating_sub(counter.get()));
+            for (family, count) in [
+                (&g.limiter_unavailable, limiter.unavailable),
+                (&g.limiter_leases_lost, limiter.leases_lost),
+            ] {
+                if let Ok(family) = family.lock() {
+                    let counter = family.get_or_create(&labels);
+                    counter.inc_by(count.saturating_sub(counter.get()));
+                }
             }
         }
         g.store_executions

@@ -1,12 +1,13 @@
 //! `providers.NAME.limiter`: where a provider's `max_concurrency` is counted.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::bounds::{self, count, duration_from};
 use super::{Env, invalid};
 use crate::config::raw::RawLimiter;
-use crate::config::{ConfigError, LimiterConfig, OnUnavailable, Secret};
+use crate::config::{ConfigError, LimiterConfig, OnUnavailable, ProviderConfig, Secret};
 
 /// `limiter.lease` when unset.
 const DEFAULT_LEASE: Duration = Duration::from_secs(10);
@@ -88,6 +89,33 @@ pub(super) fn limiter(
     })
 }
 
+/// Refuses `provider`'s limiter key when another provider (in `providers`) counts a different
+/// `max_concurrency` under it: one set of permits has one limit.
+pub(super) fn shared_key(
+    key: &str,
+    provider: &ProviderConfig,
+    providers: &BTreeMap<Arc<str>, ProviderConfig>,
+) -> Result<(), ConfigError> {
+    let Some(limiter) = &provider.limiter else {
+        return Ok(());
+    };
+    let other = providers.values().find(|other| {
+        other.limiter.as_ref().is_some_and(|l| l.key == limiter.key)
+            && other.max_concurrency != provider.max_concurrency
+    });
+    match other {
+        None => Ok(()),
+        Some(other) => Err(invalid(
+            format!("{key}.limiter.key"),
+            format!(
+                "`{}` is also provider `{}`'s, with max_concurrency {} against {}: one set of \
+                 permits has one limit",
+                limiter.key, other.name, other.max_concurrency, provider.max_concurrency
+            ),
+        )),
+    }
+}
+
 /// The Redis URL named by `var`: `redis://` or `redis+unix://` (`unix://`). It may hold a
 /// password: no message quotes it.
 fn url(key: &str, var: Option<&str>, env: Env<'_>) -> Result<(Arc<str>, Secret), ConfigError> {
@@ -118,13 +146,16 @@ fn url(key: &str, var: Option<&str>, env: Env<'_>) -> Result<(Arc<str>, Secret),
             ),
         ));
     }
-    if !["redis://", "redis+unix://", "unix://"]
+    let scheme_known = ["redis://", "redis+unix://", "unix://"]
         .iter()
-        .any(|scheme| value.starts_with(scheme))
-    {
+        .any(|scheme| value.starts_with(scheme));
+    if !scheme_known || redis::IntoConnectionInfo::into_connection_info(value.as_str()).is_err() {
         return Err(invalid(
             key,
-            format!("environment variable `{var}` must hold a `redis://` or `redis+unix://` URL"),
+            format!(
+                "environment variable `{var}` must hold a `redis://` or `redis+unix://` URL \
+                 (host, port, database)"
+            ),
         ));
     }
     Ok((var.into(), Secret::new(value)))
