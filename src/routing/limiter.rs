@@ -7,7 +7,10 @@
 //! whose clocks disagree still agree on the count. A keeper task per gate renews this
 //! replica's leases every third of the lease and gives released ones back at once; a replica
 //! that dies gives its permits back when their leases end. The set itself expires twice a
-//! lease after its last write, so nothing outlives the replicas that use it.
+//! lease after its last write, so nothing outlives the replicas that use it. A set that is new,
+//! or that Redis lost, gives no permit until every live replica has had the time to renew its
+//! own into it (a third of the lease, plus the timeout): the attempts still running on it count
+//! again before others start.
 //!
 //! This replica's attempts take turns at the gate in the order they asked (one polls Redis
 //! while the others wait behind it); a permit released here wakes the head at once, one
@@ -37,48 +40,70 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// The longest pause between two polls of a full gate.
 pub(crate) const MAX_PAUSE: Duration = Duration::from_millis(20);
 
-/// Removes this replica's released members (`ARGV[4..]`, so a permit released here goes to
-/// the next attempt in the same round trip) and the ended leases, then adds `ARGV[3]` if
-/// fewer than `ARGV[1]` are held, its lease ending `ARGV[2]` ms from Redis's now. Returns
-/// `{taken (0 or 1), held}`.
-const TAKE: &str = r"
+/// What both scripts begin with: Redis's now, the lease (`ARGV[2]` ms), and whether the
+/// permits are settled. A set Redis lost (a restart without persistence, a failover that
+/// dropped the last writes, an eviction) starts again empty while attempts still run on the
+/// permits it held, so it gives no permit for `ARGV[3]` ms after it is (re)born, the time every
+/// live replica takes to renew its own into it. The mark of its birth (`KEYS[2]`) lives a day
+/// past the last call, so a key in use settles once.
+macro_rules! prelude {
+    () => {
+        r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(ARGV[2])
-for i = 4, #ARGV do
+local born = tonumber(redis.call('GET', KEYS[2]))
+if not born then
+  born = now
+  redis.call('SET', KEYS[2], now)
+end
+redis.call('PEXPIRE', KEYS[2], 86400000)
+local settled = now - born >= tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+"
+    };
+}
+
+/// Removes this replica's released members (`ARGV[5..]`, so a permit released here goes to
+/// the next attempt in the same round trip) and the ended leases, then adds `ARGV[4]` if the
+/// permits are settled and fewer than `ARGV[1]` are held, its lease ending `ARGV[2]` ms from
+/// Redis's now. Returns `{taken (0 or 1), held}`.
+const TAKE: &str = concat!(
+    prelude!(),
+    r"
+for i = 5, #ARGV do
   redis.call('ZREM', KEYS[1], ARGV[i])
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local held = redis.call('ZCARD', KEYS[1])
-if held >= tonumber(ARGV[1]) then
+if held >= tonumber(ARGV[1]) or not settled then
   return {0, held}
 end
-redis.call('ZADD', KEYS[1], now + lease, ARGV[3])
+redis.call('ZADD', KEYS[1], now + lease, ARGV[4])
 redis.call('PEXPIRE', KEYS[1], 2 * lease)
 return {1, held + 1}
-";
+"
+);
 
-/// Drops the ended leases and extends this replica's (`ARGV[3..]`) by `ARGV[2]` ms; a lease
-/// that ended meanwhile (renewals that did not get through) is taken again if fewer than
+/// Extends this replica's leases (`ARGV[4..]`) by `ARGV[2]` ms; a lease that ended meanwhile
+/// (renewals that did not get through, or a set Redis lost) is taken again if fewer than
 /// `ARGV[1]` are held, else it is lost. Returns `{held, lost}`.
-const RENEW: &str = r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lease = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+const RENEW: &str = concat!(
+    prelude!(),
+    r"
 local lost = 0
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   if redis.call('ZSCORE', KEYS[1], ARGV[i]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('ZADD', KEYS[1], now + lease, ARGV[i])
   else
     lost = lost + 1
   end
 end
-if #ARGV > 2 then
+if #ARGV > 3 then
   redis.call('PEXPIRE', KEYS[1], 2 * lease)
 end
 return {redis.call('ZCARD', KEYS[1]), lost}
-";
+"
+);
 
 /// Redis did not answer, or answered with an error.
 #[derive(Debug)]
@@ -98,6 +123,8 @@ pub(crate) struct GlobalGate {
 struct Shared {
     provider: Arc<str>,
     key: Arc<str>,
+    /// When the permits' set was (re)born (the scripts' `KEYS[2]`).
+    born_key: String,
     limit: u32,
     lease: Duration,
     timeout: Duration,
@@ -201,6 +228,7 @@ impl GlobalGate {
             shared: Arc::new(Shared {
                 provider: provider.into(),
                 key: config.key.clone(),
+                born_key: format!("{}:born", config.key),
                 limit,
                 lease: config.lease,
                 timeout: config.timeout,
@@ -372,6 +400,7 @@ impl Shared {
         let answer = async {
             let mut connection = self.connection()?;
             let mut invocation = script.key(&*self.key);
+            invocation.key(&*self.born_key);
             for arg in args {
                 invocation.arg(arg);
             }
@@ -393,6 +422,12 @@ impl Shared {
         answer
     }
 
+    /// How long a new (or lost) set of permits gives none: every live replica renews within a
+    /// third of the lease, each renewal within the timeout.
+    fn settle(&self) -> Duration {
+        self.lease / 3 + self.timeout
+    }
+
     /// Whether the last call failed within [`RETRY_AFTER`].
     fn resting(&self) -> bool {
         lock(&self.retry_at).is_some_and(|at| tokio::time::Instant::now() < at)
@@ -411,13 +446,14 @@ impl Shared {
         let mut args = vec![
             self.limit.to_string(),
             self.lease.as_millis().to_string(),
+            self.settle().as_millis().to_string(),
             member,
         ];
         args.extend(released);
         // Dropped before its answer, or answered with an error (the script may still run
         // after a timeout), the take's member and the released ones go to the keeper.
         let mut asking = Asking {
-            members: Some(&args[2..]),
+            members: Some(&args[3..]),
             shared: self,
         };
         let answer = self.run(script(&TAKE_SCRIPT, TAKE), &args).await;
@@ -433,7 +469,7 @@ impl Shared {
         if taken != 1 {
             return Ok(None);
         }
-        let member = args.swap_remove(2);
+        let member = args.swap_remove(3);
         lock(&self.held).insert(member.clone());
         Ok(Some(Lease {
             member,
@@ -463,7 +499,11 @@ impl Shared {
 
     async fn renew(&self) {
         let held: Vec<String> = lock(&self.held).iter().cloned().collect();
-        let mut args = vec![self.limit.to_string(), self.lease.as_millis().to_string()];
+        let mut args = vec![
+            self.limit.to_string(),
+            self.lease.as_millis().to_string(),
+            self.settle().as_millis().to_string(),
+        ];
         args.extend(held);
         match self.run(script(&RENEW_SCRIPT, RENEW), &args).await {
             Ok((held, lost)) => {

@@ -67,7 +67,8 @@ async fn a_dead_replicas_permits_come_back_within_the_lease() {
     let survivor = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
     // A replica that took the only permit and died: nothing renews or releases it.
     let dead = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
-    let taken = dead.shared.take().await.unwrap().unwrap();
+    let taken = dead.acquire().await.unwrap();
+    dead.shared.stop.cancel();
     lock(&dead.shared.held).clear();
     std::mem::forget(taken);
     std::mem::forget(dead);
@@ -82,6 +83,40 @@ async fn a_dead_replicas_permits_come_back_within_the_lease() {
     assert!(
         waited >= Duration::from_millis(1500),
         "the lease ended early: {waited:?}"
+    );
+}
+
+#[tokio::test]
+async fn permits_redis_lost_count_again_before_anyone_else_takes_one() {
+    let Some(url) = redis_url() else { return };
+    let key = unique_key();
+    let a = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
+    let b = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
+    let held = a.acquire().await.unwrap();
+    // Redis loses the permits (a restart without persistence, say) while A's attempt runs.
+    let mut admin = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let () = redis::cmd("DEL")
+        .arg(&key)
+        .arg(format!("{key}:born"))
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // A renews into the new set before it gives any permit: B stays out while A holds.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), b.acquire())
+            .await
+            .is_err()
+    );
+    drop(held);
+    assert!(
+        tokio::time::timeout(WAIT, b.acquire())
+            .await
+            .unwrap()
+            .is_ok()
     );
 }
 
