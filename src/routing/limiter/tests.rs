@@ -244,6 +244,33 @@ impl PrivateRedis {
         Some(redis)
     }
 
+    /// Stops it and starts it again on the same socket, with nothing kept.
+    fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let socket = self.dir.path().join("r.sock");
+        let _ = std::fs::remove_file(&socket);
+        self.child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                "0",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--unixsocket",
+            ])
+            .arg(&socket)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while !socket.exists() {
+            assert!(started.elapsed() < WAIT, "redis-server did not start again");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     fn url(&self) -> String {
         format!("redis+unix://{}", self.dir.path().join("r.sock").display())
     }
@@ -330,4 +357,36 @@ async fn a_take_that_timed_out_leaves_no_permit_behind() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::test]
+async fn fail_open_goes_back_to_redis_once_it_answers() {
+    let Some(mut redis) = PrivateRedis::start() else {
+        return;
+    };
+    let mut open = config(&redis.url(), &unique_key(), OnUnavailable::FailOpen);
+    open.lease = Duration::from_secs(3);
+    open.timeout = Duration::from_millis(100);
+    let gate = GlobalGate::new("p", &open, 4).unwrap();
+    let leased = gate.acquire().await.unwrap();
+    assert!(matches!(leased, Held::Lease(_)));
+
+    // Redis gone: the next attempt runs on this replica's one local permit.
+    let _ = redis.child.kill();
+    let _ = redis.child.wait();
+    let local = tokio::time::timeout(WAIT, gate.acquire())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(local, Held::Local(_)));
+
+    // Redis back: the next attempt leases again, though the local permit is still taken.
+    redis.restart();
+    let next = tokio::time::timeout(WAIT, gate.acquire())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(next, Held::Lease(_)));
+    assert!(gate.status().reachable);
+    drop((leased, local));
 }
