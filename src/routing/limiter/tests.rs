@@ -211,21 +211,7 @@ struct PrivateRedis {
 impl PrivateRedis {
     fn start() -> Option<Self> {
         let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("r.sock");
-        let child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                "0",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--unixsocket",
-            ])
-            .arg(&socket)
-            .stdout(std::process::Stdio::null())
-            .spawn();
-        let child = match child {
+        let child = match Self::spawn(&dir.path().join("r.sock")) {
             Ok(child) => child,
             Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
                 panic!("redis-server is not installed")
@@ -235,13 +221,7 @@ impl PrivateRedis {
                 return None;
             }
         };
-        let redis = Self { child, dir };
-        let started = std::time::Instant::now();
-        while !socket.exists() {
-            assert!(started.elapsed() < WAIT, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Some(redis)
+        Some(Self { child, dir })
     }
 
     /// Stops it and starts it again on the same socket, with nothing kept.
@@ -250,25 +230,23 @@ impl PrivateRedis {
         let _ = self.child.wait();
         let socket = self.dir.path().join("r.sock");
         let _ = std::fs::remove_file(&socket);
-        self.child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                "0",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--unixsocket",
-            ])
-            .arg(&socket)
+        self.child = Self::spawn(&socket).unwrap();
+    }
+
+    /// `redis-server` on `socket`, once the socket is there.
+    fn spawn(socket: &std::path::Path) -> std::io::Result<std::process::Child> {
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", "0", "--save", "", "--appendonly", "no"])
+            .arg("--unixsocket")
+            .arg(socket)
             .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+            .spawn()?;
         let started = std::time::Instant::now();
         while !socket.exists() {
-            assert!(started.elapsed() < WAIT, "redis-server did not start again");
+            assert!(started.elapsed() < WAIT, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(10));
         }
+        Ok(child)
     }
 
     fn url(&self) -> String {
