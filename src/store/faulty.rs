@@ -45,10 +45,10 @@ pub struct Faults {
     /// A single-event append (what a cancellation that finds no driver writes) waits for a
     /// permit here before it is appended.
     pub hold_single_appends: Option<Arc<Semaphore>>,
-    /// Every read waits a poll before it answers, as a remote store's do: views, states,
-    /// followers, and the events and usage facts read through them come as pending fetches
-    /// (read when asked for, handed over a poll later), so readers take their waiting paths.
-    pub pending_reads: bool,
+    /// Every read waits this many polls before it answers, as a remote store's do: views,
+    /// states, followers, and the events and usage facts read through them come as pending
+    /// fetches (read when asked for, handed over later), so readers take their waiting paths.
+    pub pending_reads: u32,
 }
 
 /// A store with [`Faults`].
@@ -91,10 +91,10 @@ impl FaultyStore {
     }
 }
 
-/// Reads through another follower's source, at once or (`pending`) as a fetch.
+/// Reads through another follower's source, at once or (`pending` polls later) as a fetch.
 struct Through {
     source: Arc<dyn EventSource>,
-    pending: bool,
+    pending: u32,
     /// The wrapped follower's wake-up, when the follower wears another: it still counts as
     /// the store's reader, as the wrapped follower would.
     _changes: Option<Changes>,
@@ -107,13 +107,14 @@ impl EventSource for Through {
         limit: usize,
         into: &mut VecDeque<Event>,
     ) -> Option<StoreFuture<'static, Vec<Event>>> {
-        if !self.pending {
+        if self.pending == 0 {
             return self.source.read(after, limit, into);
         }
         let mut events = VecDeque::new();
         let fetch = self.source.read(after, limit, &mut events);
+        let polls = self.pending;
         Some(Box::pin(async move {
-            a_poll_later().await;
+            later(polls).await;
             match fetch {
                 Some(fetch) => fetch.await,
                 None => Ok(events.into()),
@@ -126,22 +127,23 @@ impl EventSource for Through {
     }
 }
 
-/// Pending for one poll, as a read that goes over the network.
-fn a_poll_later() -> PendingFor<()> {
+/// Pending for `polls` polls, as a read that goes over the network.
+fn later(polls: u32) -> PendingFor<()> {
     PendingFor {
-        polls: 1,
+        polls,
         value: Some(()),
     }
 }
 
 impl FaultyStore {
-    /// `read`'s answer, a poll later with `pending_reads`.
+    /// `read`'s answer, `pending_reads` polls later.
     fn answer<'a, T: Send + 'a>(&self, read: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
-        if !self.faults.pending_reads {
+        let polls = self.faults.pending_reads;
+        if polls == 0 {
             return read;
         }
         Box::pin(async move {
-            a_poll_later().await;
+            later(polls).await;
             read.await
         })
     }
@@ -237,7 +239,7 @@ impl EventStore for FaultyStore {
     fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
         let follow = self.inner.follow(id);
         let pending = self.faults.pending_reads;
-        if !self.faults.drop_subscriptions && !pending {
+        if !self.faults.drop_subscriptions && pending == 0 {
             return follow;
         }
         let drop_subscriptions = self.faults.drop_subscriptions;
@@ -270,13 +272,14 @@ impl EventStore for FaultyStore {
         limit: usize,
         into: &mut Vec<UsageEntry>,
     ) -> Option<StoreFuture<'static, Vec<UsageEntry>>> {
-        if !self.faults.pending_reads {
+        let polls = self.faults.pending_reads;
+        if polls == 0 {
             return self.inner.read_usage(after, limit, into);
         }
         let mut facts = Vec::new();
         let fetch = self.inner.read_usage(after, limit, &mut facts);
         Some(Box::pin(async move {
-            a_poll_later().await;
+            later(polls).await;
             match fetch {
                 Some(fetch) => fetch.await,
                 None => Ok(facts),
@@ -345,7 +348,7 @@ mod tests {
 
         crate::event_store_conformance!(|limits| async move {
             let faults = Faults {
-                pending_reads: true,
+                pending_reads: 1,
                 ..Faults::default()
             };
             over_memory(limits, faults)

@@ -222,7 +222,7 @@ async fn a_shutdown_while_the_store_creates_lets_the_accepted_execution_run() {
 async fn reads_that_wait_serve_every_reader_as_ready_ones_do() {
     let (ready, _) = with_faults(Faults::default());
     let (waiting, _) = with_faults(Faults {
-        pending_reads: true,
+        pending_reads: 1,
         ..Faults::default()
     });
     let mut seen = Vec::new();
@@ -257,6 +257,28 @@ async fn reads_that_wait_serve_every_reader_as_ready_ones_do() {
         );
     }
     assert_eq!(seen[0], seen[1]);
+}
+
+/// An `Execute` whose caller leaves while the store is still making its follower (a remote
+/// read) leaves the execution driven to its end.
+#[tokio::test(start_paused = true)]
+async fn an_execute_dropped_while_the_store_reads_is_still_driven_to_its_end() {
+    // Pending past the first poll of `execute`, which polls the follow twice.
+    let (rt, store) = with_faults(Faults {
+        pending_reads: 3,
+        ..Faults::default()
+    });
+    {
+        let mut execute = pin!(rt.execute(request("fallback", "hello there")));
+        assert!(futures_util::poll!(execute.as_mut()).is_pending());
+    }
+    let [id] = store.created()[..] else {
+        panic!("one execution created: {:?}", store.created())
+    };
+    let events = all_events(&rt, id).await;
+    let last = events.last().unwrap().as_ref().unwrap();
+    assert_eq!(last.payload.type_name(), "execution.completed");
+    assert_eq!(rt.get(id).await.unwrap().state, ExecutionState::Succeeded);
 }
 
 /// `work`, which must end within 30 seconds of (paused) time.
