@@ -6,12 +6,15 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use futures_util::FutureExt;
+
 use super::Metrics;
 use crate::execution::{
     AttemptCode, ErrorCode, Event, EventPayload, Execution, ExecutionId, ExecutionState,
 };
 use crate::store::{
-    Changes, Created, EventStore, Follower, NewExecution, StoreFuture, StoreStats, UsageEntry,
+    Changes, Created, EventStore, Follower, NewExecution, StoreError, StoreFuture, StoreStats,
+    UsageEntry,
 };
 
 /// `inner`, with every appended event counted in `metrics`.
@@ -43,7 +46,7 @@ impl Metered {
     }
 
     /// Counts what `payloads` say happened, but the end of the execution, which it returns
-    /// (`Some`, with the code it failed with) for [`ended`](Self::ended).
+    /// (`Some`, with the code it failed with) for [`appending`](Self::appending).
     fn count<'a>(
         &self,
         payloads: impl Iterator<Item = &'a EventPayload>,
@@ -98,18 +101,29 @@ impl Metered {
         let Some(code) = end else {
             return self.timed(append());
         };
-        let first = self.inner.first(id);
+        let mut first = self.inner.first(id);
+        // A store that answers at once (memory, file): counted now, as the events are, and
+        // with no second allocation. One that fetches: counted once its answer comes.
+        if let Some(first) = (&mut first).now_or_never() {
+            self.ended(first, code);
+            return self.timed(append());
+        }
         let append = self.timed(append());
         Box::pin(async move {
             let (first, appended) = futures_util::future::join(first, append).await;
-            if let Ok(first) = first
-                && let EventPayload::Accepted(acceptance) = &first.payload
-            {
-                let took = SystemTime::now().duration_since(first.time).ok();
-                self.metrics.ended(&acceptance.ability, code, took);
-            }
+            self.ended(first, code);
             appended
         })
+    }
+
+    /// Counts the end of the execution whose first event is `first`.
+    fn ended(&self, first: Result<Event, StoreError>, code: Option<ErrorCode>) {
+        if let Ok(first) = first
+            && let EventPayload::Accepted(acceptance) = &first.payload
+        {
+            let took = SystemTime::now().duration_since(first.time).ok();
+            self.metrics.ended(&acceptance.ability, code, took);
+        }
     }
 }
 

@@ -287,3 +287,35 @@ async fn within<T>(work: impl std::future::Future<Output = T>) -> T {
         .await
         .expect("ends in time")
 }
+
+/// With metrics on, an execution's end is counted (from its first event, which the store
+/// reads) whether the store's reads answer at once or wait.
+#[tokio::test(start_paused = true)]
+async fn an_end_is_counted_whether_reads_wait_or_not() {
+    let mut ended = Vec::new();
+    for pending_reads in [0, 3] {
+        let (builder, _) = faulty(Faults {
+            pending_reads,
+            ..Faults::default()
+        });
+        let mut config = builder.config.clone();
+        config.server.metrics_listen = Some(([127, 0, 0, 1], 0).into());
+        let rt = RuntimeBuilder { config, ..builder }.build().unwrap();
+        let events = rt
+            .execute(request("fallback", "hello there"))
+            .await
+            .unwrap();
+        within(events.collect::<Vec<_>>()).await;
+        let text = rt.metrics_text().unwrap();
+        let mut counted: Vec<String> = text
+            .lines()
+            .filter(|l| l.contains("executions_ended") && !l.starts_with('#'))
+            .map(str::to_owned)
+            .collect();
+        // The families' lines come in no fixed order.
+        counted.sort();
+        assert!(counted.iter().any(|l| l.ends_with(" 1")), "{text}");
+        ended.push(counted);
+    }
+    assert_eq!(ended[0], ended[1]);
+}
