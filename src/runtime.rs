@@ -184,6 +184,15 @@ impl RuntimeBuilder {
     }
 }
 
+/// Runs a driver in a task of its own.
+fn spawn_tracked(driver: impl std::future::Future<Output = ()> + Send + 'static) {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "every driver is on the runtime's tracker already (`track_future`)"
+    )]
+    tokio::spawn(driver);
+}
+
 impl Runtime {
     /// A runtime with the configured store and providers; see [`RuntimeBuilder::build`].
     pub fn new(config: Config) -> Result<Self, InitError> {
@@ -236,7 +245,7 @@ impl Runtime {
     pub async fn submit(&self, request: ExecuteRequest) -> Result<Execution, RuntimeError> {
         match self.accept(request, Follow::No).await? {
             Accepted::Viewed(view) => Ok(view),
-            Accepted::Following(events) => self.get(events.execution_id()),
+            Accepted::Following(events) => self.get(events.execution_id()).await,
         }
     }
 
@@ -246,7 +255,7 @@ impl Runtime {
     pub async fn execute(&self, request: ExecuteRequest) -> Result<EventStream, RuntimeError> {
         match self.accept(request, Follow::FromStart).await? {
             Accepted::Following(events) => Ok(events),
-            Accepted::Viewed(view) => self.watch(view.id, 0),
+            Accepted::Viewed(view) => self.watch(view.id, 0).await,
         }
     }
 
@@ -387,7 +396,7 @@ impl Runtime {
             Ok(Created::Existing(view)) => {
                 // An idempotent repeat: the execution was there already.
                 return match follow {
-                    Follow::FromStart => self.watch(view.id, 0).map(Accepted::Following),
+                    Follow::FromStart => self.watch(view.id, 0).await.map(Accepted::Following),
                     Follow::No => Ok(Accepted::Viewed(view)),
                 };
             }
@@ -423,7 +432,18 @@ impl Runtime {
             )
         };
         let events = match follow {
-            Follow::FromStart => Some(self.watch(id, 0)?),
+            Follow::FromStart => {
+                let mut watching = std::pin::pin!(self.watch(id, 0));
+                match futures_util::poll!(watching.as_mut()) {
+                    Poll::Ready(events) => Some(events?),
+                    Poll::Pending => {
+                        // The store answers over the network: the driver goes to its task
+                        // first, so a caller who leaves meanwhile leaves it driven.
+                        spawn_tracked(driver);
+                        return watching.await.map(Accepted::Following);
+                    }
+                }
+            }
             Follow::No => None,
         };
         // The driver's first step runs here, up to its first wait (admission, the provider's
@@ -431,11 +451,7 @@ impl Runtime {
         // answers at once is served without a task hop, and a follower of this execution
         // finds the events of that step already stored, to send as one message batch.
         if futures_util::poll!(driver.as_mut()).is_pending() {
-            #[expect(
-                clippy::disallowed_methods,
-                reason = "the driver is on the runtime's tracker already (`track_future` above)"
-            )]
-            tokio::spawn(driver);
+            spawn_tracked(driver);
         }
         tracing::debug!(execution_id = %id, ability = %view.ability, "accepted");
         Ok(match events {
@@ -446,12 +462,17 @@ impl Runtime {
 
     /// Every event with `sequence > after_sequence`, then live events, ending after the
     /// terminal one. Dropping the stream does not cancel the execution.
-    pub fn watch(&self, id: ExecutionId, after_sequence: u64) -> Result<EventStream, RuntimeError> {
+    pub async fn watch(
+        &self,
+        id: ExecutionId,
+        after_sequence: u64,
+    ) -> Result<EventStream, RuntimeError> {
         let max_watchers = self.inner.config.server.max_watchers_per_execution;
         let inner = &self.inner;
         watch::follow(&*inner.deps.store, id, after_sequence, max_watchers, || {
             inner.metrics.as_ref().map(|m| m.open_stream())
         })
+        .await
     }
 
     /// Every usage fact the store holds after `after` (from the first without one), in the
@@ -462,11 +483,12 @@ impl Runtime {
     }
 
     /// The materialized view.
-    pub fn get(&self, id: ExecutionId) -> Result<Execution, RuntimeError> {
+    pub async fn get(&self, id: ExecutionId) -> Result<Execution, RuntimeError> {
         self.inner
             .deps
             .store
             .get(id)
+            .await
             .map_err(|e| RuntimeError::from_store(e, None))
     }
 

@@ -143,6 +143,7 @@ impl ModelRuntime for ModelRuntimeService {
         let events = self
             .runtime
             .watch(id, request.after_sequence)
+            .await
             .map_err(status::to_status)?;
         Ok(Response::new(wire(events)))
     }
@@ -167,7 +168,7 @@ impl ModelRuntime for ModelRuntimeService {
     ) -> Result<Response<pb::Execution>, Status> {
         let id = decode::execution_id(&request.get_ref().execution_id, "execution_id")
             .map_err(status::to_status)?;
-        let view = self.runtime.get(id).map_err(status::to_status)?;
+        let view = self.runtime.get(id).await.map_err(status::to_status)?;
         Ok(Response::new(encode::execution(&view)))
     }
 

@@ -93,6 +93,22 @@ pub struct StoreStats {
 }
 
 /// Storage of executions and their events.
+///
+/// # What waits and what answers at once
+/// Every operation that reads or writes an execution returns a future (a [`StoreFuture`],
+/// or for reads through a [`Follower`] and of usage facts, an optional fetch), so that a
+/// store several replicas share over the network can answer without blocking a runtime
+/// thread. The memory and file stores answer reads with a future that is ready at once
+/// (and reads through a follower and of usage with no future at all), so the async shape
+/// costs them no waiting and, per event, no allocation.
+///
+/// What stays synchronous are figures the runtime reads on timers, in health checks and on
+/// every stream's wake-up: [`usage_epoch`](Self::usage_epoch),
+/// [`usage_changes`](Self::usage_changes), [`expire`](Self::expire),
+/// [`stats`](Self::stats), [`failed`](Self::failed) and [`close`](Self::close). A remote
+/// store keeps them current in the background (a task it owns, notifications from the
+/// database) and answers from what it last knew; its `expire` hands the work to that
+/// background and counts what it has let go.
 pub trait EventStore: Send + Sync + 'static {
     /// `memory` or `file`.
     fn kind(&self) -> &'static str;
@@ -119,37 +135,53 @@ pub trait EventStore: Send + Sync + 'static {
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64>;
 
     /// The materialized view.
-    fn get(&self, id: ExecutionId) -> Result<Execution, StoreError>;
+    fn get(&self, id: ExecutionId) -> StoreFuture<'_, Execution>;
 
     /// The state after the last event: what [`get`](Self::get) would say, without building
     /// the view. A driver reads it before it calls a provider.
-    fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
-        self.get(id).map(|view| view.state)
+    fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
+        Box::pin(async move { self.get(id).await.map(|view| view.state) })
     }
 
     /// The execution's first event (`execution.accepted`, which names the ability and the
     /// time it was accepted), once readers can see it: what the runtime's metrics read when
     /// an execution ends, without following it.
-    fn first(&self, id: ExecutionId) -> Result<Event, StoreError> {
-        self.follow(id)?
-            .read(0, 1)
-            .pop()
-            .ok_or(StoreError::NotFound(id))
+    fn first(&self, id: ExecutionId) -> StoreFuture<'_, Event> {
+        Box::pin(async move {
+            self.follow(id)
+                .await?
+                .read(0, 1)
+                .await?
+                .pop()
+                .ok_or(StoreError::NotFound(id))
+        })
     }
 
     /// A reader's hold on the execution: its events from any cursor and a wake-up on every
     /// append, readable to its last event even after the store lets the execution go
-    /// (retention and capacity never wait for readers).
-    fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError>;
+    /// (retention and capacity never wait for readers). A remote store reads the execution's
+    /// position here, so that the follower knows it before its first read.
+    fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower>;
 
     /// The epoch of this store's usage order (`usage.rs`): the same across a durable
     /// store's restarts, new for each memory store.
     fn usage_epoch(&self) -> u64;
 
     /// Up to `limit` usage facts of the executions the store holds, with positions after
-    /// `after`, in the order the store kept them, to the back of `into`. A fact readers
-    /// cannot see yet (not yet durable) ends the read: nothing after it is read before it.
-    fn read_usage(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>);
+    /// `after`, in the order the store kept them. A fact readers cannot see yet (not yet
+    /// durable) ends the read: nothing after it is read before it.
+    ///
+    /// A store that has the facts at hand copies them to the back of `into` and returns
+    /// `None`, so a read costs it no allocation; one that must fetch them (a remote store)
+    /// returns the fetch, which yields them in the same order. The fetch borrows nothing of
+    /// the store, so a reader can keep it beside the store it came from while it waits.
+    #[must_use = "a returned fetch holds the facts"]
+    fn read_usage(
+        &self,
+        after: u64,
+        limit: usize,
+        into: &mut Vec<UsageEntry>,
+    ) -> Option<StoreFuture<'static, Vec<UsageEntry>>>;
 
     /// A wake-up whenever usage facts become readable.
     fn usage_changes(&self) -> Changes;

@@ -31,7 +31,7 @@ impl Runtime {
                 format!("is longer than {} bytes", limits::MAX_CANCEL_REASON_BYTES),
             ));
         }
-        let view = self.get(id)?;
+        let view = self.get(id).await?;
         if view.state.is_terminal() {
             return Ok(view);
         }
@@ -71,7 +71,7 @@ impl Runtime {
         id: ExecutionId,
         reason: Option<String>,
     ) -> Result<Execution, RuntimeError> {
-        let mut view = self.get(id)?;
+        let mut view = self.get(id).await?;
         let last_attempt_error = view.attempts.iter().rev().find_map(|a| a.error.clone());
         let payload = evidence::failure(
             ErrorCode::Cancelled,
@@ -87,7 +87,7 @@ impl Runtime {
                 view.apply(&event);
                 Ok(view)
             }
-            Ok(_) | Err(StoreError::AlreadyTerminal(_)) => self.get(id),
+            Ok(_) | Err(StoreError::AlreadyTerminal(_)) => self.get(id).await,
             Err(e) => Err(RuntimeError::from_store(e, None)),
         }
     }
@@ -102,27 +102,28 @@ impl Runtime {
         limit: Duration,
     ) -> Result<Option<Execution>, RuntimeError> {
         let store = &self.inner.deps.store;
-        let mut follower = store
-            .follow(view.id)
-            .map_err(|e| RuntimeError::from_store(e, None))?;
+        let from_store = |e| RuntimeError::from_store(e, None);
         let wait = async {
+            let mut follower = store.follow(view.id).await.map_err(from_store)?;
             loop {
                 follower.changes().mark_seen();
-                for event in follower.read(view.last_sequence, usize::MAX) {
+                let events = follower.read(view.last_sequence, usize::MAX).await;
+                for event in events.map_err(from_store)? {
                     view.apply(&event);
                 }
                 if view.state.is_terminal() {
-                    return Some(view);
+                    return Ok(Some(view));
                 }
                 if follower.changes().changed().await.is_err() {
                     // Nothing more will come; what there was has been read above.
-                    for event in follower.read(view.last_sequence, usize::MAX) {
+                    let events = follower.read(view.last_sequence, usize::MAX).await;
+                    for event in events.map_err(from_store)? {
                         view.apply(&event);
                     }
-                    return view.state.is_terminal().then_some(view);
+                    return Ok(view.state.is_terminal().then_some(view));
                 }
             }
         };
-        Ok(tokio::time::timeout(limit, wait).await.ok().flatten())
+        tokio::time::timeout(limit, wait).await.unwrap_or(Ok(None))
     }
 }

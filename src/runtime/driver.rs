@@ -112,7 +112,7 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) -> Opti
     }
     // The draft draws no ACCEPTED -> FAILED edge: a failure that struck before routing
     // began is recorded after an (empty) routing step, so the execution still ends.
-    if let Ok(view) = store.get(id)
+    if let Ok(view) = store.get(id).await
         && view.state == ExecutionState::Accepted
     {
         let plan = RoutingPlan {
@@ -174,7 +174,7 @@ impl Driver {
     async fn begin(&mut self, plan: &Arc<RoutingPlan>) -> Result<bool, StoreError> {
         // A cancellation that came between the store's create and this driver's registration
         // found no driver and was stored as the end: the provider is never called for it.
-        if self.deps.store.state(self.job.id)?.is_terminal() {
+        if self.deps.store.state(self.job.id).await?.is_terminal() {
             return Ok(false);
         }
         if self.handle.is_cancelled() {
@@ -481,14 +481,20 @@ impl Driver {
     async fn keep_evidence(&mut self, error_id: &str) -> Result<bool, StoreError> {
         let id = self.job.id;
         self.flush().await?;
-        let view = self.deps.store.get(id)?;
+        let view = self.deps.store.get(id).await?;
         match view.state {
             state if state.is_terminal() => return Ok(true),
             // Nothing routed yet: the last resort records the empty routing step.
             ExecutionState::Accepted => return Ok(false),
             _ => {}
         }
-        let events = self.deps.store.follow(id)?.read(0, usize::MAX);
+        let events = self
+            .deps
+            .store
+            .follow(id)
+            .await?
+            .read(0, usize::MAX)
+            .await?;
         let why = Interruption {
             code: ErrorCode::InternalError,
             message: format!("internal_error (error id {error_id})"),

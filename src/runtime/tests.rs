@@ -113,11 +113,12 @@ async fn finish(
     let view = rt.submit(request).await.unwrap();
     let events: Vec<_> = rt
         .watch(view.id, 0)
+        .await
         .unwrap()
         .map(Result::unwrap)
         .collect()
         .await;
-    (rt.get(view.id).unwrap(), events)
+    (rt.get(view.id).await.unwrap(), events)
 }
 
 fn types(events: &[crate::execution::Event]) -> Vec<&'static str> {
@@ -223,7 +224,10 @@ async fn cancelling_before_routing_ends_in_cancelled() {
     })
     .0;
     let view = rt.submit(request("fallback", "hi")).await.unwrap();
-    assert_eq!(rt.get(view.id).unwrap().state, ExecutionState::Accepted);
+    assert_eq!(
+        rt.get(view.id).await.unwrap().state,
+        ExecutionState::Accepted
+    );
     let view = rt
         .cancel(view.id, Some("changed my mind".into()))
         .await
@@ -235,6 +239,7 @@ async fn cancelling_before_routing_ends_in_cancelled() {
     rt.shutdown(Duration::from_secs(1)).await;
     let events: Vec<_> = rt
         .watch(view.id, 0)
+        .await
         .unwrap()
         .map(Result::unwrap)
         .collect()
@@ -255,7 +260,10 @@ async fn cancelling_while_queued_leaves_the_queue() {
     tokio::time::sleep(Duration::from_millis(1)).await;
     let provider = &rt.metadata().providers[0];
     assert_eq!((provider.in_flight, provider.queued), (2, 1));
-    assert_eq!(rt.get(queued.id).unwrap().state, ExecutionState::Routing);
+    assert_eq!(
+        rt.get(queued.id).await.unwrap().state,
+        ExecutionState::Routing
+    );
     let view = rt.cancel(queued.id, None).await.unwrap();
     assert_eq!(view.state, ExecutionState::Cancelled);
     assert_eq!(view.error.unwrap().outcome, Outcome::NotStarted);
@@ -296,8 +304,11 @@ async fn shutdown_drains_then_cancels_what_is_left() {
     let quick = rt.submit(request("fallback", "quick")).await.unwrap();
     let stuck = rt.submit(request("hang", "stuck")).await.unwrap();
     rt.shutdown(Duration::from_secs(2)).await;
-    assert_eq!(rt.get(quick.id).unwrap().state, ExecutionState::Succeeded);
-    let stuck = rt.get(stuck.id).unwrap();
+    assert_eq!(
+        rt.get(quick.id).await.unwrap().state,
+        ExecutionState::Succeeded
+    );
+    let stuck = rt.get(stuck.id).await.unwrap();
     assert_eq!(stuck.state, ExecutionState::Cancelled);
     assert!(stuck.error.unwrap().message.contains("shutting down"));
     assert_eq!(rt.state(), RuntimeState::Stopping);
@@ -339,11 +350,12 @@ async fn a_driver_waiting_on_its_provider_has_made_every_earlier_step_visible() 
     let view = rt.submit(request("hang", "hi")).await.unwrap();
     // The driver holds events back only while it runs without waiting; waiting on the
     // provider, it has appended routing and the attempt's start.
-    let now = rt.get(view.id).unwrap();
+    let now = rt.get(view.id).await.unwrap();
     assert_eq!(now.state, ExecutionState::Running);
     assert_eq!(now.attempts.len(), 1);
     let events: Vec<_> = rt
         .watch(view.id, 0)
+        .await
         .unwrap()
         .take(3)
         .map(Result::unwrap)
@@ -367,18 +379,21 @@ async fn a_request_adding_a_capability_is_planned_with_it_and_one_adding_none_is
     let mut asking = request("vision", "hi");
     asking.capabilities = vec!["vision".into(), "text".into()];
     let asking = rt.submit(asking).await.unwrap();
-    let plan = |id| rt.get(id).unwrap().plan.unwrap();
+    let plain = rt.get(plain.id).await.unwrap().plan.unwrap();
+    let asking = rt.get(asking.id).await.unwrap().plan.unwrap();
     // The ability requires nothing of its own: the plain request (planned at start-up) keeps
     // both targets; the one that adds vision is planned with it and filters echo out.
-    let kept = |id| -> Vec<String> { plan(id).kept().map(|t| t.model.to_string()).collect() };
-    assert_eq!(kept(plain.id), ["echo", "vision"]);
-    assert_eq!(kept(asking.id), ["vision"]);
-    assert_eq!(plan(asking.id).required_capabilities, ["text", "vision"]);
+    let kept = |plan: &crate::execution::RoutingPlan| -> Vec<String> {
+        plan.kept().map(|t| t.model.to_string()).collect()
+    };
+    assert_eq!(kept(&plain), ["echo", "vision"]);
+    assert_eq!(kept(&asking), ["vision"]);
+    assert_eq!(asking.required_capabilities, ["text", "vision"]);
     assert_eq!(
-        plan(asking.id).targets[0].missing_capabilities,
+        asking.targets[0].missing_capabilities,
         ["vision"],
         "{:?}",
-        plan(asking.id)
+        asking
     );
 }
 

@@ -5,13 +5,13 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use futures_util::{FutureExt, Stream};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::{NotReady, RuntimeError};
-use crate::store::{Changes, EventStore, UsageCursor, UsageEntry};
+use crate::store::{Changes, EventStore, StoreFuture, UsageCursor, UsageEntry};
 
 /// Facts read from the store at a time.
 const PAGE: usize = 256;
@@ -26,7 +26,8 @@ pub struct UsageRecord {
 }
 
 /// The usage order from a cursor on, live. It ends with `Unavailable` when the runtime
-/// begins to stop (resume from the last cursor, here after the restart or elsewhere).
+/// begins to stop, or with the store's error when a read fails (resume from the last
+/// cursor, here after the restart or elsewhere).
 pub struct UsageStream {
     store: Arc<dyn EventStore>,
     epoch: u64,
@@ -34,6 +35,9 @@ pub struct UsageStream {
     /// Read but not yet handed out, in order.
     buffer: std::collections::VecDeque<UsageEntry>,
     page: Vec<UsageEntry>,
+    /// A read the store is still answering (a remote store's; the memory and file stores
+    /// answer at once): polled before anything else is read.
+    fetching: Option<StoreFuture<'static, Vec<UsageEntry>>>,
     changes: Changes,
     stopping: Pin<Box<WaitForCancellationFutureOwned>>,
     stopped: bool,
@@ -61,6 +65,7 @@ impl UsageStream {
             epoch,
             buffer: std::collections::VecDeque::new(),
             page: Vec::new(),
+            fetching: None,
             changes,
             store,
             stopping: Box::pin(stopping),
@@ -90,11 +95,27 @@ impl Stream for UsageStream {
                 };
                 return Poll::Ready(Some(Ok(UsageRecord { cursor, entry })));
             }
-            // Marked before reading, so a fact kept after the read still wakes us.
-            s.changes.mark_seen();
-            s.store.read_usage(s.after, PAGE, &mut s.page);
-            if !s.page.is_empty() {
+            if let Some(fetch) = s.fetching.as_mut() {
+                let fetched = ready!(fetch.as_mut().poll(cx));
+                s.fetching = None;
+                match fetched {
+                    Ok(facts) => s.buffer.extend(facts),
+                    Err(e) => {
+                        // As when the runtime stops: the consumer resumes from its cursor.
+                        s.stopped = true;
+                        return Poll::Ready(Some(Err(RuntimeError::from_store(e, None))));
+                    }
+                }
+            } else {
+                // Marked before reading, so a fact kept after the read still wakes us.
+                s.changes.mark_seen();
+                s.fetching = s.store.read_usage(s.after, PAGE, &mut s.page);
+                if s.fetching.is_some() {
+                    continue;
+                }
                 s.buffer.extend(s.page.drain(..));
+            }
+            if !s.buffer.is_empty() {
                 continue;
             }
             match s.changes.poll_changed(cx) {

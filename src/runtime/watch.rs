@@ -5,14 +5,14 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use futures_util::Stream;
 
 use super::metrics::OpenStream;
 use super::{Exhausted, FieldViolation, NotReady, RuntimeError};
 use crate::execution::{Event, ExecutionId};
-use crate::store::{Closed, EventStore, Follower};
+use crate::store::{Closed, EventStore, Follower, StoreFuture};
 
 /// Events read from the store at a time.
 const PAGE: usize = 256;
@@ -26,6 +26,11 @@ pub struct EventStream {
     /// Let go once the terminal event is read: a cursor a client stopped polling holds the
     /// execution's events only as long as it still has some to send.
     follower: Option<Follower>,
+    /// A read the store is still answering (a remote store's; the memory and file stores
+    /// answer at once): polled before anything else is read.
+    fetching: Option<StoreFuture<'static, Vec<Event>>>,
+    /// The follower's wake-up closed: what is left is read, then the stream ends.
+    closed: bool,
     done: bool,
     /// Counted among the open streams while it lives (with metrics on).
     _open: Option<OpenStream>,
@@ -47,7 +52,7 @@ impl std::fmt::Debug for EventStream {
     }
 }
 
-pub(super) fn follow(
+pub(super) async fn follow(
     store: &dyn EventStore,
     id: ExecutionId,
     after: u64,
@@ -56,7 +61,7 @@ pub(super) fn follow(
 ) -> Result<EventStream, RuntimeError> {
     let from_store = |e| RuntimeError::from_store(e, None);
     // Following before looking, so no append can fall between the look and the wait.
-    let follower = store.follow(id).map_err(from_store)?;
+    let follower = store.follow(id).await.map_err(from_store)?;
     if follower.readers() > max_watchers {
         return Err(RuntimeError::ResourceExhausted(Exhausted::Watchers {
             max: max_watchers,
@@ -75,6 +80,8 @@ pub(super) fn follow(
         after,
         buffer: VecDeque::new(),
         follower: (!done).then_some(follower),
+        fetching: None,
+        closed: false,
         done,
         _open: open(),
     })
@@ -102,31 +109,47 @@ impl Stream for EventStream {
             let Some(follower) = c.follower.as_mut() else {
                 return Poll::Ready(None);
             };
-            follower.changes().mark_seen();
-            follower.read_into(c.after, PAGE, &mut c.buffer);
+            if let Some(fetch) = c.fetching.as_mut() {
+                let fetched = ready!(fetch.as_mut().poll(cx));
+                c.fetching = None;
+                match fetched {
+                    Ok(events) => c.buffer.extend(events),
+                    Err(e) => {
+                        // The reader resumes from its cursor, here or at another replica.
+                        c.done = true;
+                        return Poll::Ready(Some(Err(RuntimeError::from_store(e, None))));
+                    }
+                }
+            } else {
+                follower.changes().mark_seen();
+                c.fetching = follower.read_into(c.after, PAGE, &mut c.buffer);
+                if c.fetching.is_some() {
+                    continue;
+                }
+            }
             if !c.buffer.is_empty() {
                 if c.buffer.back().is_some_and(Event::is_terminal) {
                     c.follower = None;
                 }
                 continue;
             }
+            if c.closed {
+                // Nothing more will come and nothing is left to read: the store failed (the
+                // execution stays at its last durable event, and the reader resumes from
+                // there after a restart), or it let the execution go.
+                c.done = true;
+                let end = if follower.changes().failed() {
+                    RuntimeError::Unavailable(NotReady::StorageFailed)
+                } else {
+                    RuntimeError::NotFound(c.id)
+                };
+                return Poll::Ready(Some(Err(end)));
+            }
             match follower.changes().poll_changed(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(Closed)) => {
-                    // Nothing more will come: the store failed (the execution stays at its
-                    // last durable event, and the reader resumes from there after a
-                    // restart), or it let the execution go with nothing more to read.
-                    if follower.read(c.after, 1).is_empty() {
-                        c.done = true;
-                        let end = if follower.changes().failed() {
-                            RuntimeError::Unavailable(NotReady::StorageFailed)
-                        } else {
-                            RuntimeError::NotFound(c.id)
-                        };
-                        return Poll::Ready(Some(Err(end)));
-                    }
-                }
+                // Read once more: what was appended before the close is still to be sent.
+                Poll::Ready(Err(Closed)) => c.closed = true,
             }
         }
     }

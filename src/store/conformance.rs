@@ -110,8 +110,8 @@ async fn run_to_success(store: &dyn EventStore, id: ExecutionId) {
     }
 }
 
-fn all(follower: &Follower) -> Vec<Event> {
-    follower.read(0, usize::MAX)
+async fn all(follower: &Follower) -> Vec<Event> {
+    follower.read(0, usize::MAX).await.unwrap()
 }
 
 /// Sequences start at 1 with no gaps; each event carries the state the state machine gives it,
@@ -123,17 +123,17 @@ where
 {
     let store = roomy(make).await;
     let id = create(&*store, new_execution(None)).await;
-    let view = store.get(id).unwrap();
+    let view = store.get(id).await.unwrap();
     assert_eq!(
         (view.state, view.last_sequence),
         (ExecutionState::Accepted, 1)
     );
-    assert_eq!(store.state(id).unwrap(), ExecutionState::Accepted);
-    let follower = store.follow(id).unwrap();
+    assert_eq!(store.state(id).await.unwrap(), ExecutionState::Accepted);
+    let follower = store.follow(id).await.unwrap();
     assert_eq!(follower.position(), (1, ExecutionState::Accepted));
     run_to_success(&*store, id).await;
     assert_eq!(follower.position(), (5, ExecutionState::Succeeded));
-    let events = all(&follower);
+    let events = all(&follower).await;
     let sequences: Vec<u64> = events.iter().map(|e| e.sequence).collect();
     assert_eq!(
         sequences,
@@ -143,9 +143,9 @@ where
     let states: Vec<ExecutionState> = events.iter().map(|e| e.state).collect();
     use ExecutionState::*;
     assert_eq!(states, [Accepted, Routing, Running, Running, Succeeded]);
-    let view = store.get(id).unwrap();
+    let view = store.get(id).await.unwrap();
     assert_eq!(view.state, Succeeded);
-    assert_eq!(store.state(id).unwrap(), Succeeded);
+    assert_eq!(store.state(id).await.unwrap(), Succeeded);
     assert_eq!(view.last_sequence, 5);
     assert_eq!(
         view.result.as_ref().map(|r| r.output.text.as_str()),
@@ -163,8 +163,8 @@ where
     let id = create(&*store, new_execution(None)).await;
     let err = store.append(id, completed(1, "x")).await.unwrap_err();
     assert!(matches!(err, StoreError::IllegalTransition(_)), "{err:?}");
-    assert_eq!(store.get(id).unwrap().last_sequence, 1);
-    assert_eq!(all(&store.follow(id).unwrap()).len(), 1);
+    assert_eq!(store.get(id).await.unwrap().last_sequence, 1);
+    assert_eq!(all(&store.follow(id).await.unwrap()).await.len(), 1);
 }
 
 /// After a terminal event every append is `AlreadyTerminal`.
@@ -179,7 +179,10 @@ where
         .append(id, failed(ErrorCode::Cancelled))
         .await
         .unwrap();
-    assert_eq!(store.get(id).unwrap().state, ExecutionState::Cancelled);
+    assert_eq!(
+        store.get(id).await.unwrap().state,
+        ExecutionState::Cancelled
+    );
     let err = store.append(id, routing()).await.unwrap_err();
     assert_eq!(err, StoreError::AlreadyTerminal(id));
     let err = store
@@ -187,7 +190,7 @@ where
         .await
         .unwrap_err();
     assert_eq!(err, StoreError::AlreadyTerminal(id));
-    assert_eq!(store.get(id).unwrap().last_sequence, 2);
+    assert_eq!(store.get(id).await.unwrap().last_sequence, 2);
 }
 
 /// `append_all` stores a batch whole or not at all, one sequence per event, with one wake-up.
@@ -210,9 +213,9 @@ where
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::IllegalTransition(_)), "{err:?}");
-    assert_eq!(store.get(id).unwrap().last_sequence, 1);
-    let mut follower = store.follow(id).unwrap();
-    assert_eq!(all(&follower).len(), 1);
+    assert_eq!(store.get(id).await.unwrap().last_sequence, 1);
+    let mut follower = store.follow(id).await.unwrap();
+    assert_eq!(all(&follower).await.len(), 1);
 
     follower.changes().mark_seen();
     let batch = vec![routing(), attempt_started(1), text(1, "a"), text(1, "b")];
@@ -221,13 +224,13 @@ where
         .await
         .expect("a batch wakes followers")
         .unwrap();
-    let events = follower.read(1, usize::MAX);
+    let events = follower.read(1, usize::MAX).await.unwrap();
     let sequences: Vec<u64> = events.iter().map(|e| e.sequence).collect();
     assert_eq!(sequences, [2, 3, 4, 5], "one sequence per event, no gaps");
     use ExecutionState::*;
     let states: Vec<ExecutionState> = events.iter().map(|e| e.state).collect();
     assert_eq!(states, [Routing, Running, Running, Running]);
-    let view = store.get(id).unwrap();
+    let view = store.get(id).await.unwrap();
     assert_eq!(
         (view.last_sequence, view.partial_output.text.as_str()),
         (5, "ab")
@@ -239,9 +242,9 @@ where
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::IllegalTransition(_)), "{err:?}");
-    assert_eq!(store.get(id).unwrap().last_sequence, 5);
+    assert_eq!(store.get(id).await.unwrap().last_sequence, 5);
     assert_eq!(store.append_all(id, vec![completed(1, "ab")]).await, Ok(6));
-    assert_eq!(store.get(id).unwrap().state, Succeeded);
+    assert_eq!(store.get(id).await.unwrap().state, Succeeded);
     assert_eq!(
         store.append_all(id, vec![routing()]).await,
         Err(StoreError::AlreadyTerminal(id))
@@ -257,21 +260,29 @@ where
     let store = roomy(make).await;
     let id = create(&*store, new_execution(None)).await;
     run_to_success(&*store, id).await;
-    let follower = store.follow(id).unwrap();
+    let follower = store.follow(id).await.unwrap();
     for after in 0..=6 {
         let got: Vec<u64> = follower
             .read(after, usize::MAX)
+            .await
+            .unwrap()
             .iter()
             .map(|e| e.sequence)
             .collect();
         let want: Vec<u64> = (after + 1..=5).collect();
         assert_eq!(got, want, "read after {after}");
     }
-    let page: Vec<u64> = follower.read(1, 2).iter().map(|e| e.sequence).collect();
+    let page: Vec<u64> = follower
+        .read(1, 2)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.sequence)
+        .collect();
     assert_eq!(page, [2, 3], "limit bounds a page");
     assert_eq!(
-        store.first(id).unwrap(),
-        follower.read(0, 1)[0],
+        store.first(id).await.unwrap(),
+        follower.read(0, 1).await.unwrap()[0],
         "the first event, as a follower reads it"
     );
 }
@@ -284,7 +295,7 @@ where
 {
     let store = roomy(make).await;
     let id = create(&*store, new_execution(None)).await;
-    let mut follower = store.follow(id).unwrap();
+    let mut follower = store.follow(id).await.unwrap();
     follower.changes().mark_seen();
     let waiting =
         tokio::spawn(async move { follower.changes().changed().await.map(|()| follower) });
@@ -302,7 +313,7 @@ where
         .expect("an earlier append is seen")
         .unwrap();
     assert_eq!(follower.readers(), 1);
-    let second = store.follow(id).unwrap();
+    let second = store.follow(id).await.unwrap();
     assert_eq!((follower.readers(), second.readers()), (2, 2));
 }
 
@@ -334,7 +345,7 @@ where
         "a rejected create stores nothing"
     );
     assert_eq!(
-        store.get(id).unwrap().idempotency_key.as_deref(),
+        store.get(id).await.unwrap().idempotency_key.as_deref(),
         Some("key-1")
     );
 }
@@ -347,10 +358,13 @@ where
 {
     let store = roomy(make).await;
     let id = ExecutionId::new();
-    assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id));
-    assert_eq!(store.state(id).unwrap_err(), StoreError::NotFound(id));
-    assert_eq!(store.follow(id).unwrap_err(), StoreError::NotFound(id));
-    assert_eq!(store.first(id).unwrap_err(), StoreError::NotFound(id));
+    assert_eq!(store.get(id).await.unwrap_err(), StoreError::NotFound(id));
+    assert_eq!(store.state(id).await.unwrap_err(), StoreError::NotFound(id));
+    assert_eq!(
+        store.follow(id).await.unwrap_err(),
+        StoreError::NotFound(id)
+    );
+    assert_eq!(store.first(id).await.unwrap_err(), StoreError::NotFound(id));
     assert_eq!(
         store.append(id, routing()).await.unwrap_err(),
         StoreError::NotFound(id)
@@ -379,7 +393,10 @@ where
     .into();
     // A fourth execution evicts the terminal one, identities included.
     let fourth = create(&*store, new_execution(None)).await;
-    assert_eq!(store.get(done).unwrap_err(), StoreError::NotFound(done));
+    assert_eq!(
+        store.get(done).await.unwrap_err(),
+        StoreError::NotFound(done)
+    );
     // Now all three are non-terminal: a fifth is refused and nothing is evicted.
     let err = store.create(new_execution(None)).await.unwrap_err();
     assert!(
@@ -388,7 +405,7 @@ where
     );
     for id in running.iter().chain([&fourth]) {
         assert_eq!(
-            store.get(*id).unwrap().state,
+            store.get(*id).await.unwrap().state,
             ExecutionState::Accepted,
             "kept {id}"
         );
@@ -412,23 +429,23 @@ where
 {
     let store = make(limits(2, Duration::from_secs(3600))).await;
     let followed = create(&*store, new_execution(None)).await;
-    let mut follower = store.follow(followed).unwrap();
+    let mut follower = store.follow(followed).await.unwrap();
     run_to_success(&*store, followed).await;
     let _second = create(&*store, new_execution(None)).await;
     // A third needs room: the terminal, followed one goes.
     let _third = create(&*store, new_execution(None)).await;
     assert_eq!(
-        store.get(followed).unwrap_err(),
+        store.get(followed).await.unwrap_err(),
         StoreError::NotFound(followed)
     );
     assert_eq!(
-        store.follow(followed).unwrap_err(),
+        store.follow(followed).await.unwrap_err(),
         StoreError::NotFound(followed),
         "no new follower for an execution that left"
     );
-    let sequences: Vec<u64> = all(&follower).iter().map(|e| e.sequence).collect();
+    let sequences: Vec<u64> = all(&follower).await.iter().map(|e| e.sequence).collect();
     assert_eq!(sequences, [1, 2, 3, 4, 5], "the follower reads it all");
-    assert!(follower.read(4, 10)[0].is_terminal());
+    assert!(follower.read(4, 10).await.unwrap()[0].is_terminal());
     // It is told that no change will come.
     follower.changes().mark_seen();
     let closed = tokio::time::timeout(Duration::from_secs(5), follower.changes().changed())
@@ -447,18 +464,22 @@ where
     tokio::time::pause();
     let id = create(&*store, new_execution(Some(("kept-key", 1)))).await;
     run_to_success(&*store, id).await;
-    let follower = store.follow(id).unwrap();
+    let follower = store.follow(id).await.unwrap();
     tokio::time::advance(Duration::from_secs(30)).await;
     let _other = create(&*store, new_execution(None)).await;
-    assert!(store.get(id).is_ok(), "kept within retention");
+    assert!(store.get(id).await.is_ok(), "kept within retention");
     tokio::time::advance(Duration::from_secs(31)).await;
     let _another = create(&*store, new_execution(None)).await;
     assert_eq!(
-        store.get(id).unwrap_err(),
+        store.get(id).await.unwrap_err(),
         StoreError::NotFound(id),
         "expired after retention, though a follower holds it"
     );
-    assert_eq!(all(&follower).len(), 5, "and the follower still reads it");
+    assert_eq!(
+        all(&follower).await.len(),
+        5,
+        "and the follower still reads it"
+    );
     // Its key expired with it: the same key with another request is a new execution.
     let fresh = create(&*store, new_execution(Some(("kept-key", 2)))).await;
     assert_ne!(fresh, id);
@@ -479,13 +500,13 @@ where
     let running = create(&*store, new_execution(None)).await;
     tokio::time::advance(Duration::from_secs(59)).await;
     assert_eq!(store.expire(), 0, "nothing is due within retention");
-    assert!(store.get(id).is_ok());
+    assert!(store.get(id).await.is_ok());
     tokio::time::advance(Duration::from_secs(2)).await;
     assert_eq!(store.expire(), 1, "the ended execution is due");
-    assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id));
+    assert_eq!(store.get(id).await.unwrap_err(), StoreError::NotFound(id));
     assert_eq!(store.stats().executions, 1, "only the running one is held");
     assert!(
-        store.get(running).is_ok(),
+        store.get(running).await.is_ok(),
         "running executions never expire"
     );
     assert_eq!(store.expire(), 0);
@@ -554,8 +575,14 @@ where
         create(&*store, heavy()).await,
         create(&*store, heavy()).await,
     ];
-    assert_eq!(store.get(short).unwrap_err(), StoreError::NotFound(short));
-    assert_eq!(store.get(long).unwrap_err(), StoreError::NotFound(long));
+    assert_eq!(
+        store.get(short).await.unwrap_err(),
+        StoreError::NotFound(short)
+    );
+    assert_eq!(
+        store.get(long).await.unwrap_err(),
+        StoreError::NotFound(long)
+    );
     // Only running executions are left, and a fourth does not fit beside them.
     let err = store.create(heavy()).await.unwrap_err();
     assert!(matches!(err, StoreError::Full { .. }), "{err:?}");
@@ -563,14 +590,25 @@ where
     assert!(stats.bytes <= 350 * KIB, "{stats:?}");
     assert_eq!(stats.executions, 3, "{stats:?}");
     for id in running {
-        assert!(store.get(id).is_ok());
+        assert!(store.get(id).await.is_ok());
     }
 }
 
-fn read_usage(store: &dyn EventStore, after: u64) -> Vec<crate::store::UsageEntry> {
+async fn read_usage(store: &dyn EventStore, after: u64) -> Vec<crate::store::UsageEntry> {
+    read_usage_page(store, after, usize::MAX).await
+}
+
+/// Up to `limit` facts after `after`, read at once or fetched.
+async fn read_usage_page(
+    store: &dyn EventStore,
+    after: u64,
+    limit: usize,
+) -> Vec<crate::store::UsageEntry> {
     let mut facts = Vec::new();
-    store.read_usage(after, usize::MAX, &mut facts);
-    facts
+    match store.read_usage(after, limit, &mut facts) {
+        None => facts,
+        Some(fetch) => fetch.await.unwrap(),
+    }
 }
 
 /// Usage facts of every execution come back in the order they were kept, each at a position
@@ -581,7 +619,7 @@ where
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
     let store = roomy(make).await;
-    assert!(read_usage(&*store, 0).is_empty());
+    assert!(read_usage(&*store, 0).await.is_empty());
     let a = create(&*store, new_execution(None)).await;
     let b = create(&*store, new_execution(None)).await;
     for id in [a, b] {
@@ -600,7 +638,7 @@ where
         .append_all(a, vec![usage(3), usage(4), completed(1, "hi")])
         .await
         .unwrap();
-    let facts = read_usage(&*store, 0);
+    let facts = read_usage(&*store, 0).await;
     let quantities: Vec<u64> = facts.iter().map(|f| f.fact.quantity).collect();
     assert_eq!(quantities, [1, 2, 3, 4], "in the order they were kept");
     let positions: Vec<u64> = facts.iter().map(|f| f.fact.position).collect();
@@ -611,14 +649,20 @@ where
         [a, b, a, a]
     );
     // Each entry names the event that carries its fact.
-    let events = store.follow(a).unwrap().read(0, usize::MAX);
+    let events = store
+        .follow(a)
+        .await
+        .unwrap()
+        .read(0, usize::MAX)
+        .await
+        .unwrap();
     let third = events
         .iter()
         .find(|e| e.sequence == facts[2].sequence)
         .expect("the fact's event");
     assert_eq!(third.payload, EventPayload::Usage(facts[2].fact.clone()));
     for (i, fact) in facts.iter().enumerate() {
-        let rest = read_usage(&*store, fact.fact.position);
+        let rest = read_usage(&*store, fact.fact.position).await;
         assert_eq!(
             rest,
             facts[i + 1..],
@@ -626,8 +670,7 @@ where
             fact.fact.position
         );
     }
-    let mut page = Vec::new();
-    store.read_usage(0, 2, &mut page);
+    let page = read_usage_page(&*store, 0, 2).await;
     assert_eq!(page, facts[..2], "limit bounds a page");
     // The same epoch throughout.
     assert_eq!(store.usage_epoch(), store.usage_epoch());
@@ -647,14 +690,14 @@ where
         .append_all(first, vec![usage(1), completed(1, "hi")])
         .await
         .unwrap();
-    let gone = read_usage(&*store, 0);
+    let gone = read_usage(&*store, 0).await;
     assert_eq!(gone.len(), 1);
     // Room for one: the next execution makes the first go, with its facts.
     let second = create(&*store, new_execution(None)).await;
     store.append(second, routing()).await.unwrap();
     store.append(second, attempt_started(1)).await.unwrap();
     store.append(second, usage(2)).await.unwrap();
-    let facts = read_usage(&*store, 0);
+    let facts = read_usage(&*store, 0).await;
     assert_eq!(facts.len(), 1, "{facts:?}");
     assert_eq!(facts[0].execution_id, second);
     assert!(

@@ -45,6 +45,10 @@ pub struct Faults {
     /// A single-event append (what a cancellation that finds no driver writes) waits for a
     /// permit here before it is appended.
     pub hold_single_appends: Option<Arc<Semaphore>>,
+    /// Every read waits this many polls before it answers, as a remote store's do: views,
+    /// states, followers, and the events and usage facts read through them come as pending
+    /// fetches (read when asked for, handed over later), so readers take their waiting paths.
+    pub pending_reads: u32,
 }
 
 /// A store with [`Faults`].
@@ -87,16 +91,61 @@ impl FaultyStore {
     }
 }
 
-/// Reads through another follower.
-struct Through(Follower);
+/// Reads through another follower's source, at once or (`pending` polls later) as a fetch.
+struct Through {
+    source: Arc<dyn EventSource>,
+    pending: u32,
+    /// The wrapped follower's wake-up, when the follower wears another: it still counts as
+    /// the store's reader, as the wrapped follower would.
+    _changes: Option<Changes>,
+}
 
 impl EventSource for Through {
-    fn read(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) {
-        self.0.read_into(after, limit, into);
+    fn read(
+        &self,
+        after: u64,
+        limit: usize,
+        into: &mut VecDeque<Event>,
+    ) -> Option<StoreFuture<'static, Vec<Event>>> {
+        if self.pending == 0 {
+            return self.source.read(after, limit, into);
+        }
+        let mut events = VecDeque::new();
+        let fetch = self.source.read(after, limit, &mut events);
+        let polls = self.pending;
+        Some(Box::pin(async move {
+            later(polls).await;
+            match fetch {
+                Some(fetch) => fetch.await,
+                None => Ok(events.into()),
+            }
+        }))
     }
 
     fn position(&self) -> (u64, ExecutionState) {
-        self.0.position()
+        self.source.position()
+    }
+}
+
+/// Pending for `polls` polls, as a read that goes over the network.
+fn later(polls: u32) -> PendingFor<()> {
+    PendingFor {
+        polls,
+        value: Some(()),
+    }
+}
+
+impl FaultyStore {
+    /// `read`'s answer, `pending_reads` polls later.
+    fn answer<'a, T: Send + 'a>(&self, read: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
+        let polls = self.faults.pending_reads;
+        if polls == 0 {
+            return read;
+        }
+        Box::pin(async move {
+            later(polls).await;
+            read.await
+        })
     }
 }
 
@@ -179,34 +228,63 @@ impl EventStore for FaultyStore {
         }
     }
 
-    fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
-        self.inner.get(id)
+    fn get(&self, id: ExecutionId) -> StoreFuture<'_, Execution> {
+        self.answer(self.inner.get(id))
     }
 
-    fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
-        self.inner.state(id)
+    fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
+        self.answer(self.inner.state(id))
     }
 
-    fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
-        let follower = self.inner.follow(id)?;
-        if !self.faults.drop_subscriptions {
-            return Ok(follower);
+    fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
+        let follow = self.inner.follow(id);
+        let pending = self.faults.pending_reads;
+        if !self.faults.drop_subscriptions && pending == 0 {
+            return follow;
         }
-        // The events stay readable; the wake-up is closed, as when the store lets go.
-        let dropped = ChangeSignal::new();
-        dropped.close();
-        Ok(Follower::new(
-            dropped.subscribe(),
-            Arc::new(Through(follower)),
-        ))
+        let drop_subscriptions = self.faults.drop_subscriptions;
+        self.answer(Box::pin(async move {
+            let (changes, source) = follow.await?.into_parts();
+            // The events stay readable; the wake-up is closed, as when the store lets go.
+            let (changes, held) = if drop_subscriptions {
+                let dropped = ChangeSignal::new();
+                dropped.close();
+                (dropped.subscribe(), Some(changes))
+            } else {
+                (changes, None)
+            };
+            let through = Through {
+                source,
+                pending,
+                _changes: held,
+            };
+            Ok(Follower::new(changes, Arc::new(through)))
+        }))
     }
 
     fn usage_epoch(&self) -> u64 {
         self.inner.usage_epoch()
     }
 
-    fn read_usage(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>) {
-        self.inner.read_usage(after, limit, into);
+    fn read_usage(
+        &self,
+        after: u64,
+        limit: usize,
+        into: &mut Vec<UsageEntry>,
+    ) -> Option<StoreFuture<'static, Vec<UsageEntry>>> {
+        let polls = self.faults.pending_reads;
+        if polls == 0 {
+            return self.inner.read_usage(after, limit, into);
+        }
+        let mut facts = Vec::new();
+        let fetch = self.inner.read_usage(after, limit, &mut facts);
+        Some(Box::pin(async move {
+            later(polls).await;
+            match fetch {
+                Some(fetch) => fetch.await,
+                None => Ok(facts),
+            }
+        }))
     }
 
     fn usage_changes(&self) -> Changes {
@@ -264,6 +342,19 @@ mod tests {
         });
     }
 
+    /// Reads that wait, as a remote store's do, answer what ready ones do.
+    mod with_pending_reads {
+        use super::*;
+
+        crate::event_store_conformance!(|limits| async move {
+            let faults = Faults {
+                pending_reads: 1,
+                ..Faults::default()
+            };
+            over_memory(limits, faults)
+        });
+    }
+
     #[tokio::test]
     async fn a_failed_write_poisons_the_store() {
         let store = over_memory(
@@ -285,7 +376,7 @@ mod tests {
         assert!(store.failed());
         assert!(store.append_all(id, vec![routing]).await.is_err());
         assert_eq!(
-            store.follow(id).map(|f| f.position()),
+            store.follow(id).await.map(|f| f.position()),
             Ok((1, ExecutionState::Accepted))
         );
     }
@@ -302,12 +393,16 @@ mod tests {
         let new = crate::store::conformance::new_execution(None);
         let id = new.id;
         store.create(new).await.ok();
-        let mut follower = store.follow(id).ok();
+        let mut follower = store.follow(id).await.ok();
         let closed = match follower.as_mut() {
             Some(follower) => follower.changes().changed().await,
             None => Ok(()),
         };
         assert_eq!(closed, Err(crate::store::Closed));
-        assert_eq!(follower.map(|f| f.read(0, 10).len()), Some(1));
+        let read = match &follower {
+            Some(follower) => follower.read(0, 10).await.ok().map(|events| events.len()),
+            None => None,
+        };
+        assert_eq!(read, Some(1));
     }
 }

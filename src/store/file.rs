@@ -267,7 +267,7 @@ impl EventStore for FileStore {
                 (Created::Existing(view), _) => {
                     // The execution a key names may not be durable yet: wait for all queued.
                     writer.durable(writer.last_ticket()).await?;
-                    Ok(Created::Existing(memory.get(view.id).unwrap_or(view)))
+                    Ok(Created::Existing(memory.view(view.id).unwrap_or(view)))
                 }
             }
         })
@@ -283,27 +283,31 @@ impl EventStore for FileStore {
 
     /// After a failure, an execution that has not ended has no state to tell: it stays at
     /// its last durable event until the next start ends it. Ended ones read as ever.
-    fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
-        let view = self.memory.get(id)?;
-        if !view.state.is_terminal() && self.failed() {
-            return Err(self.unavailable());
-        }
-        Ok(view)
+    fn get(&self, id: ExecutionId) -> StoreFuture<'_, Execution> {
+        let view = self.memory.view(id).and_then(|view| {
+            if !view.state.is_terminal() && self.failed() {
+                return Err(self.unavailable());
+            }
+            Ok(view)
+        });
+        Box::pin(std::future::ready(view))
     }
 
-    fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
-        let state = self.memory.state(id)?;
-        if !state.is_terminal() && self.failed() {
-            return Err(self.unavailable());
-        }
-        Ok(state)
+    fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
+        let state = self.memory.state_now(id).and_then(|state| {
+            if !state.is_terminal() && self.failed() {
+                return Err(self.unavailable());
+            }
+            Ok(state)
+        });
+        Box::pin(std::future::ready(state))
     }
 
-    fn first(&self, id: ExecutionId) -> Result<Event, StoreError> {
+    fn first(&self, id: ExecutionId) -> StoreFuture<'_, Event> {
         self.memory.first(id)
     }
 
-    fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
+    fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
         self.memory.follow(id)
     }
 
@@ -311,8 +315,13 @@ impl EventStore for FileStore {
         self.memory.usage_epoch()
     }
 
-    fn read_usage(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>) {
-        self.memory.read_usage(after, limit, into);
+    fn read_usage(
+        &self,
+        after: u64,
+        limit: usize,
+        into: &mut Vec<UsageEntry>,
+    ) -> Option<StoreFuture<'static, Vec<UsageEntry>>> {
+        self.memory.read_usage(after, limit, into)
     }
 
     fn usage_changes(&self) -> Changes {

@@ -8,16 +8,31 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::Changes;
+use super::{Changes, StoreError, StoreFuture};
 use crate::execution::{Event, ExecutionState};
 
 /// Where a follower reads: one execution's events as its store keeps them.
 pub trait EventSource: Send + Sync {
-    /// Up to `limit` events with `sequence > after`, copied to the back of `into` (a
-    /// reader's queue, reused from read to read).
-    fn read(&self, after: u64, limit: usize, into: &mut VecDeque<Event>);
+    /// Up to `limit` events with `sequence > after`, in order.
+    ///
+    /// A source that has them at hand copies them to the back of `into` (a reader's queue,
+    /// reused from read to read) and returns `None`: a read costs it no allocation, which
+    /// matters because every event a stream sends is read here. A source that must fetch
+    /// them (a remote store) returns the fetch instead, which yields them. The fetch borrows
+    /// nothing of the source, so a stream keeps it beside its follower while it waits.
+    #[must_use = "a returned fetch holds the events"]
+    fn read(
+        &self,
+        after: u64,
+        limit: usize,
+        into: &mut VecDeque<Event>,
+    ) -> Option<StoreFuture<'static, Vec<Event>>>;
 
-    /// The last sequence and the state after it.
+    /// The last sequence and the state after it, without waiting. A store that has its
+    /// events at hand knows them now; a remote one reads them when its follower is made
+    /// (`EventStore::follow`, which may wait) and keeps them current from what wakes the
+    /// follower. The runtime reads it right after `follow`, to check a cursor; the
+    /// conformance suite asks that it show every append the store has answered.
     fn position(&self) -> (u64, ExecutionState);
 }
 
@@ -34,20 +49,34 @@ impl Follower {
     }
 
     /// Up to `limit` events with `sequence > after`.
-    pub(crate) fn read(&self, after: u64, limit: usize) -> Vec<Event> {
+    pub(crate) async fn read(&self, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
         let mut events = VecDeque::new();
-        self.source.read(after, limit, &mut events);
-        events.into()
+        match self.source.read(after, limit, &mut events) {
+            None => Ok(events.into()),
+            Some(fetch) => fetch.await,
+        }
     }
 
-    /// Up to `limit` events with `sequence > after`, to the back of `into`.
-    pub(crate) fn read_into(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) {
-        self.source.read(after, limit, into);
+    /// Up to `limit` events with `sequence > after`: to the back of `into`, or (`Some`) still
+    /// to be fetched ([`EventSource::read`]).
+    pub(crate) fn read_into(
+        &self,
+        after: u64,
+        limit: usize,
+        into: &mut VecDeque<Event>,
+    ) -> Option<StoreFuture<'static, Vec<Event>>> {
+        self.source.read(after, limit, into)
     }
 
     /// The last sequence and the state after it.
     pub(crate) fn position(&self) -> (u64, ExecutionState) {
         self.source.position()
+    }
+
+    /// Its wake-up and its source, for a follower that wraps this one (the faulty store's).
+    #[cfg(any(test, feature = "conformance"))]
+    pub(crate) fn into_parts(self) -> (Changes, Arc<dyn EventSource>) {
+        (self.changes, self.source)
     }
 
     /// The wake-up on every append: mark it seen before reading, then wait.

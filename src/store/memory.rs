@@ -118,6 +118,17 @@ impl MemoryStore {
         self.bytes.load(Ordering::Acquire)
     }
 
+    /// The materialized view, now: what `get`'s ready future holds, and what the file store
+    /// reads (it has its own answer after a failure).
+    pub(super) fn view(&self, id: ExecutionId) -> Result<Execution, StoreError> {
+        self.slot(id)?.view(|delta| self.add_bytes(delta))
+    }
+
+    /// The state after the last visible event, now (as `view`, for `state`).
+    pub(super) fn state_now(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
+        Ok(self.slot(id)?.position().1)
+    }
+
     /// Lets go every terminal execution whose retention has passed, with its identities (a
     /// journal hears of each); returns how many.
     pub(super) fn expire_due(&self) -> usize {
@@ -399,30 +410,41 @@ impl EventStore for MemoryStore {
         Box::pin(std::future::ready(result))
     }
 
-    fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
-        self.slot(id)?.view(|delta| self.add_bytes(delta))
+    fn get(&self, id: ExecutionId) -> StoreFuture<'_, Execution> {
+        Box::pin(std::future::ready(self.view(id)))
     }
 
-    fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
-        Ok(self.slot(id)?.position().1)
+    fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
+        Box::pin(std::future::ready(self.state_now(id)))
     }
 
-    fn first(&self, id: ExecutionId) -> Result<Event, StoreError> {
-        self.slot(id)?.first().ok_or(StoreError::NotFound(id))
+    fn first(&self, id: ExecutionId) -> StoreFuture<'_, Event> {
+        let first = self
+            .slot(id)
+            .and_then(|slot| slot.first().ok_or(StoreError::NotFound(id)));
+        Box::pin(std::future::ready(first))
     }
 
-    fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
-        let slot = self.slot(id)?;
-        let changes = slot.changes.subscribe();
-        Ok(Follower::new(changes, slot))
+    fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
+        let follower = self.slot(id).map(|slot| {
+            let changes = slot.changes.subscribe();
+            Follower::new(changes, slot)
+        });
+        Box::pin(std::future::ready(follower))
     }
 
     fn usage_epoch(&self) -> u64 {
         self.usage.epoch()
     }
 
-    fn read_usage(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>) {
+    fn read_usage(
+        &self,
+        after: u64,
+        limit: usize,
+        into: &mut Vec<UsageEntry>,
+    ) -> Option<StoreFuture<'static, Vec<UsageEntry>>> {
         self.usage.read(after, limit, into);
+        None
     }
 
     fn usage_changes(&self) -> Changes {

@@ -6,8 +6,12 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use futures_util::FutureExt;
+
 use super::Metrics;
-use crate::execution::{AttemptCode, Event, EventPayload, Execution, ExecutionId, ExecutionState};
+use crate::execution::{
+    AttemptCode, ErrorCode, Event, EventPayload, Execution, ExecutionId, ExecutionState,
+};
 use crate::store::{
     Changes, Created, EventStore, Follower, NewExecution, StoreError, StoreFuture, StoreStats,
     UsageEntry,
@@ -41,9 +45,13 @@ impl Metered {
         })
     }
 
-    /// Counts what `payloads` say happened to `id`; the ability and the start of an
-    /// execution that ends are read from its first event.
-    fn count<'a>(&self, id: ExecutionId, payloads: impl Iterator<Item = &'a EventPayload>) {
+    /// Counts what `payloads` say happened, but the end of the execution, which it returns
+    /// (`Some`, with the code it failed with) for [`appending`](Self::appending).
+    fn count<'a>(
+        &self,
+        payloads: impl Iterator<Item = &'a EventPayload>,
+    ) -> Option<Option<ErrorCode>> {
+        let mut end = None;
         for payload in payloads {
             match payload {
                 EventPayload::AttemptStarted(start) => {
@@ -72,16 +80,45 @@ impl Metered {
                 EventPayload::Completed(result) => {
                     self.metrics
                         .attempt((&result.provider, &result.model), None, None);
-                    self.ended(id, None);
+                    end = Some(None);
                 }
-                EventPayload::Failed(failure) => self.ended(id, Some(failure.error.code)),
+                EventPayload::Failed(failure) => end = Some(Some(failure.error.code)),
                 _ => {}
             }
         }
+        end
     }
 
-    fn ended(&self, id: ExecutionId, code: Option<crate::execution::ErrorCode>) {
-        if let Ok(first) = self.inner.first(id)
+    /// `append`, counted, with the end of the execution among its events (`end`) counted
+    /// too. The ability and the start of an execution that ends are in its first event,
+    /// asked for before the append: the store may let the execution go as it ends.
+    fn appending<'a, T: Send + 'a>(
+        &'a self,
+        id: ExecutionId,
+        end: Option<Option<ErrorCode>>,
+        append: impl FnOnce() -> StoreFuture<'a, T>,
+    ) -> StoreFuture<'a, T> {
+        let Some(code) = end else {
+            return self.timed(append());
+        };
+        let mut first = self.inner.first(id);
+        // A store that answers at once (memory, file): counted now, as the events are, and
+        // with no second allocation. One that fetches: counted once its answer comes.
+        if let Some(first) = (&mut first).now_or_never() {
+            self.ended(first, code);
+            return self.timed(append());
+        }
+        let append = self.timed(append());
+        Box::pin(async move {
+            let (first, appended) = futures_util::future::join(first, append).await;
+            self.ended(first, code);
+            appended
+        })
+    }
+
+    /// Counts the end of the execution whose first event is `first`.
+    fn ended(&self, first: Result<Event, StoreError>, code: Option<ErrorCode>) {
+        if let Ok(first) = first
             && let EventPayload::Accepted(acceptance) = &first.payload
         {
             let took = SystemTime::now().duration_since(first.time).ok();
@@ -106,30 +143,30 @@ impl EventStore for Metered {
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
-        self.count(id, std::iter::once(&payload));
-        self.timed(self.inner.append(id, payload))
+        let end = self.count(std::iter::once(&payload));
+        self.appending(id, end, || self.inner.append(id, payload))
     }
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
         // Counted as they go in, without a copy: an append the store refuses (it failed, or
         // a bug broke the state machine) has been counted all the same.
-        self.count(id, payloads.iter());
-        self.timed(self.inner.append_all(id, payloads))
+        let end = self.count(payloads.iter());
+        self.appending(id, end, || self.inner.append_all(id, payloads))
     }
 
-    fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
+    fn get(&self, id: ExecutionId) -> StoreFuture<'_, Execution> {
         self.inner.get(id)
     }
 
-    fn state(&self, id: ExecutionId) -> Result<ExecutionState, StoreError> {
+    fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
         self.inner.state(id)
     }
 
-    fn first(&self, id: ExecutionId) -> Result<Event, StoreError> {
+    fn first(&self, id: ExecutionId) -> StoreFuture<'_, Event> {
         self.inner.first(id)
     }
 
-    fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
+    fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
         self.inner.follow(id)
     }
 
@@ -137,8 +174,13 @@ impl EventStore for Metered {
         self.inner.usage_epoch()
     }
 
-    fn read_usage(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>) {
-        self.inner.read_usage(after, limit, into);
+    fn read_usage(
+        &self,
+        after: u64,
+        limit: usize,
+        into: &mut Vec<UsageEntry>,
+    ) -> Option<StoreFuture<'static, Vec<UsageEntry>>> {
+        self.inner.read_usage(after, limit, into)
     }
 
     fn usage_changes(&self) -> Changes {

@@ -112,12 +112,12 @@ async fn five_hundred_executions_never_exceed_the_permits() {
         ids.push(runtime.submit(request()).await.unwrap().id);
     }
     for id in &ids {
-        let events: Vec<_> = runtime.watch(*id, 0).unwrap().collect().await;
+        let events: Vec<_> = runtime.watch(*id, 0).await.unwrap().collect().await;
         assert!(events.last().unwrap().as_ref().unwrap().is_terminal());
     }
     let mut rejected = 0;
     for id in &ids {
-        let view = runtime.get(*id).unwrap();
+        let view = runtime.get(*id).await.unwrap();
         assert_eq!(view.state, ExecutionState::Succeeded, "{view:?}");
         if let Some(first) = view.attempts.first().filter(|a| !a.admitted) {
             assert_eq!(
@@ -155,8 +155,8 @@ async fn a_panicking_adapter_fails_the_execution_and_frees_its_permit() {
         .build()
         .unwrap();
     let view = runtime.submit(request()).await.unwrap();
-    let events: Vec<_> = runtime.watch(view.id, 0).unwrap().collect().await;
-    let view = runtime.get(view.id).unwrap();
+    let events: Vec<_> = runtime.watch(view.id, 0).await.unwrap().collect().await;
+    let view = runtime.get(view.id).await.unwrap();
     assert_eq!(view.state, ExecutionState::Failed);
     let error = view.error.unwrap();
     assert_eq!(error.code, ErrorCode::InternalError);

@@ -27,7 +27,7 @@ impl Provider for CountsCalls {
 }
 
 async fn all_events(rt: &Runtime, id: ExecutionId) -> Vec<Result<Event, RuntimeError>> {
-    let events = rt.watch(id, 0).unwrap().collect::<Vec<_>>();
+    let events = rt.watch(id, 0).await.unwrap().collect::<Vec<_>>();
     tokio::time::timeout(Duration::from_secs(30), events)
         .await
         .expect("the execution ends")
@@ -75,7 +75,7 @@ async fn a_submission_dropped_while_the_store_creates_is_still_driven_to_its_end
     let events = all_events(&rt, id).await;
     let last = events.last().unwrap().as_ref().unwrap();
     assert_eq!(last.payload.type_name(), "execution.completed");
-    assert_eq!(rt.get(id).unwrap().state, ExecutionState::Succeeded);
+    assert_eq!(rt.get(id).await.unwrap().state, ExecutionState::Succeeded);
 }
 
 /// [`with_faults`] with provider `a` counting its calls: the runtime, its store, the count.
@@ -115,7 +115,7 @@ async fn a_cancel_between_the_create_and_the_driver_wins() {
     assert_eq!(types, ["execution.accepted", "execution.failed"]);
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(calls.load(Ordering::SeqCst), 0);
-    assert_eq!(rt.get(id).unwrap().state, ExecutionState::Cancelled);
+    assert_eq!(rt.get(id).await.unwrap().state, ExecutionState::Cancelled);
 }
 
 #[tokio::test(start_paused = true)]
@@ -204,7 +204,7 @@ async fn a_shutdown_while_the_store_creates_lets_the_accepted_execution_run() {
     assert!(futures_util::poll!(shutdown.as_mut()).is_pending());
     assert_eq!(submit.await.unwrap().id, id);
     shutdown.await;
-    assert_eq!(rt.get(id).unwrap().state, ExecutionState::Succeeded);
+    assert_eq!(rt.get(id).await.unwrap().state, ExecutionState::Succeeded);
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     // New work after the shutdown began is refused, and stores nothing.
     let refused = rt.submit(request("fallback", "late")).await.unwrap_err();
@@ -213,4 +213,109 @@ async fn a_shutdown_while_the_store_creates_lets_the_accepted_execution_run() {
         "{refused:?}"
     );
     assert_eq!(store.created(), [id]);
+}
+
+/// A store whose reads wait a poll (as a remote store's do) serves every reader as one that
+/// answers at once: `Execute`, `Watch` from a cursor, `get`, cancel's wait and the usage
+/// export see the same events.
+#[tokio::test(start_paused = true)]
+async fn reads_that_wait_serve_every_reader_as_ready_ones_do() {
+    let (ready, _) = with_faults(Faults::default());
+    let (waiting, _) = with_faults(Faults {
+        pending_reads: 1,
+        ..Faults::default()
+    });
+    let mut seen = Vec::new();
+    for rt in [&ready, &waiting] {
+        let events = rt
+            .execute(request("fallback", "hello there"))
+            .await
+            .unwrap();
+        let id = events.execution_id();
+        let events: Vec<Event> = within(events.map(Result::unwrap).collect()).await;
+        let resumed = rt.watch(id, 2).await.unwrap().map(Result::unwrap);
+        assert_eq!(within(resumed.collect::<Vec<_>>()).await, events[2..]);
+        assert_eq!(rt.get(id).await.unwrap().state, ExecutionState::Succeeded);
+        let usage = events
+            .iter()
+            .filter(|e| matches!(e.payload, EventPayload::Usage(_)))
+            .count();
+        assert!(usage > 0, "the execution kept usage facts");
+        let records = rt.stream_usage(None).take(usage).map(Result::unwrap);
+        let records: Vec<_> = within(records.collect()).await;
+        assert!(records.iter().all(|r| r.entry.execution_id == id));
+
+        // Cancel waits for the driver through a follower.
+        let running = rt.submit(request("hang", "wait")).await.unwrap();
+        let cancelled = within(rt.cancel(running.id, None)).await.unwrap();
+        assert_eq!(cancelled.state, ExecutionState::Cancelled);
+        seen.push(
+            events
+                .iter()
+                .map(|e| e.payload.type_name())
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(seen[0], seen[1]);
+}
+
+/// An `Execute` whose caller leaves while the store is still making its follower (a remote
+/// read) leaves the execution driven to its end.
+#[tokio::test(start_paused = true)]
+async fn an_execute_dropped_while_the_store_reads_is_still_driven_to_its_end() {
+    // Pending past the first poll of `execute`, which polls the follow twice.
+    let (rt, store) = with_faults(Faults {
+        pending_reads: 3,
+        ..Faults::default()
+    });
+    {
+        let mut execute = pin!(rt.execute(request("fallback", "hello there")));
+        assert!(futures_util::poll!(execute.as_mut()).is_pending());
+    }
+    let [id] = store.created()[..] else {
+        panic!("one execution created: {:?}", store.created())
+    };
+    let events = all_events(&rt, id).await;
+    let last = events.last().unwrap().as_ref().unwrap();
+    assert_eq!(last.payload.type_name(), "execution.completed");
+    assert_eq!(rt.get(id).await.unwrap().state, ExecutionState::Succeeded);
+}
+
+/// `work`, which must end within 30 seconds of (paused) time.
+async fn within<T>(work: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), work)
+        .await
+        .expect("ends in time")
+}
+
+/// With metrics on, an execution's end is counted (from its first event, which the store
+/// reads) whether the store's reads answer at once or wait.
+#[tokio::test(start_paused = true)]
+async fn an_end_is_counted_whether_reads_wait_or_not() {
+    let mut ended = Vec::new();
+    for pending_reads in [0, 3] {
+        let (builder, _) = faulty(Faults {
+            pending_reads,
+            ..Faults::default()
+        });
+        let mut config = builder.config.clone();
+        config.server.metrics_listen = Some(([127, 0, 0, 1], 0).into());
+        let rt = RuntimeBuilder { config, ..builder }.build().unwrap();
+        let events = rt
+            .execute(request("fallback", "hello there"))
+            .await
+            .unwrap();
+        within(events.collect::<Vec<_>>()).await;
+        let text = rt.metrics_text().unwrap();
+        let mut counted: Vec<String> = text
+            .lines()
+            .filter(|l| l.contains("executions_ended") && !l.starts_with('#'))
+            .map(str::to_owned)
+            .collect();
+        // The families' lines come in no fixed order.
+        counted.sort();
+        assert!(counted.iter().any(|l| l.ends_with(" 1")), "{text}");
+        ended.push(counted);
+    }
+    assert_eq!(ended[0], ended[1]);
 }

@@ -67,17 +67,22 @@ impl EventStore for InTempDir {
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
         self.store.append_all(id, payloads)
     }
-    fn get(&self, id: ExecutionId) -> Result<Execution, StoreError> {
+    fn get(&self, id: ExecutionId) -> StoreFuture<'_, Execution> {
         self.store.get(id)
     }
-    fn follow(&self, id: ExecutionId) -> Result<Follower, StoreError> {
+    fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
         self.store.follow(id)
     }
     fn usage_epoch(&self) -> u64 {
         self.store.usage_epoch()
     }
-    fn read_usage(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>) {
-        self.store.read_usage(after, limit, into);
+    fn read_usage(
+        &self,
+        after: u64,
+        limit: usize,
+        into: &mut Vec<UsageEntry>,
+    ) -> Option<StoreFuture<'static, Vec<UsageEntry>>> {
+        self.store.read_usage(after, limit, into)
     }
     fn usage_changes(&self) -> Changes {
         self.store.usage_changes()
@@ -137,11 +142,26 @@ fn crash_during_last_write(dir: &Path, unsynced: u64) {
         .unwrap();
 }
 
-fn everything(store: &FileStore, id: ExecutionId) -> (Execution, Vec<Event>) {
+async fn everything(store: &FileStore, id: ExecutionId) -> (Execution, Vec<Event>) {
     (
-        store.get(id).unwrap(),
-        store.follow(id).unwrap().read(0, usize::MAX),
+        store.get(id).await.unwrap(),
+        store
+            .follow(id)
+            .await
+            .unwrap()
+            .read(0, usize::MAX)
+            .await
+            .unwrap(),
     )
+}
+
+/// [`everything`] of each of `ids`, in order.
+async fn everything_of(store: &FileStore, ids: &[ExecutionId]) -> Vec<(Execution, Vec<Event>)> {
+    let mut all = Vec::with_capacity(ids.len());
+    for id in ids {
+        all.push(everything(store, *id).await);
+    }
+    all
 }
 
 #[tokio::test]
@@ -152,7 +172,10 @@ async fn a_reopened_store_has_every_event_view_and_key_as_it_was() {
     succeed(&store, done, 40).await;
     let plain = create(&store, None).await;
     succeed(&store, plain, 0).await;
-    let before = [everything(&store, done), everything(&store, plain)];
+    let before = [
+        everything(&store, done).await,
+        everything(&store, plain).await,
+    ];
     store.close();
     drop(store);
 
@@ -162,11 +185,23 @@ async fn a_reopened_store_has_every_event_view_and_key_as_it_was() {
         (2, 2 + 43 + 3, 0)
     );
     assert_eq!(
-        [everything(&store, done), everything(&store, plain)],
+        [
+            everything(&store, done).await,
+            everything(&store, plain).await
+        ],
         before
     );
     // A cursor resumes where it was.
-    assert_eq!(store.follow(done).unwrap().read(41, 10), before[0].1[41..]);
+    assert_eq!(
+        store
+            .follow(done)
+            .await
+            .unwrap()
+            .read(41, 10)
+            .await
+            .unwrap(),
+        before[0].1[41..]
+    );
     // The key names the same execution; with another request it is a conflict.
     match store
         .create(new_execution(Some(("order-1", 7))))
@@ -203,7 +238,7 @@ async fn executions_left_running_end_with_outcome_unknown_and_keep_their_output(
     let (store, opened) = open(dir.path(), vec![key(1)]).unwrap();
     assert_eq!(opened.interrupted, 2);
     for id in [streaming, waiting] {
-        let (view, events) = everything(&store, id);
+        let (view, events) = everything(&store, id).await;
         assert_eq!(view.state, ExecutionState::Failed, "{id}");
         let error = view.error.unwrap();
         assert_eq!(
@@ -212,7 +247,7 @@ async fn executions_left_running_end_with_outcome_unknown_and_keep_their_output(
         );
         assert!(events.last().unwrap().is_terminal());
     }
-    let (view, events) = everything(&store, streaming);
+    let (view, events) = everything(&store, streaming).await;
     // The running attempt failed with its outcome unknown; its output is partial output.
     let attempt = view.attempts.last().unwrap();
     assert_eq!(attempt.outcome, Some(Outcome::Unknown));
@@ -293,7 +328,7 @@ async fn compaction_drops_what_expired_and_rotation_reseals_with_the_new_key() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(store.disk_bytes() <= 200 * 1024, "{}", store.disk_bytes());
-    let views: Vec<_> = kept.iter().map(|id| everything(&store, *id)).collect();
+    let views: Vec<_> = everything_of(&store, &kept).await;
     store.close();
     drop(store);
 
@@ -315,10 +350,10 @@ async fn compaction_drops_what_expired_and_rotation_reseals_with_the_new_key() {
         limits,
     )
     .unwrap();
-    let after: Vec<_> = kept.iter().map(|id| everything(&store, *id)).collect();
+    let after: Vec<_> = everything_of(&store, &kept).await;
     assert_eq!(after, views);
     assert_eq!(
-        store.get(last[0]).unwrap_err(),
+        store.get(last[0]).await.unwrap_err(),
         StoreError::NotFound(last[0])
     );
 }
@@ -358,8 +393,11 @@ async fn the_journal_stays_within_max_disk_bytes_by_letting_the_oldest_go() {
         most < (3 << 19) + (16 << 10),
         "the journal reached {most} bytes"
     );
-    assert!(store.get(*ids.last().unwrap()).is_ok());
-    assert_eq!(store.get(ids[0]).unwrap_err(), StoreError::NotFound(ids[0]));
+    assert!(store.get(*ids.last().unwrap()).await.is_ok());
+    assert_eq!(
+        store.get(ids[0]).await.unwrap_err(),
+        StoreError::NotFound(ids[0])
+    );
     // Running executions are never let go: once only they are left, creates are refused.
     let mut running = Vec::new();
     let refused = loop {
@@ -382,7 +420,7 @@ async fn the_journal_stays_within_max_disk_bytes_by_letting_the_oldest_go() {
     };
     assert!(matches!(refused, StoreError::Full { .. }), "{refused:?}");
     assert!(
-        store.get(running[0]).is_ok(),
+        store.get(running[0]).await.is_ok(),
         "running executions are never let go"
     );
 }
@@ -422,7 +460,7 @@ async fn a_compaction_cut_short_by_a_crash_replays_the_same() {
     // The third start ends the running execution and compacts both segments into a base.
     let (store, _) = small(4).unwrap();
     assert!(!first.exists(), "compacted away");
-    let before: Vec<_> = kept.iter().map(|id| everything(&store, *id)).collect();
+    let before: Vec<_> = everything_of(&store, &kept).await;
     store.close();
     drop(store);
 
@@ -434,10 +472,10 @@ async fn a_compaction_cut_short_by_a_crash_replays_the_same() {
     let temporary = dir.path().join("journal-00000000000000000009.compacting");
     fs::write(&temporary, b"half a compaction").unwrap();
     let (store, _) = small(4).unwrap();
-    let after: Vec<_> = kept.iter().map(|id| everything(&store, *id)).collect();
+    let after: Vec<_> = everything_of(&store, &kept).await;
     assert_eq!(after, before);
     for id in gone {
-        assert_eq!(store.get(id).unwrap_err(), StoreError::NotFound(id));
+        assert_eq!(store.get(id).await.unwrap_err(), StoreError::NotFound(id));
     }
     assert!(!temporary.exists() && !first.exists());
 }

@@ -23,9 +23,9 @@ async fn a_failed_journal_ends_nothing_and_the_restart_ends_it_after_what_was_se
         .append_all(id, vec![routing(), attempt_started(1), text(1, "half ")])
         .await
         .unwrap();
-    let mut follower = store.follow(id).unwrap();
+    let mut follower = store.follow(id).await.unwrap();
     follower.changes().mark_seen();
-    let seen = follower.read(0, usize::MAX);
+    let seen = follower.read(0, usize::MAX).await.unwrap();
     assert_eq!(seen.len(), 4);
 
     // The disk fails: the next append is refused as unavailable, with the failure that
@@ -45,15 +45,22 @@ async fn a_failed_journal_ends_nothing_and_the_restart_ends_it_after_what_was_se
         follower.changes().failed(),
         "the reader hears the store failed"
     );
-    assert_eq!(follower.read(0, usize::MAX), seen, "nothing was added");
+    assert_eq!(
+        follower.read(0, usize::MAX).await.unwrap(),
+        seen,
+        "nothing was added"
+    );
     // A running execution has no state to tell until the restart; an ended one reads on.
-    assert_eq!(store.get(id), Err(unavailable.clone()));
-    assert_eq!(store.get(done).unwrap().state, ExecutionState::Succeeded);
+    assert_eq!(store.get(id).await, Err(unavailable.clone()));
+    assert_eq!(
+        store.get(done).await.unwrap().state,
+        ExecutionState::Succeeded
+    );
     let create_refused = store.create(new_execution(None)).await.unwrap_err();
     assert_eq!(create_refused, unavailable);
     // A reader that comes later reads what is durable, then hears the same.
-    let mut late = store.follow(id).unwrap();
-    assert_eq!(late.read(0, usize::MAX), seen);
+    let mut late = store.follow(id).await.unwrap();
+    assert_eq!(late.read(0, usize::MAX).await.unwrap(), seen);
     assert_eq!(next_change(&mut late).await, Err(crate::store::Closed));
     assert!(late.changes().failed());
     store.close();
@@ -62,7 +69,7 @@ async fn a_failed_journal_ends_nothing_and_the_restart_ends_it_after_what_was_se
     // The restart ends it after the last event anyone saw, never instead of one.
     let (store, opened) = open(dir.path(), vec![key(1)]).unwrap();
     assert_eq!(opened.interrupted, 1);
-    let (view, events) = everything(&store, id);
+    let (view, events) = everything(&store, id).await;
     assert_eq!(events[..seen.len()], seen[..]);
     assert_eq!(view.error.unwrap().code, ErrorCode::OutcomeUnknown);
     assert_eq!(

@@ -100,7 +100,7 @@ async fn after_a_crash_only_the_last_write_may_be_cut() {
     let (store, opened) = open(dir.path(), vec![key(1)]).unwrap();
     assert_eq!((opened.executions, opened.interrupted), (4, 1));
     assert_eq!(
-        store.get(ids[3]).unwrap().error.unwrap().code,
+        store.get(ids[3]).await.unwrap().error.unwrap().code,
         ErrorCode::OutcomeUnknown
     );
 }
@@ -278,9 +278,18 @@ async fn a_segment_that_cannot_be_made_fails_the_rotation_not_the_store() {
     fs::remove_dir(&next).unwrap();
     assert_eq!(store.writer.rotate().recv().unwrap(), Some(1));
     succeed(&store, other, 1).await;
-    let before = [everything(&store, id), everything(&store, other)];
+    let before = [
+        everything(&store, id).await,
+        everything(&store, other).await,
+    ];
     store.close();
     drop(store);
     let store = open_ok(dir.path());
-    assert_eq!([everything(&store, id), everything(&store, other)], before);
+    assert_eq!(
+        [
+            everything(&store, id).await,
+            everything(&store, other).await
+        ],
+        before
+    );
 }

@@ -11,7 +11,7 @@ async fn a_torn_tail_is_cut_off_and_the_rest_replays() {
     let store = open_ok(dir.path());
     let id = create(&store, None).await;
     succeed(&store, id, 3).await;
-    let before = everything(&store, id);
+    let before = everything(&store, id).await;
     drop(store);
     // A record head cut short, and zeros from a crash that extended the file but never
     // wrote it: torn tails, cut off.
@@ -21,7 +21,7 @@ async fn a_torn_tail_is_cut_off_and_the_rest_replays() {
         file.write_all(tail).unwrap();
         drop(file);
         let (store, _) = open(dir.path(), vec![key(1)]).unwrap();
-        assert_eq!(everything(&store, id), before);
+        assert_eq!(everything(&store, id).await, before);
         // Cut back (and, from the second start on, compacted into a base as well).
         for file in segments(dir.path()) {
             assert!(
@@ -69,7 +69,7 @@ async fn a_record_cut_short_at_the_end_is_a_torn_tail() {
         .unwrap();
     let (store, _) = open(dir.path(), vec![key(1)]).unwrap();
     // Its execution was running as far as the journal knows: it ends as interrupted.
-    let view = store.get(id).unwrap();
+    let view = store.get(id).await.unwrap();
     assert_eq!(view.error.unwrap().code, ErrorCode::OutcomeUnknown);
 }
 
@@ -129,7 +129,10 @@ async fn an_altered_last_record_is_damage_not_a_torn_tail() {
     let empty = segment::path(dir.path(), seal::Kind::Segment, number + 1);
     fs::write(&empty, [0u8; 64]).unwrap();
     let (store, _) = open(dir.path(), vec![key(1)]).unwrap();
-    assert_eq!(store.get(id).unwrap().state, ExecutionState::Succeeded);
+    assert_eq!(
+        store.get(id).await.unwrap().state,
+        ExecutionState::Succeeded
+    );
     // (and the start's own new segment took its number)
     assert!(fs::read(&empty).unwrap().iter().any(|b| *b != 0));
 }

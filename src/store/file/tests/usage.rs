@@ -18,7 +18,8 @@ async fn run(store: &FileStore, quantity: Option<u64>) -> ExecutionId {
 
 fn facts(store: &FileStore, after: u64) -> Vec<UsageEntry> {
     let mut facts = Vec::new();
-    store.read_usage(after, usize::MAX, &mut facts);
+    let fetch = store.read_usage(after, usize::MAX, &mut facts);
+    assert!(fetch.is_none(), "a file store reads its usage at once");
     facts
 }
 
