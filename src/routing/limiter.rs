@@ -86,16 +86,16 @@ return {1, held + 1}
 
 /// Extends this replica's leases (`ARGV[4..]`) by `ARGV[2]` ms; a lease that ended meanwhile
 /// (renewals that did not get through, or a set Redis lost) is taken again if fewer than
-/// `ARGV[1]` are held, else it is lost. Returns `{held, lost}`.
+/// `ARGV[1]` are held, else it is lost. Returns `{held, {lost members}}`.
 const RENEW: &str = concat!(
     prelude!(),
     r"
-local lost = 0
+local lost = {}
 for i = 4, #ARGV do
   if redis.call('ZSCORE', KEYS[1], ARGV[i]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('ZADD', KEYS[1], now + lease, ARGV[i])
   else
-    lost = lost + 1
+    table.insert(lost, ARGV[i])
   end
 end
 if #ARGV > 3 then
@@ -154,6 +154,8 @@ struct Shared {
     unavailable: AtomicU64,
     /// Leases that ended unrenewed while their attempts ran, and could not be taken back.
     lost: AtomicU64,
+    /// Those still lost at the last renewal, so each is counted once.
+    lost_members: Mutex<HashSet<String>>,
     keeper: std::sync::Once,
     stop: CancellationToken,
 }
@@ -164,8 +166,9 @@ struct Shared {
 pub(crate) enum Held {
     /// A lease in Redis.
     Lease(Lease),
-    /// `fail_open`: a permit of this replica alone, while Redis was unreachable.
-    Local(OwnedSemaphorePermit),
+    /// `fail_open`: a permit of this replica alone, while Redis was unreachable, with the
+    /// member the keeper registers in Redis once it answers again, so the attempt counts.
+    Local(OwnedSemaphorePermit, Lease),
 }
 
 /// One member of the set, released on drop.
@@ -246,6 +249,7 @@ impl GlobalGate {
                 retry_at: Mutex::new(None),
                 unavailable: AtomicU64::new(0),
                 lost: AtomicU64::new(0),
+                lost_members: Mutex::new(HashSet::new()),
                 keeper: std::sync::Once::new(),
                 stop: CancellationToken::new(),
             }),
@@ -314,7 +318,7 @@ impl GlobalGate {
             permit = local.clone().acquire_owned() => {
                 let permit = permit.map_err(|_| Refused::Unavailable)?;
                 shared.unavailable.fetch_add(1, Ordering::Relaxed);
-                Ok(Some(Held::Local(permit)))
+                Ok(Some(Held::Local(permit, shared.register_later())))
             }
             () = tokio::time::sleep_until(ask_again) => Ok(None),
         }
@@ -392,11 +396,11 @@ impl Shared {
     }
 
     /// Runs `script` within the timeout.
-    async fn run(
+    async fn run<T: redis::FromRedisValue>(
         &self,
         script: &redis::Script,
         args: &[String],
-    ) -> Result<(i64, i64), Unreachable> {
+    ) -> Result<T, Unreachable> {
         let answer = async {
             let mut connection = self.connection()?;
             let mut invocation = script.key(&*self.key);
@@ -404,7 +408,7 @@ impl Shared {
             for arg in args {
                 invocation.arg(arg);
             }
-            self.within(invocation.invoke_async::<(i64, i64)>(&mut connection))
+            self.within(invocation.invoke_async::<T>(&mut connection))
                 .await
         }
         .await;
@@ -433,6 +437,21 @@ impl Shared {
         lock(&self.retry_at).is_some_and(|at| tokio::time::Instant::now() < at)
     }
 
+    /// A member for an attempt admitted without Redis: held, so the keeper's next renewal
+    /// that Redis answers adds it (or counts it lost when the gate is full).
+    fn register_later(self: &Arc<Self>) -> Lease {
+        let member = format!(
+            "{}:{}",
+            self.replica,
+            self.next.fetch_add(1, Ordering::Relaxed)
+        );
+        lock(&self.held).insert(member.clone());
+        Lease {
+            member,
+            shared: self.clone(),
+        }
+    }
+
     /// A lease if fewer than the limit are held across every replica; `None` if the gate is
     /// full.
     async fn take(self: &Arc<Self>) -> Result<Option<Lease>, Unreachable> {
@@ -456,7 +475,9 @@ impl Shared {
             members: Some(&args[3..]),
             shared: self,
         };
-        let answer = self.run(script(&TAKE_SCRIPT, TAKE), &args).await;
+        let answer = self
+            .run::<(i64, i64)>(script(&TAKE_SCRIPT, TAKE), &args)
+            .await;
         if answer.is_ok() {
             asking.members = None;
         }
@@ -505,13 +526,26 @@ impl Shared {
             self.settle().as_millis().to_string(),
         ];
         args.extend(held);
-        match self.run(script(&RENEW_SCRIPT, RENEW), &args).await {
+        match self
+            .run::<(i64, Vec<String>)>(script(&RENEW_SCRIPT, RENEW), &args)
+            .await
+        {
             Ok((held, lost)) => {
                 self.global_in_flight.store(
                     u32::try_from(held).unwrap_or(u32::MAX - 1),
                     Ordering::Release,
                 );
-                if lost > 0 {
+                // Each lease is counted lost once, though every renewal tries it again
+                // until its attempt ends.
+                let mut known = lock(&self.lost_members);
+                known.retain(|member| lost.contains(member));
+                let new = lost
+                    .iter()
+                    .filter(|member| known.insert((*member).clone()))
+                    .count();
+                drop(known);
+                if new > 0 {
+                    let lost = new;
                     self.lost
                         .fetch_add(u64::try_from(lost).unwrap_or(0), Ordering::Relaxed);
                     tracing::warn!(

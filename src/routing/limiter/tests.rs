@@ -174,7 +174,7 @@ async fn unreachable_redis_refuses_or_admits_locally_as_configured() {
     let open =
         GlobalGate::new("p", &config(url, &unique_key(), OnUnavailable::FailOpen), 4).unwrap();
     let local = open.acquire().await.unwrap();
-    assert!(matches!(local, Held::Local(_)));
+    assert!(matches!(local, Held::Local(..)));
     // `local_limit = 1`: a second waits for the first.
     let mut second = Box::pin(open.acquire());
     assert!(
@@ -342,7 +342,8 @@ async fn fail_open_goes_back_to_redis_once_it_answers() {
     let Some(mut redis) = PrivateRedis::start() else {
         return;
     };
-    let mut open = config(&redis.url(), &unique_key(), OnUnavailable::FailOpen);
+    let key = unique_key();
+    let mut open = config(&redis.url(), &key, OnUnavailable::FailOpen);
     open.lease = Duration::from_secs(3);
     open.timeout = Duration::from_millis(100);
     let gate = GlobalGate::new("p", &open, 4).unwrap();
@@ -356,7 +357,7 @@ async fn fail_open_goes_back_to_redis_once_it_answers() {
         .await
         .unwrap()
         .unwrap();
-    assert!(matches!(local, Held::Local(_)));
+    assert!(matches!(local, Held::Local(..)));
 
     // Redis back: the next attempt leases again, though the local permit is still taken.
     redis.restart();
@@ -366,5 +367,58 @@ async fn fail_open_goes_back_to_redis_once_it_answers() {
         .unwrap();
     assert!(matches!(next, Held::Lease(_)));
     assert!(gate.status().reachable);
-    drop((leased, local));
+    // The attempt admitted without Redis counts too once the keeper renews it in, as does
+    // the first lease, which the restarted Redis lost.
+    let mut admin = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let held: u64 = redis::cmd("ZCARD")
+            .arg(&key)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        if held == 3 {
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "{held} held, not 3");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop((leased, local, next));
+}
+
+#[tokio::test]
+async fn a_lease_taken_by_another_while_unrenewed_is_counted_lost_once() {
+    let Some(url) = redis_url() else { return };
+    let key = unique_key();
+    let a = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
+    let held = a.acquire().await.unwrap();
+    // A's lease lapsed (a pause, say) and another replica took the only permit.
+    let mut admin = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let member = lock(&a.shared.held).iter().next().cloned().unwrap();
+    let () = redis::pipe()
+        .atomic()
+        .cmd("ZREM")
+        .arg(&key)
+        .arg(&member)
+        .ignore()
+        .cmd("ZADD")
+        .arg(&key)
+        .arg(i64::MAX)
+        .arg("another-replica:0")
+        .ignore()
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // Three renewals later: lost, and counted once.
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    assert_eq!(a.status().lost, 1);
+    drop(held);
 }
