@@ -542,6 +542,11 @@ impl Runtime {
                 );
             }
         }
+        // The permits the ended attempts released go back to the global limiters now, not
+        // at the end of their leases after the process is gone.
+        for slot in self.inner.deps.providers.iter() {
+            slot.admission.flush().await;
+        }
     }
 
     /// The gauge of the bytes the server's connections hold unsent, when metrics are on.

@@ -138,6 +138,14 @@ impl Admission {
         self.queued.load(Ordering::Acquire) + self.waiting_global.load(Ordering::Acquire)
     }
 
+    /// Gives the global limiter back what this replica released and it has not yet taken
+    /// (within its timeout).
+    pub(crate) async fn flush(&self) {
+        if let Some(global) = &self.global {
+            global.flush().await;
+        }
+    }
+
     /// The global limiter's figures, when there is one.
     pub(crate) fn limiter(&self) -> Option<LimiterStatus> {
         self.global.as_ref().map(GlobalGate::status)

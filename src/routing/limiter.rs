@@ -324,6 +324,12 @@ impl GlobalGate {
         }
     }
 
+    /// Removes at once the members this replica released, rather than leaving them to the
+    /// keeper (or, at exit, to their leases' end).
+    pub(crate) async fn flush(&self) {
+        self.shared.give_back().await;
+    }
+
     /// What the limiter says now.
     pub(crate) fn status(&self) -> LimiterStatus {
         let shared = &self.shared;

@@ -422,3 +422,30 @@ async fn a_lease_taken_by_another_while_unrenewed_is_counted_lost_once() {
     assert_eq!(a.status().lost, 1);
     drop(held);
 }
+
+#[tokio::test]
+async fn a_flush_gives_released_permits_back_at_once() {
+    let Some(url) = redis_url() else { return };
+    let key = unique_key();
+    let gate = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
+    // Taken without the keeper (which a shutdown may not leave time to run).
+    let lease = loop {
+        if let Some(lease) = gate.shared.take().await.unwrap() {
+            break lease;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    drop(lease);
+    gate.flush().await;
+    let mut admin = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let held: u64 = redis::cmd("ZCARD")
+        .arg(&key)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(held, 0);
+}
