@@ -41,6 +41,10 @@ pub use usage::{MalformedCursor, UsageCursor, UsageEntry};
 /// A boxed future, so the SPI stays object-safe.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
+/// A read a store must fetch (a remote store's), borrowing nothing of it; `None` when the
+/// store copied what was read to the caller's buffer at once (the memory and file stores).
+pub type Fetch<T> = Option<StoreFuture<'static, Vec<T>>>;
+
 /// A new execution's first event and identity.
 #[derive(Debug, Clone)]
 pub struct NewExecution {
@@ -176,12 +180,8 @@ pub trait EventStore: Send + Sync + 'static {
     /// returns the fetch, which yields them in the same order. The fetch borrows nothing of
     /// the store, so a reader can keep it beside the store it came from while it waits.
     #[must_use = "a returned fetch holds the facts"]
-    fn read_usage(
-        &self,
-        after: u64,
-        limit: usize,
-        into: &mut Vec<UsageEntry>,
-    ) -> Option<StoreFuture<'static, Vec<UsageEntry>>>;
+    fn read_usage(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>)
+    -> Fetch<UsageEntry>;
 
     /// A wake-up whenever usage facts become readable.
     fn usage_changes(&self) -> Changes;

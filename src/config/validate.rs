@@ -20,6 +20,28 @@ mod store;
 use adapter::adapter;
 use bounds::{count, duration, items, name_text};
 
+/// The value of the environment variable `var` that `key` names: a name of letters, digits
+/// and `_`, set and not empty. Errors name the variable, never the value (a secret, often).
+pub(super) fn variable(key: &str, var: &str, env: Env<'_>) -> Result<String, ConfigError> {
+    if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(invalid(
+            key,
+            "must name an environment variable (letters, digits and `_`)",
+        ));
+    }
+    match env(var) {
+        None => Err(invalid(
+            key,
+            format!("environment variable `{var}` is not set (or is not valid UTF-8)"),
+        )),
+        Some(value) if value.is_empty() => Err(invalid(
+            key,
+            format!("environment variable `{var}` is empty"),
+        )),
+        Some(value) => Ok(value),
+    }
+}
+
 pub(super) fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key: key.into(),

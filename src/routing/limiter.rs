@@ -443,14 +443,19 @@ impl Shared {
         lock(&self.retry_at).is_some_and(|at| tokio::time::Instant::now() < at)
     }
 
-    /// A member for an attempt admitted without Redis: held, so the keeper's next renewal
-    /// that Redis answers adds it (or counts it lost when the gate is full).
-    fn register_later(self: &Arc<Self>) -> Lease {
-        let member = format!(
+    /// A member no other permit has had: this replica's id and its count.
+    fn new_member(&self) -> String {
+        format!(
             "{}:{}",
             self.replica,
             self.next.fetch_add(1, Ordering::Relaxed)
-        );
+        )
+    }
+
+    /// A member for an attempt admitted without Redis: held, so the keeper's next renewal
+    /// that Redis answers adds it (or counts it lost when the gate is full).
+    fn register_later(self: &Arc<Self>) -> Lease {
+        let member = self.new_member();
         lock(&self.held).insert(member.clone());
         Lease {
             member,
@@ -461,11 +466,7 @@ impl Shared {
     /// A lease if fewer than the limit are held across every replica; `None` if the gate is
     /// full.
     async fn take(self: &Arc<Self>) -> Result<Option<Lease>, Unreachable> {
-        let member = format!(
-            "{}:{}",
-            self.replica,
-            self.next.fetch_add(1, Ordering::Relaxed)
-        );
+        let member = self.new_member();
         // Released members ride along, so the permit just freed here is free for this take.
         let released = std::mem::take(&mut *lock(&self.released));
         let mut args = vec![

@@ -11,7 +11,7 @@ use futures_util::{FutureExt, Stream};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::{NotReady, RuntimeError};
-use crate::store::{Changes, EventStore, StoreFuture, UsageCursor, UsageEntry};
+use crate::store::{Changes, EventStore, Fetch, UsageCursor, UsageEntry};
 
 /// Facts read from the store at a time.
 const PAGE: usize = 256;
@@ -37,7 +37,7 @@ pub struct UsageStream {
     page: Vec<UsageEntry>,
     /// A read the store is still answering (a remote store's; the memory and file stores
     /// answer at once): polled before anything else is read.
-    fetching: Option<StoreFuture<'static, Vec<UsageEntry>>>,
+    fetching: Fetch<UsageEntry>,
     changes: Changes,
     stopping: Pin<Box<WaitForCancellationFutureOwned>>,
     stopped: bool,

@@ -12,7 +12,7 @@ use futures_util::Stream;
 use super::metrics::OpenStream;
 use super::{Exhausted, FieldViolation, NotReady, RuntimeError};
 use crate::execution::{Event, ExecutionId};
-use crate::store::{Closed, EventStore, Follower, StoreFuture};
+use crate::store::{Closed, EventStore, Fetch, Follower};
 
 /// Events read from the store at a time.
 const PAGE: usize = 256;
@@ -28,7 +28,7 @@ pub struct EventStream {
     follower: Option<Follower>,
     /// A read the store is still answering (a remote store's; the memory and file stores
     /// answer at once): polled before anything else is read.
-    fetching: Option<StoreFuture<'static, Vec<Event>>>,
+    fetching: Fetch<Event>,
     /// The follower's wake-up closed: what is left is read, then the stream ends.
     closed: bool,
     done: bool,

@@ -21,8 +21,8 @@ use std::task::{Context, Poll};
 use tokio::sync::Semaphore;
 
 use super::{
-    ChangeSignal, Changes, Created, EventSource, EventStore, Follower, NewExecution, StoreError,
-    StoreFuture, StoreStats, Unavailable, UsageEntry,
+    ChangeSignal, Changes, Created, EventSource, EventStore, Fetch, Follower, NewExecution,
+    StoreError, StoreFuture, StoreStats, Unavailable, UsageEntry,
 };
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
 
@@ -101,12 +101,7 @@ struct Through {
 }
 
 impl EventSource for Through {
-    fn read(
-        &self,
-        after: u64,
-        limit: usize,
-        into: &mut VecDeque<Event>,
-    ) -> Option<StoreFuture<'static, Vec<Event>>> {
+    fn read(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) -> Fetch<Event> {
         if self.pending == 0 {
             return self.source.read(after, limit, into);
         }
@@ -271,7 +266,7 @@ impl EventStore for FaultyStore {
         after: u64,
         limit: usize,
         into: &mut Vec<UsageEntry>,
-    ) -> Option<StoreFuture<'static, Vec<UsageEntry>>> {
+    ) -> Fetch<UsageEntry> {
         let polls = self.faults.pending_reads;
         if polls == 0 {
             return self.inner.read_usage(after, limit, into);

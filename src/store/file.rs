@@ -30,8 +30,8 @@ use std::thread::JoinHandle;
 
 use super::memory::Appended;
 use super::{
-    Changes, Created, EventStore, Follower, MemoryStore, NewExecution, StoreError, StoreFuture,
-    StoreStats, Unavailable, UsageEntry, WriteFailure,
+    Changes, Created, EventStore, Fetch, Follower, MemoryStore, NewExecution, StoreError,
+    StoreFuture, StoreStats, Unavailable, UsageEntry, WriteFailure,
 };
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
 pub use error::{Damage, Header, Missing, OpenError, Tear};
@@ -320,7 +320,7 @@ impl EventStore for FileStore {
         after: u64,
         limit: usize,
         into: &mut Vec<UsageEntry>,
-    ) -> Option<StoreFuture<'static, Vec<UsageEntry>>> {
+    ) -> Fetch<UsageEntry> {
         self.memory.read_usage(after, limit, into)
     }
 

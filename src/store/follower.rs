@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::{Changes, StoreError, StoreFuture};
+use super::{Changes, Fetch, StoreError};
 use crate::execution::{Event, ExecutionState};
 
 /// Where a follower reads: one execution's events as its store keeps them.
@@ -21,12 +21,7 @@ pub trait EventSource: Send + Sync {
     /// them (a remote store) returns the fetch instead, which yields them. The fetch borrows
     /// nothing of the source, so a stream keeps it beside its follower while it waits.
     #[must_use = "a returned fetch holds the events"]
-    fn read(
-        &self,
-        after: u64,
-        limit: usize,
-        into: &mut VecDeque<Event>,
-    ) -> Option<StoreFuture<'static, Vec<Event>>>;
+    fn read(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) -> Fetch<Event>;
 
     /// The last sequence and the state after it, without waiting. A store that has its
     /// events at hand knows them now; a remote one reads them when its follower is made
@@ -64,7 +59,7 @@ impl Follower {
         after: u64,
         limit: usize,
         into: &mut VecDeque<Event>,
-    ) -> Option<StoreFuture<'static, Vec<Event>>> {
+    ) -> Fetch<Event> {
         self.source.read(after, limit, into)
     }
 

@@ -22,8 +22,8 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 
 use super::{
-    Changes, Created, EventSource, EventStore, Follower, Inconsistency, NewExecution, Retention,
-    StoreError, StoreFuture, StoreLimits, StoreStats, UsageEntry,
+    Changes, Created, EventSource, EventStore, Fetch, Follower, Inconsistency, NewExecution,
+    Retention, StoreError, StoreFuture, StoreLimits, StoreStats, UsageEntry,
 };
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState, IdMap};
 
@@ -442,7 +442,7 @@ impl EventStore for MemoryStore {
         after: u64,
         limit: usize,
         into: &mut Vec<UsageEntry>,
-    ) -> Option<StoreFuture<'static, Vec<UsageEntry>>> {
+    ) -> Fetch<UsageEntry> {
         self.usage.read(after, limit, into);
         None
     }

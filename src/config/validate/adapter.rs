@@ -1,6 +1,6 @@
 //! The adapter of a provider: which protocol, where, with which key and settings.
 
-use super::{Env, invalid};
+use super::{Env, invalid, variable};
 use crate::config::raw::RawProvider;
 use crate::config::{
     AdapterConfig, AnthropicConfig, ConfigError, HttpEndpointConfig, MaxTokensField, OpenAiConfig,
@@ -260,24 +260,7 @@ fn proxy(key: &str, text: &str) -> Result<ProxyUrl, ConfigError> {
 
 /// Reads the key from the variable `var`. Errors name the variable, never the value.
 fn api_key(key: &str, var: &str, env: Env<'_>) -> Result<Secret, ConfigError> {
-    if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(invalid(
-            key,
-            "must name an environment variable (letters, digits and `_`)",
-        ));
-    }
-    let Some(value) = env(var) else {
-        return Err(invalid(
-            key,
-            format!("environment variable `{var}` is not set (or is not valid UTF-8)"),
-        ));
-    };
-    if value.is_empty() {
-        return Err(invalid(
-            key,
-            format!("environment variable `{var}` is empty"),
-        ));
-    }
+    let value = variable(key, var, env)?;
     if !is_header_text(&value) {
         return Err(invalid(
             key,

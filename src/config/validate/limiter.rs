@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::bounds::{self, count, duration_from};
-use super::{Env, invalid};
+use super::{Env, invalid, variable};
 use crate::config::raw::RawLimiter;
 use crate::config::{ConfigError, LimiterConfig, OnUnavailable, ProviderConfig, Secret};
 
@@ -125,18 +125,7 @@ fn url(key: &str, var: Option<&str>, env: Env<'_>) -> Result<(Arc<str>, Secret),
             "the `redis` limiter needs the environment variable that holds its URL",
         ));
     };
-    if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(invalid(
-            key,
-            "must name an environment variable (letters, digits and `_`)",
-        ));
-    }
-    let Some(value) = env(var).filter(|v| !v.is_empty()) else {
-        return Err(invalid(
-            key,
-            format!("environment variable `{var}` is not set, or is empty"),
-        ));
-    };
+    let value = variable(key, var, env)?;
     if value.starts_with("rediss://") {
         return Err(invalid(
             key,

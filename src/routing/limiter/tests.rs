@@ -37,6 +37,24 @@ fn unique_key() -> String {
 
 const WAIT: Duration = Duration::from_secs(5);
 
+/// A connection of the test's own to the Redis at `url`, to look at or disturb the permits.
+async fn admin(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// The permits held under `key` now.
+async fn held(admin: &mut redis::aio::MultiplexedConnection, key: &str) -> u64 {
+    redis::cmd("ZCARD")
+        .arg(key)
+        .query_async(admin)
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn replicas_share_one_limit_and_a_release_lets_the_next_in() {
     let Some(url) = redis_url() else { return };
@@ -94,11 +112,7 @@ async fn permits_redis_lost_count_again_before_anyone_else_takes_one() {
     let b = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
     let held = a.acquire().await.unwrap();
     // Redis loses the permits (a restart without persistence, say) while A's attempt runs.
-    let mut admin = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut admin = admin(&url).await;
     let () = redis::cmd("DEL")
         .arg(&key)
         .arg(format!("{key}:born"))
@@ -306,11 +320,7 @@ async fn a_take_that_timed_out_leaves_no_permit_behind() {
     slow.lease = Duration::from_secs(6);
     slow.timeout = Duration::from_millis(100);
     let gate = GlobalGate::new("p", &slow, 1).unwrap();
-    let mut admin = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut admin = admin(&redis.url()).await;
     // Warm: the script is loaded and the connection made.
     drop(gate.acquire().await.unwrap());
     // The take runs in Redis, and its answer comes after the timeout.
@@ -321,11 +331,7 @@ async fn a_take_that_timed_out_leaves_no_permit_behind() {
     // would end.
     let started = std::time::Instant::now();
     loop {
-        let held: u64 = redis::cmd("ZCARD")
-            .arg(&key)
-            .query_async(&mut admin)
-            .await
-            .unwrap();
+        let held = held(&mut admin, &key).await;
         if held == 0 && started.elapsed() > Duration::from_millis(500) {
             break;
         }
@@ -369,18 +375,10 @@ async fn fail_open_goes_back_to_redis_once_it_answers() {
     assert!(gate.status().reachable);
     // The attempt admitted without Redis counts too once the keeper renews it in, as does
     // the first lease, which the restarted Redis lost.
-    let mut admin = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut admin = admin(&redis.url()).await;
     let started = std::time::Instant::now();
     loop {
-        let held: u64 = redis::cmd("ZCARD")
-            .arg(&key)
-            .query_async(&mut admin)
-            .await
-            .unwrap();
+        let held = held(&mut admin, &key).await;
         if held == 3 {
             break;
         }
@@ -397,11 +395,7 @@ async fn a_lease_taken_by_another_while_unrenewed_is_counted_lost_once() {
     let a = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
     let held = a.acquire().await.unwrap();
     // A's lease lapsed (a pause, say) and another replica took the only permit.
-    let mut admin = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut admin = admin(&url).await;
     let member = lock(&a.shared.held).iter().next().cloned().unwrap();
     let () = redis::pipe()
         .atomic()
@@ -437,15 +431,7 @@ async fn a_flush_gives_released_permits_back_at_once() {
     };
     drop(lease);
     gate.flush().await;
-    let mut admin = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let held: u64 = redis::cmd("ZCARD")
-        .arg(&key)
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    let mut admin = admin(&url).await;
+    let held = held(&mut admin, &key).await;
     assert_eq!(held, 0);
 }

@@ -13,8 +13,8 @@ use crate::execution::{
     AttemptCode, ErrorCode, Event, EventPayload, Execution, ExecutionId, ExecutionState,
 };
 use crate::store::{
-    Changes, Created, EventStore, Follower, NewExecution, StoreError, StoreFuture, StoreStats,
-    UsageEntry,
+    Changes, Created, EventStore, Fetch, Follower, NewExecution, StoreError, StoreFuture,
+    StoreStats, UsageEntry,
 };
 
 /// `inner`, with every appended event counted in `metrics`.
@@ -179,7 +179,7 @@ impl EventStore for Metered {
         after: u64,
         limit: usize,
         into: &mut Vec<UsageEntry>,
-    ) -> Option<StoreFuture<'static, Vec<UsageEntry>>> {
+    ) -> Fetch<UsageEntry> {
         self.inner.read_usage(after, limit, into)
     }
 

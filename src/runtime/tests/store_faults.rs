@@ -69,13 +69,7 @@ async fn a_submission_dropped_while_the_store_creates_is_still_driven_to_its_end
         assert!(futures_util::poll!(submit.as_mut()).is_pending());
         // The caller goes away (an RPC cancelled) with the record already stored.
     }
-    let [id] = store.created()[..] else {
-        panic!("one execution created: {:?}", store.created())
-    };
-    let events = all_events(&rt, id).await;
-    let last = events.last().unwrap().as_ref().unwrap();
-    assert_eq!(last.payload.type_name(), "execution.completed");
-    assert_eq!(rt.get(id).await.unwrap().state, ExecutionState::Succeeded);
+    the_one_created_is_driven_to_its_end(&rt, &store).await;
 }
 
 /// [`with_faults`] with provider `a` counting its calls: the runtime, its store, the count.
@@ -272,13 +266,7 @@ async fn an_execute_dropped_while_the_store_reads_is_still_driven_to_its_end() {
         let mut execute = pin!(rt.execute(request("fallback", "hello there")));
         assert!(futures_util::poll!(execute.as_mut()).is_pending());
     }
-    let [id] = store.created()[..] else {
-        panic!("one execution created: {:?}", store.created())
-    };
-    let events = all_events(&rt, id).await;
-    let last = events.last().unwrap().as_ref().unwrap();
-    assert_eq!(last.payload.type_name(), "execution.completed");
-    assert_eq!(rt.get(id).await.unwrap().state, ExecutionState::Succeeded);
+    the_one_created_is_driven_to_its_end(&rt, &store).await;
 }
 
 /// `work`, which must end within 30 seconds of (paused) time.
@@ -318,4 +306,15 @@ async fn an_end_is_counted_whether_reads_wait_or_not() {
         ended.push(counted);
     }
     assert_eq!(ended[0], ended[1]);
+}
+
+/// `store` created one execution, and `rt` drove it to `execution.completed`.
+async fn the_one_created_is_driven_to_its_end(rt: &Runtime, store: &FaultyStore) {
+    let [id] = store.created()[..] else {
+        panic!("one execution created: {:?}", store.created())
+    };
+    let events = all_events(rt, id).await;
+    let last = events.last().unwrap().as_ref().unwrap();
+    assert_eq!(last.payload.type_name(), "execution.completed");
+    assert_eq!(rt.get(id).await.unwrap().state, ExecutionState::Succeeded);
 }

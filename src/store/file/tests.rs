@@ -81,7 +81,7 @@ impl EventStore for InTempDir {
         after: u64,
         limit: usize,
         into: &mut Vec<UsageEntry>,
-    ) -> Option<StoreFuture<'static, Vec<UsageEntry>>> {
+    ) -> Fetch<UsageEntry> {
         self.store.read_usage(after, limit, into)
     }
     fn usage_changes(&self) -> Changes {

@@ -10,7 +10,7 @@ use super::size;
 use crate::execution::{
     Event, EventPayload, Execution, ExecutionId, ExecutionState, Idempotency, Labels, Lifecycle,
 };
-use crate::store::{ChangeSignal, EventSource, Inconsistency, StoreError, StoreFuture};
+use crate::store::{ChangeSignal, EventSource, Fetch, Inconsistency, StoreError};
 
 /// One execution.
 #[derive(Debug)]
@@ -183,12 +183,7 @@ impl Slot {
 }
 
 impl EventSource for Slot {
-    fn read(
-        &self,
-        after: u64,
-        limit: usize,
-        into: &mut VecDeque<Event>,
-    ) -> Option<StoreFuture<'static, Vec<Event>>> {
+    fn read(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) -> Fetch<Event> {
         let record = self.record();
         let visible = usize::try_from(record.visible.saturating_sub(after)).unwrap_or(usize::MAX);
         record.events.read(after, limit.min(visible), into);
