@@ -15,6 +15,7 @@ pub mod faulty;
 mod file;
 mod follower;
 mod memory;
+mod postgres;
 mod retention;
 mod usage;
 
@@ -35,6 +36,7 @@ pub(crate) use file::fuzz;
 pub use file::{Damage, FileStore, Header, KeyId, Missing, OpenError, Opened, Tear};
 pub use follower::{EventSource, Follower};
 pub use memory::MemoryStore;
+pub use postgres::{PgOpened, PgOptions, PostgresStore};
 pub(crate) use retention::Retention;
 pub use usage::{MalformedCursor, UsageCursor, UsageEntry};
 

@@ -74,6 +74,25 @@ pub(crate) struct Lifecycle {
 }
 
 impl Lifecycle {
+    /// A lifecycle as a store kept it: its state and its two facts ([`parts`](Self::parts)).
+    pub(crate) fn from_parts(
+        state: ExecutionState,
+        output_committed: bool,
+        stopping: bool,
+    ) -> Self {
+        Self {
+            state: Some(state),
+            output_committed,
+            stopping,
+        }
+    }
+
+    /// What a store keeps of it: whether output is committed, and whether the execution is
+    /// stopping.
+    pub(crate) fn parts(&self) -> (bool, bool) {
+        (self.output_committed, self.stopping)
+    }
+
     /// The state after the last applied event.
     pub(crate) fn state(&self) -> Option<ExecutionState> {
         self.state

@@ -9,7 +9,7 @@
 //! `outcome_unknown` and never resumed (`open.rs`); compaction (`compact.rs`) keeps the
 //! journal to what the store holds.
 
-mod codec;
+pub(super) mod codec;
 mod compact;
 mod error;
 #[cfg(any(test, feature = "fuzzing"))]

@@ -148,8 +148,8 @@ pub(super) fn appended<E: Borrow<Event>>(
 /// Where an append record's count lies: after its kind, id, first sequence and time.
 const COUNT_AT: usize = 1 + 16 + 8 + 8;
 
-/// One event of an append record.
-fn event(payload: &EventPayload, out: &mut Vec<u8>) {
+/// One event of an append record: also how the PostgreSQL store keeps an event's payload.
+pub(in crate::store) fn event(payload: &EventPayload, out: &mut Vec<u8>) {
     match payload {
         EventPayload::TextDelta { attempt, text } => {
             out.push(TEXT);
@@ -230,6 +230,22 @@ pub(super) fn encode(record: &Record, out: &mut Vec<u8>) {
         Record::Expire { id } => expire(*id, out),
         Record::Follows { file, records } => follows(*file, *records, out),
     }
+}
+
+/// One event's payload as [`event`] wrote it (`execution.accepted` included); the error says
+/// what is wrong.
+pub(in crate::store) fn decode_event(bytes: &[u8]) -> Result<EventPayload, String> {
+    let mut r = Reader(bytes);
+    let payload = if r.0.first() == Some(&OTHER) {
+        r.u8()?;
+        r.json()?
+    } else {
+        r.event()?
+    };
+    if !r.0.is_empty() {
+        return Err(format!("{} bytes follow the event", r.0.len()));
+    }
+    Ok(payload)
 }
 
 /// Reads a record; the error says what is wrong.

@@ -1,0 +1,600 @@
+//! The PostgreSQL store (`[store] kind = "postgres"`): several replicas, one store.
+//!
+//! Every replica reads, follows and cancels every execution; the replica that accepted an
+//! execution owns it and is the only one that appends to it, under a lease it renews in the
+//! database (`replica.rs`). Each append checks, in its own statement, that the execution is
+//! still this replica's and its lease current, so a replica that was paused or cut off past
+//! its lease appends nothing to what a survivor has ended (fencing). Appends of many
+//! executions go to the database together, as one statement and one commit (`writer.rs`).
+//! Followers on every replica wake from `LISTEN/NOTIFY`, and a poll bounds the delay when a
+//! notification is lost (`watch.rs`). The usage order is the order of the transactions that
+//! kept the facts, read only below the oldest transaction still running, so a cursor never
+//! passes a fact that may still commit (`usage.rs`). Capacity and retention are global
+//! (`capacity.rs`).
+//!
+//! All of the store's database work runs on a runtime of its own (one thread): the callers'
+//! runtime only awaits its answers. So a caller's timers (a test's paused clock) never race
+//! the store's I/O, and the store's timeouts are its own.
+
+mod capacity;
+mod replica;
+mod rows;
+mod schema;
+mod usage;
+mod watch;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::{
+    ChangeSignal, Changes, Created, EventStore, Fetch, Follower, NewExecution, StoreError,
+    StoreFuture, StoreLimits, StoreStats, Unavailable, UsageEntry,
+};
+use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
+
+/// How to reach the database and how the store behaves on it.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// The connection settings (from the connection string).
+    pub connect: tokio_postgres::Config,
+    /// The schema that holds the store's tables (created if missing).
+    pub schema: String,
+    /// Connections the pool may open.
+    pub pool_size: usize,
+    /// How long opening one connection may take.
+    pub connect_timeout: Duration,
+    /// How long waiting for a free connection may take.
+    pub acquire_timeout: Duration,
+    /// The server-side limit of every statement.
+    pub statement_timeout: Duration,
+    /// The replica's lease.
+    pub lease: Duration,
+    /// The bound on a follower's delay when a notification is lost.
+    pub poll_interval: Duration,
+}
+
+/// Why the store could not do what was asked, before it is told to callers as a
+/// [`StoreError`] (which never carries the database's words: those are logged).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PgError {
+    #[error("database: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    #[error("connection pool: {0}")]
+    Pool(String),
+    #[error("schema: {0}")]
+    Schema(String),
+    #[error("a row does not decode: {0}")]
+    Row(String),
+}
+
+impl From<deadpool_postgres::PoolError> for PgError {
+    fn from(error: deadpool_postgres::PoolError) -> Self {
+        Self::Pool(error.to_string())
+    }
+}
+
+impl PgError {
+    /// Whether the database may answer if asked again (it is down, restarting, or the
+    /// connection broke), as opposed to a fault in what was asked.
+    pub(super) fn transient(&self) -> bool {
+        match self {
+            Self::Pool(_) => true,
+            Self::Db(e) => e.is_closed() || e.as_db_error().is_none(),
+            Self::Schema(_) | Self::Row(_) => false,
+        }
+    }
+
+    /// What callers are told: unavailable (retry later) or a fault; the details go to the log.
+    pub(super) fn into_store(self) -> StoreError {
+        if self.transient() {
+            tracing::warn!(error = %self, "the PostgreSQL store cannot reach its database");
+            StoreError::Unavailable(Unavailable::Backend(
+                "the event store's database is unreachable".into(),
+            ))
+        } else {
+            tracing::error!(error = %self, "the PostgreSQL store failed");
+            StoreError::Backend(self.to_string())
+        }
+    }
+}
+
+/// The clock of retention: wall time at open plus the caller's monotonic time since, read on
+/// the caller's side of the store (so a test that pauses time controls it).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Clock {
+    wall: SystemTime,
+    start: tokio::time::Instant,
+}
+
+impl Clock {
+    fn new() -> Self {
+        Self {
+            wall: SystemTime::now(),
+            start: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Now, in microseconds since the Unix epoch.
+    pub(super) fn now(&self) -> i64 {
+        rows::micros(self.wall + self.start.elapsed())
+    }
+}
+
+/// What the store's tasks share.
+pub(super) struct Shared {
+    pool: Pool,
+    options: PgOptions,
+    sql: Sql,
+    limits: StoreLimits,
+    clock: Clock,
+    replica: replica::Replica,
+    watched: watch::Registry,
+    owned: writer::Owned,
+    capacity: capacity::Capacity,
+    usage_epoch: u64,
+    usage: Arc<ChangeSignal>,
+    kept: usage::Kept,
+    writer: mpsc::UnboundedSender<writer::Request>,
+    /// Whether the database answered the last time it was asked.
+    reachable: AtomicBool,
+    closed: AtomicBool,
+    handle: tokio::runtime::Handle,
+    stop: CancellationToken,
+}
+
+/// The statements' text, with the schema's name in place.
+pub(super) struct Sql {
+    pub(super) schema: String,
+    pub(super) channel: String,
+}
+
+impl Sql {
+    fn new(schema: &str) -> Self {
+        let mut channel = format!("model_runtime_{schema}");
+        channel.truncate(63);
+        Self {
+            schema: schema::quote(schema),
+            channel,
+        }
+    }
+
+    /// `text` with `{s}` replaced by the schema.
+    pub(super) fn at(&self, text: &str) -> String {
+        text.replace("{s}", &self.schema)
+    }
+}
+
+/// The PostgreSQL event store.
+pub struct PostgresStore {
+    shared: Arc<Shared>,
+    /// Stops the store's runtime when the store goes.
+    _stop: DropGuard,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("schema", &self.shared.options.schema)
+            .field("replica", &self.shared.replica.id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What opening the store found.
+#[derive(Debug, Clone, Copy)]
+pub struct PgOpened {
+    /// This replica's id in the `replicas` table.
+    pub replica: uuid::Uuid,
+    /// The schema version.
+    pub version: i32,
+}
+
+impl PostgresStore {
+    /// Connects, migrates the schema, registers this replica and starts the store's tasks
+    /// (lease, notifications, polling, appends) on a thread of its own.
+    pub async fn connect(
+        options: PgOptions,
+        limits: StoreLimits,
+    ) -> Result<(Arc<Self>, PgOpened), StoreError> {
+        let clock = Clock::new();
+        let stop = CancellationToken::new();
+        let handle = store_runtime(stop.clone()).map_err(|e| {
+            StoreError::Unavailable(Unavailable::Backend(format!(
+                "cannot start the store's thread: {e}"
+            )))
+        })?;
+        let started = handle.spawn(Self::start(
+            options,
+            limits,
+            clock,
+            handle.clone(),
+            stop.clone(),
+        ));
+        let (shared, opened) = match started.await {
+            Ok(Ok(started)) => started,
+            // Told to the operator starting the runtime, not to a caller: the reason in full.
+            Ok(Err(e)) => {
+                stop.cancel();
+                return Err(StoreError::Unavailable(Unavailable::Backend(format!(
+                    "cannot start the PostgreSQL store: {e}"
+                ))));
+            }
+            Err(_) => {
+                stop.cancel();
+                return Err(StoreError::Backend("the store's start panicked".into()));
+            }
+        };
+        Ok((
+            Arc::new(Self {
+                shared,
+                _stop: stop.drop_guard(),
+            }),
+            opened,
+        ))
+    }
+
+    async fn start(
+        options: PgOptions,
+        limits: StoreLimits,
+        clock: Clock,
+        handle: tokio::runtime::Handle,
+        stop: CancellationToken,
+    ) -> Result<(Arc<Shared>, PgOpened), PgError> {
+        let pool = pool(&options)?;
+        let usage_epoch = {
+            let mut client = pool.get().await?;
+            schema::migrate(&mut client, &options.schema).await?
+        };
+        let sql = Sql::new(&options.schema);
+        let replica = replica::Replica::register(&pool, &sql, options.lease).await?;
+        let (writer, requests) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            pool,
+            sql,
+            limits: StoreLimits {
+                max_executions: limits.max_executions.max(1),
+                ..limits
+            },
+            clock,
+            replica,
+            watched: watch::Registry::default(),
+            owned: writer::Owned::default(),
+            capacity: capacity::Capacity::default(),
+            usage_epoch,
+            usage: ChangeSignal::new(),
+            kept: usage::Kept::default(),
+            writer,
+            reachable: AtomicBool::new(true),
+            closed: AtomicBool::new(false),
+            handle,
+            stop,
+            options,
+        });
+        shared.capacity.refresh(&shared).await?;
+        let opened = PgOpened {
+            replica: shared.replica.id().0,
+            version: schema::VERSION,
+        };
+        let tasks: [std::pin::Pin<Box<dyn Future<Output = ()> + Send>>; 4] = [
+            Box::pin(writer::run(shared.clone(), requests)),
+            Box::pin(watch::listen(shared.clone())),
+            Box::pin(watch::poll(shared.clone())),
+            Box::pin(replica::keep(shared.clone())),
+        ];
+        for task in tasks {
+            let stop = shared.stop.clone();
+            shared.handle.spawn(async move {
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = task => {}
+                }
+            });
+        }
+        Ok((shared, opened))
+    }
+
+    /// Runs `work` on the store's runtime and answers on the caller's.
+    fn on_store<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> StoreFuture<'static, T> {
+        on_store(&self.shared, work)
+    }
+}
+
+/// Runs `work` on the store's runtime; its answer is awaited wherever the caller is.
+pub(super) fn on_store<T: Send + 'static>(
+    shared: &Shared,
+    work: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> StoreFuture<'static, T> {
+    if shared.closed.load(Ordering::Acquire) {
+        return Box::pin(std::future::ready(Err(StoreError::Unavailable(
+            Unavailable::Closed,
+        ))));
+    }
+    let task = shared.handle.spawn(work);
+    Box::pin(async move {
+        task.await.unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(Unavailable::Backend(
+                "the event store stopped".into(),
+            )))
+        })
+    })
+}
+
+/// A runtime of one thread for the store's work, stopped by `stop`.
+fn store_runtime(stop: CancellationToken) -> std::io::Result<tokio::runtime::Handle> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let handle = runtime.handle().clone();
+    std::thread::Builder::new()
+        .name("postgres-store".into())
+        .spawn(move || runtime.block_on(stop.cancelled()))?;
+    Ok(handle)
+}
+
+/// The pool: at most `pool_size` connections, each with the statement timeout set, checked
+/// only for being open when reused (a query would arm a timer on every checkout).
+fn pool(options: &PgOptions) -> Result<Pool, PgError> {
+    let mut connect = options.connect.clone();
+    connect.connect_timeout(options.connect_timeout);
+    connect.keepalives(true);
+    connect.keepalives_idle(Duration::from_secs(10));
+    connect.options(format!(
+        "-c statement_timeout={} -c lock_timeout={}",
+        options.statement_timeout.as_millis(),
+        options.statement_timeout.as_millis()
+    ));
+    if connect.get_application_name().is_none() {
+        connect.application_name("model-runtime");
+    }
+    let manager = Manager::from_config(
+        connect,
+        tls()?,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(options.pool_size.max(2))
+        .wait_timeout(Some(options.acquire_timeout))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .build()
+        .map_err(|e| PgError::Pool(e.to_string()))
+}
+
+/// TLS as the connection string's `sslmode` asks (`prefer`, the default, tries it first):
+/// rustls with the platform's roots.
+pub(super) fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, PgError> {
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+    let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
+        .map_err(|e| PgError::Pool(format!("setting up TLS: {e}")))?;
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| PgError::Pool(format!("setting up TLS: {e}")))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+impl Shared {
+    /// A connection from the pool; whether the database answers is noted for `failed`.
+    pub(super) async fn client(&self) -> Result<Object, PgError> {
+        let client = self.pool.get().await;
+        self.reachable.store(client.is_ok(), Ordering::Release);
+        Ok(client?)
+    }
+
+    /// Notes what a database call said about whether the database answers.
+    pub(super) fn noted<T>(&self, result: Result<T, PgError>) -> Result<T, PgError> {
+        if let Err(e) = &result
+            && e.transient()
+        {
+            self.reachable.store(false, Ordering::Release);
+        }
+        result
+    }
+
+    /// The execution's row: its lifecycle and owner, `None` when it is not (or no longer)
+    /// in the store.
+    pub(super) async fn row(&self, id: ExecutionId) -> Result<Option<writer::Row>, PgError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&self.sql.at(
+                "SELECT owner, owner_epoch, state, committed, stopping, last_sequence, labels, \
+                 idempotency_key, input_bytes FROM {s}.executions \
+                 WHERE id = $1 AND gone_at IS NULL",
+            ))
+            .await?;
+        let row = self.noted(
+            client
+                .query_opt(&statement, &[&uuid(id)])
+                .await
+                .map_err(Into::into),
+        )?;
+        row.map(|row| writer::Row::of(&row)).transpose()
+    }
+
+    /// Every event of `id` after `after`, at most `limit`, with the usage facts' labels.
+    pub(super) async fn events(
+        &self,
+        id: ExecutionId,
+        after: u64,
+        limit: usize,
+        labels: &Arc<crate::execution::Labels>,
+    ) -> Result<Vec<Event>, PgError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&self.sql.at(
+                "SELECT sequence, time, state, payload, usage_position FROM {s}.events \
+                 WHERE execution_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
+            ))
+            .await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let rows = self.noted(
+            client
+                .query(&statement, &[&uuid(id), &after, &limit])
+                .await
+                .map_err(Into::into),
+        )?;
+        rows.iter()
+            .map(|row| rows::event_of(row, 0, labels))
+            .collect()
+    }
+
+    /// The materialized view, folded from every event.
+    async fn view(&self, id: ExecutionId) -> Result<Execution, StoreError> {
+        let row = self
+            .row(id)
+            .await
+            .map_err(PgError::into_store)?
+            .ok_or(StoreError::NotFound(id))?;
+        let events = self
+            .events(id, 0, usize::MAX, &row.labels)
+            .await
+            .map_err(PgError::into_store)?;
+        let mut events = events.into_iter();
+        let first = events.next().ok_or(StoreError::NotFound(id))?;
+        let mut view = Execution::from_accepted(&first, id, row.labels.clone(), row.key.clone())
+            .ok_or_else(|| {
+                StoreError::Backend(format!(
+                    "execution {id} does not begin with execution.accepted"
+                ))
+            })?;
+        for event in events {
+            view.apply(&event);
+        }
+        Ok(view)
+    }
+}
+
+pub(super) fn uuid(id: ExecutionId) -> uuid::Uuid {
+    uuid::Uuid::from_bytes(id.to_bytes())
+}
+
+impl EventStore for PostgresStore {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn durable(&self) -> bool {
+        true
+    }
+
+    fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
+        let shared = self.shared.clone();
+        let now = shared.clock.now();
+        shared.capacity.due(&shared, now);
+        self.on_store(async move { capacity::create(&shared, new, now).await })
+    }
+
+    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
+        let shared = self.shared.clone();
+        let now = shared.clock.now();
+        self.on_store(async move {
+            let mut events = writer::append(&shared, id, vec![payload], now).await?;
+            events.pop().ok_or(StoreError::NotFound(id))
+        })
+    }
+
+    fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
+        let shared = self.shared.clone();
+        let now = shared.clock.now();
+        self.on_store(async move {
+            if payloads.is_empty() {
+                capacity::flush(&shared).await?;
+                let row = shared.row(id).await.map_err(PgError::into_store)?;
+                return row.map(|r| r.last).ok_or(StoreError::NotFound(id));
+            }
+            let events = writer::append(&shared, id, payloads, now).await?;
+            events
+                .last()
+                .map(|e| e.sequence)
+                .ok_or(StoreError::NotFound(id))
+        })
+    }
+
+    fn get(&self, id: ExecutionId) -> StoreFuture<'_, Execution> {
+        let shared = self.shared.clone();
+        self.on_store(async move {
+            capacity::flush(&shared).await?;
+            shared.view(id).await
+        })
+    }
+
+    fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
+        let shared = self.shared.clone();
+        self.on_store(async move {
+            capacity::flush(&shared).await?;
+            let row = shared.row(id).await.map_err(PgError::into_store)?;
+            row.map(|r| r.lifecycle_state)
+                .ok_or(StoreError::NotFound(id))
+        })
+    }
+
+    fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
+        let shared = self.shared.clone();
+        self.on_store(async move {
+            capacity::flush(&shared).await?;
+            let row = shared
+                .row(id)
+                .await
+                .map_err(PgError::into_store)?
+                .ok_or(StoreError::NotFound(id))?;
+            Ok(watch::follower(&shared, id, &row))
+        })
+    }
+
+    fn usage_epoch(&self) -> u64 {
+        self.shared.usage_epoch
+    }
+
+    fn read_usage(
+        &self,
+        after: u64,
+        limit: usize,
+        _into: &mut Vec<UsageEntry>,
+    ) -> Fetch<UsageEntry> {
+        let shared = self.shared.clone();
+        Some(self.on_store(async move { usage::read(&shared, after, limit).await }))
+    }
+
+    fn usage_changes(&self) -> Changes {
+        self.shared.usage.subscribe()
+    }
+
+    fn expire(&self) -> usize {
+        let now = self.shared.clock.now();
+        self.shared.capacity.due(&self.shared, now) + self.shared.capacity.swept()
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.shared.capacity.stats(self.shared.limits)
+    }
+
+    fn failed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+            || !self.shared.reachable.load(Ordering::Acquire)
+            || !self.shared.replica.current()
+    }
+
+    fn close(&self) {
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.stop.cancel();
+    }
+}

@@ -1,0 +1,435 @@
+//! Creating executions, and the store's global bounds: `max_executions`, `max_bytes` and
+//! retention hold across every replica.
+//!
+//! Counts come from the database (a sum over the executions held, every `poll_interval`)
+//! plus what this replica changed since. A create that the counts say fits is one statement;
+//! one that may not fit takes the store's capacity lock (an advisory lock), counts exactly,
+//! lets go of the terminal executions that ended first until it fits, and creates, in one
+//! transaction. So the tables stay within their bounds, exceeded at most by what other
+//! replicas created within one `poll_interval` while their counts said there was room.
+//!
+//! An execution leaves in one statement: its row is marked gone and its idempotency key
+//! freed, which takes its usage facts out of the usage order with it. Its rows stay a while
+//! ([`LINGER`]) for followers that had begun, then are deleted. Executions this replica ended
+//! are let go by its `expire` as their retention passes (by the caller's clock); a sweep
+//! every `poll_interval` lets go of any others whose retention has passed (ended by a replica
+//! that is gone, say).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::rows::{self, EVENT_OVERHEAD};
+use super::{PgError, Shared, uuid};
+use crate::execution::{Event, Execution, ExecutionId, Lifecycle};
+use crate::store::{Created, NewExecution, StoreError, StoreLimits, StoreStats, Unavailable};
+
+/// How long an execution's rows stay after it left the store, for followers that had begun.
+pub(super) const LINGER: Duration = Duration::from_secs(300);
+
+/// The counts and what is due to leave.
+#[derive(Debug, Default)]
+pub(super) struct Capacity {
+    counts: Mutex<Counts>,
+    /// Executions this replica ended, in the order they ended (retention's clock).
+    ended: Mutex<VecDeque<(i64, ExecutionId)>>,
+    /// Executions due to leave, not yet let go in the database.
+    due: Mutex<Vec<ExecutionId>>,
+    any_due: AtomicBool,
+    /// Let go by the sweep since `expire` last asked.
+    swept: AtomicUsize,
+    flushing: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    /// The database's counts when last summed.
+    base: (i64, i64),
+    /// This replica's changes when they were summed, and now.
+    local_then: (i64, i64),
+    local: (i64, i64),
+    evicted: u64,
+}
+
+impl Counts {
+    fn now(&self) -> (i64, i64) {
+        (
+            self.base.0 + self.local.0 - self.local_then.0,
+            self.base.1 + self.local.1 - self.local_then.1,
+        )
+    }
+}
+
+impl Capacity {
+    fn counts(&self) -> MutexGuard<'_, Counts> {
+        self.counts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn change(&self, executions: i64, bytes: i64) {
+        let mut counts = self.counts();
+        counts.local.0 += executions;
+        counts.local.1 += bytes;
+    }
+
+    /// An append of this replica added `bytes`.
+    pub(super) fn added(&self, bytes: i64) {
+        self.change(0, bytes);
+    }
+
+    /// This replica ended `id` at `now`: its input no longer counts, and its retention runs.
+    pub(super) fn ended(&self, id: ExecutionId, now: i64, input: i64) {
+        self.change(0, -input);
+        self.ended
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back((now, id));
+    }
+
+    fn left(&self, executions: usize, bytes: i64) {
+        let mut counts = self.counts();
+        counts.local.0 -= executions as i64;
+        counts.local.1 -= bytes;
+        counts.evicted += executions as u64;
+    }
+
+    pub(super) fn stats(&self, limits: StoreLimits) -> StoreStats {
+        let counts = *self.counts();
+        let (executions, bytes) = counts.now();
+        StoreStats {
+            executions: usize::try_from(executions).unwrap_or(0),
+            bytes: u64::try_from(bytes).unwrap_or(0),
+            evicted: counts.evicted,
+            limits,
+        }
+    }
+
+    /// Sums the database's counts.
+    pub(super) async fn refresh(&self, shared: &Shared) -> Result<(), PgError> {
+        let then = self.counts().local;
+        let client = shared.client().await?;
+        let row = client.query_one(&shared.sql.at(COUNT), &[]).await?;
+        let base = (row.try_get(0)?, row.try_get(1)?);
+        let mut counts = self.counts();
+        counts.base = base;
+        counts.local_then = then;
+        Ok(())
+    }
+
+    /// Moves the executions this replica ended whose retention has passed by `now` to those
+    /// due to leave; returns how many.
+    pub(super) fn due(&self, shared: &Shared, now: i64) -> usize {
+        let retention = i64::try_from(shared.limits.retention.as_micros()).unwrap_or(i64::MAX);
+        let mut due = Vec::new();
+        {
+            let mut ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+            while let Some(&(at, id)) = ended.front() {
+                if at.saturating_add(retention) > now {
+                    break;
+                }
+                ended.pop_front();
+                due.push(id);
+            }
+        }
+        let count = due.len();
+        if count > 0 {
+            self.due
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(due);
+            self.any_due.store(true, Ordering::Release);
+        }
+        count
+    }
+
+    /// Let go by the sweep since the last call.
+    pub(super) fn swept(&self) -> usize {
+        self.swept.swap(0, Ordering::AcqRel)
+    }
+
+    /// The background's share: counts, the sweep of expired executions, what is due, and
+    /// the deletion of rows that have lingered.
+    pub(super) async fn tend(&self, shared: &Shared) -> Result<(), PgError> {
+        let now = shared.clock.now();
+        flush(shared).await.ok();
+        let retention = i64::try_from(shared.limits.retention.as_micros()).unwrap_or(i64::MAX);
+        let client = shared.client().await?;
+        let gone = client
+            .query(
+                &shared.sql.at(SWEEP),
+                &[&now, &now.saturating_sub(retention)],
+            )
+            .await?;
+        if !gone.is_empty() {
+            self.swept.fetch_add(gone.len(), Ordering::AcqRel);
+            left(shared, &gone)?;
+        }
+        let linger = i64::try_from(LINGER.as_micros()).unwrap_or(i64::MAX);
+        client
+            .execute(&shared.sql.at(PURGE), &[&now.saturating_sub(linger)])
+            .await?;
+        drop(client);
+        self.refresh(shared).await
+    }
+}
+
+const COUNT: &str = "SELECT count(*), COALESCE(sum(bytes + CASE WHEN ended_at IS NULL \
+     THEN input_bytes ELSE 0 END), 0)::int8 FROM {s}.executions WHERE gone_at IS NULL";
+const LET_GO: &str = "UPDATE {s}.executions SET gone_at = $2, idempotency_key = NULL \
+     WHERE id = ANY($1) AND gone_at IS NULL RETURNING id, bytes";
+const SWEEP: &str = "UPDATE {s}.executions SET gone_at = $1, idempotency_key = NULL \
+     WHERE gone_at IS NULL AND ended_at IS NOT NULL AND ended_at <= $2 RETURNING id, bytes";
+const PURGE: &str = "WITH old AS (SELECT id FROM {s}.executions WHERE gone_at < $1 LIMIT 1000), \
+     events AS (DELETE FROM {s}.events WHERE execution_id IN (SELECT id FROM old)) \
+     DELETE FROM {s}.executions WHERE id IN (SELECT id FROM old)";
+
+/// Executions that left (rows of `id, bytes`): counted out, their followers told.
+fn left(shared: &Shared, rows: &[tokio_postgres::Row]) -> Result<(), PgError> {
+    let mut bytes = 0;
+    for row in rows {
+        let id: uuid::Uuid = row.try_get(0)?;
+        bytes += row.try_get::<_, i64>(1)?;
+        let id = ExecutionId::from_bytes(id.into_bytes());
+        shared.owned.forget(id);
+        shared.watched.close(id);
+    }
+    shared.capacity.left(rows.len(), bytes);
+    Ok(())
+}
+
+/// Lets go of the executions due to leave, before any operation that could see them.
+pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
+    let capacity = &shared.capacity;
+    if !capacity.any_due.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let _turn = capacity.flushing.lock().await;
+    let due: Vec<ExecutionId> =
+        std::mem::take(&mut *capacity.due.lock().unwrap_or_else(|p| p.into_inner()));
+    capacity.any_due.store(false, Ordering::Release);
+    if due.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<uuid::Uuid> = due.iter().map(|id| uuid(*id)).collect();
+    let result = async {
+        let client = shared.client().await?;
+        let rows = client
+            .query(&shared.sql.at(LET_GO), &[&ids, &shared.clock.now()])
+            .await?;
+        left(shared, &rows)
+    }
+    .await;
+    if let Err(error) = result {
+        // Due still: the next operation tries again.
+        capacity
+            .due
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(due);
+        capacity.any_due.store(true, Ordering::Release);
+        return Err(error.into_store());
+    }
+    Ok(())
+}
+
+const CREATE: &str = "
+WITH lease AS (
+    SELECT 1 FROM {s}.replicas WHERE id = $5 AND epoch = $6 AND lease_until > now()
+), ins AS (
+    INSERT INTO {s}.executions (id, idempotency_key, fingerprint, labels, owner, owner_epoch,
+        state, committed, stopping, last_sequence, bytes, input_bytes)
+    SELECT $1, $2, $3, $4, $5, $6, 0, false, false, 1, $7, $8 WHERE EXISTS (SELECT 1 FROM lease)
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id
+), first AS (
+    INSERT INTO {s}.events (execution_id, sequence, time, state, payload)
+    SELECT id, 1, $9, 0, $10 FROM ins
+)
+SELECT id FROM ins
+";
+
+const KEYED: &str = "SELECT id, fingerprint FROM {s}.executions \
+     WHERE idempotency_key = $1 AND gone_at IS NULL";
+
+/// Stores a new execution, or finds the one its idempotency key names.
+pub(super) async fn create(
+    shared: &Shared,
+    new: NewExecution,
+    now: i64,
+) -> Result<Created, StoreError> {
+    flush(shared).await?;
+    let mut lifecycle = Lifecycle::default();
+    let first = Event {
+        sequence: 1,
+        time: std::time::SystemTime::now(),
+        state: lifecycle.apply(&new.accepted)?,
+        payload: new.accepted.clone(),
+    };
+    let key = new.idempotency.as_ref().map(|i| i.key.clone());
+    let view = Execution::from_accepted(&first, new.id, new.labels.clone(), key.clone())
+        .ok_or_else(|| {
+            StoreError::Backend("a new execution's first event is not execution.accepted".into())
+        })?;
+    let payload = rows::payload_bytes(&first.payload);
+    let input = i64::try_from(new.input_bytes).unwrap_or(i64::MAX);
+    let bytes = (payload.len() + EVENT_OVERHEAD) as i64;
+    let insert = Insert {
+        new: &new,
+        key: key.as_deref(),
+        payload: &payload,
+        bytes,
+        input,
+        time: rows::micros(first.time),
+    };
+    for _ in 0..3 {
+        let inserted = if fits(shared, bytes + input) {
+            insert.run(shared).await.map_err(PgError::into_store)?
+        } else {
+            make_room(shared, &insert, now).await?
+        };
+        if inserted {
+            shared.capacity.change(1, bytes + input);
+            shared.owned.hold(new.id, lifecycle, 1, input);
+            return Ok(Created::New(view));
+        }
+        let Some(idempotency) = &new.idempotency else {
+            return Err(lapsed());
+        };
+        let client = shared.client().await.map_err(PgError::into_store)?;
+        let found = client
+            .query_opt(&shared.sql.at(KEYED), &[&idempotency.key])
+            .await
+            .map_err(|e| PgError::from(e).into_store())?;
+        drop(client);
+        // Gone between the two statements (expired, evicted): try again.
+        let Some(found) = found else { continue };
+        let id: uuid::Uuid = found
+            .try_get(0)
+            .map_err(|e| PgError::from(e).into_store())?;
+        let id = ExecutionId::from_bytes(id.into_bytes());
+        let fingerprint: Option<Vec<u8>> = found
+            .try_get(1)
+            .map_err(|e| PgError::from(e).into_store())?;
+        if fingerprint.as_deref() == Some(&idempotency.fingerprint.0.to_le_bytes()[..]) {
+            return Ok(Created::Existing(shared.view(id).await?));
+        }
+        return Err(StoreError::IdempotencyConflict(id));
+    }
+    Err(StoreError::Unavailable(Unavailable::Backend(
+        "the idempotency key's execution kept leaving the store".into(),
+    )))
+}
+
+fn lapsed() -> StoreError {
+    StoreError::Unavailable(Unavailable::Backend(
+        "this replica's lease has lapsed".into(),
+    ))
+}
+
+/// Whether a new execution of `bytes` fits by the counts.
+fn fits(shared: &Shared, bytes: i64) -> bool {
+    let (executions, held) = shared.capacity.counts().now();
+    executions < shared.limits.max_executions as i64
+        && held.saturating_add(bytes) <= i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX)
+}
+
+/// One create's insert.
+struct Insert<'a> {
+    new: &'a NewExecution,
+    key: Option<&'a str>,
+    payload: &'a [u8],
+    bytes: i64,
+    input: i64,
+    time: i64,
+}
+
+impl Insert<'_> {
+    fn params(
+        &self,
+        me: &uuid::Uuid,
+        epoch: &i64,
+    ) -> Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>> {
+        let fingerprint = self
+            .new
+            .idempotency
+            .as_ref()
+            .map(|i| i.fingerprint.0.to_le_bytes().to_vec());
+        vec![
+            Box::new(uuid(self.new.id)),
+            Box::new(self.key.map(str::to_owned)),
+            Box::new(fingerprint),
+            Box::new(rows::labels_text(&self.new.labels)),
+            Box::new(*me),
+            Box::new(*epoch),
+            Box::new(self.bytes),
+            Box::new(self.input),
+            Box::new(self.time),
+            Box::new(self.payload.to_vec()),
+        ]
+    }
+
+    /// Inserts on its own; `false` when the key is taken or the lease lapsed.
+    async fn run(&self, shared: &Shared) -> Result<bool, PgError> {
+        let (me, epoch) = shared.replica.identity();
+        let params = self.params(&me, &epoch);
+        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+            params.iter().map(|p| &**p as _).collect();
+        let client = shared.client().await?;
+        let statement = client.prepare_cached(&shared.sql.at(CREATE)).await?;
+        let rows = shared.noted(client.query(&statement, &refs).await.map_err(Into::into))?;
+        Ok(!rows.is_empty())
+    }
+}
+
+const CAPACITY_LOCK: &str =
+    "SELECT pg_advisory_xact_lock(hashtext('model-runtime:capacity:' || $1))";
+const OLDEST: &str = "SELECT id, bytes FROM {s}.executions \
+     WHERE gone_at IS NULL AND ended_at IS NOT NULL ORDER BY ended_at, id LIMIT 1000 \
+     FOR UPDATE SKIP LOCKED";
+
+/// Creates under the capacity lock, letting go of the terminal executions that ended first
+/// until the new one fits; `Full` when only running ones are left.
+async fn make_room(shared: &Shared, insert: &Insert<'_>, now: i64) -> Result<bool, StoreError> {
+    let result: Result<Result<bool, StoreError>, PgError> = async {
+        let (me, epoch) = shared.replica.identity();
+        let mut client = shared.client().await?;
+        let tx = client.transaction().await?;
+        tx.execute(CAPACITY_LOCK, &[&shared.options.schema]).await?;
+        let counts = tx.query_one(&shared.sql.at(COUNT), &[]).await?;
+        let (executions, bytes): (i64, i64) = (counts.try_get(0)?, counts.try_get(1)?);
+        let mut need_executions = executions + 1 - shared.limits.max_executions as i64;
+        let mut need_bytes = bytes + insert.bytes + insert.input
+            - i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX);
+        let mut chosen = Vec::new();
+        if need_executions > 0 || need_bytes > 0 {
+            for row in tx.query(&shared.sql.at(OLDEST), &[]).await? {
+                if need_executions <= 0 && need_bytes <= 0 {
+                    break;
+                }
+                let id: uuid::Uuid = row.try_get(0)?;
+                need_executions -= 1;
+                need_bytes -= row.try_get::<_, i64>(1)?;
+                chosen.push(id);
+            }
+        }
+        if need_executions > 0 || need_bytes > 0 {
+            return Ok(Err(StoreError::Full {
+                executions: usize::try_from(executions).unwrap_or(0),
+                bytes: u64::try_from(bytes).unwrap_or(0),
+            }));
+        }
+        let gone = tx.query(&shared.sql.at(LET_GO), &[&chosen, &now]).await?;
+        let params = insert.params(&me, &epoch);
+        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+            params.iter().map(|p| &**p as _).collect();
+        let inserted = !tx.query(&shared.sql.at(CREATE), &refs).await?.is_empty();
+        if !inserted {
+            return Ok(Ok(false));
+        }
+        tx.commit().await?;
+        left(shared, &gone)?;
+        Ok(Ok(true))
+    }
+    .await;
+    shared.noted(result).map_err(PgError::into_store)?
+}

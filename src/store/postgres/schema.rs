@@ -1,0 +1,142 @@
+//! The store's tables, created and upgraded at start-up by embedded, numbered migrations. Every
+//! replica runs them under one advisory lock, so replicas that start at once apply each
+//! migration once, and a replica whose binary is older than the schema refuses to start.
+//!
+//! ```text
+//! meta        one row: the schema's version and the usage order's epoch
+//! replicas    id, epoch, lease_until: who may append, and until when (the database's clock)
+//! executions  one row per execution: its identities, owner, lifecycle, last sequence, bytes,
+//!             when it ended and (once it left the store) when it went; a cancel request
+//! events      (execution_id, sequence): each event's time, state and payload; a usage
+//!             fact's position in the usage order
+//! ```
+
+use tokio_postgres::Client;
+
+use super::PgError;
+
+/// The migrations, in order: migration `i` brings the schema to version `i + 1`. Each runs in
+/// the transaction that records its version. `{s}` is the schema's quoted name.
+const MIGRATIONS: &[&str] = &[r"
+CREATE TABLE {s}.meta (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    version integer NOT NULL,
+    usage_epoch bigint NOT NULL
+);
+CREATE TABLE {s}.replicas (
+    id uuid PRIMARY KEY,
+    epoch bigint NOT NULL,
+    lease_until timestamptz NOT NULL,
+    started_at timestamptz NOT NULL DEFAULT now(),
+    host text NOT NULL
+);
+CREATE TABLE {s}.executions (
+    id uuid PRIMARY KEY,
+    idempotency_key text UNIQUE,
+    fingerprint bytea,
+    labels text NOT NULL,
+    owner uuid NOT NULL,
+    owner_epoch bigint NOT NULL,
+    state smallint NOT NULL,
+    committed boolean NOT NULL,
+    stopping boolean NOT NULL,
+    last_sequence bigint NOT NULL,
+    bytes bigint NOT NULL,
+    input_bytes bigint NOT NULL,
+    ended_at bigint,
+    gone_at bigint,
+    cancel_requested boolean NOT NULL DEFAULT false,
+    cancel_reason text
+);
+CREATE INDEX executions_ended ON {s}.executions (ended_at, id)
+    WHERE gone_at IS NULL AND ended_at IS NOT NULL;
+CREATE INDEX executions_running ON {s}.executions (owner) WHERE ended_at IS NULL;
+CREATE INDEX executions_gone ON {s}.executions (gone_at) WHERE gone_at IS NOT NULL;
+CREATE TABLE {s}.events (
+    execution_id uuid NOT NULL,
+    sequence bigint NOT NULL,
+    time bigint NOT NULL,
+    state smallint NOT NULL,
+    payload bytea NOT NULL,
+    usage_position bigint,
+    PRIMARY KEY (execution_id, sequence)
+);
+CREATE INDEX events_usage ON {s}.events (usage_position) WHERE usage_position IS NOT NULL;
+"];
+
+/// The schema version this binary writes.
+pub(super) const VERSION: i32 = 1;
+
+/// Creates the schema or brings it to [`VERSION`], under an advisory lock held for the
+/// transaction; returns the usage order's epoch.
+pub(super) async fn migrate(client: &mut Client, schema: &str) -> Result<u64, PgError> {
+    let quoted = quote(schema);
+    let tx = client.transaction().await?;
+    // One lock per schema: replicas starting at once take turns, and each finds the work done.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('model-runtime:migrate:' || $1))",
+        &[&schema],
+    )
+    .await?;
+    tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {quoted}"))
+        .await?;
+    let exists = tx
+        .query_opt(
+            "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'meta'",
+            &[&schema],
+        )
+        .await?
+        .is_some();
+    let version: i32 = if exists {
+        tx.query_one(&format!("SELECT version FROM {quoted}.meta"), &[])
+            .await?
+            .try_get(0)?
+    } else {
+        0
+    };
+    if version > VERSION {
+        return Err(PgError::Schema(format!(
+            "schema `{schema}` is at version {version}, newer than this binary's {VERSION}: \
+             run the newer binary"
+        )));
+    }
+    for (at, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.batch_execute(&migration.replace("{s}", &quoted)).await?;
+        let to = i32::try_from(at + 1).unwrap_or(i32::MAX);
+        if at == 0 {
+            let epoch = i64::from_ne_bytes(rand_bytes());
+            tx.execute(
+                &format!("INSERT INTO {quoted}.meta (version, usage_epoch) VALUES ($1, $2)"),
+                &[&to, &epoch],
+            )
+            .await?;
+        } else {
+            tx.execute(&format!("UPDATE {quoted}.meta SET version = $1"), &[&to])
+                .await?;
+        }
+    }
+    let epoch: i64 = tx
+        .query_one(&format!("SELECT usage_epoch FROM {quoted}.meta"), &[])
+        .await?
+        .try_get(0)?;
+    tx.commit().await?;
+    Ok(epoch.cast_unsigned())
+}
+
+fn rand_bytes() -> [u8; 8] {
+    let mut bytes = [0; 8];
+    // The epoch only tells one store's order from another's: a clock-derived one would do.
+    if getrandom::fill(&mut bytes).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        bytes = (nanos as u64).to_ne_bytes();
+    }
+    bytes
+}
+
+/// `name` as a quoted SQL identifier.
+pub(super) fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}

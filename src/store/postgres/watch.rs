@@ -1,0 +1,272 @@
+//! Followers on every replica. Each followed execution has one entry here, shared by its
+//! followers on this replica: its change signal and its last known position. Appends this
+//! replica makes advance it at once; appends of other replicas arrive as notifications on a
+//! `LISTEN` connection of its own; and a poll every `poll_interval` reads the position of
+//! every followed execution that has not ended, so a notification lost (the connection
+//! dropped, the database restarted) delays a follower by at most that. A follower reads its
+//! events from the database; an execution that left the store stays readable for a while
+//! (`capacity.rs`), and its followers are told no change will come.
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_postgres::AsyncMessage;
+
+use super::rows::state_of;
+use super::writer::Row;
+use super::{PgError, Shared, on_store, schema, uuid};
+use crate::execution::{Event, ExecutionId, ExecutionState, IdMap, Labels};
+use crate::store::{ChangeSignal, EventSource, Fetch, Follower};
+
+/// One followed execution.
+#[derive(Debug)]
+pub(super) struct Watch {
+    signal: Arc<ChangeSignal>,
+    position: Mutex<(u64, ExecutionState)>,
+    labels: Arc<Labels>,
+}
+
+impl Watch {
+    fn position(&self) -> MutexGuard<'_, (u64, ExecutionState)> {
+        self.position.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves the position forward (never back) and wakes the followers if it moved.
+    fn advance(&self, last: u64, state: ExecutionState) {
+        let moved = {
+            let mut position = self.position();
+            let moved = last > position.0;
+            if moved {
+                *position = (last, state);
+            }
+            moved
+        };
+        if moved {
+            self.signal.publish();
+        }
+    }
+}
+
+/// The followed executions of this replica.
+#[derive(Debug, Default)]
+pub(super) struct Registry(Mutex<IdMap<Weak<Watch>>>);
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, IdMap<Weak<Watch>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn entry(&self, id: ExecutionId, labels: &Arc<Labels>) -> Arc<Watch> {
+        let mut map = self.lock();
+        if let Some(watch) = map.get(&id).and_then(Weak::upgrade) {
+            return watch;
+        }
+        let watch = Arc::new(Watch {
+            signal: ChangeSignal::new(),
+            position: Mutex::new((0, ExecutionState::Accepted)),
+            labels: labels.clone(),
+        });
+        map.insert(id, Arc::downgrade(&watch));
+        watch
+    }
+
+    fn get(&self, id: ExecutionId) -> Option<Arc<Watch>> {
+        self.lock().get(&id).and_then(Weak::upgrade)
+    }
+
+    /// `id` is at `last` with `state`.
+    pub(super) fn advance(&self, id: ExecutionId, last: u64, state: ExecutionState) {
+        if let Some(watch) = self.get(id) {
+            watch.advance(last, state);
+        }
+    }
+
+    /// `id` left the store: its followers hear that no change will come.
+    pub(super) fn close(&self, id: ExecutionId) {
+        if let Some(watch) = self.lock().remove(&id).and_then(|w| w.upgrade()) {
+            watch.signal.close();
+        }
+    }
+
+    /// The followed executions that have not ended, forgetting those nobody follows.
+    fn running(&self) -> Vec<(ExecutionId, Arc<Watch>)> {
+        let mut map = self.lock();
+        map.retain(|_, watch| watch.strong_count() > 0);
+        map.iter()
+            .filter_map(|(id, watch)| Some((*id, watch.upgrade()?)))
+            .filter(|(_, watch)| !watch.position().1.is_terminal())
+            .collect()
+    }
+
+    /// Wakes every follower: appends may have been announced while nobody listened.
+    fn wake_all(&self) {
+        for (_, watch) in self.running() {
+            watch.signal.publish();
+        }
+    }
+}
+
+/// A follower of `id`, whose row is `row`.
+pub(super) fn follower(shared: &Arc<Shared>, id: ExecutionId, row: &Row) -> Follower {
+    // The entry exists before the position is set from the row, so an append of this
+    // replica in between moves it on rather than being missed.
+    let watch = shared.watched.entry(id, &row.labels);
+    watch.advance(row.last, row.lifecycle_state);
+    let changes = watch.signal.subscribe();
+    Follower::new(
+        changes,
+        Arc::new(Source {
+            shared: shared.clone(),
+            id,
+            watch,
+        }),
+    )
+}
+
+struct Source {
+    shared: Arc<Shared>,
+    id: ExecutionId,
+    watch: Arc<Watch>,
+}
+
+impl EventSource for Source {
+    fn read(&self, after: u64, limit: usize, _into: &mut VecDeque<Event>) -> Fetch<Event> {
+        let shared = self.shared.clone();
+        let (id, labels) = (self.id, self.watch.labels.clone());
+        Some(on_store(&self.shared, async move {
+            shared
+                .events(id, after, limit, &labels)
+                .await
+                .map_err(PgError::into_store)
+        }))
+    }
+
+    fn position(&self) -> (u64, ExecutionState) {
+        *self.watch.position()
+    }
+}
+
+/// The notifications' task: listens, and after every reconnection wakes every follower.
+pub(super) async fn listen(shared: Arc<Shared>) {
+    let mut failures = 0u32;
+    loop {
+        match listen_once(&shared).await {
+            Ok(()) => failures = 0,
+            Err(error) => {
+                failures += 1;
+                tracing::warn!(%error, "the store's notification connection failed");
+            }
+        }
+        shared.watched.wake_all();
+        shared.usage.publish();
+        tokio::time::sleep(Duration::from_millis(100 << failures.min(5))).await;
+    }
+}
+
+async fn listen_once(shared: &Shared) -> Result<(), PgError> {
+    let mut config = shared.options.connect.clone();
+    config.connect_timeout(shared.options.connect_timeout);
+    config.keepalives(true);
+    config.keepalives_idle(Duration::from_secs(10));
+    let (client, mut connection) = config.connect(super::tls()?).await?;
+    let (tx, mut notes) = mpsc::unbounded_channel();
+    let pump = shared.handle.spawn(async move {
+        while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
+            match message {
+                Ok(AsyncMessage::Notification(note)) => {
+                    if tx.send(note).is_err() {
+                        break;
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    });
+    client
+        .batch_execute(&format!("LISTEN {}", schema::quote(&shared.sql.channel)))
+        .await?;
+    // Listening now: what was announced before is read by everyone again.
+    shared.watched.wake_all();
+    shared.usage.publish();
+    while let Some(note) = notes.recv().await {
+        heard(shared, note.payload());
+    }
+    drop(client);
+    match pump.await {
+        Ok(result) => result.map_err(Into::into),
+        Err(_) => Ok(()),
+    }
+}
+
+/// One notification: `ID LAST STATE` and, when the append kept usage facts, ` u`.
+fn heard(shared: &Shared, payload: &str) {
+    let mut words = payload.split(' ');
+    let (Some(id), Some(last), Some(state)) = (words.next(), words.next(), words.next()) else {
+        return;
+    };
+    let (Ok(id), Ok(last), Ok(state)) = (
+        uuid::Uuid::parse_str(id),
+        last.parse::<u64>(),
+        state.parse::<i16>(),
+    ) else {
+        return;
+    };
+    let Ok(state) = state_of(state) else {
+        return;
+    };
+    shared
+        .watched
+        .advance(ExecutionId::from_bytes(id.into_bytes()), last, state);
+    if words.next() == Some("u") {
+        shared.usage.publish();
+    }
+}
+
+const POSITIONS: &str = "SELECT id, last_sequence, state FROM {s}.executions \
+     WHERE id = ANY($1) AND gone_at IS NULL";
+
+/// The poll's task: every `poll_interval`, the followed executions' positions, what
+/// retention and capacity owe, and a wake-up of usage readers (facts become readable when
+/// older transactions end, which nothing announces).
+pub(super) async fn poll(shared: Arc<Shared>) {
+    loop {
+        tokio::time::sleep(shared.options.poll_interval).await;
+        if let Err(error) = poll_once(&shared).await {
+            tracing::debug!(%error, "the store's poll failed");
+        }
+    }
+}
+
+async fn poll_once(shared: &Shared) -> Result<(), PgError> {
+    let running = shared.watched.running();
+    if !running.is_empty() {
+        let ids: Vec<uuid::Uuid> = running.iter().map(|(id, _)| uuid(*id)).collect();
+        let client = shared.client().await?;
+        let statement = client.prepare_cached(&shared.sql.at(POSITIONS)).await?;
+        let rows = shared.noted(client.query(&statement, &[&ids]).await.map_err(Into::into))?;
+        let mut found = std::collections::HashSet::with_capacity(rows.len());
+        for row in rows {
+            let id: uuid::Uuid = row.try_get(0)?;
+            let last: i64 = row.try_get(1)?;
+            let id = ExecutionId::from_bytes(id.into_bytes());
+            found.insert(id);
+            shared
+                .watched
+                .advance(id, last.cast_unsigned(), state_of(row.try_get(2)?)?);
+        }
+        for (id, _) in running {
+            if !found.contains(&id) {
+                shared.watched.close(id);
+            }
+        }
+    }
+    if shared.usage.readers() > 0 {
+        shared.usage.publish();
+    }
+    shared.capacity.tend(shared).await
+}

@@ -1,0 +1,535 @@
+//! Appends. The owner of an execution is the only replica that appends to it, so it keeps the
+//! execution's lifecycle and last sequence at hand ([`Owned`]) and checks each event against
+//! the state machine before the database sees it. One task takes every append waiting at the
+//! moment and writes them as one statement, one commit for all (group commit): per
+//! execution the statement updates the row only if its last sequence is the one expected,
+//! this replica still owns it and its lease is current (the fence), and inserts the events
+//! only for the rows it updated, so each execution's events go in whole or not at all. Rows
+//! it did not update are looked at again by their own append: not found, ended, owned by
+//! another replica, or (after a lost answer) already written.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::rows::{self, EVENT_OVERHEAD};
+use super::{PgError, Shared, uuid};
+use crate::execution::{
+    Event, EventPayload, ExecutionId, ExecutionState, IdMap, Labels, Lifecycle,
+};
+use crate::store::{StoreError, Unavailable};
+
+/// Appends written together at most.
+const MAX_BATCH: usize = 256;
+
+/// An execution's row, as an append or a reader needs it.
+#[derive(Debug, Clone)]
+pub(in crate::store) struct Row {
+    pub(super) owner: uuid::Uuid,
+    pub(super) owner_epoch: i64,
+    pub(super) lifecycle: Lifecycle,
+    pub(super) lifecycle_state: ExecutionState,
+    pub(super) last: u64,
+    pub(super) labels: Arc<Labels>,
+    pub(super) key: Option<String>,
+    /// The input's bytes, counted while it runs.
+    pub(super) input: i64,
+}
+
+impl Row {
+    /// From `owner, owner_epoch, state, committed, stopping, last_sequence, labels,
+    /// idempotency_key, input_bytes`.
+    pub(super) fn of(row: &tokio_postgres::Row) -> Result<Self, PgError> {
+        let state = rows::state_of(row.try_get(2)?)?;
+        let last: i64 = row.try_get(5)?;
+        let labels: &str = row.try_get(6)?;
+        Ok(Self {
+            owner: row.try_get(0)?,
+            owner_epoch: row.try_get(1)?,
+            lifecycle: Lifecycle::from_parts(state, row.try_get(3)?, row.try_get(4)?),
+            lifecycle_state: state,
+            last: last.cast_unsigned(),
+            labels: rows::labels_of(labels)?,
+            key: row.try_get(7)?,
+            input: row.try_get(8)?,
+        })
+    }
+}
+
+/// What this replica knows of the executions it owns and appends to.
+#[derive(Debug, Default)]
+pub(in crate::store) struct Owned(Mutex<IdMap<Held>>);
+
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    lifecycle: Lifecycle,
+    last: u64,
+    input: i64,
+}
+
+impl Owned {
+    fn lock(&self) -> MutexGuard<'_, IdMap<Held>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Holds a new execution this replica created.
+    pub(super) fn hold(&self, id: ExecutionId, lifecycle: Lifecycle, last: u64, input: i64) {
+        self.lock().insert(
+            id,
+            Held {
+                lifecycle,
+                last,
+                input,
+            },
+        );
+    }
+
+    pub(super) fn forget(&self, id: ExecutionId) {
+        self.lock().remove(&id);
+    }
+
+    /// Forgets every execution (ownership was lost with the lease).
+    pub(super) fn clear(&self) {
+        self.lock().clear();
+    }
+
+    fn held(&self, id: ExecutionId) -> bool {
+        self.lock().contains_key(&id)
+    }
+}
+
+/// One append on its way to the writer.
+pub(super) struct Request {
+    id: ExecutionId,
+    payloads: Vec<EventPayload>,
+    /// When (retention's clock) it was asked for.
+    now: i64,
+    reply: oneshot::Sender<Result<Vec<Event>, Outcome>>,
+}
+
+/// Why the writer did not store an append.
+enum Outcome {
+    /// The state machine refuses it (nothing was sent).
+    Refused(StoreError),
+    /// This replica does not hold the execution (any more): look at its row.
+    Unheld,
+    /// The database did not update the row: not the sequence, owner or lease expected.
+    Stale,
+    /// The statement failed; `expected` is the last sequence before it, and it may have
+    /// committed (the answer may be what was lost); whether asking again may help.
+    Unknown { expected: u64, transient: bool },
+}
+
+/// Appends `payloads` to `id`, on the store's runtime: through the writer, then (if it could
+/// not store them) by looking at the row again.
+pub(super) async fn append(
+    shared: &Shared,
+    id: ExecutionId,
+    payloads: Vec<EventPayload>,
+    now: i64,
+) -> Result<Vec<Event>, StoreError> {
+    super::capacity::flush(shared).await?;
+    let count = payloads.len() as u64;
+    let mut retries = 0u32;
+    loop {
+        if !shared.owned.held(id) {
+            hold(shared, id).await?;
+        }
+        let (reply, answer) = oneshot::channel();
+        let request = Request {
+            id,
+            payloads: payloads.clone(),
+            now,
+            reply,
+        };
+        if shared.writer.send(request).is_err() {
+            return Err(StoreError::Unavailable(Unavailable::Closed));
+        }
+        let outcome = match answer.await {
+            Ok(Ok(events)) => return Ok(events),
+            Ok(Err(outcome)) => outcome,
+            Err(_) => return Err(StoreError::Unavailable(Unavailable::Closed)),
+        };
+        match outcome {
+            Outcome::Refused(error) => return Err(error),
+            Outcome::Unheld | Outcome::Stale => {}
+            Outcome::Unknown {
+                expected,
+                transient,
+            } => {
+                // Written or not? The owner is the only writer: the row says.
+                if let Ok(Some(row)) = shared.row(id).await
+                    && row.last == expected + count
+                    && shared.replica.owns(row.owner, row.owner_epoch)
+                {
+                    let events = shared
+                        .events(id, expected, usize::MAX, &row.labels)
+                        .await
+                        .map_err(PgError::into_store)?;
+                    return Ok(events);
+                }
+                if !transient || !shared.replica.current() {
+                    return Err(if transient {
+                        unreachable_db()
+                    } else {
+                        StoreError::Backend("an append statement failed".into())
+                    });
+                }
+                tokio::time::sleep(backoff(retries)).await;
+            }
+        }
+        retries += 1;
+        if retries > 50 {
+            return Err(StoreError::Unavailable(Unavailable::Backend(
+                "the event store's database did not take the append".into(),
+            )));
+        }
+    }
+}
+
+fn unreachable_db() -> StoreError {
+    StoreError::Unavailable(Unavailable::Backend(
+        "the event store's database is unreachable".into(),
+    ))
+}
+
+fn backoff(retries: u32) -> Duration {
+    Duration::from_millis(10u64 << retries.min(6))
+}
+
+/// Reads the row of `id` and holds it, or says why this replica may not append to it.
+async fn hold(shared: &Shared, id: ExecutionId) -> Result<(), StoreError> {
+    let row = shared
+        .row(id)
+        .await
+        .map_err(PgError::into_store)?
+        .ok_or(StoreError::NotFound(id))?;
+    if row.lifecycle_state.is_terminal() {
+        return Err(StoreError::AlreadyTerminal(id));
+    }
+    if !shared.replica.owns(row.owner, row.owner_epoch) {
+        return Err(not_owner(id));
+    }
+    shared.owned.hold(id, row.lifecycle, row.last, row.input);
+    Ok(())
+}
+
+/// This replica may not append to `id`: another owns it (a survivor took it over while this
+/// one's lease had lapsed, or another accepted it).
+pub(super) fn not_owner(id: ExecutionId) -> StoreError {
+    StoreError::Unavailable(Unavailable::Backend(format!(
+        "execution {id} is owned by another replica"
+    )))
+}
+
+/// The writer: takes every waiting append, up to [`MAX_BATCH`], one per execution, and
+/// writes them in one statement.
+pub(super) async fn run(shared: Arc<Shared>, mut requests: mpsc::UnboundedReceiver<Request>) {
+    let mut later: VecDeque<Request> = VecDeque::new();
+    loop {
+        let first = match later.pop_front() {
+            Some(request) => request,
+            None => match requests.recv().await {
+                Some(request) => request,
+                None => return,
+            },
+        };
+        let mut ids = HashSet::new();
+        ids.insert(first.id);
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            let Ok(request) = requests.try_recv() else {
+                break;
+            };
+            // One append per execution per statement: its row is updated once.
+            if ids.insert(request.id) {
+                batch.push(request);
+            } else {
+                later.push_back(request);
+            }
+        }
+        write(&shared, batch).await;
+    }
+}
+
+/// One execution's part of a statement.
+struct Part {
+    request: Request,
+    expected: u64,
+    input: i64,
+    events: Vec<Event>,
+    lifecycle: Lifecycle,
+    bytes: i64,
+}
+
+/// Checks each append against its execution's lifecycle, writes those that pass, and answers
+/// each.
+async fn write(shared: &Shared, batch: Vec<Request>) {
+    let time = SystemTime::now();
+    let mut parts = Vec::with_capacity(batch.len());
+    {
+        let mut owned = shared.owned.lock();
+        for request in batch {
+            let Some(held) = owned.get(&request.id).copied() else {
+                let _ = request.reply.send(Err(Outcome::Unheld));
+                continue;
+            };
+            match check(held, &request, time) {
+                Ok((events, lifecycle, bytes)) => {
+                    // Tentatively: the next append of this execution waits for this one's
+                    // answer (one per execution per statement), and a failure forgets it.
+                    owned.insert(
+                        request.id,
+                        Held {
+                            lifecycle,
+                            last: held.last + events.len() as u64,
+                            input: held.input,
+                        },
+                    );
+                    parts.push(Part {
+                        expected: held.last,
+                        input: held.input,
+                        events,
+                        lifecycle,
+                        bytes,
+                        request,
+                    });
+                }
+                Err(error) => {
+                    let _ = request.reply.send(Err(Outcome::Refused(error)));
+                }
+            }
+        }
+    }
+    if parts.is_empty() {
+        return;
+    }
+    match statement(shared, &parts).await {
+        Ok(stored) => answer(shared, parts, &stored),
+        Err(error) => {
+            let transient = error.transient();
+            tracing::warn!(%error, appends = parts.len(), "an append statement failed");
+            for part in parts {
+                shared.owned.forget(part.request.id);
+                let _ = part.request.reply.send(Err(Outcome::Unknown {
+                    expected: part.expected,
+                    transient,
+                }));
+            }
+        }
+    }
+}
+
+/// The events `request` would store after `held`, the lifecycle after them and the bytes
+/// they add; or why the state machine refuses them.
+fn check(
+    held: Held,
+    request: &Request,
+    time: SystemTime,
+) -> Result<(Vec<Event>, Lifecycle, i64), StoreError> {
+    if held
+        .lifecycle
+        .state()
+        .is_some_and(ExecutionState::is_terminal)
+    {
+        return Err(StoreError::AlreadyTerminal(request.id));
+    }
+    let mut lifecycle = held.lifecycle;
+    let mut events = Vec::with_capacity(request.payloads.len());
+    let mut bytes = 0i64;
+    for (i, payload) in request.payloads.iter().enumerate() {
+        let state = lifecycle.apply(payload)?;
+        bytes += (rows::payload_bytes(payload).len() + EVENT_OVERHEAD) as i64;
+        events.push(Event {
+            sequence: held.last + 1 + i as u64,
+            time,
+            state,
+            payload: payload.clone(),
+        });
+    }
+    Ok((events, lifecycle, bytes))
+}
+
+/// What the statement stored: the executions it updated, and the usage positions it gave.
+struct Stored {
+    updated: HashSet<uuid::Uuid>,
+    positions: IdMap<Vec<(u64, u64)>>,
+}
+
+const WRITE: &str = "
+WITH lease AS (
+    SELECT 1 FROM {s}.replicas WHERE id = $1 AND epoch = $2 AND lease_until > now()
+), upd AS (
+    UPDATE {s}.executions x SET last_sequence = u.last, state = u.state,
+        committed = u.committed, stopping = u.stopping, bytes = x.bytes + u.bytes,
+        ended_at = COALESCE(u.ended_at, x.ended_at)
+    FROM unnest($3::uuid[], $4::int8[], $5::int8[], $6::int2[], $7::bool[], $8::bool[],
+                $9::int8[], $10::int8[])
+        AS u(id, expected, last, state, committed, stopping, bytes, ended_at)
+    WHERE x.id = u.id AND x.last_sequence = u.expected AND x.owner = $1
+        AND x.owner_epoch = $2 AND x.gone_at IS NULL AND EXISTS (SELECT 1 FROM lease)
+    RETURNING x.id, x.last_sequence, x.state
+), ins AS (
+    INSERT INTO {s}.events (execution_id, sequence, time, state, payload, usage_position)
+    SELECT e.id, e.sequence, e.time, e.state, e.payload,
+        CASE WHEN e.ord IS NULL THEN NULL
+             ELSE (pg_current_xact_id()::text::int8 << 20) | e.ord END
+    FROM unnest($11::uuid[], $12::int8[], $13::int8[], $14::int2[], $15::bytea[], $16::int8[])
+        AS e(id, sequence, time, state, payload, ord)
+    WHERE e.id IN (SELECT id FROM upd)
+    RETURNING execution_id, sequence, usage_position
+), note AS (
+    SELECT count(pg_notify($17, id::text || ' ' || last_sequence || ' ' || state
+        || CASE WHEN EXISTS (SELECT 1 FROM ins WHERE ins.execution_id = upd.id
+                             AND ins.usage_position IS NOT NULL) THEN ' u' ELSE '' END))
+    FROM upd
+)
+SELECT id, 0::int8, NULL::int8 FROM upd, note
+UNION ALL
+SELECT execution_id, sequence, usage_position FROM ins WHERE usage_position IS NOT NULL
+";
+
+/// Columns of the write, built from the parts.
+#[derive(Default)]
+struct Columns {
+    ids: Vec<uuid::Uuid>,
+    expected: Vec<i64>,
+    last: Vec<i64>,
+    state: Vec<i16>,
+    committed: Vec<bool>,
+    stopping: Vec<bool>,
+    bytes: Vec<i64>,
+    ended_at: Vec<Option<i64>>,
+    event_ids: Vec<uuid::Uuid>,
+    sequence: Vec<i64>,
+    time: Vec<i64>,
+    event_state: Vec<i16>,
+    payload: Vec<Vec<u8>>,
+    ord: Vec<Option<i64>>,
+}
+
+fn columns(parts: &[Part]) -> Columns {
+    let mut c = Columns::default();
+    let mut ord = 0i64;
+    for part in parts {
+        let id = uuid(part.request.id);
+        let last = part.events.last().map_or(part.expected, |e| e.sequence);
+        let state = part.lifecycle.state().unwrap_or(ExecutionState::Accepted);
+        let (committed, stopping) = part.lifecycle.parts();
+        c.ids.push(id);
+        c.expected.push(part.expected.cast_signed());
+        c.last.push(last.cast_signed());
+        c.state.push(rows::state_code(state));
+        c.committed.push(committed);
+        c.stopping.push(stopping);
+        c.bytes.push(part.bytes);
+        c.ended_at
+            .push(state.is_terminal().then_some(part.request.now));
+        for event in &part.events {
+            c.event_ids.push(id);
+            c.sequence.push(event.sequence.cast_signed());
+            c.time.push(rows::micros(event.time));
+            c.event_state.push(rows::state_code(event.state));
+            c.payload.push(rows::payload_bytes(&event.payload));
+            c.ord
+                .push(matches!(event.payload, EventPayload::Usage(_)).then(|| {
+                    ord += 1;
+                    ord
+                }));
+        }
+    }
+    c
+}
+
+async fn statement(shared: &Shared, parts: &[Part]) -> Result<Stored, PgError> {
+    let c = columns(parts);
+    let (me, epoch) = shared.replica.identity();
+    let client = shared.client().await?;
+    let statement = client.prepare_cached(&shared.sql.at(WRITE)).await?;
+    let rows = shared.noted(
+        client
+            .query(
+                &statement,
+                &[
+                    &me,
+                    &epoch,
+                    &c.ids,
+                    &c.expected,
+                    &c.last,
+                    &c.state,
+                    &c.committed,
+                    &c.stopping,
+                    &c.bytes,
+                    &c.ended_at,
+                    &c.event_ids,
+                    &c.sequence,
+                    &c.time,
+                    &c.event_state,
+                    &c.payload,
+                    &c.ord,
+                    &shared.sql.channel,
+                ],
+            )
+            .await
+            .map_err(Into::into),
+    )?;
+    let mut stored = Stored {
+        updated: HashSet::new(),
+        positions: IdMap::default(),
+    };
+    for row in rows {
+        let id: uuid::Uuid = row.try_get(0)?;
+        let sequence: i64 = row.try_get(1)?;
+        match row.try_get::<_, Option<i64>>(2)? {
+            None => {
+                stored.updated.insert(id);
+            }
+            Some(position) => stored
+                .positions
+                .entry(ExecutionId::from_bytes(id.into_bytes()))
+                .or_default()
+                .push((sequence.cast_unsigned(), position.cast_unsigned())),
+        }
+    }
+    Ok(stored)
+}
+
+/// Answers each part: stored (its followers on this replica are told at once), or stale.
+fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
+    let mut usage = false;
+    for mut part in parts {
+        let id = part.request.id;
+        if !stored.updated.contains(&uuid(id)) {
+            shared.owned.forget(id);
+            let _ = part.request.reply.send(Err(Outcome::Stale));
+            continue;
+        }
+        if let Some(positions) = stored.positions.get(&id) {
+            for event in &mut part.events {
+                if let EventPayload::Usage(fact) = &mut event.payload
+                    && let Some((_, position)) =
+                        positions.iter().find(|(s, _)| *s == event.sequence)
+                {
+                    Arc::make_mut(fact).position = *position;
+                    shared.kept.kept(*position);
+                    usage = true;
+                }
+            }
+        }
+        let Some(last) = part.events.last() else {
+            continue;
+        };
+        shared.capacity.added(part.bytes);
+        if last.state.is_terminal() {
+            shared.owned.forget(id);
+            shared.capacity.ended(id, part.request.now, part.input);
+        }
+        shared.watched.advance(id, last.sequence, last.state);
+        let _ = part.request.reply.send(Ok(part.events));
+    }
+    if usage {
+        shared.usage.publish();
+    }
+}
