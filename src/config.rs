@@ -127,6 +127,8 @@ pub enum StoreKind {
     Memory,
     /// The encrypted, fsync'd file journal.
     File(FileStoreConfig),
+    /// PostgreSQL: one store shared by several replicas.
+    Postgres(PostgresStoreConfig),
 }
 
 /// `[store]` of `kind = "file"`.
@@ -139,6 +141,33 @@ pub struct FileStoreConfig {
     pub keys: Vec<StoreKey>,
     /// Bytes the journal may take on disk.
     pub max_disk_bytes: u64,
+}
+
+/// `[store]` of `kind = "postgres"`: several replicas, one store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresStoreConfig {
+    /// The connection string (`postgres://` or `postgresql://` URL, or libpq key=value), read
+    /// from `url_env` at start-up; it may hold a password, so it is a secret.
+    pub url: Secret,
+    /// The variable the URL was read from, to name in messages.
+    pub url_env: Arc<str>,
+    /// Connections the pool may open (`store.pool_size`, default 16, 1..=1024).
+    pub pool_size: usize,
+    /// How long opening one connection may take (`store.connect_timeout`, default 5s,
+    /// 100ms..=60s).
+    pub connect_timeout: Duration,
+    /// How long waiting for a free connection may take (`store.acquire_timeout`, default 2s,
+    /// 10ms..=60s).
+    pub acquire_timeout: Duration,
+    /// The server-side statement_timeout of every statement (`store.statement_timeout`,
+    /// default 5s, 100ms..=10m).
+    pub statement_timeout: Duration,
+    /// This replica's lease: a replica that stops renewing it for this long is taken over
+    /// (`store.lease`, default 10s, 1s..=10m). Renewed every third of it.
+    pub lease: Duration,
+    /// How often followers look for appends they were not notified of (a lost notification):
+    /// the bound on that delay (`store.poll_interval`, default 1s, 10ms..=`lease`).
+    pub poll_interval: Duration,
 }
 
 /// `[providers.NAME]`.

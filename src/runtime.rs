@@ -99,6 +99,9 @@ pub enum InitError {
     /// The file store could not be opened: the error names the file and the reason.
     #[error("store: {0}")]
     Store(OpenError),
+    /// The PostgreSQL store could not be started.
+    #[error("store: the postgres store is not built into this binary")]
+    Postgres,
 }
 
 /// Builds a [`Runtime`] from a configuration, optionally with a store or provider adapters of
@@ -147,6 +150,7 @@ impl RuntimeBuilder {
                 );
                 store
             }
+            (None, StoreKind::Postgres(_)) => return Err(InitError::Postgres),
         };
         // With metrics on, every append is counted on its way to the store.
         let metrics = self

@@ -1,18 +1,29 @@
 //! The configuration in effect, written back as TOML, for `check-config` to show: the file's
 //! values, every key it leaves out at its default, and the defaults validation settles (an
 //! HTTP adapter's timeouts and protocol settings, a policy's `min_attempt_time`, the file
-//! store's disk bound, a limiter's key, lease and timeout). It is the file's own shapes written out, so a key added to them shows
-//! without more code, and what it writes is itself a config that passes. Secrets are named by
-//! where they are read from (`api_key_env`, `key_env`, `keys`), as the file names them; their
-//! values are never in it, nor a proxy's credentials (shown as `REDACTED`).
+//! store's disk bound, the postgres store's pool, timeouts and lease, a limiter's key, lease
+//! and timeout). It is the file's own shapes written out, so a key added to them shows without
+//! more code, and what it writes is itself a config that passes. Secrets are named by where
+//! they are read from (`api_key_env`, `key_env`, `keys`, `url_env`), as the file names them;
+//! their values are never in it, nor a proxy's credentials (shown as `REDACTED`).
 
 use super::raw::{RawConfig, RawTimeouts};
 use super::{AdapterConfig, Config, ProxyUrl, StoreKind, TimeoutsConfig};
 
 /// `raw`, the file as read, with what `config`, its validation, settled filled in; as TOML.
 pub(super) fn effective(mut raw: RawConfig, config: &Config) -> String {
-    if let StoreKind::File(file) = &config.store.kind {
-        raw.store.max_disk_bytes = Some(file.max_disk_bytes);
+    match &config.store.kind {
+        StoreKind::Memory => {}
+        StoreKind::File(file) => raw.store.max_disk_bytes = Some(file.max_disk_bytes),
+        StoreKind::Postgres(postgres) => {
+            let store = &mut raw.store;
+            store.pool_size = Some(postgres.pool_size);
+            store.connect_timeout = Some(postgres.connect_timeout);
+            store.acquire_timeout = Some(postgres.acquire_timeout);
+            store.statement_timeout = Some(postgres.statement_timeout);
+            store.lease = Some(postgres.lease);
+            store.poll_interval = Some(postgres.poll_interval);
+        }
     }
     for (name, provider) in &mut raw.providers {
         let Some(validated) = config.providers.get(name.as_str()) else {

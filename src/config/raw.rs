@@ -94,6 +94,38 @@ pub(super) struct RawStore {
     pub key_file: Option<String>,
     pub keys: Option<Vec<RawStoreKey>>,
     pub max_disk_bytes: Option<u64>,
+    pub url_env: Option<String>,
+    pub pool_size: Option<usize>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub connect_timeout: Option<Duration>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub acquire_timeout: Option<Duration>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub statement_timeout: Option<Duration>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub lease: Option<Duration>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub poll_interval: Option<Duration>,
 }
 
 /// One of `store.keys`: `{ env = "VAR" }` or `{ file = "PATH" }`.
@@ -116,6 +148,13 @@ impl Default for RawStore {
             key_file: None,
             keys: None,
             max_disk_bytes: None,
+            url_env: None,
+            pool_size: None,
+            connect_timeout: None,
+            acquire_timeout: None,
+            statement_timeout: None,
+            lease: None,
+            poll_interval: None,
         }
     }
 }

@@ -1,5 +1,7 @@
 use super::*;
 
+mod postgres;
+
 const MINIMAL: &str = r#"
 [providers.fake]
 adapter = "scripted"

@@ -1,17 +1,22 @@
 //! The deployment files agree with the server: the image's and the Kubernetes config are
 //! valid and listen where the Dockerfile, the probes and the Service say; the readiness
-//! probe asks for the service the server reports; the grace period outlasts the drain. (The
-//! files themselves were checked with hadolint and kubernetes-validate --strict; neither is
-//! needed here.)
+//! probe asks for the service the server reports; the grace period outlasts the drain; the
+//! three-replica variant's config is valid with the URLs its Secret gives, and keeps what the
+//! base's probes and Service expect. (The files themselves were checked with hadolint and
+//! kubernetes-validate --strict; neither is needed here.)
 
 use std::path::Path;
 use std::time::Duration;
 
 use model_runtime::Config;
+use model_runtime::config::StoreKind;
 use model_runtime::server::SERVICE_NAME;
 
 /// The config the Kubernetes Deployment mounts.
 const KUBERNETES_CONFIG: &str = "deploy/kubernetes/config.toml";
+/// The three-replica variant: an overlay of `deploy/kubernetes` (beside it, as kustomize
+/// wants an overlay outside its base).
+const REPLICAS: &str = "deploy/kubernetes-replicas";
 
 fn file(path: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
@@ -91,6 +96,88 @@ fn the_kubernetes_probes_ports_and_grace_agree_with_the_config() {
     let service = file("deploy/kubernetes/service.yaml");
     assert_eq!(values(&service, "port"), [port]);
     assert_eq!(values(&service, "targetPort"), ["grpc"]);
+}
+
+#[test]
+fn the_three_replica_config_reads_its_urls_from_the_secret_and_keeps_the_base_ports() {
+    let patch = file(&format!("{REPLICAS}/deployment.yaml"));
+    let secret = file(&format!("{REPLICAS}/secret.example.yaml"));
+    // Each variable the Deployment sets is a key of the Secret; the config is read with the
+    // example's placeholders, so they are well-formed too.
+    let secret_name = values(&secret, "name");
+    assert_eq!(secret_name, ["model-runtime-urls"]);
+    let names = values(&patch, "name");
+    assert_eq!(
+        names.iter().filter(|n| **n == secret_name[0]).count(),
+        2,
+        "{names:?}"
+    );
+    let variables: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with("MODEL_RUNTIME_"))
+        .collect();
+    let keys = values(&patch, "key");
+    assert_eq!(keys, ["postgres-url", "redis-url"]);
+    let env: Vec<(&String, String)> = variables
+        .into_iter()
+        .zip(&keys)
+        .map(|(variable, key)| (variable, values(&secret, key).remove(0)))
+        .collect();
+    let config = Config::from_toml_with_env(&file(&format!("{REPLICAS}/config.toml")), &|name| {
+        env.iter()
+            .find(|(variable, _)| *variable == name)
+            .map(|(_, value)| value.clone())
+    })
+    .expect("the three-replica config is valid with the Secret's URLs");
+    let StoreKind::Postgres(store) = &config.store.kind else {
+        panic!("one store for every replica: {:?}", config.store.kind)
+    };
+    assert_eq!(&*store.url_env, "MODEL_RUNTIME_POSTGRES_URL");
+    for provider in config.providers.values() {
+        let limiter = provider
+            .limiter
+            .as_ref()
+            .expect("one limit across replicas");
+        assert_eq!(
+            &*limiter.url_env, "MODEL_RUNTIME_REDIS_URL",
+            "{}",
+            provider.name
+        );
+    }
+    // The base Deployment's probes, ports and grace, and its Service, are this config's too.
+    let base = Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(KUBERNETES_CONFIG))
+        .expect("the Kubernetes config is valid");
+    assert_eq!(config.server.listen, base.server.listen);
+    assert_eq!(config.server.metrics_listen, base.server.metrics_listen);
+    assert_eq!(config.server.drain_timeout, base.server.drain_timeout);
+
+    assert_eq!(values(&patch, "replicas"), ["3"]);
+    let budget = file(&format!("{REPLICAS}/pdb.yaml"));
+    assert_eq!(values(&budget, "kind"), ["PodDisruptionBudget"]);
+    assert_eq!(values(&budget, "minAvailable"), ["2"]);
+    assert_eq!(
+        values(&budget, "app.kubernetes.io/name"),
+        ["model-runtime", "model-runtime"],
+        "the budget covers the Deployment's pods"
+    );
+    let kustomization = file(&format!("{REPLICAS}/kustomization.yaml"));
+    let resources: Vec<&str> = kustomization
+        .lines()
+        .skip_while(|line| *line != "resources:")
+        .skip(1)
+        .map_while(|line| line.strip_prefix("  - "))
+        .collect();
+    assert_eq!(
+        resources,
+        ["../kubernetes", "pdb.yaml"],
+        "never the example Secret"
+    );
+    assert_eq!(
+        values(&kustomization, "name"),
+        values(&file("deploy/kubernetes/kustomization.yaml"), "name"),
+        "the base's ConfigMap is the one replaced"
+    );
+    assert_eq!(values(&kustomization, "behavior"), ["replace"]);
 }
 
 #[test]
