@@ -168,6 +168,10 @@ pub struct PostgresStoreConfig {
     /// How often followers look for appends they were not notified of (a lost notification):
     /// the bound on that delay (`store.poll_interval`, default 1s, 10ms..=`lease`).
     pub poll_interval: Duration,
+    /// The schema of the store's tables, created if missing (`store.schema`, default
+    /// `model_runtime`): runtimes that share a database and not their executions use one
+    /// each.
+    pub schema: Arc<str>,
 }
 
 /// `[providers.NAME]`.

@@ -36,8 +36,8 @@ use crate::execution::{Acceptance, EventPayload, ExecuteRequest, Execution, Exec
 use crate::provider::{Provider, ProviderInitError};
 use crate::routing::{self, AttemptBudget, Plans};
 use crate::store::{
-    Created, EventStore, FileStore, MemoryStore, NewExecution, OpenError, StoreError, StoreLimits,
-    UsageCursor,
+    Created, EventStore, FileStore, MemoryStore, NewExecution, OpenError, PgOptions, PostgresStore,
+    StoreError, StoreLimits, UsageCursor,
 };
 use cancel::CANCEL_GRACE;
 use driver::{Deps, DriverHandle, Job, SizeLimits};
@@ -99,9 +99,10 @@ pub enum InitError {
     /// The file store could not be opened: the error names the file and the reason.
     #[error("store: {0}")]
     Store(OpenError),
-    /// The PostgreSQL store could not be started.
-    #[error("store: the postgres store is not built into this binary")]
-    Postgres,
+    /// The PostgreSQL store could not be set up (its thread, its pool); a database that
+    /// does not answer yet is not this error: the store keeps trying, `NOT_SERVING` until then.
+    #[error("store: {0}")]
+    Postgres(String),
 }
 
 /// Builds a [`Runtime`] from a configuration, optionally with a store or provider adapters of
@@ -150,7 +151,13 @@ impl RuntimeBuilder {
                 );
                 store
             }
-            (None, StoreKind::Postgres(_)) => return Err(InitError::Postgres),
+            (None, StoreKind::Postgres(postgres)) => {
+                let options = PgOptions::from_config(postgres).map_err(InitError::Postgres)?;
+                let store = PostgresStore::open(options, limits)
+                    .map_err(|e| InitError::Postgres(e.to_string()))?;
+                tracing::info!(schema = %postgres.schema, "opening the PostgreSQL store");
+                store
+            }
         };
         // With metrics on, every append is counted on its way to the store.
         let metrics = self

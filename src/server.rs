@@ -100,7 +100,7 @@ pub async fn serve(
                 .await;
         };
         connections
-            .accept_until(incoming, stopping, storage_failed(&runtime, &health))
+            .accept_until(incoming, stopping, storage_health(&runtime, &health))
             .await;
         // The listener closes here: no connection is accepted from now on.
     }
@@ -170,16 +170,29 @@ fn settings(config: &ServerConfig, max_message: usize) -> connection::Settings {
     }
 }
 
-/// Resolves once the event store has failed (the runtime turned UNAVAILABLE), having said so
-/// in health, overall and for the service, within a check's period.
-async fn storage_failed(runtime: &Runtime, health: &tonic_health::server::HealthReporter) {
+/// Keeps health in step with the event store, within a check's period: `NOT_SERVING`,
+/// overall and for the service, while the runtime is UNAVAILABLE (a file store that failed
+/// stays so; a database may answer again), `SERVING` again once it is ready. Never resolves.
+async fn storage_health(runtime: &Runtime, health: &tonic_health::server::HealthReporter) {
     let mut check = tokio::time::interval(STORAGE_CHECK);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    while runtime.state() != RuntimeState::Unavailable {
+    let mut serving = true;
+    loop {
         check.tick().await;
+        match (runtime.state(), serving) {
+            (RuntimeState::Unavailable, true) => {
+                tracing::error!("the event store failed: health NOT_SERVING, new work UNAVAILABLE");
+                not_serving(health).await;
+                serving = false;
+            }
+            (RuntimeState::Ready, false) => {
+                tracing::info!("the event store answers again: health SERVING");
+                serving_again(health).await;
+                serving = true;
+            }
+            _ => {}
+        }
     }
-    tracing::error!("the event store failed: health NOT_SERVING, new work UNAVAILABLE");
-    not_serving(health).await;
 }
 
 /// The server's connections: how each is served, and the signals that end them.
@@ -195,21 +208,20 @@ struct Connections {
 
 impl Connections {
     /// Serves each connection `incoming` brings until `stopping` resolves (or the listener
-    /// ends); `storage_failed` is watched meanwhile, for health.
+    /// ends); `storage_health` runs meanwhile.
     async fn accept_until(
         &self,
         incoming: Incoming,
         stopping: impl Future<Output = ()>,
-        storage_failed: impl Future<Output = ()>,
+        storage_health: impl Future<Output = ()>,
     ) {
         let mut stopping = pin!(stopping);
-        let mut storage_failed = pin!(storage_failed);
-        let mut storage_reported = false;
+        let mut storage_health = pin!(storage_health);
         let mut incoming = pin!(incoming);
         loop {
             tokio::select! {
                 () = &mut stopping => break,
-                () = &mut storage_failed, if !storage_reported => storage_reported = true,
+                () = &mut storage_health => {}
                 accepted = incoming.next() => match accepted {
                     Some(Ok(accepted)) => {
                         self.http2.tasks().spawn(self.http2.clone().serve(
@@ -246,6 +258,14 @@ impl Connections {
             tasks.wait().await;
         }
     }
+}
+
+/// Health `SERVING`, overall and for the service.
+async fn serving_again(health: &tonic_health::server::HealthReporter) {
+    health
+        .set_service_status(SERVICE_NAME, ServingStatus::Serving)
+        .await;
+    health.set_service_status("", ServingStatus::Serving).await;
 }
 
 /// Health `NOT_SERVING`, overall and for the service.

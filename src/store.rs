@@ -36,7 +36,7 @@ pub(crate) use file::fuzz;
 pub use file::{Damage, FileStore, Header, KeyId, Missing, OpenError, Opened, Tear};
 pub use follower::{EventSource, Follower};
 pub use memory::MemoryStore;
-pub use postgres::{PgOpened, PgOptions, PostgresStore};
+pub use postgres::{PgOptions, PostgresStore};
 pub(crate) use retention::Retention;
 pub use usage::{MalformedCursor, UsageCursor, UsageEntry};
 

@@ -23,6 +23,7 @@ pub(super) fn effective(mut raw: RawConfig, config: &Config) -> String {
             store.statement_timeout = Some(postgres.statement_timeout);
             store.lease = Some(postgres.lease);
             store.poll_interval = Some(postgres.poll_interval);
+            store.schema = Some(postgres.schema.to_string());
         }
     }
     for (name, provider) in &mut raw.providers {

@@ -126,6 +126,8 @@ pub(super) struct RawStore {
         skip_serializing_if = "Option::is_none"
     )]
     pub poll_interval: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
 }
 
 /// One of `store.keys`: `{ env = "VAR" }` or `{ file = "PATH" }`.
@@ -155,6 +157,7 @@ impl Default for RawStore {
             statement_timeout: None,
             lease: None,
             poll_interval: None,
+            schema: None,
         }
     }
 }

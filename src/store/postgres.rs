@@ -29,11 +29,11 @@ mod tests;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{
@@ -61,6 +61,28 @@ pub struct PgOptions {
     pub lease: Duration,
     /// The bound on a follower's delay when a notification is lost.
     pub poll_interval: Duration,
+}
+
+impl PgOptions {
+    /// The options of `[store] kind = "postgres"`.
+    pub fn from_config(config: &crate::config::PostgresStoreConfig) -> Result<Self, String> {
+        let connect = config.url.expose().parse().map_err(|_| {
+            format!(
+                "the connection string in `{}` is not one PostgreSQL reads",
+                config.url_env
+            )
+        })?;
+        Ok(Self {
+            connect,
+            schema: config.schema.to_string(),
+            pool_size: config.pool_size,
+            connect_timeout: config.connect_timeout,
+            acquire_timeout: config.acquire_timeout,
+            statement_timeout: config.statement_timeout,
+            lease: config.lease,
+            poll_interval: config.poll_interval,
+        })
+    }
 }
 
 /// Why the store could not do what was asked, before it is told to callers as a
@@ -141,10 +163,13 @@ pub(super) struct Shared {
     watched: watch::Registry,
     owned: writer::Owned,
     capacity: capacity::Capacity,
-    usage_epoch: u64,
+    /// The usage order's epoch, kept in the schema (read at start).
+    usage_epoch: AtomicU64,
     usage: Arc<ChangeSignal>,
     kept: usage::Kept,
     writer: mpsc::UnboundedSender<writer::Request>,
+    /// Whether the store has started (schema, registration).
+    ready: AtomicBool,
     /// Whether the database answered the last time it was asked.
     reachable: AtomicBool,
     closed: AtomicBool,
@@ -190,117 +215,69 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-/// What opening the store found.
-#[derive(Debug, Clone, Copy)]
-pub struct PgOpened {
-    /// This replica's id in the `replicas` table.
-    pub replica: uuid::Uuid,
-    /// The schema version.
-    pub version: i32,
-}
-
 impl PostgresStore {
-    /// Connects, migrates the schema, registers this replica and starts the store's tasks
-    /// (lease, notifications, polling, appends) on a thread of its own.
-    pub async fn connect(
-        options: PgOptions,
-        limits: StoreLimits,
-    ) -> Result<(Arc<Self>, PgOpened), StoreError> {
-        let clock = Clock::new();
-        let stop = CancellationToken::new();
-        let handle = store_runtime(stop.clone()).map_err(|e| {
-            StoreError::Unavailable(Unavailable::Backend(format!(
-                "cannot start the store's thread: {e}"
-            )))
-        })?;
-        let started = handle.spawn(Self::start(
-            options,
-            limits,
-            clock,
-            handle.clone(),
-            stop.clone(),
-        ));
-        let (shared, opened) = match started.await {
-            Ok(Ok(started)) => started,
-            // Told to the operator starting the runtime, not to a caller: the reason in full.
-            Ok(Err(e)) => {
-                stop.cancel();
-                return Err(StoreError::Unavailable(Unavailable::Backend(format!(
-                    "cannot start the PostgreSQL store: {e}"
-                ))));
-            }
-            Err(_) => {
-                stop.cancel();
-                return Err(StoreError::Backend("the store's start panicked".into()));
-            }
-        };
-        Ok((
-            Arc::new(Self {
-                shared,
-                _stop: stop.drop_guard(),
-            }),
-            opened,
-        ))
+    /// The store, at once: its start (connect, migrate the schema, register this replica,
+    /// then the lease, notification, poll and append tasks) runs on a thread of its own and
+    /// tries again until the database answers. Until then the store is `failed` (the runtime
+    /// reports `NOT_SERVING`) and its operations are unavailable. Fails only when the thread
+    /// cannot be started or the pool cannot be built.
+    pub fn open(options: PgOptions, limits: StoreLimits) -> Result<Arc<Self>, StoreError> {
+        Self::opened(options, limits).map(|(store, _)| store)
     }
 
-    async fn start(
+    /// [`open`](Self::open), then waits for the first attempt to start it: its error is the
+    /// database's (for the operator, in full), and the store is not kept.
+    pub async fn connect(options: PgOptions, limits: StoreLimits) -> Result<Arc<Self>, StoreError> {
+        let (store, first) = Self::opened(options, limits)?;
+        match first.await {
+            Ok(Ok(())) => Ok(store),
+            Ok(Err(reason)) => Err(StoreError::Unavailable(Unavailable::Backend(format!(
+                "cannot start the PostgreSQL store: {reason}"
+            )))),
+            Err(_) => Err(StoreError::Unavailable(Unavailable::Closed)),
+        }
+    }
+
+    fn opened(
         options: PgOptions,
         limits: StoreLimits,
-        clock: Clock,
-        handle: tokio::runtime::Handle,
-        stop: CancellationToken,
-    ) -> Result<(Arc<Shared>, PgOpened), PgError> {
-        let pool = pool(&options)?;
-        let usage_epoch = {
-            let mut client = pool.get().await?;
-            schema::migrate(&mut client, &options.schema).await?
-        };
-        let sql = Sql::new(&options.schema);
-        let replica = replica::Replica::register(&pool, &sql, options.lease).await?;
+    ) -> Result<(Arc<Self>, oneshot::Receiver<FirstStart>), StoreError> {
+        let unavailable = |e: String| StoreError::Unavailable(Unavailable::Backend(e));
+        let stop = CancellationToken::new();
+        let handle = store_runtime(stop.clone())
+            .map_err(|e| unavailable(format!("cannot start the store's thread: {e}")))?;
+        let pool = pool(&options).map_err(|e| unavailable(e.to_string()))?;
         let (writer, requests) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             pool,
-            sql,
+            sql: Sql::new(&options.schema),
             limits: StoreLimits {
                 max_executions: limits.max_executions.max(1),
                 ..limits
             },
-            clock,
-            replica,
+            clock: Clock::new(),
+            replica: replica::Replica::new(options.lease),
             watched: watch::Registry::default(),
             owned: writer::Owned::default(),
             capacity: capacity::Capacity::default(),
-            usage_epoch,
+            usage_epoch: AtomicU64::new(0),
             usage: ChangeSignal::new(),
             kept: usage::Kept::default(),
             writer,
-            reachable: AtomicBool::new(true),
+            ready: AtomicBool::new(false),
+            reachable: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             handle,
-            stop,
+            stop: stop.clone(),
             options,
         });
-        shared.capacity.refresh(&shared).await?;
-        let opened = PgOpened {
-            replica: shared.replica.id().0,
-            version: schema::VERSION,
-        };
-        let tasks: [std::pin::Pin<Box<dyn Future<Output = ()> + Send>>; 4] = [
-            Box::pin(writer::run(shared.clone(), requests)),
-            Box::pin(watch::listen(shared.clone())),
-            Box::pin(watch::poll(shared.clone())),
-            Box::pin(replica::keep(shared.clone())),
-        ];
-        for task in tasks {
-            let stop = shared.stop.clone();
-            shared.handle.spawn(async move {
-                tokio::select! {
-                    () = stop.cancelled() => {}
-                    () = task => {}
-                }
-            });
-        }
-        Ok((shared, opened))
+        let (first, answer) = oneshot::channel();
+        shared.handle.spawn(start(shared.clone(), requests, first));
+        let store = Arc::new(Self {
+            shared,
+            _stop: stop.drop_guard(),
+        });
+        Ok((store, answer))
     }
 
     /// Runs `work` on the store's runtime and answers on the caller's.
@@ -312,6 +289,69 @@ impl PostgresStore {
     }
 }
 
+/// How the first attempt to start went: the reason it failed, in full.
+type FirstStart = Result<(), String>;
+
+/// Starts the store: tries until the database answers (saying how the first attempt went),
+/// then starts its tasks.
+async fn start(
+    shared: Arc<Shared>,
+    requests: mpsc::UnboundedReceiver<writer::Request>,
+    first: oneshot::Sender<FirstStart>,
+) {
+    let mut first = Some(first);
+    let mut failures = 0u32;
+    loop {
+        match begin(&shared).await {
+            Ok(()) => break,
+            Err(error) => {
+                failures += 1;
+                tracing::warn!(%error, "the PostgreSQL store cannot start yet; trying again");
+                if let Some(first) = first.take() {
+                    let _ = first.send(Err(error.to_string()));
+                }
+                tokio::time::sleep(Duration::from_millis(100 << failures.min(6))).await;
+            }
+        }
+    }
+    tracing::info!(
+        schema = %shared.options.schema,
+        replica = %shared.replica.id().0,
+        version = schema::VERSION,
+        "the PostgreSQL store is ready"
+    );
+    shared.ready.store(true, Ordering::Release);
+    if let Some(first) = first.take() {
+        let _ = first.send(Ok(()));
+    }
+    let tasks: [std::pin::Pin<Box<dyn Future<Output = ()> + Send>>; 4] = [
+        Box::pin(writer::run(shared.clone(), requests)),
+        Box::pin(watch::listen(shared.clone())),
+        Box::pin(watch::poll(shared.clone())),
+        Box::pin(replica::keep(shared.clone())),
+    ];
+    for task in tasks {
+        let stop = shared.stop.clone();
+        shared.handle.spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = task => {}
+            }
+        });
+    }
+}
+
+/// One attempt to start: the schema, this replica's registration, the counts.
+async fn begin(shared: &Shared) -> Result<(), PgError> {
+    let epoch = {
+        let mut client = shared.client().await?;
+        schema::migrate(&mut client, &shared.options.schema).await?
+    };
+    shared.usage_epoch.store(epoch, Ordering::Release);
+    shared.replica.register(shared).await?;
+    shared.capacity.refresh(shared).await
+}
+
 /// Runs `work` on the store's runtime; its answer is awaited wherever the caller is.
 pub(super) fn on_store<T: Send + 'static>(
     shared: &Shared,
@@ -320,6 +360,11 @@ pub(super) fn on_store<T: Send + 'static>(
     if shared.closed.load(Ordering::Acquire) {
         return Box::pin(std::future::ready(Err(StoreError::Unavailable(
             Unavailable::Closed,
+        ))));
+    }
+    if !shared.ready.load(Ordering::Acquire) {
+        return Box::pin(std::future::ready(Err(StoreError::Unavailable(
+            Unavailable::Backend("the event store's database has not been reached yet".into()),
         ))));
     }
     let task = shared.handle.spawn(work);
@@ -561,7 +606,7 @@ impl EventStore for PostgresStore {
     }
 
     fn usage_epoch(&self) -> u64 {
-        self.shared.usage_epoch
+        self.shared.usage_epoch.load(Ordering::Acquire)
     }
 
     fn read_usage(
@@ -589,6 +634,7 @@ impl EventStore for PostgresStore {
 
     fn failed(&self) -> bool {
         self.shared.closed.load(Ordering::Acquire)
+            || !self.shared.ready.load(Ordering::Acquire)
             || !self.shared.reachable.load(Ordering::Acquire)
             || !self.shared.replica.current()
     }

@@ -58,6 +58,7 @@ fn every_postgres_store_key_is_read() {
     let body = "kind = \"postgres\"\nurl_env = \"PG\"\npool_size = 1024\n\
                 connect_timeout = \"100ms\"\nacquire_timeout = \"10ms\"\n\
                 statement_timeout = \"10m\"\nlease = \"1s\"\npoll_interval = \"1s\"\n\
+                schema = \"tenant_7\"\n\
                 max_executions = 5\nmax_bytes = 1048576\nretention = \"1h\"";
     let config = with_store(body, URL).unwrap();
     assert_eq!(
@@ -71,6 +72,7 @@ fn every_postgres_store_key_is_read() {
             statement_timeout: Duration::from_secs(600),
             lease: Duration::from_secs(1),
             poll_interval: Duration::from_secs(1),
+            schema: "tenant_7".into(),
         })
     );
     assert_eq!(
@@ -192,6 +194,14 @@ fn every_postgres_store_duration_and_count_is_bounded() {
         (
             "poll_interval = \"11s\"",
             "store.poll_interval: must be at most store.lease (10s)",
+        ),
+        (
+            "schema = \"Model-Runtime\"",
+            "store.schema: must be 1 to 63 lowercase letters, digits and `_`, not beginning with a digit",
+        ),
+        (
+            "schema = \"\"",
+            "store.schema: must be 1 to 63 lowercase letters, digits and `_`, not beginning with a digit",
         ),
         (
             "lease = \"2s\"\npoll_interval = \"2s 1ms\"",

@@ -13,6 +13,8 @@ use crate::config::{
 };
 
 /// `store.max_disk_bytes` when unset: 2 GiB.
+/// `store.schema` when unset.
+const DEFAULT_SCHEMA: &str = "model_runtime";
 const DEFAULT_MAX_DISK_BYTES: u64 = 2 << 30;
 /// `store.pool_size` when unset.
 const DEFAULT_POOL_SIZE: usize = 16;
@@ -85,6 +87,7 @@ fn own_keys_only(raw: &RawStore, kind: &str) -> Result<(), ConfigError> {
         ("store.statement_timeout", raw.statement_timeout.is_some()),
         ("store.lease", raw.lease.is_some()),
         ("store.poll_interval", raw.poll_interval.is_some()),
+        ("store.schema", raw.schema.is_some()),
     ];
     for (owner, keys) in [("file", &file[..]), ("postgres", &postgres[..])] {
         if owner == kind {
@@ -159,7 +162,20 @@ fn postgres(raw: &RawStore, env: Env<'_>) -> Result<PostgresStoreConfig, ConfigE
             ),
         ));
     }
+    let schema = raw.schema.as_deref().unwrap_or(DEFAULT_SCHEMA);
+    let identifier = schema.len() <= 63
+        && schema.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && schema
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !identifier {
+        return Err(invalid(
+            "store.schema",
+            "must be 1 to 63 lowercase letters, digits and `_`, not beginning with a digit",
+        ));
+    }
     Ok(PostgresStoreConfig {
+        schema: schema.into(),
         url,
         url_env,
         pool_size,

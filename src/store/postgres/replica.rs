@@ -18,10 +18,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use deadpool_postgres::Pool;
 use tokio::time::Instant;
 
-use super::{PgError, Shared, Sql};
+use super::{PgError, Shared};
 use crate::execution::{ErrorCode, ExecutionId, Interruption, Outcome, interrupted};
 use crate::store::StoreError;
 
@@ -51,14 +50,25 @@ const REGISTER: &str = "INSERT INTO {s}.replicas (id, epoch, lease_until, host) 
      VALUES ($1, 1, now() + $2 * interval '1 millisecond', $3)";
 
 impl Replica {
-    /// Registers a new replica with a fresh lease.
-    pub(super) async fn register(pool: &Pool, sql: &Sql, lease: Duration) -> Result<Self, PgError> {
-        let identity = register(pool, sql, lease).await?;
-        Ok(Self {
-            identity: Mutex::new(identity),
+    /// Not registered yet: no lease.
+    pub(super) fn new(lease: Duration) -> Self {
+        Self {
+            identity: Mutex::new(Identity {
+                id: uuid::Uuid::nil(),
+                epoch: 0,
+                until: Instant::now(),
+            }),
             lease,
-            current: AtomicBool::new(true),
-        })
+            current: AtomicBool::new(false),
+        }
+    }
+
+    /// Registers under a fresh id, with a fresh lease.
+    pub(super) async fn register(&self, shared: &Shared) -> Result<(), PgError> {
+        let identity = register(shared).await?;
+        *self.lock() = identity;
+        self.current.store(true, Ordering::Release);
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, Identity> {
@@ -87,13 +97,14 @@ impl Replica {
     }
 }
 
-async fn register(pool: &Pool, sql: &Sql, lease: Duration) -> Result<Identity, PgError> {
-    let client = pool.get().await?;
+async fn register(shared: &Shared) -> Result<Identity, PgError> {
+    let lease = shared.replica.lease;
+    let client = shared.client().await?;
     let id = uuid::Uuid::new_v4();
     let sent = Instant::now();
     let host = std::env::var("HOSTNAME").unwrap_or_default();
     client
-        .execute(&sql.at(REGISTER), &[&id, &millis(lease), &host])
+        .execute(&shared.sql.at(REGISTER), &[&id, &millis(lease), &host])
         .await?;
     Ok(Identity {
         id,
@@ -164,12 +175,8 @@ async fn lost(shared: &Shared) {
     );
     shared.replica.current.store(false, Ordering::Release);
     shared.owned.clear();
-    match register(&shared.pool, &shared.sql, shared.replica.lease).await {
-        Ok(identity) => {
-            *shared.replica.lock() = identity;
-            shared.replica.current.store(true, Ordering::Release);
-            tracing::info!(replica = %identity.id, "registered again");
-        }
+    match shared.replica.register(shared).await {
+        Ok(()) => tracing::info!(replica = %shared.replica.id().0, "registered again"),
         Err(error) => tracing::warn!(%error, "registering again failed; retrying"),
     }
 }

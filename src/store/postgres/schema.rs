@@ -78,8 +78,14 @@ pub(super) async fn migrate(client: &mut Client, schema: &str) -> Result<u64, Pg
         &[&schema],
     )
     .await?;
-    tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {quoted}"))
-        .await?;
+    // Looked up first: `IF NOT EXISTS` would have the server send a notice on every start.
+    let schema_exists = tx
+        .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&schema])
+        .await?
+        .is_some();
+    if !schema_exists {
+        tx.batch_execute(&format!("CREATE SCHEMA {quoted}")).await?;
+    }
     let exists = tx
         .query_opt(
             "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'meta'",

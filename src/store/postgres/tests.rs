@@ -97,10 +97,9 @@ async fn drop_old_schemas(url: &str) {
 pub(super) async fn store(limits: StoreLimits) -> Arc<dyn EventStore> {
     let url = url().expect("guarded by `ready`");
     drop_old_schemas(&url).await;
-    let (store, _) = PostgresStore::connect(options(&url, &fresh_schema()), limits)
+    PostgresStore::connect(options(&url, &fresh_schema()), limits)
         .await
-        .expect("the store connects");
-    store
+        .expect("the store connects")
 }
 
 fn ready() -> bool {
