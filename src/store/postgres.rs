@@ -16,6 +16,7 @@
 //! runtime only awaits its answers. So a caller's timers (a test's paused clock) never race
 //! the store's I/O, and the store's timeouts are its own.
 
+mod cancel;
 mod capacity;
 mod replica;
 mod rows;
@@ -37,8 +38,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{
-    ChangeSignal, Changes, Created, EventStore, Fetch, Follower, NewExecution, StoreError,
-    StoreFuture, StoreLimits, StoreStats, Unavailable, UsageEntry,
+    CancelRequests, ChangeSignal, Changes, Created, EventStore, Fetch, Follower, NewExecution,
+    StoreError, StoreFuture, StoreLimits, StoreStats, Unavailable, UsageEntry,
 };
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
 
@@ -163,6 +164,7 @@ pub(super) struct Shared {
     watched: watch::Registry,
     owned: writer::Owned,
     capacity: capacity::Capacity,
+    cancels: cancel::Cancels,
     /// The usage order's epoch, kept in the schema (read at start).
     usage_epoch: AtomicU64,
     usage: Arc<ChangeSignal>,
@@ -260,6 +262,7 @@ impl PostgresStore {
             watched: watch::Registry::default(),
             owned: writer::Owned::default(),
             capacity: capacity::Capacity::default(),
+            cancels: cancel::Cancels::default(),
             usage_epoch: AtomicU64::new(0),
             usage: ChangeSignal::new(),
             kept: usage::Kept::default(),
@@ -630,6 +633,15 @@ impl EventStore for PostgresStore {
 
     fn stats(&self) -> StoreStats {
         self.shared.capacity.stats(self.shared.limits)
+    }
+
+    fn cancel_elsewhere(&self, id: ExecutionId, reason: Option<String>) -> StoreFuture<'_, bool> {
+        let shared = self.shared.clone();
+        self.on_store(async move { cancel::elsewhere(&shared, id, reason).await })
+    }
+
+    fn cancel_requests(&self) -> Option<CancelRequests> {
+        self.shared.cancels.take()
     }
 
     fn failed(&self) -> bool {

@@ -203,8 +203,13 @@ async fn listen_once(shared: &Shared) -> Result<(), PgError> {
     }
 }
 
-/// One notification: `ID LAST STATE` and, when the append kept usage facts, ` u`.
+/// One notification: `ID LAST STATE` and, when the append kept usage facts, ` u`; or a
+/// cancel (`c ...`, `cancel.rs`).
 fn heard(shared: &Shared, payload: &str) {
+    if let Some(cancel) = payload.strip_prefix("c ") {
+        super::cancel::heard(shared, cancel);
+        return;
+    }
     let mut words = payload.split(' ');
     let (Some(id), Some(last), Some(state)) = (words.next(), words.next(), words.next()) else {
         return;
@@ -268,5 +273,6 @@ async fn poll_once(shared: &Shared) -> Result<(), PgError> {
     if shared.usage.readers() > 0 {
         shared.usage.publish();
     }
+    super::cancel::pending(shared).await?;
     shared.capacity.tend(shared).await
 }

@@ -524,6 +524,7 @@ fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
         shared.capacity.added(part.bytes);
         if last.state.is_terminal() {
             shared.owned.forget(id);
+            shared.cancels.ended(id);
             shared.capacity.ended(id, part.request.now, part.input);
         }
         shared.watched.advance(id, last.sequence, last.state);
