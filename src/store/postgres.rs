@@ -153,6 +153,9 @@ impl Clock {
     }
 }
 
+/// How long closing waits for the lease to be given back.
+const RELEASE: Duration = Duration::from_secs(2);
+
 /// What the store's tasks share.
 pub(super) struct Shared {
     pool: Pool,
@@ -172,6 +175,8 @@ pub(super) struct Shared {
     writer: mpsc::UnboundedSender<writer::Request>,
     /// Whether the store has started (schema, registration).
     ready: AtomicBool,
+    /// Told each time the notification connection listens (again).
+    listening: tokio::sync::Notify,
     /// Whether the database answered the last time it was asked.
     reachable: AtomicBool,
     closed: AtomicBool,
@@ -268,6 +273,7 @@ impl PostgresStore {
             kept: usage::Kept::default(),
             writer,
             ready: AtomicBool::new(false),
+            listening: tokio::sync::Notify::new(),
             reachable: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             handle,
@@ -281,6 +287,18 @@ impl PostgresStore {
             _stop: stop.drop_guard(),
         });
         Ok((store, answer))
+    }
+
+    /// What this replica knows of an execution it holds (and has not let go).
+    fn held(
+        &self,
+        id: ExecutionId,
+    ) -> Option<(u64, ExecutionState, Arc<crate::execution::Labels>)> {
+        let shared = &self.shared;
+        if shared.closed.load(Ordering::Acquire) || shared.capacity.is_due(id) {
+            return None;
+        }
+        shared.owned.peek(id)
     }
 
     /// Runs `work` on the store's runtime and answers on the caller's.
@@ -324,9 +342,7 @@ async fn start(
         "the PostgreSQL store is ready"
     );
     shared.ready.store(true, Ordering::Release);
-    if let Some(first) = first.take() {
-        let _ = first.send(Ok(()));
-    }
+    let listening = shared.listening.notified();
     let tasks: [std::pin::Pin<Box<dyn Future<Output = ()> + Send>>; 4] = [
         Box::pin(writer::run(shared.clone(), requests)),
         Box::pin(watch::listen(shared.clone())),
@@ -341,6 +357,11 @@ async fn start(
                 () = task => {}
             }
         });
+    }
+    // A store that answers `connect` hears the other replicas' appends from then on.
+    let _ = tokio::time::timeout(shared.options.connect_timeout, listening).await;
+    if let Some(first) = first.take() {
+        let _ = first.send(Ok(()));
     }
 }
 
@@ -565,7 +586,7 @@ impl EventStore for PostgresStore {
         let now = shared.clock.now();
         self.on_store(async move {
             if payloads.is_empty() {
-                capacity::flush(&shared).await?;
+                capacity::flush_for(&shared, id).await?;
                 let row = shared.row(id).await.map_err(PgError::into_store)?;
                 return row.map(|r| r.last).ok_or(StoreError::NotFound(id));
             }
@@ -580,15 +601,18 @@ impl EventStore for PostgresStore {
     fn get(&self, id: ExecutionId) -> StoreFuture<'_, Execution> {
         let shared = self.shared.clone();
         self.on_store(async move {
-            capacity::flush(&shared).await?;
+            capacity::flush_for(&shared, id).await?;
             shared.view(id).await
         })
     }
 
     fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
+        if let Some((_, state, _)) = self.held(id) {
+            return Box::pin(std::future::ready(Ok(state)));
+        }
         let shared = self.shared.clone();
         self.on_store(async move {
-            capacity::flush(&shared).await?;
+            capacity::flush_for(&shared, id).await?;
             let row = shared.row(id).await.map_err(PgError::into_store)?;
             row.map(|r| r.lifecycle_state)
                 .ok_or(StoreError::NotFound(id))
@@ -596,15 +620,25 @@ impl EventStore for PostgresStore {
     }
 
     fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
+        if let Some((last, state, labels)) = self.held(id) {
+            let follower = watch::follower(&self.shared, id, &labels, last, state);
+            return Box::pin(std::future::ready(Ok(follower)));
+        }
         let shared = self.shared.clone();
         self.on_store(async move {
-            capacity::flush(&shared).await?;
+            capacity::flush_for(&shared, id).await?;
             let row = shared
                 .row(id)
                 .await
                 .map_err(PgError::into_store)?
                 .ok_or(StoreError::NotFound(id))?;
-            Ok(watch::follower(&shared, id, &row))
+            Ok(watch::follower(
+                &shared,
+                id,
+                &row.labels,
+                row.last,
+                row.lifecycle_state,
+            ))
         })
     }
 
@@ -651,8 +685,23 @@ impl EventStore for PostgresStore {
             || !self.shared.replica.current()
     }
 
+    /// Gives the lease back (so a survivor takes at once whatever a drain left unfinished),
+    /// waiting for that at most [`RELEASE`], and stops the store's thread.
     fn close(&self) {
-        self.shared.closed.store(true, Ordering::Release);
+        if self.shared.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if self.shared.ready.load(Ordering::Acquire) {
+            let (done, released) = std::sync::mpsc::channel();
+            let shared = self.shared.clone();
+            self.shared.handle.spawn(async move {
+                if let Err(error) = replica::release(&shared).await {
+                    tracing::warn!(%error, "giving the lease back failed; it lapses on its own");
+                }
+                let _ = done.send(());
+            });
+            let _ = released.recv_timeout(RELEASE);
+        }
         self.shared.stop.cancel();
     }
 }
