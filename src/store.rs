@@ -36,6 +36,8 @@ pub(crate) use file::fuzz;
 pub use file::{Damage, FileStore, Header, KeyId, Missing, OpenError, Opened, Tear};
 pub use follower::{EventSource, Follower};
 pub use memory::MemoryStore;
+#[cfg(test)]
+pub(crate) use postgres::tests as test_postgres;
 pub use postgres::{PgOptions, PostgresStore};
 pub(crate) use retention::Retention;
 pub use usage::{MalformedCursor, UsageCursor, UsageEntry};

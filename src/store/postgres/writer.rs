@@ -69,8 +69,11 @@ pub(in crate::store) struct Owned(Mutex<IdMap<Held>>);
 
 #[derive(Debug, Clone)]
 struct Held {
+    /// After the appends the writer has taken, stored or still in flight.
     lifecycle: Lifecycle,
     last: u64,
+    /// The last sequence and state the database has: what readers may be told.
+    stored: (u64, ExecutionState),
     input: i64,
     labels: Arc<Labels>,
 }
@@ -89,11 +92,13 @@ impl Owned {
         input: i64,
         labels: Arc<Labels>,
     ) {
+        let stored = (last, lifecycle.state().unwrap_or(ExecutionState::Accepted));
         self.lock().insert(
             id,
             Held {
                 lifecycle,
                 last,
+                stored,
                 input,
                 labels,
             },
@@ -118,7 +123,16 @@ impl Owned {
     pub(super) fn peek(&self, id: ExecutionId) -> Option<(u64, ExecutionState, Arc<Labels>)> {
         let owned = self.lock();
         let held = owned.get(&id)?;
-        Some((held.last, held.lifecycle.state()?, held.labels.clone()))
+        Some((held.stored.0, held.stored.1, held.labels.clone()))
+    }
+
+    /// The database has `id`'s events up to `last`, which left it in `state`.
+    fn stored(&self, id: ExecutionId, last: u64, state: ExecutionState) {
+        if let Some(held) = self.lock().get_mut(&id)
+            && held.stored.0 < last
+        {
+            held.stored = (last, state);
+        }
     }
 }
 
@@ -327,8 +341,7 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
                         Held {
                             lifecycle,
                             last: held.last + events.len() as u64,
-                            input: held.input,
-                            labels: held.labels.clone(),
+                            ..held.clone()
                         },
                     );
                     parts.push(Part {
@@ -565,6 +578,7 @@ fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
             continue;
         };
         shared.capacity.added(part.bytes);
+        shared.owned.stored(id, last.sequence, last.state);
         if last.state.is_terminal() {
             shared.owned.forget(id);
             shared.cancels.ended(id);
