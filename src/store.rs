@@ -130,7 +130,7 @@ pub struct StoreStats {
 /// database) and answers from what it last knew; its `expire` hands the work to that
 /// background and counts what it has let go.
 pub trait EventStore: Send + Sync + 'static {
-    /// `memory` or `file`.
+    /// `memory`, `file` or `postgres`.
     fn kind(&self) -> &'static str;
 
     /// Whether events survive a restart.
