@@ -284,7 +284,7 @@ pub(super) async fn create(
     let mut lifecycle = Lifecycle::default();
     let first = Event {
         sequence: 1,
-        time: std::time::SystemTime::now(),
+        time: rows::now(),
         state: lifecycle.apply(&new.accepted)?,
         payload: new.accepted.clone(),
     };

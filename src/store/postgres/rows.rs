@@ -37,6 +37,12 @@ pub(super) fn state_of(code: i16) -> Result<ExecutionState, PgError> {
     })
 }
 
+/// Now, to the microsecond a row keeps: an event this replica hands out from memory is the
+/// event any replica reads back, time included.
+pub(super) fn now() -> SystemTime {
+    time_of(micros(SystemTime::now()))
+}
+
 pub(super) fn micros(time: SystemTime) -> i64 {
     time.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))

@@ -163,6 +163,7 @@ async fn a_follower_wakes_on_another_replicas_appends() {
     };
     let id = created(&a, None).await;
     let mut follower = b.follow(id).await.unwrap();
+    let owners = a.follow(id).await.unwrap();
     for payload in [routing(), attempt_started(1), text(1, "hi")] {
         let at = a.append(id, payload).await.unwrap().sequence;
         // Woken (perhaps more than once: a wake-up says "read again", not what changed)
@@ -181,6 +182,8 @@ async fn a_follower_wakes_on_another_replicas_appends() {
     }
     let events = follower.read(0, usize::MAX).await.unwrap();
     assert_eq!(events.len(), 4);
+    // The owner's follower reads its own appends from memory: the same events, time and all.
+    assert_eq!(owners.read(1, usize::MAX).await.unwrap(), events[1..]);
     assert_eq!(b.get(id).await.unwrap(), a.get(id).await.unwrap());
 }
 

@@ -367,7 +367,7 @@ struct Part {
 /// Checks each append against its execution's lifecycle, writes those that pass, and answers
 /// each.
 async fn write(shared: &Shared, batch: Vec<Request>) {
-    let time = SystemTime::now();
+    let time = rows::now();
     let mut parts = Vec::with_capacity(batch.len());
     {
         let mut owned = shared.owned.lock();
