@@ -90,7 +90,7 @@ impl PgOptions {
 /// [`StoreError`] (which never carries the database's words: those are logged).
 #[derive(Debug, thiserror::Error)]
 pub(super) enum PgError {
-    #[error("database: {0}")]
+    #[error("database: {}", said(.0))]
     Db(#[from] tokio_postgres::Error),
     #[error("connection pool: {0}")]
     Pool(String),
@@ -98,6 +98,14 @@ pub(super) enum PgError {
     Schema(String),
     #[error("a row does not decode: {0}")]
     Row(String),
+}
+
+/// What the database said (its code and message), or the client's error.
+fn said(error: &tokio_postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => error.to_string(),
+    }
 }
 
 impl From<deadpool_postgres::PoolError> for PgError {

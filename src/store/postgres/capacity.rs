@@ -186,10 +186,15 @@ impl Capacity {
 
 const COUNT: &str = "SELECT count(*), COALESCE(sum(bytes + CASE WHEN ended_at IS NULL \
      THEN input_bytes ELSE 0 END), 0)::int8 FROM {s}.executions WHERE gone_at IS NULL";
+// Rows another transaction is letting go (or locking to) are skipped, not waited for: two
+// that let go of overlapping sets never wait on each other, in any order.
 const LET_GO: &str = "UPDATE {s}.executions SET gone_at = $2, idempotency_key = NULL \
-     WHERE id = ANY($1) AND gone_at IS NULL RETURNING id, bytes";
+     WHERE id IN (SELECT id FROM {s}.executions WHERE id = ANY($1) AND gone_at IS NULL \
+     FOR UPDATE SKIP LOCKED) RETURNING id, bytes";
 const SWEEP: &str = "UPDATE {s}.executions SET gone_at = $1, idempotency_key = NULL \
-     WHERE gone_at IS NULL AND ended_at IS NOT NULL AND ended_at <= $2 RETURNING id, bytes";
+     WHERE id IN (SELECT id FROM {s}.executions WHERE gone_at IS NULL \
+     AND ended_at IS NOT NULL AND ended_at <= $2 LIMIT 1000 FOR UPDATE SKIP LOCKED) \
+     RETURNING id, bytes";
 const PURGE: &str = "WITH old AS (SELECT id FROM {s}.executions WHERE gone_at < $1 LIMIT 1000), \
      events AS (DELETE FROM {s}.events WHERE execution_id IN (SELECT id FROM old)) \
      DELETE FROM {s}.executions WHERE id IN (SELECT id FROM old)";
@@ -427,15 +432,27 @@ async fn make_room(shared: &Shared, insert: &Insert<'_>, now: i64) -> Result<boo
         tx.execute(CAPACITY_LOCK, &[&shared.options.schema]).await?;
         let counts = tx.query_one(&shared.sql.at(COUNT), &[]).await?;
         let (executions, bytes): (i64, i64) = (counts.try_get(0)?, counts.try_get(1)?);
+        let max_bytes = i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX);
         let mut need_executions = executions + 1 - shared.limits.max_executions as i64;
-        let mut need_bytes = bytes + insert.bytes + insert.input
-            - i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX);
+        let mut need_bytes = bytes + insert.bytes + insert.input - max_bytes;
+        // A full store makes room for the next creates too (a hundredth of its bounds), so
+        // they do not all queue for this lock; a small store, exactly what this one needs.
+        let (spare_executions, spare_bytes) =
+            (shared.limits.max_executions as i64 / 100, max_bytes / 100);
         let mut chosen = Vec::new();
         if need_executions > 0 || need_bytes > 0 {
+            // Room to make: what is short, and a spare of what is short.
+            let spare = |need: i64, spare: i64| if need > 0 { need + spare } else { 0 };
+            let mut room = (
+                spare(need_executions, spare_executions),
+                spare(need_bytes, spare_bytes),
+            );
             for row in tx.query(&shared.sql.at(OLDEST), &[]).await? {
-                if need_executions <= 0 && need_bytes <= 0 {
+                if room.0 <= 0 && room.1 <= 0 {
                     break;
                 }
+                room.0 -= 1;
+                room.1 -= row.try_get::<_, i64>(1)?;
                 let id: uuid::Uuid = row.try_get(0)?;
                 need_executions -= 1;
                 need_bytes -= row.try_get::<_, i64>(1)?;
