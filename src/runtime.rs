@@ -12,6 +12,7 @@ mod expiry;
 pub(crate) mod limits;
 mod metadata;
 mod metrics;
+mod remote_cancel;
 mod targets;
 pub(crate) mod trace;
 mod usage;
@@ -578,8 +579,9 @@ impl Runtime {
         self.inner.deps.store.close();
     }
 
-    /// Starts the expiry task once, in the tokio runtime this is called in: at build, or at
-    /// the first submission of a runtime built outside one.
+    /// Starts the expiry task (and, on a store several replicas share, the task that carries
+    /// out other replicas' cancels) once, in the tokio runtime this is called in: at build, or
+    /// at the first submission of a runtime built outside one.
     fn start_expiry(&self) {
         if self.inner.expiring.load(Ordering::Acquire) {
             return;
@@ -593,6 +595,11 @@ impl Runtime {
         let period = expiry::period(self.inner.config.store.retention);
         let run = expiry::run(Arc::downgrade(&self.inner), period, self.inner.stop.clone());
         self.inner.tasks.spawn_on(run, &handle);
+        if let Some(requests) = self.inner.deps.store.cancel_requests() {
+            let weak = Arc::downgrade(&self.inner);
+            let run = remote_cancel::run(weak, requests, self.inner.stop.clone());
+            self.inner.tasks.spawn_on(run, &handle);
+        }
     }
 
     fn drivers(&self) -> std::sync::MutexGuard<'_, IdMap<Arc<DriverHandle>>> {

@@ -47,6 +47,18 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 /// store copied what was read to the caller's buffer at once (the memory and file stores).
 pub type Fetch<T> = Option<StoreFuture<'static, Vec<T>>>;
 
+/// A cancel another replica recorded for an execution this one owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CancelRequest {
+    /// The execution.
+    pub id: ExecutionId,
+    /// The caller's reason, if any.
+    pub reason: Option<String>,
+}
+
+/// The cancels other replicas record for this one's executions, each once.
+pub type CancelRequests = tokio::sync::mpsc::UnboundedReceiver<CancelRequest>;
+
 /// A new execution's first event and identity.
 #[derive(Debug, Clone)]
 pub struct NewExecution {
@@ -195,6 +207,21 @@ pub trait EventStore: Send + Sync + 'static {
 
     /// Capacity figures.
     fn stats(&self) -> StoreStats;
+
+    /// Asks the replica that owns `id` to cancel it, when that is another replica (a store
+    /// several replicas share): `true` when the request is recorded for it, and the caller
+    /// waits for the terminal event it appends; `false` when this replica may end the
+    /// execution itself (always, for a store of one process: the default).
+    fn cancel_elsewhere(&self, id: ExecutionId, reason: Option<String>) -> StoreFuture<'_, bool> {
+        let _ = (id, reason);
+        Box::pin(std::future::ready(Ok(false)))
+    }
+
+    /// The cancels other replicas record for executions this replica owns, each delivered
+    /// once; the runtime takes it once, at start. `None` for a store of one process.
+    fn cancel_requests(&self) -> Option<CancelRequests> {
+        None
+    }
 
     /// Whether the store has failed and refuses writes.
     fn failed(&self) -> bool;

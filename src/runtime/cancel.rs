@@ -14,6 +14,10 @@ use crate::store::StoreError;
 /// every wait, so this is only a safety net.
 pub(super) const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
+/// How long a cancel of another replica's execution waits for its owner to end it: the
+/// owner's driver has [`CANCEL_GRACE`], and the request may wait a poll to reach it.
+const ELSEWHERE_GRACE: Duration = Duration::from_secs(10);
+
 impl Runtime {
     /// Cancels a non-terminal execution and returns it once cancelled; a terminal execution
     /// is returned unchanged.
@@ -49,6 +53,30 @@ impl Runtime {
             }
         };
         handle.cancel(reason.clone());
+        if !found {
+            // Another replica's (a shared store): its owner is asked, and appends the end.
+            let elsewhere = self
+                .inner
+                .deps
+                .store
+                .cancel_elsewhere(id, reason.clone())
+                .await;
+            if !matches!(elsewhere, Ok(false)) {
+                self.forget_handle(id, &handle);
+            }
+            match elsewhere {
+                Ok(false) => {}
+                Ok(true) => {
+                    return match self.wait_terminal(view, ELSEWHERE_GRACE).await? {
+                        Some(view) => Ok(view),
+                        // Recorded: the owner ends it when it hears, or a survivor does when
+                        // the owner's lease lapses; the caller sees it as it stands.
+                        None => self.get(id).await,
+                    };
+                }
+                Err(e) => return Err(RuntimeError::from_store(e, None)),
+            }
+        }
         if found {
             if let Some(view) = self.wait_terminal(view, CANCEL_GRACE).await? {
                 return Ok(view);
@@ -57,12 +85,17 @@ impl Runtime {
         }
         let recorded = self.record_cancellation(id, reason).await;
         if !found {
-            let mut drivers = self.drivers();
-            if drivers.get(&id).is_some_and(|h| Arc::ptr_eq(h, &handle)) {
-                drivers.remove(&id);
-            }
+            self.forget_handle(id, &handle);
         }
         recorded
+    }
+
+    /// Takes back the handle a cancel left for a driver that never came.
+    fn forget_handle(&self, id: ExecutionId, handle: &Arc<DriverHandle>) {
+        let mut drivers = self.drivers();
+        if drivers.get(&id).is_some_and(|h| Arc::ptr_eq(h, handle)) {
+            drivers.remove(&id);
+        }
     }
 
     /// Ends an execution that no driver is running as cancelled, and returns it.

@@ -21,8 +21,8 @@ use std::task::{Context, Poll};
 use tokio::sync::Semaphore;
 
 use super::{
-    ChangeSignal, Changes, Created, EventSource, EventStore, Fetch, Follower, NewExecution,
-    StoreError, StoreFuture, StoreStats, Unavailable, UsageEntry,
+    CancelRequests, ChangeSignal, Changes, Created, EventSource, EventStore, Fetch, Follower,
+    NewExecution, StoreError, StoreFuture, StoreStats, Unavailable, UsageEntry,
 };
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
 
@@ -292,6 +292,14 @@ impl EventStore for FaultyStore {
 
     fn stats(&self) -> StoreStats {
         self.inner.stats()
+    }
+
+    fn cancel_elsewhere(&self, id: ExecutionId, reason: Option<String>) -> StoreFuture<'_, bool> {
+        self.inner.cancel_elsewhere(id, reason)
+    }
+
+    fn cancel_requests(&self) -> Option<CancelRequests> {
+        self.inner.cancel_requests()
     }
 
     fn failed(&self) -> bool {

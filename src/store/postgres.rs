@@ -16,6 +16,7 @@
 //! runtime only awaits its answers. So a caller's timers (a test's paused clock) never race
 //! the store's I/O, and the store's timeouts are its own.
 
+mod cancel;
 mod capacity;
 mod replica;
 mod rows;
@@ -37,8 +38,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{
-    ChangeSignal, Changes, Created, EventStore, Fetch, Follower, NewExecution, StoreError,
-    StoreFuture, StoreLimits, StoreStats, Unavailable, UsageEntry,
+    CancelRequests, ChangeSignal, Changes, Created, EventStore, Fetch, Follower, NewExecution,
+    StoreError, StoreFuture, StoreLimits, StoreStats, Unavailable, UsageEntry,
 };
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
 
@@ -152,6 +153,9 @@ impl Clock {
     }
 }
 
+/// How long closing waits for the lease to be given back.
+const RELEASE: Duration = Duration::from_secs(2);
+
 /// What the store's tasks share.
 pub(super) struct Shared {
     pool: Pool,
@@ -163,6 +167,7 @@ pub(super) struct Shared {
     watched: watch::Registry,
     owned: writer::Owned,
     capacity: capacity::Capacity,
+    cancels: cancel::Cancels,
     /// The usage order's epoch, kept in the schema (read at start).
     usage_epoch: AtomicU64,
     usage: Arc<ChangeSignal>,
@@ -170,6 +175,8 @@ pub(super) struct Shared {
     writer: mpsc::UnboundedSender<writer::Request>,
     /// Whether the store has started (schema, registration).
     ready: AtomicBool,
+    /// Told each time the notification connection listens (again).
+    listening: tokio::sync::Notify,
     /// Whether the database answered the last time it was asked.
     reachable: AtomicBool,
     closed: AtomicBool,
@@ -260,11 +267,13 @@ impl PostgresStore {
             watched: watch::Registry::default(),
             owned: writer::Owned::default(),
             capacity: capacity::Capacity::default(),
+            cancels: cancel::Cancels::default(),
             usage_epoch: AtomicU64::new(0),
             usage: ChangeSignal::new(),
             kept: usage::Kept::default(),
             writer,
             ready: AtomicBool::new(false),
+            listening: tokio::sync::Notify::new(),
             reachable: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             handle,
@@ -278,6 +287,18 @@ impl PostgresStore {
             _stop: stop.drop_guard(),
         });
         Ok((store, answer))
+    }
+
+    /// What this replica knows of an execution it holds (and has not let go).
+    fn held(
+        &self,
+        id: ExecutionId,
+    ) -> Option<(u64, ExecutionState, Arc<crate::execution::Labels>)> {
+        let shared = &self.shared;
+        if shared.closed.load(Ordering::Acquire) || shared.capacity.is_due(id) {
+            return None;
+        }
+        shared.owned.peek(id)
     }
 
     /// Runs `work` on the store's runtime and answers on the caller's.
@@ -321,9 +342,7 @@ async fn start(
         "the PostgreSQL store is ready"
     );
     shared.ready.store(true, Ordering::Release);
-    if let Some(first) = first.take() {
-        let _ = first.send(Ok(()));
-    }
+    let listening = shared.listening.notified();
     let tasks: [std::pin::Pin<Box<dyn Future<Output = ()> + Send>>; 4] = [
         Box::pin(writer::run(shared.clone(), requests)),
         Box::pin(watch::listen(shared.clone())),
@@ -338,6 +357,11 @@ async fn start(
                 () = task => {}
             }
         });
+    }
+    // A store that answers `connect` hears the other replicas' appends from then on.
+    let _ = tokio::time::timeout(shared.options.connect_timeout, listening).await;
+    if let Some(first) = first.take() {
+        let _ = first.send(Ok(()));
     }
 }
 
@@ -562,7 +586,7 @@ impl EventStore for PostgresStore {
         let now = shared.clock.now();
         self.on_store(async move {
             if payloads.is_empty() {
-                capacity::flush(&shared).await?;
+                capacity::flush_for(&shared, id).await?;
                 let row = shared.row(id).await.map_err(PgError::into_store)?;
                 return row.map(|r| r.last).ok_or(StoreError::NotFound(id));
             }
@@ -577,15 +601,18 @@ impl EventStore for PostgresStore {
     fn get(&self, id: ExecutionId) -> StoreFuture<'_, Execution> {
         let shared = self.shared.clone();
         self.on_store(async move {
-            capacity::flush(&shared).await?;
+            capacity::flush_for(&shared, id).await?;
             shared.view(id).await
         })
     }
 
     fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
+        if let Some((_, state, _)) = self.held(id) {
+            return Box::pin(std::future::ready(Ok(state)));
+        }
         let shared = self.shared.clone();
         self.on_store(async move {
-            capacity::flush(&shared).await?;
+            capacity::flush_for(&shared, id).await?;
             let row = shared.row(id).await.map_err(PgError::into_store)?;
             row.map(|r| r.lifecycle_state)
                 .ok_or(StoreError::NotFound(id))
@@ -593,15 +620,25 @@ impl EventStore for PostgresStore {
     }
 
     fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
+        if let Some((last, state, labels)) = self.held(id) {
+            let follower = watch::follower(&self.shared, id, &labels, last, state);
+            return Box::pin(std::future::ready(Ok(follower)));
+        }
         let shared = self.shared.clone();
         self.on_store(async move {
-            capacity::flush(&shared).await?;
+            capacity::flush_for(&shared, id).await?;
             let row = shared
                 .row(id)
                 .await
                 .map_err(PgError::into_store)?
                 .ok_or(StoreError::NotFound(id))?;
-            Ok(watch::follower(&shared, id, &row))
+            Ok(watch::follower(
+                &shared,
+                id,
+                &row.labels,
+                row.last,
+                row.lifecycle_state,
+            ))
         })
     }
 
@@ -632,6 +669,15 @@ impl EventStore for PostgresStore {
         self.shared.capacity.stats(self.shared.limits)
     }
 
+    fn cancel_elsewhere(&self, id: ExecutionId, reason: Option<String>) -> StoreFuture<'_, bool> {
+        let shared = self.shared.clone();
+        self.on_store(async move { cancel::elsewhere(&shared, id, reason).await })
+    }
+
+    fn cancel_requests(&self) -> Option<CancelRequests> {
+        self.shared.cancels.take()
+    }
+
     fn failed(&self) -> bool {
         self.shared.closed.load(Ordering::Acquire)
             || !self.shared.ready.load(Ordering::Acquire)
@@ -639,8 +685,23 @@ impl EventStore for PostgresStore {
             || !self.shared.replica.current()
     }
 
+    /// Gives the lease back (so a survivor takes at once whatever a drain left unfinished),
+    /// waiting for that at most [`RELEASE`], and stops the store's thread.
     fn close(&self) {
-        self.shared.closed.store(true, Ordering::Release);
+        if self.shared.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if self.shared.ready.load(Ordering::Acquire) {
+            let (done, released) = std::sync::mpsc::channel();
+            let shared = self.shared.clone();
+            self.shared.handle.spawn(async move {
+                if let Err(error) = replica::release(&shared).await {
+                    tracing::warn!(%error, "giving the lease back failed; it lapses on its own");
+                }
+                let _ = done.send(());
+            });
+            let _ = released.recv_timeout(RELEASE);
+        }
         self.shared.stop.cancel();
     }
 }

@@ -13,8 +13,8 @@ use crate::execution::{
     AttemptCode, ErrorCode, Event, EventPayload, Execution, ExecutionId, ExecutionState,
 };
 use crate::store::{
-    Changes, Created, EventStore, Fetch, Follower, NewExecution, StoreError, StoreFuture,
-    StoreStats, UsageEntry,
+    CancelRequests, Changes, Created, EventStore, Fetch, Follower, NewExecution, StoreError,
+    StoreFuture, StoreStats, UsageEntry,
 };
 
 /// `inner`, with every appended event counted in `metrics`.
@@ -193,6 +193,14 @@ impl EventStore for Metered {
 
     fn stats(&self) -> StoreStats {
         self.inner.stats()
+    }
+
+    fn cancel_elsewhere(&self, id: ExecutionId, reason: Option<String>) -> StoreFuture<'_, bool> {
+        self.inner.cancel_elsewhere(id, reason)
+    }
+
+    fn cancel_requests(&self) -> Option<CancelRequests> {
+        self.inner.cancel_requests()
     }
 
     fn failed(&self) -> bool {

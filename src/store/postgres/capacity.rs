@@ -15,7 +15,7 @@
 //! every `poll_interval` lets go of any others whose retention has passed (ended by a replica
 //! that is gone, say).
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -34,8 +34,9 @@ pub(super) struct Capacity {
     counts: Mutex<Counts>,
     /// Executions this replica ended, in the order they ended (retention's clock).
     ended: Mutex<VecDeque<(i64, ExecutionId)>>,
-    /// Executions due to leave, not yet let go in the database.
-    due: Mutex<Vec<ExecutionId>>,
+    /// Executions due to leave, not yet let go in the database: they are let go together,
+    /// by the next poll, or first by an operation that could see one of them.
+    due: Mutex<HashSet<ExecutionId>>,
     any_due: AtomicBool,
     /// Let go by the sweep since `expire` last asked.
     swept: AtomicUsize,
@@ -142,6 +143,16 @@ impl Capacity {
         count
     }
 
+    /// Whether `id` is due to leave and not let go yet.
+    pub(super) fn is_due(&self, id: ExecutionId) -> bool {
+        self.any_due.load(Ordering::Acquire)
+            && self
+                .due
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&id)
+    }
+
     /// Let go by the sweep since the last call.
     pub(super) fn swept(&self) -> usize {
         self.swept.swap(0, Ordering::AcqRel)
@@ -197,15 +208,28 @@ fn left(shared: &Shared, rows: &[tokio_postgres::Row]) -> Result<(), PgError> {
     Ok(())
 }
 
-/// Lets go of the executions due to leave, before any operation that could see them.
+/// Lets go of the executions due to leave before an operation on `id` (when it is one of
+/// them): after `expire` has counted it, nobody finds it.
+pub(super) async fn flush_for(shared: &Shared, id: ExecutionId) -> Result<(), StoreError> {
+    if shared.capacity.is_due(id) {
+        flush(shared).await?;
+    }
+    Ok(())
+}
+
+/// Lets go of the executions due to leave.
 pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
     let capacity = &shared.capacity;
     if !capacity.any_due.load(Ordering::Acquire) {
         return Ok(());
     }
     let _turn = capacity.flushing.lock().await;
-    let due: Vec<ExecutionId> =
-        std::mem::take(&mut *capacity.due.lock().unwrap_or_else(|p| p.into_inner()));
+    let due: Vec<ExecutionId> = capacity
+        .due
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .drain()
+        .collect();
     capacity.any_due.store(false, Ordering::Release);
     if due.is_empty() {
         return Ok(());
@@ -257,7 +281,6 @@ pub(super) async fn create(
     new: NewExecution,
     now: i64,
 ) -> Result<Created, StoreError> {
-    flush(shared).await?;
     let mut lifecycle = Lifecycle::default();
     let first = Event {
         sequence: 1,
@@ -281,6 +304,11 @@ pub(super) async fn create(
         input,
         time: rows::micros(first.time),
     };
+    // What is due leaves first when it could matter: its key may be this one, its room
+    // may be needed.
+    if new.idempotency.is_some() || !fits(shared, bytes + input) {
+        flush(shared).await?;
+    }
     for _ in 0..3 {
         let inserted = if fits(shared, bytes + input) {
             insert.run(shared).await.map_err(PgError::into_store)?
@@ -289,7 +317,9 @@ pub(super) async fn create(
         };
         if inserted {
             shared.capacity.change(1, bytes + input);
-            shared.owned.hold(new.id, lifecycle, 1, input);
+            shared
+                .owned
+                .hold(new.id, lifecycle, 1, input, new.labels.clone());
             return Ok(Created::New(view));
         }
         let Some(idempotency) = &new.idempotency else {

@@ -181,6 +181,24 @@ async fn lost(shared: &Shared) {
     }
 }
 
+/// Gives the lease back at close: it lapses now, and the next sweep (any replica's) takes
+/// what this one leaves unfinished.
+pub(super) async fn release(shared: &Shared) -> Result<(), PgError> {
+    let (id, epoch) = shared.replica.identity();
+    let client = shared.client().await?;
+    client
+        .execute(
+            &shared.sql.at(
+                "UPDATE {s}.replicas SET lease_until = now() - interval '1 millisecond' \
+                 WHERE id = $1 AND epoch = $2",
+            ),
+            &[&id, &epoch],
+        )
+        .await?;
+    shared.replica.current.store(false, Ordering::Release);
+    Ok(())
+}
+
 const LAPSED: &str = "SELECT id FROM {s}.replicas WHERE lease_until < now() \
      ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED";
 const CLAIM: &str = "UPDATE {s}.executions SET owner = $2, owner_epoch = $3 \

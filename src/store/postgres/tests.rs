@@ -6,7 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::{PgOptions, PostgresStore};
-use crate::store::{EventStore, StoreLimits};
+use crate::execution::fixtures::{attempt_started, failed, routing, text, usage};
+use crate::execution::{ErrorCode, ExecutionId, ExecutionState};
+use crate::store::conformance::new_execution;
+use crate::store::{Created, EventStore, StoreError, StoreLimits};
 
 const URL_ENV: &str = "MODEL_RUNTIME_TEST_POSTGRES_URL";
 
@@ -108,4 +111,264 @@ fn ready() -> bool {
 
 mod conformance {
     crate::event_store_conformance!(super::store, if super::ready);
+}
+
+/// Two replicas on one fresh schema: `poll` is how often each looks for what it was not told.
+async fn replicas(poll: Duration) -> Option<(Arc<PostgresStore>, Arc<PostgresStore>)> {
+    let url = url()?;
+    let schema = fresh_schema();
+    let mut options = options(&url, &schema);
+    options.poll_interval = poll;
+    let limits = crate::store::conformance::limits(1000, Duration::from_secs(3600));
+    let a = PostgresStore::connect(options.clone(), limits)
+        .await
+        .unwrap();
+    let b = PostgresStore::connect(options, limits).await.unwrap();
+    Some((a, b))
+}
+
+async fn created(store: &PostgresStore, key: Option<(&str, u128)>) -> ExecutionId {
+    match store.create(new_execution(key)).await.unwrap() {
+        Created::New(view) => view.id,
+        Created::Existing(view) => panic!("existing: {view:?}"),
+    }
+}
+
+/// A follower on one replica wakes on the other's appends by notification: the poll is far
+/// too slow to be what woke it.
+#[tokio::test]
+async fn a_follower_wakes_on_another_replicas_appends() {
+    let Some((a, b)) = replicas(Duration::from_secs(60)).await else {
+        return;
+    };
+    let id = created(&a, None).await;
+    let mut follower = b.follow(id).await.unwrap();
+    for payload in [routing(), attempt_started(1), text(1, "hi")] {
+        let at = a.append(id, payload).await.unwrap().sequence;
+        // Woken (perhaps more than once: a wake-up says "read again", not what changed)
+        // until the follower's position is the append's.
+        tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                follower.changes().mark_seen();
+                if follower.position().0 >= at {
+                    return;
+                }
+                follower.changes().changed().await.unwrap();
+            }
+        })
+        .await
+        .expect("woken by the notification");
+    }
+    let events = follower.read(0, usize::MAX).await.unwrap();
+    assert_eq!(events.len(), 4);
+    assert_eq!(b.get(id).await.unwrap(), a.get(id).await.unwrap());
+}
+
+/// Two replicas racing one idempotency key create one execution: the other answers with it.
+#[tokio::test]
+async fn replicas_racing_one_key_make_one_execution() {
+    let Some((a, b)) = replicas(Duration::from_secs(1)).await else {
+        return;
+    };
+    for round in 0..20 {
+        let key = format!("race-{round}");
+        let (one, two) = tokio::join!(
+            a.create(new_execution(Some((&key, 7)))),
+            b.create(new_execution(Some((&key, 7))))
+        );
+        let ids = [one.unwrap(), two.unwrap()].map(|created| match created {
+            Created::New(view) => (true, view.id),
+            Created::Existing(view) => (false, view.id),
+        });
+        assert_eq!(ids[0].1, ids[1].1, "round {round}: one execution");
+        assert!(
+            ids[0].0 ^ ids[1].0,
+            "round {round}: one new, one existing: {ids:?}"
+        );
+    }
+    a.shared.capacity.refresh(&a.shared).await.unwrap();
+    assert_eq!(a.stats().executions, 20, "counted once, by the database");
+}
+
+/// A replica whose lease lapsed is taken over: its unfinished execution ends with
+/// `outcome_unknown` by the survivor, its own next append is refused (fenced), and it
+/// registers again to serve new work.
+#[tokio::test]
+async fn a_lapsed_replica_is_taken_over_and_fenced() {
+    let Some((a, b)) = replicas(Duration::from_millis(200)).await else {
+        return;
+    };
+    let id = created(&a, None).await;
+    for payload in [routing(), attempt_started(1), text(1, "partial")] {
+        a.append(id, payload).await.unwrap();
+    }
+    let lapsed = a.shared.replica.id().0;
+    let client = a.shared.client().await.unwrap();
+    client
+        .execute(
+            &a.shared.sql.at(
+                "UPDATE {s}.replicas SET lease_until = now() - interval '1 second' WHERE id = $1",
+            ),
+            &[&lapsed],
+        )
+        .await
+        .unwrap();
+    drop(client);
+    let mut follower = b.follow(id).await.unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            follower.changes().mark_seen();
+            if follower.position().1.is_terminal() {
+                return;
+            }
+            follower.changes().changed().await.unwrap();
+        }
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "a survivor ends the execution within a lease and a third"
+    );
+    let view = b.get(id).await.unwrap();
+    assert_eq!(view.state, ExecutionState::Failed);
+    let error = view.error.expect("an error");
+    assert_eq!(error.code, ErrorCode::OutcomeUnknown);
+    assert_eq!(error.outcome, crate::execution::Outcome::Unknown);
+    assert_eq!(view.partial_output.text, "partial", "what streamed is kept");
+    // The lapsed replica's append is refused: another owns the execution now.
+    let refused = a.append(id, text(1, "late")).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            StoreError::AlreadyTerminal(_) | StoreError::Unavailable(_)
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(b.get(id).await.unwrap().last_sequence, view.last_sequence);
+    // It registers again and serves new work.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while a.shared.replica.id().0 == lapsed || a.failed() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("registered again");
+    let fresh = created(&a, None).await;
+    a.append(fresh, routing()).await.unwrap();
+}
+
+/// A cancel asked of a replica that does not own the execution reaches the owner, reason
+/// and all; the owner's own cancel stays its own.
+#[tokio::test]
+async fn a_cancel_reaches_the_owner_through_the_database() {
+    let Some((a, b)) = replicas(Duration::from_secs(60)).await else {
+        return;
+    };
+    let mut requests = a
+        .cancel_requests()
+        .expect("a shared store delivers cancels");
+    assert!(a.cancel_requests().is_none(), "taken once");
+    let id = created(&a, None).await;
+    assert!(
+        !a.cancel_elsewhere(id, None).await.unwrap(),
+        "the owner cancels itself"
+    );
+    assert!(
+        b.cancel_elsewhere(id, Some("user left".into()))
+            .await
+            .unwrap()
+    );
+    let request = tokio::time::timeout(Duration::from_secs(5), requests.recv())
+        .await
+        .expect("the owner hears at once")
+        .unwrap();
+    assert_eq!(
+        request,
+        crate::store::CancelRequest {
+            id,
+            reason: Some("user left".into())
+        }
+    );
+    a.append(id, failed(ErrorCode::Cancelled)).await.unwrap();
+    assert!(
+        !b.cancel_elsewhere(id, None).await.unwrap(),
+        "an ended execution"
+    );
+}
+
+/// The usage order holds when transactions commit out of the order of their positions: a
+/// fact kept by a transaction that began first but commits last is read before the facts
+/// after it, never skipped past by a cursor.
+#[tokio::test]
+async fn usage_is_read_in_order_when_transactions_commit_out_of_order() {
+    let Some((a, _b)) = replicas(Duration::from_secs(60)).await else {
+        return;
+    };
+    let early = created(&a, None).await;
+    let late = created(&a, None).await;
+    for id in [early, late] {
+        a.append(id, routing()).await.unwrap();
+        a.append(id, attempt_started(1)).await.unwrap();
+    }
+    // Another writer's transaction takes its id (its position) first and stays open.
+    let url = url().expect("checked above");
+    let (mut client, connection) = options(&url, "unused")
+        .connect
+        .connect(tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    let open = client.transaction().await.unwrap();
+    let sql = &a.shared.sql;
+    open.execute(
+        &sql.at("UPDATE {s}.executions SET last_sequence = 4 WHERE id = $1"),
+        &[&super::uuid(early)],
+    )
+    .await
+    .unwrap();
+    // A later transaction keeps a fact and commits.
+    a.append(late, usage(2)).await.unwrap();
+    let cursor_then: Vec<u64> = read_all(&a, 0)
+        .await
+        .iter()
+        .map(|f| f.fact.quantity)
+        .collect();
+    assert_eq!(
+        cursor_then,
+        Vec::<u64>::new(),
+        "nothing past a transaction that may still commit"
+    );
+    // The first transaction keeps its fact, below the later one's position, and commits.
+    let fact = usage(1);
+    open.execute(
+        &sql.at(
+            "INSERT INTO {s}.events (execution_id, sequence, time, state, payload, usage_position) \
+             VALUES ($1, 4, 0, 2, $2, (pg_current_xact_id()::text::int8 << 20) | 1)",
+        ),
+        &[&super::uuid(early), &super::rows::payload_bytes(&fact)],
+    )
+    .await
+    .unwrap();
+    open.commit().await.unwrap();
+    drop(client);
+    let _ = connection.await;
+    let facts = read_all(&a, 0).await;
+    let order: Vec<(ExecutionId, u64)> = facts
+        .iter()
+        .map(|f| (f.execution_id, f.fact.quantity))
+        .collect();
+    assert_eq!(
+        order,
+        [(early, 1), (late, 2)],
+        "in the order of the transactions' ids"
+    );
+    assert!(facts[0].fact.position < facts[1].fact.position);
+}
+
+async fn read_all(store: &PostgresStore, after: u64) -> Vec<crate::store::UsageEntry> {
+    let mut facts = Vec::new();
+    match store.read_usage(after, usize::MAX, &mut facts) {
+        None => facts,
+        Some(fetch) => fetch.await.unwrap(),
+    }
 }

@@ -16,7 +16,6 @@ use tokio::sync::mpsc;
 use tokio_postgres::AsyncMessage;
 
 use super::rows::state_of;
-use super::writer::Row;
 use super::{PgError, Shared, on_store, schema, uuid};
 use crate::execution::{Event, ExecutionId, ExecutionState, IdMap, Labels};
 use crate::store::{ChangeSignal, EventSource, Fetch, Follower};
@@ -27,9 +26,32 @@ pub(super) struct Watch {
     signal: Arc<ChangeSignal>,
     position: Mutex<(u64, ExecutionState)>,
     labels: Arc<Labels>,
+    /// The events this replica appended since the entry was made, in order with no gap: its
+    /// followers here read them without the database (an owner's own `Execute` streams).
+    tail: Mutex<VecDeque<Event>>,
 }
 
 impl Watch {
+    fn tail(&self) -> MutexGuard<'_, VecDeque<Event>> {
+        self.tail.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Copies the events after `after` (at most `limit`) to `into` when the tail holds all
+    /// there are; `false` when they must be read from the database.
+    fn read_tail(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) -> bool {
+        let last = self.position().0;
+        let tail = self.tail();
+        let (Some(front), Some(back)) = (tail.front(), tail.back()) else {
+            return false;
+        };
+        if front.sequence > after + 1 || back.sequence < last {
+            return false;
+        }
+        let skip = usize::try_from(after.saturating_sub(front.sequence - 1)).unwrap_or(usize::MAX);
+        into.extend(tail.iter().skip(skip).take(limit).cloned());
+        true
+    }
+
     fn position(&self) -> MutexGuard<'_, (u64, ExecutionState)> {
         self.position.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -68,6 +90,7 @@ impl Registry {
             signal: ChangeSignal::new(),
             position: Mutex::new((0, ExecutionState::Accepted)),
             labels: labels.clone(),
+            tail: Mutex::default(),
         });
         map.insert(id, Arc::downgrade(&watch));
         watch
@@ -82,6 +105,26 @@ impl Registry {
         if let Some(watch) = self.get(id) {
             watch.advance(last, state);
         }
+    }
+
+    /// This replica appended `events` to `id`: its followers here are told, and read them
+    /// from the tail.
+    pub(super) fn appended(&self, id: ExecutionId, events: &[Event]) {
+        let (Some(watch), Some(first), Some(last)) = (self.get(id), events.first(), events.last())
+        else {
+            return;
+        };
+        {
+            let mut tail = watch.tail();
+            if tail
+                .back()
+                .is_some_and(|e| e.sequence + 1 != first.sequence)
+            {
+                tail.clear();
+            }
+            tail.extend(events.iter().cloned());
+        }
+        watch.advance(last.sequence, last.state);
     }
 
     /// `id` left the store: its followers hear that no change will come.
@@ -109,12 +152,18 @@ impl Registry {
     }
 }
 
-/// A follower of `id`, whose row is `row`.
-pub(super) fn follower(shared: &Arc<Shared>, id: ExecutionId, row: &Row) -> Follower {
-    // The entry exists before the position is set from the row, so an append of this
+/// A follower of `id`, at `last` with `state` when it was looked up.
+pub(super) fn follower(
+    shared: &Arc<Shared>,
+    id: ExecutionId,
+    labels: &Arc<Labels>,
+    last: u64,
+    state: ExecutionState,
+) -> Follower {
+    // The entry exists before the position is set from the lookup, so an append of this
     // replica in between moves it on rather than being missed.
-    let watch = shared.watched.entry(id, &row.labels);
-    watch.advance(row.last, row.lifecycle_state);
+    let watch = shared.watched.entry(id, labels);
+    watch.advance(last, state);
     let changes = watch.signal.subscribe();
     Follower::new(
         changes,
@@ -133,7 +182,10 @@ struct Source {
 }
 
 impl EventSource for Source {
-    fn read(&self, after: u64, limit: usize, _into: &mut VecDeque<Event>) -> Fetch<Event> {
+    fn read(&self, after: u64, limit: usize, into: &mut VecDeque<Event>) -> Fetch<Event> {
+        if self.watch.read_tail(after, limit, into) {
+            return None;
+        }
         let shared = self.shared.clone();
         let (id, labels) = (self.id, self.watch.labels.clone());
         Some(on_store(&self.shared, async move {
@@ -191,6 +243,7 @@ async fn listen_once(shared: &Shared) -> Result<(), PgError> {
         .batch_execute(&format!("LISTEN {}", schema::quote(&shared.sql.channel)))
         .await?;
     // Listening now: what was announced before is read by everyone again.
+    shared.listening.notify_waiters();
     shared.watched.wake_all();
     shared.usage.publish();
     while let Some(note) = notes.recv().await {
@@ -203,8 +256,13 @@ async fn listen_once(shared: &Shared) -> Result<(), PgError> {
     }
 }
 
-/// One notification: `ID LAST STATE` and, when the append kept usage facts, ` u`.
+/// One notification: `ID LAST STATE` and, when the append kept usage facts, ` u`; or a
+/// cancel (`c ...`, `cancel.rs`).
 fn heard(shared: &Shared, payload: &str) {
+    if let Some(cancel) = payload.strip_prefix("c ") {
+        super::cancel::heard(shared, cancel);
+        return;
+    }
     let mut words = payload.split(' ');
     let (Some(id), Some(last), Some(state)) = (words.next(), words.next(), words.next()) else {
         return;
@@ -268,5 +326,6 @@ async fn poll_once(shared: &Shared) -> Result<(), PgError> {
     if shared.usage.readers() > 0 {
         shared.usage.publish();
     }
+    super::cancel::pending(shared).await?;
     shared.capacity.tend(shared).await
 }

@@ -12,6 +12,8 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
 use super::rows::{self, EVENT_OVERHEAD};
@@ -23,6 +25,9 @@ use crate::store::{StoreError, Unavailable};
 
 /// Appends written together at most.
 const MAX_BATCH: usize = 256;
+
+/// Statements the writer has in flight at most.
+const IN_FLIGHT: usize = 4;
 
 /// An execution's row, as an append or a reader needs it.
 #[derive(Debug, Clone)]
@@ -62,11 +67,12 @@ impl Row {
 #[derive(Debug, Default)]
 pub(in crate::store) struct Owned(Mutex<IdMap<Held>>);
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Held {
     lifecycle: Lifecycle,
     last: u64,
     input: i64,
+    labels: Arc<Labels>,
 }
 
 impl Owned {
@@ -75,13 +81,21 @@ impl Owned {
     }
 
     /// Holds a new execution this replica created.
-    pub(super) fn hold(&self, id: ExecutionId, lifecycle: Lifecycle, last: u64, input: i64) {
+    pub(super) fn hold(
+        &self,
+        id: ExecutionId,
+        lifecycle: Lifecycle,
+        last: u64,
+        input: i64,
+        labels: Arc<Labels>,
+    ) {
         self.lock().insert(
             id,
             Held {
                 lifecycle,
                 last,
                 input,
+                labels,
             },
         );
     }
@@ -97,6 +111,14 @@ impl Owned {
 
     fn held(&self, id: ExecutionId) -> bool {
         self.lock().contains_key(&id)
+    }
+
+    /// The last sequence, state and labels of an execution this replica holds: what a
+    /// follower or a driver asks first, known without the database.
+    pub(super) fn peek(&self, id: ExecutionId) -> Option<(u64, ExecutionState, Arc<Labels>)> {
+        let owned = self.lock();
+        let held = owned.get(&id)?;
+        Some((held.last, held.lifecycle.state()?, held.labels.clone()))
     }
 }
 
@@ -130,7 +152,6 @@ pub(super) async fn append(
     payloads: Vec<EventPayload>,
     now: i64,
 ) -> Result<Vec<Event>, StoreError> {
-    super::capacity::flush(shared).await?;
     let count = payloads.len() as u64;
     let mut retries = 0u32;
     loop {
@@ -212,7 +233,9 @@ async fn hold(shared: &Shared, id: ExecutionId) -> Result<(), StoreError> {
     if !shared.replica.owns(row.owner, row.owner_epoch) {
         return Err(not_owner(id));
     }
-    shared.owned.hold(id, row.lifecycle, row.last, row.input);
+    shared
+        .owned
+        .hold(id, row.lifecycle, row.last, row.input, row.labels.clone());
     Ok(())
 }
 
@@ -225,32 +248,51 @@ pub(super) fn not_owner(id: ExecutionId) -> StoreError {
 }
 
 /// The writer: takes every waiting append, up to [`MAX_BATCH`], one per execution, and
-/// writes them in one statement.
+/// writes them in one statement; up to [`IN_FLIGHT`] statements at once (on connections of
+/// their own), so one commit's wait does not hold the next batch back. An execution is in at
+/// most one statement at a time: its row is updated once per statement, in order.
 pub(super) async fn run(shared: Arc<Shared>, mut requests: mpsc::UnboundedReceiver<Request>) {
-    let mut later: VecDeque<Request> = VecDeque::new();
-    loop {
-        let first = match later.pop_front() {
-            Some(request) => request,
-            None => match requests.recv().await {
-                Some(request) => request,
-                None => return,
-            },
-        };
-        let mut ids = HashSet::new();
-        ids.insert(first.id);
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            let Ok(request) = requests.try_recv() else {
-                break;
-            };
-            // One append per execution per statement: its row is updated once.
-            if ids.insert(request.id) {
-                batch.push(request);
-            } else {
-                later.push_back(request);
+    let mut waiting: VecDeque<Request> = VecDeque::new();
+    let mut writing: HashSet<ExecutionId> = HashSet::new();
+    let mut flying = FuturesUnordered::new();
+    let mut open = true;
+    while open || !flying.is_empty() || !waiting.is_empty() {
+        tokio::select! {
+            Some(written) = flying.next(), if !flying.is_empty() => {
+                for id in written {
+                    writing.remove(&id);
+                }
             }
+            request = requests.recv(), if open && flying.len() < IN_FLIGHT => match request {
+                Some(request) => waiting.push_back(request),
+                None => open = false,
+            },
+            else => {}
         }
-        write(&shared, batch).await;
+        while let Ok(request) = requests.try_recv() {
+            waiting.push_back(request);
+        }
+        while flying.len() < IN_FLIGHT {
+            let mut batch = Vec::new();
+            let mut rest = VecDeque::with_capacity(waiting.len());
+            for request in waiting.drain(..) {
+                if batch.len() < MAX_BATCH && writing.insert(request.id) {
+                    batch.push(request);
+                } else {
+                    rest.push_back(request);
+                }
+            }
+            waiting = rest;
+            if batch.is_empty() {
+                break;
+            }
+            let ids: Vec<ExecutionId> = batch.iter().map(|r| r.id).collect();
+            let shared = &shared;
+            flying.push(async move {
+                write(shared, batch).await;
+                ids
+            });
+        }
     }
 }
 
@@ -272,11 +314,11 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
     {
         let mut owned = shared.owned.lock();
         for request in batch {
-            let Some(held) = owned.get(&request.id).copied() else {
+            let Some(held) = owned.get(&request.id).cloned() else {
                 let _ = request.reply.send(Err(Outcome::Unheld));
                 continue;
             };
-            match check(held, &request, time) {
+            match check(&held, &request, time) {
                 Ok((events, lifecycle, bytes)) => {
                     // Tentatively: the next append of this execution waits for this one's
                     // answer (one per execution per statement), and a failure forgets it.
@@ -286,6 +328,7 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
                             lifecycle,
                             last: held.last + events.len() as u64,
                             input: held.input,
+                            labels: held.labels.clone(),
                         },
                     );
                     parts.push(Part {
@@ -325,7 +368,7 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
 /// The events `request` would store after `held`, the lifecycle after them and the bytes
 /// they add; or why the state machine refuses them.
 fn check(
-    held: Held,
+    held: &Held,
     request: &Request,
     time: SystemTime,
 ) -> Result<(Vec<Event>, Lifecycle, i64), StoreError> {
@@ -524,9 +567,10 @@ fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
         shared.capacity.added(part.bytes);
         if last.state.is_terminal() {
             shared.owned.forget(id);
+            shared.cancels.ended(id);
             shared.capacity.ended(id, part.request.now, part.input);
         }
-        shared.watched.advance(id, last.sequence, last.state);
+        shared.watched.appended(id, &part.events);
         let _ = part.request.reply.send(Ok(part.events));
     }
     if usage {
