@@ -148,25 +148,44 @@ async fn replicas(n: usize, toml: &str, url: &str) -> Vec<Replica> {
     started
 }
 
-/// Reads `stream` to its end within [`LONG`]: the events, and the error that ended it, if one
-/// did.
-async fn drain(
+/// How a stream read for a while ended.
+#[derive(Debug)]
+enum End {
+    /// After its last event, as a stream does after the terminal one.
+    Done,
+    /// With an error status.
+    Error(Status),
+    /// It had not ended when the time was up.
+    Open,
+}
+
+/// Reads `stream` until it ends or `limit` passes: the events, and how it ended.
+async fn drain_for(
     mut stream: Streaming<pb::ExecutionEvent>,
-) -> (Vec<pb::ExecutionEvent>, Option<Status>) {
+    limit: Duration,
+) -> (Vec<pb::ExecutionEvent>, End) {
     let mut events = Vec::new();
-    let read = tokio::time::timeout(LONG, async {
+    let read = tokio::time::timeout(limit, async {
         while let Some(item) = stream.next().await {
             match item {
                 Ok(event) => events.push(event),
-                Err(status) => return Some(status),
+                Err(status) => return End::Error(status),
             }
         }
-        None
+        End::Done
     })
     .await;
-    let error =
-        read.unwrap_or_else(|_| panic!("the stream did not end within {LONG:?}: {events:?}"));
-    (events, error)
+    (events, read.unwrap_or(End::Open))
+}
+
+/// Reads `stream` to its end within [`LONG`]: the events, and the error that ended it, if one
+/// did.
+async fn drain(stream: Streaming<pb::ExecutionEvent>) -> (Vec<pb::ExecutionEvent>, Option<Status>) {
+    match drain_for(stream, LONG).await {
+        (events, End::Done) => (events, None),
+        (events, End::Error(status)) => (events, Some(status)),
+        (events, End::Open) => panic!("the stream did not end within {LONG:?}: {events:?}"),
+    }
 }
 
 /// `Watch` from `after` to its end; every event of it must arrive.
@@ -217,4 +236,74 @@ fn deltas(events: &[pb::ExecutionEvent]) -> usize {
 /// The `execution.failed` error of the last event.
 fn error_of(events: &[pb::ExecutionEvent]) -> pb::ExecutionError {
     failed_payload(events).error.expect("the failure's error")
+}
+
+/// Compares what readers on different replicas were told. Everything but the times is
+/// asserted at once; times that differ are collected and asserted by [`Same::finish`] at the
+/// end of the test, so a difference in time alone does not hide what the rest of the test
+/// checks (and the failure lists every such difference).
+#[derive(Default)]
+struct Same {
+    times: Vec<String>,
+}
+
+impl Same {
+    /// `got` is `want`, event by event.
+    fn events(&mut self, got: &[pb::ExecutionEvent], want: &[pb::ExecutionEvent], what: &str) {
+        let timeless = |events: &[pb::ExecutionEvent]| -> Vec<pb::ExecutionEvent> {
+            let untimed = |e: &pb::ExecutionEvent| pb::ExecutionEvent {
+                time: None,
+                ..e.clone()
+            };
+            events.iter().map(untimed).collect()
+        };
+        assert_eq!(timeless(got), timeless(want), "{what}");
+        for (g, w) in got.iter().zip(want) {
+            self.time(what, &format!("event {}", g.sequence), g.time, w.time);
+        }
+    }
+
+    /// `got` is `want`, as `GetExecution` answers.
+    fn views(&mut self, got: &pb::Execution, want: &pb::Execution, what: &str) {
+        let timeless = |view: &pb::Execution| pb::Execution {
+            created_at: None,
+            updated_at: None,
+            ..view.clone()
+        };
+        assert_eq!(timeless(got), timeless(want), "{what}");
+        self.time(what, "created_at", got.created_at, want.created_at);
+        self.time(what, "updated_at", got.updated_at, want.updated_at);
+    }
+
+    fn time(
+        &mut self,
+        what: &str,
+        field: &str,
+        got: Option<prost_types::Timestamp>,
+        want: Option<prost_types::Timestamp>,
+    ) {
+        if got != want {
+            let show = |t: Option<prost_types::Timestamp>| {
+                t.map_or("none".to_owned(), |t| {
+                    format!("{}.{:09}", t.seconds, t.nanos)
+                })
+            };
+            self.times.push(format!(
+                "{what}: {field} at {} vs {}",
+                show(got),
+                show(want)
+            ));
+        }
+    }
+
+    /// Every time compared was the same.
+    fn finish(self) {
+        assert!(
+            self.times.is_empty(),
+            "one event (or view), two times, as readers on different replicas were told \
+             ({} differences):\n{}",
+            self.times.len(),
+            self.times.join("\n")
+        );
+    }
 }

@@ -59,53 +59,57 @@ async fn a_replica_goes_not_serving_while_its_database_restarts_and_serves_again
     tokio::time::sleep(OUTAGE.saturating_sub(stopped.elapsed())).await;
     pg.restart();
     let up = replica.until_health(ServingStatus::Serving, LONG).await;
+    let back = Instant::now();
     eprintln!("NOT_SERVING {down:?} after the database stopped; SERVING {up:?} after it started");
 
     // The same process serves new work, and what it acknowledged reads back as it was.
     let after = execute(&mut client, ask("echo", "after the restart")).await;
     assert_complete_sequence(&after);
     assert_eq!(text_of(&after), "after the restart");
-    assert_eq!(
-        watch_all(client.clone(), &id, 0).await,
-        acknowledged,
-        "{id}"
+    let mut same = Same::default();
+    let stored = watch_all(client.clone(), &id, 0).await;
+    same.events(
+        &stored,
+        &acknowledged,
+        "after the restart vs its Execute stream before",
     );
-    assert_eq!(get(&mut client, &id).await, view, "view of {id}");
+    let stored = get(&mut client, &id).await;
+    same.views(&stored, &view, "its view after the restart vs before");
 
-    // The one that was running ends, and its caller can read it to its end from where its
-    // stream left off (which may be an error: the store was unreachable). The bound is three
-    // of the replica's leases after the database came back.
-    let (rest, error) = drain(running).await;
+    // The one that was running ends, and its caller reads it to its end: on its stream, or
+    // (if that ended with an error while the store was unreachable) on a watch from where it
+    // left off. The bound is three of the replica's leases after the database came back.
+    let deadline = back + 3 * RESTART_LEASE;
+    let (rest, end) = drain_for(running, deadline.saturating_duration_since(Instant::now())).await;
     across.extend(rest);
-    let cursor = across.last().unwrap().sequence;
     let across_id = across[0].execution_id.clone();
-    let ended = Instant::now();
     let last = loop {
         let view = get(&mut client, &across_id).await;
         if view.error.is_some() || view.result.is_some() {
             break view;
         }
         assert!(
-            ended.elapsed() < 3 * RESTART_LEASE,
-            "{across_id}, running when the database stopped, has not ended {:?} after it came \
-             back: state {:?}, last sequence {}; its caller's stream ended with {error:?} after \
-             {:?}",
-            ended.elapsed(),
+            Instant::now() < deadline,
+            "{across_id}, running when the database stopped, has not ended {:?} after the \
+             database came back: its state is {:?} at sequence {}; its caller received {:?}, \
+             and its stream: {end:?}",
+            back.elapsed(),
             view.state(),
             view.last_sequence,
             types(&across),
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    let cursor = across.last().unwrap().sequence;
     let mut all = across.clone();
     all.extend(watch_all(client.clone(), &across_id, cursor).await);
     assert_complete_sequence(&all);
     assert_eq!(all.last().unwrap().state(), last.state());
     eprintln!(
-        "{across_id}, running across the outage: its caller's stream ended with {error:?}; \
-         it ended {:?}",
+        "{across_id}, running across the outage, ended {:?}; its caller's stream: {end:?}",
         last.error.map_or("completed".to_owned(), |e| e.code)
     );
+    same.finish();
 }
 
 /// Starts of `serve` in the test below: the moment it looks at is a few milliseconds long.

@@ -43,31 +43,24 @@ async fn a_watch_on_another_replica_follows_the_owners_events_from_its_cursor() 
     assert_complete_sequence(&from_a);
     assert_eq!(text_of(&from_a), WORDS);
     let on_b = on_b.await.unwrap();
-    assert_eq!(
-        on_b,
-        from_a[usize::try_from(k).unwrap()..],
-        "B's watch after {k} is A's events after {k}"
+    let mut same = Same::default();
+    same.events(
+        &on_b,
+        &from_a[usize::try_from(k).unwrap()..],
+        &format!("B's watch after {k} vs A's Execute stream"),
     );
 
     // Once it ended: C reads it all, and the three views are one.
-    assert_eq!(
-        watch_all(c.client.clone(), &id, 0).await,
-        from_a,
-        "C from 0"
-    );
+    let on_c = watch_all(c.client.clone(), &id, 0).await;
+    same.events(&on_c, &from_a, "C's watch from 0 vs A's Execute stream");
     let view = get(&mut a.client.clone(), &id).await;
     assert_eq!(view.state(), pb::ExecutionState::Succeeded, "{view:?}");
     assert_eq!(view.last_sequence, from_a.last().unwrap().sequence);
-    assert_eq!(
-        get(&mut b.client.clone(), &id).await,
-        view,
-        "B's view is A's"
-    );
-    assert_eq!(
-        get(&mut c.client.clone(), &id).await,
-        view,
-        "C's view is A's"
-    );
+    let on_b = get(&mut b.client.clone(), &id).await;
+    same.views(&on_b, &view, "B's view vs A's");
+    let on_c = get(&mut c.client.clone(), &id).await;
+    same.views(&on_c, &view, "C's view vs A's");
+    same.finish();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,15 +112,17 @@ async fn a_cancel_on_a_replica_that_does_not_own_the_execution_reaches_its_owner
     let last = from_a.last().unwrap();
     assert_eq!(last.state(), pb::ExecutionState::Cancelled, "{last:?}");
     assert_eq!(error_of(&from_a).code, "cancelled");
-    assert_eq!(watch_all(a.client.clone(), &id, 0).await, from_a, "on A");
-    assert_eq!(watch_all(b.client.clone(), &id, 0).await, from_a, "on B");
-    assert_eq!(
-        get(&mut b.client.clone(), &id).await,
-        view,
-        "B's view is C's answer"
-    );
+    let mut same = Same::default();
+    let on_a = watch_all(a.client.clone(), &id, 0).await;
+    same.events(&on_a, &from_a, "A's watch from 0 vs A's Execute stream");
+    let on_b = watch_all(b.client.clone(), &id, 0).await;
+    same.events(&on_b, &from_a, "B's watch from 0 vs A's Execute stream");
+    let on_b = get(&mut b.client.clone(), &id).await;
+    same.views(&on_b, &view, "B's view vs C's answer");
+    // The owner cut the provider call; nothing was sent again.
     within(upstream.hung_up.notified()).await;
     assert_eq!(upstream.requests().len(), 1, "one request upstream");
+    same.finish();
 }
 
 /// Rounds of the race, each with a fresh key.
@@ -145,6 +140,7 @@ async fn one_idempotency_key_raced_on_two_replicas_makes_one_execution() {
     };
 
     let mut ids = Vec::new();
+    let mut same = Same::default();
     for round in 0..ROUNDS {
         let request = pb::ExecuteRequest {
             idempotency_key: format!("race-{round}"),
@@ -176,9 +172,10 @@ async fn one_idempotency_key_raced_on_two_replicas_makes_one_execution() {
                 assert_complete_sequence(&seen);
                 events.push(seen);
             }
-            assert_eq!(
-                events[0], events[1],
-                "round {round}: both streams are one execution's"
+            same.events(
+                &events[1],
+                &events[0],
+                &format!("round {round}: B's Execute stream vs A's"),
             );
             (
                 events[0][0].execution_id.clone(),
@@ -193,10 +190,7 @@ async fn one_idempotency_key_raced_on_two_replicas_makes_one_execution() {
         let view = within(async {
             loop {
                 let view = get(&mut b.client.clone(), id).await;
-                if view.state() != pb::ExecutionState::Running
-                    && view.state() != pb::ExecutionState::Accepted
-                    && view.state() != pb::ExecutionState::Routing
-                {
+                if view.result.is_some() || view.error.is_some() {
                     return view;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -219,4 +213,5 @@ async fn one_idempotency_key_raced_on_two_replicas_makes_one_execution() {
     }
     let once: BTreeMap<usize, i32> = (0..ROUNDS).map(|r| (r, 1)).collect();
     assert_eq!(per_round, once, "requests upstream per round");
+    same.finish();
 }

@@ -93,6 +93,7 @@ async fn ends_on(on: &Replica, ids: &[String]) -> Vec<(Vec<pb::ExecutionEvent>, 
 /// Each of `ends` ended `outcome_unknown`, within [`takeover_bound`] of `stopped`, with every
 /// event the caller had received from A before it stopped.
 fn ended_by_takeover(
+    same: &mut Same,
     ends: &[(Vec<pb::ExecutionEvent>, Instant)],
     before: &BTreeMap<usize, Vec<pb::ExecutionEvent>>,
     stopped: Instant,
@@ -115,8 +116,13 @@ fn ended_by_takeover(
         );
         let seen = &before[&i];
         assert!(
-            events.len() > seen.len() && events[..seen.len()] == seen[..],
-            "execution {i}: what the caller received from A is stored as received: {seen:?} vs {events:?}"
+            events.len() > seen.len(),
+            "execution {i}: B has {events:?}, the caller received {seen:?} from A"
+        );
+        same.events(
+            &events[..seen.len()],
+            seen,
+            &format!("execution {i}: B's watch from 0 vs what A's caller received"),
         );
         eprintln!("execution {i}: ended outcome_unknown {took:?} after A stopped");
     }
@@ -145,17 +151,20 @@ async fn a_killed_replicas_executions_end_outcome_unknown_on_a_survivor() {
 
     let b = &replicas[1];
     let ends = ends_on(b, &ids).await;
-    ended_by_takeover(&ends, &before, killed);
+    let mut same = Same::default();
+    ended_by_takeover(&mut same, &ends, &before, killed);
     // B's poll and sweeps go on for a while: nothing is sent upstream again.
     tokio::time::sleep(LEASE).await;
     assert_eq!(upstream.requests().len(), RUNNING, "requests upstream");
     for (i, id) in ids.iter().enumerate() {
-        assert_eq!(
-            watch_all(b.client.clone(), id, 0).await,
-            ends[i].0,
-            "execution {i} stays as ended"
+        let later = watch_all(b.client.clone(), id, 0).await;
+        same.events(
+            &later,
+            &ends[i].0,
+            &format!("execution {i}: B's watch from 0 later vs when it ended"),
         );
     }
+    same.finish();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,7 +187,8 @@ async fn a_replica_paused_past_its_lease_appends_nothing_when_it_resumes_and_ser
         .map(|i| before[&i][0].execution_id.clone())
         .collect();
     let ends = ends_on(b, &ids).await;
-    ended_by_takeover(&ends, &before, stopped);
+    let mut same = Same::default();
+    ended_by_takeover(&mut same, &ends, &before, stopped);
 
     // Three leases stopped, then on again: A's drivers find the deltas the upstream sent
     // meanwhile, and its lease lapsed.
@@ -194,20 +204,21 @@ async fn a_replica_paused_past_its_lease_appends_nothing_when_it_resumes_and_ser
     );
     for (i, id) in ids.iter().enumerate() {
         let ended = &ends[i].0;
-        assert_eq!(
-            &watch_all(b.client.clone(), id, 0).await,
+        let on_b = watch_all(b.client.clone(), id, 0).await;
+        same.events(
+            &on_b,
             ended,
-            "execution {i} on B"
+            &format!("execution {i}: B's watch from 0 after A resumed vs when it ended"),
         );
-        assert_eq!(
-            &watch_all(a.client.clone(), id, 0).await,
+        let on_a = watch_all(a.client.clone(), id, 0).await;
+        same.events(
+            &on_a,
             ended,
-            "execution {i} on A"
+            &format!("execution {i}: A's watch from 0 vs B's"),
         );
-        assert_eq!(
-            get(&mut a.client.clone(), id).await,
-            get(&mut b.client.clone(), id).await
-        );
+        let on_a = get(&mut a.client.clone(), id).await;
+        let on_b = get(&mut b.client.clone(), id).await;
+        same.views(&on_a, &on_b, &format!("execution {i}: A's view vs B's"));
     }
     // A's callers read on to the end B wrote.
     for (i, caller) in callers.into_iter().enumerate() {
@@ -220,7 +231,11 @@ async fn a_replica_paused_past_its_lease_appends_nothing_when_it_resumes_and_ser
             error.is_none(),
             "execution {i}: A's caller got {error:?} after {seen:?}"
         );
-        assert_eq!(seen, ends[i].0, "execution {i}: what A's caller received");
+        same.events(
+            &seen,
+            &ends[i].0,
+            &format!("execution {i}: what A's caller received vs B's watch from 0"),
+        );
     }
     assert_eq!(upstream.requests().len(), RUNNING, "requests upstream");
 
@@ -229,4 +244,5 @@ async fn a_replica_paused_past_its_lease_appends_nothing_when_it_resumes_and_ser
     assert_complete_sequence(&events);
     assert_eq!(text_of(&events), "still here");
     eprintln!("A served new work {:?} after it resumed", resumed.elapsed());
+    same.finish();
 }
