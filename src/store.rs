@@ -36,6 +36,8 @@ pub(crate) use file::fuzz;
 pub use file::{Damage, FileStore, Header, KeyId, Missing, OpenError, Opened, Tear};
 pub use follower::{EventSource, Follower};
 pub use memory::MemoryStore;
+#[cfg(test)]
+pub(crate) use postgres::tests as test_postgres;
 pub use postgres::{PgOptions, PostgresStore};
 pub(crate) use retention::Retention;
 pub use usage::{MalformedCursor, UsageCursor, UsageEntry};
@@ -128,7 +130,7 @@ pub struct StoreStats {
 /// database) and answers from what it last knew; its `expire` hands the work to that
 /// background and counts what it has let go.
 pub trait EventStore: Send + Sync + 'static {
-    /// `memory` or `file`.
+    /// `memory`, `file` or `postgres`.
     fn kind(&self) -> &'static str;
 
     /// Whether events survive a restart.

@@ -73,7 +73,7 @@ pub struct RuntimeMetadata {
     pub state: RuntimeState,
     /// Crate version.
     pub version: &'static str,
-    /// `memory` or `file`.
+    /// `memory`, `file` or `postgres`.
     pub store_kind: &'static str,
     /// Whether events survive a restart.
     pub store_durable: bool,

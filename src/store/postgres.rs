@@ -26,7 +26,7 @@ mod watch;
 mod writer;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -144,9 +144,15 @@ pub(super) async fn keep(shared: Arc<Shared>) {
     }
 }
 
-/// Renews the lease; `false` when it was lost (lapsed, or taken over).
+/// Renews the lease; `false` when it was lost (lapsed, or taken over). A lease that lapsed
+/// by this replica's clock is lost even if the database's has not yet: appends gave up at
+/// that moment, and what they left unfinished must be ended by a sweep, which needs this
+/// registration to lapse.
 async fn renew(shared: &Shared) -> Result<bool, PgError> {
     let identity = *shared.replica.lock();
+    if Instant::now() >= identity.until {
+        return Ok(false);
+    }
     let client = shared.client().await?;
     let sent = Instant::now();
     let renewed = client
@@ -175,6 +181,9 @@ async fn lost(shared: &Shared) {
     );
     shared.replica.current.store(false, Ordering::Release);
     shared.owned.clear();
+    // Where the database still counts the old lease, it lapses now: the sweep that ends
+    // what it left need not wait for it.
+    let _ = release(shared).await;
     match shared.replica.register(shared).await {
         Ok(()) => tracing::info!(replica = %shared.replica.id().0, "registered again"),
         Err(error) => tracing::warn!(%error, "registering again failed; retrying"),

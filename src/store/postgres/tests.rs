@@ -113,17 +113,37 @@ mod conformance {
     crate::event_store_conformance!(super::store, if super::ready);
 }
 
-/// Two replicas on one fresh schema: `poll` is how often each looks for what it was not told.
-async fn replicas(poll: Duration) -> Option<(Arc<PostgresStore>, Arc<PostgresStore>)> {
+/// Two replicas on one fresh schema within `limits`: `poll` is how often each looks for
+/// what it was not told.
+async fn replicas_of(
+    limits: StoreLimits,
+    poll: Duration,
+) -> Option<(Arc<PostgresStore>, Arc<PostgresStore>)> {
     let url = url()?;
     let schema = fresh_schema();
     let mut options = options(&url, &schema);
     options.poll_interval = poll;
-    let limits = crate::store::conformance::limits(1000, Duration::from_secs(3600));
     let a = PostgresStore::connect(options.clone(), limits)
         .await
         .unwrap();
     let b = PostgresStore::connect(options, limits).await.unwrap();
+    Some((a, b))
+}
+
+async fn pair(poll: Duration) -> Option<(Arc<PostgresStore>, Arc<PostgresStore>)> {
+    replicas_of(
+        crate::store::conformance::limits(1000, Duration::from_secs(3600)),
+        poll,
+    )
+    .await
+}
+
+/// Two stores on one fresh schema, as two replicas' (for the runtime's tests); `None`, after
+/// a line saying why, when no server is configured.
+pub(crate) async fn replicas(
+    limits: StoreLimits,
+) -> Option<(Arc<dyn EventStore>, Arc<dyn EventStore>)> {
+    let (a, b) = replicas_of(limits, Duration::from_millis(200)).await?;
     Some((a, b))
 }
 
@@ -138,7 +158,7 @@ async fn created(store: &PostgresStore, key: Option<(&str, u128)>) -> ExecutionI
 /// too slow to be what woke it.
 #[tokio::test]
 async fn a_follower_wakes_on_another_replicas_appends() {
-    let Some((a, b)) = replicas(Duration::from_secs(60)).await else {
+    let Some((a, b)) = pair(Duration::from_secs(60)).await else {
         return;
     };
     let id = created(&a, None).await;
@@ -167,7 +187,7 @@ async fn a_follower_wakes_on_another_replicas_appends() {
 /// Two replicas racing one idempotency key create one execution: the other answers with it.
 #[tokio::test]
 async fn replicas_racing_one_key_make_one_execution() {
-    let Some((a, b)) = replicas(Duration::from_secs(1)).await else {
+    let Some((a, b)) = pair(Duration::from_secs(1)).await else {
         return;
     };
     for round in 0..20 {
@@ -195,7 +215,7 @@ async fn replicas_racing_one_key_make_one_execution() {
 /// registers again to serve new work.
 #[tokio::test]
 async fn a_lapsed_replica_is_taken_over_and_fenced() {
-    let Some((a, b)) = replicas(Duration::from_millis(200)).await else {
+    let Some((a, b)) = pair(Duration::from_millis(200)).await else {
         return;
     };
     let id = created(&a, None).await;
@@ -261,7 +281,7 @@ async fn a_lapsed_replica_is_taken_over_and_fenced() {
 /// and all; the owner's own cancel stays its own.
 #[tokio::test]
 async fn a_cancel_reaches_the_owner_through_the_database() {
-    let Some((a, b)) = replicas(Duration::from_secs(60)).await else {
+    let Some((a, b)) = pair(Duration::from_secs(60)).await else {
         return;
     };
     let mut requests = a
@@ -301,7 +321,7 @@ async fn a_cancel_reaches_the_owner_through_the_database() {
 /// after it, never skipped past by a cursor.
 #[tokio::test]
 async fn usage_is_read_in_order_when_transactions_commit_out_of_order() {
-    let Some((a, _b)) = replicas(Duration::from_secs(60)).await else {
+    let Some((a, _b)) = pair(Duration::from_secs(60)).await else {
         return;
     };
     let early = created(&a, None).await;

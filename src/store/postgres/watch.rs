@@ -56,17 +56,19 @@ impl Watch {
         self.position.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Moves the position forward (never back) and wakes the followers if it moved.
-    fn advance(&self, last: u64, state: ExecutionState) {
-        let moved = {
-            let mut position = self.position();
-            let moved = last > position.0;
-            if moved {
-                *position = (last, state);
-            }
-            moved
-        };
+    /// Moves the position forward (never back); whether it moved.
+    fn moved(&self, last: u64, state: ExecutionState) -> bool {
+        let mut position = self.position();
+        let moved = last > position.0;
         if moved {
+            *position = (last, state);
+        }
+        moved
+    }
+
+    /// Moves the position forward and wakes the followers if it moved.
+    fn advance(&self, last: u64, state: ExecutionState) {
+        if self.moved(last, state) {
             self.signal.publish();
         }
     }
@@ -124,7 +126,10 @@ impl Registry {
             }
             tail.extend(events.iter().cloned());
         }
-        watch.advance(last.sequence, last.state);
+        // The tail has what a reader may not have seen, even where a notification of the
+        // same append moved the position first: always a wake-up.
+        watch.moved(last.sequence, last.state);
+        watch.signal.publish();
     }
 
     /// `id` left the store: its followers hear that no change will come.

@@ -69,8 +69,11 @@ pub(in crate::store) struct Owned(Mutex<IdMap<Held>>);
 
 #[derive(Debug, Clone)]
 struct Held {
+    /// After the appends the writer has taken, stored or still in flight.
     lifecycle: Lifecycle,
     last: u64,
+    /// The last sequence and state the database has: what readers may be told.
+    stored: (u64, ExecutionState),
     input: i64,
     labels: Arc<Labels>,
 }
@@ -89,11 +92,13 @@ impl Owned {
         input: i64,
         labels: Arc<Labels>,
     ) {
+        let stored = (last, lifecycle.state().unwrap_or(ExecutionState::Accepted));
         self.lock().insert(
             id,
             Held {
                 lifecycle,
                 last,
+                stored,
                 input,
                 labels,
             },
@@ -118,7 +123,16 @@ impl Owned {
     pub(super) fn peek(&self, id: ExecutionId) -> Option<(u64, ExecutionState, Arc<Labels>)> {
         let owned = self.lock();
         let held = owned.get(&id)?;
-        Some((held.last, held.lifecycle.state()?, held.labels.clone()))
+        Some((held.stored.0, held.stored.1, held.labels.clone()))
+    }
+
+    /// The database has `id`'s events up to `last`, which left it in `state`.
+    fn stored(&self, id: ExecutionId, last: u64, state: ExecutionState) {
+        if let Some(held) = self.lock().get_mut(&id)
+            && held.stored.0 < last
+        {
+            held.stored = (last, state);
+        }
     }
 }
 
@@ -145,7 +159,10 @@ enum Outcome {
 }
 
 /// Appends `payloads` to `id`, on the store's runtime: through the writer, then (if it could
-/// not store them) by looking at the row again.
+/// not store them) by looking at the row again. While the database does not answer, it asks
+/// again as long as this replica's lease is current (past it, a survivor ends the execution);
+/// a statement whose answer was lost is never sent again before the row says it did not
+/// commit.
 pub(super) async fn append(
     shared: &Shared,
     id: ExecutionId,
@@ -154,9 +171,30 @@ pub(super) async fn append(
 ) -> Result<Vec<Event>, StoreError> {
     let count = payloads.len() as u64;
     let mut retries = 0u32;
+    // A statement that may have committed: the last sequence before it.
+    let mut unsure: Option<u64> = None;
     loop {
+        if retries > 0 {
+            if retries > MAX_RETRIES || !shared.replica.current() {
+                return Err(unreachable_db());
+            }
+            tokio::time::sleep(backoff(retries)).await;
+        }
+        retries += 1;
+        if let Some(expected) = unsure {
+            match written(shared, id, expected, count).await {
+                Ok(Some(events)) => return Ok(events),
+                Ok(None) => unsure = None,
+                Err(e) if e.transient() => continue,
+                Err(e) => return Err(e.into_store()),
+            }
+        }
         if !shared.owned.held(id) {
-            hold(shared, id).await?;
+            match hold(shared, id).await {
+                Ok(()) => {}
+                Err(e) if e.transient() => continue,
+                Err(e) => return Err(e.into_store_or_refusal()),
+            }
         }
         let (reply, answer) = oneshot::channel();
         let request = Request {
@@ -178,35 +216,34 @@ pub(super) async fn append(
             Outcome::Unheld | Outcome::Stale => {}
             Outcome::Unknown {
                 expected,
-                transient,
-            } => {
-                // Written or not? The owner is the only writer: the row says.
-                if let Ok(Some(row)) = shared.row(id).await
-                    && row.last == expected + count
-                    && shared.replica.owns(row.owner, row.owner_epoch)
-                {
-                    let events = shared
-                        .events(id, expected, usize::MAX, &row.labels)
-                        .await
-                        .map_err(PgError::into_store)?;
-                    return Ok(events);
-                }
-                if !transient || !shared.replica.current() {
-                    return Err(if transient {
-                        unreachable_db()
-                    } else {
-                        StoreError::Backend("an append statement failed".into())
-                    });
-                }
-                tokio::time::sleep(backoff(retries)).await;
-            }
+                transient: true,
+            } => unsure = Some(expected),
+            Outcome::Unknown {
+                transient: false, ..
+            } => return Err(StoreError::Backend("an append statement failed".into())),
         }
-        retries += 1;
-        if retries > 50 {
-            return Err(StoreError::Unavailable(Unavailable::Backend(
-                "the event store's database did not take the append".into(),
-            )));
+    }
+}
+
+/// Appends given up on after this many tries.
+const MAX_RETRIES: u32 = 50;
+
+/// Whether the statement that followed `expected` committed `count` events: them, if so.
+async fn written(
+    shared: &Shared,
+    id: ExecutionId,
+    expected: u64,
+    count: u64,
+) -> Result<Option<Vec<Event>>, PgError> {
+    match shared.row(id).await? {
+        Some(row)
+            if row.last == expected + count && shared.replica.owns(row.owner, row.owner_epoch) =>
+        {
+            Ok(Some(
+                shared.events(id, expected, usize::MAX, &row.labels).await?,
+            ))
         }
+        _ => Ok(None),
     }
 }
 
@@ -220,18 +257,39 @@ fn backoff(retries: u32) -> Duration {
     Duration::from_millis(10u64 << retries.min(6))
 }
 
+/// Why an execution could not be held.
+enum Unheld {
+    /// The database did not answer.
+    Db(PgError),
+    /// This replica may not append to it.
+    Refused(StoreError),
+}
+
+impl Unheld {
+    fn transient(&self) -> bool {
+        matches!(self, Self::Db(e) if e.transient())
+    }
+
+    fn into_store_or_refusal(self) -> StoreError {
+        match self {
+            Self::Db(e) => e.into_store(),
+            Self::Refused(e) => e,
+        }
+    }
+}
+
 /// Reads the row of `id` and holds it, or says why this replica may not append to it.
-async fn hold(shared: &Shared, id: ExecutionId) -> Result<(), StoreError> {
+async fn hold(shared: &Shared, id: ExecutionId) -> Result<(), Unheld> {
     let row = shared
         .row(id)
         .await
-        .map_err(PgError::into_store)?
-        .ok_or(StoreError::NotFound(id))?;
+        .map_err(Unheld::Db)?
+        .ok_or(Unheld::Refused(StoreError::NotFound(id)))?;
     if row.lifecycle_state.is_terminal() {
-        return Err(StoreError::AlreadyTerminal(id));
+        return Err(Unheld::Refused(StoreError::AlreadyTerminal(id)));
     }
     if !shared.replica.owns(row.owner, row.owner_epoch) {
-        return Err(not_owner(id));
+        return Err(Unheld::Refused(not_owner(id)));
     }
     shared
         .owned
@@ -327,8 +385,7 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
                         Held {
                             lifecycle,
                             last: held.last + events.len() as u64,
-                            input: held.input,
-                            labels: held.labels.clone(),
+                            ..held.clone()
                         },
                     );
                     parts.push(Part {
@@ -565,6 +622,7 @@ fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
             continue;
         };
         shared.capacity.added(part.bytes);
+        shared.owned.stored(id, last.sequence, last.state);
         if last.state.is_terminal() {
             shared.owned.forget(id);
             shared.cancels.ended(id);
