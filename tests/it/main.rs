@@ -50,6 +50,7 @@ mod mock_upstream;
 mod openai_adapter;
 mod price_cli;
 mod reasoning;
+mod replicas;
 mod second_signal;
 mod shutdown;
 mod sidecar;

@@ -7,7 +7,9 @@
 
 pub mod adapters;
 pub mod anthropic;
+pub mod postgres;
 pub mod process;
+pub mod replica;
 pub mod services;
 pub mod upstream;
 

@@ -5,7 +5,7 @@
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -96,6 +96,11 @@ pub fn start_server_env(extra: &[&str], env: &[(&str, &str)], limit: Duration) -
 
 /// The binary run with `args` (a `serve ...`) and `env`; its address, from its log.
 pub fn start_serve(args: &[&str], env: &[(&str, &str)], limit: Duration) -> (Guard, String) {
+    address_of(spawn_serve(args, env), limit)
+}
+
+/// The binary run with `args` and `env`, logging at `info` to a pipe.
+fn spawn_serve(args: &[&str], env: &[(&str, &str)]) -> Guard {
     let child = Command::new(BIN)
         .args(args)
         .envs(env.iter().copied())
@@ -105,13 +110,57 @@ pub fn start_serve(args: &[&str], env: &[(&str, &str)], limit: Duration) -> (Gua
         .stderr(Stdio::piped())
         .spawn()
         .expect("start the server");
-    address_of(Guard(child), limit)
+    Guard(child)
 }
 
 /// The address a starting `serve` (its stderr piped) logs; the rest of stderr keeps being
 /// drained so the server never blocks.
-pub fn address_of(mut guard: Guard, limit: Duration) -> (Guard, String) {
+pub fn address_of(guard: Guard, limit: Duration) -> (Guard, String) {
+    let (guard, addr, _) = read_log(guard, limit, false);
+    (guard, addr)
+}
+
+/// What a `serve` child has written to stderr so far, line by line: the evidence a test shows
+/// when the server does not do what it should.
+#[derive(Clone, Default)]
+pub struct Log(Arc<Mutex<Vec<String>>>);
+
+impl Log {
+    /// Every line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The lines so far that contain `text`.
+    pub fn matching(&self, text: &str) -> Vec<String> {
+        self.lines()
+            .into_iter()
+            .filter(|line| line.contains(text))
+            .collect()
+    }
+
+    /// The last `n` lines, one per line, for a failure message.
+    pub fn tail(&self, n: usize) -> String {
+        let lines = self.lines();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+}
+
+/// [`start_serve`] that also keeps every line the server logs.
+pub fn start_serve_logged(
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> (Guard, String, Log) {
+    read_log(spawn_serve(args, env), limit, true)
+}
+
+/// The address a starting `serve` logs, from a thread that drains its stderr for as long as
+/// it runs (and, if `keep`, keeps each line in the [`Log`]).
+fn read_log(mut guard: Guard, limit: Duration, keep: bool) -> (Guard, String, Log) {
     let stderr = guard.0.stderr.take().unwrap();
+    let log = Log::default();
+    let kept = log.clone();
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         for line in BufReader::new(stderr).lines() {
@@ -123,15 +172,18 @@ pub fn address_of(mut guard: Guard, limit: Duration) -> (Guard, String) {
                     .map(str::to_owned);
                 let _ = tx.send(addr);
             }
+            if keep {
+                kept.0.lock().unwrap().push(line);
+            }
         }
     });
     let addr = rx
         .recv_timeout(limit)
-        .expect("the server logs its address")
+        .unwrap_or_else(|_| panic!("the server logs its address; it logged:\n{}", log.tail(50)))
         .expect("the log line has addr=");
     assert!(
         addr.starts_with("127.0.0.1:") || addr.starts_with("unix:"),
         "{addr}"
     );
-    (guard, addr)
+    (guard, addr, log)
 }
