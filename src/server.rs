@@ -118,9 +118,15 @@ async fn routes(
     max_message: usize,
 ) -> Result<(Routes, tonic_health::server::HealthReporter), ServerError> {
     let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_service_status(SERVICE_NAME, ServingStatus::Serving)
-        .await;
+    // A store that has not reached its database yet (PostgreSQL) is not serving from the
+    // first check on; `storage_health` says SERVING once it is.
+    if runtime.state() == RuntimeState::Ready {
+        health
+            .set_service_status(SERVICE_NAME, ServingStatus::Serving)
+            .await;
+    } else {
+        not_serving(&health).await;
+    }
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -176,19 +182,31 @@ fn settings(config: &ServerConfig, max_message: usize) -> connection::Settings {
 async fn storage_health(runtime: &Runtime, health: &tonic_health::server::HealthReporter) {
     let mut check = tokio::time::interval(STORAGE_CHECK);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut serving = true;
+    // What health says now, once set here (the first check sets it whatever it was, so a
+    // store that became ready between `routes` and here is reported SERVING).
+    let mut serving: Option<bool> = None;
     loop {
         check.tick().await;
         match (runtime.state(), serving) {
-            (RuntimeState::Unavailable, true) => {
-                tracing::error!("the event store failed: health NOT_SERVING, new work UNAVAILABLE");
+            (RuntimeState::Unavailable, Some(true) | None) => {
+                if serving.is_some() {
+                    tracing::error!(
+                        "the event store failed: health NOT_SERVING, new work UNAVAILABLE"
+                    );
+                } else {
+                    tracing::warn!(
+                        "the event store is not available: health NOT_SERVING until it is"
+                    );
+                }
                 not_serving(health).await;
-                serving = false;
+                serving = Some(false);
             }
-            (RuntimeState::Ready, false) => {
-                tracing::info!("the event store answers again: health SERVING");
+            (RuntimeState::Ready, Some(false) | None) => {
+                if serving.is_some() {
+                    tracing::info!("the event store answers again: health SERVING");
+                }
                 serving_again(health).await;
-                serving = true;
+                serving = Some(true);
             }
             _ => {}
         }

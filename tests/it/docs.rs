@@ -100,7 +100,11 @@ fn variables(block: &str) -> Vec<(String, String)> {
             let (key, rest) = part.split_once('=')?;
             let key = key.trim();
             let value = match key {
-                // A limiter's Redis: a URL, never connected to by `check-config`.
+                // The PostgreSQL store's or a limiter's Redis: a URL, never connected to by
+                // `check-config`.
+                "url_env" if rest.contains("POSTGRES") => {
+                    "postgres://postgres@127.0.0.1:5432/postgres".to_owned()
+                }
                 "url_env" => "redis://127.0.0.1:6379".to_owned(),
                 "env" => key_value.clone(),
                 _ if key.ends_with("_env") => key_value.clone(),
