@@ -298,10 +298,7 @@ impl PostgresStore {
     }
 
     /// What this replica knows of an execution it holds (and has not let go).
-    fn held(
-        &self,
-        id: ExecutionId,
-    ) -> Option<(u64, ExecutionState, Arc<crate::execution::Labels>)> {
+    fn held(&self, id: ExecutionId) -> Option<writer::Peek> {
         let shared = &self.shared;
         if shared.closed.load(Ordering::Acquire) || shared.capacity.is_due(id) {
             return None;
@@ -615,8 +612,8 @@ impl EventStore for PostgresStore {
     }
 
     fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
-        if let Some((_, state, _)) = self.held(id) {
-            return Box::pin(std::future::ready(Ok(state)));
+        if let Some(held) = self.held(id) {
+            return Box::pin(std::future::ready(Ok(held.state)));
         }
         let shared = self.shared.clone();
         self.on_store(async move {
@@ -628,8 +625,11 @@ impl EventStore for PostgresStore {
     }
 
     fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
-        if let Some((last, state, labels)) = self.held(id) {
-            let follower = watch::follower(&self.shared, id, &labels, last, state);
+        if let Some(held) = self.held(id) {
+            let follower = watch::follower(&self.shared, id, &held.labels, held.last, held.state);
+            if let Some(first) = &held.first {
+                self.shared.watched.first(id, first);
+            }
             return Box::pin(std::future::ready(Ok(follower)));
         }
         let shared = self.shared.clone();

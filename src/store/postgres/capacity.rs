@@ -322,9 +322,14 @@ pub(super) async fn create(
         };
         if inserted {
             shared.capacity.change(1, bytes + input);
-            shared
-                .owned
-                .hold(new.id, lifecycle, 1, input, new.labels.clone());
+            shared.owned.hold(
+                new.id,
+                lifecycle,
+                1,
+                input,
+                new.labels.clone(),
+                Some(first.clone()),
+            );
             return Ok(Created::New(view));
         }
         let Some(idempotency) = &new.idempotency else {

@@ -132,6 +132,21 @@ impl Registry {
         watch.signal.publish();
     }
 
+    /// `id`'s first event, known here (this replica created it): at the tail's front, so its
+    /// followers here read it without the database.
+    pub(super) fn first(&self, id: ExecutionId, first: &Event) {
+        let Some(watch) = self.get(id) else {
+            return;
+        };
+        let mut tail = watch.tail();
+        if tail
+            .front()
+            .is_none_or(|e| e.sequence == first.sequence + 1)
+        {
+            tail.push_front(first.clone());
+        }
+    }
+
     /// `id` left the store: its followers hear that no change will come.
     pub(super) fn close(&self, id: ExecutionId) {
         if let Some(watch) = self.lock().remove(&id).and_then(|w| w.upgrade()) {
@@ -261,13 +276,19 @@ async fn listen_once(shared: &Shared) -> Result<(), PgError> {
     }
 }
 
-/// One notification: `ID LAST STATE` and, when the append kept usage facts, ` u`; or a
-/// cancel (`c ...`, `cancel.rs`).
+/// One notification: a cancel (`c ...`, `cancel.rs`), or appends: `ID LAST STATE` and, when
+/// the append kept usage facts, ` u`, for each execution of a statement, `,` between them.
 fn heard(shared: &Shared, payload: &str) {
     if let Some(cancel) = payload.strip_prefix("c ") {
         super::cancel::heard(shared, cancel);
         return;
     }
+    for appended in payload.split(',') {
+        heard_append(shared, appended);
+    }
+}
+
+fn heard_append(shared: &Shared, payload: &str) {
     let mut words = payload.split(' ');
     let (Some(id), Some(last), Some(state)) = (words.next(), words.next(), words.next()) else {
         return;

@@ -76,6 +76,9 @@ struct Held {
     stored: (u64, ExecutionState),
     input: i64,
     labels: Arc<Labels>,
+    /// `execution.accepted`, when this replica created the execution: its followers here
+    /// read it without the database.
+    first: Option<Event>,
 }
 
 impl Owned {
@@ -91,6 +94,7 @@ impl Owned {
         last: u64,
         input: i64,
         labels: Arc<Labels>,
+        first: Option<Event>,
     ) {
         let stored = (last, lifecycle.state().unwrap_or(ExecutionState::Accepted));
         self.lock().insert(
@@ -101,6 +105,7 @@ impl Owned {
                 stored,
                 input,
                 labels,
+                first,
             },
         );
     }
@@ -118,12 +123,17 @@ impl Owned {
         self.lock().contains_key(&id)
     }
 
-    /// The last sequence, state and labels of an execution this replica holds: what a
-    /// follower or a driver asks first, known without the database.
-    pub(super) fn peek(&self, id: ExecutionId) -> Option<(u64, ExecutionState, Arc<Labels>)> {
+    /// What a follower or a driver asks first of an execution this replica holds, known
+    /// without the database.
+    pub(super) fn peek(&self, id: ExecutionId) -> Option<Peek> {
         let owned = self.lock();
         let held = owned.get(&id)?;
-        Some((held.stored.0, held.stored.1, held.labels.clone()))
+        Some(Peek {
+            last: held.stored.0,
+            state: held.stored.1,
+            labels: held.labels.clone(),
+            first: held.first.clone(),
+        })
     }
 
     /// The database has `id`'s events up to `last`, which left it in `state`.
@@ -134,6 +144,14 @@ impl Owned {
             held.stored = (last, state);
         }
     }
+}
+
+/// An execution this replica holds, as its readers may see it.
+pub(super) struct Peek {
+    pub(super) last: u64,
+    pub(super) state: ExecutionState,
+    pub(super) labels: Arc<Labels>,
+    pub(super) first: Option<Event>,
 }
 
 /// One append on its way to the writer.
@@ -291,9 +309,14 @@ async fn hold(shared: &Shared, id: ExecutionId) -> Result<(), Unheld> {
     if !shared.replica.owns(row.owner, row.owner_epoch) {
         return Err(Unheld::Refused(not_owner(id)));
     }
-    shared
-        .owned
-        .hold(id, row.lifecycle, row.last, row.input, row.labels.clone());
+    shared.owned.hold(
+        id,
+        row.lifecycle,
+        row.last,
+        row.input,
+        row.labels.clone(),
+        None,
+    );
     Ok(())
 }
 
@@ -466,11 +489,11 @@ WITH lease AS (
         committed = u.committed, stopping = u.stopping, bytes = x.bytes + u.bytes,
         ended_at = COALESCE(u.ended_at, x.ended_at)
     FROM unnest($3::uuid[], $4::int8[], $5::int8[], $6::int2[], $7::bool[], $8::bool[],
-                $9::int8[], $10::int8[])
-        AS u(id, expected, last, state, committed, stopping, bytes, ended_at)
+                $9::int8[], $10::int8[], $18::bool[])
+        AS u(id, expected, last, state, committed, stopping, bytes, ended_at, usage)
     WHERE x.id = u.id AND x.last_sequence = u.expected AND x.owner = $1
         AND x.owner_epoch = $2 AND x.gone_at IS NULL AND EXISTS (SELECT 1 FROM lease)
-    RETURNING x.id, x.last_sequence, x.state
+    RETURNING x.id, x.last_sequence, x.state, u.usage
 ), ins AS (
     INSERT INTO {s}.events (execution_id, sequence, time, state, payload, usage_position)
     SELECT e.id, e.sequence, e.time, e.state, e.payload,
@@ -478,13 +501,16 @@ WITH lease AS (
              ELSE (pg_current_xact_id()::text::int8 << 20) | e.ord END
     FROM unnest($11::uuid[], $12::int8[], $13::int8[], $14::int2[], $15::bytea[], $16::int8[])
         AS e(id, sequence, time, state, payload, ord)
-    WHERE e.id IN (SELECT id FROM upd)
+    JOIN upd ON upd.id = e.id
     RETURNING execution_id, sequence, usage_position
 ), note AS (
-    SELECT count(pg_notify($17, id::text || ' ' || last_sequence || ' ' || state
-        || CASE WHEN EXISTS (SELECT 1 FROM ins WHERE ins.execution_id = upd.id
-                             AND ins.usage_position IS NOT NULL) THEN ' u' ELSE '' END))
-    FROM upd
+    -- One notification per hundred executions (a payload holds 8000 bytes).
+    SELECT count(pg_notify($17, lines)) FROM (
+        SELECT string_agg(id::text || ' ' || last_sequence || ' ' || state
+                          || CASE WHEN usage THEN ' u' ELSE '' END, ',') AS lines
+        FROM (SELECT *, row_number() OVER () / 100 AS chunk FROM upd) numbered
+        GROUP BY chunk
+    ) chunks
 )
 SELECT id, 0::int8, NULL::int8 FROM upd, note
 UNION ALL
@@ -502,6 +528,8 @@ struct Columns {
     stopping: Vec<bool>,
     bytes: Vec<i64>,
     ended_at: Vec<Option<i64>>,
+    /// Whether the execution's part keeps usage facts (its notification says so).
+    usage: Vec<bool>,
     event_ids: Vec<uuid::Uuid>,
     sequence: Vec<i64>,
     time: Vec<i64>,
@@ -527,6 +555,11 @@ fn columns(parts: &[Part]) -> Columns {
         c.bytes.push(part.bytes);
         c.ended_at
             .push(state.is_terminal().then_some(part.request.now));
+        c.usage.push(
+            part.events
+                .iter()
+                .any(|e| matches!(e.payload, EventPayload::Usage(_))),
+        );
         for event in &part.events {
             c.event_ids.push(id);
             c.sequence.push(event.sequence.cast_signed());
@@ -570,6 +603,7 @@ async fn statement(shared: &Shared, parts: &[Part]) -> Result<Stored, PgError> {
                     &c.payload,
                     &c.ord,
                     &shared.sql.channel,
+                    &c.usage,
                 ],
             )
             .await
