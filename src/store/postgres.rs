@@ -18,9 +18,12 @@
 
 mod cancel;
 mod capacity;
+mod owned;
 mod replica;
 mod rows;
 mod schema;
+mod spi;
+mod start;
 mod usage;
 mod watch;
 mod writer;
@@ -28,20 +31,19 @@ mod writer;
 #[cfg(test)]
 pub(crate) mod tests;
 
+use start::{FirstStart, pool, store_runtime};
+
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use deadpool_postgres::{Object, Pool};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::{
-    CancelRequests, ChangeSignal, Changes, Created, EventStore, Fetch, Follower, NewExecution,
-    StoreError, StoreFuture, StoreLimits, StoreStats, Unavailable, UsageEntry,
-};
-use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
+use super::{ChangeSignal, StoreError, StoreFuture, StoreLimits, Unavailable};
+use crate::execution::{Event, Execution, ExecutionId};
 
 /// How to reach the database and how the store behaves on it.
 #[derive(Debug, Clone)]
@@ -173,7 +175,7 @@ pub(super) struct Shared {
     clock: Clock,
     replica: replica::Replica,
     watched: watch::Registry,
-    owned: writer::Owned,
+    owned: owned::Owned,
     capacity: capacity::Capacity,
     cancels: cancel::Cancels,
     /// The usage order's epoch, kept in the schema (read at start).
@@ -273,7 +275,7 @@ impl PostgresStore {
             clock: Clock::new(),
             replica: replica::Replica::new(options.lease),
             watched: watch::Registry::default(),
-            owned: writer::Owned::default(),
+            owned: owned::Owned::default(),
             capacity: capacity::Capacity::default(),
             cancels: cancel::Cancels::default(),
             usage_epoch: AtomicU64::new(0),
@@ -289,7 +291,9 @@ impl PostgresStore {
             options,
         });
         let (first, answer) = oneshot::channel();
-        shared.handle.spawn(start(shared.clone(), requests, first));
+        shared
+            .handle
+            .spawn(start::start(shared.clone(), requests, first));
         let store = Arc::new(Self {
             shared,
             _stop: stop.drop_guard(),
@@ -298,7 +302,7 @@ impl PostgresStore {
     }
 
     /// What this replica knows of an execution it holds (and has not let go).
-    fn held(&self, id: ExecutionId) -> Option<writer::Peek> {
+    fn held(&self, id: ExecutionId) -> Option<owned::Peek> {
         let shared = &self.shared;
         if shared.closed.load(Ordering::Acquire) || shared.capacity.is_due(id) {
             return None;
@@ -313,72 +317,6 @@ impl PostgresStore {
     ) -> StoreFuture<'static, T> {
         on_store(&self.shared, work)
     }
-}
-
-/// How the first attempt to start went: the reason it failed, in full.
-type FirstStart = Result<(), String>;
-
-/// Starts the store: tries until the database answers (saying how the first attempt went),
-/// then starts its tasks.
-async fn start(
-    shared: Arc<Shared>,
-    requests: mpsc::UnboundedReceiver<writer::Request>,
-    first: oneshot::Sender<FirstStart>,
-) {
-    let mut first = Some(first);
-    let mut failures = 0u32;
-    loop {
-        match begin(&shared).await {
-            Ok(()) => break,
-            Err(error) => {
-                failures += 1;
-                tracing::warn!(%error, "the PostgreSQL store cannot start yet; trying again");
-                if let Some(first) = first.take() {
-                    let _ = first.send(Err(error.to_string()));
-                }
-                tokio::time::sleep(Duration::from_millis(100 << failures.min(6))).await;
-            }
-        }
-    }
-    tracing::info!(
-        schema = %shared.options.schema,
-        replica = %shared.replica.id().0,
-        version = schema::VERSION,
-        "the PostgreSQL store is ready"
-    );
-    shared.ready.store(true, Ordering::Release);
-    let listening = shared.listening.notified();
-    let tasks: [std::pin::Pin<Box<dyn Future<Output = ()> + Send>>; 4] = [
-        Box::pin(writer::run(shared.clone(), requests)),
-        Box::pin(watch::listen(shared.clone())),
-        Box::pin(watch::poll(shared.clone())),
-        Box::pin(replica::keep(shared.clone())),
-    ];
-    for task in tasks {
-        let stop = shared.stop.clone();
-        shared.handle.spawn(async move {
-            tokio::select! {
-                () = stop.cancelled() => {}
-                () = task => {}
-            }
-        });
-    }
-    // A store that answers `connect` hears the other replicas' appends from then on.
-    let _ = tokio::time::timeout(shared.options.connect_timeout, listening).await;
-    if let Some(first) = first.take() {
-        let _ = first.send(Ok(()));
-    }
-}
-
-/// One attempt to start: the schema, this replica's registration, the counts.
-async fn begin(shared: &Shared) -> Result<(), PgError> {
-    let epoch = {
-        let mut client = shared.client().await?;
-        schema::migrate(&mut client, &shared.options.schema).await?
-    };
-    shared.usage_epoch.store(epoch, Ordering::Release);
-    shared.replica.register(shared).await?;
-    shared.capacity.refresh(shared).await
 }
 
 /// Runs `work` on the store's runtime; its answer is awaited wherever the caller is.
@@ -406,65 +344,6 @@ pub(super) fn on_store<T: Send + 'static>(
     })
 }
 
-/// A runtime of one thread for the store's work, stopped by `stop`.
-fn store_runtime(stop: CancellationToken) -> std::io::Result<tokio::runtime::Handle> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let handle = runtime.handle().clone();
-    std::thread::Builder::new()
-        .name("postgres-store".into())
-        .spawn(move || runtime.block_on(stop.cancelled()))?;
-    Ok(handle)
-}
-
-/// The pool: at most `pool_size` connections, each with the statement timeout set, checked
-/// only for being open when reused (a query would arm a timer on every checkout).
-fn pool(options: &PgOptions) -> Result<Pool, PgError> {
-    let mut connect = options.connect.clone();
-    connect.connect_timeout(options.connect_timeout);
-    connect.keepalives(true);
-    connect.keepalives_idle(Duration::from_secs(10));
-    connect.options(format!(
-        "-c statement_timeout={} -c lock_timeout={}",
-        options.statement_timeout.as_millis(),
-        options.statement_timeout.as_millis()
-    ));
-    if connect.get_application_name().is_none() {
-        connect.application_name("model-runtime");
-    }
-    let manager = Manager::from_config(
-        connect,
-        tls()?,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    Pool::builder(manager)
-        .max_size(options.pool_size.max(2))
-        .wait_timeout(Some(options.acquire_timeout))
-        .runtime(deadpool_postgres::Runtime::Tokio1)
-        .build()
-        .map_err(|e| PgError::Pool(e.to_string()))
-}
-
-/// TLS as the connection string's `sslmode` asks (`prefer`, the default, tries it first):
-/// rustls with the platform's roots.
-pub(super) fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, PgError> {
-    let provider = rustls::crypto::CryptoProvider::get_default()
-        .cloned()
-        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-    let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
-        .map_err(|e| PgError::Pool(format!("setting up TLS: {e}")))?;
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| PgError::Pool(format!("setting up TLS: {e}")))?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
-    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
-}
-
 impl Shared {
     /// A connection from the pool; whether the database answers is noted for `failed`.
     pub(super) async fn client(&self) -> Result<Object, PgError> {
@@ -485,7 +364,7 @@ impl Shared {
 
     /// The execution's row: its lifecycle and owner, `None` when it is not (or no longer)
     /// in the store.
-    pub(super) async fn row(&self, id: ExecutionId) -> Result<Option<writer::Row>, PgError> {
+    pub(super) async fn row(&self, id: ExecutionId) -> Result<Option<owned::Row>, PgError> {
         let client = self.client().await?;
         let statement = client
             .prepare_cached(&self.sql.at(
@@ -500,7 +379,7 @@ impl Shared {
                 .await
                 .map_err(Into::into),
         )?;
-        row.map(|row| writer::Row::of(&row)).transpose()
+        row.map(|row| owned::Row::of(&row)).transpose()
     }
 
     /// Every event of `id` after `after`, at most `limit`, with the usage facts' labels.
@@ -559,157 +438,4 @@ impl Shared {
 
 pub(super) fn uuid(id: ExecutionId) -> uuid::Uuid {
     uuid::Uuid::from_bytes(id.to_bytes())
-}
-
-impl EventStore for PostgresStore {
-    fn kind(&self) -> &'static str {
-        "postgres"
-    }
-
-    fn durable(&self) -> bool {
-        true
-    }
-
-    fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
-        let shared = self.shared.clone();
-        let now = shared.clock.now();
-        shared.capacity.due(&shared, now);
-        self.on_store(async move { capacity::create(&shared, new, now).await })
-    }
-
-    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
-        let shared = self.shared.clone();
-        let now = shared.clock.now();
-        self.on_store(async move {
-            let mut events = writer::append(&shared, id, vec![payload], now).await?;
-            events.pop().ok_or(StoreError::NotFound(id))
-        })
-    }
-
-    fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
-        let shared = self.shared.clone();
-        let now = shared.clock.now();
-        self.on_store(async move {
-            if payloads.is_empty() {
-                capacity::flush_for(&shared, id).await?;
-                let row = shared.row(id).await.map_err(PgError::into_store)?;
-                return row.map(|r| r.last).ok_or(StoreError::NotFound(id));
-            }
-            let events = writer::append(&shared, id, payloads, now).await?;
-            events
-                .last()
-                .map(|e| e.sequence)
-                .ok_or(StoreError::NotFound(id))
-        })
-    }
-
-    fn get(&self, id: ExecutionId) -> StoreFuture<'_, Execution> {
-        let shared = self.shared.clone();
-        self.on_store(async move {
-            capacity::flush_for(&shared, id).await?;
-            shared.view(id).await
-        })
-    }
-
-    fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
-        if let Some(held) = self.held(id) {
-            return Box::pin(std::future::ready(Ok(held.state)));
-        }
-        let shared = self.shared.clone();
-        self.on_store(async move {
-            capacity::flush_for(&shared, id).await?;
-            let row = shared.row(id).await.map_err(PgError::into_store)?;
-            row.map(|r| r.lifecycle_state)
-                .ok_or(StoreError::NotFound(id))
-        })
-    }
-
-    fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
-        if let Some(held) = self.held(id) {
-            let follower = watch::follower(&self.shared, id, &held.labels, held.last, held.state);
-            if let Some(first) = &held.first {
-                self.shared.watched.first(id, first);
-            }
-            return Box::pin(std::future::ready(Ok(follower)));
-        }
-        let shared = self.shared.clone();
-        self.on_store(async move {
-            capacity::flush_for(&shared, id).await?;
-            let row = shared
-                .row(id)
-                .await
-                .map_err(PgError::into_store)?
-                .ok_or(StoreError::NotFound(id))?;
-            Ok(watch::follower(
-                &shared,
-                id,
-                &row.labels,
-                row.last,
-                row.lifecycle_state,
-            ))
-        })
-    }
-
-    fn usage_epoch(&self) -> u64 {
-        self.shared.usage_epoch.load(Ordering::Acquire)
-    }
-
-    fn read_usage(
-        &self,
-        after: u64,
-        limit: usize,
-        _into: &mut Vec<UsageEntry>,
-    ) -> Fetch<UsageEntry> {
-        let shared = self.shared.clone();
-        Some(self.on_store(async move { usage::read(&shared, after, limit).await }))
-    }
-
-    fn usage_changes(&self) -> Changes {
-        self.shared.usage.subscribe()
-    }
-
-    fn expire(&self) -> usize {
-        let now = self.shared.clock.now();
-        self.shared.capacity.due(&self.shared, now) + self.shared.capacity.swept()
-    }
-
-    fn stats(&self) -> StoreStats {
-        self.shared.capacity.stats(self.shared.limits)
-    }
-
-    fn cancel_elsewhere(&self, id: ExecutionId, reason: Option<String>) -> StoreFuture<'_, bool> {
-        let shared = self.shared.clone();
-        self.on_store(async move { cancel::elsewhere(&shared, id, reason).await })
-    }
-
-    fn cancel_requests(&self) -> Option<CancelRequests> {
-        self.shared.cancels.take()
-    }
-
-    fn failed(&self) -> bool {
-        self.shared.closed.load(Ordering::Acquire)
-            || !self.shared.ready.load(Ordering::Acquire)
-            || !self.shared.reachable.load(Ordering::Acquire)
-            || !self.shared.replica.current()
-    }
-
-    /// Gives the lease back (so a survivor takes at once whatever a drain left unfinished),
-    /// waiting for that at most [`RELEASE`], and stops the store's thread.
-    fn close(&self) {
-        if self.shared.closed.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        if self.shared.ready.load(Ordering::Acquire) {
-            let (done, released) = std::sync::mpsc::channel();
-            let shared = self.shared.clone();
-            self.shared.handle.spawn(async move {
-                if let Err(error) = replica::release(&shared).await {
-                    tracing::warn!(%error, "giving the lease back failed; it lapses on its own");
-                }
-                let _ = done.send(());
-            });
-            let _ = released.recv_timeout(RELEASE);
-        }
-        self.shared.stop.cancel();
-    }
 }

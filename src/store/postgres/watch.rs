@@ -243,7 +243,7 @@ async fn listen_once(shared: &Shared) -> Result<(), PgError> {
     config.connect_timeout(shared.options.connect_timeout);
     config.keepalives(true);
     config.keepalives_idle(Duration::from_secs(10));
-    let (client, mut connection) = config.connect(super::tls()?).await?;
+    let (client, mut connection) = config.connect(super::start::tls()?).await?;
     let (tx, mut notes) = mpsc::unbounded_channel();
     let pump = shared.handle.spawn(async move {
         while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {

@@ -9,18 +9,17 @@
 //! another replica, or (after a lost answer) already written.
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
+use super::owned::Held;
 use super::rows::{self, EVENT_OVERHEAD};
 use super::{PgError, Shared, uuid};
-use crate::execution::{
-    Event, EventPayload, ExecutionId, ExecutionState, IdMap, Labels, Lifecycle,
-};
+use crate::execution::{Event, EventPayload, ExecutionId, ExecutionState, IdMap, Lifecycle};
 use crate::store::{StoreError, Unavailable};
 
 /// Appends written together at most.
@@ -28,131 +27,6 @@ const MAX_BATCH: usize = 256;
 
 /// Statements the writer has in flight at most.
 const IN_FLIGHT: usize = 4;
-
-/// An execution's row, as an append or a reader needs it.
-#[derive(Debug, Clone)]
-pub(in crate::store) struct Row {
-    pub(super) owner: uuid::Uuid,
-    pub(super) owner_epoch: i64,
-    pub(super) lifecycle: Lifecycle,
-    pub(super) lifecycle_state: ExecutionState,
-    pub(super) last: u64,
-    pub(super) labels: Arc<Labels>,
-    pub(super) key: Option<String>,
-    /// The input's bytes, counted while it runs.
-    pub(super) input: i64,
-}
-
-impl Row {
-    /// From `owner, owner_epoch, state, committed, stopping, last_sequence, labels,
-    /// idempotency_key, input_bytes`.
-    pub(super) fn of(row: &tokio_postgres::Row) -> Result<Self, PgError> {
-        let state = rows::state_of(row.try_get(2)?)?;
-        let last: i64 = row.try_get(5)?;
-        let labels: &str = row.try_get(6)?;
-        Ok(Self {
-            owner: row.try_get(0)?,
-            owner_epoch: row.try_get(1)?,
-            lifecycle: Lifecycle::from_parts(state, row.try_get(3)?, row.try_get(4)?),
-            lifecycle_state: state,
-            last: last.cast_unsigned(),
-            labels: rows::labels_of(labels)?,
-            key: row.try_get(7)?,
-            input: row.try_get(8)?,
-        })
-    }
-}
-
-/// What this replica knows of the executions it owns and appends to.
-#[derive(Debug, Default)]
-pub(in crate::store) struct Owned(Mutex<IdMap<Held>>);
-
-#[derive(Debug, Clone)]
-struct Held {
-    /// After the appends the writer has taken, stored or still in flight.
-    lifecycle: Lifecycle,
-    last: u64,
-    /// The last sequence and state the database has: what readers may be told.
-    stored: (u64, ExecutionState),
-    input: i64,
-    labels: Arc<Labels>,
-    /// `execution.accepted`, when this replica created the execution: its followers here
-    /// read it without the database.
-    first: Option<Event>,
-}
-
-impl Owned {
-    fn lock(&self) -> MutexGuard<'_, IdMap<Held>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Holds a new execution this replica created.
-    pub(super) fn hold(
-        &self,
-        id: ExecutionId,
-        lifecycle: Lifecycle,
-        last: u64,
-        input: i64,
-        labels: Arc<Labels>,
-        first: Option<Event>,
-    ) {
-        let stored = (last, lifecycle.state().unwrap_or(ExecutionState::Accepted));
-        self.lock().insert(
-            id,
-            Held {
-                lifecycle,
-                last,
-                stored,
-                input,
-                labels,
-                first,
-            },
-        );
-    }
-
-    pub(super) fn forget(&self, id: ExecutionId) {
-        self.lock().remove(&id);
-    }
-
-    /// Forgets every execution (ownership was lost with the lease).
-    pub(super) fn clear(&self) {
-        self.lock().clear();
-    }
-
-    fn held(&self, id: ExecutionId) -> bool {
-        self.lock().contains_key(&id)
-    }
-
-    /// What a follower or a driver asks first of an execution this replica holds, known
-    /// without the database.
-    pub(super) fn peek(&self, id: ExecutionId) -> Option<Peek> {
-        let owned = self.lock();
-        let held = owned.get(&id)?;
-        Some(Peek {
-            last: held.stored.0,
-            state: held.stored.1,
-            labels: held.labels.clone(),
-            first: held.first.clone(),
-        })
-    }
-
-    /// The database has `id`'s events up to `last`, which left it in `state`.
-    fn stored(&self, id: ExecutionId, last: u64, state: ExecutionState) {
-        if let Some(held) = self.lock().get_mut(&id)
-            && held.stored.0 < last
-        {
-            held.stored = (last, state);
-        }
-    }
-}
-
-/// An execution this replica holds, as its readers may see it.
-pub(super) struct Peek {
-    pub(super) last: u64,
-    pub(super) state: ExecutionState,
-    pub(super) labels: Arc<Labels>,
-    pub(super) first: Option<Event>,
-}
 
 /// One append on its way to the writer.
 pub(super) struct Request {

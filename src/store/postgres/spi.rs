@@ -1,0 +1,164 @@
+//! The EventStore SPI on the PostgreSQL store: each operation runs on the store's runtime
+//! (`on_store`), except what this replica knows of an execution it holds.
+
+use std::sync::atomic::Ordering;
+
+use super::{PgError, PostgresStore, RELEASE, cancel, capacity, replica, usage, watch, writer};
+use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
+use crate::store::{
+    CancelRequests, Changes, Created, EventStore, Fetch, Follower, NewExecution, StoreError,
+    StoreFuture, StoreStats, UsageEntry,
+};
+
+impl EventStore for PostgresStore {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn durable(&self) -> bool {
+        true
+    }
+
+    fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
+        let shared = self.shared.clone();
+        let now = shared.clock.now();
+        shared.capacity.due(&shared, now);
+        self.on_store(async move { capacity::create(&shared, new, now).await })
+    }
+
+    fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
+        let shared = self.shared.clone();
+        let now = shared.clock.now();
+        self.on_store(async move {
+            let mut events = writer::append(&shared, id, vec![payload], now).await?;
+            events.pop().ok_or(StoreError::NotFound(id))
+        })
+    }
+
+    fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
+        let shared = self.shared.clone();
+        let now = shared.clock.now();
+        self.on_store(async move {
+            if payloads.is_empty() {
+                capacity::flush_for(&shared, id).await?;
+                let row = shared.row(id).await.map_err(PgError::into_store)?;
+                return row.map(|r| r.last).ok_or(StoreError::NotFound(id));
+            }
+            let events = writer::append(&shared, id, payloads, now).await?;
+            events
+                .last()
+                .map(|e| e.sequence)
+                .ok_or(StoreError::NotFound(id))
+        })
+    }
+
+    fn get(&self, id: ExecutionId) -> StoreFuture<'_, Execution> {
+        let shared = self.shared.clone();
+        self.on_store(async move {
+            capacity::flush_for(&shared, id).await?;
+            shared.view(id).await
+        })
+    }
+
+    fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
+        if let Some(held) = self.held(id) {
+            return Box::pin(std::future::ready(Ok(held.state)));
+        }
+        let shared = self.shared.clone();
+        self.on_store(async move {
+            capacity::flush_for(&shared, id).await?;
+            let row = shared.row(id).await.map_err(PgError::into_store)?;
+            row.map(|r| r.lifecycle_state)
+                .ok_or(StoreError::NotFound(id))
+        })
+    }
+
+    fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
+        if let Some(held) = self.held(id) {
+            let follower = watch::follower(&self.shared, id, &held.labels, held.last, held.state);
+            if let Some(first) = &held.first {
+                self.shared.watched.first(id, first);
+            }
+            return Box::pin(std::future::ready(Ok(follower)));
+        }
+        let shared = self.shared.clone();
+        self.on_store(async move {
+            capacity::flush_for(&shared, id).await?;
+            let row = shared
+                .row(id)
+                .await
+                .map_err(PgError::into_store)?
+                .ok_or(StoreError::NotFound(id))?;
+            Ok(watch::follower(
+                &shared,
+                id,
+                &row.labels,
+                row.last,
+                row.lifecycle_state,
+            ))
+        })
+    }
+
+    fn usage_epoch(&self) -> u64 {
+        self.shared.usage_epoch.load(Ordering::Acquire)
+    }
+
+    fn read_usage(
+        &self,
+        after: u64,
+        limit: usize,
+        _into: &mut Vec<UsageEntry>,
+    ) -> Fetch<UsageEntry> {
+        let shared = self.shared.clone();
+        Some(self.on_store(async move { usage::read(&shared, after, limit).await }))
+    }
+
+    fn usage_changes(&self) -> Changes {
+        self.shared.usage.subscribe()
+    }
+
+    fn expire(&self) -> usize {
+        let now = self.shared.clock.now();
+        self.shared.capacity.due(&self.shared, now) + self.shared.capacity.swept()
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.shared.capacity.stats(self.shared.limits)
+    }
+
+    fn cancel_elsewhere(&self, id: ExecutionId, reason: Option<String>) -> StoreFuture<'_, bool> {
+        let shared = self.shared.clone();
+        self.on_store(async move { cancel::elsewhere(&shared, id, reason).await })
+    }
+
+    fn cancel_requests(&self) -> Option<CancelRequests> {
+        self.shared.cancels.take()
+    }
+
+    fn failed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+            || !self.shared.ready.load(Ordering::Acquire)
+            || !self.shared.reachable.load(Ordering::Acquire)
+            || !self.shared.replica.current()
+    }
+
+    /// Gives the lease back (so a survivor takes at once whatever a drain left unfinished),
+    /// waiting for that at most [`RELEASE`], and stops the store's thread.
+    fn close(&self) {
+        if self.shared.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if self.shared.ready.load(Ordering::Acquire) {
+            let (done, released) = std::sync::mpsc::channel();
+            let shared = self.shared.clone();
+            self.shared.handle.spawn(async move {
+                if let Err(error) = replica::release(&shared).await {
+                    tracing::warn!(%error, "giving the lease back failed; it lapses on its own");
+                }
+                let _ = done.send(());
+            });
+            let _ = released.recv_timeout(RELEASE);
+        }
+        self.shared.stop.cancel();
+    }
+}

@@ -1,0 +1,139 @@
+//! Starting the store: its own runtime (one thread), its pool, TLS, and the start itself,
+//! tried until the database answers: the schema, this replica's registration, the counts,
+//! then the store's tasks.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::{PgError, PgOptions, Shared, replica, schema, watch, writer};
+
+/// How the first attempt to start went: the reason it failed, in full.
+pub(super) type FirstStart = Result<(), String>;
+
+/// Starts the store: tries until the database answers (saying how the first attempt went),
+/// then starts its tasks.
+pub(super) async fn start(
+    shared: Arc<Shared>,
+    requests: mpsc::UnboundedReceiver<writer::Request>,
+    first: oneshot::Sender<FirstStart>,
+) {
+    let mut first = Some(first);
+    let mut failures = 0u32;
+    loop {
+        match begin(&shared).await {
+            Ok(()) => break,
+            Err(error) => {
+                failures += 1;
+                tracing::warn!(%error, "the PostgreSQL store cannot start yet; trying again");
+                if let Some(first) = first.take() {
+                    let _ = first.send(Err(error.to_string()));
+                }
+                tokio::time::sleep(Duration::from_millis(100 << failures.min(6))).await;
+            }
+        }
+    }
+    tracing::info!(
+        schema = %shared.options.schema,
+        replica = %shared.replica.id().0,
+        version = schema::VERSION,
+        "the PostgreSQL store is ready"
+    );
+    shared.ready.store(true, Ordering::Release);
+    let listening = shared.listening.notified();
+    let tasks: [std::pin::Pin<Box<dyn Future<Output = ()> + Send>>; 4] = [
+        Box::pin(writer::run(shared.clone(), requests)),
+        Box::pin(watch::listen(shared.clone())),
+        Box::pin(watch::poll(shared.clone())),
+        Box::pin(replica::keep(shared.clone())),
+    ];
+    for task in tasks {
+        let stop = shared.stop.clone();
+        shared.handle.spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = task => {}
+            }
+        });
+    }
+    // A store that answers `connect` hears the other replicas' appends from then on.
+    let _ = tokio::time::timeout(shared.options.connect_timeout, listening).await;
+    if let Some(first) = first.take() {
+        let _ = first.send(Ok(()));
+    }
+}
+
+/// One attempt to start: the schema, this replica's registration, the counts.
+async fn begin(shared: &Shared) -> Result<(), PgError> {
+    let epoch = {
+        let mut client = shared.client().await?;
+        schema::migrate(&mut client, &shared.options.schema).await?
+    };
+    shared.usage_epoch.store(epoch, Ordering::Release);
+    shared.replica.register(shared).await?;
+    shared.capacity.refresh(shared).await
+}
+
+/// A runtime of one thread for the store's work, stopped by `stop`.
+pub(super) fn store_runtime(stop: CancellationToken) -> std::io::Result<tokio::runtime::Handle> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let handle = runtime.handle().clone();
+    std::thread::Builder::new()
+        .name("postgres-store".into())
+        .spawn(move || runtime.block_on(stop.cancelled()))?;
+    Ok(handle)
+}
+
+/// The pool: at most `pool_size` connections, each with the statement timeout set, checked
+/// only for being open when reused (a query would arm a timer on every checkout).
+pub(super) fn pool(options: &PgOptions) -> Result<Pool, PgError> {
+    let mut connect = options.connect.clone();
+    connect.connect_timeout(options.connect_timeout);
+    connect.keepalives(true);
+    connect.keepalives_idle(Duration::from_secs(10));
+    connect.options(format!(
+        "-c statement_timeout={} -c lock_timeout={}",
+        options.statement_timeout.as_millis(),
+        options.statement_timeout.as_millis()
+    ));
+    if connect.get_application_name().is_none() {
+        connect.application_name("model-runtime");
+    }
+    let manager = Manager::from_config(
+        connect,
+        tls()?,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(options.pool_size.max(2))
+        .wait_timeout(Some(options.acquire_timeout))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .build()
+        .map_err(|e| PgError::Pool(e.to_string()))
+}
+
+/// TLS as the connection string's `sslmode` asks (`prefer`, the default, tries it first):
+/// rustls with the platform's roots.
+pub(super) fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, PgError> {
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+    let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
+        .map_err(|e| PgError::Pool(format!("setting up TLS: {e}")))?;
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| PgError::Pool(format!("setting up TLS: {e}")))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
