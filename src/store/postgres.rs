@@ -102,6 +102,19 @@ pub(super) enum PgError {
     Row(String),
 }
 
+/// Whether a database error's SQLSTATE says the server cannot answer now rather than that
+/// the statement is wrong: a connection lost or refused (class 08), the server shutting down
+/// or starting (57P01-57P03), out of resources (53), a statement or lock timeout (57014,
+/// 55P03), a serialization failure or deadlock (40001, 40P01).
+fn passing(code: &str) -> bool {
+    code.starts_with("08")
+        || code.starts_with("53")
+        || matches!(
+            code,
+            "57P01" | "57P02" | "57P03" | "57014" | "55P03" | "40001" | "40P01"
+        )
+}
+
 /// What the database said (its code and message), or the client's error.
 fn said(error: &tokio_postgres::Error) -> String {
     match error.as_db_error() {
@@ -122,7 +135,10 @@ impl PgError {
     pub(super) fn transient(&self) -> bool {
         match self {
             Self::Pool(_) => true,
-            Self::Db(e) => e.is_closed() || e.as_db_error().is_none(),
+            Self::Db(e) => match e.as_db_error() {
+                None => true,
+                Some(db) => e.is_closed() || passing(db.code().code()),
+            },
             Self::Schema(_) | Self::Row(_) => false,
         }
     }

@@ -395,3 +395,17 @@ async fn read_all(store: &PostgresStore, after: u64) -> Vec<crate::store::UsageE
         Some(fetch) => fetch.await.unwrap(),
     }
 }
+
+/// A database that cannot answer now (shutting down, a timeout, a lost connection) is told
+/// as unavailable, to retry; a statement the database refuses is a fault.
+#[test]
+fn errors_that_pass_are_told_apart_from_faults() {
+    for code in [
+        "57P01", "57P03", "08006", "53300", "57014", "55P03", "40001", "40P01",
+    ] {
+        assert!(super::passing(code), "{code}");
+    }
+    for code in ["23505", "42P01", "22P02", "XX000"] {
+        assert!(!super::passing(code), "{code}");
+    }
+}
