@@ -186,7 +186,8 @@ const RELEASE: Duration = Duration::from_secs(2);
 pub(super) struct Shared {
     pool: Pool,
     options: PgOptions,
-    sql: Sql,
+    /// The schema's notification channel.
+    channel: String,
     limits: StoreLimits,
     clock: Clock,
     replica: replica::Replica,
@@ -210,26 +211,11 @@ pub(super) struct Shared {
     stop: CancellationToken,
 }
 
-/// The statements' text, with the schema's name in place.
-pub(super) struct Sql {
-    pub(super) schema: String,
-    pub(super) channel: String,
-}
-
-impl Sql {
-    fn new(schema: &str) -> Self {
-        let mut channel = format!("model_runtime_{schema}");
-        channel.truncate(63);
-        Self {
-            schema: schema::quote(schema),
-            channel,
-        }
-    }
-
-    /// `text` with `{s}` replaced by the schema.
-    pub(super) fn at(&self, text: &str) -> String {
-        text.replace("{s}", &self.schema)
-    }
+/// The schema's notification channel: appends and cancels are announced on it.
+fn channel(schema: &str) -> String {
+    let mut channel = format!("model_runtime_{schema}");
+    channel.truncate(63);
+    channel
 }
 
 /// The PostgreSQL event store.
@@ -283,7 +269,7 @@ impl PostgresStore {
         let (writer, requests) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             pool,
-            sql: Sql::new(&options.schema),
+            channel: channel(&options.schema),
             limits: StoreLimits {
                 max_executions: limits.max_executions.max(1),
                 ..limits
@@ -383,11 +369,11 @@ impl Shared {
     pub(super) async fn row(&self, id: ExecutionId) -> Result<Option<owned::Row>, PgError> {
         let client = self.client().await?;
         let statement = client
-            .prepare_cached(&self.sql.at(
+            .prepare_cached(
                 "SELECT owner, owner_epoch, state, committed, stopping, last_sequence, labels, \
-                 idempotency_key, input_bytes FROM {s}.executions \
+                 idempotency_key, input_bytes FROM executions \
                  WHERE id = $1 AND gone_at IS NULL",
-            ))
+            )
             .await?;
         let row = self.noted(
             client
@@ -408,10 +394,10 @@ impl Shared {
     ) -> Result<Vec<Event>, PgError> {
         let client = self.client().await?;
         let statement = client
-            .prepare_cached(&self.sql.at(
-                "SELECT sequence, time, state, payload, usage_position FROM {s}.events \
+            .prepare_cached(
+                "SELECT sequence, time, state, payload, usage_position FROM events \
                  WHERE execution_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
-            ))
+            )
             .await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let after = i64::try_from(after).unwrap_or(i64::MAX);

@@ -63,7 +63,7 @@ impl Cancels {
 
 const REQUEST: &str = "
 WITH upd AS (
-    UPDATE {s}.executions SET cancel_requested = true, cancel_reason = $2
+    UPDATE executions SET cancel_requested = true, cancel_reason = $2
     WHERE id = $1 AND ended_at IS NULL AND gone_at IS NULL
     RETURNING owner
 ), note AS (
@@ -90,10 +90,7 @@ pub(super) async fn elsewhere(
     let recorded = async {
         let client = shared.client().await?;
         let rows = client
-            .query(
-                &shared.sql.at(REQUEST),
-                &[&uuid(id), &reason, &shared.sql.channel],
-            )
+            .query(REQUEST, &[&uuid(id), &reason, &shared.channel])
             .await?;
         Ok::<_, PgError>(!rows.is_empty())
     }
@@ -118,14 +115,14 @@ pub(super) fn heard(shared: &Shared, rest: &str) {
     }
 }
 
-const PENDING: &str = "SELECT id, cancel_reason FROM {s}.executions \
+const PENDING: &str = "SELECT id, cancel_reason FROM executions \
      WHERE owner = $1 AND cancel_requested AND ended_at IS NULL AND gone_at IS NULL";
 
 /// The poll's share: requests for this replica that no notification brought.
 pub(super) async fn pending(shared: &Shared) -> Result<(), PgError> {
     let (me, _) = shared.replica.identity();
     let client = shared.client().await?;
-    let statement = client.prepare_cached(&shared.sql.at(PENDING)).await?;
+    let statement = client.prepare_cached(PENDING).await?;
     for row in client.query(&statement, &[&me]).await? {
         let id: uuid::Uuid = row.try_get(0)?;
         shared

@@ -109,7 +109,7 @@ impl Capacity {
     pub(super) async fn refresh(&self, shared: &Shared) -> Result<(), PgError> {
         let then = self.counts().local;
         let client = shared.client().await?;
-        let row = client.query_one(&shared.sql.at(COUNT), &[]).await?;
+        let row = client.query_one(COUNT, &[]).await?;
         let base = (row.try_get(0)?, row.try_get(1)?);
         let mut counts = self.counts();
         counts.base = base;
@@ -166,10 +166,7 @@ impl Capacity {
         let retention = i64::try_from(shared.limits.retention.as_micros()).unwrap_or(i64::MAX);
         let client = shared.client().await?;
         let gone = client
-            .query(
-                &shared.sql.at(SWEEP),
-                &[&now, &now.saturating_sub(retention)],
-            )
+            .query(SWEEP, &[&now, &now.saturating_sub(retention)])
             .await?;
         if !gone.is_empty() {
             self.swept.fetch_add(gone.len(), Ordering::AcqRel);
@@ -177,7 +174,7 @@ impl Capacity {
         }
         let linger = i64::try_from(LINGER.as_micros()).unwrap_or(i64::MAX);
         client
-            .execute(&shared.sql.at(PURGE), &[&now.saturating_sub(linger)])
+            .execute(PURGE, &[&now.saturating_sub(linger)])
             .await?;
         drop(client);
         self.refresh(shared).await
@@ -185,19 +182,19 @@ impl Capacity {
 }
 
 const COUNT: &str = "SELECT count(*), COALESCE(sum(bytes + CASE WHEN ended_at IS NULL \
-     THEN input_bytes ELSE 0 END), 0)::int8 FROM {s}.executions WHERE gone_at IS NULL";
+     THEN input_bytes ELSE 0 END), 0)::int8 FROM executions WHERE gone_at IS NULL";
 // Rows another transaction is letting go (or locking to) are skipped, not waited for: two
 // that let go of overlapping sets never wait on each other, in any order.
-const LET_GO: &str = "UPDATE {s}.executions SET gone_at = $2, idempotency_key = NULL \
-     WHERE id IN (SELECT id FROM {s}.executions WHERE id = ANY($1) AND gone_at IS NULL \
+const LET_GO: &str = "UPDATE executions SET gone_at = $2, idempotency_key = NULL \
+     WHERE id IN (SELECT id FROM executions WHERE id = ANY($1) AND gone_at IS NULL \
      FOR UPDATE SKIP LOCKED) RETURNING id, bytes";
-const SWEEP: &str = "UPDATE {s}.executions SET gone_at = $1, idempotency_key = NULL \
-     WHERE id IN (SELECT id FROM {s}.executions WHERE gone_at IS NULL \
+const SWEEP: &str = "UPDATE executions SET gone_at = $1, idempotency_key = NULL \
+     WHERE id IN (SELECT id FROM executions WHERE gone_at IS NULL \
      AND ended_at IS NOT NULL AND ended_at <= $2 LIMIT 1000 FOR UPDATE SKIP LOCKED) \
      RETURNING id, bytes";
-const PURGE: &str = "WITH old AS (SELECT id FROM {s}.executions WHERE gone_at < $1 LIMIT 1000), \
-     events AS (DELETE FROM {s}.events WHERE execution_id IN (SELECT id FROM old)) \
-     DELETE FROM {s}.executions WHERE id IN (SELECT id FROM old)";
+const PURGE: &str = "WITH old AS (SELECT id FROM executions WHERE gone_at < $1 LIMIT 1000), \
+     events AS (DELETE FROM events WHERE execution_id IN (SELECT id FROM old)) \
+     DELETE FROM executions WHERE id IN (SELECT id FROM old)";
 
 /// Executions that left (rows of `id, bytes`): counted out, their followers told.
 fn left(shared: &Shared, rows: &[tokio_postgres::Row]) -> Result<(), PgError> {
@@ -242,9 +239,7 @@ pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
     let ids: Vec<uuid::Uuid> = due.iter().map(|id| uuid(*id)).collect();
     let result = async {
         let client = shared.client().await?;
-        let rows = client
-            .query(&shared.sql.at(LET_GO), &[&ids, &shared.clock.now()])
-            .await?;
+        let rows = client.query(LET_GO, &[&ids, &shared.clock.now()]).await?;
         left(shared, &rows)
     }
     .await;
@@ -263,21 +258,21 @@ pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
 
 const CREATE: &str = "
 WITH lease AS (
-    SELECT 1 FROM {s}.replicas WHERE id = $5 AND epoch = $6 AND lease_until > now()
+    SELECT 1 FROM replicas WHERE id = $5 AND epoch = $6 AND lease_until > now()
 ), ins AS (
-    INSERT INTO {s}.executions (id, idempotency_key, fingerprint, labels, owner, owner_epoch,
+    INSERT INTO executions (id, idempotency_key, fingerprint, labels, owner, owner_epoch,
         state, committed, stopping, last_sequence, bytes, input_bytes)
     SELECT $1, $2, $3, $4, $5, $6, 0, false, false, 1, $7, $8 WHERE EXISTS (SELECT 1 FROM lease)
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id
 ), first AS (
-    INSERT INTO {s}.events (execution_id, sequence, time, state, payload)
+    INSERT INTO events (execution_id, sequence, time, state, payload)
     SELECT id, 1, $9, 0, $10 FROM ins
 )
 SELECT id FROM ins
 ";
 
-const KEYED: &str = "SELECT id, fingerprint FROM {s}.executions \
+const KEYED: &str = "SELECT id, fingerprint FROM executions \
      WHERE idempotency_key = $1 AND gone_at IS NULL";
 
 /// Stores a new execution, or finds the one its idempotency key names.
@@ -337,7 +332,7 @@ pub(super) async fn create(
         };
         let client = shared.client().await.map_err(PgError::into_store)?;
         let found = client
-            .query_opt(&shared.sql.at(KEYED), &[&idempotency.key])
+            .query_opt(KEYED, &[&idempotency.key])
             .await
             .map_err(|e| PgError::from(e).into_store())?;
         drop(client);
@@ -415,7 +410,7 @@ impl Insert<'_> {
         let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
             params.iter().map(|p| &**p as _).collect();
         let client = shared.client().await?;
-        let statement = client.prepare_cached(&shared.sql.at(CREATE)).await?;
+        let statement = client.prepare_cached(CREATE).await?;
         let rows = shared.noted(client.query(&statement, &refs).await.map_err(Into::into))?;
         Ok(!rows.is_empty())
     }
@@ -423,7 +418,7 @@ impl Insert<'_> {
 
 const CAPACITY_LOCK: &str =
     "SELECT pg_advisory_xact_lock(hashtext('model-runtime:capacity:' || $1))";
-const OLDEST: &str = "SELECT id, bytes FROM {s}.executions \
+const OLDEST: &str = "SELECT id, bytes FROM executions \
      WHERE gone_at IS NULL AND ended_at IS NOT NULL ORDER BY ended_at, id LIMIT 1000 \
      FOR UPDATE SKIP LOCKED";
 
@@ -435,7 +430,7 @@ async fn make_room(shared: &Shared, insert: &Insert<'_>, now: i64) -> Result<boo
         let mut client = shared.client().await?;
         let tx = client.transaction().await?;
         tx.execute(CAPACITY_LOCK, &[&shared.options.schema]).await?;
-        let counts = tx.query_one(&shared.sql.at(COUNT), &[]).await?;
+        let counts = tx.query_one(COUNT, &[]).await?;
         let (executions, bytes): (i64, i64) = (counts.try_get(0)?, counts.try_get(1)?);
         let max_bytes = i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX);
         let mut need_executions = executions + 1 - shared.limits.max_executions as i64;
@@ -452,7 +447,7 @@ async fn make_room(shared: &Shared, insert: &Insert<'_>, now: i64) -> Result<boo
                 spare(need_executions, spare_executions),
                 spare(need_bytes, spare_bytes),
             );
-            for row in tx.query(&shared.sql.at(OLDEST), &[]).await? {
+            for row in tx.query(OLDEST, &[]).await? {
                 if room.0 <= 0 && room.1 <= 0 {
                     break;
                 }
@@ -470,11 +465,11 @@ async fn make_room(shared: &Shared, insert: &Insert<'_>, now: i64) -> Result<boo
                 bytes: u64::try_from(bytes).unwrap_or(0),
             }));
         }
-        let gone = tx.query(&shared.sql.at(LET_GO), &[&chosen, &now]).await?;
+        let gone = tx.query(LET_GO, &[&chosen, &now]).await?;
         let params = insert.params(&me, &epoch);
         let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
             params.iter().map(|p| &**p as _).collect();
-        let inserted = !tx.query(&shared.sql.at(CREATE), &refs).await?.is_empty();
+        let inserted = !tx.query(CREATE, &refs).await?.is_empty();
         if !inserted {
             return Ok(Ok(false));
         }

@@ -46,7 +46,7 @@ struct Identity {
     until: Instant,
 }
 
-const REGISTER: &str = "INSERT INTO {s}.replicas (id, epoch, lease_until, host) \
+const REGISTER: &str = "INSERT INTO replicas (id, epoch, lease_until, host) \
      VALUES ($1, 1, now() + $2 * interval '1 millisecond', $3)";
 
 impl Replica {
@@ -104,7 +104,7 @@ async fn register(shared: &Shared) -> Result<Identity, PgError> {
     let sent = Instant::now();
     let host = std::env::var("HOSTNAME").unwrap_or_default();
     client
-        .execute(&shared.sql.at(REGISTER), &[&id, &millis(lease), &host])
+        .execute(REGISTER, &[&id, &millis(lease), &host])
         .await?;
     Ok(Identity {
         id,
@@ -117,7 +117,7 @@ fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
-const RENEW: &str = "UPDATE {s}.replicas SET lease_until = now() + $3 * interval '1 millisecond' \
+const RENEW: &str = "UPDATE replicas SET lease_until = now() + $3 * interval '1 millisecond' \
      WHERE id = $1 AND epoch = $2 AND lease_until > now()";
 
 /// The lease's task: renews it every third of the lease, registers again when it was lost,
@@ -157,7 +157,7 @@ async fn renew(shared: &Shared) -> Result<bool, PgError> {
     let sent = Instant::now();
     let renewed = client
         .execute(
-            &shared.sql.at(RENEW),
+            RENEW,
             &[&identity.id, &identity.epoch, &millis(shared.replica.lease)],
         )
         .await?;
@@ -197,10 +197,8 @@ pub(super) async fn release(shared: &Shared) -> Result<(), PgError> {
     let client = shared.client().await?;
     client
         .execute(
-            &shared.sql.at(
-                "UPDATE {s}.replicas SET lease_until = now() - interval '1 millisecond' \
+            "UPDATE replicas SET lease_until = now() - interval '1 millisecond' \
                  WHERE id = $1 AND epoch = $2",
-            ),
             &[&id, &epoch],
         )
         .await?;
@@ -208,11 +206,11 @@ pub(super) async fn release(shared: &Shared) -> Result<(), PgError> {
     Ok(())
 }
 
-const LAPSED: &str = "SELECT id FROM {s}.replicas WHERE lease_until < now() \
+const LAPSED: &str = "SELECT id FROM replicas WHERE lease_until < now() \
      ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED";
-const CLAIM: &str = "UPDATE {s}.executions SET owner = $2, owner_epoch = $3 \
+const CLAIM: &str = "UPDATE executions SET owner = $2, owner_epoch = $3 \
      WHERE owner = $1 AND ended_at IS NULL AND gone_at IS NULL RETURNING id";
-const FORGET: &str = "DELETE FROM {s}.replicas WHERE id = $1";
+const FORGET: &str = "DELETE FROM replicas WHERE id = $1";
 
 /// Takes over every lapsed replica's unfinished executions and ends them.
 async fn sweep(shared: &Shared) -> Result<(), PgError> {
@@ -220,14 +218,12 @@ async fn sweep(shared: &Shared) -> Result<(), PgError> {
         let (me, epoch) = shared.replica.identity();
         let mut client = shared.client().await?;
         let tx = client.transaction().await?;
-        let Some(lapsed) = tx.query_opt(&shared.sql.at(LAPSED), &[]).await? else {
+        let Some(lapsed) = tx.query_opt(LAPSED, &[]).await? else {
             return Ok(());
         };
         let dead: uuid::Uuid = lapsed.try_get(0)?;
-        let claimed = tx
-            .query(&shared.sql.at(CLAIM), &[&dead, &me, &epoch])
-            .await?;
-        tx.execute(&shared.sql.at(FORGET), &[&dead]).await?;
+        let claimed = tx.query(CLAIM, &[&dead, &me, &epoch]).await?;
+        tx.execute(FORGET, &[&dead]).await?;
         tx.commit().await?;
         drop(client);
         tracing::warn!(

@@ -98,10 +98,13 @@ pub(super) fn pool(options: &PgOptions) -> Result<Pool, PgError> {
     connect.connect_timeout(options.connect_timeout);
     connect.keepalives(true);
     connect.keepalives_idle(Duration::from_secs(10));
+    // The schema is every connection's search path: statements name tables alone, and are
+    // the same text (prepared once per connection) whatever the schema.
     connect.options(format!(
-        "-c statement_timeout={} -c lock_timeout={}",
+        "-c statement_timeout={} -c lock_timeout={} -c search_path={}",
         options.statement_timeout.as_millis(),
-        options.statement_timeout.as_millis()
+        options.statement_timeout.as_millis(),
+        schema::quote(&options.schema),
     ));
     if connect.get_application_name().is_none() {
         connect.application_name("model-runtime");

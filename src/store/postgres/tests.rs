@@ -229,7 +229,8 @@ async fn a_lapsed_replica_is_taken_over_and_fenced() {
     let client = a.shared.client().await.unwrap();
     client
         .execute(
-            &a.shared.sql.at(
+            &at(
+                &a,
                 "UPDATE {s}.replicas SET lease_until = now() - interval '1 second' WHERE id = $1",
             ),
             &[&lapsed],
@@ -342,9 +343,11 @@ async fn usage_is_read_in_order_when_transactions_commit_out_of_order() {
         .unwrap();
     let connection = tokio::spawn(connection);
     let open = client.transaction().await.unwrap();
-    let sql = &a.shared.sql;
     open.execute(
-        &sql.at("UPDATE {s}.executions SET last_sequence = 4 WHERE id = $1"),
+        &at(
+            &a,
+            "UPDATE {s}.executions SET last_sequence = 4 WHERE id = $1",
+        ),
         &[&super::uuid(early)],
     )
     .await
@@ -364,7 +367,8 @@ async fn usage_is_read_in_order_when_transactions_commit_out_of_order() {
     // The first transaction keeps its fact, below the later one's position, and commits.
     let fact = usage(1);
     open.execute(
-        &sql.at(
+        &at(
+            &a,
             "INSERT INTO {s}.events (execution_id, sequence, time, state, payload, usage_position) \
              VALUES ($1, 4, 0, 2, $2, (pg_current_xact_id()::text::int8 << 20) | 1)",
         ),
@@ -386,6 +390,11 @@ async fn usage_is_read_in_order_when_transactions_commit_out_of_order() {
         "in the order of the transactions' ids"
     );
     assert!(facts[0].fact.position < facts[1].fact.position);
+}
+
+/// `text` with `{s}` the store's schema: a statement for a connection of the test's own.
+fn at(store: &PostgresStore, text: &str) -> String {
+    text.replace("{s}", &super::schema::quote(&store.shared.options.schema))
 }
 
 async fn read_all(store: &PostgresStore, after: u64) -> Vec<crate::store::UsageEntry> {

@@ -23,7 +23,7 @@ use crate::execution::{EventPayload, ExecutionId};
 use crate::store::{StoreError, UsageEntry};
 
 const READ: &str = "SELECT e.execution_id, x.labels, e.sequence, e.time, e.state, e.payload, \
-     e.usage_position FROM {s}.events e JOIN {s}.executions x ON x.id = e.execution_id \
+     e.usage_position FROM events e JOIN executions x ON x.id = e.execution_id \
      WHERE e.usage_position > $1 AND x.gone_at IS NULL \
      AND e.usage_position < (pg_snapshot_xmin(pg_current_snapshot())::text::int8 << 20) \
      ORDER BY e.usage_position LIMIT $2";
@@ -68,7 +68,7 @@ async fn read_rows(shared: &Shared, after: u64, limit: usize) -> Result<Vec<Usag
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
-    let statement = client.prepare_cached(&shared.sql.at(READ)).await?;
+    let statement = client.prepare_cached(READ).await?;
     let after = i64::try_from(after).unwrap_or(i64::MAX);
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = shared.noted(

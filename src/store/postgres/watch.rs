@@ -260,7 +260,7 @@ async fn listen_once(shared: &Shared) -> Result<(), PgError> {
         Ok(())
     });
     client
-        .batch_execute(&format!("LISTEN {}", schema::quote(&shared.sql.channel)))
+        .batch_execute(&format!("LISTEN {}", schema::quote(&shared.channel)))
         .await?;
     // Listening now: what was announced before is read by everyone again.
     shared.listening.notify_waiters();
@@ -311,7 +311,7 @@ fn heard_append(shared: &Shared, payload: &str) {
     }
 }
 
-const POSITIONS: &str = "SELECT id, last_sequence, state FROM {s}.executions \
+const POSITIONS: &str = "SELECT id, last_sequence, state FROM executions \
      WHERE id = ANY($1) AND gone_at IS NULL";
 
 /// The poll's task: every `poll_interval`, the followed executions' positions, what
@@ -331,7 +331,7 @@ async fn poll_once(shared: &Shared) -> Result<(), PgError> {
     if !running.is_empty() {
         let ids: Vec<uuid::Uuid> = running.iter().map(|(id, _)| uuid(*id)).collect();
         let client = shared.client().await?;
-        let statement = client.prepare_cached(&shared.sql.at(POSITIONS)).await?;
+        let statement = client.prepare_cached(POSITIONS).await?;
         let rows = shared.noted(client.query(&statement, &[&ids]).await.map_err(Into::into))?;
         let mut found = std::collections::HashSet::with_capacity(rows.len());
         for row in rows {

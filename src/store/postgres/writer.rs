@@ -357,9 +357,9 @@ struct Stored {
 
 const WRITE: &str = "
 WITH lease AS (
-    SELECT 1 FROM {s}.replicas WHERE id = $1 AND epoch = $2 AND lease_until > now()
+    SELECT 1 FROM replicas WHERE id = $1 AND epoch = $2 AND lease_until > now()
 ), upd AS (
-    UPDATE {s}.executions x SET last_sequence = u.last, state = u.state,
+    UPDATE executions x SET last_sequence = u.last, state = u.state,
         committed = u.committed, stopping = u.stopping, bytes = x.bytes + u.bytes,
         ended_at = COALESCE(u.ended_at, x.ended_at)
     FROM unnest($3::uuid[], $4::int8[], $5::int8[], $6::int2[], $7::bool[], $8::bool[],
@@ -369,7 +369,7 @@ WITH lease AS (
         AND x.owner_epoch = $2 AND x.gone_at IS NULL AND EXISTS (SELECT 1 FROM lease)
     RETURNING x.id, x.last_sequence, x.state, u.usage
 ), ins AS (
-    INSERT INTO {s}.events (execution_id, sequence, time, state, payload, usage_position)
+    INSERT INTO events (execution_id, sequence, time, state, payload, usage_position)
     SELECT e.id, e.sequence, e.time, e.state, e.payload,
         CASE WHEN e.ord IS NULL THEN NULL
              ELSE (pg_current_xact_id()::text::int8 << 20) | e.ord END
@@ -454,7 +454,7 @@ async fn statement(shared: &Shared, parts: &[Part]) -> Result<Stored, PgError> {
     let c = columns(parts);
     let (me, epoch) = shared.replica.identity();
     let client = shared.client().await?;
-    let statement = client.prepare_cached(&shared.sql.at(WRITE)).await?;
+    let statement = client.prepare_cached(WRITE).await?;
     let rows = shared.noted(
         client
             .query(
@@ -476,7 +476,7 @@ async fn statement(shared: &Shared, parts: &[Part]) -> Result<Stored, PgError> {
                     &c.event_state,
                     &c.payload,
                     &c.ord,
-                    &shared.sql.channel,
+                    &shared.channel,
                     &c.usage,
                 ],
             )
