@@ -112,14 +112,18 @@ async fn finish(
     request: ExecuteRequest,
 ) -> (Execution, Vec<crate::execution::Event>) {
     let view = rt.submit(request).await.unwrap();
-    let events: Vec<_> = rt
-        .watch(view.id, 0)
+    let events = events_after(rt, view.id, 0).await;
+    (rt.get(view.id).await.unwrap(), events)
+}
+
+/// Every event of `id` after `after`, to its end.
+async fn events_after(rt: &Runtime, id: ExecutionId, after: u64) -> Vec<crate::execution::Event> {
+    rt.watch(id, after)
         .await
         .unwrap()
         .map(Result::unwrap)
         .collect()
-        .await;
-    (rt.get(view.id).await.unwrap(), events)
+        .await
 }
 
 fn types(events: &[crate::execution::Event]) -> Vec<&'static str> {

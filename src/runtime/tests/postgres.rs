@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
-
-use super::{config, finish, request, types};
+use super::{config, events_after, finish, request, types};
 use crate::Runtime;
 use crate::execution::{ErrorCode, ExecutionState, NextAction};
 use crate::store::conformance::limits;
@@ -55,20 +53,8 @@ async fn another_replica_watches_gets_and_cancels() {
         .submit(request("long", "one two three four"))
         .await
         .unwrap();
-    let on_b: Vec<_> = b
-        .watch(view.id, 1)
-        .await
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-        .await;
-    let on_a: Vec<_> = a
-        .watch(view.id, 0)
-        .await
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-        .await;
+    let on_b = events_after(&b, view.id, 1).await;
+    let on_a = events_after(&a, view.id, 0).await;
     assert_eq!(on_b, on_a[1..], "B reads what A appended, after the cursor");
     assert_eq!(b.get(view.id).await.unwrap(), a.get(view.id).await.unwrap());
 
