@@ -102,6 +102,12 @@ impl Owned {
         self.lock().contains_key(&id)
     }
 
+    /// Whether this replica appended (or is appending) `id`'s events up to `last`: its
+    /// followers here hear of them from the append itself, events and all.
+    pub(super) fn wrote(&self, id: ExecutionId, last: u64) -> bool {
+        self.lock().get(&id).is_some_and(|held| held.last >= last)
+    }
+
     /// What a follower or a driver asks first of an execution this replica holds, known
     /// without the database.
     pub(super) fn peek(&self, id: ExecutionId) -> Option<Peek> {

@@ -303,9 +303,12 @@ fn heard_append(shared: &Shared, payload: &str) {
     let Ok(state) = state_of(state) else {
         return;
     };
-    shared
-        .watched
-        .advance(ExecutionId::from_bytes(id.into_bytes()), last, state);
+    let id = ExecutionId::from_bytes(id.into_bytes());
+    // This replica's own append: woken by a notification that may come before the append's
+    // answer, its followers would read from the database what the answer brings them.
+    if !shared.owned.wrote(id, last) {
+        shared.watched.advance(id, last, state);
+    }
     if words.next() == Some("u") {
         shared.usage.publish();
     }
