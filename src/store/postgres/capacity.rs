@@ -177,9 +177,31 @@ impl Capacity {
             .execute(PURGE, &[&now.saturating_sub(linger)])
             .await?;
         drop(client);
-        self.refresh(shared).await
+        self.refresh(shared).await?;
+        self.analyze(shared).await
+    }
+
+    /// Analyzes the executions table when its rows (those that left and linger included)
+    /// have doubled since it last was, from [`ANALYZE_FROM`] rows on. The server keeps a
+    /// statement's plan until the table's statistics change, and autovacuum analyzes a new
+    /// table only a minute or more after it filled: an append planned while the table was
+    /// small would scan it whole, once per statement, as it grows.
+    async fn analyze(&self, shared: &Shared) -> Result<(), PgError> {
+        let client = shared.client().await?;
+        let row = client.query_one(ROWS, &[]).await?;
+        let (analyzed, rows): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        if rows >= ANALYZE_FROM && rows > analyzed.max(0).saturating_mul(2) {
+            client.batch_execute("ANALYZE executions").await?;
+        }
+        Ok(())
     }
 }
+
+/// The table's size from which [`Capacity::analyze`] keeps its statistics.
+const ANALYZE_FROM: i64 = 500;
+/// The executions table's rows when it was last analyzed, and now.
+const ROWS: &str = "SELECT c.reltuples::int8, s.n_live_tup FROM pg_class c \
+     JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.oid = 'executions'::regclass";
 
 const COUNT: &str = "SELECT count(*), COALESCE(sum(bytes + CASE WHEN ended_at IS NULL \
      THEN input_bytes ELSE 0 END), 0)::int8 FROM executions WHERE gone_at IS NULL";

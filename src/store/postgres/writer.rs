@@ -363,10 +363,19 @@ WITH lease AS (
         committed = u.committed, stopping = u.stopping, bytes = x.bytes + u.bytes,
         ended_at = COALESCE(u.ended_at, x.ended_at)
     FROM unnest($3::uuid[], $4::int8[], $5::int8[], $6::int2[], $7::bool[], $8::bool[],
-                $9::int8[], $10::int8[], $18::bool[])
-        AS u(id, expected, last, state, committed, stopping, bytes, ended_at, usage)
-    WHERE x.id = u.id AND x.last_sequence = u.expected AND x.owner = $1
-        AND x.owner_epoch = $2 AND x.gone_at IS NULL AND EXISTS (SELECT 1 FROM lease)
+                $9::int8[], $10::int8[], $18::bool[],
+                array_fill($1::uuid, ARRAY[cardinality($3::uuid[])]),
+                array_fill($2::int8, ARRAY[cardinality($3::uuid[])]))
+        AS u(id, expected, last, state, committed, stopping, bytes, ended_at, usage, owner,
+             epoch)
+    -- Each condition on the row compares it with `u`: a condition on the row alone (owner
+    -- = $1) is estimated from statistics a new table does not have, as matching almost no
+    -- row, and the planner would scan the whole table once per execution updated. A row
+    -- that left the store (gone_at) needs no condition: only ended executions leave, and
+    -- this replica appends only to those it holds unended (one a survivor ended is the
+    -- survivor's).
+    WHERE x.id = u.id AND x.last_sequence = u.expected AND x.owner = u.owner
+        AND x.owner_epoch = u.epoch AND EXISTS (SELECT 1 FROM lease)
     RETURNING x.id, x.last_sequence, x.state, u.usage
 ), ins AS (
     INSERT INTO events (execution_id, sequence, time, state, payload, usage_position)
