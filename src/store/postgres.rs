@@ -5,7 +5,8 @@
 //! database (`replica.rs`). Each append checks, in its own statement, that the execution is
 //! still this replica's and its lease current, so a replica that was paused or cut off past
 //! its lease appends nothing to what a survivor has ended (fencing). Appends of many
-//! executions go to the database together, as one statement and one commit (`writer.rs`).
+//! executions go to the database together, as one statement and one commit (`writer.rs`),
+//! and so do creates (`create.rs`).
 //! Followers on every replica wake from `LISTEN/NOTIFY`, and a poll bounds the delay when a
 //! notification is lost (`watch.rs`). The usage order is the order of the transactions that
 //! kept the facts, read only below the oldest transaction still running, so a cursor never
@@ -16,8 +17,10 @@
 //! runtime only awaits its answers. So a caller's timers (a test's paused clock) never race
 //! the store's I/O, and the store's timeouts are its own.
 
+mod batch;
 mod cancel;
 mod capacity;
+mod create;
 mod owned;
 mod replica;
 mod rows;
@@ -200,6 +203,7 @@ pub(super) struct Shared {
     usage: Arc<ChangeSignal>,
     kept: usage::Kept,
     writer: mpsc::UnboundedSender<writer::Request>,
+    creator: mpsc::UnboundedSender<create::Request>,
     /// Whether the store has started (schema, registration).
     ready: AtomicBool,
     /// Told each time the notification connection listens (again).
@@ -266,7 +270,8 @@ impl PostgresStore {
         let handle = store_runtime(stop.clone())
             .map_err(|e| unavailable(format!("cannot start the store's thread: {e}")))?;
         let pool = pool(&options).map_err(|e| unavailable(e.to_string()))?;
-        let (writer, requests) = mpsc::unbounded_channel();
+        let (writer, appends) = mpsc::unbounded_channel();
+        let (creator, creates) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             pool,
             channel: channel(&options.schema),
@@ -284,6 +289,7 @@ impl PostgresStore {
             usage: ChangeSignal::new(),
             kept: usage::Kept::default(),
             writer,
+            creator,
             ready: AtomicBool::new(false),
             listening: tokio::sync::Notify::new(),
             reachable: AtomicBool::new(false),
@@ -295,7 +301,7 @@ impl PostgresStore {
         let (first, answer) = oneshot::channel();
         shared
             .handle
-            .spawn(start::start(shared.clone(), requests, first));
+            .spawn(start::start(shared.clone(), (appends, creates), first));
         let store = Arc::new(Self {
             shared,
             _stop: stop.drop_guard(),
@@ -393,23 +399,37 @@ impl Shared {
         labels: &Arc<crate::execution::Labels>,
     ) -> Result<Vec<Event>, PgError> {
         let client = self.client().await?;
+        // The rows whose first event is at most `upto`: a row ends at most `MAX_RUN - 1`
+        // events after it begins, which bounds the range the index is read over.
         let statement = client
             .prepare_cached(
-                "SELECT sequence, time, state, payload, usage_position FROM events \
-                 WHERE execution_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
+                "SELECT sequence, time, state, payload, usage_position, first_sequence \
+                 FROM events WHERE execution_id = $1 AND sequence > $2 AND sequence <= $3 \
+                 AND COALESCE(first_sequence, sequence) <= $4 ORDER BY sequence",
             )
             .await?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let upto = after.saturating_add(u64::try_from(limit).unwrap_or(u64::MAX));
+        let bound = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let rows = self.noted(
             client
-                .query(&statement, &[&uuid(id), &after, &limit])
+                .query(
+                    &statement,
+                    &[
+                        &uuid(id),
+                        &bound(after),
+                        &bound(upto.saturating_add(rows::MAX_RUN as u64 - 1)),
+                        &bound(upto),
+                    ],
+                )
                 .await
                 .map_err(Into::into),
         )?;
-        rows.iter()
-            .map(|row| rows::event_of(row, 0, labels))
-            .collect()
+        let mut events = Vec::with_capacity(rows.len().min(limit));
+        for row in &rows {
+            rows::events_of(row, 0, labels, after, &mut events)?;
+        }
+        events.truncate(limit);
+        Ok(events)
     }
 
     /// The materialized view, folded from every event.

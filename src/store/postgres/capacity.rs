@@ -1,9 +1,9 @@
-//! Creating executions, and the store's global bounds: `max_executions`, `max_bytes` and
-//! retention hold across every replica.
+//! The store's global bounds: `max_executions`, `max_bytes` and retention hold across every
+//! replica.
 //!
 //! Counts come from the database (a sum over the executions held, every `poll_interval`)
-//! plus what this replica changed since. A create that the counts say fits is one statement;
-//! one that may not fit takes the store's capacity lock (an advisory lock), counts exactly,
+//! plus what this replica changed since. A create that the counts say fits is written with
+//! the others waiting (`create.rs`); one that may not fit takes the store's capacity lock (an advisory lock), counts exactly,
 //! lets go of the terminal executions that ended first until it fits, and creates, in one
 //! transaction. So the tables stay within their bounds, exceeded at most by what other
 //! replicas created within one `poll_interval` while their counts said there was room.
@@ -20,10 +20,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::rows::{self, EVENT_OVERHEAD};
+use super::create::{NewRow, insert};
 use super::{PgError, Shared, uuid};
-use crate::execution::{Event, Execution, ExecutionId, Lifecycle};
-use crate::store::{Created, NewExecution, StoreError, StoreLimits, StoreStats, Unavailable};
+use crate::execution::ExecutionId;
+use crate::store::{StoreError, StoreLimits, StoreStats};
 
 /// How long an execution's rows stay after it left the store, for followers that had begun.
 pub(super) const LINGER: Duration = Duration::from_secs(300);
@@ -67,7 +67,7 @@ impl Capacity {
         self.counts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn change(&self, executions: i64, bytes: i64) {
+    pub(super) fn change(&self, executions: i64, bytes: i64) {
         let mut counts = self.counts();
         counts.local.0 += executions;
         counts.local.1 += bytes;
@@ -278,164 +278,11 @@ pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
     Ok(())
 }
 
-const CREATE: &str = "
-WITH lease AS (
-    SELECT 1 FROM replicas WHERE id = $5 AND epoch = $6 AND lease_until > now()
-), ins AS (
-    INSERT INTO executions (id, idempotency_key, fingerprint, labels, owner, owner_epoch,
-        state, committed, stopping, last_sequence, bytes, input_bytes)
-    SELECT $1, $2, $3, $4, $5, $6, 0, false, false, 1, $7, $8 WHERE EXISTS (SELECT 1 FROM lease)
-    ON CONFLICT (idempotency_key) DO NOTHING
-    RETURNING id
-), first AS (
-    INSERT INTO events (execution_id, sequence, time, state, payload)
-    SELECT id, 1, $9, 0, $10 FROM ins
-)
-SELECT id FROM ins
-";
-
-const KEYED: &str = "SELECT id, fingerprint FROM executions \
-     WHERE idempotency_key = $1 AND gone_at IS NULL";
-
-/// Stores a new execution, or finds the one its idempotency key names.
-pub(super) async fn create(
-    shared: &Shared,
-    new: NewExecution,
-    now: i64,
-) -> Result<Created, StoreError> {
-    let mut lifecycle = Lifecycle::default();
-    let first = Event {
-        sequence: 1,
-        time: rows::now(),
-        state: lifecycle.apply(&new.accepted)?,
-        payload: new.accepted.clone(),
-    };
-    let key = new.idempotency.as_ref().map(|i| i.key.clone());
-    let view = Execution::from_accepted(&first, new.id, new.labels.clone(), key.clone())
-        .ok_or_else(|| {
-            StoreError::Backend("a new execution's first event is not execution.accepted".into())
-        })?;
-    let payload = rows::payload_bytes(&first.payload);
-    let input = i64::try_from(new.input_bytes).unwrap_or(i64::MAX);
-    let bytes = (payload.len() + EVENT_OVERHEAD) as i64;
-    let insert = Insert {
-        new: &new,
-        key: key.as_deref(),
-        payload: &payload,
-        bytes,
-        input,
-        time: rows::micros(first.time),
-    };
-    // What is due leaves first when it could matter: its key may be this one, its room
-    // may be needed.
-    if new.idempotency.is_some() || !fits(shared, bytes + input) {
-        flush(shared).await?;
-    }
-    for _ in 0..3 {
-        let inserted = if fits(shared, bytes + input) {
-            insert.run(shared).await.map_err(PgError::into_store)?
-        } else {
-            make_room(shared, &insert, now).await?
-        };
-        if inserted {
-            shared.capacity.change(1, bytes + input);
-            shared.owned.hold(
-                new.id,
-                lifecycle,
-                1,
-                input,
-                new.labels.clone(),
-                Some(first.clone()),
-            );
-            return Ok(Created::New(view));
-        }
-        let Some(idempotency) = &new.idempotency else {
-            return Err(lapsed());
-        };
-        let client = shared.client().await.map_err(PgError::into_store)?;
-        let found = client
-            .query_opt(KEYED, &[&idempotency.key])
-            .await
-            .map_err(|e| PgError::from(e).into_store())?;
-        drop(client);
-        // Gone between the two statements (expired, evicted): try again.
-        let Some(found) = found else { continue };
-        let id: uuid::Uuid = found
-            .try_get(0)
-            .map_err(|e| PgError::from(e).into_store())?;
-        let id = ExecutionId::from_bytes(id.into_bytes());
-        let fingerprint: Option<Vec<u8>> = found
-            .try_get(1)
-            .map_err(|e| PgError::from(e).into_store())?;
-        if fingerprint.as_deref() == Some(&idempotency.fingerprint.0.to_le_bytes()[..]) {
-            return Ok(Created::Existing(shared.view(id).await?));
-        }
-        return Err(StoreError::IdempotencyConflict(id));
-    }
-    Err(StoreError::Unavailable(Unavailable::Backend(
-        "the idempotency key's execution kept leaving the store".into(),
-    )))
-}
-
-fn lapsed() -> StoreError {
-    StoreError::Unavailable(Unavailable::Backend(
-        "this replica's lease has lapsed".into(),
-    ))
-}
-
 /// Whether a new execution of `bytes` fits by the counts.
-fn fits(shared: &Shared, bytes: i64) -> bool {
+pub(super) fn fits(shared: &Shared, bytes: i64) -> bool {
     let (executions, held) = shared.capacity.counts().now();
     executions < shared.limits.max_executions as i64
         && held.saturating_add(bytes) <= i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX)
-}
-
-/// One create's insert.
-struct Insert<'a> {
-    new: &'a NewExecution,
-    key: Option<&'a str>,
-    payload: &'a [u8],
-    bytes: i64,
-    input: i64,
-    time: i64,
-}
-
-impl Insert<'_> {
-    fn params(
-        &self,
-        me: &uuid::Uuid,
-        epoch: &i64,
-    ) -> Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>> {
-        let fingerprint = self
-            .new
-            .idempotency
-            .as_ref()
-            .map(|i| i.fingerprint.0.to_le_bytes().to_vec());
-        vec![
-            Box::new(uuid(self.new.id)),
-            Box::new(self.key.map(str::to_owned)),
-            Box::new(fingerprint),
-            Box::new(rows::labels_text(&self.new.labels)),
-            Box::new(*me),
-            Box::new(*epoch),
-            Box::new(self.bytes),
-            Box::new(self.input),
-            Box::new(self.time),
-            Box::new(self.payload.to_vec()),
-        ]
-    }
-
-    /// Inserts on its own; `false` when the key is taken or the lease lapsed.
-    async fn run(&self, shared: &Shared) -> Result<bool, PgError> {
-        let (me, epoch) = shared.replica.identity();
-        let params = self.params(&me, &epoch);
-        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-            params.iter().map(|p| &**p as _).collect();
-        let client = shared.client().await?;
-        let statement = client.prepare_cached(CREATE).await?;
-        let rows = shared.noted(client.query(&statement, &refs).await.map_err(Into::into))?;
-        Ok(!rows.is_empty())
-    }
 }
 
 const CAPACITY_LOCK: &str =
@@ -446,9 +293,8 @@ const OLDEST: &str = "SELECT id, bytes FROM executions \
 
 /// Creates under the capacity lock, letting go of the terminal executions that ended first
 /// until the new one fits; `Full` when only running ones are left.
-async fn make_room(shared: &Shared, insert: &Insert<'_>, now: i64) -> Result<bool, StoreError> {
+pub(super) async fn make_room(shared: &Shared, new: &NewRow, now: i64) -> Result<bool, StoreError> {
     let result: Result<Result<bool, StoreError>, PgError> = async {
-        let (me, epoch) = shared.replica.identity();
         let mut client = shared.client().await?;
         let tx = client.transaction().await?;
         tx.execute(CAPACITY_LOCK, &[&shared.options.schema]).await?;
@@ -456,7 +302,7 @@ async fn make_room(shared: &Shared, insert: &Insert<'_>, now: i64) -> Result<boo
         let (executions, bytes): (i64, i64) = (counts.try_get(0)?, counts.try_get(1)?);
         let max_bytes = i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX);
         let mut need_executions = executions + 1 - shared.limits.max_executions as i64;
-        let mut need_bytes = bytes + insert.bytes + insert.input - max_bytes;
+        let mut need_bytes = bytes + new.bytes + new.input - max_bytes;
         // A full store makes room for the next creates too (a hundredth of its bounds), so
         // they do not all queue for this lock; a small store, exactly what this one needs.
         let (spare_executions, spare_bytes) =
@@ -488,10 +334,7 @@ async fn make_room(shared: &Shared, insert: &Insert<'_>, now: i64) -> Result<boo
             }));
         }
         let gone = tx.query(LET_GO, &[&chosen, &now]).await?;
-        let params = insert.params(&me, &epoch);
-        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-            params.iter().map(|p| &**p as _).collect();
-        let inserted = !tx.query(CREATE, &refs).await?.is_empty();
+        let inserted = !insert(&tx, shared, &[new]).await?.is_empty();
         if !inserted {
             return Ok(Ok(false));
         }

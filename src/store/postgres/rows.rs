@@ -68,6 +68,67 @@ pub(super) fn labels_of(text: &str) -> Result<Arc<Labels>, PgError> {
         .map_err(|e| PgError::Row(format!("labels do not decode: {e}")))
 }
 
+/// Events one row holds at most: an append's events (after the first) share one row, but
+/// a usage fact has a row of its own (its position orders it in the usage export).
+pub(super) const MAX_RUN: usize = 64;
+
+/// The payload column of a row holding several events: per event, its state's code (one
+/// byte), its payload's length (four bytes, little-endian) and its payload.
+pub(super) fn run_bytes<'a>(events: impl Iterator<Item = (ExecutionState, &'a [u8])>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (state, payload) in events {
+        out.push(state_code(state).to_le_bytes()[0]);
+        out.extend_from_slice(
+            &u32::try_from(payload.len())
+                .unwrap_or(u32::MAX)
+                .to_le_bytes(),
+        );
+        out.extend_from_slice(payload);
+    }
+    out
+}
+
+/// The events of a row of `sequence, time, state, payload, usage_position, first_sequence`
+/// (in that order from column `at`) after `after`, appended to `into`: one event when
+/// `first_sequence` is null, else events `first_sequence..=sequence` ([`run_bytes`]).
+pub(super) fn events_of(
+    row: &Row,
+    at: usize,
+    labels: &Arc<Labels>,
+    after: u64,
+    into: &mut Vec<Event>,
+) -> Result<(), PgError> {
+    let Some(first) = row.try_get::<_, Option<i64>>(at + 5)? else {
+        into.push(event_of(row, at, labels)?);
+        return Ok(());
+    };
+    let last: i64 = row.try_get(at)?;
+    let time = time_of(row.try_get(at + 1)?);
+    let mut bytes: &[u8] = row.try_get(at + 3)?;
+    let broken = || PgError::Row(format!("a row of events {first}..={last} does not decode"));
+    for sequence in first.cast_unsigned()..=last.cast_unsigned() {
+        let (&[code], rest) = bytes.split_first_chunk::<1>().ok_or_else(broken)?;
+        let (length, rest) = rest.split_first_chunk::<4>().ok_or_else(broken)?;
+        let length = usize::try_from(u32::from_le_bytes(*length)).map_err(|_| broken())?;
+        let (payload, rest) = rest.split_at_checked(length).ok_or_else(broken)?;
+        bytes = rest;
+        if sequence <= after {
+            continue;
+        }
+        into.push(Event {
+            sequence,
+            time,
+            state: state_of(i16::from(code))?,
+            payload: codec::decode_event(payload).map_err(PgError::Row)?,
+        });
+    }
+    if bytes.is_empty() {
+        Ok(())
+    } else {
+        Err(broken())
+    }
+}
+
 /// An event from a row of `sequence, time, state, payload, usage_position` (in that order
 /// from column `at`), its usage fact given `labels` and its position.
 pub(super) fn event_of(row: &Row, at: usize, labels: &Arc<Labels>) -> Result<Event, PgError> {

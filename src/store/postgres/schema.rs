@@ -7,8 +7,9 @@
 //! replicas    id, epoch, lease_until: who may append, and until when (the database's clock)
 //! executions  one row per execution: its identities, owner, lifecycle, last sequence, bytes,
 //!             when it ended and (once it left the store) when it went; a cancel request
-//! events      (execution_id, sequence): each event's time, state and payload; a usage
-//!             fact's position in the usage order
+//! events      (execution_id, sequence): an event's time, state and payload, or (with a
+//!             first_sequence) a run of one append's events up to `sequence`, sharing one
+//!             time; a usage fact's position in the usage order (a fact has a row of its own)
 //! ```
 
 use tokio_postgres::Client;
@@ -17,7 +18,8 @@ use super::PgError;
 
 /// The migrations, in order: migration `i` brings the schema to version `i + 1`. Each runs in
 /// the transaction that records its version. `{s}` is the schema's quoted name.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE {s}.meta (
     one boolean PRIMARY KEY DEFAULT true CHECK (one),
     version integer NOT NULL,
@@ -62,10 +64,14 @@ CREATE TABLE {s}.events (
     PRIMARY KEY (execution_id, sequence)
 );
 CREATE INDEX events_usage ON {s}.events (usage_position) WHERE usage_position IS NOT NULL;
-"];
+",
+    r"
+ALTER TABLE {s}.events ADD COLUMN first_sequence bigint;
+",
+];
 
 /// The schema version this binary writes.
-pub(super) const VERSION: i32 = 1;
+pub(super) const VERSION: i32 = 2;
 
 /// Creates the schema or brings it to [`VERSION`], under an advisory lock held for the
 /// transaction; returns the usage order's epoch.

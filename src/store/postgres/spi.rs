@@ -3,7 +3,9 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{PgError, PostgresStore, RELEASE, cancel, capacity, replica, usage, watch, writer};
+use super::{
+    PgError, PostgresStore, RELEASE, cancel, capacity, create, replica, usage, watch, writer,
+};
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
 use crate::store::{
     CancelRequests, Changes, Created, EventStore, Fetch, Follower, NewExecution, StoreError,
@@ -23,7 +25,7 @@ impl EventStore for PostgresStore {
         let shared = self.shared.clone();
         let now = shared.clock.now();
         shared.capacity.due(&shared, now);
-        self.on_store(async move { capacity::create(&shared, new, now).await })
+        self.on_store(async move { create::create(&shared, new, now).await })
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {

@@ -11,7 +11,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::{PgError, PgOptions, Shared, replica, schema, watch, writer};
+use super::{PgError, PgOptions, Shared, batch, create, replica, schema, watch, writer};
 
 /// How the first attempt to start went: the reason it failed, in full.
 pub(super) type FirstStart = Result<(), String>;
@@ -20,7 +20,10 @@ pub(super) type FirstStart = Result<(), String>;
 /// then starts its tasks.
 pub(super) async fn start(
     shared: Arc<Shared>,
-    requests: mpsc::UnboundedReceiver<writer::Request>,
+    (appends, creates): (
+        mpsc::UnboundedReceiver<writer::Request>,
+        mpsc::UnboundedReceiver<create::Request>,
+    ),
     first: oneshot::Sender<FirstStart>,
 ) {
     let mut first = Some(first);
@@ -46,8 +49,9 @@ pub(super) async fn start(
     );
     shared.ready.store(true, Ordering::Release);
     let listening = shared.listening.notified();
-    let tasks: [std::pin::Pin<Box<dyn Future<Output = ()> + Send>>; 4] = [
-        Box::pin(writer::run(shared.clone(), requests)),
+    let tasks: [std::pin::Pin<Box<dyn Future<Output = ()> + Send>>; 5] = [
+        Box::pin(batch::run(shared.clone(), appends)),
+        Box::pin(batch::run(shared.clone(), creates)),
         Box::pin(watch::listen(shared.clone())),
         Box::pin(watch::poll(shared.clone())),
         Box::pin(replica::keep(shared.clone())),

@@ -187,6 +187,68 @@ async fn a_follower_wakes_on_another_replicas_appends() {
     assert_eq!(b.get(id).await.unwrap(), a.get(id).await.unwrap());
 }
 
+/// One append's events share rows (runs of `MAX_RUN` at most, a usage fact in a row of its
+/// own); another replica reads them back one by one from any cursor, at any limit, as the
+/// owner handed them out.
+#[tokio::test]
+async fn an_appends_events_read_back_from_any_cursor() {
+    let Some((a, b)) = pair(Duration::from_secs(60)).await else {
+        return;
+    };
+    let id = created(&a, None).await;
+    let mut payloads = vec![routing(), attempt_started(1)];
+    payloads.extend((0..70).map(|i| text(1, &format!("w{i} "))));
+    payloads.push(usage(7));
+    payloads.extend((0..140).map(|i| text(1, &format!("v{i} "))));
+    payloads.push(usage(9));
+    payloads.push(text(1, "last"));
+    let last = a.append_all(id, payloads).await.unwrap();
+    assert_eq!(last, 216);
+    let all = a
+        .follow(id)
+        .await
+        .unwrap()
+        .read(0, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 216);
+    // The first event; 2..=65 and 66..=73; the fact; 75..=138, 139..=202 and 203..=214;
+    // the fact; the last.
+    let url = url().expect("checked above");
+    let (client, connection) = options(&url, "unused")
+        .connect
+        .connect(tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    let rows: i64 = client
+        .query_one(
+            &at(
+                &a,
+                "SELECT count(*) FROM {s}.events WHERE execution_id = $1",
+            ),
+            &[&super::uuid(id)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 9);
+    drop(client);
+    let _ = connection.await;
+    let follower = b.follow(id).await.unwrap();
+    for after in [
+        0u64, 1, 2, 3, 40, 66, 67, 72, 73, 74, 150, 213, 214, 215, 216,
+    ] {
+        for limit in [1usize, 5, 64, 65, 1000] {
+            let read = follower.read(after, limit).await.unwrap();
+            let start = usize::try_from(after).unwrap();
+            let end = (start + limit).min(all.len());
+            assert_eq!(read, all[start..end], "after {after}, limit {limit}");
+        }
+    }
+    assert_eq!(b.get(id).await.unwrap(), a.get(id).await.unwrap());
+}
+
 /// Two replicas racing one idempotency key create one execution: the other answers with it.
 #[tokio::test]
 async fn replicas_racing_one_key_make_one_execution() {

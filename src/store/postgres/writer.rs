@@ -1,32 +1,26 @@
 //! Appends. The owner of an execution is the only replica that appends to it, so it keeps the
 //! execution's lifecycle and last sequence at hand ([`Owned`]) and checks each event against
-//! the state machine before the database sees it. One task takes every append waiting at the
-//! moment and writes them as one statement, one commit for all (group commit): per
+//! the state machine before the database sees it. A task (`batch.rs`) takes every append
+//! waiting at the moment and writes them as one statement, one commit for all: per
 //! execution the statement updates the row only if its last sequence is the one expected,
 //! this replica still owns it and its lease is current (the fence), and inserts the events
 //! only for the rows it updated, so each execution's events go in whole or not at all. Rows
 //! it did not update are looked at again by their own append: not found, ended, owned by
 //! another replica, or (after a lost answer) already written.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
+use super::batch::Batched;
 use super::owned::Held;
 use super::rows::{self, EVENT_OVERHEAD};
 use super::{PgError, Shared, uuid};
 use crate::execution::{Event, EventPayload, ExecutionId, ExecutionState, IdMap, Lifecycle};
 use crate::store::{StoreError, Unavailable};
-
-/// Appends written together at most.
-const MAX_BATCH: usize = 256;
-
-/// Statements the writer has in flight at most.
-const IN_FLIGHT: usize = 4;
 
 /// One append on its way to the writer.
 pub(super) struct Request {
@@ -202,52 +196,15 @@ pub(super) fn not_owner(id: ExecutionId) -> StoreError {
     )))
 }
 
-/// The writer: takes every waiting append, up to [`MAX_BATCH`], one per execution, and
-/// writes them in one statement; up to [`IN_FLIGHT`] statements at once (on connections of
-/// their own), so one commit's wait does not hold the next batch back. An execution is in at
-/// most one statement at a time: its row is updated once per statement, in order.
-pub(super) async fn run(shared: Arc<Shared>, mut requests: mpsc::UnboundedReceiver<Request>) {
-    let mut waiting: VecDeque<Request> = VecDeque::new();
-    let mut writing: HashSet<ExecutionId> = HashSet::new();
-    let mut flying = FuturesUnordered::new();
-    let mut open = true;
-    while open || !flying.is_empty() || !waiting.is_empty() {
-        tokio::select! {
-            Some(written) = flying.next(), if !flying.is_empty() => {
-                for id in written {
-                    writing.remove(&id);
-                }
-            }
-            request = requests.recv(), if open && flying.len() < IN_FLIGHT => match request {
-                Some(request) => waiting.push_back(request),
-                None => open = false,
-            },
-            else => {}
-        }
-        while let Ok(request) = requests.try_recv() {
-            waiting.push_back(request);
-        }
-        while flying.len() < IN_FLIGHT {
-            let mut batch = Vec::new();
-            let mut rest = VecDeque::with_capacity(waiting.len());
-            for request in waiting.drain(..) {
-                if batch.len() < MAX_BATCH && writing.insert(request.id) {
-                    batch.push(request);
-                } else {
-                    rest.push_back(request);
-                }
-            }
-            waiting = rest;
-            if batch.is_empty() {
-                break;
-            }
-            let ids: Vec<ExecutionId> = batch.iter().map(|r| r.id).collect();
-            let shared = &shared;
-            flying.push(async move {
-                write(shared, batch).await;
-                ids
-            });
-        }
+impl Batched for Request {
+    type Key = ExecutionId;
+
+    fn key(&self) -> ExecutionId {
+        self.id
+    }
+
+    fn write(shared: &Shared, batch: Vec<Self>) -> impl Future<Output = ()> + Send {
+        write(shared, batch)
     }
 }
 
@@ -257,6 +214,8 @@ struct Part {
     expected: u64,
     input: i64,
     events: Vec<Event>,
+    /// Each event's payload as a row keeps it (taken when the statement is built).
+    encoded: Vec<Vec<u8>>,
     lifecycle: Lifecycle,
     bytes: i64,
 }
@@ -274,7 +233,12 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
                 continue;
             };
             match check(&held, &request, time) {
-                Ok((events, lifecycle, bytes)) => {
+                Ok(Checked {
+                    events,
+                    encoded,
+                    lifecycle,
+                    bytes,
+                }) => {
                     // Tentatively: the next append of this execution waits for this one's
                     // answer (one per execution per statement), and a failure forgets it.
                     owned.insert(
@@ -289,6 +253,7 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
                         expected: held.last,
                         input: held.input,
                         events,
+                        encoded,
                         lifecycle,
                         bytes,
                         request,
@@ -303,7 +268,7 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
     if parts.is_empty() {
         return;
     }
-    match statement(shared, &parts).await {
+    match statement(shared, &mut parts).await {
         Ok(stored) => answer(shared, parts, &stored),
         Err(error) => {
             let transient = error.transient();
@@ -319,13 +284,18 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
     }
 }
 
-/// The events `request` would store after `held`, the lifecycle after them and the bytes
-/// they add; or why the state machine refuses them.
-fn check(
-    held: &Held,
-    request: &Request,
-    time: SystemTime,
-) -> Result<(Vec<Event>, Lifecycle, i64), StoreError> {
+/// What an append would store.
+struct Checked {
+    events: Vec<Event>,
+    encoded: Vec<Vec<u8>>,
+    /// The lifecycle after the events.
+    lifecycle: Lifecycle,
+    /// The bytes they add.
+    bytes: i64,
+}
+
+/// The events `request` would store after `held`, or why the state machine refuses them.
+fn check(held: &Held, request: &Request, time: SystemTime) -> Result<Checked, StoreError> {
     if held
         .lifecycle
         .state()
@@ -335,10 +305,13 @@ fn check(
     }
     let mut lifecycle = held.lifecycle;
     let mut events = Vec::with_capacity(request.payloads.len());
+    let mut encoded = Vec::with_capacity(request.payloads.len());
     let mut bytes = 0i64;
     for (i, payload) in request.payloads.iter().enumerate() {
         let state = lifecycle.apply(payload)?;
-        bytes += (rows::payload_bytes(payload).len() + EVENT_OVERHEAD) as i64;
+        let payload_bytes = rows::payload_bytes(payload);
+        bytes += (payload_bytes.len() + EVENT_OVERHEAD) as i64;
+        encoded.push(payload_bytes);
         events.push(Event {
             sequence: held.last + 1 + i as u64,
             time,
@@ -346,7 +319,12 @@ fn check(
             payload: payload.clone(),
         });
     }
-    Ok((events, lifecycle, bytes))
+    Ok(Checked {
+        events,
+        encoded,
+        lifecycle,
+        bytes,
+    })
 }
 
 /// What the statement stored: the executions it updated, and the usage positions it gave.
@@ -378,12 +356,14 @@ WITH lease AS (
         AND x.owner_epoch = u.epoch AND EXISTS (SELECT 1 FROM lease)
     RETURNING x.id, x.last_sequence, x.state, u.usage
 ), ins AS (
-    INSERT INTO events (execution_id, sequence, time, state, payload, usage_position)
+    INSERT INTO events (execution_id, sequence, time, state, payload, usage_position,
+        first_sequence)
     SELECT e.id, e.sequence, e.time, e.state, e.payload,
         CASE WHEN e.ord IS NULL THEN NULL
-             ELSE (pg_current_xact_id()::text::int8 << 20) | e.ord END
-    FROM unnest($11::uuid[], $12::int8[], $13::int8[], $14::int2[], $15::bytea[], $16::int8[])
-        AS e(id, sequence, time, state, payload, ord)
+             ELSE (pg_current_xact_id()::text::int8 << 20) | e.ord END, e.first
+    FROM unnest($11::uuid[], $12::int8[], $13::int8[], $14::int2[], $15::bytea[], $16::int8[],
+                $19::int8[])
+        AS e(id, sequence, time, state, payload, ord, first)
     JOIN upd ON upd.id = e.id
     RETURNING execution_id, sequence, usage_position
 ), note AS (
@@ -413,15 +393,49 @@ struct Columns {
     ended_at: Vec<Option<i64>>,
     /// Whether the execution's part keeps usage facts (its notification says so).
     usage: Vec<bool>,
+    /// The event rows: one per usage fact, one per run of other events ([`rows::MAX_RUN`]
+    /// at most); `first` is the run's first sequence (none for a row of one event).
     event_ids: Vec<uuid::Uuid>,
     sequence: Vec<i64>,
     time: Vec<i64>,
     event_state: Vec<i16>,
     payload: Vec<Vec<u8>>,
     ord: Vec<Option<i64>>,
+    first: Vec<Option<i64>>,
 }
 
-fn columns(parts: &[Part]) -> Columns {
+impl Columns {
+    /// The row of `events` (one usage fact, or a run of others) with their payloads.
+    fn row(&mut self, id: uuid::Uuid, events: &[Event], payloads: &mut [Vec<u8>], ord: &mut i64) {
+        let (Some(first), Some(last)) = (events.first(), events.last()) else {
+            return;
+        };
+        self.event_ids.push(id);
+        self.sequence.push(last.sequence.cast_signed());
+        self.time.push(rows::micros(last.time));
+        self.event_state.push(rows::state_code(last.state));
+        if let [event] = events {
+            self.payload.push(std::mem::take(&mut payloads[0]));
+            self.first.push(None);
+            self.ord
+                .push(matches!(event.payload, EventPayload::Usage(_)).then(|| {
+                    *ord += 1;
+                    *ord
+                }));
+        } else {
+            self.payload.push(rows::run_bytes(
+                events
+                    .iter()
+                    .zip(payloads)
+                    .map(|(e, p)| (e.state, p.as_slice())),
+            ));
+            self.first.push(Some(first.sequence.cast_signed()));
+            self.ord.push(None);
+        }
+    }
+}
+
+fn columns(parts: &mut [Part]) -> Columns {
     let mut c = Columns::default();
     let mut ord = 0i64;
     for part in parts {
@@ -443,23 +457,36 @@ fn columns(parts: &[Part]) -> Columns {
                 .iter()
                 .any(|e| matches!(e.payload, EventPayload::Usage(_))),
         );
-        for event in &part.events {
-            c.event_ids.push(id);
-            c.sequence.push(event.sequence.cast_signed());
-            c.time.push(rows::micros(event.time));
-            c.event_state.push(rows::state_code(event.state));
-            c.payload.push(rows::payload_bytes(&event.payload));
-            c.ord
-                .push(matches!(event.payload, EventPayload::Usage(_)).then(|| {
-                    ord += 1;
-                    ord
-                }));
+        // Runs of events up to each usage fact, which has a row of its own.
+        let mut start = 0;
+        for (i, event) in part.events.iter().enumerate() {
+            let usage = matches!(event.payload, EventPayload::Usage(_));
+            if usage || i - start == rows::MAX_RUN {
+                c.row(
+                    id,
+                    &part.events[start..i],
+                    &mut part.encoded[start..i],
+                    &mut ord,
+                );
+                start = i;
+            }
+            if usage {
+                c.row(id, &part.events[i..=i], &mut part.encoded[i..=i], &mut ord);
+                start = i + 1;
+            }
         }
+        let end = part.events.len();
+        c.row(
+            id,
+            &part.events[start..end],
+            &mut part.encoded[start..end],
+            &mut ord,
+        );
     }
     c
 }
 
-async fn statement(shared: &Shared, parts: &[Part]) -> Result<Stored, PgError> {
+async fn statement(shared: &Shared, parts: &mut [Part]) -> Result<Stored, PgError> {
     let c = columns(parts);
     let (me, epoch) = shared.replica.identity();
     let client = shared.client().await?;
@@ -487,6 +514,7 @@ async fn statement(shared: &Shared, parts: &[Part]) -> Result<Stored, PgError> {
                     &c.ord,
                     &shared.channel,
                     &c.usage,
+                    &c.first,
                 ],
             )
             .await

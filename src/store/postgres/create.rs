@@ -1,0 +1,244 @@
+//! Creating executions: a new execution's row and first event, written with every other
+//! create waiting at the moment in one statement (`batch.rs`), one commit for all. A create
+//! the store's counts say may not fit makes room first, on its own (`capacity.rs`).
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+
+use deadpool_postgres::GenericClient;
+use tokio::sync::oneshot;
+
+use super::batch::Batched;
+use super::capacity::{fits, flush, make_room};
+use super::rows::{self, EVENT_OVERHEAD};
+use super::{PgError, Shared, uuid};
+use crate::execution::{Event, Execution, ExecutionId, Lifecycle};
+use crate::store::{Created, NewExecution, StoreError, Unavailable};
+
+/// A new execution's row, and its first event's.
+pub(super) struct NewRow {
+    id: uuid::Uuid,
+    key: Option<String>,
+    fingerprint: Option<Vec<u8>>,
+    labels: String,
+    /// What its first event holds (counted as the row's bytes), and its input.
+    pub(super) bytes: i64,
+    pub(super) input: i64,
+    time: i64,
+    payload: Vec<u8>,
+}
+
+const INSERT: &str = "
+WITH lease AS (
+    SELECT 1 FROM replicas WHERE id = $1 AND epoch = $2 AND lease_until > now()
+), ins AS (
+    INSERT INTO executions (id, idempotency_key, fingerprint, labels, owner, owner_epoch,
+        state, committed, stopping, last_sequence, bytes, input_bytes)
+    SELECT n.id, n.key, n.fingerprint, n.labels, $1, $2, 0, false, false, 1, n.bytes, n.input
+    FROM unnest($3::uuid[], $4::text[], $5::bytea[], $6::text[], $7::int8[], $8::int8[])
+        AS n(id, key, fingerprint, labels, bytes, input)
+    WHERE EXISTS (SELECT 1 FROM lease)
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id
+), first AS (
+    INSERT INTO events (execution_id, sequence, time, state, payload)
+    SELECT f.id, 1, f.time, 0, f.payload
+    FROM unnest($3::uuid[], $9::int8[], $10::bytea[]) AS f(id, time, payload)
+    JOIN ins ON ins.id = f.id
+)
+SELECT id FROM ins
+";
+
+/// Inserts `rows` with `client` (in its transaction, if it is one): the ids inserted. A row
+/// whose idempotency key another execution holds is not, nor is any when this replica's
+/// lease has lapsed. The rows' keys are distinct.
+pub(super) async fn insert<C: GenericClient + Sync>(
+    client: &C,
+    shared: &Shared,
+    rows: &[&NewRow],
+) -> Result<HashSet<uuid::Uuid>, PgError> {
+    let (me, epoch) = shared.replica.identity();
+    let column = |f: &dyn Fn(&NewRow) -> i64| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
+    let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.id).collect();
+    let keys: Vec<Option<&str>> = rows.iter().map(|r| r.key.as_deref()).collect();
+    let fingerprints: Vec<Option<&[u8]>> = rows.iter().map(|r| r.fingerprint.as_deref()).collect();
+    let labels: Vec<&str> = rows.iter().map(|r| r.labels.as_str()).collect();
+    let payloads: Vec<&[u8]> = rows.iter().map(|r| r.payload.as_slice()).collect();
+    let statement = client.prepare_cached(INSERT).await?;
+    let inserted = client
+        .query(
+            &statement,
+            &[
+                &me,
+                &epoch,
+                &ids,
+                &keys,
+                &fingerprints,
+                &labels,
+                &column(&|r| r.bytes),
+                &column(&|r| r.input),
+                &column(&|r| r.time),
+                &payloads,
+            ],
+        )
+        .await?;
+    inserted.iter().map(|row| Ok(row.try_get(0)?)).collect()
+}
+
+/// One create on its way to the batch.
+pub(super) struct Request {
+    row: Arc<NewRow>,
+    reply: oneshot::Sender<Result<bool, StoreError>>,
+}
+
+/// What one statement may hold of each: an idempotency key, or (without one) an id.
+#[derive(PartialEq, Eq, Hash)]
+pub(super) enum Claim {
+    Key(String),
+    Id(uuid::Uuid),
+}
+
+impl Batched for Request {
+    type Key = Claim;
+
+    fn key(&self) -> Claim {
+        match &self.row.key {
+            Some(key) => Claim::Key(key.clone()),
+            None => Claim::Id(self.row.id),
+        }
+    }
+
+    fn write(shared: &Shared, batch: Vec<Self>) -> impl Future<Output = ()> + Send {
+        write(shared, batch)
+    }
+}
+
+/// Inserts a batch and answers each create: inserted or not (its key taken, the lease
+/// lapsed), or why the statement failed (told once in the log).
+async fn write(shared: &Shared, batch: Vec<Request>) {
+    let rows: Vec<&NewRow> = batch.iter().map(|r| &*r.row).collect();
+    let result = async {
+        let client = shared.client().await?;
+        insert(&client, shared, &rows).await
+    }
+    .await;
+    match shared.noted(result) {
+        Ok(inserted) => {
+            for request in batch {
+                let _ = request.reply.send(Ok(inserted.contains(&request.row.id)));
+            }
+        }
+        Err(error) => {
+            let error = error.into_store();
+            for request in batch {
+                let _ = request.reply.send(Err(error.clone()));
+            }
+        }
+    }
+}
+
+/// Inserts `row` with the creates waiting now: whether it was inserted.
+async fn batched(shared: &Shared, row: &Arc<NewRow>) -> Result<bool, StoreError> {
+    let (reply, answer) = oneshot::channel();
+    let row = row.clone();
+    if shared.creator.send(Request { row, reply }).is_err() {
+        return Err(StoreError::Unavailable(Unavailable::Closed));
+    }
+    answer
+        .await
+        .unwrap_or(Err(StoreError::Unavailable(Unavailable::Closed)))
+}
+
+const KEYED: &str = "SELECT id, fingerprint FROM executions \
+     WHERE idempotency_key = $1 AND gone_at IS NULL";
+
+/// Stores a new execution, or finds the one its idempotency key names.
+pub(super) async fn create(
+    shared: &Shared,
+    new: NewExecution,
+    now: i64,
+) -> Result<Created, StoreError> {
+    let mut lifecycle = Lifecycle::default();
+    let first = Event {
+        sequence: 1,
+        time: rows::now(),
+        state: lifecycle.apply(&new.accepted)?,
+        payload: new.accepted.clone(),
+    };
+    let key = new.idempotency.as_ref().map(|i| i.key.clone());
+    let view = Execution::from_accepted(&first, new.id, new.labels.clone(), key.clone())
+        .ok_or_else(|| {
+            StoreError::Backend("a new execution's first event is not execution.accepted".into())
+        })?;
+    let payload = rows::payload_bytes(&first.payload);
+    let row = Arc::new(NewRow {
+        id: uuid(new.id),
+        key,
+        fingerprint: new
+            .idempotency
+            .as_ref()
+            .map(|i| i.fingerprint.0.to_le_bytes().to_vec()),
+        labels: rows::labels_text(&new.labels),
+        bytes: (payload.len() + EVENT_OVERHEAD) as i64,
+        input: i64::try_from(new.input_bytes).unwrap_or(i64::MAX),
+        time: rows::micros(first.time),
+        payload,
+    });
+    let size = row.bytes + row.input;
+    // What is due leaves first when it could matter: its key may be this one, its room
+    // may be needed.
+    if new.idempotency.is_some() || !fits(shared, size) {
+        flush(shared).await?;
+    }
+    for _ in 0..3 {
+        let inserted = if fits(shared, size) {
+            batched(shared, &row).await?
+        } else {
+            make_room(shared, &row, now).await?
+        };
+        if inserted {
+            shared.capacity.change(1, size);
+            shared.owned.hold(
+                new.id,
+                lifecycle,
+                1,
+                row.input,
+                new.labels.clone(),
+                Some(first.clone()),
+            );
+            return Ok(Created::New(view));
+        }
+        let Some(idempotency) = &new.idempotency else {
+            return Err(lapsed());
+        };
+        let client = shared.client().await.map_err(PgError::into_store)?;
+        let found = client
+            .query_opt(KEYED, &[&idempotency.key])
+            .await
+            .map_err(|e| PgError::from(e).into_store())?;
+        drop(client);
+        // Gone between the two statements (expired, evicted): try again.
+        let Some(found) = found else { continue };
+        let id: uuid::Uuid = found
+            .try_get(0)
+            .map_err(|e| PgError::from(e).into_store())?;
+        let id = ExecutionId::from_bytes(id.into_bytes());
+        let fingerprint: Option<Vec<u8>> = found
+            .try_get(1)
+            .map_err(|e| PgError::from(e).into_store())?;
+        if fingerprint.as_deref() == Some(&idempotency.fingerprint.0.to_le_bytes()[..]) {
+            return Ok(Created::Existing(shared.view(id).await?));
+        }
+        return Err(StoreError::IdempotencyConflict(id));
+    }
+    Err(StoreError::Unavailable(Unavailable::Backend(
+        "the idempotency key's execution kept leaving the store".into(),
+    )))
+}
+
+fn lapsed() -> StoreError {
+    StoreError::Unavailable(Unavailable::Backend(
+        "this replica's lease has lapsed".into(),
+    ))
+}
