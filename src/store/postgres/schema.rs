@@ -76,6 +76,11 @@ pub(super) const VERSION: i32 = 2;
 /// Creates the schema or brings it to [`VERSION`], under an advisory lock held for the
 /// transaction; returns the usage order's epoch.
 pub(super) async fn migrate(client: &mut Client, schema: &str) -> Result<u64, PgError> {
+    migrate_to(client, schema, VERSION).await
+}
+
+/// [`migrate`], to version `to` (an earlier binary's, in the upgrade's test).
+pub(super) async fn migrate_to(client: &mut Client, schema: &str, to: i32) -> Result<u64, PgError> {
     let quoted = quote(schema);
     let tx = client.transaction().await?;
     // One lock per schema: replicas starting at once take turns, and each finds the work done.
@@ -112,7 +117,13 @@ pub(super) async fn migrate(client: &mut Client, schema: &str) -> Result<u64, Pg
              run the newer binary"
         )));
     }
-    for (at, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+    let upto = usize::try_from(to).unwrap_or(0);
+    for (at, migration) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .take(upto)
+        .skip(version as usize)
+    {
         tx.batch_execute(&migration.replace("{s}", &quoted)).await?;
         let to = i32::try_from(at + 1).unwrap_or(i32::MAX);
         if at == 0 {

@@ -249,6 +249,80 @@ async fn an_appends_events_read_back_from_any_cursor() {
     assert_eq!(b.get(id).await.unwrap(), a.get(id).await.unwrap());
 }
 
+/// A schema a version-1 binary made (a row per event) is upgraded in place when a newer
+/// replica starts, and its executions read as they were written.
+#[tokio::test]
+async fn a_version_1_schema_is_upgraded_and_reads_as_written() {
+    let Some(url) = url() else {
+        return;
+    };
+    let schema = fresh_schema();
+    let options = options(&url, &schema);
+    let (mut client, connection) = options
+        .connect
+        .connect(tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    super::schema::migrate_to(&mut client, &schema, 1)
+        .await
+        .unwrap();
+    let id = ExecutionId::new();
+    let payloads = [
+        crate::execution::fixtures::accepted(),
+        routing(),
+        attempt_started(1),
+        failed(ErrorCode::Cancelled),
+    ];
+    let s = super::schema::quote(&schema);
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {s}.executions (id, labels, owner, owner_epoch, state, committed, \
+                 stopping, last_sequence, bytes, input_bytes, ended_at) \
+                 VALUES ($1, '{{}}', $1, 1, 4, false, false, 4, 0, 0, $2)"
+            ),
+            &[&super::uuid(id), &super::rows::micros(SystemTime::now())],
+        )
+        .await
+        .unwrap();
+    for (i, (payload, state)) in payloads.iter().zip([0i16, 1, 2, 4]).enumerate() {
+        client
+            .execute(
+                &format!(
+                    "INSERT INTO {s}.events (execution_id, sequence, time, state, payload) \
+                     VALUES ($1, $2, 0, $3, $4)"
+                ),
+                &[
+                    &super::uuid(id),
+                    &(i as i64 + 1),
+                    &state,
+                    &super::rows::payload_bytes(payload),
+                ],
+            )
+            .await
+            .unwrap();
+    }
+    drop(client);
+    let _ = connection.await;
+    let store = PostgresStore::connect(
+        options,
+        crate::store::conformance::limits(1000, Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    let events = store
+        .follow(id)
+        .await
+        .unwrap()
+        .read(0, usize::MAX)
+        .await
+        .unwrap();
+    let read: Vec<_> = events.into_iter().map(|e| e.payload).collect();
+    assert_eq!(read, payloads);
+    assert_eq!(store.get(id).await.unwrap().state, ExecutionState::Failed);
+}
+
 /// Two replicas racing one idempotency key create one execution: the other answers with it.
 #[tokio::test]
 async fn replicas_racing_one_key_make_one_execution() {
