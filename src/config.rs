@@ -185,8 +185,9 @@ pub struct ProviderConfig {
     pub max_concurrency: u32,
     /// Attempts that may wait for a permit.
     pub queue_capacity: u32,
-    /// Whether an attempt whose outcome is unknown may be repeated.
-    pub retry_unknown_outcome: bool,
+    /// What follows an attempt on this provider whose outcome is unknown (a policy may say
+    /// otherwise).
+    pub on_unknown_outcome: OnUnknownOutcome,
     /// Where `max_concurrency` is counted: `None`, in this process alone.
     pub limiter: Option<LimiterConfig>,
     /// Models, in file order.
@@ -356,6 +357,8 @@ pub struct PolicyConfig {
     pub min_attempt_time: Duration,
     /// What a target's `rejected` error leads to.
     pub on_rejected: OnRejected,
+    /// What an attempt whose outcome is unknown leads to; `None`, what its provider says.
+    pub on_unknown_outcome: Option<OnUnknownOutcome>,
 }
 
 /// What follows an attempt whose target rejected the request (`policies.NAME.on_rejected`).
@@ -367,6 +370,20 @@ pub enum OnRejected {
     Fallback,
     /// The execution ends: the first target's rejection is the answer.
     Stop,
+}
+
+/// What follows an attempt whose outcome is unknown: the request was sent and no answer came,
+/// so the provider may still run it (`providers.NAME.on_unknown_outcome`, or the policy's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUnknownOutcome {
+    /// The execution ends with `outcome_unknown`: nothing may run twice.
+    #[default]
+    Stop,
+    /// The same target again (`retry_unknown_outcome = true`): it may run twice there.
+    Retry,
+    /// The next target, without trying this one again: it may run at both.
+    Fallback,
 }
 
 /// One `provider/model` target.

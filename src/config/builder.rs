@@ -23,7 +23,7 @@ use std::time::Duration;
 use super::raw::{
     RawAbility, RawConfig, RawLimiter, RawModel, RawPolicy, RawProvider, RawTimeouts,
 };
-use super::{Config, ConfigError, OnRejected, OnUnavailable, Script, validate};
+use super::{Config, ConfigError, OnRejected, OnUnavailable, OnUnknownOutcome, Script, validate};
 
 /// Builds a [`Config`]; every setting left out keeps the default the file would have.
 #[derive(Debug, Clone, Default)]
@@ -336,9 +336,15 @@ impl ProviderSpec {
         self
     }
 
-    /// `retry_unknown_outcome`.
+    /// `retry_unknown_outcome` (the older spelling of `on_unknown_outcome = "retry"`).
     pub fn retry_unknown_outcome(mut self, retry: bool) -> Self {
         self.0.retry_unknown_outcome = retry;
+        self
+    }
+
+    /// `on_unknown_outcome`.
+    pub fn on_unknown_outcome(mut self, mode: OnUnknownOutcome) -> Self {
+        self.0.on_unknown_outcome = Some(mode);
         self
     }
 
@@ -435,6 +441,13 @@ impl PolicySpec {
     /// `on_rejected`.
     pub fn on_rejected(mut self, on_rejected: OnRejected) -> Self {
         self.0.on_rejected = on_rejected;
+        self
+    }
+
+    /// `on_unknown_outcome`: what an attempt whose outcome is unknown leads to under this
+    /// policy, whatever its provider says.
+    pub fn on_unknown_outcome(mut self, mode: OnUnknownOutcome) -> Self {
+        self.0.on_unknown_outcome = Some(mode);
         self
     }
 }

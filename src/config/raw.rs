@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{OnRejected, OnUnavailable, Script};
+use super::{OnRejected, OnUnavailable, OnUnknownOutcome, Script};
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -178,8 +178,11 @@ pub(super) struct RawProvider {
     pub max_concurrency: u32,
     #[serde(default = "default_queue_capacity")]
     pub queue_capacity: u32,
+    /// The older spelling of `on_unknown_outcome = "retry"`.
     #[serde(default)]
     pub retry_unknown_outcome: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_unknown_outcome: Option<OnUnknownOutcome>,
     /// HTTP adapters only; unset, every timeout is at its default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<RawTimeouts>,
@@ -205,6 +208,7 @@ impl RawProvider {
             max_concurrency: default_max_concurrency(),
             queue_capacity: default_queue_capacity(),
             retry_unknown_outcome: false,
+            on_unknown_outcome: None,
             timeouts: None,
             limiter: None,
             models: Vec::new(),
@@ -296,6 +300,8 @@ pub(super) struct RawPolicy {
     pub min_attempt_time: Option<Duration>,
     #[serde(default)]
     pub on_rejected: OnRejected,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_unknown_outcome: Option<OnUnknownOutcome>,
 }
 
 impl RawPolicy {
@@ -309,6 +315,7 @@ impl RawPolicy {
             backoff: default_backoff(),
             min_attempt_time: None,
             on_rejected: OnRejected::default(),
+            on_unknown_outcome: None,
         }
     }
 }

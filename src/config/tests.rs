@@ -416,3 +416,60 @@ fn two_providers_counting_one_key_must_count_one_limit() {
         "{error}"
     );
 }
+
+/// `on_unknown_outcome` on a provider and a policy; `retry_unknown_outcome = true` is its
+/// older spelling of "retry", and the two may only say the same.
+#[test]
+fn unknown_outcomes_stop_by_default_and_may_retry_or_fall_back() {
+    let config = Config::from_toml(MINIMAL).unwrap();
+    assert_eq!(
+        config.providers["fake"].on_unknown_outcome,
+        OnUnknownOutcome::Stop
+    );
+    assert_eq!(config.policies["main"].on_unknown_outcome, None);
+    let provider = |keys: &str| {
+        MINIMAL.replace(
+            "adapter = \"scripted\"",
+            &format!("adapter = \"scripted\"\n{keys}"),
+        )
+    };
+    let policy = |keys: &str| {
+        MINIMAL.replace(
+            "targets = [\"fake/m1\"]",
+            &format!("targets = [\"fake/m1\"]\n{keys}"),
+        )
+    };
+    for (text, mode) in [
+        (
+            provider("on_unknown_outcome = \"fallback\""),
+            OnUnknownOutcome::Fallback,
+        ),
+        (
+            provider("retry_unknown_outcome = true"),
+            OnUnknownOutcome::Retry,
+        ),
+        (
+            provider("retry_unknown_outcome = true\non_unknown_outcome = \"retry\""),
+            OnUnknownOutcome::Retry,
+        ),
+    ] {
+        let config = Config::from_toml(&text).unwrap();
+        assert_eq!(config.providers["fake"].on_unknown_outcome, mode, "{text}");
+    }
+    let config = Config::from_toml(&policy("on_unknown_outcome = \"fallback\"")).unwrap();
+    assert_eq!(
+        config.policies["main"].on_unknown_outcome,
+        Some(OnUnknownOutcome::Fallback)
+    );
+    assert_errors(&[(
+        provider("retry_unknown_outcome = true\non_unknown_outcome = \"fallback\""),
+        "providers.fake.retry_unknown_outcome: says `on_unknown_outcome = \"retry\"`",
+    )]);
+    // A word it does not know: the parser's error shows the line and the words it knows.
+    let error = error_of(&provider("on_unknown_outcome = \"sometimes\""));
+    assert!(
+        error.contains("on_unknown_outcome = \"sometimes\"")
+            && error.contains("`stop`, `retry`, `fallback`"),
+        "{error}"
+    );
+}

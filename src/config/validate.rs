@@ -5,7 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::raw::{RawConfig, RawProvider};
-use super::{AdapterConfig, Config, ConfigError, ModelConfig, ProviderConfig, TimeoutsConfig};
+use super::{
+    AdapterConfig, Config, ConfigError, ModelConfig, OnUnknownOutcome, ProviderConfig,
+    TimeoutsConfig,
+};
 
 /// Looks up an environment variable (the process environment, or a test's stand-in).
 pub(super) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -118,6 +121,20 @@ fn capabilities(key: &str, names: Vec<String>) -> Result<BTreeSet<String>, Confi
     Ok(set)
 }
 
+/// `on_unknown_outcome`, or its older spelling `retry_unknown_outcome = true`; both only when
+/// they say the same.
+fn on_unknown_outcome(key: &str, raw: &RawProvider) -> Result<OnUnknownOutcome, ConfigError> {
+    match (raw.retry_unknown_outcome, raw.on_unknown_outcome) {
+        (false, mode) => Ok(mode.unwrap_or_default()),
+        (true, None | Some(OnUnknownOutcome::Retry)) => Ok(OnUnknownOutcome::Retry),
+        (true, Some(_)) => Err(invalid(
+            format!("{key}.retry_unknown_outcome"),
+            "says `on_unknown_outcome = \"retry\"`, and `on_unknown_outcome` says otherwise: \
+             keep one",
+        )),
+    }
+}
+
 fn provider(
     key: &str,
     table: &str,
@@ -125,6 +142,7 @@ fn provider(
     env: Env<'_>,
 ) -> Result<ProviderConfig, ConfigError> {
     let name = name(key, table)?;
+    let on_unknown_outcome = on_unknown_outcome(key, &raw)?;
     let max_concurrency = count(
         &format!("{key}.max_concurrency"),
         raw.max_concurrency,
@@ -187,7 +205,7 @@ fn provider(
         adapter,
         max_concurrency,
         queue_capacity,
-        retry_unknown_outcome: raw.retry_unknown_outcome,
+        on_unknown_outcome,
         limiter,
         models,
     })

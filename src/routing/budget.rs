@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::config::{OnRejected, PolicyConfig};
+use crate::config::{OnRejected, OnUnknownOutcome, PolicyConfig};
 use crate::execution::commit::after_failure;
 use crate::execution::{AttemptError, EffectiveLimits, ErrorClass, ErrorCode, NextAction};
 
@@ -17,13 +17,17 @@ pub struct AttemptBudget {
     pub allow_fallback: bool,
     /// Extra attempts on one target before moving on.
     pub retries_per_target: u32,
-    /// First back-off before retrying one target; doubles each time.
+    /// The first back-off window before retrying one target; doubles each time. The wait
+    /// is drawn at random within the window (full jitter).
     pub backoff: Duration,
     /// No attempt starts (or leaves the admission queue) with less of the retry budget left
     /// than this.
     pub min_attempt_time: Duration,
     /// Whether a target's `rejected` error ends the execution instead of falling back.
     pub stop_on_rejected: bool,
+    /// What an attempt whose outcome is unknown leads to under the policy; `None`, what the
+    /// attempt's provider says.
+    pub on_unknown_outcome: Option<OnUnknownOutcome>,
     /// When the policy's wall-clock retry budget runs out.
     pub budget_end: Instant,
     /// The execution's deadline.
@@ -70,8 +74,11 @@ pub struct Failure<'a> {
     pub admitted: bool,
     /// Whether a later target remains in the plan.
     pub has_next_target: bool,
-    /// Whether the provider may repeat a request whose outcome is unknown.
-    pub retry_unknown_outcome: bool,
+    /// What the attempt's provider says an unknown outcome leads to.
+    pub on_unknown_outcome: OnUnknownOutcome,
+    /// A uniformly random draw that places a retry's wait within its backoff window (0 the
+    /// start, `u64::MAX` the end).
+    pub jitter: u64,
 }
 
 impl AttemptBudget {
@@ -90,6 +97,7 @@ impl AttemptBudget {
             backoff: policy.backoff,
             min_attempt_time: policy.min_attempt_time,
             stop_on_rejected: policy.on_rejected == OnRejected::Stop,
+            on_unknown_outcome: policy.on_unknown_outcome,
             budget_end: start + policy.retry_budget,
             deadline: start + time_left,
         }
@@ -130,36 +138,41 @@ impl AttemptBudget {
     /// Decides what follows a failed attempt, at time `now`, from the error's class.
     ///
     /// A `retryable` target is tried again while the policy's `retries_per_target` allows,
-    /// after an exponential backoff or the provider's Retry-After, whichever is longer; with
-    /// no later target, a Retry-After is honoured even when the policy allows no retries,
-    /// waiting at least the backoff. A `rejected` target is never tried again: the next one
-    /// is, unless the policy stops on rejection. `invalid` stops, and so does
-    /// `outcome_unknown` unless the provider may repeat such a request. Any new attempt must
-    /// be able to start with `min_attempt_time` of the budget left, after its wait.
+    /// after a backoff drawn within an exponential window (full jitter) or the provider's
+    /// Retry-After, whichever is longer; with no later target, a Retry-After is honoured even
+    /// when the policy allows no retries, waiting at least the backoff. A `rejected` target
+    /// is never tried again: the next one is, unless the policy stops on rejection.
+    /// `invalid` stops. `outcome_unknown` stops, is retried on its target as `retryable` is,
+    /// or moves on to the next target as `rejected` does, as the policy (or else the
+    /// provider) says. Any new attempt must be able to start with `min_attempt_time` of the
+    /// budget left, after its wait.
     pub fn decide(&self, failure: Failure<'_>, now: Instant) -> Decision {
         if let Err(code) = after_failure(failure.committed) {
             return Decision::Stop(code);
         }
-        let same_target_may_serve = match failure.error.class {
-            ErrorClass::Retryable => true,
-            ErrorClass::OutcomeUnknown if failure.retry_unknown_outcome => true,
-            ErrorClass::OutcomeUnknown => return Decision::Stop(ErrorCode::OutcomeUnknown),
+        let unknown = self
+            .on_unknown_outcome
+            .unwrap_or(failure.on_unknown_outcome);
+        // Whether this target may be tried again, and what ends the execution when nothing
+        // else may be tried.
+        let (same_target_may_serve, nothing_left) = match failure.error.class {
+            ErrorClass::Retryable => (true, ErrorCode::AttemptsExhausted),
+            ErrorClass::OutcomeUnknown => match unknown {
+                OnUnknownOutcome::Stop => return Decision::Stop(ErrorCode::OutcomeUnknown),
+                OnUnknownOutcome::Retry => (true, ErrorCode::AttemptsExhausted),
+                OnUnknownOutcome::Fallback => (false, ErrorCode::OutcomeUnknown),
+            },
             ErrorClass::Invalid => return Decision::Stop(ErrorCode::InvalidRequest),
             ErrorClass::Rejected if self.stop_on_rejected => {
                 return Decision::Stop(ErrorCode::Rejected);
             }
-            ErrorClass::Rejected => false,
+            ErrorClass::Rejected => (false, ErrorCode::Rejected),
         };
-        // A rejection with no other target to try is the answer, whatever time is left.
+        // A target that may not be tried again, with no other to try: its error is the
+        // answer, whatever time is left.
         if !same_target_may_serve && (!failure.has_next_target || !self.allow_fallback) {
-            return Decision::Stop(ErrorCode::Rejected);
+            return Decision::Stop(nothing_left);
         }
-        // What ends the execution when nothing else may be tried.
-        let nothing_left = if same_target_may_serve {
-            ErrorCode::AttemptsExhausted
-        } else {
-            ErrorCode::Rejected
-        };
         let (start_by, time_code) = self.start_by();
         if now >= start_by {
             return Decision::Stop(time_code);
@@ -171,7 +184,7 @@ impl AttemptBudget {
             return Decision::Stop(nothing_left);
         }
         let exponent = failure.on_target.saturating_sub(1).min(16);
-        let backoff = self.backoff.saturating_mul(1 << exponent);
+        let backoff = jittered(self.backoff.saturating_mul(1 << exponent), failure.jitter);
         let retry_after = failure.error.retry_after;
         let same_target_wait = if !same_target_may_serve || !failure.admitted {
             // A full queue says nothing about when a permit frees up: move on at once.
@@ -196,6 +209,13 @@ impl AttemptBudget {
             None => Decision::Stop(nothing_left),
         }
     }
+}
+
+/// A wait drawn within `window` by `draw`: thousands of executions retrying one provider
+/// spread over the window instead of arriving together.
+fn jittered(window: Duration, draw: u64) -> Duration {
+    let nanos = window.as_nanos().saturating_mul(u128::from(draw)) / u128::from(u64::MAX);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

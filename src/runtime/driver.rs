@@ -15,6 +15,7 @@ use tracing::Instrument;
 use super::error::log_internal;
 use super::metrics::Metrics;
 use super::targets::{ProviderSlot, Slots};
+use crate::config::OnUnknownOutcome;
 use crate::execution::{
     AttemptCode, AttemptError, AttemptStart, CommitTracker, ErrorClass, ErrorCode, EventPayload,
     ExecutionId, ExecutionInput, ExecutionState, Interruption, Labels, Output, PlanTarget,
@@ -233,7 +234,10 @@ impl Driver {
                     on_target: tally.on_target,
                     admitted: end.admitted,
                     has_next_target: index + 1 < targets.len(),
-                    retry_unknown_outcome: slot.is_some_and(|s| s.config.retry_unknown_outcome),
+                    on_unknown_outcome: slot
+                        .map_or(OnUnknownOutcome::Stop, |s| s.config.on_unknown_outcome),
+                    // Only a wait's length is drawn; the plan's order never is.
+                    jitter: getrandom::u64().unwrap_or(u64::MAX),
                 },
                 Instant::now(),
             );

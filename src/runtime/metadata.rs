@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::targets::Slots;
-use crate::config::{AbilityConfig, Config, PolicyConfig};
+use crate::config::{AbilityConfig, Config, OnUnknownOutcome, PolicyConfig};
 use crate::store::{EventStore, StoreStats};
 
 /// Whether the runtime admits new work.
@@ -40,6 +40,8 @@ pub struct ProviderStatus {
     pub max_concurrency: u32,
     /// Queue room.
     pub queue_capacity: u32,
+    /// What an attempt whose outcome is unknown leads to (a policy may say otherwise).
+    pub on_unknown_outcome: OnUnknownOutcome,
     /// Attempts of this replica running now.
     pub in_flight: u32,
     /// Attempts of this replica waiting now: for its permit, or for a global one.
@@ -106,6 +108,7 @@ pub(super) fn describe(
                 adapter: slot.config.adapter.name(),
                 max_concurrency: slot.admission.max_concurrency(),
                 queue_capacity: slot.admission.queue_capacity(),
+                on_unknown_outcome: slot.config.on_unknown_outcome,
                 in_flight: slot.admission.in_flight(),
                 limiter: slot.admission.limiter().map(|l| GlobalLimit {
                     global_in_flight: l.global_in_flight,

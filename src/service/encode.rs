@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::config::OnRejected;
+use crate::config::{OnRejected, OnUnknownOutcome};
 use crate::execution::{
     AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, EventPayload, Execution,
     ExecutionError, ExecutionResult, ExecutionState, FinishReason, NextAction, Outcome, Output,
@@ -366,6 +366,7 @@ pub(crate) fn metadata(m: &RuntimeMetadata) -> pb::RuntimeMetadata {
                 adapter: p.adapter.to_owned(),
                 max_concurrency: p.max_concurrency,
                 queue_capacity: p.queue_capacity,
+                on_unknown_outcome: unknown_outcome(p.on_unknown_outcome).into(),
                 in_flight: p.in_flight,
                 queued: p.queued,
                 limiter: if p.limiter.is_some() {
@@ -411,7 +412,19 @@ pub(crate) fn metadata(m: &RuntimeMetadata) -> pb::RuntimeMetadata {
                     OnRejected::Stop => pb::OnRejected::Stop,
                 }
                 .into(),
+                on_unknown_outcome: p
+                    .on_unknown_outcome
+                    .map_or(pb::OnUnknownOutcome::Unspecified, unknown_outcome)
+                    .into(),
             })
             .collect(),
+    }
+}
+
+fn unknown_outcome(mode: OnUnknownOutcome) -> pb::OnUnknownOutcome {
+    match mode {
+        OnUnknownOutcome::Stop => pb::OnUnknownOutcome::Stop,
+        OnUnknownOutcome::Retry => pb::OnUnknownOutcome::Retry,
+        OnUnknownOutcome::Fallback => pb::OnUnknownOutcome::Fallback,
     }
 }

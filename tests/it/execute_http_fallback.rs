@@ -9,10 +9,10 @@ use crate::common;
 use std::time::Duration;
 
 use common::adapters::{KEY, anthropic_at, env, event, openai_at};
-use common::upstream::{Upstream, sse, status};
+use common::upstream::{Behaviour, Upstream, sse, status};
 use common::{completed_result, execute, failed_payload, get, request, start_with, text_of};
 use futures_util::StreamExt;
-use model_runtime::config::{AbilitySpec, OnRejected, PolicySpec, ProviderSpec};
+use model_runtime::config::{AbilitySpec, OnRejected, OnUnknownOutcome, PolicySpec, ProviderSpec};
 use model_runtime::pb::execution_event::Payload;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 use model_runtime::{Config, Runtime, pb, server};
@@ -255,8 +255,17 @@ fn rejecting_config(
     anthropic: &Upstream,
     policy: impl FnOnce(PolicySpec) -> PolicySpec,
 ) -> Config {
+    two_targets(openai_at(&openai.base_url(), "small"), anthropic, policy)
+}
+
+/// [`rejecting_config`] with the openai provider `oa` as `openai` says.
+fn two_targets(
+    openai: ProviderSpec,
+    anthropic: &Upstream,
+    policy: impl FnOnce(PolicySpec) -> PolicySpec,
+) -> Config {
     Config::builder()
-        .provider("oa", openai_at(&openai.base_url(), "small"))
+        .provider("oa", openai)
         .provider("an", anthropic_at(&anthropic.base_url(), "large"))
         .policy(
             "default",
@@ -341,4 +350,69 @@ async fn on_rejected_stop_ends_at_the_first_rejection() {
     assert_eq!(error.last_attempt_error.unwrap().code, "not_found");
     assert_eq!(view.attempts.len(), 1);
     assert!(anthropic.requests().is_empty());
+}
+
+/// An openai target that takes the request and never answers (its outcome unknown, after a
+/// 300 ms first-byte timeout), then the anthropic one, under a policy that would retry a
+/// target twice (four attempts in all); the openai provider's `on_unknown_outcome` is `mode`.
+fn silent_config(openai: &Upstream, anthropic: &Upstream, mode: OnUnknownOutcome) -> Config {
+    let silent = openai_at(&openai.base_url(), "small")
+        .timeouts(
+            Duration::from_millis(200),
+            Duration::from_millis(300),
+            Duration::from_millis(300),
+        )
+        .on_unknown_outcome(mode);
+    two_targets(silent, anthropic, |p| p.max_attempts(4))
+}
+
+/// With `on_unknown_outcome = "fallback"` a silent target costs one timeout: the next target
+/// is tried at once, though the policy would retry it, and the evidence says the first
+/// attempt's outcome is unknown and that routing moved on. With `"retry"` the same target is
+/// asked again (three requests); with `"stop"`, the unknown outcome is the answer.
+#[tokio::test]
+async fn a_silent_target_is_left_at_once_when_unknown_outcomes_fall_back() {
+    let openai = Upstream::always(Behaviour::Hang).await;
+    let anthropic = Upstream::always(sse(&anthropic_reply())).await;
+    let (events, view) = run_once(silent_config(
+        &openai,
+        &anthropic,
+        OnUnknownOutcome::Fallback,
+    ))
+    .await;
+
+    assert_eq!(completed_result(&events).provider, "an");
+    assert_eq!(text_of(&events), "Hello!");
+    assert_eq!(
+        openai.requests().len(),
+        1,
+        "the silent target is asked once"
+    );
+    assert_eq!(view.attempts.len(), 2);
+    let first = &view.attempts[0];
+    let error = first.error.as_ref().unwrap();
+    assert_eq!(
+        (error.class(), error.code.as_str()),
+        (pb::ErrorClass::OutcomeUnknown, "timeout")
+    );
+    assert_eq!(first.outcome(), pb::Outcome::Unknown, "it may still run");
+    assert_eq!(first.next_action(), pb::NextAction::Fallback);
+
+    let openai = Upstream::always(Behaviour::Hang).await;
+    let (events, _) = run_once(silent_config(&openai, &anthropic, OnUnknownOutcome::Retry)).await;
+    assert_eq!(completed_result(&events).provider, "an");
+    assert_eq!(
+        openai.requests().len(),
+        3,
+        "asked again twice, as the policy says"
+    );
+
+    let openai = Upstream::always(Behaviour::Hang).await;
+    let (events, view) = run_once(silent_config(&openai, &anthropic, OnUnknownOutcome::Stop)).await;
+    assert_eq!(
+        failed_payload(&events).error.unwrap().code,
+        "outcome_unknown"
+    );
+    assert_eq!(view.attempts.len(), 1);
+    assert_eq!(openai.requests().len(), 1);
 }

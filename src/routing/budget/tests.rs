@@ -9,6 +9,7 @@ fn budget(now: Instant) -> AttemptBudget {
         backoff: Duration::from_millis(100),
         min_attempt_time: Duration::ZERO,
         stop_on_rejected: false,
+        on_unknown_outcome: None,
         budget_end: now + Duration::from_secs(10),
         deadline: now + Duration::from_secs(60),
     }
@@ -31,7 +32,9 @@ fn failure(error: &AttemptError) -> Failure<'_> {
         on_target: 1,
         admitted: true,
         has_next_target: true,
-        retry_unknown_outcome: false,
+        on_unknown_outcome: OnUnknownOutcome::Stop,
+        // The whole window: the waits these tests expect.
+        jitter: u64::MAX,
     }
 }
 
@@ -131,13 +134,100 @@ fn invalid_and_unknown_outcomes_stop() {
         Decision::Stop(ErrorCode::OutcomeUnknown)
     );
     let f = Failure {
-        retry_unknown_outcome: true,
+        on_unknown_outcome: OnUnknownOutcome::Retry,
         ..failure(&e)
     };
     assert!(
         matches!(b.decide(f, now), Decision::Retry { .. }),
         "safe to repeat"
     );
+}
+
+/// `on_unknown_outcome = "fallback"` moves on without trying the silent target again, even
+/// with retries left; with no other target the unknown outcome is the answer. A policy's
+/// choice overrides its provider's.
+#[test]
+fn an_unknown_outcome_may_move_on_to_the_next_target() {
+    let now = Instant::now();
+    let b = budget(now);
+    let e = error(ErrorClass::OutcomeUnknown, None);
+    let f = Failure {
+        on_unknown_outcome: OnUnknownOutcome::Fallback,
+        ..failure(&e)
+    };
+    assert_eq!(b.decide(f, now), Decision::Fallback);
+    let last = Failure {
+        has_next_target: false,
+        ..f
+    };
+    assert_eq!(
+        b.decide(last, now),
+        Decision::Stop(ErrorCode::OutcomeUnknown)
+    );
+    let no_fallback = AttemptBudget {
+        allow_fallback: false,
+        ..b.clone()
+    };
+    assert_eq!(
+        no_fallback.decide(f, now),
+        Decision::Stop(ErrorCode::OutcomeUnknown)
+    );
+    let policy_stops = AttemptBudget {
+        on_unknown_outcome: Some(OnUnknownOutcome::Stop),
+        ..b.clone()
+    };
+    assert_eq!(
+        policy_stops.decide(f, now),
+        Decision::Stop(ErrorCode::OutcomeUnknown)
+    );
+    let policy_moves_on = AttemptBudget {
+        on_unknown_outcome: Some(OnUnknownOutcome::Fallback),
+        ..b
+    };
+    assert_eq!(policy_moves_on.decide(failure(&e), now), Decision::Fallback);
+}
+
+/// A retry's wait is drawn within its backoff window (full jitter): the draw places it, the
+/// window doubles per attempt on the target, and a longer Retry-After still wins.
+#[test]
+fn backoff_waits_are_drawn_within_the_window() {
+    let now = Instant::now();
+    let b = AttemptBudget {
+        retries_per_target: 3,
+        ..budget(now)
+    };
+    let e = error(ErrorClass::Retryable, None);
+    let at = |jitter: u64, on_target: u32| {
+        b.decide(
+            Failure {
+                jitter,
+                on_target,
+                attempts: on_target,
+                ..failure(&e)
+            },
+            now,
+        )
+    };
+    let wait = |after: u64| Decision::Retry {
+        after: Duration::from_millis(after),
+    };
+    assert_eq!(at(0, 1), wait(0));
+    assert_eq!(at(u64::MAX / 2 + 1, 1), wait(50));
+    assert_eq!(at(u64::MAX, 1), wait(100));
+    assert_eq!(at(u64::MAX / 4 + 1, 3), wait(100));
+    assert_eq!(at(u64::MAX, 3), wait(400));
+    let later = error(ErrorClass::Retryable, Some(Duration::from_millis(70)));
+    let with_retry_after = |jitter: u64| {
+        b.decide(
+            Failure {
+                jitter,
+                ..failure(&later)
+            },
+            now,
+        )
+    };
+    assert_eq!(with_retry_after(0), wait(70));
+    assert_eq!(with_retry_after(u64::MAX), wait(100));
 }
 
 #[test]

@@ -6,7 +6,9 @@ use std::time::{Duration, SystemTime};
 use proptest::prelude::*;
 use tokio::time::Instant;
 
-use crate::config::{AbilitySpec, Config, FailError, PolicySpec, ProviderSpec, Script};
+use crate::config::{
+    AbilitySpec, Config, FailError, OnUnknownOutcome, PolicySpec, ProviderSpec, Script,
+};
 use crate::execution::{
     ErrorClass, ErrorCode, EventPayload, ExecuteRequest, ExecutionInput, ExecutionState, Message,
 };
@@ -21,6 +23,11 @@ const FAIL_ERRORS: [FailError; 6] = [
     FailError::InvalidRequest,
     FailError::TimeoutUnknown,
     FailError::Internal,
+];
+const UNKNOWN: [OnUnknownOutcome; 3] = [
+    OnUnknownOutcome::Stop,
+    OnUnknownOutcome::Retry,
+    OnUnknownOutcome::Fallback,
 ];
 
 #[derive(Debug, Clone)]
@@ -47,7 +54,8 @@ struct Case {
     allow_fallback: Option<bool>,
     required: Vec<usize>,
     deadline_ms: u64,
-    retry_unknown: bool,
+    /// The provider's `on_unknown_outcome`, an index of [`UNKNOWN`].
+    unknown: usize,
 }
 
 fn target() -> impl Strategy<Value = TargetScript> {
@@ -95,7 +103,7 @@ fn case() -> impl Strategy<Value = Case> {
         prop::option::of(any::<bool>()),
         prop::collection::vec(0..3usize, 0..2),
         50..5000u64,
-        any::<bool>(),
+        0..UNKNOWN.len(),
     )
         .prop_map(
             |(
@@ -109,7 +117,7 @@ fn case() -> impl Strategy<Value = Case> {
                 allow_fallback,
                 required,
                 deadline_ms,
-                retry_unknown,
+                unknown,
             )| Case {
                 targets,
                 policy_max_attempts,
@@ -121,7 +129,7 @@ fn case() -> impl Strategy<Value = Case> {
                 allow_fallback,
                 required,
                 deadline_ms,
-                retry_unknown,
+                unknown,
             },
         )
 }
@@ -130,7 +138,7 @@ fn config(case: &Case) -> Config {
     let mut provider = ProviderSpec::scripted()
         .max_concurrency(8)
         .queue_capacity(8)
-        .retry_unknown_outcome(case.retry_unknown);
+        .on_unknown_outcome(UNKNOWN[case.unknown]);
     for (i, t) in case.targets.iter().enumerate() {
         let mut caps: Vec<&str> = vec!["text"];
         caps.extend(t.capabilities.iter().map(|c| CAPABILITIES[*c]));
@@ -254,6 +262,17 @@ fn check(case: Case) -> Result<(), TestCaseError> {
             prop_assert!(
                 class != Some(ErrorClass::Invalid),
                 "an attempt followed an invalid request"
+            );
+            // An unknown outcome stops, or under "fallback" moves on from its target.
+            let unknown = class == Some(ErrorClass::OutcomeUnknown);
+            let mode = UNKNOWN[case.unknown];
+            prop_assert!(
+                !(unknown && mode == OnUnknownOutcome::Stop),
+                "an attempt followed an unknown outcome under \"stop\""
+            );
+            prop_assert!(
+                !(unknown && mode == OnUnknownOutcome::Fallback && pair[0].model == pair[1].model),
+                "a silent target was tried again under \"fallback\""
             );
         }
         if case.allow_fallback == Some(false) {
