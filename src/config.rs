@@ -359,6 +359,21 @@ pub struct PolicyConfig {
     pub on_rejected: OnRejected,
     /// What an attempt whose outcome is unknown leads to; `None`, what its provider says.
     pub on_unknown_outcome: Option<OnUnknownOutcome>,
+    /// What a target's refusal on a content or safety policy leads to.
+    pub on_content_filter: OnContentFilter,
+}
+
+/// What follows an attempt a target refused on a content or safety policy
+/// (`policies.NAME.on_content_filter`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnContentFilter {
+    /// The execution ends with `content_filtered`: routing around a safety decision is not
+    /// the runtime's to make.
+    #[default]
+    Stop,
+    /// The next target, as for any rejection.
+    Fallback,
 }
 
 /// What follows an attempt whose target rejected the request (`policies.NAME.on_rejected`).

@@ -23,7 +23,10 @@ use std::time::Duration;
 use super::raw::{
     RawAbility, RawConfig, RawLimiter, RawModel, RawPolicy, RawProvider, RawTimeouts,
 };
-use super::{Config, ConfigError, OnRejected, OnUnavailable, OnUnknownOutcome, Script, validate};
+use super::{
+    Config, ConfigError, OnContentFilter, OnRejected, OnUnavailable, OnUnknownOutcome, Script,
+    validate,
+};
 
 /// Builds a [`Config`]; every setting left out keeps the default the file would have.
 #[derive(Debug, Clone, Default)]
@@ -448,6 +451,12 @@ impl PolicySpec {
     /// policy, whatever its provider says.
     pub fn on_unknown_outcome(mut self, mode: OnUnknownOutcome) -> Self {
         self.0.on_unknown_outcome = Some(mode);
+        self
+    }
+
+    /// `on_content_filter`.
+    pub fn on_content_filter(mut self, mode: OnContentFilter) -> Self {
+        self.0.on_content_filter = mode;
         self
     }
 }

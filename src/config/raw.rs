@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{OnRejected, OnUnavailable, OnUnknownOutcome, Script};
+use super::{OnContentFilter, OnRejected, OnUnavailable, OnUnknownOutcome, Script};
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -302,6 +302,8 @@ pub(super) struct RawPolicy {
     pub on_rejected: OnRejected,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_unknown_outcome: Option<OnUnknownOutcome>,
+    #[serde(default)]
+    pub on_content_filter: OnContentFilter,
 }
 
 impl RawPolicy {
@@ -316,6 +318,7 @@ impl RawPolicy {
             min_attempt_time: None,
             on_rejected: OnRejected::default(),
             on_unknown_outcome: None,
+            on_content_filter: OnContentFilter::default(),
         }
     }
 }

@@ -461,6 +461,16 @@ fn unknown_outcomes_stop_by_default_and_may_retry_or_fall_back() {
         config.policies["main"].on_unknown_outcome,
         Some(OnUnknownOutcome::Fallback)
     );
+    // A refusal on a content policy stops unless the policy says otherwise.
+    assert_eq!(
+        Config::from_toml(MINIMAL).unwrap().policies["main"].on_content_filter,
+        OnContentFilter::Stop
+    );
+    let config = Config::from_toml(&policy("on_content_filter = \"fallback\"")).unwrap();
+    assert_eq!(
+        config.policies["main"].on_content_filter,
+        OnContentFilter::Fallback
+    );
     assert_errors(&[(
         provider("retry_unknown_outcome = true\non_unknown_outcome = \"fallback\""),
         "providers.fake.retry_unknown_outcome: says `on_unknown_outcome = \"retry\"`",

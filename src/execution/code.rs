@@ -24,6 +24,9 @@ pub enum ErrorCode {
     Rejected,
     /// The request cannot be sent to any target as it is.
     InvalidRequest,
+    /// A target refused the request (or its answer) on a content or safety policy, and the
+    /// policy does not route around that (`on_content_filter = "stop"`, the default).
+    ContentFiltered,
     /// The remote may still be running the request, so it was not repeated.
     OutcomeUnknown,
     /// A caller or shutdown cancelled it.
@@ -34,7 +37,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests, metrics and documentation.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 12] = [
         Self::NoCapableTarget,
         Self::AttemptsExhausted,
         Self::RetryBudgetExhausted,
@@ -43,6 +46,7 @@ impl ErrorCode {
         Self::OutputTooLarge,
         Self::Rejected,
         Self::InvalidRequest,
+        Self::ContentFiltered,
         Self::OutcomeUnknown,
         Self::Cancelled,
         Self::InternalError,
@@ -59,6 +63,7 @@ impl ErrorCode {
             Self::OutputTooLarge => "output_too_large",
             Self::Rejected => "rejected",
             Self::InvalidRequest => "invalid_request",
+            Self::ContentFiltered => "content_filtered",
             Self::OutcomeUnknown => "outcome_unknown",
             Self::Cancelled => "cancelled",
             Self::InternalError => "internal_error",
@@ -115,6 +120,8 @@ pub enum AttemptCode {
     NotFound,
     /// Another HTTP 4xx.
     Rejected,
+    /// The provider refused the request (or its answer) on a content or safety policy.
+    ContentFiltered,
     /// The scripted provider has no such model.
     ModelNotFound,
     // The runtime's own reasons.
@@ -134,7 +141,7 @@ pub enum AttemptCode {
 
 impl AttemptCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [Self; 25] = [
+    pub const ALL: [Self; 26] = [
         Self::Unavailable,
         Self::RateLimited,
         Self::Overloaded,
@@ -153,6 +160,7 @@ impl AttemptCode {
         Self::Forbidden,
         Self::NotFound,
         Self::Rejected,
+        Self::ContentFiltered,
         Self::ModelNotFound,
         Self::ProviderMissing,
         Self::AdmissionRejected,
@@ -183,6 +191,7 @@ impl AttemptCode {
             Self::Forbidden => "forbidden",
             Self::NotFound => "not_found",
             Self::Rejected => "rejected",
+            Self::ContentFiltered => "content_filtered",
             Self::ModelNotFound => "model_not_found",
             Self::ProviderMissing => "provider_missing",
             Self::AdmissionRejected => "admission_rejected",
@@ -207,6 +216,7 @@ impl AttemptCode {
             | ErrorCode::OutputInterrupted
             | ErrorCode::Rejected
             | ErrorCode::InvalidRequest
+            | ErrorCode::ContentFiltered
             | ErrorCode::OutcomeUnknown
             | ErrorCode::InternalError => Self::DeadlineExceeded,
         }

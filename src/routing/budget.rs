@@ -4,9 +4,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::config::{OnRejected, OnUnknownOutcome, PolicyConfig};
+use crate::config::{OnContentFilter, OnRejected, OnUnknownOutcome, PolicyConfig};
 use crate::execution::commit::after_failure;
-use crate::execution::{AttemptError, EffectiveLimits, ErrorClass, ErrorCode, NextAction};
+use crate::execution::{
+    AttemptCode, AttemptError, EffectiveLimits, ErrorClass, ErrorCode, NextAction,
+};
 
 /// The limits one execution's attempts run under.
 #[derive(Debug, Clone)]
@@ -25,6 +27,9 @@ pub struct AttemptBudget {
     pub min_attempt_time: Duration,
     /// Whether a target's `rejected` error ends the execution instead of falling back.
     pub stop_on_rejected: bool,
+    /// Whether a target's refusal on a content or safety policy ends the execution instead
+    /// of falling back.
+    pub stop_on_content_filter: bool,
     /// What an attempt whose outcome is unknown leads to under the policy; `None`, what the
     /// attempt's provider says.
     pub on_unknown_outcome: Option<OnUnknownOutcome>,
@@ -97,6 +102,7 @@ impl AttemptBudget {
             backoff: policy.backoff,
             min_attempt_time: policy.min_attempt_time,
             stop_on_rejected: policy.on_rejected == OnRejected::Stop,
+            stop_on_content_filter: policy.on_content_filter == OnContentFilter::Stop,
             on_unknown_outcome: policy.on_unknown_outcome,
             budget_end: start + policy.retry_budget,
             deadline: start + time_left,
@@ -141,7 +147,8 @@ impl AttemptBudget {
     /// after a backoff drawn within an exponential window (full jitter) or the provider's
     /// Retry-After, whichever is longer; with no later target, a Retry-After is honoured even
     /// when the policy allows no retries, waiting at least the backoff. A `rejected` target
-    /// is never tried again: the next one is, unless the policy stops on rejection.
+    /// is never tried again: the next one is, unless the policy stops on rejection; a
+    /// refusal on a content policy stops unless the policy falls back on it.
     /// `invalid` stops. `outcome_unknown` stops, is retried on its target as `retryable` is,
     /// or moves on to the next target as `rejected` does, as the policy (or else the
     /// provider) says. Any new attempt must be able to start with `min_attempt_time` of the
@@ -163,6 +170,12 @@ impl AttemptBudget {
                 OnUnknownOutcome::Fallback => (false, ErrorCode::OutcomeUnknown),
             },
             ErrorClass::Invalid => return Decision::Stop(ErrorCode::InvalidRequest),
+            ErrorClass::Rejected if failure.error.code == AttemptCode::ContentFiltered => {
+                if self.stop_on_content_filter {
+                    return Decision::Stop(ErrorCode::ContentFiltered);
+                }
+                (false, ErrorCode::ContentFiltered)
+            }
             ErrorClass::Rejected if self.stop_on_rejected => {
                 return Decision::Stop(ErrorCode::Rejected);
             }

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::config::{OnRejected, OnUnknownOutcome};
+use crate::config::{OnContentFilter, OnRejected, OnUnknownOutcome, PolicyConfig};
 use crate::execution::{
     AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, EventPayload, Execution,
     ExecutionError, ExecutionResult, ExecutionState, FinishReason, NextAction, Outcome, Output,
@@ -397,27 +397,7 @@ pub(crate) fn metadata(m: &RuntimeMetadata) -> pb::RuntimeMetadata {
                 requires: a.requires.iter().cloned().collect(),
             })
             .collect(),
-        policies: m
-            .policies
-            .iter()
-            .map(|p| pb::PolicyInfo {
-                name: p.name.to_string(),
-                targets: p.targets.iter().map(ToString::to_string).collect(),
-                max_attempts: p.max_attempts,
-                retry_budget: Some(duration(p.retry_budget)),
-                retries_per_target: p.retries_per_target,
-                min_attempt_time: Some(duration(p.min_attempt_time)),
-                on_rejected: match p.on_rejected {
-                    OnRejected::Fallback => pb::OnRejected::Fallback,
-                    OnRejected::Stop => pb::OnRejected::Stop,
-                }
-                .into(),
-                on_unknown_outcome: p
-                    .on_unknown_outcome
-                    .map_or(pb::OnUnknownOutcome::Unspecified, unknown_outcome)
-                    .into(),
-            })
-            .collect(),
+        policies: m.policies.iter().map(policy_info).collect(),
     }
 }
 
@@ -426,5 +406,31 @@ fn unknown_outcome(mode: OnUnknownOutcome) -> pb::OnUnknownOutcome {
         OnUnknownOutcome::Stop => pb::OnUnknownOutcome::Stop,
         OnUnknownOutcome::Retry => pb::OnUnknownOutcome::Retry,
         OnUnknownOutcome::Fallback => pb::OnUnknownOutcome::Fallback,
+    }
+}
+
+/// One routing policy, as `GetRuntimeMetadata` shows it.
+fn policy_info(p: &PolicyConfig) -> pb::PolicyInfo {
+    pb::PolicyInfo {
+        name: p.name.to_string(),
+        targets: p.targets.iter().map(ToString::to_string).collect(),
+        max_attempts: p.max_attempts,
+        retry_budget: Some(duration(p.retry_budget)),
+        retries_per_target: p.retries_per_target,
+        min_attempt_time: Some(duration(p.min_attempt_time)),
+        on_rejected: match p.on_rejected {
+            OnRejected::Fallback => pb::OnRejected::Fallback,
+            OnRejected::Stop => pb::OnRejected::Stop,
+        }
+        .into(),
+        on_unknown_outcome: p
+            .on_unknown_outcome
+            .map_or(pb::OnUnknownOutcome::Unspecified, unknown_outcome)
+            .into(),
+        on_content_filter: match p.on_content_filter {
+            OnContentFilter::Stop => pb::OnContentFilter::Stop,
+            OnContentFilter::Fallback => pb::OnContentFilter::Fallback,
+        }
+        .into(),
     }
 }

@@ -12,7 +12,9 @@ use common::adapters::{KEY, anthropic_at, env, event, openai_at};
 use common::upstream::{Behaviour, Upstream, sse, status};
 use common::{completed_result, execute, failed_payload, get, request, start_with, text_of};
 use futures_util::StreamExt;
-use model_runtime::config::{AbilitySpec, OnRejected, OnUnknownOutcome, PolicySpec, ProviderSpec};
+use model_runtime::config::{
+    AbilitySpec, OnContentFilter, OnRejected, OnUnknownOutcome, PolicySpec, ProviderSpec,
+};
 use model_runtime::pb::execution_event::Payload;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 use model_runtime::{Config, Runtime, pb, server};
@@ -415,4 +417,39 @@ async fn a_silent_target_is_left_at_once_when_unknown_outcomes_fall_back() {
     );
     assert_eq!(view.attempts.len(), 1);
     assert_eq!(openai.requests().len(), 1);
+}
+
+/// A refusal on a content policy (OpenAI's `content_policy_violation`, a 400) ends the
+/// execution by default: routing around a safety decision to a laxer target is not the
+/// runtime's to make. With `on_content_filter = "fallback"` the next target serves it.
+#[tokio::test]
+async fn a_content_policy_refusal_stops_unless_the_policy_falls_back() {
+    let refusal = r#"{"error":{"message":"Your request was rejected as a result of our safety system.","type":"invalid_request_error","param":null,"code":"content_policy_violation"}}"#;
+    let openai = Upstream::always(status(400, refusal, &[])).await;
+    let anthropic = Upstream::always(sse(&anthropic_reply())).await;
+    let (events, view) = run_once(rejecting_config(&openai, &anthropic, |p| p)).await;
+
+    let error = failed_payload(&events).error.unwrap();
+    assert_eq!(error.code, "content_filtered");
+    let last = error.last_attempt_error.unwrap();
+    assert_eq!(
+        (last.class(), last.code.as_str()),
+        (pb::ErrorClass::Rejected, "content_filtered")
+    );
+    assert!(last.message.contains("safety system"), "{}", last.message);
+    assert_eq!(view.attempts.len(), 1);
+    assert_eq!(view.attempts[0].next_action(), pb::NextAction::Stop);
+    assert!(anthropic.requests().is_empty(), "not routed around");
+
+    let config = rejecting_config(&openai, &anthropic, |p| {
+        p.on_content_filter(OnContentFilter::Fallback)
+    });
+    let (events, view) = run_once(config).await;
+    assert_eq!(completed_result(&events).provider, "an");
+    assert_eq!(view.attempts[0].next_action(), pb::NextAction::Fallback);
+    assert_eq!(
+        openai.requests().len(),
+        2,
+        "once per execution, never retried"
+    );
 }

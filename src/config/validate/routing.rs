@@ -83,6 +83,7 @@ pub(super) fn policy(
         min_attempt_time: min_attempt_time(key, raw.min_attempt_time, raw.retry_budget)?,
         on_rejected: raw.on_rejected,
         on_unknown_outcome: raw.on_unknown_outcome,
+        on_content_filter: raw.on_content_filter,
     })
 }
 

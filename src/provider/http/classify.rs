@@ -98,6 +98,15 @@ impl Upstream {
     fn by_status(&self, code: u16, place: &str, detail: &ErrorDetail) -> Option<ProviderError> {
         let label = self.label();
         let error = match code {
+            // A refusal on a content or safety policy is not this target's alone to route
+            // around (the policy's `on_content_filter` decides).
+            400 | 403 | 422 if detail.is_content_filter() => ProviderError::rejected(
+                AttemptCode::ContentFiltered,
+                format!(
+                    "{label} refused the request on a content policy {place}{}",
+                    detail.quoted()
+                ),
+            ),
             // Never the body: a 401 message may quote part of the key.
             401 => ProviderError::rejected(
                 AttemptCode::Unauthorized,
@@ -219,6 +228,12 @@ impl Upstream {
         let label = self.label();
         let kind = detail.kind.as_deref().unwrap_or("");
         let reported = format!("{label} reported an error in the stream");
+        if detail.is_content_filter() {
+            return ProviderError::rejected(
+                AttemptCode::ContentFiltered,
+                format!("{reported}: a content policy refused it{}", detail.quoted()),
+            );
+        }
         match kind {
             "overloaded_error" | "overloaded" => {
                 ProviderError::retryable(AttemptCode::Overloaded, format!("{reported}: {kind}"))
@@ -304,7 +319,34 @@ fn whole_millis(limit: Duration) -> Duration {
     Duration::from_millis(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// Error codes providers give a refusal on a content or safety policy: OpenAI's
+/// `content_policy_violation` and `content_filter`, Azure OpenAI's `content_filter` (with
+/// `ResponsibleAIPolicyViolation` inside), and the same where a compatible server repeats them.
+const CONTENT_FILTER_CODES: &[&str] = &[
+    "content_filter",
+    "content_policy_violation",
+    "ResponsibleAIPolicyViolation",
+];
+
+/// What a provider's message says when it gives no such code: Anthropic's "Output blocked by
+/// content filtering policy", Azure's "... content management policy".
+const CONTENT_FILTER_WORDS: &[&str] = &["content filtering policy", "content management policy"];
+
 impl ErrorDetail {
+    /// Whether the provider refused on a content or safety policy (not on what the request
+    /// asks of the model, which another target may serve): by its code, else its message.
+    fn is_content_filter(&self) -> bool {
+        let coded = [&self.code, &self.kind]
+            .into_iter()
+            .flatten()
+            .any(|code| CONTENT_FILTER_CODES.contains(&code.as_str()));
+        coded
+            || self.message.as_ref().is_some_and(|message| {
+                let message = message.to_ascii_lowercase();
+                CONTENT_FILTER_WORDS.iter().any(|w| message.contains(w))
+            })
+    }
+
     /// `: overloaded_error`, or nothing.
     fn kind(&self) -> String {
         self.kind

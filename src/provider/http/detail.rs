@@ -14,6 +14,9 @@ use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 pub(crate) struct ErrorDetail {
     /// A short identifier such as `overloaded_error`, if it looks like one.
     pub kind: Option<String>,
+    /// The error's textual `code` (OpenAI's `content_policy_violation`, say) where it also
+    /// has a `type`, which `kind` holds.
+    pub code: Option<String>,
     /// The human message.
     pub message: Option<String>,
     /// A numeric `code` that can be an HTTP status (vLLM and llama.cpp put the status they
@@ -37,14 +40,17 @@ impl ErrorDetail {
             },
             None => fields,
         };
-        let kind = error.kind.or(error.code_text).filter(|k| {
+        let identifier = |k: &String| {
             !k.is_empty()
                 && k.len() <= 64
                 && k.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
-        });
+        };
+        let code = error.code_text.clone().filter(identifier);
+        let kind = error.kind.or(error.code_text).filter(identifier);
         Self {
             kind,
+            code,
             message: error.message,
             status: error.code_number.and_then(|n| u16::try_from(n).ok()),
         }

@@ -324,3 +324,43 @@ fn retry_after_uses_the_clock_for_dates() {
     let wait = retry_after(&headers(&[("retry-after", &later)]), SystemTime::now()).unwrap();
     assert!(wait > Duration::from_secs(3000) && wait <= Duration::from_secs(3600));
 }
+
+/// A refusal on a content or safety policy has its own code (`content_filtered`, class
+/// `rejected`): by the error's code where it has one (OpenAI, Azure OpenAI), else by its
+/// words (Anthropic), from a status or inside a stream. A context-length error is still an
+/// invalid request that another target may serve.
+#[test]
+fn content_policy_refusals_are_told_apart_from_other_rejections() {
+    let up = upstream();
+    let refusals: [&[u8]; 4] = [
+        br#"{"error":{"message":"Your request was rejected as a result of our safety system.","type":"invalid_request_error","param":null,"code":"content_policy_violation"}}"#,
+        br#"{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy.","type":null,"param":"prompt","code":"content_filter","status":400,"innererror":{"code":"ResponsibleAIPolicyViolation","content_filter_result":{"hate":{"filtered":true,"severity":"high"}}}}}"#,
+        br#"{"type":"error","error":{"type":"invalid_request_error","message":"Output blocked by content filtering policy"}}"#,
+        br#"{"error":{"message":"blocked","type":"content_filter"}}"#,
+    ];
+    for body in refusals {
+        let text = String::from_utf8_lossy(body);
+        for error in [
+            up.status_error(StatusCode::BAD_REQUEST, &HeaderMap::new(), body),
+            up.stream_error(body),
+        ] {
+            assert_eq!(
+                (error.class, error.code.as_str()),
+                (ErrorClass::Rejected, "content_filtered"),
+                "{text}: {}",
+                error.message
+            );
+            assert!(
+                error.message.contains("content policy"),
+                "{}",
+                error.message
+            );
+        }
+    }
+    let too_long = br#"{"error":{"message":"This model's maximum context length is 4096 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+    let error = up.status_error(StatusCode::BAD_REQUEST, &HeaderMap::new(), too_long);
+    assert_eq!(
+        (error.class, error.code.as_str()),
+        (ErrorClass::Rejected, "invalid_request")
+    );
+}

@@ -9,6 +9,7 @@ fn budget(now: Instant) -> AttemptBudget {
         backoff: Duration::from_millis(100),
         min_attempt_time: Duration::ZERO,
         stop_on_rejected: false,
+        stop_on_content_filter: true,
         on_unknown_outcome: None,
         budget_end: now + Duration::from_secs(10),
         deadline: now + Duration::from_secs(60),
@@ -185,6 +186,36 @@ fn an_unknown_outcome_may_move_on_to_the_next_target() {
         ..b
     };
     assert_eq!(policy_moves_on.decide(failure(&e), now), Decision::Fallback);
+}
+
+/// A target's refusal on a content policy stops the execution by default, whatever other
+/// targets remain; with `on_content_filter = "fallback"` the next target is tried, and with
+/// none left the refusal is the answer.
+#[test]
+fn a_content_policy_refusal_stops_unless_the_policy_falls_back() {
+    let now = Instant::now();
+    let b = budget(now);
+    let e = AttemptError {
+        code: AttemptCode::ContentFiltered,
+        ..error(ErrorClass::Rejected, None)
+    };
+    assert_eq!(
+        b.decide(failure(&e), now),
+        Decision::Stop(ErrorCode::ContentFiltered)
+    );
+    let falls_back = AttemptBudget {
+        stop_on_content_filter: false,
+        ..b
+    };
+    assert_eq!(falls_back.decide(failure(&e), now), Decision::Fallback);
+    let last = Failure {
+        has_next_target: false,
+        ..failure(&e)
+    };
+    assert_eq!(
+        falls_back.decide(last, now),
+        Decision::Stop(ErrorCode::ContentFiltered)
+    );
 }
 
 /// A retry's wait is drawn within its backoff window (full jitter): the draw places it, the

@@ -191,6 +191,10 @@ pub(super) fn stop_message(code: ErrorCode, tally: &Tally) -> String {
                 "attempt {n} may still be running at the provider, so it was not repeated{last}"
             )
         }
+        ErrorCode::ContentFiltered => format!(
+            "attempt {n} was refused on a content policy, which the routing policy does not \
+             route around (on_content_filter){last}"
+        ),
         other => format!("{other}{last}"),
     }
 }
