@@ -3,9 +3,9 @@
 //!
 //! Counts come from the database (a sum over the executions held, every `poll_interval`)
 //! plus what this replica changed since. A create that the counts say fits is written with
-//! the others waiting (`create.rs`); one that may not fit takes the store's capacity lock (an advisory lock), counts exactly,
-//! lets go of the terminal executions that ended first until it fits, and creates, in one
-//! transaction. So the tables stay within their bounds, exceeded at most by what other
+//! the others waiting (`create.rs`); one that may not fit takes the store's capacity lock
+//! (an advisory lock), counts exactly, lets go of the terminal executions that ended first
+//! until it fits, and creates, in one transaction. So the tables stay within their bounds, exceeded at most by what other
 //! replicas created within one `poll_interval` while their counts said there was room.
 //!
 //! An execution leaves in one statement: its row is marked gone and its idempotency key
