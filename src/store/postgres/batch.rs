@@ -7,8 +7,6 @@ use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 
 use super::Shared;
@@ -16,16 +14,10 @@ use super::Shared;
 /// Requests written together at most.
 const MAX_BATCH: usize = 256;
 
-/// Statements in flight at most. One: what arrives while a statement runs waits for the
-/// next, which takes it all. More in flight would split the same requests over more
-/// statements and commits, and when the database is what limits, that costs more than the
-/// wait (measured in BENCHMARKS.md, "The PostgreSQL store").
-const IN_FLIGHT: usize = 1;
-
 /// A request written in batches.
 pub(super) trait Batched: Send + Sized + 'static {
-    /// Requests with one key are never in one statement, nor in two in flight at once: an
-    /// execution's row is updated once per statement, in order; a key is claimed by one.
+    /// Requests with one key are never in one statement: an execution's row is updated
+    /// once per statement, in order; a key is claimed by one.
     type Key: Eq + Hash + Send;
 
     fn key(&self) -> Self::Key;
@@ -34,51 +26,35 @@ pub(super) trait Batched: Send + Sized + 'static {
     fn write(shared: &Shared, batch: Vec<Self>) -> impl Future<Output = ()> + Send;
 }
 
-/// Takes the requests as they come and writes them in batches until the senders are gone
-/// and every request is answered.
+/// Takes the requests as they come and writes them in batches, one statement at a time,
+/// until the senders are gone and every request is answered. One at a time: what arrives
+/// while a statement runs waits for the next, which takes it all. More statements in flight
+/// would split the same requests over more statements and commits, and when the database is
+/// what limits, that costs more than the wait (measured in BENCHMARKS.md, "The PostgreSQL
+/// store").
 pub(super) async fn run<R: Batched>(shared: Arc<Shared>, mut requests: mpsc::UnboundedReceiver<R>) {
     let mut waiting: VecDeque<R> = VecDeque::new();
-    let mut writing: HashSet<R::Key> = HashSet::new();
-    let mut flying = FuturesUnordered::new();
-    let mut open = true;
-    while open || !flying.is_empty() || !waiting.is_empty() {
-        tokio::select! {
-            Some(written) = flying.next(), if !flying.is_empty() => {
-                for key in written {
-                    writing.remove(&key);
-                }
-            }
-            request = requests.recv(), if open && flying.len() < IN_FLIGHT => match request {
+    loop {
+        if waiting.is_empty() {
+            match requests.recv().await {
                 Some(request) => waiting.push_back(request),
-                None => open = false,
-            },
-            else => {}
+                None => return,
+            }
         }
         while let Ok(request) = requests.try_recv() {
             waiting.push_back(request);
         }
-        while flying.len() < IN_FLIGHT {
-            let mut batch = Vec::new();
-            let mut keys = Vec::new();
-            let mut rest = VecDeque::with_capacity(waiting.len());
-            for request in waiting.drain(..) {
-                if batch.len() < MAX_BATCH && !writing.contains(&request.key()) {
-                    writing.insert(request.key());
-                    keys.push(request.key());
-                    batch.push(request);
-                } else {
-                    rest.push_back(request);
-                }
+        let mut keys = HashSet::new();
+        let mut batch = Vec::new();
+        let mut rest = VecDeque::new();
+        for request in waiting.drain(..) {
+            if batch.len() < MAX_BATCH && keys.insert(request.key()) {
+                batch.push(request);
+            } else {
+                rest.push_back(request);
             }
-            waiting = rest;
-            if batch.is_empty() {
-                break;
-            }
-            let shared = &shared;
-            flying.push(async move {
-                R::write(shared, batch).await;
-                keys
-            });
         }
+        waiting = rest;
+        R::write(&shared, batch).await;
     }
 }

@@ -204,23 +204,11 @@ async fn an_appends_events_read_back_from_any_cursor() {
     payloads.push(text(1, "last"));
     let last = a.append_all(id, payloads).await.unwrap();
     assert_eq!(last, 216);
-    let all = a
-        .follow(id)
-        .await
-        .unwrap()
-        .read(0, usize::MAX)
-        .await
-        .unwrap();
+    let all = every_event(&a, id).await;
     assert_eq!(all.len(), 216);
     // The first event; 2..=65 and 66..=73; the fact; 75..=138, 139..=202 and 203..=214;
     // the fact; the last.
-    let url = url().expect("checked above");
-    let (client, connection) = options(&url, "unused")
-        .connect
-        .connect(tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    let connection = tokio::spawn(connection);
+    let client = a.shared.client().await.unwrap();
     let rows: i64 = client
         .query_one(
             &at(
@@ -234,7 +222,6 @@ async fn an_appends_events_read_back_from_any_cursor() {
         .get(0);
     assert_eq!(rows, 9);
     drop(client);
-    let _ = connection.await;
     let follower = b.follow(id).await.unwrap();
     for after in [
         0u64, 1, 2, 3, 40, 66, 67, 72, 73, 74, 150, 213, 214, 215, 216,
@@ -311,14 +298,11 @@ async fn a_version_1_schema_is_upgraded_and_reads_as_written() {
     )
     .await
     .unwrap();
-    let events = store
-        .follow(id)
+    let read: Vec<_> = every_event(&store, id)
         .await
-        .unwrap()
-        .read(0, usize::MAX)
-        .await
-        .unwrap();
-    let read: Vec<_> = events.into_iter().map(|e| e.payload).collect();
+        .into_iter()
+        .map(|e| e.payload)
+        .collect();
     assert_eq!(read, payloads);
     assert_eq!(store.get(id).await.unwrap().state, ExecutionState::Failed);
 }
@@ -526,6 +510,12 @@ async fn usage_is_read_in_order_when_transactions_commit_out_of_order() {
         "in the order of the transactions' ids"
     );
     assert!(facts[0].fact.position < facts[1].fact.position);
+}
+
+/// Every event of `id`, as a follower on `store` reads them.
+async fn every_event(store: &PostgresStore, id: ExecutionId) -> Vec<crate::execution::Event> {
+    let follower = store.follow(id).await.unwrap();
+    follower.read(0, usize::MAX).await.unwrap()
 }
 
 /// `text` with `{s}` the store's schema: a statement for a connection of the test's own.
