@@ -19,8 +19,8 @@ use std::time::{Duration, Instant, SystemTime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use model_runtime::config::{FileStoreConfig, StoreKey};
 use model_runtime::execution::{
-    Acceptance, AttemptStart, EffectiveLimits, EventPayload, ExecutionId, ExecutionResult,
-    FinishReason, Output, RoutingPlan,
+    Acceptance, AttemptStart, Delivery, EffectiveLimits, EventPayload, ExecutionId,
+    ExecutionResult, FinishReason, Output, RoutingPlan,
 };
 use model_runtime::store::{
     Created, EventStore, FileStore, MemoryStore, NewExecution, Opened, StoreLimits,
@@ -71,6 +71,7 @@ fn accepted() -> EventPayload {
             max_attempts: 1,
             allow_fallback: false,
             retry_budget: Duration::from_secs(60),
+            delivery: Delivery::Streamed,
         },
     }))
 }

@@ -16,6 +16,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::execution::Delivery;
+
 pub use builder::{AbilitySpec, ConfigBuilder, LimiterSpec, PolicySpec, ProviderSpec};
 pub use script::{Chunk, FailError, Script, ScriptedToolCall};
 pub use secret::{ProxyUrl, Secret, StoreKey};
@@ -361,6 +363,8 @@ pub struct PolicyConfig {
     pub on_unknown_outcome: Option<OnUnknownOutcome>,
     /// What a target's refusal on a content or safety policy leads to.
     pub on_content_filter: OnContentFilter,
+    /// The delivery of a request that does not choose one.
+    pub delivery: Delivery,
 }
 
 /// What follows an attempt a target refused on a content or safety policy

@@ -36,8 +36,8 @@ pub use outcome::{
 };
 pub use plan::{PlanTarget, RoutingPlan};
 pub use request::{
-    ContentPart, ExecuteRequest, ExecutionInput, GenerationParameters, Image, Labels, Message,
-    ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
+    ContentPart, Delivery, ExecuteRequest, ExecutionInput, GenerationParameters, Image, Labels,
+    Message, ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
 };
 pub(crate) use state::Lifecycle;
 pub use state::{ExecutionState, IllegalTransition};

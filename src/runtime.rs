@@ -310,6 +310,7 @@ impl Runtime {
                 policy: &validated.policy.name,
                 max_attempts: validated.limits.max_attempts,
                 allow_fallback: validated.limits.allow_fallback,
+                delivery: validated.limits.delivery,
             },
         );
         let new = NewExecution {
@@ -339,6 +340,7 @@ impl Runtime {
                 max_output_bytes: config.server.max_output_bytes,
                 max_events: config.server.max_events_per_execution,
             },
+            delivery: validated.limits.delivery,
             labels,
         };
         Ok((new, job, request.idempotency_key))

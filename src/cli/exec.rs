@@ -35,6 +35,11 @@ pub struct ExecArgs {
     /// `server.default_deadline`).
     #[arg(long, value_parser = humantime::parse_duration)]
     deadline: Option<std::time::Duration>,
+    /// Hold each attempt's reply until it completes (delivery BUFFERED): a reply cut
+    /// mid-way can still fall back, and the text arrives whole. Default: the policy's
+    /// delivery, streamed unless it says otherwise.
+    #[arg(long)]
+    buffered: bool,
     /// Print one JSON object per event.
     #[arg(long)]
     json: bool,
@@ -135,6 +140,11 @@ fn request(args: ExecArgs) -> Result<pb::ExecuteRequest, ExecError> {
         policy: args.policy.unwrap_or_default(),
         labels: args.labels.into_iter().collect(),
         deadline,
+        delivery: if args.buffered {
+            pb::Delivery::Buffered.into()
+        } else {
+            pb::Delivery::Unspecified.into()
+        },
         input: Some(pb::ExecutionInput {
             messages: vec![pb::Message {
                 role: pb::Role::User.into(),

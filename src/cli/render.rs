@@ -60,9 +60,12 @@ pub fn json(event: &pb::ExecutionEvent) -> Value {
     let data = match &event.payload {
         Some(Payload::Accepted(a)) => {
             let l = a.limits.unwrap_or_default();
+            let delivery =
+                pb::Delivery::try_from(l.delivery).map_or("unknown", |d| d.as_str_name());
             json!({"ability": a.ability, "policy": a.policy, "deadline": time(l.deadline.as_ref()),
                    "max_attempts": l.max_attempts, "allow_fallback": l.allow_fallback,
-                   "retry_budget_ms": millis(l.retry_budget.as_ref())})
+                   "retry_budget_ms": millis(l.retry_budget.as_ref()),
+                   "delivery": name(delivery, "DELIVERY_")})
         }
         Some(Payload::Routing(r)) => {
             let p = r.plan.clone().unwrap_or_default();
@@ -81,7 +84,7 @@ pub fn json(event: &pb::ExecutionEvent) -> Value {
             json!({"attempt": a.number, "provider": a.provider, "model": a.model, "admitted": a.admitted,
                    "duration_ms": millis(a.duration.as_ref()), "error": attempt_error(a.error.as_ref()),
                    "output_committed": a.output_committed, "outcome": outcome(a.outcome),
-                   "next_action": name(next, "NEXT_ACTION_")})
+                   "next_action": name(next, "NEXT_ACTION_"), "held_output": output(a.held_output.as_ref())})
         }
         Some(Payload::TextDelta(d)) => json!({"attempt": d.attempt, "text": d.text}),
         Some(Payload::ToolCallStarted(t)) => {

@@ -24,8 +24,8 @@ use super::raw::{
     RawAbility, RawConfig, RawLimiter, RawModel, RawPolicy, RawProvider, RawTimeouts,
 };
 use super::{
-    Config, ConfigError, OnContentFilter, OnRejected, OnUnavailable, OnUnknownOutcome, Script,
-    validate,
+    Config, ConfigError, Delivery, OnContentFilter, OnRejected, OnUnavailable, OnUnknownOutcome,
+    Script, validate,
 };
 
 /// Builds a [`Config`]; every setting left out keeps the default the file would have.
@@ -457,6 +457,12 @@ impl PolicySpec {
     /// `on_content_filter`.
     pub fn on_content_filter(mut self, mode: OnContentFilter) -> Self {
         self.0.on_content_filter = mode;
+        self
+    }
+
+    /// `delivery`: what a request that does not choose one gets.
+    pub fn delivery(mut self, delivery: Delivery) -> Self {
+        self.0.delivery = delivery;
         self
     }
 }

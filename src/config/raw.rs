@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{OnContentFilter, OnRejected, OnUnavailable, OnUnknownOutcome, Script};
+use super::{Delivery, OnContentFilter, OnRejected, OnUnavailable, OnUnknownOutcome, Script};
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -304,6 +304,8 @@ pub(super) struct RawPolicy {
     pub on_unknown_outcome: Option<OnUnknownOutcome>,
     #[serde(default)]
     pub on_content_filter: OnContentFilter,
+    #[serde(default)]
+    pub delivery: Delivery,
 }
 
 impl RawPolicy {
@@ -319,6 +321,7 @@ impl RawPolicy {
             on_rejected: OnRejected::default(),
             on_unknown_outcome: None,
             on_content_filter: OnContentFilter::default(),
+            delivery: Delivery::default(),
         }
     }
 }

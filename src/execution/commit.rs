@@ -9,8 +9,15 @@
 //!   machine both obey.
 //! - What output is: [`Output::absorb`] folds output events into text and tool calls, for the
 //!   result, for partial output as evidence, and for the view.
+//! - What "exposed" means: an output event is exposed once it is appended, where any reader
+//!   may see it. Under streamed delivery that is as it arrives; under buffered delivery
+//!   ([`Delivery::Buffered`]) an attempt's output is held and appended only with its
+//!   completion, so an attempt commits when it succeeds and never before
+//!   ([`CommitTracker::expose`]).
 
-use crate::execution::{ErrorCode, EventPayload, Output, Reasoning, ReasoningPiece, ToolCall};
+use crate::execution::{
+    Delivery, ErrorCode, EventPayload, Output, Reasoning, ReasoningPiece, ToolCall,
+};
 
 impl EventPayload {
     /// Whether the event is an output delta: text, a tool call or a tool-argument delta.
@@ -123,12 +130,17 @@ impl Output {
 pub(crate) struct CommitTracker {
     output: Output,
     committed: bool,
+    /// Buffered delivery: output is kept but not exposed until [`expose`](Self::expose).
+    holds: bool,
 }
 
 impl CommitTracker {
     /// Nothing exposed yet.
-    pub(crate) fn new() -> Self {
-        Self::default()
+    pub(crate) fn new(delivery: Delivery) -> Self {
+        Self {
+            holds: delivery == Delivery::Buffered,
+            ..Self::default()
+        }
     }
 
     /// Whether output has been exposed.
@@ -148,16 +160,22 @@ impl CommitTracker {
         self.output.text.reserve(text);
     }
 
-    /// Records one event of the attempt: output is kept, and commits; reasoning is kept
-    /// and commits nothing. (An empty output delta commits nothing; the driver does not
-    /// store it at all.)
+    /// Records one event of the attempt: output is kept, and commits unless it is held;
+    /// reasoning is kept and commits nothing. (An empty output delta commits nothing; the
+    /// driver does not store it at all.)
     pub(crate) fn record(&mut self, payload: &EventPayload) {
         if payload.commits_output() {
             self.output.absorb(payload);
-            self.committed = true;
+            self.committed |= !self.holds;
         } else if let EventPayload::ReasoningDelta { .. } = payload {
             self.output.absorb(payload);
         }
+    }
+
+    /// The attempt completed and its held output goes out with the completion: it commits
+    /// now, if it holds any.
+    pub(crate) fn expose(&mut self) {
+        self.committed |= !self.output.text.is_empty() || !self.output.tool_calls.is_empty();
     }
 }
 
@@ -174,7 +192,7 @@ mod tests {
 
     #[test]
     fn empty_deltas_and_non_output_do_not_commit() {
-        let mut t = CommitTracker::new();
+        let mut t = CommitTracker::new(Delivery::Streamed);
         let arguments = EventPayload::ToolCallArgumentsDelta {
             attempt: 1,
             index: 0,
@@ -202,7 +220,7 @@ mod tests {
             piece,
             text: text.into(),
         };
-        let mut t = CommitTracker::new();
+        let mut t = CommitTracker::new(Delivery::Streamed);
         for event in [
             reason(ReasoningPiece::Text, "first "),
             reason(ReasoningPiece::Text, "thought"),
@@ -236,8 +254,22 @@ mod tests {
     }
 
     #[test]
+    fn held_output_commits_only_when_exposed() {
+        let mut t = CommitTracker::new(Delivery::Buffered);
+        t.record(&text("held"));
+        assert!(!t.committed(), "held output is not exposed");
+        t.expose();
+        assert!(t.committed());
+        assert_eq!(t.take_output().text, "held");
+
+        let mut empty = CommitTracker::new(Delivery::Buffered);
+        empty.expose();
+        assert!(!empty.committed(), "a reply without output exposes nothing");
+    }
+
+    #[test]
     fn tool_calls_commit_and_accumulate_arguments() {
-        let mut t = CommitTracker::new();
+        let mut t = CommitTracker::new(Delivery::Streamed);
         let started =
             EventPayload::ToolCallStarted(std::sync::Arc::new(crate::execution::ToolCallStart {
                 attempt: 2,

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::execution::{
-    AttemptRecord, ExecutionError, ExecutionResult, ExecutionState, Output, RoutingPlan, UsageFact,
+    AttemptRecord, Delivery, ExecutionError, ExecutionResult, ExecutionState, Output, RoutingPlan,
+    UsageFact,
 };
 
 /// Event text: up to 23 bytes inline, longer text in one shared allocation; cloning never
@@ -49,6 +50,10 @@ pub struct EffectiveLimits {
     pub allow_fallback: bool,
     /// Wall-clock budget for all attempts and backoff waits.
     pub retry_budget: Duration,
+    /// How output reaches the caller. Absent from records written before it existed, which
+    /// all streamed.
+    #[serde(default, skip_serializing_if = "Delivery::is_streamed")]
+    pub delivery: Delivery,
 }
 
 /// What `execution.accepted` says.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::execution::{
-    Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, EffectiveLimits,
+    Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, Delivery, EffectiveLimits,
     ErrorClass, ErrorCode, EventPayload, ExecutionError, ExecutionFailure, ExecutionResult,
     FinishReason, NextAction, Outcome, Output, Reasoning, ReasoningPiece, RoutingPlan, ToolCall,
     ToolCallStart, UsageFact, UsageSource, UsageUnit,
@@ -35,6 +35,7 @@ pub fn accepted() -> EventPayload {
             max_attempts: 3,
             allow_fallback: true,
             retry_budget: Duration::from_secs(30),
+            delivery: Delivery::Streamed,
         },
     }))
 }
@@ -116,6 +117,10 @@ pub fn every_kind_but_accepted() -> Vec<EventPayload> {
         outcome: Some(Outcome::Unknown),
         next_action: Some(NextAction::Fallback),
         admitted: true,
+        held_output: Output {
+            text: "held back, never exposed".into(),
+            ..Output::default()
+        },
     };
     vec![
         routing(),

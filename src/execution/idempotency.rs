@@ -3,15 +3,15 @@
 //! with the same key is the same execution exactly when the fingerprints match
 //! ([`Idempotency::same_request`]). A store only maps keys to executions and asks this module.
 //!
-//! The request is compared as it resolves: an unset `policy`, `max_attempts` or
-//! `allow_fallback` equals its default spelled out. The deadline is not compared, so a retry
+//! The request is compared as it resolves: an unset `policy`, `max_attempts`,
+//! `allow_fallback` or `delivery` equals its default spelled out. The deadline is not compared, so a retry
 //! with a fresh deadline attaches to the first execution.
 
 use std::io;
 
 use serde::Serialize;
 
-use crate::execution::{ExecuteRequest, ExecutionInput, Labels};
+use crate::execution::{Delivery, ExecuteRequest, ExecutionInput, Labels};
 
 /// A stable digest of a request: FNV-1a over its canonical JSON, so the value is the same
 /// across processes and versions of the standard library (a durable store keeps it).
@@ -36,6 +36,8 @@ pub(crate) struct Resolved<'a> {
     pub max_attempts: u32,
     /// Whether fallback is allowed.
     pub allow_fallback: bool,
+    /// How output reaches the caller.
+    pub delivery: Delivery,
 }
 
 /// The request as it is compared: everything but the deadline and the key, with the
@@ -48,6 +50,9 @@ struct Canonical<'a> {
     policy: &'a str,
     max_attempts: u32,
     allow_fallback: bool,
+    /// Left out when streamed, so keys stored before delivery existed still match.
+    #[serde(skip_serializing_if = "Delivery::is_streamed")]
+    delivery: Delivery,
     labels: &'a Labels,
 }
 
@@ -63,6 +68,7 @@ impl Idempotency {
             policy: _,
             max_attempts: _,
             allow_fallback: _,
+            delivery: _,
             idempotency_key,
             labels,
             // Where the caller was in its own trace says nothing of what it asked for.
@@ -76,6 +82,7 @@ impl Idempotency {
             policy: resolved.policy,
             max_attempts: resolved.max_attempts,
             allow_fallback: resolved.allow_fallback,
+            delivery: resolved.delivery,
             labels,
         };
         Some(Self {
@@ -143,6 +150,7 @@ mod tests {
         policy: "default",
         max_attempts: 3,
         allow_fallback: true,
+        delivery: Delivery::Streamed,
     };
 
     fn of(request: &ExecuteRequest) -> Idempotency {
@@ -179,6 +187,17 @@ mod tests {
         };
         let moved = Idempotency::of(&unset, other_policy);
         assert!(moved.is_some_and(|m| !of(&unset).same_request(&m)));
+    }
+
+    #[test]
+    fn buffered_delivery_is_another_request() {
+        let streamed = request("hello");
+        let buffered = Resolved {
+            delivery: Delivery::Buffered,
+            ..DEFAULTS
+        };
+        let other = Idempotency::of(&streamed, buffered);
+        assert!(other.is_some_and(|b| !of(&streamed).same_request(&b)));
     }
 
     #[test]

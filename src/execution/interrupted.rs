@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::execution::{
-    AttemptCode, AttemptError, AttemptRecord, CommitTracker, ErrorClass, ErrorCode, Event,
-    EventPayload, Execution, ExecutionError, ExecutionFailure, ExecutionState, NextAction, Outcome,
-    RoutingPlan,
+    AttemptCode, AttemptError, AttemptRecord, CommitTracker, Delivery, ErrorClass, ErrorCode,
+    Event, EventPayload, Execution, ExecutionError, ExecutionFailure, ExecutionState, NextAction,
+    Outcome, RoutingPlan,
 };
 
 /// Why an execution is being ended from outside its driver.
@@ -53,7 +53,8 @@ pub(crate) fn interrupted(
         .iter()
         .rposition(|e| matches!(e.payload, EventPayload::AttemptStarted(_)))
         .unwrap_or(events.len());
-    let mut tracker = CommitTracker::new();
+    // What is stored was exposed, whatever the delivery: held output never reached the store.
+    let mut tracker = CommitTracker::new(Delivery::Streamed);
     for event in &events[last_start..] {
         tracker.record(&event.payload);
     }

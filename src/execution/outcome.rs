@@ -114,6 +114,11 @@ pub struct AttemptRecord {
     pub next_action: Option<NextAction>,
     /// Whether admission granted a permit and the provider was called.
     pub admitted: bool,
+    /// Under buffered delivery, the text and tool calls the attempt produced before it
+    /// failed: held back, never exposed, kept here as evidence and never as a result. Empty
+    /// under streamed delivery, where output is exposed as it comes.
+    #[serde(default, skip_serializing_if = "Output::is_empty")]
+    pub held_output: Output,
 }
 
 /// Output text, tool calls and the reasoning before them: a result, or partial output kept as

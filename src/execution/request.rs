@@ -28,6 +28,8 @@ pub struct ExecuteRequest {
     pub max_attempts: Option<u32>,
     /// `None` means fallback is allowed.
     pub allow_fallback: Option<bool>,
+    /// How output reaches the caller; `None` takes the policy's default.
+    pub delivery: Option<Delivery>,
     /// Deduplicates submissions: see [`Idempotency`](crate::execution::Idempotency).
     pub idempotency_key: Option<String>,
     /// Copied onto usage facts.
@@ -35,6 +37,30 @@ pub struct ExecuteRequest {
     /// The caller's trace, continued by the provider requests. Not part of the request's
     /// identity: an idempotent repeat may come from another trace.
     pub trace: Option<TraceContext>,
+}
+
+/// How an execution's output reaches its caller. Named for what the caller receives, not for
+/// how the provider is called: every attempt streams from its provider either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// Each output delta is appended as it arrives: the first one commits the execution to
+    /// its attempt, and a failure after it ends the execution with `output_interrupted`.
+    #[default]
+    Streamed,
+    /// An attempt's output is held until the attempt completes, then appended with
+    /// `execution.completed` in one batch. Nothing is exposed before that, so a failure at
+    /// any point of an attempt is a failure before commit: it is retried or falls back as
+    /// its error class and the budget say. Reasoning, progress and usage still stream live
+    /// (they commit nothing).
+    Buffered,
+}
+
+impl Delivery {
+    /// Whether this is the default, [`Delivery::Streamed`].
+    pub fn is_streamed(&self) -> bool {
+        *self == Self::Streamed
+    }
 }
 
 /// The conversation, tools and generation parameters.

@@ -104,6 +104,7 @@ impl Execution {
                     outcome: None,
                     next_action: None,
                     admitted: true,
+                    held_output: Output::default(),
                 });
             }
             EventPayload::AttemptFailed(record) => {

@@ -17,9 +17,9 @@ use super::metrics::Metrics;
 use super::targets::{ProviderSlot, Slots};
 use crate::config::OnUnknownOutcome;
 use crate::execution::{
-    AttemptCode, AttemptError, AttemptStart, CommitTracker, ErrorClass, ErrorCode, EventPayload,
-    ExecutionId, ExecutionInput, ExecutionState, Interruption, Labels, Output, PlanTarget,
-    RoutingPlan, TraceContext, interrupted,
+    AttemptCode, AttemptError, AttemptStart, CommitTracker, Delivery, ErrorClass, ErrorCode,
+    EventPayload, ExecutionId, ExecutionInput, ExecutionState, Interruption, Labels, Output,
+    PlanTarget, RoutingPlan, TraceContext, interrupted,
 };
 use crate::provider::{ProviderCall, ProviderError};
 use crate::routing::{self, AttemptBudget, Decision, Permit};
@@ -27,6 +27,7 @@ use crate::store::{EventStore, StoreError};
 
 mod batch;
 pub(super) mod evidence;
+mod held;
 mod pending;
 mod size;
 mod span;
@@ -53,6 +54,8 @@ pub(crate) struct Job {
     pub budget: AttemptBudget,
     /// How large the execution may grow.
     pub size: SizeLimits,
+    /// How output reaches the caller: as it comes, or held until its attempt completes.
+    pub delivery: Delivery,
     pub labels: Arc<Labels>,
 }
 
@@ -81,6 +84,7 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) -> Opti
         job,
         handle,
         pending: Vec::new(),
+        held: Vec::new(),
         span: tracing::Span::none(),
         ended: None,
         began_at: None,
@@ -148,6 +152,9 @@ struct Driver {
     handle: Arc<DriverHandle>,
     /// Events recorded but not yet appended (`pending.rs`).
     pending: Vec<EventPayload>,
+    /// Under buffered delivery, the running attempt's output events, appended only with its
+    /// completion (`held.rs`).
+    held: Vec<EventPayload>,
     /// What the execution holds so far against its bounds (`size.rs`).
     size: Size,
     /// The running attempt's span (`span.rs`), none between attempts: its usage is recorded
@@ -220,7 +227,7 @@ impl Driver {
             let slot = providers.get(&target.provider);
             tally.attempts += 1;
             let mut race = Race::new(&self.handle, start_by, late_code);
-            let end = self.attempt(slot, target, &mut tally, &mut race).await?;
+            let mut end = self.attempt(slot, target, &mut tally, &mut race).await?;
             let error = match &end.kind {
                 EndKind::Succeeded(_) => return Ok(()),
                 EndKind::Cut(code) => return self.cut(target, tally, *code, end).await,
@@ -242,7 +249,7 @@ impl Driver {
                 Instant::now(),
             );
             tracing::debug!(execution_id = %self.job.id, attempt = tally.attempts, code = %error.code, next = ?decision, "attempt failed");
-            let record = record(target, &tally, &end, error.clone(), decision);
+            let record = record(target, &tally, &mut end, error.clone(), decision);
             self.record(EventPayload::AttemptFailed(Arc::new(record)));
             tally.record_error(error, end.admitted);
             match decision {
@@ -303,6 +310,7 @@ impl Driver {
             admitted: false,
             committed: false,
             output: Output::default(),
+            held: Output::default(),
             kind,
         };
         let Some(slot) = slot else {
@@ -335,15 +343,18 @@ impl Driver {
         race.reset(at, code);
         // Time to first output counts from here, for the provider that answers.
         self.sent_at = self.deps.metrics.is_some().then(Instant::now);
-        let mut tracker = CommitTracker::new();
+        let mut tracker = CommitTracker::new(self.job.delivery);
         let kind = self
             .stream(slot, target, tally, race, permit, &mut tracker)
             .await?;
+        let mut output = tracker.take_output();
+        let held = self.drop_held(&mut output);
         Ok(AttemptEnd {
             started_at,
             admitted: true,
             committed: tracker.committed(),
-            output: tracker.take_output(),
+            output,
+            held,
             kind,
         })
     }
@@ -436,7 +447,7 @@ impl Driver {
         target: &PlanTarget,
         mut tally: Tally,
         code: ErrorCode,
-        end: AttemptEnd,
+        mut end: AttemptEnd,
     ) -> Result<(), StoreError> {
         let error = AttemptError {
             // A provider call dropped mid-flight may still finish remotely; a wait in the
@@ -451,7 +462,13 @@ impl Driver {
             message: format!("attempt stopped: {code}"),
             retry_after: None,
         };
-        let record = record(target, &tally, &end, error.clone(), Decision::Stop(code));
+        let record = record(
+            target,
+            &tally,
+            &mut end,
+            error.clone(),
+            Decision::Stop(code),
+        );
         self.record(EventPayload::AttemptFailed(Arc::new(record)));
         if end.admitted {
             tally.record_error(error, true);

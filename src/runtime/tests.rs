@@ -9,6 +9,7 @@ use crate::config::{AbilitySpec, Chunk, FailError, PolicySpec, ProviderSpec, Scr
 use crate::execution::{ErrorCode, ExecutionInput, ExecutionState, Message, NextAction, Outcome};
 use crate::store::faulty::{Faults, FaultyStore};
 
+mod buffered;
 mod postgres;
 mod routing_properties;
 mod spi;

@@ -79,6 +79,7 @@ pub(crate) fn validate<'c>(
                     .map_or(policy.max_attempts, |m| m.min(policy.max_attempts)),
                 allow_fallback: request.allow_fallback.unwrap_or(true),
                 retry_budget: policy.retry_budget,
+                delivery: request.delivery.unwrap_or(policy.delivery),
             },
             time_left,
         }),

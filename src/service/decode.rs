@@ -6,8 +6,9 @@
 use std::time::{Duration, SystemTime};
 
 use crate::execution::{
-    ContentPart, ExecuteRequest, ExecutionId, ExecutionInput, GenerationParameters, Image, Message,
-    Reasoning, ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition, TraceContext,
+    ContentPart, Delivery, ExecuteRequest, ExecutionId, ExecutionInput, GenerationParameters,
+    Image, Message, Reasoning, ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
+    TraceContext,
 };
 use crate::pb;
 use crate::runtime::limits::{MAX_CONTENT_PARTS, MAX_MESSAGES};
@@ -59,6 +60,21 @@ pub(crate) fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest
             None
         }
     });
+    let delivery = match pb::Delivery::try_from(wire.delivery) {
+        Ok(pb::Delivery::Unspecified) => None,
+        Ok(pb::Delivery::Streamed) => Some(Delivery::Streamed),
+        Ok(pb::Delivery::Buffered) => Some(Delivery::Buffered),
+        Err(_) => {
+            v.push(
+                "delivery",
+                format!(
+                    "unknown value {}; STREAMED, BUFFERED, or unset for the policy's default",
+                    wire.delivery
+                ),
+            );
+            None
+        }
+    };
     if !v.is_empty() {
         return Err(RuntimeError::InvalidArgument(v));
     }
@@ -73,6 +89,7 @@ pub(crate) fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest
         policy: non_empty(wire.policy),
         max_attempts: wire.max_attempts,
         allow_fallback: wire.allow_fallback,
+        delivery,
         idempotency_key: non_empty(wire.idempotency_key),
         labels: wire.labels.into_iter().collect(),
         // From the call's metadata, not its message (`service.rs`).

@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::{OnContentFilter, OnRejected, OnUnknownOutcome, PolicyConfig};
 use crate::execution::{
-    AttemptError, AttemptRecord, EffectiveLimits, ErrorClass, EventPayload, Execution,
+    AttemptError, AttemptRecord, Delivery, EffectiveLimits, ErrorClass, EventPayload, Execution,
     ExecutionError, ExecutionResult, ExecutionState, FinishReason, NextAction, Outcome, Output,
     Reasoning, ReasoningPiece, RoutingPlan, ToolCall, UsageFact, UsageSource,
 };
@@ -175,6 +175,14 @@ fn limits(l: &EffectiveLimits) -> pb::EffectiveLimits {
         max_attempts: l.max_attempts,
         allow_fallback: l.allow_fallback,
         retry_budget: Some(duration(l.retry_budget)),
+        delivery: delivery(l.delivery).into(),
+    }
+}
+
+pub(super) fn delivery(d: Delivery) -> pb::Delivery {
+    match d {
+        Delivery::Streamed => pb::Delivery::Streamed,
+        Delivery::Buffered => pb::Delivery::Buffered,
     }
 }
 
@@ -220,6 +228,7 @@ fn attempt(a: &AttemptRecord) -> pb::Attempt {
             })
             .into(),
         admitted: a.admitted,
+        held_output: (!a.held_output.is_empty()).then(|| output(&a.held_output)),
     }
 }
 
@@ -432,5 +441,6 @@ fn policy_info(p: &PolicyConfig) -> pb::PolicyInfo {
             OnContentFilter::Fallback => pb::OnContentFilter::Fallback,
         }
         .into(),
+        delivery: delivery(p.delivery).into(),
     }
 }

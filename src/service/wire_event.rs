@@ -183,6 +183,10 @@ impl Fields for EffectiveLimits {
             limits_field::RETRY_BUDGET,
             &encode::duration(self.retry_budget),
         );
+        out.uint(
+            limits_field::DELIVERY,
+            encode::delivery(self.delivery) as u64,
+        );
     }
 }
 

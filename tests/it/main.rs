@@ -21,6 +21,7 @@ mod admission_load;
 mod anthropic_adapter;
 mod bad_input;
 mod bench_tool;
+mod buffered_delivery;
 mod cancel;
 mod check_config;
 mod cli_exec;

@@ -84,6 +84,7 @@ pub(super) fn policy(
         on_rejected: raw.on_rejected,
         on_unknown_outcome: raw.on_unknown_outcome,
         on_content_filter: raw.on_content_filter,
+        delivery: raw.delivery,
     })
 }
 

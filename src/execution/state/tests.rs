@@ -6,7 +6,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::execution::fixtures::{accepted, attempt_started, completed, failed, routing, text};
 use crate::execution::{
-    AttemptCode, AttemptError, AttemptRecord, ErrorClass, NextAction, Outcome, ReasoningPiece,
+    AttemptCode, AttemptError, AttemptRecord, ErrorClass, NextAction, Outcome, Output,
+    ReasoningPiece,
 };
 use crate::execution::{UsageFact, UsageSource, UsageUnit};
 
@@ -43,6 +44,7 @@ fn attempt_failed(next: NextAction, committed: bool) -> EventPayload {
         output_committed: committed,
         outcome: Some(Outcome::Failed),
         next_action: Some(next),
+        held_output: Output::default(),
         admitted: true,
     }))
 }

@@ -8,7 +8,7 @@ use std::task::Poll;
 use super::Driver;
 use super::evidence::{EndKind, attempt_error};
 use crate::execution::{
-    AttemptCode, CommitTracker, ErrorCode, EventPayload, ExecutionResult, PlanTarget,
+    AttemptCode, CommitTracker, Delivery, ErrorCode, EventPayload, ExecutionResult, PlanTarget,
     ToolCallStart, UsageFact, UsageQuantity,
 };
 use crate::provider::{ProviderError, ProviderEvent, ProviderStream};
@@ -113,17 +113,15 @@ impl Driver {
                     }
                 }
             };
-            if payload.is_empty_output() {
-                continue;
-            }
-            if !self.size.count_if_fits(&payload) {
+            if !self.keep(payload, tracker) {
                 end = Some(EndKind::Cut(ErrorCode::OutputTooLarge));
                 break;
             }
-            tracker.record(&payload);
-            self.pending.push(payload);
         }
         if let Some(EndKind::Succeeded(finish_reason)) = end {
+            // What was held goes out with the completion, in one append.
+            tracker.expose();
+            self.pending.append(&mut self.held);
             self.size.count();
             self.pending
                 .push(EventPayload::Completed(Arc::new(ExecutionResult {
@@ -135,6 +133,25 @@ impl Driver {
                 })));
         }
         (end, self.pending.len())
+    }
+
+    /// Keeps an event of the attempt: pending, or held until the attempt completes when it is
+    /// output under buffered delivery. An empty output delta is dropped. False, keeping
+    /// nothing, when the event does not fit the execution's bounds.
+    fn keep(&mut self, payload: EventPayload, tracker: &mut CommitTracker) -> bool {
+        if payload.is_empty_output() {
+            return true;
+        }
+        if !self.size.count_if_fits(&payload) {
+            return false;
+        }
+        tracker.record(&payload);
+        if self.job.delivery == Delivery::Buffered && payload.is_output() {
+            self.held.push(payload);
+        } else {
+            self.pending.push(payload);
+        }
+        true
     }
 
     /// A usage fact of attempt `attempt` on `target`.

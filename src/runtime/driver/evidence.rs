@@ -23,6 +23,9 @@ pub(super) struct AttemptEnd {
     pub(super) committed: bool,
     /// Output so far: evidence if the attempt failed.
     pub(super) output: Output,
+    /// Under buffered delivery, the text and tool calls a failed attempt held back: its
+    /// evidence, in its record.
+    pub(super) held: Output,
     pub(super) kind: EndKind,
 }
 
@@ -124,11 +127,11 @@ pub(in crate::runtime) fn internal_failure(error_id: &str) -> EventPayload {
     )
 }
 
-/// The evidence of a finished attempt.
+/// The evidence of a finished attempt; it takes the output the attempt held.
 pub(super) fn record(
     target: &PlanTarget,
     tally: &Tally,
-    end: &AttemptEnd,
+    end: &mut AttemptEnd,
     error: AttemptError,
     decision: Decision,
 ) -> AttemptRecord {
@@ -148,6 +151,7 @@ pub(super) fn record(
         outcome: Some(outcome),
         next_action: Some(decision.next_action()),
         admitted: end.admitted,
+        held_output: std::mem::take(&mut end.held),
     }
 }
 

@@ -56,6 +56,13 @@ impl Size {
         self.output_bytes = output;
         true
     }
+
+    /// Takes back an event counted by [`count_if_fits`](Self::count_if_fits) that will
+    /// never be stored: a failed attempt's held output.
+    pub(super) fn uncount(&mut self, payload: &EventPayload) {
+        self.events -= 1;
+        self.output_bytes -= payload.output_bytes();
+    }
 }
 
 #[cfg(test)]
@@ -96,6 +103,11 @@ mod tests {
             assert!(size.count_if_fits(&text("a")));
         }
         assert!(!size.count_if_fits(&text("a")));
+        size.uncount(&text("a"));
+        assert!(
+            size.count_if_fits(&text("a")),
+            "an event taken back makes room"
+        );
         size.count();
         assert_eq!(size.events, 5, "the driver's own events are always counted");
     }

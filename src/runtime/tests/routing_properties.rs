@@ -10,7 +10,8 @@ use crate::config::{
     AbilitySpec, Config, FailError, OnUnknownOutcome, PolicySpec, ProviderSpec, Script,
 };
 use crate::execution::{
-    ErrorClass, ErrorCode, EventPayload, ExecuteRequest, ExecutionInput, ExecutionState, Message,
+    Delivery, ErrorClass, ErrorCode, EventPayload, ExecuteRequest, ExecutionInput, ExecutionState,
+    Message,
 };
 use crate::routing::plan;
 use crate::runtime::Runtime;
@@ -56,6 +57,8 @@ struct Case {
     deadline_ms: u64,
     /// The provider's `on_unknown_outcome`, an index of [`UNKNOWN`].
     unknown: usize,
+    /// Whether the request asks for buffered delivery.
+    buffered: bool,
 }
 
 fn target() -> impl Strategy<Value = TargetScript> {
@@ -104,6 +107,7 @@ fn case() -> impl Strategy<Value = Case> {
         prop::collection::vec(0..3usize, 0..2),
         50..5000u64,
         0..UNKNOWN.len(),
+        any::<bool>(),
     )
         .prop_map(
             |(
@@ -118,6 +122,7 @@ fn case() -> impl Strategy<Value = Case> {
                 required,
                 deadline_ms,
                 unknown,
+                buffered,
             )| Case {
                 targets,
                 policy_max_attempts,
@@ -130,6 +135,7 @@ fn case() -> impl Strategy<Value = Case> {
                 required,
                 deadline_ms,
                 unknown,
+                buffered,
             },
         )
 }
@@ -191,6 +197,7 @@ fn request(case: &Case) -> ExecuteRequest {
         deadline: Some(SystemTime::now() + Duration::from_millis(case.deadline_ms)),
         max_attempts: case.request_max_attempts,
         allow_fallback: case.allow_fallback,
+        delivery: case.buffered.then_some(Delivery::Buffered),
         ..Default::default()
     }
 }
@@ -307,6 +314,32 @@ fn check(case: Case) -> Result<(), TestCaseError> {
                     code
                 );
             }
+        }
+
+        // Under buffered delivery output is exposed only with the completion: the output
+        // events, all of the attempt that succeeded, come together just before it.
+        if case.buffered {
+            let outputs: Vec<usize> = (0..events.len())
+                .filter(|i| events[*i].payload.is_output())
+                .collect();
+            if view.state == ExecutionState::Succeeded {
+                let end = events.len() - 1;
+                prop_assert!(
+                    outputs
+                        .iter()
+                        .enumerate()
+                        .all(|(n, i)| *i == end - outputs.len() + n),
+                    "buffered output was exposed before the completion"
+                );
+            } else {
+                prop_assert!(outputs.is_empty(), "a failed attempt's output was exposed");
+            }
+            prop_assert!(
+                view.attempts
+                    .iter()
+                    .all(|a| a.error.is_none() || !a.output_committed),
+                "a failed attempt committed output"
+            );
         }
 
         // The deadline bounds everything. The retry budget bounds trying, not an attempt in

@@ -5,9 +5,9 @@ use prost::Message;
 use super::*;
 use crate::execution::fixtures::{accepted, attempt_started, completed, failed, routing, text};
 use crate::execution::{
-    Acceptance, AttemptCode, AttemptError, AttemptRecord, ErrorClass, ErrorCode, Event,
-    ExecutionId, ExecutionState, FinishReason, Labels, NextAction, Outcome, Text, ToolCallStart,
-    UsageQuantity, UsageSource, UsageUnit,
+    Acceptance, AttemptCode, AttemptError, AttemptRecord, Delivery, ErrorClass, ErrorCode, Event,
+    ExecutionId, ExecutionState, FinishReason, Labels, NextAction, Outcome, Output, Text,
+    ToolCallStart, UsageQuantity, UsageSource, UsageUnit,
 };
 
 mod arbitrary;
@@ -30,6 +30,7 @@ fn payloads() -> Vec<EventPayload> {
                 max_attempts: 0,
                 allow_fallback: false,
                 retry_budget: Duration::ZERO,
+                delivery: Delivery::Streamed,
             },
         })),
         routing(),
@@ -145,6 +146,7 @@ fn payloads() -> Vec<EventPayload> {
             outcome: Some(Outcome::NotStarted),
             next_action: Some(NextAction::RetrySameTarget),
             admitted: true,
+            held_output: Output::default(),
         })),
         completed(1, "hello world"),
         completed(0, ""),

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::execution::{
-    Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, EffectiveLimits,
+    Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, Delivery, EffectiveLimits,
     ErrorClass, ErrorCode, Event, ExecutionError, ExecutionFailure, ExecutionId, ExecutionResult,
     ExecutionState, FinishReason, NextAction, Outcome, Output, PlanTarget, RoutingPlan, ToolCall,
     ToolCallStart, UsageFact, UsageSource, UsageUnit,
@@ -43,14 +43,22 @@ fn duration() -> impl Strategy<Value = Duration> {
 }
 
 fn limits() -> impl Strategy<Value = EffectiveLimits> {
-    (time(), any::<u32>(), any::<bool>(), duration()).prop_map(
-        |(deadline, max_attempts, allow_fallback, retry_budget)| EffectiveLimits {
-            deadline,
-            max_attempts,
-            allow_fallback,
-            retry_budget,
-        },
+    (
+        time(),
+        any::<u32>(),
+        any::<bool>(),
+        duration(),
+        prop::sample::select(&[Delivery::Streamed, Delivery::Buffered][..]),
     )
+        .prop_map(
+            |(deadline, max_attempts, allow_fallback, retry_budget, delivery)| EffectiveLimits {
+                deadline,
+                max_attempts,
+                allow_fallback,
+                retry_budget,
+                delivery,
+            },
+        )
 }
 
 fn target() -> impl Strategy<Value = PlanTarget> {
@@ -219,7 +227,7 @@ fn attempt_record() -> impl Strategy<Value = AttemptRecord> {
                 NextAction::Stop,
             ][..],
         )),
-        any::<bool>(),
+        (any::<bool>(), output()),
     )
         .prop_map(
             |(
@@ -229,7 +237,7 @@ fn attempt_record() -> impl Strategy<Value = AttemptRecord> {
                 output_committed,
                 outcome,
                 next_action,
-                admitted,
+                (admitted, held_output),
             )| AttemptRecord {
                 number,
                 provider,
@@ -241,6 +249,7 @@ fn attempt_record() -> impl Strategy<Value = AttemptRecord> {
                 outcome,
                 next_action,
                 admitted,
+                held_output,
             },
         )
 }

@@ -15,7 +15,7 @@ use prost_types::{DescriptorProto, FileDescriptorSet};
 
 use super::*;
 use crate::execution::{
-    Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, EffectiveLimits,
+    Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, Delivery, EffectiveLimits,
     ErrorClass, ErrorCode, Event, ExecutionError, ExecutionFailure, ExecutionId, ExecutionResult,
     ExecutionState, FinishReason, Labels, NextAction, Outcome, Output, PlanTarget, RoutingPlan,
     ToolCall, ToolCallStart, UsageFact, UsageSource, UsageUnit,
@@ -64,6 +64,7 @@ fn every_field_set() -> Vec<EventPayload> {
                 max_attempts: 3,
                 allow_fallback: true,
                 retry_budget: Duration::new(30, 1),
+                delivery: Delivery::Buffered,
             },
         })),
         EventPayload::Routing(Arc::new(RoutingPlan {
@@ -95,6 +96,7 @@ fn every_field_set() -> Vec<EventPayload> {
             outcome: Some(Outcome::Failed),
             next_action: Some(NextAction::Fallback),
             admitted: true,
+            held_output: output(),
         })),
         EventPayload::TextDelta {
             attempt: 1,
