@@ -45,3 +45,14 @@ resident_serve() {
 
 # rss: the server's resident memory in KiB.
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
+
+# start_mock [PREFIX...]: starts "$CLIENT mock-upstream" on a free loopback port (under
+# PREFIX, e.g. `taskset -c 1`), its log in $work; adds its pid to `pids` and sets $mock to its
+# address. Fails, showing the log, if it does not start.
+start_mock() {
+    "$@" "$CLIENT" mock-upstream --listen 127.0.0.1:0 >"$work/mock.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 50); do grep -q "addr=" "$work/mock.log" && break; sleep 0.1; done
+    mock=$(sed -n 's/.*addr=\([0-9.:]*\).*/\1/p' "$work/mock.log")
+    [[ -n "$mock" ]] || { echo "the mock did not start" >&2; cat "$work/mock.log" >&2; return 1; }
+}

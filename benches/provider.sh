@@ -29,11 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-taskset -c "$OTHER_CPU" "$CLIENT" mock-upstream --listen 127.0.0.1:0 >"$work/mock.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 50); do grep -q "addr=" "$work/mock.log" && break; sleep 0.1; done
-mock=$(sed -n 's/.*addr=\([0-9.:]*\).*/\1/p' "$work/mock.log")
-[[ -n "$mock" ]] || { echo "the mock did not start" >&2; cat "$work/mock.log" >&2; exit 1; }
+start_mock taskset -c "$OTHER_CPU"
 
 cat >"$work/provider.toml" <<TOML
 [server]

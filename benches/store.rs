@@ -94,6 +94,7 @@ async fn running(store: &dyn EventStore) -> ExecutionId {
             required_capabilities: Vec::new(),
             targets: Vec::new(),
             ended_before_routing: None,
+            tried_anyway: false,
         })),
         EventPayload::AttemptStarted(Arc::new(AttemptStart {
             attempt: 1,

@@ -5,6 +5,7 @@
 
 mod builder;
 mod effective;
+mod health;
 mod raw;
 mod script;
 mod secret;
@@ -18,7 +19,8 @@ use std::time::Duration;
 
 pub use crate::execution::Delivery;
 
-pub use builder::{AbilitySpec, ConfigBuilder, LimiterSpec, PolicySpec, ProviderSpec};
+pub use builder::{AbilitySpec, ConfigBuilder, HealthSpec, LimiterSpec, PolicySpec, ProviderSpec};
+pub use health::{HealthConfig, HealthMode, OnAllUnhealthy};
 pub use script::{Chunk, FailError, Script, ScriptedToolCall};
 pub use secret::{ProxyUrl, Secret, StoreKey};
 
@@ -192,6 +194,8 @@ pub struct ProviderConfig {
     pub on_unknown_outcome: OnUnknownOutcome,
     /// Where `max_concurrency` is counted: `None`, in this process alone.
     pub limiter: Option<LimiterConfig>,
+    /// When its targets are ejected from routing; `None` with `health = "off"`.
+    pub health: Option<HealthConfig>,
     /// Models, in file order.
     pub models: Vec<ModelConfig>,
 }
@@ -365,6 +369,10 @@ pub struct PolicyConfig {
     pub on_content_filter: OnContentFilter,
     /// The delivery of a request that does not choose one.
     pub delivery: Delivery,
+    /// Whether its plans skip ejected targets.
+    pub health: HealthMode,
+    /// What a plan whose every capable target is ejected does.
+    pub on_all_unhealthy: OnAllUnhealthy,
 }
 
 /// What follows an attempt a target refused on a content or safety policy

@@ -34,7 +34,7 @@ pub use outcome::{
     AttemptError, AttemptRecord, ErrorClass, ExecutionError, ExecutionResult, FinishReason,
     NextAction, Outcome, Output, Reasoning,
 };
-pub use plan::{PlanTarget, RoutingPlan};
+pub use plan::{Ejection, PlanTarget, RoutingPlan};
 pub use request::{
     ContentPart, Delivery, ExecuteRequest, ExecutionInput, GenerationParameters, Image, Labels,
     Message, ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,

@@ -13,6 +13,7 @@
 
 mod admission;
 mod budget;
+mod health;
 mod limiter;
 mod plan;
 
@@ -25,5 +26,6 @@ mod plan;
 )]
 pub use admission::{Admission, AdmissionRejected, Permit};
 pub use budget::{AttemptBudget, Decision, Failure};
+pub use health::{Health, HealthState, Probe, TargetHealth, Verdict, with_health};
 pub(crate) use limiter::GlobalGate;
 pub use plan::{Plans, plan};

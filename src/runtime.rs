@@ -45,8 +45,9 @@ use driver::{Deps, DriverHandle, Job, SizeLimits};
 use targets::Slots;
 use validate::validate;
 
+pub use crate::routing::{HealthState, TargetHealth};
 pub use error::{Exhausted, FieldViolation, NotReady, RuntimeError, Violations};
-pub use metadata::{GlobalLimit, ProviderStatus, RuntimeMetadata, RuntimeState};
+pub use metadata::{GlobalLimit, ModelStatus, ProviderStatus, RuntimeMetadata, RuntimeState};
 pub use usage::{UsageRecord, UsageStream};
 pub use watch::EventStream;
 
@@ -302,6 +303,11 @@ impl Runtime {
             Cow::Owned(_) => None,
         }
         .unwrap_or_else(|| Arc::new(routing::plan(config, validated.policy, &validated.required)));
+        let (plan, probes) = self
+            .inner
+            .deps
+            .providers
+            .with_health(plan, validated.policy);
         let id = ExecutionId::new();
         let labels = Arc::new(request.labels.clone());
         let idempotency = Idempotency::of(
@@ -342,6 +348,7 @@ impl Runtime {
             },
             delivery: validated.limits.delivery,
             labels,
+            probes,
         };
         Ok((new, job, request.idempotency_key))
     }

@@ -21,11 +21,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::raw::{
-    RawAbility, RawConfig, RawLimiter, RawModel, RawPolicy, RawProvider, RawTimeouts,
+    RawAbility, RawConfig, RawHealth, RawHealthSettings, RawLimiter, RawModel, RawPolicy,
+    RawProvider, RawTimeouts,
 };
 use super::{
-    Config, ConfigError, Delivery, OnContentFilter, OnRejected, OnUnavailable, OnUnknownOutcome,
-    Script, validate,
+    Config, ConfigError, Delivery, HealthMode, OnAllUnhealthy, OnContentFilter, OnRejected,
+    OnUnavailable, OnUnknownOutcome, Script, validate,
 };
 
 /// Builds a [`Config`]; every setting left out keeps the default the file would have.
@@ -351,6 +352,18 @@ impl ProviderSpec {
         self
     }
 
+    /// `health = "off"`: this provider's targets are never ejected.
+    pub fn health_off(mut self) -> Self {
+        self.0.health = Some(RawHealth::Mode(HealthMode::Off));
+        self
+    }
+
+    /// `health = { ... }`: when this provider's targets are ejected.
+    pub fn health(mut self, health: HealthSpec) -> Self {
+        self.0.health = Some(RawHealth::Settings(health.0));
+        self
+    }
+
     /// `timeouts = { connect, first_byte, idle }`.
     pub fn timeouts(mut self, connect: Duration, first_byte: Duration, idle: Duration) -> Self {
         self.0.timeouts = Some(RawTimeouts {
@@ -454,6 +467,18 @@ impl PolicySpec {
         self
     }
 
+    /// `health = "on"` or `"off"`: whether this policy's plans skip ejected targets.
+    pub fn health(mut self, mode: HealthMode) -> Self {
+        self.0.health = mode;
+        self
+    }
+
+    /// `on_all_unhealthy`.
+    pub fn on_all_unhealthy(mut self, mode: OnAllUnhealthy) -> Self {
+        self.0.on_all_unhealthy = mode;
+        self
+    }
+
     /// `on_content_filter`.
     pub fn on_content_filter(mut self, mode: OnContentFilter) -> Self {
         self.0.on_content_filter = mode;
@@ -463,6 +488,44 @@ impl PolicySpec {
     /// `delivery`: what a request that does not choose one gets.
     pub fn delivery(mut self, delivery: Delivery) -> Self {
         self.0.delivery = delivery;
+        self
+    }
+}
+
+/// `providers.NAME.health = { ... }`, each setting left out at its default.
+#[derive(Debug, Clone, Default)]
+pub struct HealthSpec(RawHealthSettings);
+
+impl HealthSpec {
+    /// Every setting at its default.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `consecutive_failures`.
+    pub fn consecutive_failures(mut self, n: u32) -> Self {
+        self.0.consecutive_failures = Some(n);
+        self
+    }
+
+    /// `failure_rate` over `window`, counted from `min_requests` attempts.
+    pub fn failure_rate(mut self, rate: f64, min_requests: u32, window: Duration) -> Self {
+        self.0.failure_rate = Some(rate);
+        self.0.min_requests = Some(min_requests);
+        self.0.window = Some(window);
+        self
+    }
+
+    /// `ejection` and `max_ejection`.
+    pub fn ejection(mut self, first: Duration, max: Duration) -> Self {
+        self.0.ejection = Some(first);
+        self.0.max_ejection = Some(max);
+        self
+    }
+
+    /// `probes`.
+    pub fn probes(mut self, n: u32) -> Self {
+        self.0.probes = Some(n);
         self
     }
 }

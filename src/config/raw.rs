@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Delivery, OnContentFilter, OnRejected, OnUnavailable, OnUnknownOutcome, Script};
+use super::{
+    Delivery, HealthMode, OnAllUnhealthy, OnContentFilter, OnRejected, OnUnavailable,
+    OnUnknownOutcome, Script,
+};
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -189,8 +192,50 @@ pub(super) struct RawProvider {
     /// Unset: `max_concurrency` is this process's alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limiter: Option<RawLimiter>,
+    /// Unset: on, at its defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<RawHealth>,
     #[serde(default)]
     pub models: Vec<RawModel>,
+}
+
+/// `providers.NAME.health`: `"on"`, `"off"`, or a table of settings (the rest at defaults).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+pub(super) enum RawHealth {
+    Mode(HealthMode),
+    Settings(RawHealthSettings),
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHealthSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consecutive_failures: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_requests: Option<u32>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub window: Option<Duration>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ejection: Option<Duration>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_ejection: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<u32>,
 }
 
 impl RawProvider {
@@ -211,6 +256,7 @@ impl RawProvider {
             on_unknown_outcome: None,
             timeouts: None,
             limiter: None,
+            health: None,
             models: Vec::new(),
         }
     }
@@ -306,6 +352,10 @@ pub(super) struct RawPolicy {
     pub on_content_filter: OnContentFilter,
     #[serde(default)]
     pub delivery: Delivery,
+    #[serde(default)]
+    pub health: HealthMode,
+    #[serde(default)]
+    pub on_all_unhealthy: OnAllUnhealthy,
 }
 
 impl RawPolicy {
@@ -322,6 +372,8 @@ impl RawPolicy {
             on_unknown_outcome: None,
             on_content_filter: OnContentFilter::default(),
             delivery: Delivery::default(),
+            health: HealthMode::default(),
+            on_all_unhealthy: OnAllUnhealthy::default(),
         }
     }
 }

@@ -15,6 +15,7 @@ pub(super) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 mod adapter;
 pub(crate) mod bounds;
+mod health;
 mod limiter;
 mod routing;
 mod server;
@@ -169,6 +170,7 @@ fn provider(
         .as_ref()
         .map(|l| limiter::limiter(key, table, l, max_concurrency, env))
         .transpose()?;
+    let health = health::health(key, raw.health.as_ref())?;
     if raw.models.is_empty() {
         return Err(invalid(format!("{key}.models"), "needs at least one model"));
     }
@@ -207,6 +209,7 @@ fn provider(
         queue_capacity,
         on_unknown_outcome,
         limiter,
+        health,
         models,
     })
 }

@@ -9,6 +9,9 @@ use std::fmt;
 pub enum ErrorCode {
     /// Every target of the plan lacks a required capability.
     NoCapableTarget,
+    /// Every capable target was ejected by its health, and the policy says
+    /// `on_all_unhealthy = "fail"`.
+    NoHealthyTarget,
     /// The attempt limit was reached.
     AttemptsExhausted,
     /// The policy's wall-clock retry budget ran out.
@@ -37,8 +40,9 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests, metrics and documentation.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::NoCapableTarget,
+        Self::NoHealthyTarget,
         Self::AttemptsExhausted,
         Self::RetryBudgetExhausted,
         Self::DeadlineExceeded,
@@ -56,6 +60,7 @@ impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::NoCapableTarget => "no_capable_target",
+            Self::NoHealthyTarget => "no_healthy_target",
             Self::AttemptsExhausted => "attempts_exhausted",
             Self::RetryBudgetExhausted => "retry_budget_exhausted",
             Self::DeadlineExceeded => "deadline_exceeded",
@@ -212,6 +217,7 @@ impl AttemptCode {
             ErrorCode::OutputTooLarge => Self::OutputTooLarge,
             ErrorCode::DeadlineExceeded
             | ErrorCode::NoCapableTarget
+            | ErrorCode::NoHealthyTarget
             | ErrorCode::AttemptsExhausted
             | ErrorCode::OutputInterrupted
             | ErrorCode::Rejected

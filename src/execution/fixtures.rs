@@ -47,6 +47,7 @@ pub fn routing() -> EventPayload {
         required_capabilities: Vec::new(),
         targets: Vec::new(),
         ended_before_routing: None,
+        tried_anyway: false,
     }))
 }
 

@@ -46,6 +46,7 @@ pub(crate) fn interrupted(
             ended_before_routing: Some(
                 format!("ended with {} before it was routed", why.code.as_str()).into(),
             ),
+            tried_anyway: false,
         }))),
         _ => {}
     }

@@ -68,6 +68,7 @@ pub fn plan(config: &Config, policy: &PolicyConfig, required: &BTreeSet<String>)
                 kept: reason.is_none(),
                 reason,
                 missing_capabilities: missing,
+                ejected: None,
             }
         })
         .collect();
@@ -76,6 +77,7 @@ pub fn plan(config: &Config, policy: &PolicyConfig, required: &BTreeSet<String>)
         required_capabilities: required.iter().cloned().collect(),
         targets,
         ended_before_routing: None,
+        tried_anyway: false,
     }
 }
 

@@ -22,7 +22,7 @@ use crate::execution::{
     PlanTarget, RoutingPlan, TraceContext, interrupted,
 };
 use crate::provider::{ProviderCall, ProviderError};
-use crate::routing::{self, AttemptBudget, Decision, Permit};
+use crate::routing::{self, AttemptBudget, Decision, Permit, Probe};
 use crate::store::{EventStore, StoreError};
 
 mod batch;
@@ -57,6 +57,12 @@ pub(crate) struct Job {
     /// How output reaches the caller: as it comes, or held until its attempt completes.
     pub delivery: Delivery,
     pub labels: Arc<Labels>,
+    /// The ejected targets this execution probes (`routing::Health`): held until it ends.
+    #[expect(
+        dead_code,
+        reason = "guards: held, never read, given back when dropped"
+    )]
+    pub probes: Vec<Probe>,
 }
 
 /// The shared parts a driver works with.
@@ -128,6 +134,7 @@ pub(crate) async fn run(deps: Deps, job: Job, handle: Arc<DriverHandle>) -> Opti
                 format!("ended with internal_error before it was routed (error id {error_id})")
                     .into(),
             ),
+            tried_anyway: false,
         };
         if let Err(e) = store
             .append(id, EventPayload::Routing(Arc::new(plan)))
@@ -173,7 +180,7 @@ impl Driver {
         if !self.begin(&plan).await? {
             return Ok(());
         }
-        let targets: Vec<&PlanTarget> = plan.kept().collect();
+        let targets: Vec<&PlanTarget> = plan.to_attempt().collect();
         self.attempts(&targets).await
     }
 
@@ -209,6 +216,30 @@ impl Driver {
             .await?;
             return Ok(false);
         }
+        if plan.to_attempt().next().is_none() {
+            let ejected: Vec<String> = plan
+                .kept()
+                .filter_map(|t| {
+                    let why = t.ejected.as_ref()?;
+                    Some(format!("{}/{} ({})", t.provider, t.model, why.reason))
+                })
+                .collect();
+            let message = format!(
+                "every capable target of policy `{}` is ejected by its health, and the policy \
+                 says on_all_unhealthy = \"fail\": {}",
+                plan.policy,
+                ejected.join("; ")
+            );
+            let no_output = Output::default();
+            self.fail(
+                ErrorCode::NoHealthyTarget,
+                message,
+                &Tally::default(),
+                no_output,
+            )
+            .await?;
+            return Ok(false);
+        }
         Ok(true)
     }
 
@@ -228,6 +259,15 @@ impl Driver {
             tally.attempts += 1;
             let mut race = Race::new(&self.handle, start_by, late_code);
             let mut end = self.attempt(slot, target, &mut tally, &mut race).await?;
+            if let (Some(slot), true) = (slot, end.admitted) {
+                let now = Instant::now();
+                match &end.kind {
+                    EndKind::Succeeded(_) => slot.health.succeeded(&target.model, now),
+                    EndKind::Failed(error) => slot.health.failed(&target.model, error, now),
+                    // Cancellation or a time limit says nothing of the target.
+                    EndKind::Cut(_) => {}
+                }
+            }
             let error = match &end.kind {
                 EndKind::Succeeded(_) => return Ok(()),
                 EndKind::Cut(code) => return self.cut(target, tally, *code, end).await,

@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
+use tokio::time::Instant;
+
 use super::targets::Slots;
 use crate::config::{AbilityConfig, Config, OnUnknownOutcome, PolicyConfig};
+use crate::routing::TargetHealth;
 use crate::store::{EventStore, StoreStats};
 
 /// Whether the runtime admits new work.
@@ -48,8 +51,19 @@ pub struct ProviderStatus {
     pub queued: u32,
     /// With a global limiter (`limiter = { kind = "redis" }`): its figures.
     pub limiter: Option<GlobalLimit>,
-    /// Models and their capabilities.
-    pub models: Vec<(Arc<str>, Vec<String>)>,
+    /// Models, their capabilities and health.
+    pub models: Vec<ModelStatus>,
+}
+
+/// One model of a provider: what it can do, and whether routing skips it now.
+#[derive(Debug, Clone)]
+pub struct ModelStatus {
+    /// Name.
+    pub name: Arc<str>,
+    /// Capabilities.
+    pub capabilities: Vec<String>,
+    /// The target's health on this replica.
+    pub health: TargetHealth,
 }
 
 /// A provider's global limiter, as this replica sees it.
@@ -95,6 +109,7 @@ pub(super) fn describe(
     providers: &Slots,
     config: &Config,
 ) -> RuntimeMetadata {
+    let now = Instant::now();
     RuntimeMetadata {
         state,
         version: env!("CARGO_PKG_VERSION"),
@@ -121,7 +136,11 @@ pub(super) fn describe(
                     .config
                     .models
                     .iter()
-                    .map(|m| (m.name.clone(), m.capabilities.iter().cloned().collect()))
+                    .map(|m| ModelStatus {
+                        name: m.name.clone(),
+                        capabilities: m.capabilities.iter().cloned().collect(),
+                        health: slot.health.status(&m.name, now),
+                    })
                     .collect(),
             })
             .collect(),

@@ -28,6 +28,7 @@ use prometheus_client::registry::Registry;
 
 use crate::config::Config;
 use crate::execution::{ErrorClass, ErrorCode, NextAction, UsageUnit};
+use crate::routing::HealthState;
 
 pub(crate) use histogram::Histogram;
 pub(crate) use metered::Metered;
@@ -86,6 +87,12 @@ const CLASSES: [&str; 5] = [
     ErrorClass::OutcomeUnknown.as_str(),
 ];
 const NEXT: [&str; 4] = ["none", "retry_same_target", "fallback", "stop"];
+const HEALTH_STATES: [HealthState; 4] = [
+    HealthState::Off,
+    HealthState::Closed,
+    HealthState::Open,
+    HealthState::HalfOpen,
+];
 /// How many [`UNITS`] there are.
 const UNIT_COUNT: usize = 6;
 /// Every unit an adapter of this version reports.
@@ -128,6 +135,7 @@ struct AbilityMetrics {
 struct TargetMetrics {
     attempts: [[Counter; NEXT.len()]; CLASSES.len()],
     usage: [Counter; UNIT_COUNT],
+    skips: Counter,
 }
 
 /// What one provider records.
@@ -178,6 +186,9 @@ struct Gauges {
     /// Brought up to each limiter's counts at each scrape, one scrape at a time.
     limiter_unavailable: std::sync::Mutex<Family<Labels, Counter>>,
     limiter_leases_lost: std::sync::Mutex<Family<Labels, Counter>>,
+    target_health: Family<Labels, Gauge>,
+    /// Brought up to each target's count at each scrape, one scrape at a time.
+    target_ejections: std::sync::Mutex<Family<Labels, Counter>>,
     store_executions: Gauge,
     store_bytes: Gauge,
     /// Brought up to the store's count at each scrape, one scrape at a time.
@@ -206,6 +217,7 @@ impl Metrics {
         let first_output =
             Family::<Labels, Histogram>::new_with_constructor(Histogram::seconds as fn() -> _);
         let rejections = Family::<Labels, Counter>::default();
+        let skips = Family::<Labels, Counter>::default();
         let abilities = config
             .abilities
             .keys()
@@ -258,6 +270,7 @@ impl Metrics {
                         labels.push(("unit", unit.as_str().to_owned()));
                         usage.get_or_create_owned(&labels)
                     }),
+                    skips: skips.get_or_create_owned(&target()),
                 };
                 targets
                     .entry(provider.clone())
@@ -301,6 +314,11 @@ impl Metrics {
             "admission_rejections",
             "Attempts refused because a provider's queue was full",
             rejections,
+        );
+        registry.register(
+            "target_skips",
+            "Plans that skipped a target because its health had it ejected",
+            skips,
         );
         let other_usage = usage;
         let open_streams = Gauge::default();
@@ -361,6 +379,18 @@ impl Metrics {
             registry.register(
                 "limiter_leases_lost",
                 "Leases of a provider's Redis limiter that ended unrenewed while their attempts ran, taken by others meanwhile",
+                family.clone(),
+            );
+        }
+        registry.register(
+            "target_health",
+            "1 for each target's health state (off, closed, open, half_open), as this replica keeps it",
+            gauges.target_health.clone(),
+        );
+        if let Ok(family) = gauges.target_ejections.lock() {
+            registry.register(
+                "target_ejections",
+                "Times a target's health ejected it from routing",
                 family.clone(),
             );
         }
@@ -469,6 +499,12 @@ impl Metrics {
         }
     }
 
+    fn skipped(&self, target: (&str, &str)) {
+        if let Some(t) = self.target(target) {
+            t.skips.inc();
+        }
+    }
+
     fn usage(&self, target: (&str, &str), unit: &UsageUnit, quantity: u64) {
         let known = UNITS.iter().position(|u| u == unit);
         match (self.target(target), known) {
@@ -490,6 +526,28 @@ impl Metrics {
         self.targets.get(provider)?.get(model)
     }
 
+    /// The health gauges of `provider`'s targets, from its metadata.
+    fn target_health(&self, provider: &super::ProviderStatus) {
+        let g = &self.gauges;
+        for model in &provider.models {
+            let target = vec![
+                ("provider", provider.name.to_string()),
+                ("model", model.name.to_string()),
+            ];
+            for state in HEALTH_STATES {
+                let mut labels = target.clone();
+                labels.push(("state", state.as_str().to_owned()));
+                g.target_health
+                    .get_or_create(&labels)
+                    .set(i64::from(model.health.state == state));
+            }
+            if let Ok(family) = g.target_ejections.lock() {
+                let counter = family.get_or_create(&target);
+                counter.inc_by(model.health.ejections.saturating_sub(counter.get()));
+            }
+        }
+    }
+
     /// The text exposition, with the gauges read from `metadata` now.
     pub(crate) fn encode(&self, metadata: &super::RuntimeMetadata) -> String {
         let g = &self.gauges;
@@ -507,6 +565,7 @@ impl Metrics {
             g.queued
                 .get_or_create(&labels)
                 .set(i64::from(provider.queued));
+            self.target_health(provider);
             let Some(limiter) = provider.limiter else {
                 continue;
             };

@@ -5,16 +5,20 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::config::{Config, ProviderConfig};
-use crate::provider::{Provider, ProviderInitError, Providers};
-use crate::routing::{Admission, GlobalGate};
+use tokio::time::Instant;
 
-/// One provider: its configuration, adapter and admission gate.
+use crate::config::{Config, HealthMode, PolicyConfig, ProviderConfig};
+use crate::execution::RoutingPlan;
+use crate::provider::{Provider, ProviderInitError, Providers};
+use crate::routing::{Admission, GlobalGate, Health, Probe, Verdict, with_health};
+
+/// One provider: its configuration, adapter, admission gate and its targets' health.
 #[derive(Debug)]
 pub(crate) struct ProviderSlot {
     pub config: ProviderConfig,
     pub adapter: Arc<dyn Provider>,
     pub admission: Admission,
+    pub health: Health,
 }
 
 /// Every configured provider, by name.
@@ -46,6 +50,7 @@ impl Slots {
                 config: p.clone(),
                 adapter: adapter.clone(),
                 admission,
+                health: Health::new(p),
             };
             slots.insert(p.name.clone(), slot);
         }
@@ -60,5 +65,22 @@ impl Slots {
     /// All providers, ordered by name.
     pub(super) fn iter(&self) -> impl Iterator<Item = &ProviderSlot> {
         self.slots.values()
+    }
+
+    /// `plan` of `policy` as its targets' health has it now (`routing::with_health`), with
+    /// the probes it holds; as it is under `health = "off"`.
+    pub(super) fn with_health(
+        &self,
+        plan: Arc<RoutingPlan>,
+        policy: &PolicyConfig,
+    ) -> (Arc<RoutingPlan>, Vec<Probe>) {
+        if policy.health == HealthMode::Off {
+            return (plan, Vec::new());
+        }
+        let now = Instant::now();
+        with_health(plan, policy.on_all_unhealthy, |provider, model| {
+            self.get(provider)
+                .map_or(Verdict::Healthy, |slot| slot.health.check(model, now))
+        })
     }
 }

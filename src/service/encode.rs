@@ -2,13 +2,16 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::config::{OnContentFilter, OnRejected, OnUnknownOutcome, PolicyConfig};
+use crate::config::{
+    HealthMode, OnAllUnhealthy, OnContentFilter, OnRejected, OnUnknownOutcome, PolicyConfig,
+};
 use crate::execution::{
     AttemptError, AttemptRecord, Delivery, EffectiveLimits, ErrorClass, EventPayload, Execution,
     ExecutionError, ExecutionResult, ExecutionState, FinishReason, NextAction, Outcome, Output,
     Reasoning, ReasoningPiece, RoutingPlan, ToolCall, UsageFact, UsageSource,
 };
 use crate::pb;
+use crate::routing::{HealthState, TargetHealth};
 use crate::runtime::{RuntimeMetadata, RuntimeState, UsageRecord};
 
 /// A name the core shares (`Arc<str>`) as the wire's own string: a plain copy, where
@@ -199,6 +202,10 @@ fn plan(p: &RoutingPlan) -> pb::RoutingPlan {
                 kept: t.kept,
                 reason: t.reason.clone().unwrap_or_default(),
                 missing_capabilities: t.missing_capabilities.clone(),
+                ejected: t.ejected.as_ref().map(|e| pb::Ejection {
+                    reason: e.reason.clone(),
+                    until: e.until.map(timestamp),
+                }),
             })
             .collect(),
         ended_before_routing: p
@@ -206,6 +213,7 @@ fn plan(p: &RoutingPlan) -> pb::RoutingPlan {
             .as_deref()
             .map(str::to_owned)
             .unwrap_or_default(),
+        tried_anyway: p.tried_anyway,
     }
 }
 
@@ -389,9 +397,10 @@ pub(crate) fn metadata(m: &RuntimeMetadata) -> pb::RuntimeMetadata {
                 models: p
                     .models
                     .iter()
-                    .map(|(name, capabilities)| pb::ModelInfo {
-                        name: name.to_string(),
-                        capabilities: capabilities.clone(),
+                    .map(|m| pb::ModelInfo {
+                        name: m.name.to_string(),
+                        capabilities: m.capabilities.clone(),
+                        health: Some(target_health(&m.health)),
                     })
                     .collect(),
             })
@@ -442,5 +451,28 @@ fn policy_info(p: &PolicyConfig) -> pb::PolicyInfo {
         }
         .into(),
         delivery: delivery(p.delivery).into(),
+        health: p.health == HealthMode::On,
+        on_all_unhealthy: match p.on_all_unhealthy {
+            OnAllUnhealthy::TryAnyway => pb::OnAllUnhealthy::TryAnyway,
+            OnAllUnhealthy::Fail => pb::OnAllUnhealthy::Fail,
+        }
+        .into(),
+    }
+}
+
+/// A target's health, as `GetRuntimeMetadata` shows it.
+fn target_health(h: &TargetHealth) -> pb::TargetHealth {
+    pb::TargetHealth {
+        state: match h.state {
+            HealthState::Off => pb::HealthState::Off,
+            HealthState::Closed => pb::HealthState::Closed,
+            HealthState::Open => pb::HealthState::Open,
+            HealthState::HalfOpen => pb::HealthState::HalfOpen,
+        }
+        .into(),
+        reason: h.reason.clone(),
+        until: h.until.map(timestamp),
+        consecutive_failures: h.consecutive_failures,
+        ejections: h.ejections,
     }
 }

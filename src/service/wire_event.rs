@@ -17,7 +17,7 @@ use prost::encoding::{DecodeContext, WireType, skip_field};
 
 use super::encode;
 use crate::execution::{
-    EffectiveLimits, Event, EventPayload, ExecutionResult, Output, PlanTarget, Reasoning,
+    EffectiveLimits, Ejection, Event, EventPayload, ExecutionResult, Output, PlanTarget, Reasoning,
     ReasoningPiece, RoutingPlan, ToolCall, UsageFact,
 };
 use crate::pb;
@@ -48,10 +48,10 @@ enum Payload {
 // or renumbered there changes them here, and a field added there fails the descriptor test
 // (`tests/descriptor.rs`) until it is written here too.
 use pb::fields::{
-    effective_limits as limits_field, execution_accepted as accepted_field,
-    execution_completed as completed_field, execution_event as event_field,
-    execution_progress as progress_field, execution_result as result_field,
-    execution_routing as routing_field, output as output_field,
+    effective_limits as limits_field, ejection as ejection_field,
+    execution_accepted as accepted_field, execution_completed as completed_field,
+    execution_event as event_field, execution_progress as progress_field,
+    execution_result as result_field, execution_routing as routing_field, output as output_field,
     output_reasoning_delta as reasoning_delta_field, output_text_delta as text_field,
     output_tool_call_arguments_delta as arguments_field,
     output_tool_call_started as tool_call_started_field, plan_target as target_field,
@@ -215,6 +215,7 @@ impl Fields for RoutingPlan {
         if let Some(why) = &self.ended_before_routing {
             out.text(plan_field::ENDED_BEFORE_ROUTING, why);
         }
+        out.uint(plan_field::TRIED_ANYWAY, u64::from(self.tried_anyway));
     }
 }
 
@@ -229,6 +230,18 @@ impl Fields for PlanTarget {
         );
         for capability in &self.missing_capabilities {
             out.item(target_field::MISSING_CAPABILITIES, capability);
+        }
+        if let Some(ejected) = &self.ejected {
+            out.message(target_field::EJECTED, ejected);
+        }
+    }
+}
+
+impl Fields for Ejection {
+    fn fields(&self, out: &mut impl Sink) {
+        out.text(ejection_field::REASON, &self.reason);
+        if let Some(until) = self.until {
+            out.message(ejection_field::UNTIL, &encode::timestamp(until));
         }
     }
 }

@@ -85,6 +85,8 @@ pub(super) fn policy(
         on_unknown_outcome: raw.on_unknown_outcome,
         on_content_filter: raw.on_content_filter,
         delivery: raw.delivery,
+        health: raw.health,
+        on_all_unhealthy: raw.on_all_unhealthy,
     })
 }
 

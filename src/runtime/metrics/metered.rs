@@ -54,6 +54,11 @@ impl Metered {
         let mut end = None;
         for payload in payloads {
             match payload {
+                EventPayload::Routing(plan) => {
+                    for target in plan.targets.iter().filter(|t| t.ejected.is_some()) {
+                        self.metrics.skipped((&target.provider, &target.model));
+                    }
+                }
                 EventPayload::AttemptStarted(start) => {
                     if let Ok(waited) = SystemTime::now().duration_since(start.started_at) {
                         self.metrics.queued(&start.provider, waited);

@@ -5,9 +5,9 @@ use prost::Message;
 use super::*;
 use crate::execution::fixtures::{accepted, attempt_started, completed, failed, routing, text};
 use crate::execution::{
-    Acceptance, AttemptCode, AttemptError, AttemptRecord, Delivery, ErrorClass, ErrorCode, Event,
-    ExecutionId, ExecutionState, FinishReason, Labels, NextAction, Outcome, Output, Text,
-    ToolCallStart, UsageQuantity, UsageSource, UsageUnit,
+    Acceptance, AttemptCode, AttemptError, AttemptRecord, Delivery, Ejection, ErrorClass,
+    ErrorCode, Event, ExecutionId, ExecutionState, FinishReason, Labels, NextAction, Outcome,
+    Output, Text, ToolCallStart, UsageQuantity, UsageSource, UsageUnit,
 };
 
 mod arbitrary;
@@ -44,6 +44,7 @@ fn payloads() -> Vec<EventPayload> {
                     kept: true,
                     reason: None,
                     missing_capabilities: Vec::new(),
+                    ejected: None,
                 },
                 PlanTarget {
                     provider: "b".into(),
@@ -51,15 +52,29 @@ fn payloads() -> Vec<EventPayload> {
                     kept: false,
                     reason: Some("lacks a capability".into()),
                     missing_capabilities: vec!["vision".into(), String::new()],
+                    ejected: None,
+                },
+                PlanTarget {
+                    provider: "c".into(),
+                    model: "m3".into(),
+                    kept: true,
+                    reason: None,
+                    missing_capabilities: Vec::new(),
+                    ejected: Some(Ejection {
+                        reason: "3 consecutive failures".into(),
+                        until: Some(SystemTime::UNIX_EPOCH + Duration::new(1_800_000_000, 7)),
+                    }),
                 },
             ],
             ended_before_routing: None,
+            tried_anyway: true,
         })),
         EventPayload::Routing(Arc::new(RoutingPlan {
             policy: "default".into(),
             required_capabilities: Vec::new(),
             targets: Vec::new(),
             ended_before_routing: Some("the runtime stopped first".into()),
+            tried_anyway: false,
         })),
         attempt_started(1),
         attempt_started(0),

@@ -12,9 +12,9 @@ use proptest::prelude::*;
 use super::*;
 use crate::execution::{
     Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, Delivery, EffectiveLimits,
-    ErrorClass, ErrorCode, Event, ExecutionError, ExecutionFailure, ExecutionId, ExecutionResult,
-    ExecutionState, FinishReason, NextAction, Outcome, Output, PlanTarget, RoutingPlan, ToolCall,
-    ToolCallStart, UsageFact, UsageSource, UsageUnit,
+    Ejection, ErrorClass, ErrorCode, Event, ExecutionError, ExecutionFailure, ExecutionId,
+    ExecutionResult, ExecutionState, FinishReason, NextAction, Outcome, Output, PlanTarget,
+    RoutingPlan, ToolCall, ToolCallStart, UsageFact, UsageSource, UsageUnit,
 };
 
 /// Empty, short arbitrary unicode (control characters included), or long.
@@ -68,14 +68,16 @@ fn target() -> impl Strategy<Value = PlanTarget> {
         any::<bool>(),
         prop::option::of(text()),
         prop::collection::vec(text(), 0..3),
+        prop::option::of((text(), prop::option::of(time()))),
     )
         .prop_map(
-            |(provider, model, kept, reason, missing_capabilities)| PlanTarget {
+            |(provider, model, kept, reason, missing_capabilities, ejected)| PlanTarget {
                 provider,
                 model,
                 kept,
                 reason,
                 missing_capabilities,
+                ejected: ejected.map(|(reason, until)| Ejection { reason, until }),
             },
         )
 }
@@ -86,13 +88,15 @@ fn plan() -> impl Strategy<Value = RoutingPlan> {
         prop::collection::vec(text(), 0..4),
         prop::collection::vec(target(), 0..4),
         prop::option::of(text()),
+        any::<bool>(),
     )
         .prop_map(
-            |(policy, required_capabilities, targets, ended)| RoutingPlan {
+            |(policy, required_capabilities, targets, ended, tried_anyway)| RoutingPlan {
                 policy,
                 required_capabilities,
                 targets,
                 ended_before_routing: ended.map(Into::into),
+                tried_anyway,
             },
         )
 }

@@ -16,9 +16,9 @@ use prost_types::{DescriptorProto, FileDescriptorSet};
 use super::*;
 use crate::execution::{
     Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, Delivery, EffectiveLimits,
-    ErrorClass, ErrorCode, Event, ExecutionError, ExecutionFailure, ExecutionId, ExecutionResult,
-    ExecutionState, FinishReason, Labels, NextAction, Outcome, Output, PlanTarget, RoutingPlan,
-    ToolCall, ToolCallStart, UsageFact, UsageSource, UsageUnit,
+    Ejection, ErrorClass, ErrorCode, Event, ExecutionError, ExecutionFailure, ExecutionId,
+    ExecutionResult, ExecutionState, FinishReason, Labels, NextAction, Outcome, Output, PlanTarget,
+    RoutingPlan, ToolCall, ToolCallStart, UsageFact, UsageSource, UsageUnit,
 };
 
 const ROOT: &str = ".model_runtime.v1.ExecutionEvent";
@@ -76,8 +76,13 @@ fn every_field_set() -> Vec<EventPayload> {
                 kept: true,
                 reason: Some("why".into()),
                 missing_capabilities: vec!["vision".into()],
+                ejected: Some(Ejection {
+                    reason: "ejected".into(),
+                    until: Some(time),
+                }),
             }],
             ended_before_routing: Some("why not".into()),
+            tried_anyway: true,
         })),
         EventPayload::AttemptStarted(Arc::new(AttemptStart {
             attempt: 1,

@@ -1,0 +1,453 @@
+//! Provider health: what the attempts on a target (`provider/model`) say of it, and whether
+//! routing should skip it for a while. Each target has a breaker:
+//!
+//! - **closed**: attempts go to it. Its outcomes are counted: `consecutive_failures` in a
+//!   row, or a `failure_rate` over the current `window` (once it holds `min_requests`),
+//!   eject it; so does a `Retry-After` (until then, at most `max_ejection`), and a refused
+//!   key (401/403) ejects every target of the provider, since the key is bad for all of them.
+//! - **open until an instant**: plans skip it, with the reason and that instant as evidence.
+//!   The ejection lasts `ejection`, doubled after each failed probe, at most `max_ejection`.
+//! - **half-open** once the instant passes: up to `probes` executions planned now try it; the
+//!   others skip it until a probe has decided. A probe that succeeds closes the breaker (and
+//!   forgets the doubling); one that fails opens it again.
+//!
+//! Only what says something of the target counts: retryable failures, unknown outcomes
+//! (timeouts, broken streams) and refused keys. A rejection of this request (context length,
+//! content filter, a 400), a full admission queue, a cancellation or the deadline count
+//! neither way. Health is this process's own: with replicas, each keeps its own.
+//!
+//! A plan reads health in [`with_health`]: a pure function of the plan and what each breaker
+//! says when it is asked, so the same config, request and health give the same plan.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use crate::config::{HealthConfig, OnAllUnhealthy, ProviderConfig};
+use crate::execution::{AttemptCode, AttemptError, Ejection, ErrorClass, RoutingPlan};
+
+/// The health of one provider's targets.
+#[derive(Debug)]
+pub struct Health {
+    provider: Arc<str>,
+    /// `None` with `health = "off"`: nothing is counted or ejected.
+    config: Option<HealthConfig>,
+    breakers: HashMap<Arc<str>, Arc<Breaker>>,
+    /// Breakers not closed: while none is, planning asks no breaker.
+    ejected: Arc<AtomicU32>,
+}
+
+#[derive(Debug)]
+struct Breaker {
+    model: Arc<str>,
+    state: Mutex<State>,
+    /// Times it opened since start-up.
+    ejections: AtomicU64,
+}
+
+#[derive(Debug)]
+struct State {
+    phase: Phase,
+    /// Why it opened last.
+    reason: String,
+    consecutive: u32,
+    window_start: Instant,
+    requests: u32,
+    failures: u32,
+    /// Ejections since the last success: each doubles the next one's length.
+    strikes: u32,
+    /// Bumped at each change of phase, so a probe of an earlier phase changes nothing.
+    epoch: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Closed,
+    Open { until: Instant },
+    HalfOpen { probing: u32 },
+}
+
+/// What a breaker says to a plan being made.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Route to it.
+    Healthy,
+    /// Route to it as a probe of an ejected target; the probe ends with the guard.
+    Probe(Probe),
+    /// Skip it.
+    Ejected(Ejection),
+}
+
+/// One execution's right to probe a half-open target: given back when dropped, unless the
+/// probe's outcome has decided the breaker first.
+#[derive(Debug)]
+pub struct Probe {
+    breaker: Arc<Breaker>,
+    epoch: u64,
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        let mut state = self.breaker.lock();
+        let current = state.epoch == self.epoch;
+        if let Phase::HalfOpen { probing } = &mut state.phase
+            && current
+        {
+            *probing = probing.saturating_sub(1);
+        }
+    }
+}
+
+/// A target's health as `GetRuntimeMetadata` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetHealth {
+    /// Where its breaker stands.
+    pub state: HealthState,
+    /// Why it opened last (empty if it never did).
+    pub reason: String,
+    /// While open: when it may be probed.
+    pub until: Option<SystemTime>,
+    /// Failures in a row now.
+    pub consecutive_failures: u32,
+    /// Times it was ejected since start-up.
+    pub ejections: u64,
+}
+
+/// Where a target's breaker stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthState {
+    /// The provider's health is off.
+    Off,
+    /// Routed to.
+    Closed,
+    /// Skipped until its ejection ends.
+    Open,
+    /// Probed by a bounded number of attempts.
+    HalfOpen,
+}
+
+impl HealthState {
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Closed => "closed",
+            Self::Open => "open",
+            Self::HalfOpen => "half_open",
+        }
+    }
+}
+
+/// What an attempt's outcome says of its target.
+enum Signal {
+    Failure,
+    /// The provider asked not to be called for this long.
+    Until(Duration),
+    /// The key was refused: every target of the provider fails alike.
+    BadKey,
+}
+
+impl Signal {
+    /// What `error` says of its target; `None` for what says something of the request
+    /// alone, or of nothing remote at all.
+    fn of(error: &AttemptError) -> Option<Self> {
+        match error.code {
+            AttemptCode::Unauthorized | AttemptCode::Forbidden => return Some(Self::BadKey),
+            AttemptCode::AdmissionRejected
+            | AttemptCode::ProviderMissing
+            | AttemptCode::Cancelled
+            | AttemptCode::DeadlineExceeded
+            | AttemptCode::RetryBudgetExhausted
+            | AttemptCode::OutputTooLarge => return None,
+            _ => {}
+        }
+        match (error.class, error.retry_after) {
+            (ErrorClass::Rejected | ErrorClass::Invalid, _) => None,
+            (_, Some(wait)) if !wait.is_zero() => Some(Self::Until(wait)),
+            (ErrorClass::Retryable | ErrorClass::OutcomeUnknown, _) => Some(Self::Failure),
+        }
+    }
+}
+
+impl Breaker {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding it leaves a state that is still whole.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Health {
+    /// The health of `provider`'s targets, all closed.
+    pub fn new(provider: &ProviderConfig) -> Self {
+        let now = Instant::now();
+        let breakers = provider
+            .models
+            .iter()
+            .filter(|_| provider.health.is_some())
+            .map(|m| {
+                let breaker = Breaker {
+                    model: m.name.clone(),
+                    state: Mutex::new(State {
+                        phase: Phase::Closed,
+                        reason: String::new(),
+                        consecutive: 0,
+                        window_start: now,
+                        requests: 0,
+                        failures: 0,
+                        strikes: 0,
+                        epoch: 0,
+                    }),
+                    ejections: AtomicU64::new(0),
+                };
+                (m.name.clone(), Arc::new(breaker))
+            })
+            .collect();
+        Self {
+            provider: provider.name.clone(),
+            config: provider.health.clone(),
+            breakers,
+            ejected: Arc::new(AtomicU32::new(0)),
+        }
+    }
+
+    /// What `model`'s breaker says to a plan made at `now`. A breaker whose ejection has
+    /// ended turns half-open here, and the first plans to ask become its probes.
+    pub fn check(&self, model: &str, now: Instant) -> Verdict {
+        if self.ejected.load(Ordering::Acquire) == 0 {
+            return Verdict::Healthy;
+        }
+        let (Some(config), Some(breaker)) = (&self.config, self.breakers.get(model)) else {
+            return Verdict::Healthy;
+        };
+        let mut state = breaker.lock();
+        if let Phase::Open { until } = state.phase {
+            if now < until {
+                return Verdict::Ejected(Ejection {
+                    reason: state.reason.clone(),
+                    until: Some(wall_clock(until, now)),
+                });
+            }
+            state.phase = Phase::HalfOpen { probing: 0 };
+            state.epoch += 1;
+            tracing::info!(provider = %self.provider, model = %breaker.model, reason = %state.reason, "target half-open: its ejection ended; the next attempt probes it");
+        }
+        match &mut state.phase {
+            Phase::HalfOpen { probing } if *probing < config.probes => {
+                *probing += 1;
+                Verdict::Probe(Probe {
+                    breaker: breaker.clone(),
+                    epoch: state.epoch,
+                })
+            }
+            Phase::HalfOpen { .. } => Verdict::Ejected(Ejection {
+                reason: format!("{}; a probe is deciding", state.reason),
+                until: None,
+            }),
+            Phase::Closed | Phase::Open { .. } => Verdict::Healthy,
+        }
+    }
+
+    /// An attempt on `model` succeeded.
+    pub fn succeeded(&self, model: &str, now: Instant) {
+        let (Some(config), Some(breaker)) = (&self.config, self.breakers.get(model)) else {
+            return;
+        };
+        let mut state = breaker.lock();
+        state.roll(config, now);
+        state.requests = state.requests.saturating_add(1);
+        state.consecutive = 0;
+        state.strikes = 0;
+        if let Phase::HalfOpen { .. } = state.phase {
+            state.phase = Phase::Closed;
+            state.epoch += 1;
+            self.ejected.fetch_sub(1, Ordering::AcqRel);
+            tracing::info!(provider = %self.provider, model = %breaker.model, "target closed: a probe succeeded");
+        }
+    }
+
+    /// An attempt on `model` failed with `error`.
+    pub fn failed(&self, model: &str, error: &AttemptError, now: Instant) {
+        let (Some(config), Some(signal)) = (&self.config, Signal::of(error)) else {
+            return;
+        };
+        let why = error.code.as_str();
+        match signal {
+            Signal::BadKey => {
+                let reason = format!("{why}: the provider refused the key, for every model");
+                for breaker in self.breakers.values() {
+                    self.open(breaker, config, now, None, &reason);
+                }
+            }
+            Signal::Until(wait) => {
+                if let Some(breaker) = self.breakers.get(model) {
+                    let mut state = breaker.lock();
+                    state.count_failure(config, now);
+                    drop(state);
+                    let wait = wait.min(config.max_ejection);
+                    let reason = format!(
+                        "{why}: the provider asked for {} without requests",
+                        humantime::format_duration(wait)
+                    );
+                    self.open(breaker, config, now, Some(wait), &reason);
+                }
+            }
+            Signal::Failure => {
+                let Some(breaker) = self.breakers.get(model) else {
+                    return;
+                };
+                let mut state = breaker.lock();
+                state.count_failure(config, now);
+                let reason = match state.phase {
+                    Phase::HalfOpen { .. } => format!("the probe failed ({why})"),
+                    Phase::Open { .. } => return,
+                    Phase::Closed if state.consecutive >= config.consecutive_failures => {
+                        format!("{} consecutive failures (last: {why})", state.consecutive)
+                    }
+                    Phase::Closed
+                        if state.requests >= config.min_requests
+                            && f64::from(state.failures)
+                                >= config.failure_rate * f64::from(state.requests) =>
+                    {
+                        format!(
+                            "{} of {} attempts failed within {} (last: {why})",
+                            state.failures,
+                            state.requests,
+                            humantime::format_duration(config.window)
+                        )
+                    }
+                    Phase::Closed => return,
+                };
+                drop(state);
+                self.open(breaker, config, now, None, &reason);
+            }
+        }
+    }
+
+    /// Opens `breaker` for `wait` (a provider's request), else for its next ejection's
+    /// length; an ejection already longer stands.
+    fn open(
+        &self,
+        breaker: &Breaker,
+        config: &HealthConfig,
+        now: Instant,
+        wait: Option<Duration>,
+        reason: &str,
+    ) {
+        let mut state = breaker.lock();
+        let length = wait.unwrap_or_else(|| {
+            let doubled = config.ejection.saturating_mul(1 << state.strikes.min(20));
+            doubled.min(config.max_ejection)
+        });
+        let until = now + length;
+        if let Phase::Open { until: later } = state.phase
+            && later >= until
+        {
+            return;
+        }
+        if state.phase == Phase::Closed {
+            self.ejected.fetch_add(1, Ordering::AcqRel);
+        }
+        state.phase = Phase::Open { until };
+        state.epoch += 1;
+        state.strikes = state.strikes.saturating_add(1);
+        state.reason = reason.to_owned();
+        breaker.ejections.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(provider = %self.provider, model = %breaker.model, reason, ejected_for = %humantime::format_duration(length), "target ejected: plans skip it until its ejection ends");
+    }
+
+    /// `model`'s health now.
+    pub fn status(&self, model: &str, now: Instant) -> TargetHealth {
+        let off = TargetHealth {
+            state: HealthState::Off,
+            reason: String::new(),
+            until: None,
+            consecutive_failures: 0,
+            ejections: 0,
+        };
+        let Some(breaker) = self.breakers.get(model) else {
+            return off;
+        };
+        let state = breaker.lock();
+        let (health, until) = match state.phase {
+            Phase::Closed => (HealthState::Closed, None),
+            Phase::Open { until } if now < until => {
+                (HealthState::Open, Some(wall_clock(until, now)))
+            }
+            // Its ejection has ended: the next plan probes it.
+            Phase::Open { .. } | Phase::HalfOpen { .. } => (HealthState::HalfOpen, None),
+        };
+        TargetHealth {
+            state: health,
+            reason: state.reason.clone(),
+            until,
+            consecutive_failures: state.consecutive,
+            ejections: breaker.ejections.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl State {
+    /// Starts a new failure-rate window if the current one is over.
+    fn roll(&mut self, config: &HealthConfig, now: Instant) {
+        if now.saturating_duration_since(self.window_start) >= config.window {
+            self.window_start = now;
+            self.requests = 0;
+            self.failures = 0;
+        }
+    }
+
+    fn count_failure(&mut self, config: &HealthConfig, now: Instant) {
+        self.roll(config, now);
+        self.requests = self.requests.saturating_add(1);
+        self.failures = self.failures.saturating_add(1);
+        self.consecutive = self.consecutive.saturating_add(1);
+    }
+}
+
+/// The wall-clock time of `instant`, as of `now`.
+fn wall_clock(instant: Instant, now: Instant) -> SystemTime {
+    SystemTime::now() + instant.saturating_duration_since(now)
+}
+
+/// `plan` as health has it: each kept target skipped while `verdict` has it ejected, with the
+/// reason and until when. When that skips every kept target, `on_all_unhealthy` decides:
+/// `try_anyway` tries them all the same (the plan says so), `fail` leaves nothing to try.
+/// The plan is returned as it came (not copied) when nothing is skipped. Probes are handed
+/// back with it: the execution holds them until it ends.
+pub fn with_health(
+    plan: Arc<RoutingPlan>,
+    on_all_unhealthy: OnAllUnhealthy,
+    mut verdict: impl FnMut(&str, &str) -> Verdict,
+) -> (Arc<RoutingPlan>, Vec<Probe>) {
+    let mut probes = Vec::new();
+    let mut ejections = Vec::new();
+    for (i, target) in plan.targets.iter().enumerate() {
+        if !target.kept {
+            continue;
+        }
+        match verdict(&target.provider, &target.model) {
+            Verdict::Healthy => {}
+            Verdict::Probe(probe) => probes.push(probe),
+            Verdict::Ejected(ejection) => ejections.push((i, ejection)),
+        }
+    }
+    if ejections.is_empty() {
+        return (plan, probes);
+    }
+    let mut marked = RoutingPlan::clone(&plan);
+    for (i, ejection) in ejections {
+        marked.targets[i].ejected = Some(ejection);
+    }
+    marked.tried_anyway = on_all_unhealthy == OnAllUnhealthy::TryAnyway
+        && marked.kept().next().is_some()
+        && marked.kept().all(|t| t.ejected.is_some());
+    (Arc::new(marked), probes)
+}
+
+#[cfg(test)]
+mod tests;

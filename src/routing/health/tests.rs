@@ -1,0 +1,307 @@
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::config::{HealthSpec, PolicySpec, ProviderSpec};
+use crate::execution::PlanTarget;
+
+/// Provider `p` with models `a` and `b`, health as `spec` says.
+fn health(spec: HealthSpec) -> Health {
+    let config = crate::config::Config::builder()
+        .provider(
+            "p",
+            ProviderSpec::scripted()
+                .model("a", &["text"])
+                .model("b", &["text"])
+                .health(spec),
+        )
+        .policy("main", PolicySpec::new(&["p/a", "p/b"]))
+        .ability("chat", crate::config::AbilitySpec::new("main"))
+        .build()
+        .unwrap();
+    Health::new(&config.providers["p"])
+}
+
+fn error(code: AttemptCode, class: ErrorClass, retry_after: Option<Duration>) -> AttemptError {
+    AttemptError {
+        class,
+        code,
+        message: String::new(),
+        retry_after,
+    }
+}
+
+fn unavailable() -> AttemptError {
+    error(AttemptCode::Unavailable, ErrorClass::Retryable, None)
+}
+
+fn is_healthy(verdict: &Verdict) -> bool {
+    matches!(verdict, Verdict::Healthy)
+}
+
+fn ejection(verdict: Verdict) -> Ejection {
+    match verdict {
+        Verdict::Ejected(ejection) => ejection,
+        other => panic!("not ejected: {other:?}"),
+    }
+}
+
+const S: Duration = Duration::from_secs(1);
+
+#[test]
+fn consecutive_failures_eject_then_one_probe_decides() {
+    let h = health(
+        HealthSpec::new()
+            .consecutive_failures(3)
+            .ejection(5 * S, 60 * S),
+    );
+    let t0 = Instant::now();
+    h.failed("a", &unavailable(), t0);
+    h.failed("a", &unavailable(), t0);
+    assert!(is_healthy(&h.check("a", t0)), "two failures are not three");
+    h.failed("a", &unavailable(), t0);
+    let ejected = ejection(h.check("a", t0 + S));
+    assert_eq!(ejected.reason, "3 consecutive failures (last: unavailable)");
+    assert!(ejected.until.is_some());
+    assert!(
+        is_healthy(&h.check("b", t0)),
+        "another model is not ejected"
+    );
+    assert_eq!(h.status("a", t0).state, HealthState::Open);
+
+    // The ejection ends: one plan probes, the next skips until the probe decides.
+    let probe = h.check("a", t0 + 5 * S);
+    assert!(matches!(probe, Verdict::Probe(_)));
+    let waiting = ejection(h.check("a", t0 + 5 * S));
+    assert!(waiting.until.is_none() && waiting.reason.ends_with("a probe is deciding"));
+    h.succeeded("a", t0 + 6 * S);
+    drop(probe);
+    assert!(is_healthy(&h.check("a", t0 + 6 * S)));
+    let status = h.status("a", t0 + 6 * S);
+    assert_eq!((status.state, status.ejections), (HealthState::Closed, 1));
+}
+
+#[test]
+fn a_failed_probe_doubles_the_ejection_up_to_its_bound() {
+    let h = health(
+        HealthSpec::new()
+            .consecutive_failures(1)
+            .ejection(5 * S, 12 * S),
+    );
+    let t0 = Instant::now();
+    h.failed("a", &unavailable(), t0);
+    let mut at = t0;
+    for length in [5 * S, 10 * S, 12 * S, 12 * S] {
+        assert!(!is_healthy(&h.check("a", at + length - S / 2)));
+        at += length;
+        let probe = h.check("a", at);
+        assert!(
+            matches!(probe, Verdict::Probe(_)),
+            "probed after {length:?}"
+        );
+        h.failed("a", &unavailable(), at);
+        drop(probe);
+    }
+}
+
+#[test]
+fn a_probe_that_never_ran_gives_its_place_back() {
+    let h = health(HealthSpec::new().consecutive_failures(1).ejection(S, S));
+    let t0 = Instant::now();
+    h.failed("a", &unavailable(), t0);
+    let probe = h.check("a", t0 + S);
+    assert!(matches!(probe, Verdict::Probe(_)));
+    drop(probe);
+    assert!(matches!(h.check("a", t0 + S), Verdict::Probe(_)));
+}
+
+#[test]
+fn retry_after_ejects_for_as_long_as_the_provider_asked_within_the_bound() {
+    let h = health(HealthSpec::new().ejection(5 * S, 60 * S));
+    let t0 = Instant::now();
+    let limited = error(
+        AttemptCode::RateLimited,
+        ErrorClass::Retryable,
+        Some(30 * S),
+    );
+    h.failed("a", &limited, t0);
+    assert!(
+        !is_healthy(&h.check("a", t0 + 29 * S)),
+        "30 s, not the default 5 s"
+    );
+    assert!(matches!(h.check("a", t0 + 30 * S), Verdict::Probe(_)));
+
+    let asks_too_much = error(
+        AttemptCode::Unavailable,
+        ErrorClass::Retryable,
+        Some(3600 * S),
+    );
+    h.failed("b", &asks_too_much, t0);
+    assert!(!is_healthy(&h.check("b", t0 + 59 * S)));
+    assert!(matches!(h.check("b", t0 + 60 * S), Verdict::Probe(_)));
+}
+
+#[test]
+fn a_refused_key_ejects_every_model_of_the_provider() {
+    let h = health(HealthSpec::new());
+    let t0 = Instant::now();
+    h.failed(
+        "a",
+        &error(AttemptCode::Unauthorized, ErrorClass::Rejected, None),
+        t0,
+    );
+    for model in ["a", "b"] {
+        let ejected = ejection(h.check(model, t0));
+        assert!(
+            ejected.reason.contains("refused the key"),
+            "{}",
+            ejected.reason
+        );
+    }
+}
+
+#[test]
+fn rejections_of_the_request_and_local_refusals_count_for_nothing() {
+    let h = health(HealthSpec::new().consecutive_failures(1));
+    let t0 = Instant::now();
+    for (code, class) in [
+        (AttemptCode::InvalidRequest, ErrorClass::Rejected),
+        (AttemptCode::ContentFiltered, ErrorClass::Rejected),
+        (AttemptCode::NotFound, ErrorClass::Rejected),
+        (AttemptCode::InvalidRequest, ErrorClass::Invalid),
+        (AttemptCode::AdmissionRejected, ErrorClass::Retryable),
+        (AttemptCode::DeadlineExceeded, ErrorClass::OutcomeUnknown),
+        (AttemptCode::Cancelled, ErrorClass::OutcomeUnknown),
+    ] {
+        h.failed("a", &error(code, class, None), t0);
+    }
+    assert!(is_healthy(&h.check("a", t0)));
+    let timeout = error(AttemptCode::Timeout, ErrorClass::OutcomeUnknown, None);
+    h.failed("a", &timeout, t0);
+    assert!(!is_healthy(&h.check("a", t0)), "a silent target counts");
+}
+
+#[test]
+fn a_failure_rate_over_the_window_ejects_once_it_has_enough_attempts() {
+    let h = health(
+        HealthSpec::new()
+            .consecutive_failures(100)
+            .failure_rate(0.5, 10, 10 * S),
+    );
+    let t0 = Instant::now();
+    for _ in 0..4 {
+        h.failed("a", &unavailable(), t0);
+        h.succeeded("a", t0);
+    }
+    assert!(
+        is_healthy(&h.check("a", t0)),
+        "8 attempts are too few to judge"
+    );
+    h.succeeded("a", t0);
+    h.failed("a", &unavailable(), t0);
+    let ejected = ejection(h.check("a", t0));
+    assert_eq!(
+        ejected.reason,
+        "5 of 10 attempts failed within 10s (last: unavailable)"
+    );
+
+    // A new window forgets the old one: the tenth attempt, a failure, comes in it.
+    for _ in 0..4 {
+        h.failed("b", &unavailable(), t0);
+        h.succeeded("b", t0);
+    }
+    h.succeeded("b", t0);
+    h.failed("b", &unavailable(), t0 + 10 * S);
+    assert!(is_healthy(&h.check("b", t0 + 10 * S)));
+}
+
+#[test]
+fn with_health_off_nothing_is_kept_or_ejected() {
+    let config = crate::config::Config::builder()
+        .provider(
+            "p",
+            ProviderSpec::scripted().model("a", &["text"]).health_off(),
+        )
+        .policy("main", PolicySpec::new(&["p/a"]))
+        .ability("chat", crate::config::AbilitySpec::new("main"))
+        .build()
+        .unwrap();
+    let h = Health::new(&config.providers["p"]);
+    let t0 = Instant::now();
+    for _ in 0..10 {
+        h.failed("a", &unavailable(), t0);
+    }
+    assert!(is_healthy(&h.check("a", t0)));
+    assert_eq!(h.status("a", t0).state, HealthState::Off);
+}
+
+fn plan_of(kept: &[bool]) -> RoutingPlan {
+    RoutingPlan {
+        policy: "main".into(),
+        required_capabilities: Vec::new(),
+        targets: kept
+            .iter()
+            .enumerate()
+            .map(|(i, kept)| PlanTarget {
+                provider: "p".into(),
+                model: format!("m{i}").into(),
+                kept: *kept,
+                reason: (!kept).then(|| "missing capabilities: vision".to_owned()),
+                missing_capabilities: Vec::new(),
+                ejected: None,
+            })
+            .collect(),
+        ended_before_routing: None,
+        tried_anyway: false,
+    }
+}
+
+proptest! {
+    /// The plan is a pure function of the plan without health, the policy's
+    /// `on_all_unhealthy` and what each breaker says: the same inputs give the same plan, the
+    /// order never changes, exactly the ejected kept targets are skipped (with their
+    /// evidence), and they are tried anyway exactly when every kept target is ejected and the
+    /// policy says so.
+    #[test]
+    fn the_plan_is_a_pure_function_of_its_inputs(
+        kept in prop::collection::vec(any::<bool>(), 1..8),
+        ejected in prop::collection::vec(any::<bool>(), 8),
+        try_anyway in any::<bool>(),
+    ) {
+        let base = Arc::new(plan_of(&kept));
+        let mode = if try_anyway { OnAllUnhealthy::TryAnyway } else { OnAllUnhealthy::Fail };
+        let snapshot: BTreeMap<String, bool> =
+            (0..kept.len()).map(|i| (format!("m{i}"), ejected[i])).collect();
+        let verdict = |_: &str, model: &str| {
+            if snapshot[model] {
+                Verdict::Ejected(Ejection { reason: format!("{model} is down"), until: None })
+            } else {
+                Verdict::Healthy
+            }
+        };
+        let (first, _) = with_health(base.clone(), mode, verdict);
+        let (again, _) = with_health(base.clone(), mode, verdict);
+        prop_assert_eq!(&first, &again);
+
+        let names = |p: &RoutingPlan| p.targets.iter().map(|t| t.model.to_string()).collect::<Vec<_>>();
+        prop_assert_eq!(names(&first), names(&base));
+        let mut any_skipped = false;
+        for (i, target) in first.targets.iter().enumerate() {
+            let skipped = kept[i] && ejected[i];
+            any_skipped |= skipped;
+            prop_assert_eq!(target.ejected.is_some(), skipped);
+            prop_assert_eq!(target.kept, kept[i]);
+        }
+        if !any_skipped {
+            prop_assert!(Arc::ptr_eq(&first, &base), "an untouched plan is not copied");
+        }
+        let all_ejected = (0..kept.len()).filter(|i| kept[*i]).all(|i| ejected[i])
+            && kept.iter().any(|k| *k);
+        prop_assert_eq!(first.tried_anyway, try_anyway && all_ejected);
+        let attempted: Vec<usize> = (0..kept.len())
+            .filter(|i| kept[*i] && (!ejected[*i] || first.tried_anyway))
+            .collect();
+        prop_assert_eq!(first.to_attempt().count(), attempted.len());
+    }
+}
