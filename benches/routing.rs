@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use model_runtime::Config;
+use model_runtime::execution::Priority;
 use model_runtime::routing::{Admission, plan};
 use tokio::sync::Semaphore;
 
@@ -61,10 +62,10 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn uncontended(c: &mut Criterion) {
     let rt = runtime();
-    let gate = Admission::new(64, 1024);
+    let gate = Admission::new(64, [1024; 3], Duration::from_secs(2));
     c.bench_function("admission/uncontended", |b| {
         b.to_async(&rt)
-            .iter(|| async { drop(gate.acquire().await) })
+            .iter(|| async { drop(gate.acquire(Priority::Standard).await) })
     });
     let semaphore = Arc::new(Semaphore::new(64));
     c.bench_function("baseline_semaphore/uncontended", |b| {
@@ -102,7 +103,7 @@ fn contended(c: &mut Criterion) {
     const TASKS: usize = 16;
     const ROUNDS: usize = 64;
     let rt = runtime();
-    let gate = Arc::new(Admission::new(4, 64));
+    let gate = Arc::new(Admission::new(4, [64; 3], Duration::from_secs(2)));
     c.bench_function("admission/contended_16_tasks_4_permits", |b| {
         b.to_async(&rt).iter_custom(|iters| {
             let gate = gate.clone();
@@ -112,7 +113,7 @@ fn contended(c: &mut Criterion) {
                     let gate = gate.clone();
                     total += contend(TASKS, ROUNDS, move || {
                         let gate = gate.clone();
-                        async move { drop(gate.acquire().await) }
+                        async move { drop(gate.acquire(Priority::Standard).await) }
                     })
                     .await;
                 }

@@ -20,7 +20,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use model_runtime::config::{FileStoreConfig, StoreKey};
 use model_runtime::execution::{
     Acceptance, AttemptStart, Delivery, EffectiveLimits, EventPayload, ExecutionId,
-    ExecutionResult, FinishReason, Output, RoutingPlan,
+    ExecutionResult, FinishReason, Output, Priority, RoutingPlan,
 };
 use model_runtime::store::{
     Created, EventStore, FileStore, MemoryStore, NewExecution, Opened, StoreLimits,
@@ -72,6 +72,7 @@ fn accepted() -> EventPayload {
             allow_fallback: false,
             retry_budget: Duration::from_secs(60),
             delivery: Delivery::Streamed,
+            priority: Priority::Standard,
         },
     }))
 }

@@ -187,8 +187,11 @@ pub struct ProviderConfig {
     pub adapter: AdapterConfig,
     /// Attempts that may run at once.
     pub max_concurrency: u32,
-    /// Attempts that may wait for a permit.
-    pub queue_capacity: u32,
+    /// Attempts that may wait for a permit, per admission class (`queue_capacity`, or
+    /// `queues.CLASS`), by [`Priority::index`](crate::execution::Priority::index).
+    pub queue_capacity: [u32; 3],
+    /// A waiting attempt rises one admission class per this much waited.
+    pub queue_aging: Duration,
     /// What follows an attempt on this provider whose outcome is unknown (a policy may say
     /// otherwise).
     pub on_unknown_outcome: OnUnknownOutcome,

@@ -37,7 +37,7 @@ pub use outcome::{
 pub use plan::{Ejection, PlanTarget, RoutingPlan};
 pub use request::{
     ContentPart, Delivery, ExecuteRequest, ExecutionInput, GenerationParameters, Image, Labels,
-    Message, ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
+    Message, Priority, ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
 };
 pub(crate) use state::Lifecycle;
 pub use state::{ExecutionState, IllegalTransition};

@@ -24,7 +24,7 @@ mod plan;
         reason = "named by the bench: `Admission::acquire` returns them"
     )
 )]
-pub use admission::{Admission, AdmissionRejected, Permit};
+pub use admission::{Admission, AdmissionRejected, Permit, Waiting};
 pub use budget::{AttemptBudget, Decision, Failure};
 pub use health::{Health, HealthState, Probe, TargetHealth, Verdict, with_health};
 pub(crate) use limiter::GlobalGate;

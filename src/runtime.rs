@@ -45,7 +45,7 @@ use driver::{Deps, DriverHandle, Job, SizeLimits};
 use targets::Slots;
 use validate::validate;
 
-pub use crate::routing::{HealthState, TargetHealth};
+pub use crate::routing::{HealthState, TargetHealth, Waiting};
 pub use error::{Exhausted, FieldViolation, NotReady, RuntimeError, Violations};
 pub use metadata::{GlobalLimit, ModelStatus, ProviderStatus, RuntimeMetadata, RuntimeState};
 pub use usage::{UsageRecord, UsageStream};
@@ -347,6 +347,7 @@ impl Runtime {
                 max_events: config.server.max_events_per_execution,
             },
             delivery: validated.limits.delivery,
+            priority: validated.limits.priority,
             labels,
             probes,
         };

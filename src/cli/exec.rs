@@ -40,6 +40,9 @@ pub struct ExecArgs {
     /// delivery, streamed unless it says otherwise.
     #[arg(long)]
     buffered: bool,
+    /// The admission class: interactive, standard (the default) or batch.
+    #[arg(long, value_parser = priority)]
+    priority: Option<pb::Priority>,
     /// Print one JSON object per event.
     #[arg(long)]
     json: bool,
@@ -52,6 +55,16 @@ fn label(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
         _ => Err("expected KEY=VALUE, like tenant=acme".to_owned()),
+    }
+}
+
+/// A `--priority`: one of the classes, by its lowercase name.
+fn priority(text: &str) -> Result<pb::Priority, String> {
+    match text {
+        "interactive" => Ok(pb::Priority::Interactive),
+        "standard" => Ok(pb::Priority::Standard),
+        "batch" => Ok(pb::Priority::Batch),
+        _ => Err("expected interactive, standard or batch".to_owned()),
     }
 }
 
@@ -145,6 +158,7 @@ fn request(args: ExecArgs) -> Result<pb::ExecuteRequest, ExecError> {
         } else {
             pb::Delivery::Unspecified.into()
         },
+        priority: args.priority.unwrap_or(pb::Priority::Unspecified).into(),
         input: Some(pb::ExecutionInput {
             messages: vec![pb::Message {
                 role: pb::Role::User.into(),

@@ -62,10 +62,12 @@ pub fn json(event: &pb::ExecutionEvent) -> Value {
             let l = a.limits.unwrap_or_default();
             let delivery =
                 pb::Delivery::try_from(l.delivery).map_or("unknown", |d| d.as_str_name());
+            let priority =
+                pb::Priority::try_from(l.priority).map_or("unknown", |p| p.as_str_name());
             json!({"ability": a.ability, "policy": a.policy, "deadline": time(l.deadline.as_ref()),
                    "max_attempts": l.max_attempts, "allow_fallback": l.allow_fallback,
                    "retry_budget_ms": millis(l.retry_budget.as_ref()),
-                   "delivery": name(delivery, "DELIVERY_")})
+                   "delivery": name(delivery, "DELIVERY_"), "priority": name(priority, "PRIORITY_")})
         }
         Some(Payload::Routing(r)) => {
             let p = r.plan.clone().unwrap_or_default();

@@ -20,6 +20,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::execution::Priority;
+
 use super::raw::{
     RawAbility, RawConfig, RawHealth, RawHealthSettings, RawLimiter, RawModel, RawPolicy,
     RawProvider, RawTimeouts,
@@ -334,6 +336,23 @@ impl ProviderSpec {
         self
     }
 
+    /// `queues.CLASS`: the queue room of one admission class.
+    pub fn queue_for(mut self, priority: Priority, waiters: u32) -> Self {
+        let queues = self.0.queues.get_or_insert_with(Default::default);
+        match priority {
+            Priority::Interactive => queues.interactive = Some(waiters),
+            Priority::Standard => queues.standard = Some(waiters),
+            Priority::Batch => queues.batch = Some(waiters),
+        }
+        self
+    }
+
+    /// `queue_aging`.
+    pub fn queue_aging(mut self, aging: Duration) -> Self {
+        self.0.queue_aging = Some(aging);
+        self
+    }
+
     /// `queue_capacity`.
     pub fn queue_capacity(mut self, waiters: u32) -> Self {
         self.0.queue_capacity = waiters;
@@ -592,7 +611,7 @@ mod tests {
         assert!(matches!(provider.adapter, AdapterConfig::Scripted));
         assert_eq!(provider.max_concurrency, 4);
         assert_eq!(
-            provider.queue_capacity, 256,
+            provider.queue_capacity, [256; 3],
             "a default the file would give"
         );
         assert_eq!(provider.models[1].script.delta_interval_ms, 5);

@@ -181,6 +181,15 @@ pub(super) struct RawProvider {
     pub max_concurrency: u32,
     #[serde(default = "default_queue_capacity")]
     pub queue_capacity: u32,
+    /// Per admission class; a class left out has `queue_capacity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<RawQueues>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub queue_aging: Option<Duration>,
     /// The older spelling of `on_unknown_outcome = "retry"`.
     #[serde(default)]
     pub retry_unknown_outcome: bool,
@@ -197,6 +206,18 @@ pub(super) struct RawProvider {
     pub health: Option<RawHealth>,
     #[serde(default)]
     pub models: Vec<RawModel>,
+}
+
+/// `providers.NAME.queues`: each admission class's queue capacity.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawQueues {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interactive: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standard: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u32>,
 }
 
 /// `providers.NAME.health`: `"on"`, `"off"`, or a table of settings (the rest at defaults).
@@ -252,6 +273,8 @@ impl RawProvider {
             allow_insecure_http: false,
             max_concurrency: default_max_concurrency(),
             queue_capacity: default_queue_capacity(),
+            queues: None,
+            queue_aging: None,
             retry_unknown_outcome: false,
             on_unknown_outcome: None,
             timeouts: None,

@@ -3,6 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
+
+use crate::execution::Priority;
 
 use super::raw::{RawConfig, RawProvider};
 use super::{
@@ -136,6 +139,36 @@ fn on_unknown_outcome(key: &str, raw: &RawProvider) -> Result<OnUnknownOutcome, 
     }
 }
 
+/// `queue_aging` when unset.
+const DEFAULT_QUEUE_AGING: Duration = Duration::from_secs(2);
+
+/// Each admission class's queue capacity: `queues.CLASS`, else `queue_capacity`.
+fn queues(key: &str, raw: &RawProvider) -> Result<[u32; 3], ConfigError> {
+    let base = count(
+        &format!("{key}.queue_capacity"),
+        raw.queue_capacity,
+        0,
+        bounds::MAX_QUEUE,
+    )?;
+    let set = raw.queues.clone().unwrap_or_default();
+    let mut capacity = [base; 3];
+    for (priority, value) in
+        Priority::ALL
+            .into_iter()
+            .zip([set.interactive, set.standard, set.batch])
+    {
+        if let Some(value) = value {
+            capacity[priority.index()] = count(
+                &format!("{key}.queues.{}", priority.as_str()),
+                value,
+                0,
+                bounds::MAX_QUEUE,
+            )?;
+        }
+    }
+    Ok(capacity)
+}
+
 fn provider(
     key: &str,
     table: &str,
@@ -150,11 +183,12 @@ fn provider(
         1,
         bounds::MAX_CONCURRENCY,
     )?;
-    let queue_capacity = count(
-        &format!("{key}.queue_capacity"),
-        raw.queue_capacity,
-        0,
-        bounds::MAX_QUEUE,
+    let queue_capacity = queues(key, &raw)?;
+    let queue_aging = bounds::duration_from(
+        &format!("{key}.queue_aging"),
+        raw.queue_aging.unwrap_or(DEFAULT_QUEUE_AGING),
+        Duration::from_millis(1),
+        bounds::MAX_WAIT,
     )?;
     let timeout =
         |field: &str, value| duration(&format!("{key}.timeouts.{field}"), value, bounds::MAX_WAIT);
@@ -207,6 +241,7 @@ fn provider(
         adapter,
         max_concurrency,
         queue_capacity,
+        queue_aging,
         on_unknown_outcome,
         limiter,
         health,

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::execution::{
-    AttemptRecord, Delivery, ExecutionError, ExecutionResult, ExecutionState, Output, RoutingPlan,
-    UsageFact,
+    AttemptRecord, Delivery, ExecutionError, ExecutionResult, ExecutionState, Output, Priority,
+    RoutingPlan, UsageFact,
 };
 
 /// Event text: up to 23 bytes inline, longer text in one shared allocation; cloning never
@@ -54,6 +54,9 @@ pub struct EffectiveLimits {
     /// all streamed.
     #[serde(default, skip_serializing_if = "Delivery::is_streamed")]
     pub delivery: Delivery,
+    /// The admission class. Absent from records written before it existed (all standard).
+    #[serde(default, skip_serializing_if = "Priority::is_standard")]
+    pub priority: Priority,
 }
 
 /// What `execution.accepted` says.

@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 use crate::execution::{
     Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, Delivery, EffectiveLimits,
     ErrorClass, ErrorCode, EventPayload, ExecutionError, ExecutionFailure, ExecutionResult,
-    FinishReason, NextAction, Outcome, Output, Reasoning, ReasoningPiece, RoutingPlan, ToolCall,
-    ToolCallStart, UsageFact, UsageSource, UsageUnit,
+    FinishReason, NextAction, Outcome, Output, Priority, Reasoning, ReasoningPiece, RoutingPlan,
+    ToolCall, ToolCallStart, UsageFact, UsageSource, UsageUnit,
 };
 
 /// A usage fact of `quantity` input tokens in attempt 1 on `p/m`.
@@ -36,6 +36,7 @@ pub fn accepted() -> EventPayload {
             allow_fallback: true,
             retry_budget: Duration::from_secs(30),
             delivery: Delivery::Streamed,
+            priority: Priority::Standard,
         },
     }))
 }

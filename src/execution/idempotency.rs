@@ -69,6 +69,8 @@ impl Idempotency {
             max_attempts: _,
             allow_fallback: _,
             delivery: _,
+            // How urgently it should be admitted says nothing of what it asks for.
+            priority: _,
             idempotency_key,
             labels,
             // Where the caller was in its own trace says nothing of what it asked for.

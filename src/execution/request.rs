@@ -30,6 +30,9 @@ pub struct ExecuteRequest {
     pub allow_fallback: Option<bool>,
     /// How output reaches the caller; `None` takes the policy's default.
     pub delivery: Option<Delivery>,
+    /// The admission class; `None` is [`Priority::Standard`]. Part of neither the routing
+    /// plan nor the idempotent identity.
+    pub priority: Option<Priority>,
     /// Deduplicates submissions: see [`Idempotency`](crate::execution::Idempotency).
     pub idempotency_key: Option<String>,
     /// Copied onto usage facts.
@@ -60,6 +63,45 @@ impl Delivery {
     /// Whether this is the default, [`Delivery::Streamed`].
     pub fn is_streamed(&self) -> bool {
         *self == Self::Streamed
+    }
+}
+
+/// The admission class of an execution: which of a saturated provider's waiting attempts
+/// gets the next permit. A small closed set, not a number: each class has its own queue
+/// capacity, metrics series and documented service, which an open range could not have.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    /// A person is waiting (a chat turn): served first.
+    Interactive,
+    /// The default.
+    #[default]
+    Standard,
+    /// Nobody is waiting on this one (a summarisation job): served last, but never starved.
+    Batch,
+}
+
+impl Priority {
+    /// Every class, highest first.
+    pub const ALL: [Self; 3] = [Self::Interactive, Self::Standard, Self::Batch];
+
+    /// Whether this is the default, [`Priority::Standard`].
+    pub fn is_standard(&self) -> bool {
+        *self == Self::Standard
+    }
+
+    /// The lowercase name, as configuration and metrics spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Interactive => "interactive",
+            Self::Standard => "standard",
+            Self::Batch => "batch",
+        }
+    }
+
+    /// Its place in [`ALL`](Self::ALL).
+    pub fn index(self) -> usize {
+        self as usize
     }
 }
 

@@ -19,7 +19,7 @@ use crate::config::OnUnknownOutcome;
 use crate::execution::{
     AttemptCode, AttemptError, AttemptStart, CommitTracker, Delivery, ErrorClass, ErrorCode,
     EventPayload, ExecutionId, ExecutionInput, ExecutionState, Interruption, Labels, Output,
-    PlanTarget, RoutingPlan, TraceContext, interrupted,
+    PlanTarget, Priority, RoutingPlan, TraceContext, interrupted,
 };
 use crate::provider::{ProviderCall, ProviderError};
 use crate::routing::{self, AttemptBudget, Decision, Permit, Probe};
@@ -56,6 +56,8 @@ pub(crate) struct Job {
     pub size: SizeLimits,
     /// How output reaches the caller: as it comes, or held until its attempt completes.
     pub delivery: Delivery,
+    /// Its admission class.
+    pub priority: Priority,
     pub labels: Arc<Labels>,
     /// The ejected targets this execution probes (`routing::Health`): held until it ends.
     #[expect(
@@ -360,7 +362,10 @@ impl Driver {
         };
         // Cancellation and the stop time come first, then a free permit; only when the
         // attempt must queue does what happened so far become visible first.
-        let permit = match self.wait(race, slot.admission.acquire()).await? {
+        let permit = match self
+            .wait(race, slot.admission.acquire(self.job.priority))
+            .await?
+        {
             Ok(Ok(permit)) => permit,
             Ok(Err(rejected)) => {
                 let error =
@@ -369,6 +374,9 @@ impl Driver {
             }
             Err(code) => return Ok(not_admitted(EndKind::Cut(code))),
         };
+        if let (Some(metrics), Some(began_at)) = (&self.deps.metrics, self.began_at) {
+            metrics.queued(&target.provider, self.job.priority, began_at.elapsed());
+        }
         self.record(EventPayload::AttemptStarted(Arc::new(AttemptStart {
             attempt: tally.attempts,
             provider: target.provider.clone(),

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::targets::Slots;
 use crate::config::{AbilityConfig, Config, OnUnknownOutcome, PolicyConfig};
-use crate::routing::TargetHealth;
+use crate::routing::{TargetHealth, Waiting};
 use crate::store::{EventStore, StoreStats};
 
 /// Whether the runtime admits new work.
@@ -41,14 +41,17 @@ pub struct ProviderStatus {
     pub adapter: &'static str,
     /// Permits.
     pub max_concurrency: u32,
-    /// Queue room.
-    pub queue_capacity: u32,
+    /// Queue room, per admission class (by `Priority::index`).
+    pub queue_capacity: [u32; 3],
     /// What an attempt whose outcome is unknown leads to (a policy may say otherwise).
     pub on_unknown_outcome: OnUnknownOutcome,
     /// Attempts of this replica running now.
     pub in_flight: u32,
     /// Attempts of this replica waiting now: for its permit, or for a global one.
     pub queued: u32,
+    /// Attempts of this replica waiting for its permit now, per admission class, and how
+    /// long the oldest of each has waited.
+    pub queued_by_priority: [Waiting; 3],
     /// With a global limiter (`limiter = { kind = "redis" }`): its figures.
     pub limiter: Option<GlobalLimit>,
     /// Models, their capabilities and health.
@@ -132,6 +135,7 @@ pub(super) fn describe(
                     leases_lost: l.lost,
                 }),
                 queued: slot.admission.queued(),
+                queued_by_priority: slot.admission.queued_by_priority(),
                 models: slot
                     .config
                     .models

@@ -27,7 +27,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::config::Config;
-use crate::execution::{ErrorClass, ErrorCode, NextAction, UsageUnit};
+use crate::execution::{ErrorClass, ErrorCode, NextAction, Priority, UsageUnit};
 use crate::routing::HealthState;
 
 pub(crate) use histogram::Histogram;
@@ -142,7 +142,8 @@ struct TargetMetrics {
 struct ProviderMetrics {
     attempt_duration: Histogram,
     first_output: Histogram,
-    queue_wait: Histogram,
+    /// By admission class (`Priority::index`).
+    queue_wait: [Histogram; 3],
     rejections: Counter,
 }
 
@@ -181,6 +182,7 @@ struct Gauges {
     state: Family<Labels, Gauge>,
     in_flight: Family<Labels, Gauge>,
     queued: Family<Labels, Gauge>,
+    queued_by_priority: Family<Labels, Gauge>,
     global_in_flight: Family<Labels, Gauge>,
     limiter_reachable: Family<Labels, Gauge>,
     /// Brought up to each limiter's counts at each scrape, one scrape at a time.
@@ -245,7 +247,11 @@ impl Metrics {
                 ProviderMetrics {
                     attempt_duration: attempt_duration.get_or_create_owned(&labels),
                     first_output: first_output.get_or_create_owned(&labels),
-                    queue_wait: queue_wait.get_or_create_owned(&labels),
+                    queue_wait: Priority::ALL.map(|class| {
+                        let mut labels = labels.clone();
+                        labels.push(("priority", class.as_str().to_owned()));
+                        queue_wait.get_or_create_owned(&labels)
+                    }),
                     rejections: rejections.get_or_create_owned(&labels),
                 },
             );
@@ -357,6 +363,11 @@ impl Metrics {
             "admission_queued",
             "Attempts waiting for a provider's permit",
             gauges.queued.clone(),
+        );
+        registry.register(
+            "admission_queued_by_priority",
+            "Attempts waiting for a provider's own permit, by admission class",
+            gauges.queued_by_priority.clone(),
         );
         registry.register(
             "admission_global_in_flight",
@@ -487,9 +498,10 @@ impl Metrics {
         }
     }
 
-    fn queued(&self, provider: &str, waited: Duration) {
+    /// An attempt of class `priority` waited `waited` for `provider`'s permit.
+    pub(crate) fn queued(&self, provider: &str, priority: Priority, waited: Duration) {
         if let Some(p) = self.providers.get(provider) {
-            p.queue_wait.observe(waited);
+            p.queue_wait[priority.index()].observe(waited);
         }
     }
 
@@ -565,6 +577,13 @@ impl Metrics {
             g.queued
                 .get_or_create(&labels)
                 .set(i64::from(provider.queued));
+            for class in Priority::ALL {
+                let mut labels = labels.clone();
+                labels.push(("priority", class.as_str().to_owned()));
+                g.queued_by_priority
+                    .get_or_create(&labels)
+                    .set(i64::from(provider.queued_by_priority[class.index()].queued));
+            }
             self.target_health(provider);
             let Some(limiter) = provider.limiter else {
                 continue;

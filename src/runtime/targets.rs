@@ -40,7 +40,7 @@ impl Slots {
             let Some(adapter) = adapters.get(&p.name) else {
                 continue;
             };
-            let mut admission = Admission::new(p.max_concurrency, p.queue_capacity);
+            let mut admission = Admission::new(p.max_concurrency, p.queue_capacity, p.queue_aging);
             if let Some(limiter) = &p.limiter {
                 let global = GlobalGate::new(&p.name, limiter, p.max_concurrency)
                     .map_err(|why| ProviderInitError::new(&p.name, why))?;

@@ -80,6 +80,7 @@ pub(crate) fn validate<'c>(
                 allow_fallback: request.allow_fallback.unwrap_or(true),
                 retry_budget: policy.retry_budget,
                 delivery: request.delivery.unwrap_or(policy.delivery),
+                priority: request.priority.unwrap_or_default(),
             },
             time_left,
         }),

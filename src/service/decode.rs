@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::execution::{
     ContentPart, Delivery, ExecuteRequest, ExecutionId, ExecutionInput, GenerationParameters,
-    Image, Message, Reasoning, ResponseFormat, ResponseFormatKind, Role, ToolCall, ToolDefinition,
-    TraceContext,
+    Image, Message, Priority, Reasoning, ResponseFormat, ResponseFormatKind, Role, ToolCall,
+    ToolDefinition, TraceContext,
 };
 use crate::pb;
 use crate::runtime::limits::{MAX_CONTENT_PARTS, MAX_MESSAGES};
@@ -75,6 +75,22 @@ pub(crate) fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest
             None
         }
     };
+    let priority = match pb::Priority::try_from(wire.priority) {
+        Ok(pb::Priority::Unspecified) => None,
+        Ok(pb::Priority::Interactive) => Some(Priority::Interactive),
+        Ok(pb::Priority::Standard) => Some(Priority::Standard),
+        Ok(pb::Priority::Batch) => Some(Priority::Batch),
+        Err(_) => {
+            v.push(
+                "priority",
+                format!(
+                    "unknown value {}; INTERACTIVE, STANDARD, BATCH, or unset for STANDARD",
+                    wire.priority
+                ),
+            );
+            None
+        }
+    };
     if !v.is_empty() {
         return Err(RuntimeError::InvalidArgument(v));
     }
@@ -90,6 +106,7 @@ pub(crate) fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest
         max_attempts: wire.max_attempts,
         allow_fallback: wire.allow_fallback,
         delivery,
+        priority,
         idempotency_key: non_empty(wire.idempotency_key),
         labels: wire.labels.into_iter().collect(),
         // From the call's metadata, not its message (`service.rs`).

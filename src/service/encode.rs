@@ -8,7 +8,7 @@ use crate::config::{
 use crate::execution::{
     AttemptError, AttemptRecord, Delivery, EffectiveLimits, ErrorClass, EventPayload, Execution,
     ExecutionError, ExecutionResult, ExecutionState, FinishReason, NextAction, Outcome, Output,
-    Reasoning, ReasoningPiece, RoutingPlan, ToolCall, UsageFact, UsageSource,
+    Priority, Reasoning, ReasoningPiece, RoutingPlan, ToolCall, UsageFact, UsageSource,
 };
 use crate::pb;
 use crate::routing::{HealthState, TargetHealth};
@@ -179,6 +179,15 @@ fn limits(l: &EffectiveLimits) -> pb::EffectiveLimits {
         allow_fallback: l.allow_fallback,
         retry_budget: Some(duration(l.retry_budget)),
         delivery: delivery(l.delivery).into(),
+        priority: priority(l.priority).into(),
+    }
+}
+
+pub(super) fn priority(p: Priority) -> pb::Priority {
+    match p {
+        Priority::Interactive => pb::Priority::Interactive,
+        Priority::Standard => pb::Priority::Standard,
+        Priority::Batch => pb::Priority::Batch,
     }
 }
 
@@ -382,7 +391,16 @@ pub(crate) fn metadata(m: &RuntimeMetadata) -> pb::RuntimeMetadata {
                 name: p.name.to_string(),
                 adapter: p.adapter.to_owned(),
                 max_concurrency: p.max_concurrency,
-                queue_capacity: p.queue_capacity,
+                queue_capacity: p.queue_capacity[Priority::Standard.index()],
+                queues: Priority::ALL
+                    .into_iter()
+                    .map(|class| pb::AdmissionQueue {
+                        priority: priority(class).into(),
+                        capacity: p.queue_capacity[class.index()],
+                        queued: p.queued_by_priority[class.index()].queued,
+                        oldest_wait: Some(duration(p.queued_by_priority[class.index()].oldest)),
+                    })
+                    .collect(),
                 on_unknown_outcome: unknown_outcome(p.on_unknown_outcome).into(),
                 in_flight: p.in_flight,
                 queued: p.queued,

@@ -187,6 +187,10 @@ impl Fields for EffectiveLimits {
             limits_field::DELIVERY,
             encode::delivery(self.delivery) as u64,
         );
+        out.uint(
+            limits_field::PRIORITY,
+            encode::priority(self.priority) as u64,
+        );
     }
 }
 

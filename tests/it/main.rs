@@ -50,6 +50,7 @@ mod metrics_format;
 mod mock_upstream;
 mod openai_adapter;
 mod price_cli;
+mod priority;
 mod provider_health;
 mod reasoning;
 mod replicas;

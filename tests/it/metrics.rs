@@ -160,14 +160,14 @@ async fn metrics_count_what_executions_did() {
     assert_eq!(
         value(
             &text,
-            r#"model_runtime_queue_wait_seconds_count{provider="scripted"}"#
+            r#"model_runtime_queue_wait_seconds_count{provider="scripted",priority="standard"}"#
         ),
         3.0
     );
     assert_eq!(
         value(
             &text,
-            r#"model_runtime_queue_wait_seconds_count{provider="flaky"}"#
+            r#"model_runtime_queue_wait_seconds_count{provider="flaky",priority="standard"}"#
         ),
         2.0
     );

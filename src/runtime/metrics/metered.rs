@@ -59,11 +59,6 @@ impl Metered {
                         self.metrics.skipped((&target.provider, &target.model));
                     }
                 }
-                EventPayload::AttemptStarted(start) => {
-                    if let Ok(waited) = SystemTime::now().duration_since(start.started_at) {
-                        self.metrics.queued(&start.provider, waited);
-                    }
-                }
                 EventPayload::AttemptFailed(record) => {
                     if record
                         .error

@@ -7,7 +7,7 @@ use crate::execution::fixtures::{accepted, attempt_started, completed, failed, r
 use crate::execution::{
     Acceptance, AttemptCode, AttemptError, AttemptRecord, Delivery, Ejection, ErrorClass,
     ErrorCode, Event, ExecutionId, ExecutionState, FinishReason, Labels, NextAction, Outcome,
-    Output, Text, ToolCallStart, UsageQuantity, UsageSource, UsageUnit,
+    Output, Priority, Text, ToolCallStart, UsageQuantity, UsageSource, UsageUnit,
 };
 
 mod arbitrary;
@@ -31,6 +31,7 @@ fn payloads() -> Vec<EventPayload> {
                 allow_fallback: false,
                 retry_budget: Duration::ZERO,
                 delivery: Delivery::Streamed,
+                priority: Priority::Standard,
             },
         })),
         routing(),

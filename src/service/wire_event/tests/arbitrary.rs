@@ -14,7 +14,7 @@ use crate::execution::{
     Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, Delivery, EffectiveLimits,
     Ejection, ErrorClass, ErrorCode, Event, ExecutionError, ExecutionFailure, ExecutionId,
     ExecutionResult, ExecutionState, FinishReason, NextAction, Outcome, Output, PlanTarget,
-    RoutingPlan, ToolCall, ToolCallStart, UsageFact, UsageSource, UsageUnit,
+    Priority, RoutingPlan, ToolCall, ToolCallStart, UsageFact, UsageSource, UsageUnit,
 };
 
 /// Empty, short arbitrary unicode (control characters included), or long.
@@ -49,14 +49,18 @@ fn limits() -> impl Strategy<Value = EffectiveLimits> {
         any::<bool>(),
         duration(),
         prop::sample::select(&[Delivery::Streamed, Delivery::Buffered][..]),
+        prop::sample::select(&Priority::ALL[..]),
     )
         .prop_map(
-            |(deadline, max_attempts, allow_fallback, retry_budget, delivery)| EffectiveLimits {
-                deadline,
-                max_attempts,
-                allow_fallback,
-                retry_budget,
-                delivery,
+            |(deadline, max_attempts, allow_fallback, retry_budget, delivery, priority)| {
+                EffectiveLimits {
+                    deadline,
+                    max_attempts,
+                    allow_fallback,
+                    retry_budget,
+                    delivery,
+                    priority,
+                }
             },
         )
 }

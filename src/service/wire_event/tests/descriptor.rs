@@ -18,7 +18,7 @@ use crate::execution::{
     Acceptance, AttemptCode, AttemptError, AttemptRecord, AttemptStart, Delivery, EffectiveLimits,
     Ejection, ErrorClass, ErrorCode, Event, ExecutionError, ExecutionFailure, ExecutionId,
     ExecutionResult, ExecutionState, FinishReason, Labels, NextAction, Outcome, Output, PlanTarget,
-    RoutingPlan, ToolCall, ToolCallStart, UsageFact, UsageSource, UsageUnit,
+    Priority, RoutingPlan, ToolCall, ToolCallStart, UsageFact, UsageSource, UsageUnit,
 };
 
 const ROOT: &str = ".model_runtime.v1.ExecutionEvent";
@@ -65,6 +65,7 @@ fn every_field_set() -> Vec<EventPayload> {
                 allow_fallback: true,
                 retry_budget: Duration::new(30, 1),
                 delivery: Delivery::Buffered,
+                priority: Priority::Batch,
             },
         })),
         EventPayload::Routing(Arc::new(RoutingPlan {
