@@ -73,8 +73,9 @@ pub fn json(event: &pb::ExecutionEvent) -> Value {
             let p = r.plan.clone().unwrap_or_default();
             json!({"policy": p.policy, "required_capabilities": p.required_capabilities,
                    "targets": p.targets.iter().map(|t| json!({"provider": t.provider, "model": t.model,
-                       "kept": t.kept, "reason": t.reason, "missing_capabilities": t.missing_capabilities})).collect::<Vec<_>>(),
-                   "ended_before_routing": p.ended_before_routing})
+                       "kept": t.kept, "reason": t.reason, "missing_capabilities": t.missing_capabilities,
+                       "ejected": t.ejected.as_ref().map(|e| json!({"reason": e.reason, "until": time(e.until.as_ref())}))})).collect::<Vec<_>>(),
+                   "ended_before_routing": p.ended_before_routing, "tried_anyway": p.tried_anyway})
         }
         Some(Payload::AttemptStarted(a)) => {
             json!({"attempt": a.attempt, "provider": a.provider, "model": a.model})
@@ -146,12 +147,14 @@ pub fn line(event: &pb::ExecutionEvent) -> Option<String> {
             let targets: Vec<String> = p
                 .targets
                 .iter()
-                .map(|t| {
-                    if t.kept {
-                        format!("{}/{}", t.provider, t.model)
-                    } else {
+                .map(|t| match &t.ejected {
+                    _ if !t.kept => {
                         format!("{}/{} (filtered: {})", t.provider, t.model, t.reason)
                     }
+                    Some(ejected) => {
+                        format!("{}/{} (ejected: {})", t.provider, t.model, ejected.reason)
+                    }
+                    None => format!("{}/{}", t.provider, t.model),
                 })
                 .collect();
             if p.ended_before_routing.is_empty() {
