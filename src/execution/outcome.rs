@@ -163,8 +163,10 @@ pub enum FinishReason {
     Length,
     /// The model called tools.
     ToolCalls,
-    /// Filtered or refused.
+    /// The provider's content filter stopped it.
     ContentFilter,
+    /// The model declined to answer: the output is its explanation, not an answer.
+    Refusal,
     /// Anything else.
     Other,
 }
@@ -177,6 +179,7 @@ impl FinishReason {
             Self::Length => "length",
             Self::ToolCalls => "tool_calls",
             Self::ContentFilter => "content_filter",
+            Self::Refusal => "refusal",
             Self::Other => "other",
         }
     }

@@ -3,8 +3,15 @@
 //! starting, a `thinking` block, a `redacted_thinking` block = reasoning), `content_block_delta`
 //! (`text_delta`, `input_json_delta`, `thinking_delta`, `signature_delta`),
 //! `content_block_stop`, `message_delta` (stop reason, cumulative output usage),
-//! `message_stop` (the end), `ping` and `error`. Event types and block kinds it does not know
-//! (citations) are skipped, as the protocol's versioning policy asks of clients.
+//! `message_stop` (the end), `ping` and `error`.
+//!
+//! Server tools (web search, web fetch, code execution) run at Anthropic within the reply:
+//! their `server_tool_use` blocks (whose input streams as `input_json_delta`, like a tool's)
+//! and their `*_tool_result` blocks are not the caller's tool calls, so they are kept as
+//! progress notes (evidence), and `usage.server_tool_use` counts (`web_search_requests`, ...)
+//! are usage facts in units of those names. Citations deltas carry nothing for the reply's
+//! text. Block kinds it does not know are skipped with a progress note, and event types it
+//! does not know are skipped, as the protocol's versioning policy asks of clients.
 
 mod request;
 
@@ -153,6 +160,9 @@ struct Usage {
     cache_creation_input_tokens: Option<u64>,
     #[serde(default)]
     cache_read_input_tokens: Option<u64>,
+    /// Server tool requests by kind, e.g. `{"web_search_requests": 1}`.
+    #[serde(default)]
+    server_tool_use: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// What a content block is, by its index.
@@ -168,7 +178,27 @@ enum BlockState {
         /// streamed.
         initial: Option<Box<RawValue>>,
     },
+    /// A tool Anthropic runs itself: its input, gathered for the progress note.
+    ServerTool {
+        name: String,
+        input: String,
+    },
     Other,
+}
+
+/// The longest server-tool input a progress note quotes.
+const NOTE_INPUT_BYTES: usize = 256;
+/// Server tool usage units kept from one reply, and the longest name of one.
+const MAX_SERVER_TOOL_UNITS: usize = 8;
+const MAX_UNIT_BYTES: usize = 64;
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn clip(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// Turns events into SPI events.
@@ -210,6 +240,20 @@ impl EventDecoder {
                 out.push(ProviderEvent::Reasoning(ReasoningPiece::Redacted, data));
                 BlockState::Other
             }
+            "server_tool_use" | "mcp_tool_use" => {
+                let name = block.name.unwrap_or_default();
+                let input = block
+                    .input
+                    .map(|i| i.get().to_owned())
+                    .filter(|i| i != "{}")
+                    .unwrap_or_default();
+                BlockState::ServerTool { name, input }
+            }
+            kind if kind.ends_with("_tool_result") => {
+                let note = format!("server tool result: {}", clip(kind, MAX_UNIT_BYTES));
+                out.push(ProviderEvent::Progress(note.into()));
+                BlockState::Other
+            }
             "tool_use" => {
                 let (Some(id), Some(name)) = (block.id, block.name) else {
                     return Err(missing("tool call id and name"));
@@ -227,7 +271,14 @@ impl EventDecoder {
                     initial: block.input,
                 }
             }
-            _ => BlockState::Other,
+            other => {
+                let note = format!(
+                    "skipped a content block of a kind this adapter does not know: {}",
+                    clip(other, MAX_UNIT_BYTES)
+                );
+                out.push(ProviderEvent::Progress(note.into()));
+                BlockState::Other
+            }
         })
     }
 
@@ -262,6 +313,12 @@ impl EventDecoder {
                         delta: partial_json,
                     });
                 }
+            }
+            (Some("input_json_delta"), Some(BlockState::ServerTool { input, .. })) => {
+                let partial_json = delta.partial_json.ok_or_else(|| missing("partial_json"))?;
+                // Only what the note quotes is kept.
+                let room = NOTE_INPUT_BYTES.saturating_sub(input.len());
+                input.push_str(clip(&partial_json, room));
             }
             (Some("input_json_delta"), _) => {
                 let what = "tool input arrived for a block that is not a tool call";
@@ -326,17 +383,29 @@ impl Decoder for EventDecoder {
             }
             "content_block_stop" => {
                 let index = parsed.index.ok_or_else(|| missing("index"))?;
-                if let Some(BlockState::Tool {
-                    ordinal,
-                    streamed: false,
-                    initial: Some(input),
-                }) = self.block(index)
-                {
-                    // A call whose arguments were all in `content_block_start` (usually `{}`).
-                    out.push(ProviderEvent::ToolCallArgumentsDelta {
-                        index: *ordinal,
-                        delta: input.get().into(),
-                    });
+                match self.block(index) {
+                    Some(BlockState::Tool {
+                        ordinal,
+                        streamed: false,
+                        initial: Some(input),
+                    }) => {
+                        // A call whose arguments were all in `content_block_start` (usually
+                        // `{}`).
+                        out.push(ProviderEvent::ToolCallArgumentsDelta {
+                            index: *ordinal,
+                            delta: input.get().into(),
+                        });
+                    }
+                    Some(BlockState::ServerTool { name, input }) => {
+                        let mut note =
+                            format!("server tool `{}` called", clip(name, MAX_UNIT_BYTES));
+                        if !input.is_empty() {
+                            note.push_str(": ");
+                            note.push_str(clip(input, NOTE_INPUT_BYTES));
+                        }
+                        out.push(ProviderEvent::Progress(note.into()));
+                    }
+                    _ => {}
                 }
             }
             "message_delta" => {
@@ -348,6 +417,7 @@ impl Decoder for EventDecoder {
                         usage.report(UsageUnit::OUTPUT_TOKENS, output);
                     }
                     self.report_input(upstream, reported, usage)?;
+                    report_server_tools(reported, usage);
                 }
             }
             "message_stop" => return Ok(Some(self.stop.unwrap_or(FinishReason::Other))),
@@ -415,6 +485,27 @@ impl EventDecoder {
             usage.report(UsageUnit::CACHE_WRITE_INPUT_TOKENS, write);
         }
         Ok(())
+    }
+}
+
+/// `usage.server_tool_use`'s counts, each a usage fact in the unit its key names
+/// (`web_search_requests`, ...). Cumulative, like the rest of `message_delta`'s usage. Only
+/// plain lowercase names and whole numbers are kept, and only a few: they name units, which
+/// metrics and pricing key on.
+fn report_server_tools(reported: &Usage, usage: &mut UsageTally) {
+    let Some(counts) = &reported.server_tool_use else {
+        return;
+    };
+    let counts = counts.iter().filter_map(|(name, value)| {
+        let plain = !name.is_empty()
+            && name.len() <= MAX_UNIT_BYTES
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        Some((name, value.as_u64().filter(|_| plain)?))
+    });
+    for (name, count) in counts.take(MAX_SERVER_TOOL_UNITS) {
+        usage.report(UsageUnit::new(name.clone()), count);
     }
 }
 

@@ -86,8 +86,17 @@ struct Chunk {
     choices: Option<Vec<Choice>>,
     #[serde(default)]
     usage: Option<Usage>,
+    /// Groq's place for usage, when it is not at the top level.
+    #[serde(default)]
+    x_groq: Option<XGroq>,
     #[serde(default)]
     error: Option<Box<RawValue>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct XGroq {
+    #[serde(default)]
+    usage: Option<Usage>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -103,7 +112,7 @@ struct Choice {
 #[derive(Debug, Deserialize)]
 struct Delta {
     #[serde(default)]
-    content: Option<Text>,
+    content: Option<Content>,
     /// A refusal is what the model said instead: output text, not something to drop.
     #[serde(default)]
     refusal: Option<Text>,
@@ -115,6 +124,68 @@ struct Delta {
     reasoning: Option<Text>,
     #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+/// `delta.content`: text, or a list of typed parts (Mistral's reasoning models send a
+/// `thinking` part, then `text` parts; some gateways send reasoning parts with a signature).
+/// Read by hand so that the usual case, a string, costs what `Option<Text>` did.
+#[derive(Debug)]
+enum Content {
+    Text(Text),
+    Parts(Vec<Part>),
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Content;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or a list of content parts")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Content, E> {
+                Ok(Content::Text(Text::from(text)))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Content, A::Error> {
+                let mut parts = Vec::new();
+                while let Some(part) = seq.next_element()? {
+                    parts.push(part);
+                }
+                Ok(Content::Parts(parts))
+            }
+        }
+        deserializer.deserialize_any(Visit)
+    }
+}
+
+impl Content {
+    /// The text of every part, in order (a `thinking` part's own list of text parts).
+    fn texts(&self) -> Vec<&Text> {
+        match self {
+            Self::Text(text) => vec![text],
+            Self::Parts(parts) => parts.iter().filter_map(|p| p.text.as_ref()).collect(),
+        }
+    }
+}
+
+/// One typed part of `delta.content`.
+#[derive(Debug, Deserialize)]
+struct Part {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    text: Option<Text>,
+    /// A reasoning part's text: a string, or a list of text parts.
+    #[serde(default)]
+    thinking: Option<Content>,
+    #[serde(default)]
+    reasoning: Option<Content>,
+    /// The signature that closes a reasoning part, where the server sends one.
+    #[serde(default)]
+    signature: Option<Text>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -183,6 +254,8 @@ pub(super) struct ChunkDecoder {
     by_index: HashMap<u32, usize>,
     /// The model the first chunk named.
     model: Option<Text>,
+    /// Whether the reply was a refusal (`delta.refusal`): it finishes as one.
+    refused: bool,
 }
 
 impl Decoder for ChunkDecoder {
@@ -196,7 +269,9 @@ impl Decoder for ChunkDecoder {
         let data = event.data.trim();
         if data == "[DONE]" {
             self.check_tools(upstream)?;
-            return Ok(Some(self.finish.unwrap_or(FinishReason::Other)));
+            return Ok(Some(
+                self.finished(self.finish.unwrap_or(FinishReason::Other)),
+            ));
         }
         let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
             upstream.malformed_json("a chunk is not a chat completion chunk", &e, data)
@@ -207,7 +282,7 @@ impl Decoder for ChunkDecoder {
         if self.model.is_none() {
             self.model = chunk.model.filter(|m| !m.is_empty());
         }
-        if let Some(reported) = chunk.usage {
+        if let Some(reported) = chunk.usage.or(chunk.x_groq.and_then(|x| x.usage)) {
             report(usage, &reported);
         }
         // Only one choice is requested; any other is not this call's reply.
@@ -232,7 +307,7 @@ impl Decoder for ChunkDecoder {
             // The same reply as with `[DONE]`, so the same check.
             self.check_tools(upstream)?;
         }
-        Ok(self.finish)
+        Ok(self.finish.map(|f| self.finished(f)))
     }
 
     fn response_model(&self) -> Option<&Text> {
@@ -241,6 +316,15 @@ impl Decoder for ChunkDecoder {
 }
 
 impl ChunkDecoder {
+    /// How a reply that finished with `reason` ended: a refusal says so, even where the
+    /// server calls its end a plain stop.
+    fn finished(&self, reason: FinishReason) -> FinishReason {
+        match reason {
+            FinishReason::Stop | FinishReason::Other if self.refused => FinishReason::Refusal,
+            other => other,
+        }
+    }
+
     /// At the reply's end every tool call must have been named: arguments held for a call
     /// that never got its name cannot be handed on, and dropping them would be silent.
     fn check_tools(&self, upstream: &Upstream) -> Result<(), ProviderError> {
@@ -297,10 +381,18 @@ impl ChunkDecoder {
             out.push(ProviderEvent::Reasoning(ReasoningPiece::Text, text));
         }
         // The role-only preamble has empty content and emits nothing.
-        for text in [delta.content, delta.refusal].into_iter().flatten() {
-            if !text.is_empty() {
-                out.push(ProviderEvent::TextDelta(text));
+        match delta.content {
+            Some(Content::Text(text)) if !text.is_empty() => {
+                out.push(ProviderEvent::TextDelta(text))
             }
+            Some(Content::Parts(parts)) => parts_out(parts, out),
+            _ => {}
+        }
+        if let Some(text) = delta.refusal.filter(|t| !t.is_empty()) {
+            // What the model said instead of an answer: kept as output, and the reply
+            // finishes as a refusal.
+            self.refused = true;
+            out.push(ProviderEvent::TextDelta(text));
         }
         for mut call in delta.tool_calls.unwrap_or_default() {
             let (name, arguments) = match call.function.take() {
@@ -350,6 +442,37 @@ impl ChunkDecoder {
                     delta: arguments,
                 });
             }
+        }
+    }
+}
+
+/// The events of `delta.content`'s typed parts: text parts are output, `thinking` and
+/// `reasoning` parts reasoning (with the signature that closes one); other kinds (images,
+/// references) carry nothing for the reply and are skipped.
+fn parts_out(parts: Vec<Part>, out: &mut Vec<ProviderEvent>) {
+    for part in parts {
+        match part.kind.as_deref() {
+            Some("thinking" | "reasoning") => {
+                let texts = match part.thinking.as_ref().or(part.reasoning.as_ref()) {
+                    Some(content) => content.texts(),
+                    None => part.text.iter().collect(),
+                };
+                for text in texts.into_iter().filter(|t| !t.is_empty()) {
+                    out.push(ProviderEvent::Reasoning(ReasoningPiece::Text, text.clone()));
+                }
+                if let Some(signature) = part.signature.filter(|s| !s.is_empty()) {
+                    out.push(ProviderEvent::Reasoning(
+                        ReasoningPiece::Signature,
+                        signature,
+                    ));
+                }
+            }
+            None | Some("text" | "output_text") => {
+                if let Some(text) = part.text.filter(|t| !t.is_empty()) {
+                    out.push(ProviderEvent::TextDelta(text));
+                }
+            }
+            Some(_) => {}
         }
     }
 }

@@ -305,6 +305,7 @@ pub(crate) fn finish_reason(r: FinishReason) -> pb::FinishReason {
         FinishReason::Length => pb::FinishReason::Length,
         FinishReason::ToolCalls => pb::FinishReason::ToolCalls,
         FinishReason::ContentFilter => pb::FinishReason::ContentFilter,
+        FinishReason::Refusal => pb::FinishReason::Refusal,
         FinishReason::Other => pb::FinishReason::Other,
     }
 }

@@ -264,11 +264,17 @@ async fn thinking_is_streamed_as_reasoning_and_unknown_events_are_skipped() {
     let (events, error) = split(call(&p).await);
     assert_eq!(error, None);
     assert_eq!(
-        events[..4],
+        events[..5],
         [
             ProviderEvent::Reasoning(ReasoningPiece::Text, "hmm".into()),
             ProviderEvent::Reasoning(ReasoningPiece::Signature, "EqQBCgIYAhIM".into()),
             ProviderEvent::Reasoning(ReasoningPiece::Redacted, "EmwKAhgBEgy3va3pzix".into()),
+            // A block kind it does not know is skipped, and says so.
+            ProviderEvent::Progress(
+                "skipped a content block of a kind this adapter does not know: \
+                 citations_of_the_future"
+                    .into()
+            ),
             text("answer"),
         ]
     );

@@ -59,6 +59,7 @@ mod shutdown;
 mod sidecar;
 mod startup_logs;
 mod store_capacity;
+mod stream_fixtures;
 mod stream_idle;
 mod time_limits;
 mod traces;

@@ -172,6 +172,7 @@ fn finish_reason() -> impl Strategy<Value = FinishReason> {
         Just(FinishReason::Length),
         Just(FinishReason::ToolCalls),
         Just(FinishReason::ContentFilter),
+        Just(FinishReason::Refusal),
         Just(FinishReason::Other),
     ]
 }

@@ -1,0 +1,153 @@
+//! The providers' own published streams (`tests/it/fixtures/streams/`, each file's source in
+//! its README), replayed byte for byte over real HTTP through the adapter that speaks them:
+//! every one must stream to its end, with what each part of it means kept apart (the answer,
+//! reasoning, a refusal, a server tool's call and its usage).
+
+use crate::common;
+
+use std::path::Path;
+
+use common::adapters::{call, config, provider, reported, spec, split, text};
+use common::upstream::{Upstream, sse};
+use model_runtime::execution::{FinishReason, ReasoningPiece, UsageUnit};
+use model_runtime::provider::ProviderEvent;
+
+/// The fixture `name` as the events it holds, each with its blank line: one HTTP chunk each.
+fn fixture(name: &str) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/fixtures/streams")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    text.split_inclusive("\n\n").map(str::to_owned).collect()
+}
+
+/// The events `adapter` makes of fixture `name`, and the error it ended with, if any.
+async fn replay(adapter: &str, name: &str) -> (Vec<ProviderEvent>, Option<String>) {
+    let events = fixture(name);
+    assert_eq!(events.concat(), {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/streams");
+        std::fs::read_to_string(path.join(name)).unwrap()
+    });
+    let server = Upstream::always(sse(&events)).await;
+    let p = provider(&config(spec(adapter, &server.base_url())));
+    let (events, error) = split(call(&p).await);
+    (events, error.map(|e| format!("{}: {}", e.code, e.message)))
+}
+
+fn reasoning(text: &str) -> ProviderEvent {
+    ProviderEvent::Reasoning(ReasoningPiece::Text, text.into())
+}
+
+fn progress(note: &str) -> ProviderEvent {
+    ProviderEvent::Progress(note.into())
+}
+
+#[tokio::test]
+async fn an_openai_refusal_is_kept_as_text_and_finishes_as_a_refusal() {
+    let (events, error) = replay("openai", "openai-refusal.sse").await;
+    assert_eq!(error, None);
+    assert_eq!(
+        events[..2],
+        [
+            text("I'm sorry, I"),
+            text(" cannot assist with that request.")
+        ]
+    );
+    assert_eq!(
+        events.last(),
+        Some(&ProviderEvent::Finished(FinishReason::Refusal))
+    );
+}
+
+#[tokio::test]
+async fn mistral_content_parts_split_into_reasoning_and_answer() {
+    let (events, error) = replay("openai", "mistral-magistral-thinking.sse").await;
+    assert_eq!(error, None);
+    assert_eq!(
+        events,
+        [
+            reasoning("Okay, the user asks for"),
+            reasoning(" 2 + 2. That is 4."),
+            text("2 + 2 = "),
+            text("**4**"),
+            reported(UsageUnit::INPUT_TOKENS, 10),
+            reported(UsageUnit::OUTPUT_TOKENS, 42),
+            ProviderEvent::Finished(FinishReason::Stop),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn groq_usage_under_x_groq_is_reported() {
+    let (events, error) = replay("openai", "groq-x-groq-usage.sse").await;
+    assert_eq!(error, None);
+    assert_eq!(
+        events,
+        [
+            text("Fast"),
+            text(" language models"),
+            reported(UsageUnit::INPUT_TOKENS, 24),
+            reported(UsageUnit::OUTPUT_TOKENS, 377),
+            ProviderEvent::Finished(FinishReason::Stop),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_anthropic_web_search_streams_with_the_search_as_evidence_and_its_usage() {
+    let (events, error) = replay("anthropic", "anthropic-web-search.sse").await;
+    assert_eq!(error, None, "{events:#?}");
+    assert_eq!(
+        events,
+        [
+            text("I'll search for that."),
+            progress(
+                "server tool `web_search` called: {\"query\": \"latest quantum computing breakthroughs 2025\"}"
+            ),
+            progress("server tool result: web_search_tool_result"),
+            text("Error-corrected logical qubits were demonstrated."),
+            reported(UsageUnit::INPUT_TOKENS, 10682),
+            reported(UsageUnit::CACHED_INPUT_TOKENS, 0),
+            reported(UsageUnit::CACHE_WRITE_INPUT_TOKENS, 0),
+            reported(UsageUnit::OUTPUT_TOKENS, 510),
+            reported(UsageUnit::new("web_search_requests"), 1),
+            ProviderEvent::Finished(FinishReason::Stop),
+        ]
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, ProviderEvent::ToolCallStarted { .. })),
+        "a server tool is not the caller's tool call"
+    );
+}
+
+#[tokio::test]
+async fn anthropic_code_execution_and_an_unknown_block_kind_stream_to_the_end() {
+    let (events, error) = replay("anthropic", "anthropic-code-execution.sse").await;
+    assert_eq!(error, None, "{events:#?}");
+    let notes: Vec<&ProviderEvent> = events
+        .iter()
+        .filter(|e| matches!(e, ProviderEvent::Progress(_)))
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            &progress(
+                "server tool `code_execution` called: {\"code\":\"import numpy as np\\nprint(np.mean([1,2,3]))\"}"
+            ),
+            &progress("server tool result: code_execution_tool_result"),
+            &progress(
+                "skipped a content block of a kind this adapter does not know: container_upload"
+            ),
+        ]
+    );
+    assert!(events.contains(&text("The mean is 2.0.")));
+    assert!(events.contains(&reported(UsageUnit::CACHED_INPUT_TOKENS, 2048)));
+    assert!(events.contains(&reported(UsageUnit::CACHE_WRITE_INPUT_TOKENS, 120)));
+    assert!(events.contains(&reported(UsageUnit::new("code_execution_requests"), 1)));
+    assert_eq!(
+        events.last(),
+        Some(&ProviderEvent::Finished(FinishReason::Stop))
+    );
+}
