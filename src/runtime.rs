@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::config::{Config, StoreKind};
+use crate::config::{Config, HealthMode, StoreKind};
 use crate::execution::idempotency::{Idempotency, Resolved};
 use crate::execution::{Acceptance, EventPayload, ExecuteRequest, Execution, ExecutionId, IdMap};
 use crate::provider::{Provider, ProviderInitError};
@@ -303,11 +303,12 @@ impl Runtime {
             Cow::Owned(_) => None,
         }
         .unwrap_or_else(|| Arc::new(routing::plan(config, validated.policy, &validated.required)));
-        let (plan, probes) = self
+        let plan = self
             .inner
             .deps
             .providers
             .with_health(plan, validated.policy);
+        let health_gate = validated.policy.health == HealthMode::On && !plan.tried_anyway;
         let id = ExecutionId::new();
         let labels = Arc::new(request.labels.clone());
         let idempotency = Idempotency::of(
@@ -348,8 +349,8 @@ impl Runtime {
             },
             delivery: validated.limits.delivery,
             priority: validated.limits.priority,
+            health_gate,
             labels,
-            probes,
         };
         Ok((new, job, request.idempotency_key))
     }

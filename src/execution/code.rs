@@ -134,6 +134,9 @@ pub enum AttemptCode {
     ProviderMissing,
     /// The provider's admission queue was full.
     AdmissionRejected,
+    /// The target's health had it ejected when the attempt reached it (ejected again since
+    /// the plan was made, or half-open with every probe taken).
+    TargetEjected,
     /// The caller or shutdown cancelled the attempt.
     Cancelled,
     /// The execution's deadline cut the attempt.
@@ -146,7 +149,7 @@ pub enum AttemptCode {
 
 impl AttemptCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [Self; 26] = [
+    pub const ALL: [Self; 27] = [
         Self::Unavailable,
         Self::RateLimited,
         Self::Overloaded,
@@ -169,6 +172,7 @@ impl AttemptCode {
         Self::ModelNotFound,
         Self::ProviderMissing,
         Self::AdmissionRejected,
+        Self::TargetEjected,
         Self::Cancelled,
         Self::DeadlineExceeded,
         Self::RetryBudgetExhausted,
@@ -200,6 +204,7 @@ impl AttemptCode {
             Self::ModelNotFound => "model_not_found",
             Self::ProviderMissing => "provider_missing",
             Self::AdmissionRejected => "admission_rejected",
+            Self::TargetEjected => "target_ejected",
             Self::Cancelled => "cancelled",
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::RetryBudgetExhausted => "retry_budget_exhausted",

@@ -260,7 +260,8 @@ impl Admission {
         wait.taken = true;
         match granted {
             Ok(()) => Ok(LocalPermit(self.shared.clone())),
-            // The gate is being dropped.
+            // Never: the sender stays in the queue until it is used, and this wait keeps the
+            // queue alive. Answered as a full queue rather than a panic.
             Err(_) => Err(AdmissionRejected::QueueFull {
                 capacity: self.shared.capacity[class],
                 priority,

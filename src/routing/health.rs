@@ -3,13 +3,17 @@
 //!
 //! - **closed**: attempts go to it. Its outcomes are counted: `consecutive_failures` in a
 //!   row, or a `failure_rate` over the current `window` (once it holds `min_requests`),
-//!   eject it; so does a `Retry-After` (until then, at most `max_ejection`), and a refused
-//!   key (401/403) ejects every target of the provider, since the key is bad for all of them.
+//!   eject it; so does a `Retry-After` (until then, at most `max_ejection`) and a 403 (this
+//!   target is refused), and a refused key (401) ejects every target of the provider, since
+//!   the key is bad for all of them.
 //! - **open until an instant**: plans skip it, with the reason and that instant as evidence.
 //!   The ejection lasts `ejection`, doubled after each failed probe, at most `max_ejection`.
-//! - **half-open** once the instant passes: up to `probes` executions planned now try it; the
-//!   others skip it until a probe has decided. A probe that succeeds closes the breaker (and
-//!   forgets the doubling); one that fails opens it again.
+//! - **half-open** once the instant passes: plans keep it again, and the first `probes`
+//!   attempts that reach it probe it ([`Health::admit`], at the attempt, so a probe is never
+//!   held by an execution that never gets to the target); one that reaches it while the
+//!   probes are taken is refused at once and routing moves on, and a plan made then skips it.
+//!   A probe that succeeds closes the breaker (and forgets the doubling); one that fails opens
+//!   it again.
 //!
 //! Only what says something of the target counts: retryable failures, unknown outcomes
 //! (timeouts, broken streams) and refused keys. A rejection of this request (context length,
@@ -75,13 +79,11 @@ enum Phase {
 pub enum Verdict {
     /// Route to it.
     Healthy,
-    /// Route to it as a probe of an ejected target; the probe ends with the guard.
-    Probe(Probe),
     /// Skip it.
     Ejected(Ejection),
 }
 
-/// One execution's right to probe a half-open target: given back when dropped, unless the
+/// One attempt's right to probe a half-open target: given back when dropped, unless the
 /// probe's outcome has decided the breaker first.
 #[derive(Debug)]
 pub struct Probe {
@@ -146,7 +148,9 @@ enum Signal {
     Failure,
     /// The provider asked not to be called for this long.
     Until(Duration),
-    /// The key was refused: every target of the provider fails alike.
+    /// This target refuses every request (403).
+    Refused,
+    /// The key was refused (401): every target of the provider fails alike.
     BadKey,
 }
 
@@ -155,8 +159,10 @@ impl Signal {
     /// alone, or of nothing remote at all.
     fn of(error: &AttemptError) -> Option<Self> {
         match error.code {
-            AttemptCode::Unauthorized | AttemptCode::Forbidden => return Some(Self::BadKey),
+            AttemptCode::Unauthorized => return Some(Self::BadKey),
+            AttemptCode::Forbidden => return Some(Self::Refused),
             AttemptCode::AdmissionRejected
+            | AttemptCode::TargetEjected
             | AttemptCode::ProviderMissing
             | AttemptCode::Cancelled
             | AttemptCode::DeadlineExceeded
@@ -215,8 +221,8 @@ impl Health {
         }
     }
 
-    /// What `model`'s breaker says to a plan made at `now`. A breaker whose ejection has
-    /// ended turns half-open here, and the first plans to ask become its probes.
+    /// What `model`'s breaker says to a plan made at `now`: skip it while it is ejected, or
+    /// while it is half-open with every probe taken.
     pub fn check(&self, model: &str, now: Instant) -> Verdict {
         if self.ejected.load(Ordering::Acquire) == 0 {
             return Verdict::Healthy;
@@ -224,32 +230,61 @@ impl Health {
         let (Some(config), Some(breaker)) = (&self.config, self.breakers.get(model)) else {
             return Verdict::Healthy;
         };
-        let mut state = breaker.lock();
-        if let Phase::Open { until } = state.phase {
-            if now < until {
-                return Verdict::Ejected(Ejection {
-                    reason: state.reason.clone(),
-                    until: Some(wall_clock(until, now)),
-                });
+        let state = self.lock_now(breaker, now);
+        match state.phase {
+            Phase::Open { until } => Verdict::Ejected(Ejection {
+                reason: state.reason.clone(),
+                until: Some(wall_clock(until, now)),
+            }),
+            Phase::HalfOpen { probing } if probing >= config.probes => {
+                Verdict::Ejected(probing_ejection(&state))
             }
+            Phase::Closed | Phase::HalfOpen { .. } => Verdict::Healthy,
+        }
+    }
+
+    /// Whether an attempt on `model` may go ahead at `now`: at once while its breaker is
+    /// closed; as one of its probes (`Some`, held until the attempt's outcome is counted)
+    /// while it is half-open with a probe free; `Err` while it is ejected (again, since the
+    /// plan was made) or every probe is taken.
+    pub fn admit(&self, model: &str, now: Instant) -> Result<Option<Probe>, Ejection> {
+        if self.ejected.load(Ordering::Acquire) == 0 {
+            return Ok(None);
+        }
+        let (Some(config), Some(breaker)) = (&self.config, self.breakers.get(model)) else {
+            return Ok(None);
+        };
+        let mut state = self.lock_now(breaker, now);
+        match state.phase {
+            Phase::Closed => Ok(None),
+            Phase::Open { until } => Err(Ejection {
+                reason: state.reason.clone(),
+                until: Some(wall_clock(until, now)),
+            }),
+            Phase::HalfOpen { probing } if probing < config.probes => {
+                state.phase = Phase::HalfOpen {
+                    probing: probing + 1,
+                };
+                Ok(Some(Probe {
+                    breaker: breaker.clone(),
+                    epoch: state.epoch,
+                }))
+            }
+            Phase::HalfOpen { .. } => Err(probing_ejection(&state)),
+        }
+    }
+
+    /// `breaker`'s state as of `now`: an ejection that has ended turns half-open.
+    fn lock_now<'b>(&self, breaker: &'b Breaker, now: Instant) -> MutexGuard<'b, State> {
+        let mut state = breaker.lock();
+        if let Phase::Open { until } = state.phase
+            && now >= until
+        {
             state.phase = Phase::HalfOpen { probing: 0 };
             state.epoch += 1;
             tracing::info!(provider = %self.provider, model = %breaker.model, reason = %state.reason, "target half-open: its ejection ended; the next attempt probes it");
         }
-        match &mut state.phase {
-            Phase::HalfOpen { probing } if *probing < config.probes => {
-                *probing += 1;
-                Verdict::Probe(Probe {
-                    breaker: breaker.clone(),
-                    epoch: state.epoch,
-                })
-            }
-            Phase::HalfOpen { .. } => Verdict::Ejected(Ejection {
-                reason: format!("{}; a probe is deciding", state.reason),
-                until: None,
-            }),
-            Phase::Closed | Phase::Open { .. } => Verdict::Healthy,
-        }
+        state
     }
 
     /// An attempt on `model` succeeded.
@@ -261,7 +296,11 @@ impl Health {
         state.roll(config, now);
         state.requests = state.requests.saturating_add(1);
         state.consecutive = 0;
-        state.strikes = 0;
+        // An attempt that began before an ejection may succeed during it: that lifts
+        // nothing, and the next failed probe still ejects for longer.
+        if !matches!(state.phase, Phase::Open { .. }) {
+            state.strikes = 0;
+        }
         if let Phase::HalfOpen { .. } = state.phase {
             state.phase = Phase::Closed;
             state.epoch += 1;
@@ -280,6 +319,12 @@ impl Health {
             Signal::BadKey => {
                 let reason = format!("{why}: the provider refused the key, for every model");
                 for breaker in self.breakers.values() {
+                    self.open(breaker, config, now, None, &reason);
+                }
+            }
+            Signal::Refused => {
+                if let Some(breaker) = self.breakers.get(model) {
+                    let reason = format!("{why}: the provider refuses this model");
                     self.open(breaker, config, now, None, &reason);
                 }
             }
@@ -329,7 +374,8 @@ impl Health {
     }
 
     /// Opens `breaker` for `wait` (a provider's request), else for its next ejection's
-    /// length; an ejection already longer stands.
+    /// length. On a breaker already open this only lengthens the ejection (and says why):
+    /// attempts that were in flight together fail together, and count as one ejection.
     fn open(
         &self,
         breaker: &Breaker,
@@ -344,13 +390,18 @@ impl Health {
             doubled.min(config.max_ejection)
         });
         let until = now + length;
-        if let Phase::Open { until: later } = state.phase
-            && later >= until
-        {
-            return;
-        }
-        if state.phase == Phase::Closed {
-            self.ejected.fetch_add(1, Ordering::AcqRel);
+        match state.phase {
+            Phase::Open { until: current } => {
+                if until > current {
+                    state.phase = Phase::Open { until };
+                    state.reason = reason.to_owned();
+                }
+                return;
+            }
+            Phase::Closed => {
+                self.ejected.fetch_add(1, Ordering::AcqRel);
+            }
+            Phase::HalfOpen { .. } => {}
         }
         state.phase = Phase::Open { until };
         state.epoch += 1;
@@ -409,6 +460,14 @@ impl State {
     }
 }
 
+/// The ejection of a half-open breaker whose probes are all taken.
+fn probing_ejection(state: &State) -> Ejection {
+    Ejection {
+        reason: format!("{}; a probe is deciding", state.reason),
+        until: None,
+    }
+}
+
 /// The wall-clock time of `instant`, as of `now`.
 fn wall_clock(instant: Instant, now: Instant) -> SystemTime {
     SystemTime::now() + instant.saturating_duration_since(now)
@@ -417,27 +476,23 @@ fn wall_clock(instant: Instant, now: Instant) -> SystemTime {
 /// `plan` as health has it: each kept target skipped while `verdict` has it ejected, with the
 /// reason and until when. When that skips every kept target, `on_all_unhealthy` decides:
 /// `try_anyway` tries them all the same (the plan says so), `fail` leaves nothing to try.
-/// The plan is returned as it came (not copied) when nothing is skipped. Probes are handed
-/// back with it: the execution holds them until it ends.
+/// The plan is returned as it came (not copied) when nothing is skipped.
 pub fn with_health(
     plan: Arc<RoutingPlan>,
     on_all_unhealthy: OnAllUnhealthy,
     mut verdict: impl FnMut(&str, &str) -> Verdict,
-) -> (Arc<RoutingPlan>, Vec<Probe>) {
-    let mut probes = Vec::new();
+) -> Arc<RoutingPlan> {
     let mut ejections = Vec::new();
     for (i, target) in plan.targets.iter().enumerate() {
         if !target.kept {
             continue;
         }
-        match verdict(&target.provider, &target.model) {
-            Verdict::Healthy => {}
-            Verdict::Probe(probe) => probes.push(probe),
-            Verdict::Ejected(ejection) => ejections.push((i, ejection)),
+        if let Verdict::Ejected(ejection) = verdict(&target.provider, &target.model) {
+            ejections.push((i, ejection));
         }
     }
     if ejections.is_empty() {
-        return (plan, probes);
+        return plan;
     }
     let mut marked = RoutingPlan::clone(&plan);
     for (i, ejection) in ejections {
@@ -446,7 +501,7 @@ pub fn with_health(
     marked.tried_anyway = on_all_unhealthy == OnAllUnhealthy::TryAnyway
         && marked.kept().next().is_some()
         && marked.kept().all(|t| t.ejected.is_some());
-    (Arc::new(marked), probes)
+    Arc::new(marked)
 }
 
 #[cfg(test)]

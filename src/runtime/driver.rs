@@ -22,7 +22,7 @@ use crate::execution::{
     PlanTarget, Priority, RoutingPlan, TraceContext, interrupted,
 };
 use crate::provider::{ProviderCall, ProviderError};
-use crate::routing::{self, AttemptBudget, Decision, Permit, Probe};
+use crate::routing::{self, AttemptBudget, Decision, Permit};
 use crate::store::{EventStore, StoreError};
 
 mod batch;
@@ -58,13 +58,10 @@ pub(crate) struct Job {
     pub delivery: Delivery,
     /// Its admission class.
     pub priority: Priority,
+    /// Whether its attempts pass their target's health (`Health::admit`): unless the policy
+    /// has health off, or the plan tries every target anyway.
+    pub health_gate: bool,
     pub labels: Arc<Labels>,
-    /// The ejected targets this execution probes (`routing::Health`): held until it ends.
-    #[expect(
-        dead_code,
-        reason = "guards: held, never read, given back when dropped"
-    )]
-    pub probes: Vec<Probe>,
 }
 
 /// The shared parts a driver works with.
@@ -353,12 +350,28 @@ impl Driver {
             committed: false,
             output: Output::default(),
             held: Output::default(),
+            probe: None,
             kind,
         };
         let Some(slot) = slot else {
             let error =
                 ProviderError::rejected(AttemptCode::ProviderMissing, "provider is not configured");
             return Ok(not_admitted(EndKind::Failed(attempt_error(error))));
+        };
+        // A target ejected again since the plan was made, or half-open with every probe
+        // taken, is refused here at no cost; a half-open one with a probe free is probed.
+        let admitted = if self.job.health_gate {
+            slot.health.admit(&target.model, Instant::now())
+        } else {
+            Ok(None)
+        };
+        let probe = match admitted {
+            Ok(probe) => probe,
+            Err(ejected) => {
+                let message = format!("its health has it ejected: {}", ejected.reason);
+                let error = ProviderError::rejected(AttemptCode::TargetEjected, message);
+                return Ok(not_admitted(EndKind::Failed(attempt_error(error))));
+            }
         };
         // Cancellation and the stop time come first, then a free permit; only when the
         // attempt must queue does what happened so far become visible first.
@@ -403,6 +416,7 @@ impl Driver {
             committed: tracker.committed(),
             output,
             held,
+            probe,
             kind,
         })
     }

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use crate::config::{Config, HealthMode, PolicyConfig, ProviderConfig};
 use crate::execution::RoutingPlan;
 use crate::provider::{Provider, ProviderInitError, Providers};
-use crate::routing::{Admission, GlobalGate, Health, Probe, Verdict, with_health};
+use crate::routing::{Admission, GlobalGate, Health, Verdict, with_health};
 
 /// One provider: its configuration, adapter, admission gate and its targets' health.
 #[derive(Debug)]
@@ -67,15 +67,15 @@ impl Slots {
         self.slots.values()
     }
 
-    /// `plan` of `policy` as its targets' health has it now (`routing::with_health`), with
-    /// the probes it holds; as it is under `health = "off"`.
+    /// `plan` of `policy` as its targets' health has it now (`routing::with_health`); as it
+    /// is under `health = "off"`.
     pub(super) fn with_health(
         &self,
         plan: Arc<RoutingPlan>,
         policy: &PolicyConfig,
-    ) -> (Arc<RoutingPlan>, Vec<Probe>) {
+    ) -> Arc<RoutingPlan> {
         if policy.health == HealthMode::Off {
-            return (plan, Vec::new());
+            return plan;
         }
         let now = Instant::now();
         with_health(plan, policy.on_all_unhealthy, |provider, model| {

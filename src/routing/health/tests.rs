@@ -70,13 +70,20 @@ fn consecutive_failures_eject_then_one_probe_decides() {
     );
     assert_eq!(h.status("a", t0).state, HealthState::Open);
 
-    // The ejection ends: one plan probes, the next skips until the probe decides.
-    let probe = h.check("a", t0 + 5 * S);
-    assert!(matches!(probe, Verdict::Probe(_)));
-    let waiting = ejection(h.check("a", t0 + 5 * S));
+    // The ejection ends: plans keep it again, the first attempt to reach it probes it, and
+    // until the probe decides a second attempt is refused and plans skip it.
+    assert!(is_healthy(&h.check("a", t0 + 5 * S)));
+    let probe = h.admit("a", t0 + 5 * S).unwrap();
+    assert!(probe.is_some(), "the first attempt probes");
+    let waiting = h.admit("a", t0 + 5 * S).unwrap_err();
     assert!(waiting.until.is_none() && waiting.reason.ends_with("a probe is deciding"));
+    assert!(!is_healthy(&h.check("a", t0 + 5 * S)));
     h.succeeded("a", t0 + 6 * S);
     drop(probe);
+    assert!(
+        h.admit("a", t0 + 6 * S).unwrap().is_none(),
+        "closed: no probe needed"
+    );
     assert!(is_healthy(&h.check("a", t0 + 6 * S)));
     let status = h.status("a", t0 + 6 * S);
     assert_eq!((status.state, status.ejections), (HealthState::Closed, 1));
@@ -95,11 +102,8 @@ fn a_failed_probe_doubles_the_ejection_up_to_its_bound() {
     for length in [5 * S, 10 * S, 12 * S, 12 * S] {
         assert!(!is_healthy(&h.check("a", at + length - S / 2)));
         at += length;
-        let probe = h.check("a", at);
-        assert!(
-            matches!(probe, Verdict::Probe(_)),
-            "probed after {length:?}"
-        );
+        let probe = h.admit("a", at).unwrap();
+        assert!(probe.is_some(), "probed after {length:?}");
         h.failed("a", &unavailable(), at);
         drop(probe);
     }
@@ -110,10 +114,10 @@ fn a_probe_that_never_ran_gives_its_place_back() {
     let h = health(HealthSpec::new().consecutive_failures(1).ejection(S, S));
     let t0 = Instant::now();
     h.failed("a", &unavailable(), t0);
-    let probe = h.check("a", t0 + S);
-    assert!(matches!(probe, Verdict::Probe(_)));
+    let probe = h.admit("a", t0 + S).unwrap();
+    assert!(probe.is_some());
     drop(probe);
-    assert!(matches!(h.check("a", t0 + S), Verdict::Probe(_)));
+    assert!(h.admit("a", t0 + S).unwrap().is_some());
 }
 
 #[test]
@@ -130,7 +134,7 @@ fn retry_after_ejects_for_as_long_as_the_provider_asked_within_the_bound() {
         !is_healthy(&h.check("a", t0 + 29 * S)),
         "30 s, not the default 5 s"
     );
-    assert!(matches!(h.check("a", t0 + 30 * S), Verdict::Probe(_)));
+    assert!(h.admit("a", t0 + 30 * S).unwrap().is_some());
 
     let asks_too_much = error(
         AttemptCode::Unavailable,
@@ -139,7 +143,46 @@ fn retry_after_ejects_for_as_long_as_the_provider_asked_within_the_bound() {
     );
     h.failed("b", &asks_too_much, t0);
     assert!(!is_healthy(&h.check("b", t0 + 59 * S)));
-    assert!(matches!(h.check("b", t0 + 60 * S), Verdict::Probe(_)));
+    assert!(h.admit("b", t0 + 60 * S).unwrap().is_some());
+}
+
+#[test]
+fn failures_in_flight_together_are_one_ejection_and_a_success_during_it_lifts_nothing() {
+    let h = health(HealthSpec::new().ejection(5 * S, 60 * S));
+    let t0 = Instant::now();
+    let limited = error(
+        AttemptCode::RateLimited,
+        ErrorClass::Retryable,
+        Some(10 * S),
+    );
+    for late in 0..3 {
+        h.failed("a", &limited, t0 + late * S);
+    }
+    // An attempt sent before the ejection succeeds during it.
+    h.succeeded("a", t0 + 3 * S);
+    assert_eq!(h.status("a", t0).ejections, 1, "one ejection, lengthened");
+    assert!(!is_healthy(&h.check("a", t0 + 11 * S)));
+    // The probe fails: the second ejection is twice the first, not reset by that success.
+    let probe = h.admit("a", t0 + 12 * S).unwrap();
+    assert!(probe.is_some());
+    h.failed("a", &unavailable(), t0 + 12 * S);
+    drop(probe);
+    assert!(!is_healthy(&h.check("a", t0 + 21 * S)));
+    assert!(h.admit("a", t0 + 22 * S).unwrap().is_some());
+    assert_eq!(h.status("a", t0 + 22 * S).ejections, 2);
+}
+
+#[test]
+fn a_403_ejects_that_model_alone() {
+    let h = health(HealthSpec::new());
+    let t0 = Instant::now();
+    h.failed(
+        "a",
+        &error(AttemptCode::Forbidden, ErrorClass::Rejected, None),
+        t0,
+    );
+    assert!(!is_healthy(&h.check("a", t0)));
+    assert!(is_healthy(&h.check("b", t0)));
 }
 
 #[test]
@@ -280,8 +323,8 @@ proptest! {
                 Verdict::Healthy
             }
         };
-        let (first, _) = with_health(base.clone(), mode, verdict);
-        let (again, _) = with_health(base.clone(), mode, verdict);
+        let first = with_health(base.clone(), mode, verdict);
+        let again = with_health(base.clone(), mode, verdict);
         prop_assert_eq!(&first, &again);
 
         let names = |p: &RoutingPlan| p.targets.iter().map(|t| t.model.to_string()).collect::<Vec<_>>();

@@ -11,7 +11,7 @@ use crate::execution::{
     ExecutionFailure, FinishReason, Outcome, Output, PlanTarget,
 };
 use crate::provider::ProviderError;
-use crate::routing::Decision;
+use crate::routing::{Decision, Probe};
 
 /// How one attempt ended.
 pub(super) struct AttemptEnd {
@@ -26,6 +26,12 @@ pub(super) struct AttemptEnd {
     /// Under buffered delivery, the text and tool calls a failed attempt held back: its
     /// evidence, in its record.
     pub(super) held: Output,
+    /// The probe of a half-open target this attempt was: held until its outcome is counted.
+    #[expect(
+        dead_code,
+        reason = "a guard: held, never read, given back when dropped"
+    )]
+    pub(super) probe: Option<Probe>,
     pub(super) kind: EndKind,
 }
 

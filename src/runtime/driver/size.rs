@@ -1,6 +1,7 @@
 //! The bounds on one execution's size: at most `server.max_output_bytes` of output (text, tool
-//! calls and their arguments, over all its attempts) and `server.max_events_per_execution`
-//! events. A provider that streams past either is cut, and the execution ends with
+//! calls and their arguments, over all its attempts; under buffered delivery a failed
+//! attempt's held output is taken back, and only its evidence, at most 64 KiB, is kept) and
+//! `server.max_events_per_execution` events. A provider that streams past either is cut, and the execution ends with
 //! `output_too_large`: its events, its view and its result are what the store holds for it,
 //! so they must not grow with whatever an upstream sends.
 

@@ -178,3 +178,31 @@ async fn the_policy_sets_the_default_delivery_and_a_request_may_choose() {
     assert_eq!(view.error.unwrap().code, ErrorCode::OutputInterrupted);
     assert_eq!(outputs(&events).len(), 2, "streamed as they came");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_attempts_evidence_is_its_first_64_kib() {
+    let long = "x".repeat(100_000);
+    let config = Config::builder()
+        .provider(
+            "a",
+            ProviderSpec::scripted()
+                .model("echo", &["text"])
+                .scripted_model(
+                    "long-then-breaks",
+                    &["text"],
+                    script(|s| {
+                        s.reply = Some(format!("{long} tail"));
+                        s.fail_after_deltas = Some(1);
+                    }),
+                ),
+        )
+        .policy("main", PolicySpec::new(&["a/long-then-breaks", "a/echo"]))
+        .ability("chat", AbilitySpec::new("main"))
+        .build()
+        .unwrap();
+    let rt = Runtime::new(config).unwrap();
+    let (view, _) = finish(&rt, buffered("main", "short answer")).await;
+    assert_eq!(view.state, ExecutionState::Succeeded);
+    assert_eq!(view.attempts[0].held_output.text.len(), 64 << 10);
+    assert_eq!(view.result.unwrap().output.text, "short answer");
+}

@@ -37,7 +37,9 @@ fn output(output: &Output) -> usize {
 }
 
 fn attempt(record: &AttemptRecord) -> usize {
-    size_of::<AttemptRecord>() + record.error.as_ref().map_or(0, |e| e.message.len())
+    size_of::<AttemptRecord>()
+        + record.error.as_ref().map_or(0, |e| e.message.len())
+        + output(&record.held_output)
 }
 
 fn usage(fact: &UsageFact) -> usize {
@@ -50,7 +52,10 @@ fn plan(plan: &RoutingPlan) -> usize {
         + plan
             .targets
             .iter()
-            .map(|t| 64 + t.reason.as_ref().map_or(0, String::len))
+            .map(|t| {
+                64 + t.reason.as_ref().map_or(0, String::len)
+                    + t.ejected.as_ref().map_or(0, |e| 48 + e.reason.len())
+            })
             .sum::<usize>()
 }
 
