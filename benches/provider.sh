@@ -5,7 +5,7 @@
 #
 #   benches/provider.sh [BIN]        # BIN: the server binary (default: this tree's release build)
 #
-# For each adapter: executions/s and the server's CPU per execution at concurrency 32 (from
+# For each adapter (`openai` chat completions, `openai-responses`, `anthropic`): executions/s and the server's CPU per execution at concurrency 32 (from
 # its /proc times over the run), and time to first output at concurrency 1. INSTR=1 also
 # gives instructions per execution under callgrind (benches/instructions.sh's method).
 # Knobs: DUR (10s), CONC (32), SERVER_CPU (0), OTHER_CPU (1). Loopback only; bounded.
@@ -63,14 +63,30 @@ queue_capacity = 65536
 name = "mock-model"
 capabilities = ["text", "streaming"]
 
+[providers.responses]
+adapter = "openai-responses"
+base_url = "http://$mock/v1"
+max_concurrency = 4096
+queue_capacity = 65536
+
+[[providers.responses.models]]
+name = "mock-model"
+capabilities = ["text", "streaming"]
+
 [policies.openai]
 targets = ["openai/mock-model"]
+
+[policies.responses]
+targets = ["responses/mock-model"]
 
 [policies.anthropic]
 targets = ["anthropic/mock-model"]
 
 [abilities.openai]
 policy = "openai"
+
+[abilities.responses]
+policy = "responses"
 
 [abilities.anthropic]
 policy = "anthropic"
@@ -90,7 +106,7 @@ drive() { # drive ABILITY CONC DURATION: the load tool's report
 }
 
 printf "%-10s %12s %14s %16s\n" adapter "exec/s c=$CONC" "server cpu/exec" "first output c=1"
-for ability in openai anthropic; do
+for ability in openai responses anthropic; do
     drive "$ability" 4 1s >/dev/null # warm the connections
     before=$(cpu_ticks "$server")
     report=$(drive "$ability" "$CONC" "$DUR")
@@ -103,7 +119,7 @@ for ability in openai anthropic; do
 done
 
 if [[ ${INSTR:-0} == 1 ]]; then
-    for ability in openai anthropic; do
+    for ability in openai responses anthropic; do
         CONFIG="$work/provider.toml" ABILITY=$ability MOCK_ANTHROPIC_KEY=mock \
             benches/instructions.sh "$BIN" | sed "s/^/$ability: /"
     done

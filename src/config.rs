@@ -252,6 +252,8 @@ pub enum AdapterConfig {
     Scripted,
     /// OpenAI chat completions, or a server that speaks it (vLLM, Ollama, llama.cpp, ...).
     OpenAi(OpenAiConfig),
+    /// The OpenAI Responses API (`adapter = "openai-responses"`).
+    OpenAiResponses(OpenAiResponsesConfig),
     /// Anthropic messages.
     Anthropic(AnthropicConfig),
 }
@@ -262,6 +264,7 @@ impl AdapterConfig {
         match self {
             Self::Scripted => "scripted",
             Self::OpenAi(_) => "openai",
+            Self::OpenAiResponses(_) => "openai-responses",
             Self::Anthropic(_) => "anthropic",
         }
     }
@@ -300,6 +303,15 @@ pub struct OpenAiConfig {
     pub api_key: Option<Secret>,
     /// The request field that carries `max_output_tokens`.
     pub max_tokens_field: MaxTokensField,
+}
+
+/// `adapter = "openai-responses"`.
+#[derive(Debug, Clone)]
+pub struct OpenAiResponsesConfig {
+    /// Where to send requests (`{base_url}/responses`).
+    pub endpoint: HttpEndpointConfig,
+    /// Sent as `Authorization: Bearer`.
+    pub api_key: Option<Secret>,
 }
 
 /// The name under which the `openai` adapter sends the output token limit: OpenAI documents

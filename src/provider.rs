@@ -9,6 +9,7 @@ pub(crate) mod fuzz;
 mod http;
 mod openai;
 mod registry;
+mod responses;
 mod scripted;
 mod sse;
 mod tally;

@@ -3,7 +3,9 @@
 //! keep-alive and answers `POST .../chat/completions` as OpenAI streams it (a role chunk,
 //! `chunks` content chunks, a finish chunk, a usage chunk, `[DONE]`) and `POST .../messages`
 //! as Anthropic streams it (`message_start`, a text block of `chunks` deltas,
-//! `message_delta`, `message_stop`): each SSE event one HTTP chunk, the whole reply written at
+//! `message_delta`, `message_stop`) and `POST .../responses` as the Responses API streams it
+//! (`response.created`, a message item, `chunks` text deltas, `response.completed` with
+//! usage): each SSE event one HTTP chunk, the whole reply written at
 //! once, as a fast upstream's would arrive. Its requests are read by the library's HTTP/1.1
 //! reader (`server::http1`), the one `/metrics` and the tests' fake provider use. Loopback only.
 
@@ -56,6 +58,7 @@ pub async fn main(args: MockArgs) -> ExitCode {
     let replies = Arc::new(Replies {
         openai: frames(openai(chunks)),
         anthropic: frames(anthropic(chunks)),
+        responses: frames(responses(chunks)),
     });
     match listener.local_addr() {
         Ok(addr) => println!("mock-upstream listening addr={addr}"),
@@ -80,6 +83,7 @@ pub async fn main(args: MockArgs) -> ExitCode {
 struct Replies {
     openai: Arc<[Bytes]>,
     anthropic: Arc<[Bytes]>,
+    responses: Arc<[Bytes]>,
 }
 
 impl Replies {
@@ -90,6 +94,8 @@ impl Replies {
             &self.anthropic
         } else if path.contains("/chat/completions") {
             &self.openai
+        } else if path.ends_with("/responses") {
+            &self.responses
         } else {
             let mut missing = Response::new(Frames::empty());
             *missing.status_mut() = StatusCode::NOT_FOUND;
@@ -160,6 +166,33 @@ fn anthropic(chunks: usize) -> Vec<String> {
     events.push(event(
         "message_stop",
         r#"{"type":"message_stop"}"#.to_owned(),
+    ));
+    events
+}
+
+fn responses(chunks: usize) -> Vec<String> {
+    let event = |name: &str, fields: String| {
+        format!("event: {name}\ndata: {{\"type\":\"{name}\",{fields}}}\n\n")
+    };
+    let mut events = vec![
+        event(
+            "response.created",
+            r#""sequence_number":0,"response":{"id":"resp_mock","object":"response","status":"in_progress","model":"mock-model","output":[],"usage":null}"#.to_owned(),
+        ),
+        event(
+            "response.output_item.added",
+            r#""sequence_number":1,"output_index":0,"item":{"id":"msg_mock","type":"message","status":"in_progress","role":"assistant","content":[]}"#.to_owned(),
+        ),
+    ];
+    events.extend((0..chunks).map(|i| {
+        event(
+            "response.output_text.delta",
+            format!(r#""sequence_number":{},"item_id":"msg_mock","output_index":0,"content_index":0,"delta":" word{i}""#, i + 2),
+        )
+    }));
+    events.push(event(
+        "response.completed",
+        format!(r#""sequence_number":{},"response":{{"id":"resp_mock","object":"response","status":"completed","model":"mock-model","output":[],"usage":{{"input_tokens":20,"output_tokens":{chunks},"total_tokens":{}}}}}"#, chunks + 2, 20 + chunks),
     ));
     events
 }

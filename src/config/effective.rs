@@ -43,6 +43,10 @@ pub(super) fn effective(mut raw: RawConfig, config: &Config) -> String {
                 provider.timeouts = Some(timeouts(openai.endpoint.timeouts));
                 provider.max_tokens_field = Some(openai.max_tokens_field.as_str().to_owned());
             }
+            AdapterConfig::OpenAiResponses(responses) => {
+                provider.proxy = responses.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
+                provider.timeouts = Some(timeouts(responses.endpoint.timeouts));
+            }
             AdapterConfig::Anthropic(anthropic) => {
                 provider.proxy = anthropic.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
                 provider.timeouts = Some(timeouts(anthropic.endpoint.timeouts));

@@ -7,6 +7,7 @@ use super::anthropic::EventDecoder;
 use super::exchange::Decoder;
 use super::http::Upstream;
 use super::openai::ChunkDecoder;
+use super::responses::ResponseDecoder;
 use super::sse::{OwnedEvent, SseParser};
 use super::tally::UsageTally;
 
@@ -17,19 +18,22 @@ pub(crate) enum Adapter {
     OpenAi = 0,
     /// Anthropic messages events.
     Anthropic = 1,
+    /// OpenAI Responses API events.
+    Responses = 2,
 }
 
-/// A fuzzer's input for [`stream`]: the first byte picks the adapter (even: OpenAI), the next
-/// eight where the pieces end, the rest is the body.
+/// A fuzzer's input for [`stream`]: the first byte picks the adapter (modulo 3: OpenAI chat
+/// completions, Anthropic, the Responses API), the next eight where the pieces end, the rest
+/// is the body.
 pub fn stream_input(input: &[u8]) {
     let Some((&pick, rest)) = input.split_first() else {
         return;
     };
     let (cuts, body) = rest.split_at(rest.len().min(8));
-    let adapter = if pick % 2 == 0 {
-        Adapter::OpenAi
-    } else {
-        Adapter::Anthropic
+    let adapter = match pick % 3 {
+        0 => Adapter::OpenAi,
+        1 => Adapter::Anthropic,
+        _ => Adapter::Responses,
     };
     stream(adapter, body, cuts);
 }
@@ -39,9 +43,14 @@ pub fn stream_input(input: &[u8]) {
 /// response body would be. Panics if cutting the body differently changed the events.
 pub(crate) fn stream(adapter: Adapter, body: &[u8], cuts: &[u8]) {
     // One upstream per adapter for every input.
-    static UPSTREAMS: OnceLock<[Upstream; 2]> = OnceLock::new();
-    let upstreams =
-        UPSTREAMS.get_or_init(|| [upstream(Adapter::OpenAi), upstream(Adapter::Anthropic)]);
+    static UPSTREAMS: OnceLock<[Upstream; 3]> = OnceLock::new();
+    let upstreams = UPSTREAMS.get_or_init(|| {
+        [
+            upstream(Adapter::OpenAi),
+            upstream(Adapter::Anthropic),
+            upstream(Adapter::Responses),
+        ]
+    });
     let upstream = &upstreams[adapter as usize];
     let whole = events(body, &[]);
     let cut = events(body, cuts);
@@ -59,6 +68,13 @@ pub(crate) fn stream(adapter: Adapter, body: &[u8], cuts: &[u8]) {
         ),
         Adapter::Anthropic => decode(
             EventDecoder::default(),
+            upstream,
+            events,
+            &mut usage,
+            &mut out,
+        ),
+        Adapter::Responses => decode(
+            ResponseDecoder::default(),
             upstream,
             events,
             &mut usage,
@@ -112,6 +128,7 @@ fn upstream(adapter: Adapter) -> Upstream {
     let adapter = match adapter {
         Adapter::OpenAi => "openai",
         Adapter::Anthropic => "anthropic",
+        Adapter::Responses => "openai-responses",
     };
     Upstream::offline("fuzzed", adapter, None)
 }

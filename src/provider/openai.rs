@@ -23,7 +23,7 @@ use super::{
     Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream,
 };
 use crate::config::{MaxTokensField, OpenAiConfig};
-use crate::execution::{FinishReason, ReasoningPiece, Text, UsageUnit};
+use crate::execution::{FinishReason, ReasoningPiece, Text};
 
 /// An OpenAI-compatible chat completions endpoint.
 #[derive(Debug)]
@@ -480,29 +480,18 @@ fn parts_out(parts: Vec<Part>, out: &mut Vec<ProviderEvent>) {
 /// `prompt_tokens` counts cached tokens too; `cached_tokens` and `reasoning_tokens` are
 /// parts of the prompt and completion counts, reported only where the server sends them.
 fn report(usage: &mut UsageTally, reported: &Usage) {
-    let details = [
-        (UsageUnit::INPUT_TOKENS, reported.prompt_tokens),
-        (UsageUnit::OUTPUT_TOKENS, reported.completion_tokens),
-        (
-            UsageUnit::CACHED_INPUT_TOKENS,
-            reported
-                .prompt_tokens_details
-                .as_ref()
-                .and_then(|d| d.cached_tokens),
-        ),
-        (
-            UsageUnit::REASONING_TOKENS,
-            reported
-                .completion_tokens_details
-                .as_ref()
-                .and_then(|d| d.reasoning_tokens),
-        ),
-    ];
-    for (unit, quantity) in details {
-        if let Some(quantity) = quantity {
-            usage.report(unit, quantity);
-        }
-    }
+    usage.report_openai(
+        reported.prompt_tokens,
+        reported.completion_tokens,
+        reported
+            .prompt_tokens_details
+            .as_ref()
+            .and_then(|d| d.cached_tokens),
+        reported
+            .completion_tokens_details
+            .as_ref()
+            .and_then(|d| d.reasoning_tokens),
+    );
 }
 
 fn finish_reason(reason: &str) -> FinishReason {

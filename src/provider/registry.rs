@@ -7,6 +7,7 @@ use super::Provider;
 use super::anthropic::AnthropicProvider;
 use super::http::HttpClients;
 use super::openai::OpenAiProvider;
+use super::responses::ResponsesProvider;
 use super::scripted::ScriptedProvider;
 use crate::config::{AdapterConfig, Config, ProviderConfig};
 
@@ -76,6 +77,12 @@ fn adapter(
         AdapterConfig::OpenAi(openai) => Arc::new(OpenAiProvider::new(
             config.name.clone(),
             openai,
+            clients,
+            config.max_concurrency,
+        )?),
+        AdapterConfig::OpenAiResponses(responses) => Arc::new(ResponsesProvider::new(
+            config.name.clone(),
+            responses,
             clients,
             config.max_concurrency,
         )?),

@@ -28,6 +28,29 @@ impl UsageTally {
         }
     }
 
+    /// The four counts both OpenAI protocols report, each where the provider sent it: input
+    /// tokens (cached ones included), output tokens, and the cached and reasoning parts of
+    /// them.
+    pub(super) fn report_openai(
+        &mut self,
+        input: Option<u64>,
+        output: Option<u64>,
+        cached: Option<u64>,
+        reasoning: Option<u64>,
+    ) {
+        let counts = [
+            (UsageUnit::INPUT_TOKENS, input),
+            (UsageUnit::OUTPUT_TOKENS, output),
+            (UsageUnit::CACHED_INPUT_TOKENS, cached),
+            (UsageUnit::REASONING_TOKENS, reasoning),
+        ];
+        for (unit, quantity) in counts {
+            if let Some(quantity) = quantity {
+                self.report(unit, quantity);
+            }
+        }
+    }
+
     /// One output piece was streamed.
     pub(super) fn count_piece(&mut self) {
         self.pieces += 1;

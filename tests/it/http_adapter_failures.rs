@@ -1,4 +1,4 @@
-//! How both HTTP adapters fail, against a local server that misbehaves on purpose: each error
+//! How every HTTP adapter fails, against a local server that misbehaves on purpose: each error
 //! status, Retry-After, refused and reset connections, timeouts bounded by the deadline, a
 //! stream cut or stalled mid-reply, malformed events, a huge reply, a slow trickle, and
 //! cancellation. Timeouts are short (200ms) and only classifications are asserted, never
@@ -23,15 +23,22 @@ use model_runtime::provider::{ProviderCall, ProviderError, ProviderEvent};
 #[derive(Debug, Clone, Copy)]
 enum Kind {
     OpenAi,
+    Responses,
     Anthropic,
 }
 
-const KINDS: [Kind; 2] = [Kind::OpenAi, Kind::Anthropic];
+const KINDS: [Kind; 3] = [Kind::OpenAi, Kind::Responses, Kind::Anthropic];
+
+/// A Responses API stream event of type `kind` with these further fields.
+fn responses_event(kind: &str, fields: &str) -> String {
+    event(kind, &format!(r#"{{"type":"{kind}",{fields}}}"#))
+}
 
 impl Kind {
     fn name(self) -> &'static str {
         match self {
             Self::OpenAi => "openai",
+            Self::Responses => "openai-responses",
             Self::Anthropic => "anthropic",
         }
     }
@@ -42,6 +49,16 @@ impl Kind {
             Self::OpenAi => vec![data(
                 r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
             )],
+            Self::Responses => vec![
+                responses_event(
+                    "response.created",
+                    r#""sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","model":"m","output":[],"usage":null}"#,
+                ),
+                responses_event(
+                    "response.output_item.added",
+                    r#""sequence_number":1,"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}"#,
+                ),
+            ],
             Self::Anthropic => vec![
                 event(
                     "message_start",
@@ -62,6 +79,12 @@ impl Kind {
             Self::OpenAi => data(&format!(
                 r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":{piece}}},"finish_reason":null}}]}}"#
             )),
+            Self::Responses => responses_event(
+                "response.output_text.delta",
+                &format!(
+                    r#""sequence_number":2,"item_id":"msg_1","output_index":0,"content_index":0,"delta":{piece}"#
+                ),
+            ),
             Self::Anthropic => event(
                 "content_block_delta",
                 &format!(
@@ -82,6 +105,10 @@ impl Kind {
                 ),
                 data("[DONE]"),
             ],
+            Self::Responses => vec![responses_event(
+                "response.completed",
+                r#""sequence_number":9,"response":{"id":"resp_1","object":"response","status":"completed","model":"m","usage":{"input_tokens":7,"output_tokens":2,"total_tokens":9}}"#,
+            )],
             Self::Anthropic => vec![
                 event(
                     "content_block_stop",
@@ -101,7 +128,7 @@ impl Kind {
     fn usage_when_cut(self, pieces: u64) -> Vec<ProviderEvent> {
         let output = estimated(UsageUnit::OUTPUT_TOKENS, pieces);
         match self {
-            Self::OpenAi => vec![output],
+            Self::OpenAi | Self::Responses => vec![output],
             Self::Anthropic => vec![reported(UsageUnit::INPUT_TOKENS, 7), output],
         }
     }
@@ -116,7 +143,7 @@ impl Kind {
 
     fn error_body(self, kind: &str) -> String {
         match self {
-            Self::OpenAi => format!(
+            Self::OpenAi | Self::Responses => format!(
                 r#"{{"error":{{"message":"Incorrect API key provided: {KEY}","type":"{kind}","param":null,"code":null}}}}"#
             ),
             Self::Anthropic => format!(
@@ -345,6 +372,7 @@ async fn malformed_events_are_rejected_protocol_errors() {
         let mut events = kind.preamble();
         events.push(match kind {
             Kind::OpenAi => data(&format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{secretish}"#)),
+            Kind::Responses => event("response.output_text.delta", &format!(r#"{{"type":"response.output_text.delta","output_index":0,"delta":"{secretish}"#)),
             Kind::Anthropic => event("content_block_delta", &format!(r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{secretish}"#)),
         });
         let server = Upstream::always(sse(&events)).await;

@@ -54,6 +54,7 @@ mod priority;
 mod provider_health;
 mod reasoning;
 mod replicas;
+mod responses_adapter;
 mod second_signal;
 mod shutdown;
 mod sidecar;

@@ -151,3 +151,65 @@ async fn anthropic_code_execution_and_an_unknown_block_kind_stream_to_the_end() 
         Some(&ProviderEvent::Finished(FinishReason::Stop))
     );
 }
+
+#[tokio::test]
+async fn a_responses_api_reply_streams_its_reasoning_summary_then_its_answer() {
+    let (events, error) = replay(
+        "openai-responses",
+        "openai-responses-reasoning-and-text.sse",
+    )
+    .await;
+    assert_eq!(error, None, "{events:#?}");
+    assert_eq!(
+        events,
+        [
+            reasoning("**Answering a simple question**"),
+            reasoning(" The user wants a greeting."),
+            ProviderEvent::Reasoning(
+                ReasoningPiece::Signature,
+                "rs_68af4030baa48193b0b43b4c2a176a1a05438e46b5f69a3b:gAAAAABor0AxQ6pJ0dY2yA_ENCRYPTED"
+                    .into()
+            ),
+            text("Hi"),
+            text(" there!"),
+            reported(UsageUnit::INPUT_TOKENS, 9),
+            reported(UsageUnit::OUTPUT_TOKENS, 274),
+            reported(UsageUnit::CACHED_INPUT_TOKENS, 0),
+            reported(UsageUnit::REASONING_TOKENS, 256),
+            ProviderEvent::Finished(FinishReason::Stop),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn responses_api_parallel_function_calls_stream_in_pieces_or_whole() {
+    let (events, error) = replay("openai-responses", "openai-responses-function-calls.sse").await;
+    assert_eq!(error, None, "{events:#?}");
+    let started = |index: u32, id: &str| ProviderEvent::ToolCallStarted {
+        index,
+        id: id.into(),
+        name: "get_current_weather".into(),
+    };
+    let piece = |index: u32, delta: &str| ProviderEvent::ToolCallArgumentsDelta {
+        index,
+        delta: delta.into(),
+    };
+    assert_eq!(
+        events,
+        [
+            started(0, "call_unLAR8MvFNptuiZK6K6HCy5k"),
+            piece(0, "{\""),
+            piece(0, "location"),
+            piece(0, "\":\""),
+            piece(0, "Boston, MA"),
+            piece(0, "\"}"),
+            started(1, "call_Bq9Fm1cSgDXWvBq0TqAJbQTy"),
+            piece(1, "{\"location\":\"Paris, France\"}"),
+            reported(UsageUnit::INPUT_TOKENS, 291),
+            reported(UsageUnit::OUTPUT_TOKENS, 47),
+            reported(UsageUnit::CACHED_INPUT_TOKENS, 128),
+            reported(UsageUnit::REASONING_TOKENS, 0),
+            ProviderEvent::Finished(FinishReason::ToolCalls),
+        ]
+    );
+}

@@ -4,7 +4,7 @@ use super::{Env, invalid, variable};
 use crate::config::raw::RawProvider;
 use crate::config::{
     AdapterConfig, AnthropicConfig, ConfigError, HttpEndpointConfig, MaxTokensField, OpenAiConfig,
-    ProxyUrl, Secret, TimeoutsConfig,
+    OpenAiResponsesConfig, ProxyUrl, Secret, TimeoutsConfig,
 };
 
 /// The `anthropic-version` header when the file sets none: the current version of the
@@ -23,15 +23,28 @@ pub(super) fn adapter(
     env: Env<'_>,
 ) -> Result<AdapterConfig, ConfigError> {
     let kind = raw.adapter.as_str();
-    if !matches!(kind, "scripted" | "openai" | "anthropic") {
+    if !matches!(
+        kind,
+        "scripted" | "openai" | "openai-responses" | "anthropic"
+    ) {
         return Err(invalid(
             format!("{key}.adapter"),
-            format!("unknown adapter `{kind}`; expected `openai`, `anthropic` or `scripted`"),
+            format!(
+                "unknown adapter `{kind}`; expected `openai`, `openai-responses`, `anthropic` \
+                 or `scripted`"
+            ),
         ));
     }
     applicable(key, raw, kind)?;
     match kind {
         "openai" => openai(key, raw, timeouts, env),
+        "openai-responses" => {
+            let api_key = |var: &str| api_key(&format!("{key}.api_key_env"), var, env);
+            Ok(AdapterConfig::OpenAiResponses(OpenAiResponsesConfig {
+                endpoint: endpoint(key, raw, timeouts)?,
+                api_key: raw.api_key_env.as_deref().map(api_key).transpose()?,
+            }))
+        }
         "anthropic" => anthropic(key, raw, timeouts, env),
         _ => Ok(AdapterConfig::Scripted),
     }
@@ -39,7 +52,7 @@ pub(super) fn adapter(
 
 /// Every key set is one `kind` uses.
 fn applicable(key: &str, raw: &RawProvider, kind: &str) -> Result<(), ConfigError> {
-    let http = &["openai", "anthropic"][..];
+    let http = &["openai", "openai-responses", "anthropic"][..];
     for (field, present, used_by) in [
         ("base_url", raw.base_url.is_some(), http),
         ("api_key_env", raw.api_key_env.is_some(), http),
