@@ -7,6 +7,7 @@
 #   ...change, cargo build --release...
 #   benches/ab.sh /tmp/before target/release/model-runtime
 #   DURATION=3s ROUNDS=4 LEVELS="64" benches/ab.sh A B
+#   CONFIG_B=/tmp/off.toml benches/ab.sh BIN BIN   # one binary, two configs (default: bench.toml)
 #
 # Needs jq. Loopback only; each run bounded by DURATION.
 set -euo pipefail
@@ -38,13 +39,13 @@ trap cleanup EXIT INT TERM
 
 
 # Not called inside $(...): a server started there would hold the substitution open.
-start() { # start NAME BIN: serve on a free port; its address lands in $work/NAME.addr
-    RUST_LOG=info "$2" serve --config benches/bench.toml 2>"$work/$1.log" &
+start() { # start NAME BIN CONFIG: serve on a free port; its address lands in $work/NAME.addr
+    RUST_LOG=info "$2" serve --config "$3" 2>"$work/$1.log" &
     pids+=($!)
     server_addr "$work/$1.log" "$!" >"$work/$1.addr" || exit 1
 }
-start a "$A"
-start b "$B"
+start a "$A" "${CONFIG_A:-benches/bench.toml}"
+start b "$B" "${CONFIG_B:-benches/bench.toml}"
 addr_a=$(cat "$work/a.addr")
 addr_b=$(cat "$work/b.addr")
 

@@ -254,6 +254,8 @@ pub enum AdapterConfig {
     OpenAi(OpenAiConfig),
     /// The OpenAI Responses API (`adapter = "openai-responses"`).
     OpenAiResponses(OpenAiResponsesConfig),
+    /// Azure OpenAI, chat completions or the Responses API (`adapter = "azure-openai"`).
+    AzureOpenAi(AzureOpenAiConfig),
     /// Anthropic messages.
     Anthropic(AnthropicConfig),
 }
@@ -265,6 +267,7 @@ impl AdapterConfig {
             Self::Scripted => "scripted",
             Self::OpenAi(_) => "openai",
             Self::OpenAiResponses(_) => "openai-responses",
+            Self::AzureOpenAi(_) => "azure-openai",
             Self::Anthropic(_) => "anthropic",
         }
     }
@@ -312,6 +315,40 @@ pub struct OpenAiResponsesConfig {
     pub endpoint: HttpEndpointConfig,
     /// Sent as `Authorization: Bearer`.
     pub api_key: Option<Secret>,
+}
+
+/// `adapter = "azure-openai"`.
+#[derive(Debug, Clone)]
+pub struct AzureOpenAiConfig {
+    /// The resource's endpoint, e.g. `https://my-resource.openai.azure.com`.
+    pub endpoint: HttpEndpointConfig,
+    /// Set: the deployments URL shape with this `api-version` (a model's name is its
+    /// deployment's); unset: the v1 path.
+    pub api_version: Option<String>,
+    /// Which API the deployment is called through.
+    pub api: AzureApi,
+    /// How requests prove who sends them.
+    pub auth: AzureAuth,
+}
+
+/// The API an `azure-openai` provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AzureApi {
+    /// Chat completions (the default).
+    ChatCompletions,
+    /// The Responses API.
+    Responses,
+}
+
+/// An `azure-openai` provider's credentials.
+#[derive(Debug, Clone)]
+pub enum AzureAuth {
+    /// `api_key_env`: sent as `api-key`.
+    ApiKey(Secret),
+    /// `token_env`: an Entra ID token, sent as `Authorization: Bearer`.
+    Token(Secret),
+    /// `token_file`: the same, read from this file and again whenever it changes.
+    TokenFile(std::path::PathBuf),
 }
 
 /// The name under which the `openai` adapter sends the output token limit: OpenAI documents

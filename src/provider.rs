@@ -3,6 +3,7 @@
 //! whose [`ErrorClass`] the adapter decides (retryability is data, never parsed from text).
 
 mod anthropic;
+mod azure;
 mod exchange;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod fuzz;

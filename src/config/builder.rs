@@ -318,6 +318,31 @@ impl ProviderSpec {
         self
     }
 
+    /// `api_version` (`azure-openai`: the deployments URL shape).
+    pub fn api_version(mut self, version: &str) -> Self {
+        self.0.api_version = Some(version.to_owned());
+        self
+    }
+
+    /// `api` (`azure-openai`: `chat_completions` or `responses`).
+    pub fn api(mut self, api: &str) -> Self {
+        self.0.api = Some(api.to_owned());
+        self
+    }
+
+    /// `token_env` (`azure-openai`: a bearer token from this variable).
+    pub fn token_env(mut self, variable: &str) -> Self {
+        self.0.token_env = Some(variable.to_owned());
+        self
+    }
+
+    /// `token_file` (`azure-openai`: a bearer token from this file, read again when it
+    /// changes).
+    pub fn token_file(mut self, path: &str) -> Self {
+        self.0.token_file = Some(path.to_owned());
+        self
+    }
+
     /// `proxy` (HTTP adapters).
     pub fn proxy(mut self, url: &str) -> Self {
         self.0.proxy = Some(url.to_owned());

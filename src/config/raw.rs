@@ -172,6 +172,18 @@ pub(super) struct RawProvider {
     pub base_url: Option<String>,
     pub api_key_env: Option<String>,
     pub anthropic_version: Option<String>,
+    /// `azure-openai`: the deployments URL shape's `api-version`; unset, the v1 path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// `azure-openai`: `chat_completions` (the default) or `responses`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    /// `azure-openai`: a bearer token (Entra ID) from this variable...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// ... or from this file, read again whenever it changes (workload identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<String>,
     pub default_max_output_tokens: Option<u32>,
     pub max_tokens_field: Option<String>,
     pub proxy: Option<String>,
@@ -267,6 +279,10 @@ impl RawProvider {
             base_url: None,
             api_key_env: None,
             anthropic_version: None,
+            api_version: None,
+            api: None,
+            token_env: None,
+            token_file: None,
             default_max_output_tokens: None,
             max_tokens_field: None,
             proxy: None,

@@ -5,7 +5,7 @@
 //! chunk, without an index or without an id, and a body that ends after a finish reason but
 //! without `[DONE]` is still a complete reply.
 
-mod request;
+pub(super) mod request;
 
 use std::sync::Arc;
 

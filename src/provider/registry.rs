@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::Provider;
 use super::anthropic::AnthropicProvider;
+use super::azure::AzureProvider;
 use super::http::HttpClients;
 use super::openai::OpenAiProvider;
 use super::responses::ResponsesProvider;
@@ -77,6 +78,13 @@ fn adapter(
         AdapterConfig::OpenAi(openai) => Arc::new(OpenAiProvider::new(
             config.name.clone(),
             openai,
+            clients,
+            config.max_concurrency,
+        )?),
+        AdapterConfig::AzureOpenAi(azure) => Arc::new(AzureProvider::new(
+            config.name.clone(),
+            azure,
+            &config.models,
             clients,
             config.max_concurrency,
         )?),

@@ -19,7 +19,7 @@
 //! Every other event type (content parts, `*.done` events, ones added later) carries nothing
 //! for the reply and is skipped.
 
-mod request;
+pub(super) mod request;
 
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -24,10 +24,12 @@ use model_runtime::provider::{ProviderCall, ProviderError, ProviderEvent};
 enum Kind {
     OpenAi,
     Responses,
+    /// Azure OpenAI (chat completions on the v1 path, an `api-key`): OpenAI's stream.
+    Azure,
     Anthropic,
 }
 
-const KINDS: [Kind; 3] = [Kind::OpenAi, Kind::Responses, Kind::Anthropic];
+const KINDS: [Kind; 4] = [Kind::OpenAi, Kind::Responses, Kind::Azure, Kind::Anthropic];
 
 /// A Responses API stream event of type `kind` with these further fields.
 fn responses_event(kind: &str, fields: &str) -> String {
@@ -39,6 +41,7 @@ impl Kind {
         match self {
             Self::OpenAi => "openai",
             Self::Responses => "openai-responses",
+            Self::Azure => "azure-openai",
             Self::Anthropic => "anthropic",
         }
     }
@@ -46,7 +49,7 @@ impl Kind {
     /// What comes before the first output: no event of its own.
     fn preamble(self) -> Vec<String> {
         match self {
-            Self::OpenAi => vec![data(
+            Self::OpenAi | Self::Azure => vec![data(
                 r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
             )],
             Self::Responses => vec![
@@ -76,7 +79,7 @@ impl Kind {
     fn delta(self, piece: &str) -> String {
         let piece = serde_json::json!(piece);
         match self {
-            Self::OpenAi => data(&format!(
+            Self::OpenAi | Self::Azure => data(&format!(
                 r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":{piece}}},"finish_reason":null}}]}}"#
             )),
             Self::Responses => responses_event(
@@ -96,7 +99,7 @@ impl Kind {
 
     fn ending(self) -> Vec<String> {
         match self {
-            Self::OpenAi => vec![
+            Self::OpenAi | Self::Azure => vec![
                 data(
                     r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
                 ),
@@ -128,7 +131,7 @@ impl Kind {
     fn usage_when_cut(self, pieces: u64) -> Vec<ProviderEvent> {
         let output = estimated(UsageUnit::OUTPUT_TOKENS, pieces);
         match self {
-            Self::OpenAi | Self::Responses => vec![output],
+            Self::OpenAi | Self::Responses | Self::Azure => vec![output],
             Self::Anthropic => vec![reported(UsageUnit::INPUT_TOKENS, 7), output],
         }
     }
@@ -143,7 +146,7 @@ impl Kind {
 
     fn error_body(self, kind: &str) -> String {
         match self {
-            Self::OpenAi | Self::Responses => format!(
+            Self::OpenAi | Self::Responses | Self::Azure => format!(
                 r#"{{"error":{{"message":"Incorrect API key provided: {KEY}","type":"{kind}","param":null,"code":null}}}}"#
             ),
             Self::Anthropic => format!(
@@ -371,7 +374,7 @@ async fn malformed_events_are_rejected_protocol_errors() {
         let secretish = "do-not-echo-this-content";
         let mut events = kind.preamble();
         events.push(match kind {
-            Kind::OpenAi => data(&format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{secretish}"#)),
+            Kind::OpenAi | Kind::Azure => data(&format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{secretish}"#)),
             Kind::Responses => event("response.output_text.delta", &format!(r#"{{"type":"response.output_text.delta","output_index":0,"delta":"{secretish}"#)),
             Kind::Anthropic => event("content_block_delta", &format!(r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{secretish}"#)),
         });

@@ -19,6 +19,7 @@ mod common;
 mod abuse;
 mod admission_load;
 mod anthropic_adapter;
+mod azure_adapter;
 mod bad_input;
 mod bench_tool;
 mod buffered_delivery;

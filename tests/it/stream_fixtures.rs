@@ -7,19 +7,10 @@ use crate::common;
 
 use std::path::Path;
 
-use common::adapters::{call, config, provider, reported, spec, split, text};
+use common::adapters::{call, config, fixture, provider, reported, spec, split, text};
 use common::upstream::{Upstream, sse};
 use model_runtime::execution::{FinishReason, ReasoningPiece, UsageUnit};
 use model_runtime::provider::ProviderEvent;
-
-/// The fixture `name` as the events it holds, each with its blank line: one HTTP chunk each.
-fn fixture(name: &str) -> Vec<String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/it/fixtures/streams")
-        .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    text.split_inclusive("\n\n").map(str::to_owned).collect()
-}
 
 /// The events `adapter` makes of fixture `name`, and the error it ended with, if any.
 async fn replay(adapter: &str, name: &str) -> (Vec<ProviderEvent>, Option<String>) {

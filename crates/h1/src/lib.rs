@@ -168,10 +168,11 @@ impl Client {
         let needs_tls = target.https || proxy.as_ref().is_some_and(|p| p.endpoint.https);
         let tls = needs_tls.then(tls).transpose()?;
         let absolute = proxy.is_some() && !target.https;
-        let request_target = if absolute {
-            url.as_str().to_owned()
-        } else {
-            url.path().to_owned()
+        let request_target = match (absolute, url.query()) {
+            (true, _) => url.as_str().to_owned(),
+            // A query is part of the target (Azure OpenAI's `api-version`).
+            (false, Some(query)) => format!("{}?{query}", url.path()),
+            (false, None) => url.path().to_owned(),
         };
         let request_proxy_authorization = proxy
             .as_ref()

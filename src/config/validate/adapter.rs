@@ -3,8 +3,9 @@
 use super::{Env, invalid, variable};
 use crate::config::raw::RawProvider;
 use crate::config::{
-    AdapterConfig, AnthropicConfig, ConfigError, HttpEndpointConfig, MaxTokensField, OpenAiConfig,
-    OpenAiResponsesConfig, ProxyUrl, Secret, TimeoutsConfig,
+    AdapterConfig, AnthropicConfig, AzureApi, AzureAuth, AzureOpenAiConfig, ConfigError,
+    HttpEndpointConfig, MaxTokensField, OpenAiConfig, OpenAiResponsesConfig, ProxyUrl, Secret,
+    TimeoutsConfig,
 };
 
 /// The `anthropic-version` header when the file sets none: the current version of the
@@ -25,13 +26,13 @@ pub(super) fn adapter(
     let kind = raw.adapter.as_str();
     if !matches!(
         kind,
-        "scripted" | "openai" | "openai-responses" | "anthropic"
+        "scripted" | "openai" | "openai-responses" | "azure-openai" | "anthropic"
     ) {
         return Err(invalid(
             format!("{key}.adapter"),
             format!(
-                "unknown adapter `{kind}`; expected `openai`, `openai-responses`, `anthropic` \
-                 or `scripted`"
+                "unknown adapter `{kind}`; expected `openai`, `openai-responses`, \
+                 `azure-openai`, `anthropic` or `scripted`"
             ),
         ));
     }
@@ -46,13 +47,15 @@ pub(super) fn adapter(
             }))
         }
         "anthropic" => anthropic(key, raw, timeouts, env),
+        "azure-openai" => azure(key, raw, timeouts, env),
         _ => Ok(AdapterConfig::Scripted),
     }
 }
 
 /// Every key set is one `kind` uses.
 fn applicable(key: &str, raw: &RawProvider, kind: &str) -> Result<(), ConfigError> {
-    let http = &["openai", "openai-responses", "anthropic"][..];
+    let http = &["openai", "openai-responses", "azure-openai", "anthropic"][..];
+    let azure = &["azure-openai"][..];
     for (field, present, used_by) in [
         ("base_url", raw.base_url.is_some(), http),
         ("api_key_env", raw.api_key_env.is_some(), http),
@@ -69,6 +72,10 @@ fn applicable(key: &str, raw: &RawProvider, kind: &str) -> Result<(), ConfigErro
             raw.anthropic_version.is_some(),
             &["anthropic"][..],
         ),
+        ("api_version", raw.api_version.is_some(), azure),
+        ("api", raw.api.is_some(), azure),
+        ("token_env", raw.token_env.is_some(), azure),
+        ("token_file", raw.token_file.is_some(), azure),
         (
             "default_max_output_tokens",
             raw.default_max_output_tokens.is_some(),
@@ -108,6 +115,58 @@ fn openai(
                 ));
             }
         },
+    }))
+}
+
+/// `adapter = "azure-openai"`: where, which API, and exactly one way to authenticate.
+fn azure(
+    key: &str,
+    raw: &RawProvider,
+    timeouts: TimeoutsConfig,
+    env: Env<'_>,
+) -> Result<AdapterConfig, ConfigError> {
+    let api = match raw.api.as_deref() {
+        None | Some("chat_completions") => AzureApi::ChatCompletions,
+        Some("responses") => AzureApi::Responses,
+        Some(other) => {
+            return Err(invalid(
+                format!("{key}.api"),
+                format!("unknown API `{other}`; expected `chat_completions` or `responses`"),
+            ));
+        }
+    };
+    if let Some(version) = &raw.api_version
+        && (version.is_empty()
+            || !version
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.'))
+    {
+        return Err(invalid(
+            format!("{key}.api_version"),
+            "must be a version like `2024-10-21` (letters, digits, `-` and `.`)",
+        ));
+    }
+    let auth = match (&raw.api_key_env, &raw.token_env, &raw.token_file) {
+        (Some(var), None, None) => {
+            AzureAuth::ApiKey(api_key(&format!("{key}.api_key_env"), var, env)?)
+        }
+        (None, Some(var), None) => {
+            AzureAuth::Token(api_key(&format!("{key}.token_env"), var, env)?)
+        }
+        (None, None, Some(path)) if !path.is_empty() => AzureAuth::TokenFile(path.into()),
+        _ => {
+            return Err(invalid(
+                format!("{key}.api_key_env"),
+                "the `azure-openai` adapter needs exactly one of `api_key_env` (an `api-key`), \
+                 `token_env` or `token_file` (an Entra ID bearer token)",
+            ));
+        }
+    };
+    Ok(AdapterConfig::AzureOpenAi(AzureOpenAiConfig {
+        endpoint: endpoint(key, raw, timeouts)?,
+        api_version: raw.api_version.clone(),
+        api,
+        auth,
     }))
 }
 
@@ -160,7 +219,7 @@ fn endpoint(
     timeouts: TimeoutsConfig,
 ) -> Result<HttpEndpointConfig, ConfigError> {
     let kind = raw.adapter.as_str();
-    let with_key = raw.api_key_env.is_some();
+    let with_key = raw.api_key_env.is_some() || raw.token_env.is_some() || raw.token_file.is_some();
     // Connecting happens inside the first-byte wait. A connect timeout that long could
     // never fire: a slow connect would end as a first-byte `timeout` (outcome unknown,
     // not repeated) instead of `connect_failed` (nothing was sent: retryable).

@@ -10,7 +10,7 @@ use crate::provider::ProviderError;
 use crate::provider::wire::{encode, image_data, json_object, number, unsupported};
 
 /// The body of a streaming request for `model`.
-pub(super) fn body(
+pub(in crate::provider) fn body(
     model: &str,
     input: &ExecutionInput,
     max_tokens_field: MaxTokensField,

@@ -21,7 +21,10 @@ fn effort(budget: u32) -> &'static str {
 }
 
 /// The body of a streaming request for `model`.
-pub(super) fn body(model: &str, input: &ExecutionInput) -> Result<Vec<u8>, ProviderError> {
+pub(in crate::provider) fn body(
+    model: &str,
+    input: &ExecutionInput,
+) -> Result<Vec<u8>, ProviderError> {
     let mut body = Map::new();
     body.insert("model".into(), model.into());
     let mut items = Vec::with_capacity(input.messages.len());

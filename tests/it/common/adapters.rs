@@ -165,3 +165,13 @@ pub fn assert_mentions(error: &ProviderError, text: &str) {
         error.message
     );
 }
+
+/// The published stream `name` (`tests/it/fixtures/streams/`, sources in its README), as its
+/// events, each with its blank line: one HTTP chunk each when replayed.
+pub fn fixture(name: &str) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/fixtures/streams")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    text.split_inclusive("\n\n").map(str::to_owned).collect()
+}
