@@ -107,6 +107,9 @@ struct Choice {
     delta: Option<Delta>,
     #[serde(default)]
     finish_reason: Option<String>,
+    /// Azure OpenAI's verdicts on this chunk, read only when the filter stopped the reply.
+    #[serde(default)]
+    content_filter_results: Option<Box<RawValue>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -296,7 +299,13 @@ impl Decoder for ChunkDecoder {
                 self.delta(delta, out);
             }
             if let Some(reason) = choice.finish_reason {
-                self.finish = Some(finish_reason(&reason));
+                let finish = finish_reason(&reason);
+                if finish == FinishReason::ContentFilter
+                    && let Some(note) = choice.content_filter_results.as_deref().and_then(filtered)
+                {
+                    out.push(ProviderEvent::Progress(note.into()));
+                }
+                self.finish = Some(finish);
             }
         }
         Ok(None)
@@ -444,6 +453,36 @@ impl ChunkDecoder {
             }
         }
     }
+}
+
+/// What Azure OpenAI's content filter stopped, as evidence: `content filter: violence
+/// (medium), ...` for each category it filtered; `None` when it names none.
+fn filtered(results: &RawValue) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Verdict {
+        #[serde(default)]
+        filtered: bool,
+        #[serde(default)]
+        severity: Option<String>,
+    }
+    let verdicts: std::collections::BTreeMap<String, serde_json::Value> =
+        serde_json::from_str(results.get()).ok()?;
+    let named: Vec<String> = verdicts
+        .into_iter()
+        // Names, not upstream prose: short ones only.
+        .filter(|(category, _)| category.len() <= 64)
+        .filter_map(|(category, verdict)| {
+            let verdict: Verdict = serde_json::from_value(verdict).ok()?;
+            verdict
+                .filtered
+                .then(|| match verdict.severity.filter(|s| s.len() <= 16) {
+                    Some(severity) => format!("{category} ({severity})"),
+                    None => category,
+                })
+        })
+        .take(8)
+        .collect();
+    (!named.is_empty()).then(|| format!("content filter: {}", named.join(", ")))
 }
 
 /// The events of `delta.content`'s typed parts: text parts are output, `thinking` and

@@ -128,8 +128,16 @@ async fn the_content_filter_stream_of_the_docs_finishes_as_filtered() {
     let config = azure(&server.base_url(), |s| s.api_key_env("TEST_API_KEY"));
     let (events, error) = split(call(&provider(&config)).await);
     assert_eq!(error, None);
-    // The filter results (the opening chunk's, every chunk's) are no output.
-    assert_eq!(events[..2], [text("Color"), text(" is light")]);
+    // The filter results (the opening chunk's, every chunk's) are no output; what stopped
+    // the reply is noted as evidence.
+    assert_eq!(
+        events[..3],
+        [
+            text("Color"),
+            text(" is light"),
+            ProviderEvent::Progress("content filter: violence (medium)".into())
+        ]
+    );
     assert_eq!(
         events.last(),
         Some(&ProviderEvent::Finished(FinishReason::ContentFilter))

@@ -220,6 +220,15 @@ async fn retry_after_is_read_as_seconds_or_a_date() {
         let error = error_of(kind, &server.base_url(), |s| s).await;
         assert_eq!(error.retry_after, Some(Duration::from_secs(7)));
 
+        // Without it, a 429 waits for its limit's reset, as OpenAI and Azure announce it.
+        let reset = [
+            ("x-ratelimit-reset-requests", "2s"),
+            ("x-ratelimit-reset-tokens", "1m0s"),
+        ];
+        let server = Upstream::always(status(429, "{}", &reset)).await;
+        let error = error_of(kind, &server.base_url(), |s| s).await;
+        assert_eq!(error.retry_after, Some(Duration::from_secs(60)));
+
         let date = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3600));
         let server = Upstream::always(status(503, "{}", &[("retry-after", &date)])).await;
         let error = error_of(kind, &server.base_url(), |s| s).await;

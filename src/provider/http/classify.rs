@@ -88,6 +88,9 @@ impl Upstream {
             });
         if error.class == ErrorClass::Retryable {
             error.retry_after = retry_after(headers, SystemTime::now());
+            if error.retry_after.is_none() && code == 429 {
+                error.retry_after = rate_limit_reset(headers);
+            }
         }
         error
     }
@@ -396,6 +399,50 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
         }
     };
     Some(wait.min(MAX_RETRY_AFTER))
+}
+
+/// When a 429's exhausted limit resets, from OpenAI's and Azure OpenAI's
+/// `x-ratelimit-reset-requests` and `x-ratelimit-reset-tokens` (durations like `1s`, `6m0s`,
+/// `20ms`, `0.5s`): the later of the two, for a 429 that sent no `Retry-After`. Only a 429's:
+/// every response carries them, and they say nothing of why a 5xx failed.
+pub(crate) fn rate_limit_reset(headers: &HeaderMap) -> Option<Duration> {
+    ["x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"]
+        .into_iter()
+        .filter_map(|name| headers.get(name)?.to_str().ok())
+        .filter_map(|value| reset_duration(value.trim()))
+        .max()
+        .map(|wait| wait.min(MAX_RETRY_AFTER))
+}
+
+/// A duration as these headers write it: numbers each followed by `h`, `m`, `s` or `ms`
+/// (`6m0s`, `1.5s`, `20ms`); `None` for anything else.
+fn reset_duration(text: &str) -> Option<Duration> {
+    let mut total = 0.0_f64;
+    let mut rest = text;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .filter(|end| *end > 0)?;
+        let number: f64 = rest[..digits].parse().ok()?;
+        let after = &rest[digits..];
+        let (unit, seconds) = if after.starts_with("ms") {
+            ("ms", 0.001)
+        } else if after.starts_with('h') {
+            ("h", 3600.0)
+        } else if after.starts_with('m') {
+            ("m", 60.0)
+        } else if after.starts_with('s') {
+            ("s", 1.0)
+        } else {
+            return None;
+        };
+        total += number * seconds;
+        rest = &after[unit.len()..];
+    }
+    Duration::try_from_secs_f64(total.min(MAX_RETRY_AFTER.as_secs_f64())).ok()
 }
 
 /// At most `max` bytes of `text`, cut on a character boundary.

@@ -3,7 +3,7 @@ use std::time::{Duration, SystemTime};
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderValue};
 
-use super::classify::{retry_after, truncate};
+use super::classify::{rate_limit_reset, retry_after, truncate};
 use super::detail::ErrorDetail;
 use super::*;
 use crate::config::ProxyUrl;
@@ -53,6 +53,40 @@ fn retry_after_reads_seconds_dates_and_milliseconds() {
     assert_eq!(at(&[("retry-after", "soon")]), None);
     assert_eq!(at(&[("retry-after", "-3")]), None);
     assert_eq!(at(&[]), None);
+}
+
+#[test]
+fn a_rate_limits_reset_is_read_from_openais_headers() {
+    fn reset(pairs: &[(&'static str, &str)]) -> Option<Duration> {
+        rate_limit_reset(&headers(pairs))
+    }
+    assert_eq!(
+        reset(&[
+            ("x-ratelimit-reset-requests", "1s"),
+            ("x-ratelimit-reset-tokens", "6m0s")
+        ]),
+        Some(Duration::from_secs(360)),
+        "the later of the two"
+    );
+    assert_eq!(
+        reset(&[("x-ratelimit-reset-tokens", "20ms")]),
+        Some(Duration::from_millis(20))
+    );
+    assert_eq!(
+        reset(&[("x-ratelimit-reset-requests", "1.5s")]),
+        Some(Duration::from_millis(1500))
+    );
+    assert_eq!(
+        reset(&[("x-ratelimit-reset-requests", "1h2m3s")]),
+        Some(Duration::from_secs(3723))
+    );
+    for bad in ["", "soon", "5", "5x", "-1s", "s"] {
+        assert_eq!(
+            reset(&[("x-ratelimit-reset-requests", bad)]),
+            None,
+            "{bad:?}"
+        );
+    }
 }
 
 #[test]
