@@ -268,3 +268,61 @@ async fn arguments_for_an_item_that_is_no_function_call_are_a_protocol_error() {
         "stray arguments",
     );
 }
+
+/// Through the runtime: what of a Responses stream commits the execution. Preamble, an opened
+/// message item and reasoning commit nothing, so a failure after them falls back to the next
+/// target; output text and an opened function call commit, so a failure after them ends the
+/// execution with `output_interrupted`.
+#[tokio::test]
+async fn the_commit_rule_holds_for_each_event_type() {
+    use common::{completed_result, execute, failed_payload, request, start_with};
+    use model_runtime::config::{AbilitySpec, PolicySpec, ProviderSpec};
+
+    let failed = ev(
+        "response.failed",
+        r#""response":{"status":"failed","error":{"code":"server_error","message":"boom"}}"#,
+    );
+    let message = ev(
+        "response.output_item.added",
+        r#""output_index":0,"item":{"id":"msg_1","type":"message","role":"assistant","content":[]}"#,
+    );
+    let reasoning = ev(
+        "response.reasoning_summary_text.delta",
+        r#""output_index":0,"summary_index":0,"delta":"thinking""#,
+    );
+    let call = ev(
+        "response.output_item.added",
+        r#""output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":""}"#,
+    );
+    let cases = [
+        (vec![created(), message, reasoning], true),
+        (vec![created(), delta("partial")], false),
+        (vec![created(), call], false),
+    ];
+    for (before, falls_back) in cases {
+        let mut events = before;
+        events.push(failed.clone());
+        let server = Upstream::always(sse(&events)).await;
+        let config = model_runtime::Config::builder()
+            .provider(
+                "oa",
+                spec("openai-responses", &server.base_url())
+                    .model("m", &["text"])
+                    .health_off(),
+            )
+            .provider("spare", ProviderSpec::scripted().model("echo", &["text"]))
+            .policy("default", PolicySpec::new(&["oa/m", "spare/echo"]))
+            .ability("chat", AbilitySpec::new("default"))
+            .build_with_env(&common::adapters::env)
+            .unwrap();
+        let mut runtime = start_with(config).await;
+        let outcome = execute(&mut runtime.client, request("chat", "hello")).await;
+        if falls_back {
+            assert_eq!(completed_result(&outcome).provider, "spare");
+        } else {
+            let error = failed_payload(&outcome).error.unwrap();
+            assert_eq!(error.code, "output_interrupted");
+        }
+        runtime.stop().await;
+    }
+}
