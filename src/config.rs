@@ -256,6 +256,8 @@ pub enum AdapterConfig {
     OpenAiResponses(OpenAiResponsesConfig),
     /// Azure OpenAI, chat completions or the Responses API (`adapter = "azure-openai"`).
     AzureOpenAi(AzureOpenAiConfig),
+    /// Google's Gemini API (`adapter = "gemini"`).
+    Gemini(GeminiConfig),
     /// Anthropic messages.
     Anthropic(AnthropicConfig),
 }
@@ -268,6 +270,7 @@ impl AdapterConfig {
             Self::OpenAi(_) => "openai",
             Self::OpenAiResponses(_) => "openai-responses",
             Self::AzureOpenAi(_) => "azure-openai",
+            Self::Gemini(_) => "gemini",
             Self::Anthropic(_) => "anthropic",
         }
     }
@@ -315,6 +318,15 @@ pub struct OpenAiResponsesConfig {
     pub endpoint: HttpEndpointConfig,
     /// Sent as `Authorization: Bearer`.
     pub api_key: Option<Secret>,
+}
+
+/// `adapter = "gemini"`.
+#[derive(Debug, Clone)]
+pub struct GeminiConfig {
+    /// Where to send requests (`{base_url}/models/{model}:streamGenerateContent`).
+    pub endpoint: HttpEndpointConfig,
+    /// Sent as `x-goog-api-key`.
+    pub api_key: Secret,
 }
 
 /// `adapter = "azure-openai"`.

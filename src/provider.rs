@@ -7,6 +7,7 @@ mod azure;
 mod exchange;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod fuzz;
+mod gemini;
 mod http;
 mod openai;
 mod registry;

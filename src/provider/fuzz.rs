@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use super::anthropic::EventDecoder;
 use super::exchange::Decoder;
+use super::gemini::ChunkDecoder as GeminiDecoder;
 use super::http::Upstream;
 use super::openai::ChunkDecoder;
 use super::responses::ResponseDecoder;
@@ -20,20 +21,23 @@ pub(crate) enum Adapter {
     Anthropic = 1,
     /// OpenAI Responses API events.
     Responses = 2,
+    /// Gemini API chunks.
+    Gemini = 3,
 }
 
-/// A fuzzer's input for [`stream`]: the first byte picks the adapter (modulo 3: OpenAI chat
-/// completions, Anthropic, the Responses API), the next eight where the pieces end, the rest
-/// is the body.
+/// A fuzzer's input for [`stream`]: the first byte picks the adapter (modulo 4: OpenAI chat
+/// completions, Anthropic, the Responses API, Gemini), the next eight where the pieces end,
+/// the rest is the body.
 pub fn stream_input(input: &[u8]) {
     let Some((&pick, rest)) = input.split_first() else {
         return;
     };
     let (cuts, body) = rest.split_at(rest.len().min(8));
-    let adapter = match pick % 3 {
+    let adapter = match pick % 4 {
         0 => Adapter::OpenAi,
         1 => Adapter::Anthropic,
-        _ => Adapter::Responses,
+        2 => Adapter::Responses,
+        _ => Adapter::Gemini,
     };
     stream(adapter, body, cuts);
 }
@@ -43,12 +47,13 @@ pub fn stream_input(input: &[u8]) {
 /// response body would be. Panics if cutting the body differently changed the events.
 pub(crate) fn stream(adapter: Adapter, body: &[u8], cuts: &[u8]) {
     // One upstream per adapter for every input.
-    static UPSTREAMS: OnceLock<[Upstream; 3]> = OnceLock::new();
+    static UPSTREAMS: OnceLock<[Upstream; 4]> = OnceLock::new();
     let upstreams = UPSTREAMS.get_or_init(|| {
         [
             upstream(Adapter::OpenAi),
             upstream(Adapter::Anthropic),
             upstream(Adapter::Responses),
+            upstream(Adapter::Gemini),
         ]
     });
     let upstream = &upstreams[adapter as usize];
@@ -75,6 +80,13 @@ pub(crate) fn stream(adapter: Adapter, body: &[u8], cuts: &[u8]) {
         ),
         Adapter::Responses => decode(
             ResponseDecoder::default(),
+            upstream,
+            events,
+            &mut usage,
+            &mut out,
+        ),
+        Adapter::Gemini => decode(
+            GeminiDecoder::default(),
             upstream,
             events,
             &mut usage,
@@ -129,6 +141,7 @@ fn upstream(adapter: Adapter) -> Upstream {
         Adapter::OpenAi => "openai",
         Adapter::Anthropic => "anthropic",
         Adapter::Responses => "openai-responses",
+        Adapter::Gemini => "gemini",
     };
     Upstream::offline("fuzzed", adapter, None)
 }

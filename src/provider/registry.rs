@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::Provider;
 use super::anthropic::AnthropicProvider;
 use super::azure::AzureProvider;
+use super::gemini::GeminiProvider;
 use super::http::HttpClients;
 use super::openai::OpenAiProvider;
 use super::responses::ResponsesProvider;
@@ -78,6 +79,13 @@ fn adapter(
         AdapterConfig::OpenAi(openai) => Arc::new(OpenAiProvider::new(
             config.name.clone(),
             openai,
+            clients,
+            config.max_concurrency,
+        )?),
+        AdapterConfig::Gemini(gemini) => Arc::new(GeminiProvider::new(
+            config.name.clone(),
+            gemini,
+            &config.models,
             clients,
             config.max_concurrency,
         )?),

@@ -27,9 +27,16 @@ enum Kind {
     /// Azure OpenAI (chat completions on the v1 path, an `api-key`): OpenAI's stream.
     Azure,
     Anthropic,
+    Gemini,
 }
 
-const KINDS: [Kind; 4] = [Kind::OpenAi, Kind::Responses, Kind::Azure, Kind::Anthropic];
+const KINDS: [Kind; 5] = [
+    Kind::OpenAi,
+    Kind::Responses,
+    Kind::Azure,
+    Kind::Anthropic,
+    Kind::Gemini,
+];
 
 /// A Responses API stream event of type `kind` with these further fields.
 fn responses_event(kind: &str, fields: &str) -> String {
@@ -43,6 +50,7 @@ impl Kind {
             Self::Responses => "openai-responses",
             Self::Azure => "azure-openai",
             Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
         }
     }
 
@@ -62,6 +70,7 @@ impl Kind {
                     r#""sequence_number":1,"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}"#,
                 ),
             ],
+            Self::Gemini => Vec::new(),
             Self::Anthropic => vec![
                 event(
                     "message_start",
@@ -94,6 +103,9 @@ impl Kind {
                     r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":{piece}}}}}"#
                 ),
             ),
+            Self::Gemini => data(&format!(
+                r#"{{"candidates":[{{"content":{{"parts":[{{"text":{piece}}}],"role":"model"}},"index":0}}]}}"#
+            )),
         }
     }
 
@@ -111,6 +123,9 @@ impl Kind {
             Self::Responses => vec![responses_event(
                 "response.completed",
                 r#""sequence_number":9,"response":{"id":"resp_1","object":"response","status":"completed","model":"m","usage":{"input_tokens":7,"output_tokens":2,"total_tokens":9}}"#,
+            )],
+            Self::Gemini => vec![data(
+                r#"{"candidates":[{"content":{"parts":[{"text":""}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":7,"candidatesTokenCount":2,"totalTokenCount":9},"modelVersion":"gemini-2.5-flash"}"#,
             )],
             Self::Anthropic => vec![
                 event(
@@ -131,7 +146,7 @@ impl Kind {
     fn usage_when_cut(self, pieces: u64) -> Vec<ProviderEvent> {
         let output = estimated(UsageUnit::OUTPUT_TOKENS, pieces);
         match self {
-            Self::OpenAi | Self::Responses | Self::Azure => vec![output],
+            Self::OpenAi | Self::Responses | Self::Azure | Self::Gemini => vec![output],
             Self::Anthropic => vec![reported(UsageUnit::INPUT_TOKENS, 7), output],
         }
     }
@@ -151,6 +166,9 @@ impl Kind {
             ),
             Self::Anthropic => format!(
                 r#"{{"type":"error","error":{{"type":"{kind}","message":"key {KEY} rejected"}}}}"#
+            ),
+            Self::Gemini => format!(
+                r#"{{"error":{{"code":400,"message":"API key not valid: {KEY}","status":"{kind}"}}}}"#
             ),
         }
     }
@@ -385,6 +403,7 @@ async fn malformed_events_are_rejected_protocol_errors() {
         events.push(match kind {
             Kind::OpenAi | Kind::Azure => data(&format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{secretish}"#)),
             Kind::Responses => event("response.output_text.delta", &format!(r#"{{"type":"response.output_text.delta","output_index":0,"delta":"{secretish}"#)),
+            Kind::Gemini => data(&format!(r#"{{"candidates":[{{"content":{{"parts":[{{"text":"{secretish}"#)),
             Kind::Anthropic => event("content_block_delta", &format!(r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{secretish}"#)),
         });
         let server = Upstream::always(sse(&events)).await;

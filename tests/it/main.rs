@@ -37,6 +37,7 @@ mod docs;
 mod execute_http_fallback;
 mod execute_stream;
 mod fallback_rules;
+mod gemini_adapter;
 mod get_execution;
 mod global_limit;
 mod health_reflection;

@@ -204,3 +204,20 @@ async fn responses_api_parallel_function_calls_stream_in_pieces_or_whole() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_gemini_stream_ends_with_its_body_after_the_finish_reason() {
+    let (events, error) = replay("gemini", "gemini-stream.sse").await;
+    assert_eq!(error, None, "{events:#?}");
+    assert_eq!(
+        events,
+        [
+            text("Once"),
+            text(" upon a time, in a land"),
+            text(" far away, there lived a backpack."),
+            reported(UsageUnit::INPUT_TOKENS, 9),
+            reported(UsageUnit::OUTPUT_TOKENS, 16),
+            ProviderEvent::Finished(FinishReason::Stop),
+        ]
+    );
+}

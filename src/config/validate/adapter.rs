@@ -4,8 +4,8 @@ use super::{Env, invalid, variable};
 use crate::config::raw::RawProvider;
 use crate::config::{
     AdapterConfig, AnthropicConfig, AzureApi, AzureAuth, AzureOpenAiConfig, ConfigError,
-    HttpEndpointConfig, MaxTokensField, OpenAiConfig, OpenAiResponsesConfig, ProxyUrl, Secret,
-    TimeoutsConfig,
+    GeminiConfig, HttpEndpointConfig, MaxTokensField, OpenAiConfig, OpenAiResponsesConfig,
+    ProxyUrl, Secret, TimeoutsConfig,
 };
 
 /// The `anthropic-version` header when the file sets none: the current version of the
@@ -26,13 +26,13 @@ pub(super) fn adapter(
     let kind = raw.adapter.as_str();
     if !matches!(
         kind,
-        "scripted" | "openai" | "openai-responses" | "azure-openai" | "anthropic"
+        "scripted" | "openai" | "openai-responses" | "azure-openai" | "anthropic" | "gemini"
     ) {
         return Err(invalid(
             format!("{key}.adapter"),
             format!(
                 "unknown adapter `{kind}`; expected `openai`, `openai-responses`, \
-                 `azure-openai`, `anthropic` or `scripted`"
+                 `azure-openai`, `anthropic`, `gemini` or `scripted`"
             ),
         ));
     }
@@ -48,13 +48,31 @@ pub(super) fn adapter(
         }
         "anthropic" => anthropic(key, raw, timeouts, env),
         "azure-openai" => azure(key, raw, timeouts, env),
+        "gemini" => {
+            let Some(var) = raw.api_key_env.as_deref() else {
+                return Err(invalid(
+                    format!("{key}.api_key_env"),
+                    "is required for the `gemini` adapter",
+                ));
+            };
+            Ok(AdapterConfig::Gemini(GeminiConfig {
+                endpoint: endpoint(key, raw, timeouts)?,
+                api_key: api_key(&format!("{key}.api_key_env"), var, env)?,
+            }))
+        }
         _ => Ok(AdapterConfig::Scripted),
     }
 }
 
 /// Every key set is one `kind` uses.
 fn applicable(key: &str, raw: &RawProvider, kind: &str) -> Result<(), ConfigError> {
-    let http = &["openai", "openai-responses", "azure-openai", "anthropic"][..];
+    let http = &[
+        "openai",
+        "openai-responses",
+        "azure-openai",
+        "anthropic",
+        "gemini",
+    ][..];
     let azure = &["azure-openai"][..];
     for (field, present, used_by) in [
         ("base_url", raw.base_url.is_some(), http),

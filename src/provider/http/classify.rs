@@ -88,6 +88,9 @@ impl Upstream {
             });
         if error.class == ErrorClass::Retryable {
             error.retry_after = retry_after(headers, SystemTime::now());
+            if error.retry_after.is_none() {
+                error.retry_after = retry_delay(body);
+            }
             if error.retry_after.is_none() && code == 429 {
                 error.retry_after = rate_limit_reset(headers);
             }
@@ -399,6 +402,40 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
         }
     };
     Some(wait.min(MAX_RETRY_AFTER))
+}
+
+/// The back-off an error body asks for in Google's way: a `google.rpc.RetryInfo` among the
+/// error's `details`, whose `retryDelay` is a duration such as `30s` or `1.5s` (Gemini,
+/// Vertex AI). Cut to a day like `Retry-After`.
+pub(crate) fn retry_delay(body: &[u8]) -> Option<Duration> {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        error: Error,
+    }
+    #[derive(serde::Deserialize)]
+    struct Error {
+        #[serde(default)]
+        details: Vec<Detail>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Detail {
+        #[serde(rename = "@type", default)]
+        kind: String,
+        #[serde(rename = "retryDelay", default)]
+        retry_delay: Option<String>,
+    }
+    let body: Body = serde_json::from_slice(body).ok()?;
+    let delay = body
+        .error
+        .details
+        .into_iter()
+        .find(|d| d.kind.ends_with("google.rpc.RetryInfo"))?
+        .retry_delay?;
+    let seconds: f64 = delay.trim().strip_suffix('s')?.parse().ok()?;
+    if seconds.is_nan() || seconds < 0.0 {
+        return None;
+    }
+    Duration::try_from_secs_f64(seconds.min(MAX_RETRY_AFTER.as_secs_f64())).ok()
 }
 
 /// When a 429's exhausted limit resets, from OpenAI's and Azure OpenAI's

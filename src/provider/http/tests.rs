@@ -3,7 +3,7 @@ use std::time::{Duration, SystemTime};
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderValue};
 
-use super::classify::{rate_limit_reset, retry_after, truncate};
+use super::classify::{rate_limit_reset, retry_after, retry_delay, truncate};
 use super::detail::ErrorDetail;
 use super::*;
 use crate::config::ProxyUrl;
@@ -87,6 +87,28 @@ fn a_rate_limits_reset_is_read_from_openais_headers() {
             "{bad:?}"
         );
     }
+}
+
+#[test]
+fn googles_retry_info_in_the_body_is_a_retry_after() {
+    let body = |delay: &str| {
+        format!(
+            r#"{{"error":{{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED","details":[{{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[]}},{{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"{delay}"}}]}}}}"#
+        )
+    };
+    assert_eq!(
+        retry_delay(body("30s").as_bytes()),
+        Some(Duration::from_secs(30))
+    );
+    assert_eq!(
+        retry_delay(body("1.5s").as_bytes()),
+        Some(Duration::from_millis(1500))
+    );
+    for bad in ["30", "-1s", "soon", ""] {
+        assert_eq!(retry_delay(body(bad).as_bytes()), None, "{bad:?}");
+    }
+    assert_eq!(retry_delay(br#"{"error":{"code":500}}"#), None);
+    assert_eq!(retry_delay(b"not json"), None);
 }
 
 #[test]
