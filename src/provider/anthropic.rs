@@ -14,6 +14,7 @@
 //! does not know are skipped, as the protocol's versioning policy asks of clients.
 
 mod request;
+mod server_tools;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -23,8 +24,10 @@ use http::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use server_tools::{MAX_UNIT_BYTES, NOTE_INPUT_BYTES, report_server_tools};
+
 use super::exchange::{self, Decoder};
-use super::http::{HttpClients, Upstream, secret_header};
+use super::http::{HttpClients, Upstream, secret_header, truncate as clip};
 use super::sse::SseEvent;
 use super::tally::UsageTally;
 use super::{
@@ -184,21 +187,6 @@ enum BlockState {
         input: String,
     },
     Other,
-}
-
-/// The longest server-tool input a progress note quotes.
-const NOTE_INPUT_BYTES: usize = 256;
-/// Server tool usage units kept from one reply, and the longest name of one.
-const MAX_SERVER_TOOL_UNITS: usize = 8;
-const MAX_UNIT_BYTES: usize = 64;
-
-/// `text` cut to at most `max` bytes, on a character boundary.
-fn clip(text: &str, max: usize) -> &str {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// Turns events into SPI events.
@@ -485,27 +473,6 @@ impl EventDecoder {
             usage.report(UsageUnit::CACHE_WRITE_INPUT_TOKENS, write);
         }
         Ok(())
-    }
-}
-
-/// `usage.server_tool_use`'s counts, each a usage fact in the unit its key names
-/// (`web_search_requests`, ...). Cumulative, like the rest of `message_delta`'s usage. Only
-/// plain lowercase names and whole numbers are kept, and only a few: they name units, which
-/// metrics and pricing key on.
-fn report_server_tools(reported: &Usage, usage: &mut UsageTally) {
-    let Some(counts) = &reported.server_tool_use else {
-        return;
-    };
-    let counts = counts.iter().filter_map(|(name, value)| {
-        let plain = !name.is_empty()
-            && name.len() <= MAX_UNIT_BYTES
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-        Some((name, value.as_u64().filter(|_| plain)?))
-    });
-    for (name, count) in counts.take(MAX_SERVER_TOOL_UNITS) {
-        usage.report(UsageUnit::new(name.clone()), count);
     }
 }
 

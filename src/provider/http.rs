@@ -1,12 +1,14 @@
 //! What the HTTP adapters share: their clients (the TLS set-up) and the provider a call goes to.
 //! How HTTP outcomes (transport errors, statuses, `Retry-After`, errors inside a stream) are
-//! classified into [`ErrorClass`]es lives in [`classify`]: both adapters classify the same
+//! classified into [`ErrorClass`]es lives in [`classify`]: every adapter classifies the same
 //! way, so the rules live there once.
 //!
 //! [`ErrorClass`]: crate::execution::ErrorClass
 
 mod classify;
 mod detail;
+
+pub(super) use classify::truncate;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,0 +1,158 @@
+//! The adapter of a provider as the runtime uses it: which protocol, where, with which
+//! credentials and settings only that adapter reads (`validate/adapter.rs` makes these).
+
+use std::time::Duration;
+
+use super::{ProxyUrl, Secret};
+
+/// The adapter of a provider, with the settings only it uses.
+#[derive(Debug, Clone)]
+pub enum AdapterConfig {
+    /// The built-in deterministic provider.
+    Scripted,
+    /// OpenAI chat completions, or a server that speaks it (vLLM, Ollama, llama.cpp, ...).
+    OpenAi(OpenAiConfig),
+    /// The OpenAI Responses API (`adapter = "openai-responses"`).
+    OpenAiResponses(OpenAiResponsesConfig),
+    /// Azure OpenAI, chat completions or the Responses API (`adapter = "azure-openai"`).
+    AzureOpenAi(AzureOpenAiConfig),
+    /// Google's Gemini API (`adapter = "gemini"`).
+    Gemini(GeminiConfig),
+    /// Anthropic messages.
+    Anthropic(AnthropicConfig),
+}
+
+impl AdapterConfig {
+    /// The adapter's name in the file.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Scripted => "scripted",
+            Self::OpenAi(_) => "openai",
+            Self::OpenAiResponses(_) => "openai-responses",
+            Self::AzureOpenAi(_) => "azure-openai",
+            Self::Gemini(_) => "gemini",
+            Self::Anthropic(_) => "anthropic",
+        }
+    }
+}
+
+/// Where an HTTP adapter sends its requests and how long it waits.
+#[derive(Debug, Clone)]
+pub struct HttpEndpointConfig {
+    /// An http(s) URL without a trailing slash, e.g. `https://api.openai.com/v1`; the adapter
+    /// appends its path (`/chat/completions`, `/messages`).
+    pub base_url: String,
+    /// Timeouts of one attempt; each is also cut to the attempt's remaining time.
+    pub timeouts: TimeoutsConfig,
+    /// An HTTP proxy every request goes through; `None` (the default) connects directly and
+    /// ignores `HTTP_PROXY`/`HTTPS_PROXY` in the environment.
+    pub proxy: Option<ProxyUrl>,
+}
+
+/// `[providers.NAME] timeouts`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeoutsConfig {
+    /// TCP and TLS set-up of a new connection.
+    pub connect: Duration,
+    /// From sending the request to the first byte of the response body.
+    pub first_byte: Duration,
+    /// Longest silence between two pieces of the response body.
+    pub idle: Duration,
+}
+
+/// `adapter = "openai"`.
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// Where to send requests.
+    pub endpoint: HttpEndpointConfig,
+    /// Sent as `Authorization: Bearer`; local compatible servers often need none.
+    pub api_key: Option<Secret>,
+    /// The request field that carries `max_output_tokens`.
+    pub max_tokens_field: MaxTokensField,
+}
+
+/// `adapter = "openai-responses"`.
+#[derive(Debug, Clone)]
+pub struct OpenAiResponsesConfig {
+    /// Where to send requests (`{base_url}/responses`).
+    pub endpoint: HttpEndpointConfig,
+    /// Sent as `Authorization: Bearer`.
+    pub api_key: Option<Secret>,
+}
+
+/// `adapter = "gemini"`.
+#[derive(Debug, Clone)]
+pub struct GeminiConfig {
+    /// Where to send requests (`{base_url}/models/{model}:streamGenerateContent`).
+    pub endpoint: HttpEndpointConfig,
+    /// Sent as `x-goog-api-key`.
+    pub api_key: Secret,
+}
+
+/// `adapter = "azure-openai"`.
+#[derive(Debug, Clone)]
+pub struct AzureOpenAiConfig {
+    /// The resource's endpoint, e.g. `https://my-resource.openai.azure.com`.
+    pub endpoint: HttpEndpointConfig,
+    /// Set: the deployments URL shape with this `api-version` (a model's name is its
+    /// deployment's); unset: the v1 path.
+    pub api_version: Option<String>,
+    /// Which API the deployment is called through.
+    pub api: AzureApi,
+    /// How requests prove who sends them.
+    pub auth: AzureAuth,
+}
+
+/// The API an `azure-openai` provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AzureApi {
+    /// Chat completions (the default).
+    ChatCompletions,
+    /// The Responses API.
+    Responses,
+}
+
+/// An `azure-openai` provider's credentials.
+#[derive(Debug, Clone)]
+pub enum AzureAuth {
+    /// `api_key_env`: sent as `api-key`.
+    ApiKey(Secret),
+    /// `token_env`: an Entra ID token, sent as `Authorization: Bearer`.
+    Token(Secret),
+    /// `token_file`: the same, read from this file and again whenever it changes.
+    TokenFile(std::path::PathBuf),
+}
+
+/// The name under which the `openai` adapter sends the output token limit: OpenAI documents
+/// `max_completion_tokens` (its reasoning models reject `max_tokens`), while some compatible
+/// servers (Ollama) only know `max_tokens` and would ignore the other silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxTokensField {
+    /// `max_completion_tokens` (the default).
+    MaxCompletionTokens,
+    /// `max_tokens`.
+    MaxTokens,
+}
+
+impl MaxTokensField {
+    /// The JSON field name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MaxCompletionTokens => "max_completion_tokens",
+            Self::MaxTokens => "max_tokens",
+        }
+    }
+}
+
+/// `adapter = "anthropic"`.
+#[derive(Debug, Clone)]
+pub struct AnthropicConfig {
+    /// Where to send requests.
+    pub endpoint: HttpEndpointConfig,
+    /// Sent as `x-api-key`.
+    pub api_key: Secret,
+    /// Sent as `anthropic-version`.
+    pub version: String,
+    /// `max_tokens` of a request that sets no `max_output_tokens`: the protocol requires one.
+    pub default_max_output_tokens: u32,
+}
