@@ -21,8 +21,9 @@ use std::time::Duration;
 pub use crate::execution::Delivery;
 
 pub use adapters::{
-    AdapterConfig, AnthropicConfig, AzureApi, AzureAuth, AzureOpenAiConfig, GeminiConfig,
+    AdapterConfig, AnthropicConfig, AzureApi, AzureOpenAiConfig, Credentials, GeminiConfig,
     HttpEndpointConfig, MaxTokensField, OpenAiConfig, OpenAiResponsesConfig, TimeoutsConfig,
+    VertexConfig, VertexPublisher,
 };
 pub use builder::{AbilitySpec, ConfigBuilder, HealthSpec, LimiterSpec, PolicySpec, ProviderSpec};
 pub use health::{HealthConfig, HealthMode, OnAllUnhealthy};

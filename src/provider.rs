@@ -15,6 +15,8 @@ mod responses;
 mod scripted;
 mod sse;
 mod tally;
+mod token_file;
+mod vertex;
 mod wire;
 
 pub use registry::{ProviderInitError, Providers};

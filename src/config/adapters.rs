@@ -18,6 +18,8 @@ pub enum AdapterConfig {
     AzureOpenAi(AzureOpenAiConfig),
     /// Google's Gemini API (`adapter = "gemini"`).
     Gemini(GeminiConfig),
+    /// Vertex AI: Gemini or Anthropic models (`adapter = "vertex"`).
+    Vertex(VertexConfig),
     /// Anthropic messages.
     Anthropic(AnthropicConfig),
 }
@@ -31,6 +33,7 @@ impl AdapterConfig {
             Self::OpenAiResponses(_) => "openai-responses",
             Self::AzureOpenAi(_) => "azure-openai",
             Self::Gemini(_) => "gemini",
+            Self::Vertex(_) => "vertex",
             Self::Anthropic(_) => "anthropic",
         }
     }
@@ -89,6 +92,33 @@ pub struct GeminiConfig {
     pub api_key: Secret,
 }
 
+/// `adapter = "vertex"`.
+#[derive(Debug, Clone)]
+pub struct VertexConfig {
+    /// `https://{location}-aiplatform.googleapis.com/v1` unless `base_url` says otherwise.
+    pub endpoint: HttpEndpointConfig,
+    /// The Google Cloud project.
+    pub project: String,
+    /// Its region, e.g. `us-central1`.
+    pub location: String,
+    /// Whose models the provider serves.
+    pub publisher: VertexPublisher,
+    /// A bearer token: from a variable (`Token`) or a file read again when it changes
+    /// (never `ApiKey`: Vertex AI takes none).
+    pub auth: Credentials,
+    /// Anthropic models: `max_tokens` of a request that sets none.
+    pub default_max_output_tokens: u32,
+}
+
+/// Whose models a `vertex` provider serves, and so which protocol it speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VertexPublisher {
+    /// Gemini models (`publishers/google`), the Gemini API's request and stream.
+    Google,
+    /// Claude models (`publishers/anthropic`), Anthropic's messages through `streamRawPredict`.
+    Anthropic,
+}
+
 /// `adapter = "azure-openai"`.
 #[derive(Debug, Clone)]
 pub struct AzureOpenAiConfig {
@@ -100,7 +130,7 @@ pub struct AzureOpenAiConfig {
     /// Which API the deployment is called through.
     pub api: AzureApi,
     /// How requests prove who sends them.
-    pub auth: AzureAuth,
+    pub auth: Credentials,
 }
 
 /// The API an `azure-openai` provider speaks.
@@ -112,9 +142,9 @@ pub enum AzureApi {
     Responses,
 }
 
-/// An `azure-openai` provider's credentials.
+/// How a provider that takes more than a key proves who calls it (`azure-openai`, `vertex`).
 #[derive(Debug, Clone)]
-pub enum AzureAuth {
+pub enum Credentials {
     /// `api_key_env`: sent as `api-key`.
     ApiKey(Secret),
     /// `token_env`: an Entra ID token, sent as `Authorization: Bearer`.

@@ -330,6 +330,14 @@ impl ProviderSpec {
         self
     }
 
+    /// `project`, `location` and `publisher` (`vertex`).
+    pub fn vertex(mut self, project: &str, location: &str, publisher: &str) -> Self {
+        self.0.project = Some(project.to_owned());
+        self.0.location = Some(location.to_owned());
+        self.0.publisher = Some(publisher.to_owned());
+        self
+    }
+
     /// `token_env` (`azure-openai`: a bearer token from this variable).
     pub fn token_env(mut self, variable: &str) -> Self {
         self.0.token_env = Some(variable.to_owned());

@@ -43,6 +43,10 @@ pub(super) fn effective(mut raw: RawConfig, config: &Config) -> String {
                 provider.timeouts = Some(timeouts(openai.endpoint.timeouts));
                 provider.max_tokens_field = Some(openai.max_tokens_field.as_str().to_owned());
             }
+            AdapterConfig::Vertex(vertex) => {
+                provider.proxy = vertex.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
+                provider.timeouts = Some(timeouts(vertex.endpoint.timeouts));
+            }
             AdapterConfig::Gemini(gemini) => {
                 provider.proxy = gemini.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
                 provider.timeouts = Some(timeouts(gemini.endpoint.timeouts));

@@ -184,6 +184,13 @@ pub(super) struct RawProvider {
     /// ... or from this file, read again whenever it changes (workload identity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_file: Option<String>,
+    /// `vertex`: the Google Cloud project, its region, and the models' publisher.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publisher: Option<String>,
     pub default_max_output_tokens: Option<u32>,
     pub max_tokens_field: Option<String>,
     pub proxy: Option<String>,
@@ -283,6 +290,9 @@ impl RawProvider {
             api: None,
             token_env: None,
             token_file: None,
+            project: None,
+            location: None,
+            publisher: None,
             default_max_output_tokens: None,
             max_tokens_field: None,
             proxy: None,

@@ -13,7 +13,7 @@
 //! text. Block kinds it does not know are skipped with a progress note, and event types it
 //! does not know are skipped, as the protocol's versioning policy asks of clients.
 
-mod request;
+pub(super) mod request;
 mod server_tools;
 
 use std::borrow::Cow;

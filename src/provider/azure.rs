@@ -16,20 +16,19 @@
 //!   `content_filter`) is `content_filtered`, as `docs/providers.md` says.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::sync::Arc;
 
-use http::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use http::header::{AUTHORIZATION, HeaderMap};
 
 use super::exchange;
 use super::http::{HttpClients, Upstream, secret_header};
 use super::openai::ChunkDecoder;
 use super::responses::ResponseDecoder;
+use super::token_file::{TokenFile, authorized};
 use super::{
     Provider, ProviderCall, ProviderError, ProviderInitError, ProviderStream, plain_stream,
 };
-use crate::config::{AzureApi, AzureAuth, AzureOpenAiConfig, MaxTokensField, ModelConfig};
+use crate::config::{AzureApi, AzureOpenAiConfig, Credentials, MaxTokensField, ModelConfig};
 use crate::execution::AttemptCode;
 
 /// An Azure OpenAI resource.
@@ -60,16 +59,16 @@ impl AzureProvider {
     ) -> Result<Self, ProviderInitError> {
         let mut headers = HeaderMap::new();
         let (secret, token_file) = match &config.auth {
-            AzureAuth::ApiKey(key) => {
+            Credentials::ApiKey(key) => {
                 headers.insert("api-key", secret_header(&name, key.expose())?);
                 (Some(key.clone()), None)
             }
-            AzureAuth::Token(token) => {
+            Credentials::Token(token) => {
                 let bearer = format!("Bearer {}", token.expose());
                 headers.insert(AUTHORIZATION, secret_header(&name, &bearer)?);
                 (Some(token.clone()), None)
             }
-            AzureAuth::TokenFile(path) => (None, Some(TokenFile::new(path.clone()))),
+            Credentials::TokenFile(path) => (None, Some(TokenFile::new(path.clone()))),
         };
         let upstream = |path: &str, clients: &mut HttpClients| {
             let client = clients.client(&name, &config.endpoint, path, max_concurrency)?;
@@ -124,12 +123,7 @@ impl AzureProvider {
                 )
             })?,
         };
-        let mut upstream = upstream.clone();
-        if let Some(file) = &self.token_file {
-            let bearer = file.bearer(&upstream)?;
-            upstream.headers.insert(AUTHORIZATION, bearer);
-        }
-        Ok(upstream)
+        authorized(self.token_file.as_ref(), upstream)
     }
 }
 
@@ -153,60 +147,5 @@ impl Provider for AzureProvider {
                 exchange::post(&upstream, body, &call, ResponseDecoder::default())
             }
         }
-    }
-}
-
-/// A bearer token kept in a file that something else rotates: read again whenever the file
-/// changes, never logged.
-#[derive(Debug)]
-struct TokenFile {
-    path: PathBuf,
-    /// The file's modification time and length when last read, and the header it gave.
-    read: Mutex<Option<(SystemTime, u64, HeaderValue)>>,
-}
-
-impl TokenFile {
-    fn new(path: PathBuf) -> Self {
-        Self {
-            path,
-            read: Mutex::new(None),
-        }
-    }
-
-    /// `Authorization: Bearer <the file's token>`, read again if the file changed. A file
-    /// that cannot be read fails the attempt before anything is sent: the credentials are
-    /// this target's problem, and another target may serve the request.
-    fn bearer(&self, upstream: &Upstream) -> Result<HeaderValue, ProviderError> {
-        let unreadable = |why: &str| {
-            ProviderError::rejected(
-                AttemptCode::Unauthorized,
-                format!("{}: the token file {why}", upstream.label()),
-            )
-        };
-        let meta = std::fs::metadata(&self.path).map_err(|_| unreadable("cannot be read"))?;
-        let stamp = (
-            meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            meta.len(),
-        );
-        let mut read = self
-            .read
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((modified, len, header)) = &*read
-            && (*modified, *len) == stamp
-        {
-            return Ok(header.clone());
-        }
-        let token =
-            std::fs::read_to_string(&self.path).map_err(|_| unreadable("cannot be read"))?;
-        let token = token.trim();
-        if token.is_empty() {
-            return Err(unreadable("is empty"));
-        }
-        let mut header = HeaderValue::from_str(&format!("Bearer {token}"))
-            .map_err(|_| unreadable("holds characters a header cannot"))?;
-        header.set_sensitive(true);
-        *read = Some((stamp.0, stamp.1, header.clone()));
-        Ok(header)
     }
 }

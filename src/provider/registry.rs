@@ -11,6 +11,7 @@ use super::http::HttpClients;
 use super::openai::OpenAiProvider;
 use super::responses::ResponsesProvider;
 use super::scripted::ScriptedProvider;
+use super::vertex::VertexProvider;
 use crate::config::{AdapterConfig, Config, ProviderConfig};
 
 /// A provider's adapter could not be built at start-up.
@@ -79,6 +80,13 @@ fn adapter(
         AdapterConfig::OpenAi(openai) => Arc::new(OpenAiProvider::new(
             config.name.clone(),
             openai,
+            clients,
+            config.max_concurrency,
+        )?),
+        AdapterConfig::Vertex(vertex) => Arc::new(VertexProvider::new(
+            config.name.clone(),
+            vertex,
+            &config.models,
             clients,
             config.max_concurrency,
         )?),

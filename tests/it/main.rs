@@ -67,4 +67,5 @@ mod stream_idle;
 mod time_limits;
 mod traces;
 mod usage_export;
+mod vertex_adapter;
 mod watch_resume;

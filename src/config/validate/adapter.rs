@@ -3,9 +3,9 @@
 use super::{Env, invalid, variable};
 use crate::config::raw::RawProvider;
 use crate::config::{
-    AdapterConfig, AnthropicConfig, AzureApi, AzureAuth, AzureOpenAiConfig, ConfigError,
+    AdapterConfig, AnthropicConfig, AzureApi, AzureOpenAiConfig, ConfigError, Credentials,
     GeminiConfig, HttpEndpointConfig, MaxTokensField, OpenAiConfig, OpenAiResponsesConfig,
-    ProxyUrl, Secret, TimeoutsConfig,
+    ProxyUrl, Secret, TimeoutsConfig, VertexConfig, VertexPublisher,
 };
 
 /// The `anthropic-version` header when the file sets none: the current version of the
@@ -26,13 +26,19 @@ pub(super) fn adapter(
     let kind = raw.adapter.as_str();
     if !matches!(
         kind,
-        "scripted" | "openai" | "openai-responses" | "azure-openai" | "anthropic" | "gemini"
+        "scripted"
+            | "openai"
+            | "openai-responses"
+            | "azure-openai"
+            | "anthropic"
+            | "gemini"
+            | "vertex"
     ) {
         return Err(invalid(
             format!("{key}.adapter"),
             format!(
                 "unknown adapter `{kind}`; expected `openai`, `openai-responses`, \
-                 `azure-openai`, `anthropic`, `gemini` or `scripted`"
+                 `azure-openai`, `anthropic`, `gemini`, `vertex` or `scripted`"
             ),
         ));
     }
@@ -48,6 +54,7 @@ pub(super) fn adapter(
         }
         "anthropic" => anthropic(key, raw, timeouts, env),
         "azure-openai" => azure(key, raw, timeouts, env),
+        "vertex" => vertex(key, raw, timeouts, env),
         "gemini" => {
             let Some(var) = raw.api_key_env.as_deref() else {
                 return Err(invalid(
@@ -72,8 +79,11 @@ fn applicable(key: &str, raw: &RawProvider, kind: &str) -> Result<(), ConfigErro
         "azure-openai",
         "anthropic",
         "gemini",
+        "vertex",
     ][..];
     let azure = &["azure-openai"][..];
+    let vertex = &["vertex"][..];
+    let bearer = &["azure-openai", "vertex"][..];
     for (field, present, used_by) in [
         ("base_url", raw.base_url.is_some(), http),
         ("api_key_env", raw.api_key_env.is_some(), http),
@@ -92,12 +102,15 @@ fn applicable(key: &str, raw: &RawProvider, kind: &str) -> Result<(), ConfigErro
         ),
         ("api_version", raw.api_version.is_some(), azure),
         ("api", raw.api.is_some(), azure),
-        ("token_env", raw.token_env.is_some(), azure),
-        ("token_file", raw.token_file.is_some(), azure),
+        ("token_env", raw.token_env.is_some(), bearer),
+        ("token_file", raw.token_file.is_some(), bearer),
+        ("project", raw.project.is_some(), vertex),
+        ("location", raw.location.is_some(), vertex),
+        ("publisher", raw.publisher.is_some(), vertex),
         (
             "default_max_output_tokens",
             raw.default_max_output_tokens.is_some(),
-            &["anthropic"][..],
+            &["anthropic", "vertex"][..],
         ),
     ] {
         if present && !used_by.contains(&kind) {
@@ -166,12 +179,12 @@ fn azure(
     }
     let auth = match (&raw.api_key_env, &raw.token_env, &raw.token_file) {
         (Some(var), None, None) => {
-            AzureAuth::ApiKey(api_key(&format!("{key}.api_key_env"), var, env)?)
+            Credentials::ApiKey(api_key(&format!("{key}.api_key_env"), var, env)?)
         }
         (None, Some(var), None) => {
-            AzureAuth::Token(api_key(&format!("{key}.token_env"), var, env)?)
+            Credentials::Token(api_key(&format!("{key}.token_env"), var, env)?)
         }
-        (None, None, Some(path)) if !path.is_empty() => AzureAuth::TokenFile(path.into()),
+        (None, None, Some(path)) if !path.is_empty() => Credentials::TokenFile(path.into()),
         _ => {
             return Err(invalid(
                 format!("{key}.api_key_env"),
@@ -185,6 +198,79 @@ fn azure(
         api_version: raw.api_version.clone(),
         api,
         auth,
+    }))
+}
+
+/// `adapter = "vertex"`: the project, region and publisher, and a bearer token.
+fn vertex(
+    key: &str,
+    raw: &RawProvider,
+    timeouts: TimeoutsConfig,
+    env: Env<'_>,
+) -> Result<AdapterConfig, ConfigError> {
+    let name = |field: &str, value: Option<&String>| match value {
+        Some(v)
+            if !v.is_empty()
+                && v.len() <= 63
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') =>
+        {
+            Ok(v.clone())
+        }
+        Some(_) => Err(invalid(
+            format!("{key}.{field}"),
+            "must be 1 to 63 letters, digits, `-` or `_`",
+        )),
+        None => Err(invalid(
+            format!("{key}.{field}"),
+            "is required for the `vertex` adapter",
+        )),
+    };
+    let project = name("project", raw.project.as_ref())?;
+    let location = name("location", raw.location.as_ref())?;
+    let publisher = match raw.publisher.as_deref() {
+        None | Some("google") => VertexPublisher::Google,
+        Some("anthropic") => VertexPublisher::Anthropic,
+        Some(other) => {
+            return Err(invalid(
+                format!("{key}.publisher"),
+                format!("unknown publisher `{other}`; expected `google` or `anthropic`"),
+            ));
+        }
+    };
+    let auth = match (&raw.api_key_env, &raw.token_env, &raw.token_file) {
+        (None, Some(var), None) => {
+            Credentials::Token(api_key(&format!("{key}.token_env"), var, env)?)
+        }
+        (None, None, Some(path)) if !path.is_empty() => Credentials::TokenFile(path.into()),
+        _ => {
+            return Err(invalid(
+                format!("{key}.token_env"),
+                "the `vertex` adapter needs exactly one of `token_env` or `token_file` (an \
+                 OAuth access token; `api_key_env` does not apply)",
+            ));
+        }
+    };
+    let max_output = raw
+        .default_max_output_tokens
+        .unwrap_or(ANTHROPIC_DEFAULT_MAX_OUTPUT_TOKENS);
+    if max_output == 0 {
+        return Err(invalid(
+            format!("{key}.default_max_output_tokens"),
+            "must be at least 1",
+        ));
+    }
+    let mut with_url = raw.clone();
+    with_url
+        .base_url
+        .get_or_insert_with(|| format!("https://{location}-aiplatform.googleapis.com/v1"));
+    Ok(AdapterConfig::Vertex(VertexConfig {
+        endpoint: endpoint(key, &with_url, timeouts)?,
+        project,
+        location,
+        publisher,
+        auth,
+        default_max_output_tokens: max_output,
     }))
 }
 

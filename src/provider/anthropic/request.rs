@@ -15,7 +15,7 @@ use crate::provider::wire::{encode, image_data, json_object, number, unsupported
 
 /// The body of a streaming request for `model`; `default_max_tokens` when the input sets no
 /// limit.
-pub(super) fn body(
+pub(in crate::provider) fn body(
     model: &str,
     input: &ExecutionInput,
     default_max_tokens: u32,

@@ -13,7 +13,7 @@ use crate::provider::ProviderError;
 use crate::provider::wire::{encode, image_data, invalid, json_object, number, unsupported};
 
 /// The body of a streaming request (the model is in the URL).
-pub(super) fn body(input: &ExecutionInput) -> Result<Vec<u8>, ProviderError> {
+pub(in crate::provider) fn body(input: &ExecutionInput) -> Result<Vec<u8>, ProviderError> {
     let mut body = Map::new();
     let mut system = Vec::new();
     let mut contents = Vec::with_capacity(input.messages.len());

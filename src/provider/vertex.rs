@@ -1,0 +1,143 @@
+//! The `vertex` adapter: Vertex AI, Google Cloud's model endpoints, with an OAuth access token.
+//!
+//! - **Gemini models** (`publisher = "google"`): the Gemini API's request and stream
+//!   (`gemini.rs`) at
+//!   `{base_url}/projects/{project}/locations/{location}/publishers/google/models/{model}:streamGenerateContent?alt=sse`.
+//! - **Claude models** (`publisher = "anthropic"`): Anthropic's messages request and stream
+//!   (`anthropic.rs`) at `.../publishers/anthropic/models/{model}:streamRawPredict`, the body
+//!   without `model` (it is in the path) and with `anthropic_version: "vertex-2023-10-16"`.
+//! - **Credentials**: `Authorization: Bearer` with an access token from `token_env`, or from
+//!   `token_file`, read again whenever it changes (a sidecar or workload identity keeps it
+//!   fresh). The runtime does not mint tokens itself: a service-account key's JWT grant is not
+//!   in this adapter yet.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use http::header::{AUTHORIZATION, HeaderMap};
+use serde_json::Value;
+
+use super::anthropic::EventDecoder;
+use super::exchange;
+use super::gemini::ChunkDecoder;
+use super::http::{HttpClients, Upstream, secret_header};
+use super::token_file::{TokenFile, authorized};
+use super::{
+    Provider, ProviderCall, ProviderError, ProviderInitError, ProviderStream, plain_stream,
+};
+use crate::config::{Credentials, ModelConfig, VertexConfig, VertexPublisher};
+use crate::execution::AttemptCode;
+
+/// The `anthropic_version` Vertex AI's Claude models take in the body.
+const ANTHROPIC_VERTEX_VERSION: &str = "vertex-2023-10-16";
+
+/// A Vertex AI publisher's models in one project and region.
+#[derive(Debug)]
+pub(super) struct VertexProvider {
+    publisher: VertexPublisher,
+    /// By model: the model is in the path.
+    upstreams: HashMap<Arc<str>, Upstream>,
+    token_file: Option<TokenFile>,
+    default_max_tokens: u32,
+}
+
+impl VertexProvider {
+    /// The adapter of provider `name` serving `models`, with clients from `clients` keeping up
+    /// to `max_concurrency` idle connections each.
+    pub(super) fn new(
+        name: Arc<str>,
+        config: &VertexConfig,
+        models: &[ModelConfig],
+        clients: &mut HttpClients,
+        max_concurrency: u32,
+    ) -> Result<Self, ProviderInitError> {
+        let mut headers = HeaderMap::new();
+        let (secret, token_file) = match &config.auth {
+            Credentials::Token(token) | Credentials::ApiKey(token) => {
+                let bearer = format!("Bearer {}", token.expose());
+                headers.insert(AUTHORIZATION, secret_header(&name, &bearer)?);
+                (Some(token.clone()), None)
+            }
+            Credentials::TokenFile(path) => (None, Some(TokenFile::new(path.clone()))),
+        };
+        let (publisher, method) = match config.publisher {
+            VertexPublisher::Google => ("google", "streamGenerateContent?alt=sse"),
+            VertexPublisher::Anthropic => ("anthropic", "streamRawPredict"),
+        };
+        let mut upstreams = HashMap::new();
+        for model in models {
+            let path = format!(
+                "/projects/{}/locations/{}/publishers/{publisher}/models/{}:{method}",
+                config.project, config.location, model.name
+            );
+            let client = clients.client(&name, &config.endpoint, &path, max_concurrency)?;
+            upstreams.insert(
+                model.name.clone(),
+                Upstream {
+                    name: name.clone(),
+                    adapter: "vertex",
+                    client,
+                    timeouts: config.endpoint.timeouts,
+                    secret: secret.clone(),
+                    headers: headers.clone(),
+                    call: None,
+                },
+            );
+        }
+        Ok(Self {
+            publisher: config.publisher,
+            upstreams,
+            token_file,
+            default_max_tokens: config.default_max_output_tokens,
+        })
+    }
+
+    /// Where a call for `model` goes, with the credentials it carries now.
+    fn upstream(&self, model: &str) -> Result<Upstream, ProviderError> {
+        let upstream = self.upstreams.get(model).ok_or_else(|| {
+            ProviderError::rejected(
+                AttemptCode::ModelNotFound,
+                format!("the vertex provider has no model `{model}`"),
+            )
+        })?;
+        authorized(self.token_file.as_ref(), upstream)
+    }
+}
+
+impl Provider for VertexProvider {
+    fn call(&self, call: ProviderCall) -> ProviderStream {
+        let upstream = match self.upstream(&call.model) {
+            Ok(upstream) => upstream,
+            Err(error) => return plain_stream(futures_util::stream::iter([Err(error)])),
+        };
+        match self.publisher {
+            VertexPublisher::Google => {
+                let body = super::gemini::request::body(&call.input);
+                exchange::post(&upstream, body, &call, ChunkDecoder::default())
+            }
+            VertexPublisher::Anthropic => {
+                let body = super::anthropic::request::body(
+                    &call.model,
+                    &call.input,
+                    self.default_max_tokens,
+                )
+                .and_then(for_vertex);
+                exchange::post(&upstream, body, &call, EventDecoder::default())
+            }
+        }
+    }
+}
+
+/// An Anthropic messages body as Vertex AI takes it: no `model`, its own `anthropic_version`.
+fn for_vertex(body: Vec<u8>) -> Result<Vec<u8>, ProviderError> {
+    let mut object: serde_json::Map<String, Value> =
+        serde_json::from_slice(&body).map_err(|_| {
+            ProviderError::invalid(
+                AttemptCode::Internal,
+                "the request body is not a JSON object",
+            )
+        })?;
+    object.remove("model");
+    object.insert("anthropic_version".into(), ANTHROPIC_VERTEX_VERSION.into());
+    super::wire::encode(object)
+}
