@@ -18,17 +18,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use http::header::{AUTHORIZATION, HeaderMap};
-
 use super::exchange;
-use super::http::{HttpClients, Upstream, secret_header};
+use super::http::{HttpClients, Upstream};
 use super::openai::ChunkDecoder;
 use super::responses::ResponseDecoder;
-use super::token_file::{TokenFile, authorized};
+use super::token_file::{Auth, TokenFile, authorized};
 use super::{
     Provider, ProviderCall, ProviderError, ProviderInitError, ProviderStream, plain_stream,
 };
-use crate::config::{AzureApi, AzureOpenAiConfig, Credentials, MaxTokensField, ModelConfig};
+use crate::config::{AzureApi, AzureOpenAiConfig, MaxTokensField, ModelConfig};
 use crate::execution::AttemptCode;
 
 /// An Azure OpenAI resource.
@@ -57,19 +55,7 @@ impl AzureProvider {
         clients: &mut HttpClients,
         max_concurrency: u32,
     ) -> Result<Self, ProviderInitError> {
-        let mut headers = HeaderMap::new();
-        let (secret, token_file) = match &config.auth {
-            Credentials::ApiKey(key) => {
-                headers.insert("api-key", secret_header(&name, key.expose())?);
-                (Some(key.clone()), None)
-            }
-            Credentials::Token(token) => {
-                let bearer = format!("Bearer {}", token.expose());
-                headers.insert(AUTHORIZATION, secret_header(&name, &bearer)?);
-                (Some(token.clone()), None)
-            }
-            Credentials::TokenFile(path) => (None, Some(TokenFile::new(path.clone()))),
-        };
+        let auth = Auth::new(&name, &config.auth)?;
         let upstream = |path: &str, clients: &mut HttpClients| {
             let client = clients.client(&name, &config.endpoint, path, max_concurrency)?;
             Ok::<_, ProviderInitError>(Upstream {
@@ -77,8 +63,8 @@ impl AzureProvider {
                 adapter: "azure-openai",
                 client,
                 timeouts: config.endpoint.timeouts,
-                secret: secret.clone(),
-                headers: headers.clone(),
+                secret: auth.secret.clone(),
+                headers: auth.headers.clone(),
                 call: None,
             })
         };
@@ -108,7 +94,7 @@ impl AzureProvider {
         Ok(Self {
             api: config.api,
             upstreams,
-            token_file,
+            token_file: auth.file,
         })
     }
 

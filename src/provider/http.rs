@@ -170,5 +170,10 @@ pub(crate) fn secret_header(name: &str, value: &str) -> Result<HeaderValue, Prov
     Ok(header)
 }
 
+/// `Authorization: Bearer <token>`, marked sensitive.
+pub(crate) fn bearer_header(name: &str, token: &Secret) -> Result<HeaderValue, ProviderInitError> {
+    secret_header(name, &format!("Bearer {}", token.expose()))
+}
+
 #[cfg(test)]
 mod tests;

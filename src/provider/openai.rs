@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 use content::{Content, filtered, parts_out};
 
 use super::exchange::{self, Decoder};
-use super::http::{HttpClients, Upstream, secret_header};
+use super::http::{HttpClients, Upstream, bearer_header};
 use super::sse::SseEvent;
 use super::tally::UsageTally;
 use super::{
@@ -53,8 +53,7 @@ impl OpenAiProvider {
         let mut headers = HeaderMap::new();
         // Servers that need no key get no Authorization header at all.
         if let Some(key) = &config.api_key {
-            let value = secret_header(&name, &format!("Bearer {}", key.expose()))?;
-            headers.insert(AUTHORIZATION, value);
+            headers.insert(AUTHORIZATION, bearer_header(&name, key)?);
         }
         Ok(Self {
             upstream: Upstream {

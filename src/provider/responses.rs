@@ -30,7 +30,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::exchange::{self, Decoder};
-use super::http::{HttpClients, Upstream, secret_header};
+use super::http::{HttpClients, Upstream, bearer_header};
 use super::sse::SseEvent;
 use super::tally::UsageTally;
 use super::{
@@ -57,8 +57,7 @@ impl ResponsesProvider {
         let client = clients.client(&name, &config.endpoint, "/responses", max_concurrency)?;
         let mut headers = HeaderMap::new();
         if let Some(key) = &config.api_key {
-            let value = secret_header(&name, &format!("Bearer {}", key.expose()))?;
-            headers.insert(AUTHORIZATION, value);
+            headers.insert(AUTHORIZATION, bearer_header(&name, key)?);
         }
         Ok(Self {
             upstream: Upstream {

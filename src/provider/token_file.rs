@@ -1,16 +1,52 @@
-//! A bearer token kept in a file that something else rotates (Kubernetes workload identity,
-//! a sidecar): read again whenever the file changes, never logged. Azure OpenAI's and Vertex
-//! AI's `token_file`.
+//! The credentials of the providers that take more than a key (Azure OpenAI, Vertex AI), as
+//! request headers: an `api-key`, a bearer token, or a bearer token kept in a file that
+//! something else rotates (Kubernetes workload identity, a sidecar), read again whenever the
+//! file changes, never logged.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use http::header::{AUTHORIZATION, HeaderValue};
+use http::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 
-use super::ProviderError;
-use super::http::Upstream;
+use super::http::{Upstream, bearer_header, secret_header};
+use super::{ProviderError, ProviderInitError};
+use crate::config::{Credentials, Secret};
 use crate::execution::AttemptCode;
+
+/// What `Credentials` put on a provider's requests.
+#[derive(Debug)]
+pub(super) struct Auth {
+    /// Headers every request carries.
+    pub headers: HeaderMap,
+    /// The key or token, to blank out wherever upstream text is quoted.
+    pub secret: Option<Secret>,
+    /// A token to read per call.
+    pub file: Option<TokenFile>,
+}
+
+impl Auth {
+    /// The headers and the token file `credentials` give provider `name`'s requests.
+    pub(super) fn new(name: &str, credentials: &Credentials) -> Result<Self, ProviderInitError> {
+        let mut headers = HeaderMap::new();
+        let (secret, file) = match credentials {
+            Credentials::ApiKey(key) => {
+                headers.insert("api-key", secret_header(name, key.expose())?);
+                (Some(key.clone()), None)
+            }
+            Credentials::Token(token) => {
+                headers.insert(AUTHORIZATION, bearer_header(name, token)?);
+                (Some(token.clone()), None)
+            }
+            Credentials::TokenFile(path) => (None, Some(TokenFile::new(path.clone()))),
+        };
+        Ok(Self {
+            headers,
+            secret,
+            file,
+        })
+    }
+}
 
 /// A bearer token kept in a file that something else rotates: read again whenever the file
 /// changes, never logged.
@@ -22,7 +58,7 @@ pub(super) struct TokenFile {
 }
 
 impl TokenFile {
-    pub(super) fn new(path: PathBuf) -> Self {
+    fn new(path: PathBuf) -> Self {
         Self {
             path,
             read: Mutex::new(None),

@@ -14,18 +14,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use http::header::{AUTHORIZATION, HeaderMap};
-use serde_json::Value;
-
 use super::anthropic::EventDecoder;
 use super::exchange;
 use super::gemini::ChunkDecoder;
-use super::http::{HttpClients, Upstream, secret_header};
-use super::token_file::{TokenFile, authorized};
+use super::http::{HttpClients, Upstream};
+use super::token_file::{Auth, TokenFile, authorized};
 use super::{
     Provider, ProviderCall, ProviderError, ProviderInitError, ProviderStream, plain_stream,
 };
-use crate::config::{Credentials, ModelConfig, VertexConfig, VertexPublisher};
+use crate::config::{ModelConfig, VertexConfig, VertexPublisher};
 use crate::execution::AttemptCode;
 
 /// The `anthropic_version` Vertex AI's Claude models take in the body.
@@ -51,15 +48,7 @@ impl VertexProvider {
         clients: &mut HttpClients,
         max_concurrency: u32,
     ) -> Result<Self, ProviderInitError> {
-        let mut headers = HeaderMap::new();
-        let (secret, token_file) = match &config.auth {
-            Credentials::Token(token) | Credentials::ApiKey(token) => {
-                let bearer = format!("Bearer {}", token.expose());
-                headers.insert(AUTHORIZATION, secret_header(&name, &bearer)?);
-                (Some(token.clone()), None)
-            }
-            Credentials::TokenFile(path) => (None, Some(TokenFile::new(path.clone()))),
-        };
+        let auth = Auth::new(&name, &config.auth)?;
         let (publisher, method) = match config.publisher {
             VertexPublisher::Google => ("google", "streamGenerateContent?alt=sse"),
             VertexPublisher::Anthropic => ("anthropic", "streamRawPredict"),
@@ -78,8 +67,8 @@ impl VertexProvider {
                     adapter: "vertex",
                     client,
                     timeouts: config.endpoint.timeouts,
-                    secret: secret.clone(),
-                    headers: headers.clone(),
+                    secret: auth.secret.clone(),
+                    headers: auth.headers.clone(),
                     call: None,
                 },
             );
@@ -87,7 +76,7 @@ impl VertexProvider {
         Ok(Self {
             publisher: config.publisher,
             upstreams,
-            token_file,
+            token_file: auth.file,
             default_max_tokens: config.default_max_output_tokens,
         })
     }
@@ -116,28 +105,13 @@ impl Provider for VertexProvider {
                 exchange::post(&upstream, body, &call, ChunkDecoder::default())
             }
             VertexPublisher::Anthropic => {
-                let body = super::anthropic::request::body(
-                    &call.model,
-                    &call.input,
-                    self.default_max_tokens,
-                )
-                .and_then(for_vertex);
+                let body = super::anthropic::request::fields(&call.input, self.default_max_tokens)
+                    .and_then(|mut body| {
+                        body.insert("anthropic_version".into(), ANTHROPIC_VERTEX_VERSION.into());
+                        super::wire::encode(body)
+                    });
                 exchange::post(&upstream, body, &call, EventDecoder::default())
             }
         }
     }
-}
-
-/// An Anthropic messages body as Vertex AI takes it: no `model`, its own `anthropic_version`.
-fn for_vertex(body: Vec<u8>) -> Result<Vec<u8>, ProviderError> {
-    let mut object: serde_json::Map<String, Value> =
-        serde_json::from_slice(&body).map_err(|_| {
-            ProviderError::invalid(
-                AttemptCode::Internal,
-                "the request body is not a JSON object",
-            )
-        })?;
-    object.remove("model");
-    object.insert("anthropic_version".into(), ANTHROPIC_VERTEX_VERSION.into());
-    super::wire::encode(object)
 }

@@ -11,7 +11,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use super::ProviderError;
-use crate::execution::{AttemptCode, Image};
+use crate::execution::{AttemptCode, Image, ToolDefinition};
 
 /// The request field `field` cannot be sent to any target, because `reason`.
 pub(crate) fn invalid(field: impl Display, reason: impl Display) -> ProviderError {
@@ -58,6 +58,39 @@ pub(crate) fn image_data<'a>(
     }
     let data = base64::engine::general_purpose::STANDARD.encode(&image.data);
     Ok((&image.media_type, data))
+}
+
+/// An image as a URL: its own, or its inline bytes as a `data:` URL (the media type is
+/// required with them).
+pub(crate) fn image_url(field: &str, image: &Image) -> Result<String, ProviderError> {
+    if !image.url.is_empty() {
+        return Ok(image.url.clone());
+    }
+    let (media_type, data) = image_data(field, image)?;
+    Ok(format!("data:{media_type};base64,{data}"))
+}
+
+/// The `tools[index]` the caller defined as a function declaration: its `name`, its
+/// `description` if any, and its parameters' schema under `schema` (left out when the caller
+/// gave none). Each protocol wraps it in its own way.
+pub(crate) fn function(
+    index: usize,
+    tool: &ToolDefinition,
+    schema: &str,
+) -> Result<Map<String, Value>, ProviderError> {
+    let mut function = Map::new();
+    function.insert("name".into(), tool.name.clone().into());
+    if !tool.description.is_empty() {
+        function.insert("description".into(), tool.description.clone().into());
+    }
+    if !tool.parameters_json_schema.is_empty() {
+        let field = format!("input.tools[{index}].parameters_json_schema");
+        function.insert(
+            schema.into(),
+            json_object(&field, &tool.parameters_json_schema)?,
+        );
+    }
+    Ok(function)
 }
 
 /// The request body's bytes.

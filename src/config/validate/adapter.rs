@@ -149,6 +149,28 @@ fn openai(
     }))
 }
 
+/// The one credential `raw` names: an `api-key` from `api_key_env` (where `with_api_key`),
+/// or a bearer token from `token_env` or `token_file`; `None` when it names none, or more
+/// than one; `Some(Err)` when its variable is not set.
+fn credentials(
+    key: &str,
+    raw: &RawProvider,
+    env: Env<'_>,
+    with_api_key: bool,
+) -> Option<Result<Credentials, ConfigError>> {
+    let from = |field: &str, var: &str| api_key(&format!("{key}.{field}"), var, env);
+    match (&raw.api_key_env, &raw.token_env, &raw.token_file) {
+        (Some(var), None, None) if with_api_key => {
+            Some(from("api_key_env", var).map(Credentials::ApiKey))
+        }
+        (None, Some(var), None) => Some(from("token_env", var).map(Credentials::Token)),
+        (None, None, Some(path)) if !path.is_empty() => {
+            Some(Ok(Credentials::TokenFile(path.into())))
+        }
+        _ => None,
+    }
+}
+
 /// `adapter = "azure-openai"`: where, which API, and exactly one way to authenticate.
 fn azure(
     key: &str,
@@ -177,22 +199,13 @@ fn azure(
             "must be a version like `2024-10-21` (letters, digits, `-` and `.`)",
         ));
     }
-    let auth = match (&raw.api_key_env, &raw.token_env, &raw.token_file) {
-        (Some(var), None, None) => {
-            Credentials::ApiKey(api_key(&format!("{key}.api_key_env"), var, env)?)
-        }
-        (None, Some(var), None) => {
-            Credentials::Token(api_key(&format!("{key}.token_env"), var, env)?)
-        }
-        (None, None, Some(path)) if !path.is_empty() => Credentials::TokenFile(path.into()),
-        _ => {
-            return Err(invalid(
-                format!("{key}.api_key_env"),
-                "the `azure-openai` adapter needs exactly one of `api_key_env` (an `api-key`), \
-                 `token_env` or `token_file` (an Entra ID bearer token)",
-            ));
-        }
-    };
+    let auth = credentials(key, raw, env, true).ok_or_else(|| {
+        invalid(
+            format!("{key}.api_key_env"),
+            "the `azure-openai` adapter needs exactly one of `api_key_env` (an `api-key`), \
+             `token_env` or `token_file` (an Entra ID bearer token)",
+        )
+    })??;
     Ok(AdapterConfig::AzureOpenAi(AzureOpenAiConfig {
         endpoint: endpoint(key, raw, timeouts)?,
         api_version: raw.api_version.clone(),
@@ -238,19 +251,13 @@ fn vertex(
             ));
         }
     };
-    let auth = match (&raw.api_key_env, &raw.token_env, &raw.token_file) {
-        (None, Some(var), None) => {
-            Credentials::Token(api_key(&format!("{key}.token_env"), var, env)?)
-        }
-        (None, None, Some(path)) if !path.is_empty() => Credentials::TokenFile(path.into()),
-        _ => {
-            return Err(invalid(
-                format!("{key}.token_env"),
-                "the `vertex` adapter needs exactly one of `token_env` or `token_file` (an \
-                 OAuth access token; `api_key_env` does not apply)",
-            ));
-        }
-    };
+    let auth = credentials(key, raw, env, false).ok_or_else(|| {
+        invalid(
+            format!("{key}.token_env"),
+            "the `vertex` adapter needs exactly one of `token_env` or `token_file` (an \
+             OAuth access token; `api_key_env` does not apply)",
+        )
+    })??;
     let max_output = raw
         .default_max_output_tokens
         .unwrap_or(ANTHROPIC_DEFAULT_MAX_OUTPUT_TOKENS);

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::execution::{ContentPart, ExecutionInput, Message, ResponseFormatKind, Role};
 use crate::provider::ProviderError;
-use crate::provider::wire::{encode, image_data, json_object, number, unsupported};
+use crate::provider::wire::{encode, function, image_data, json_object, number, unsupported};
 
 /// The body of a streaming request for `model`; `default_max_tokens` when the input sets no
 /// limit.
@@ -20,8 +20,18 @@ pub(in crate::provider) fn body(
     input: &ExecutionInput,
     default_max_tokens: u32,
 ) -> Result<Vec<u8>, ProviderError> {
-    let mut body = Map::new();
+    let mut body = fields(input, default_max_tokens)?;
     body.insert("model".into(), model.into());
+    encode(body)
+}
+
+/// The body's fields but `model`: Vertex AI names the model in the path, and adds a field of
+/// its own.
+pub(in crate::provider) fn fields(
+    input: &ExecutionInput,
+    default_max_tokens: u32,
+) -> Result<Map<String, Value>, ProviderError> {
+    let mut body = Map::new();
     let (system, turns) = conversation(input)?;
     if !system.is_empty() {
         body.insert("system".into(), Value::Array(system));
@@ -30,18 +40,14 @@ pub(in crate::provider) fn body(
     if !input.tools.is_empty() {
         let mut tools = Vec::with_capacity(input.tools.len());
         for (i, tool) in input.tools.iter().enumerate() {
-            let field = format!("input.tools[{i}].parameters_json_schema");
-            let mut schema = json_object(&field, &tool.parameters_json_schema)?;
-            // The protocol requires an object schema; an empty one means "no arguments".
-            if let Value::Object(map) = &mut schema {
+            let mut out = function(i, tool, "input_schema")?;
+            // The protocol requires an object schema; none means "no arguments".
+            let schema = out
+                .entry("input_schema")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(map) = schema {
                 map.entry("type").or_insert_with(|| "object".into());
             }
-            let mut out = Map::new();
-            out.insert("name".into(), tool.name.clone().into());
-            if !tool.description.is_empty() {
-                out.insert("description".into(), tool.description.clone().into());
-            }
-            out.insert("input_schema".into(), schema);
             tools.push(Value::Object(out));
         }
         body.insert("tools".into(), Value::Array(tools));
@@ -86,7 +92,7 @@ pub(in crate::provider) fn body(
         );
     }
     body.insert("stream".into(), true.into());
-    encode(body)
+    Ok(body)
 }
 
 /// The leading system messages as text blocks, then the turns. Consecutive messages that map

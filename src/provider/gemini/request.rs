@@ -10,7 +10,9 @@ use crate::execution::{
     ContentPart, ExecutionInput, GenerationParameters, Message, ResponseFormatKind, Role,
 };
 use crate::provider::ProviderError;
-use crate::provider::wire::{encode, image_data, invalid, json_object, number, unsupported};
+use crate::provider::wire::{
+    encode, function, image_data, invalid, json_object, number, unsupported,
+};
 
 /// The body of a streaming request (the model is in the URL).
 pub(in crate::provider) fn body(input: &ExecutionInput) -> Result<Vec<u8>, ProviderError> {
@@ -56,19 +58,7 @@ pub(in crate::provider) fn body(input: &ExecutionInput) -> Result<Vec<u8>, Provi
 fn tools(input: &ExecutionInput) -> Result<Value, ProviderError> {
     let mut declarations = Vec::with_capacity(input.tools.len());
     for (i, tool) in input.tools.iter().enumerate() {
-        let mut function = Map::new();
-        function.insert("name".into(), tool.name.clone().into());
-        if !tool.description.is_empty() {
-            function.insert("description".into(), tool.description.clone().into());
-        }
-        if !tool.parameters_json_schema.is_empty() {
-            let field = format!("input.tools[{i}].parameters_json_schema");
-            function.insert(
-                "parametersJsonSchema".into(),
-                json_object(&field, &tool.parameters_json_schema)?,
-            );
-        }
-        declarations.push(Value::Object(function));
+        declarations.push(Value::Object(function(i, tool, "parametersJsonSchema")?));
     }
     Ok(json!([{"functionDeclarations": declarations}]))
 }

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use crate::config::MaxTokensField;
 use crate::execution::{ContentPart, ExecutionInput, Message, ResponseFormatKind, Role};
 use crate::provider::ProviderError;
-use crate::provider::wire::{encode, image_data, json_object, number, unsupported};
+use crate::provider::wire::{encode, function, image_url, json_object, number, unsupported};
 
 /// The body of a streaming request for `model`.
 pub(in crate::provider) fn body(
@@ -27,18 +27,7 @@ pub(in crate::provider) fn body(
     if !input.tools.is_empty() {
         let mut tools = Vec::with_capacity(input.tools.len());
         for (i, tool) in input.tools.iter().enumerate() {
-            let mut function = Map::new();
-            function.insert("name".into(), tool.name.clone().into());
-            if !tool.description.is_empty() {
-                function.insert("description".into(), tool.description.clone().into());
-            }
-            if !tool.parameters_json_schema.is_empty() {
-                let field = format!("input.tools[{i}].parameters_json_schema");
-                function.insert(
-                    "parameters".into(),
-                    json_object(&field, &tool.parameters_json_schema)?,
-                );
-            }
+            let function = function(i, tool, "parameters")?;
             tools.push(json!({"type": "function", "function": function}));
         }
         body.insert("tools".into(), Value::Array(tools));
@@ -149,12 +138,8 @@ fn content(at: &str, m: &Message) -> Result<Value, ProviderError> {
                     "the openai chat completions protocol takes images only in user messages",
                 ));
             }
-            ContentPart::Image(image) if !image.url.is_empty() => {
-                json!({"type": "image_url", "image_url": {"url": image.url}})
-            }
             ContentPart::Image(image) => {
-                let (media_type, data) = image_data(&format!("{field}.image"), image)?;
-                let url = format!("data:{media_type};base64,{data}");
+                let url = image_url(&format!("{field}.image"), image)?;
                 json!({"type": "image_url", "image_url": {"url": url}})
             }
         };

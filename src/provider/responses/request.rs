@@ -8,7 +8,9 @@ use serde_json::{Map, Value, json};
 
 use crate::execution::{ContentPart, ExecutionInput, Message, Reasoning, ResponseFormatKind, Role};
 use crate::provider::ProviderError;
-use crate::provider::wire::{encode, image_data, invalid, json_object, number, unsupported};
+use crate::provider::wire::{
+    encode, function, image_url, invalid, json_object, number, unsupported,
+};
 
 /// The reasoning effort a `reasoning_budget_tokens` asks for: the Responses API takes an
 /// effort, not a budget. Up to 2 048 tokens is `low`, up to 8 192 `medium`, more `high`.
@@ -35,17 +37,12 @@ pub(in crate::provider) fn body(
     if !input.tools.is_empty() {
         let mut tools = Vec::with_capacity(input.tools.len());
         for (i, tool) in input.tools.iter().enumerate() {
-            let field = format!("input.tools[{i}].parameters_json_schema");
-            let mut function = Map::new();
+            let mut function = function(i, tool, "parameters")?;
             function.insert("type".into(), "function".into());
-            function.insert("name".into(), tool.name.clone().into());
-            if !tool.description.is_empty() {
-                function.insert("description".into(), tool.description.clone().into());
-            }
-            function.insert(
-                "parameters".into(),
-                json_object(&field, &tool.parameters_json_schema)?,
-            );
+            // The API requires parameters: none is an object without properties.
+            function
+                .entry("parameters")
+                .or_insert_with(|| Value::Object(Map::new()));
             // The API's default is strict, which refuses schemas that do not list every
             // property as required: callers' schemas are sent as they wrote them.
             function.insert("strict".into(), false.into());
@@ -202,12 +199,8 @@ fn content(at: &str, m: &Message) -> Result<Value, ProviderError> {
                     "the openai Responses API takes images only in user messages",
                 ));
             }
-            ContentPart::Image(image) if !image.url.is_empty() => {
-                json!({"type": "input_image", "image_url": image.url})
-            }
             ContentPart::Image(image) => {
-                let (media_type, data) = image_data(&format!("{field}.image"), image)?;
-                let url = format!("data:{media_type};base64,{data}");
+                let url = image_url(&format!("{field}.image"), image)?;
                 json!({"type": "input_image", "image_url": url})
             }
         });
