@@ -10,6 +10,7 @@ mod health;
 mod raw;
 mod script;
 mod secret;
+mod service_account;
 mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,6 +30,7 @@ pub use builder::{AbilitySpec, ConfigBuilder, HealthSpec, LimiterSpec, PolicySpe
 pub use health::{HealthConfig, HealthMode, OnAllUnhealthy};
 pub use script::{Chunk, FailError, Script, ScriptedToolCall};
 pub use secret::{ProxyUrl, Secret, StoreKey};
+pub use service_account::{ServiceAccount, SigningKey};
 
 /// The embedded default configuration.
 pub const DEFAULT_TOML: &str = include_str!("config/default.toml");

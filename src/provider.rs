@@ -4,6 +4,7 @@
 
 mod anthropic;
 mod azure;
+mod deferred;
 mod exchange;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod fuzz;
@@ -13,6 +14,7 @@ mod openai;
 mod registry;
 mod responses;
 mod scripted;
+mod service_account;
 mod sse;
 mod tally;
 mod token_file;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{ProxyUrl, Secret};
+use super::{ProxyUrl, Secret, ServiceAccount};
 
 /// The adapter of a provider, with the settings only it uses.
 #[derive(Debug, Clone)]
@@ -103,8 +103,8 @@ pub struct VertexConfig {
     pub location: String,
     /// Whose models the provider serves.
     pub publisher: VertexPublisher,
-    /// A bearer token: from a variable (`Token`) or a file read again when it changes
-    /// (never `ApiKey`: Vertex AI takes none).
+    /// A bearer token: from a variable (`Token`), a file read again when it changes, or
+    /// minted with a service account's key (never `ApiKey`: Vertex AI takes none).
     pub auth: Credentials,
     /// Anthropic models: `max_tokens` of a request that sets none.
     pub default_max_output_tokens: u32,
@@ -151,6 +151,9 @@ pub enum Credentials {
     Token(Secret),
     /// `token_file`: the same, read from this file and again whenever it changes.
     TokenFile(std::path::PathBuf),
+    /// `service_account_file` (`vertex`): access tokens minted with this service account's
+    /// key, fetched from its token endpoint and refreshed before they expire.
+    ServiceAccount(ServiceAccount),
 }
 
 /// The name under which the `openai` adapter sends the output token limit: OpenAI documents

@@ -351,6 +351,20 @@ impl ProviderSpec {
         self
     }
 
+    /// `service_account_file` (`vertex`: access tokens minted with this service account's
+    /// key file).
+    pub fn service_account_file(mut self, path: &str) -> Self {
+        self.0.service_account_file = Some(path.to_owned());
+        self
+    }
+
+    /// `token_endpoint` (`vertex`: where the service account's token requests go instead of
+    /// its key file's `token_uri`).
+    pub fn token_endpoint(mut self, url: &str) -> Self {
+        self.0.token_endpoint = Some(url.to_owned());
+        self
+    }
+
     /// `proxy` (HTTP adapters).
     pub fn proxy(mut self, url: &str) -> Self {
         self.0.proxy = Some(url.to_owned());

@@ -184,6 +184,13 @@ pub(super) struct RawProvider {
     /// ... or from this file, read again whenever it changes (workload identity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_file: Option<String>,
+    /// `vertex`: a service account's key file, whose key signs the requests for access
+    /// tokens (the OAuth JWT bearer grant)...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_file: Option<String>,
+    /// ... sent here instead of the key file's `token_uri`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_endpoint: Option<String>,
     /// `vertex`: the Google Cloud project, its region, and the models' publisher.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
@@ -290,6 +297,8 @@ impl RawProvider {
             api: None,
             token_env: None,
             token_file: None,
+            service_account_file: None,
+            token_endpoint: None,
             project: None,
             location: None,
             publisher: None,

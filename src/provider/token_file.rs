@@ -39,6 +39,8 @@ impl Auth {
                 (Some(token.clone()), None)
             }
             Credentials::TokenFile(path) => (None, Some(TokenFile::new(path.clone()))),
+            // Minted per call (`service_account.rs`): nothing is fixed at start-up.
+            Credentials::ServiceAccount(_) => (None, None),
         };
         Ok(Self {
             headers,

@@ -6,23 +6,25 @@
 //! - **Claude models** (`publisher = "anthropic"`): Anthropic's messages request and stream
 //!   (`anthropic.rs`) at `.../publishers/anthropic/models/{model}:streamRawPredict`, the body
 //!   without `model` (it is in the path) and with `anthropic_version: "vertex-2023-10-16"`.
-//! - **Credentials**: `Authorization: Bearer` with an access token from `token_env`, or from
+//! - **Credentials**: `Authorization: Bearer` with an access token from `token_env`, from
 //!   `token_file`, read again whenever it changes (a sidecar or workload identity keeps it
-//!   fresh). The runtime does not mint tokens itself: a service-account key's JWT grant is not
-//!   in this adapter yet.
+//!   fresh), or minted with a service account's key (`service_account_file`, see
+//!   `service_account.rs`). A call whose minted token is cached is sent at once, as any
+//!   other; one that must fetch a token first sends its request after it (`deferred.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::anthropic::EventDecoder;
-use super::exchange;
 use super::gemini::ChunkDecoder;
 use super::http::{HttpClients, Upstream};
+use super::service_account::TokenSource;
 use super::token_file::{Auth, TokenFile, authorized};
 use super::{
     Provider, ProviderCall, ProviderError, ProviderInitError, ProviderStream, plain_stream,
 };
-use crate::config::{ModelConfig, VertexConfig, VertexPublisher};
+use super::{deferred, exchange};
+use crate::config::{Credentials, ModelConfig, VertexConfig, VertexPublisher};
 use crate::execution::AttemptCode;
 
 /// The `anthropic_version` Vertex AI's Claude models take in the body.
@@ -31,10 +33,20 @@ const ANTHROPIC_VERTEX_VERSION: &str = "vertex-2023-10-16";
 /// A Vertex AI publisher's models in one project and region.
 #[derive(Debug)]
 pub(super) struct VertexProvider {
-    publisher: VertexPublisher,
+    protocol: Protocol,
     /// By model: the model is in the path.
     upstreams: HashMap<Arc<str>, Upstream>,
     token_file: Option<TokenFile>,
+    /// The service account's tokens, shared with the calls that wait for one.
+    service_account: Option<Arc<TokenSource>>,
+}
+
+/// How a call's request is written and its reply read.
+#[derive(Debug, Clone, Copy)]
+struct Protocol {
+    /// Whose models: which request and stream.
+    publisher: VertexPublisher,
+    /// Anthropic models: `max_tokens` of a request that sets none.
     default_max_tokens: u32,
 }
 
@@ -73,11 +85,23 @@ impl VertexProvider {
                 },
             );
         }
+        let service_account = match &config.auth {
+            Credentials::ServiceAccount(account) => Some(Arc::new(TokenSource::new(
+                &name,
+                account,
+                &config.endpoint,
+                clients,
+            )?)),
+            _ => None,
+        };
         Ok(Self {
-            publisher: config.publisher,
+            protocol: Protocol {
+                publisher: config.publisher,
+                default_max_tokens: config.default_max_output_tokens,
+            },
             upstreams,
             token_file: auth.file,
-            default_max_tokens: config.default_max_output_tokens,
+            service_account,
         })
     }
 
@@ -95,14 +119,40 @@ impl VertexProvider {
 
 impl Provider for VertexProvider {
     fn call(&self, call: ProviderCall) -> ProviderStream {
-        let upstream = match self.upstream(&call.model) {
+        let mut upstream = match self.upstream(&call.model) {
             Ok(upstream) => upstream,
             Err(error) => return plain_stream(futures_util::stream::iter([Err(error)])),
         };
+        let Some(source) = &self.service_account else {
+            return self.protocol.post(&upstream, &call);
+        };
+        if let Some(bearer) = source.fresh() {
+            bearer.authorize(&mut upstream);
+            return self.protocol.post(&upstream, &call);
+        }
+        let (source, protocol) = (source.clone(), self.protocol);
+        deferred::after(async move {
+            match source
+                .bearer(&upstream.for_call(&call), call.deadline)
+                .await
+            {
+                Ok(bearer) => {
+                    bearer.authorize(&mut upstream);
+                    protocol.post(&upstream, &call)
+                }
+                Err(error) => plain_stream(futures_util::stream::iter([Err(error)])),
+            }
+        })
+    }
+}
+
+impl Protocol {
+    /// Sends `call` to `upstream` and streams the reply.
+    fn post(self, upstream: &Upstream, call: &ProviderCall) -> ProviderStream {
         match self.publisher {
             VertexPublisher::Google => {
                 let body = super::gemini::request::body(&call.input);
-                exchange::post(&upstream, body, &call, ChunkDecoder::default())
+                exchange::post(upstream, body, call, ChunkDecoder::default())
             }
             VertexPublisher::Anthropic => {
                 let body = super::anthropic::request::fields(&call.input, self.default_max_tokens)
@@ -110,7 +160,7 @@ impl Provider for VertexProvider {
                         body.insert("anthropic_version".into(), ANTHROPIC_VERTEX_VERSION.into());
                         super::wire::encode(body)
                     });
-                exchange::post(&upstream, body, &call, EventDecoder::default())
+                exchange::post(upstream, body, call, EventDecoder::default())
             }
         }
     }

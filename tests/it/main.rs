@@ -68,4 +68,6 @@ mod time_limits;
 mod traces;
 mod usage_export;
 mod vertex_adapter;
+mod vertex_service_account;
+mod vertex_service_account_leaks;
 mod watch_resume;

@@ -108,6 +108,12 @@ fn applicable(key: &str, raw: &RawProvider, kind: &str) -> Result<(), ConfigErro
         ("location", raw.location.is_some(), vertex),
         ("publisher", raw.publisher.is_some(), vertex),
         (
+            "service_account_file",
+            raw.service_account_file.is_some(),
+            vertex,
+        ),
+        ("token_endpoint", raw.token_endpoint.is_some(), vertex),
+        (
             "default_max_output_tokens",
             raw.default_max_output_tokens.is_some(),
             &["anthropic", "vertex"][..],
@@ -251,13 +257,23 @@ fn vertex(
             ));
         }
     };
-    let auth = credentials(key, raw, env, false).ok_or_else(|| {
-        invalid(
-            format!("{key}.token_env"),
-            "the `vertex` adapter needs exactly one of `token_env` or `token_file` (an \
-             OAuth access token; `api_key_env` does not apply)",
-        )
-    })??;
+    let auth = match &raw.service_account_file {
+        Some(file) => service_account::credentials(key, raw, file)?,
+        None if raw.token_endpoint.is_some() => {
+            return Err(invalid(
+                format!("{key}.token_endpoint"),
+                "applies only with `service_account_file`",
+            ));
+        }
+        None => credentials(key, raw, env, false).ok_or_else(|| {
+            invalid(
+                format!("{key}.token_env"),
+                "the `vertex` adapter needs exactly one of `token_env`, `token_file` (an \
+                 OAuth access token) or `service_account_file` (a key that mints them; \
+                 `api_key_env` does not apply)",
+            )
+        })??,
+    };
     let max_output = raw
         .default_max_output_tokens
         .unwrap_or(ANTHROPIC_DEFAULT_MAX_OUTPUT_TOKENS);
@@ -330,7 +346,10 @@ fn endpoint(
     timeouts: TimeoutsConfig,
 ) -> Result<HttpEndpointConfig, ConfigError> {
     let kind = raw.adapter.as_str();
-    let with_key = raw.api_key_env.is_some() || raw.token_env.is_some() || raw.token_file.is_some();
+    let with_key = raw.api_key_env.is_some()
+        || raw.token_env.is_some()
+        || raw.token_file.is_some()
+        || raw.service_account_file.is_some();
     // Connecting happens inside the first-byte wait. A connect timeout that long could
     // never fire: a slow connect would end as a first-byte `timeout` (outcome unknown,
     // not repeated) instead of `connect_failed` (nothing was sent: retryable).
@@ -461,5 +480,6 @@ fn is_header_text(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| b.is_ascii_graphic())
 }
 
+mod service_account;
 #[cfg(test)]
 mod tests;

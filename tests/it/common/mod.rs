@@ -11,6 +11,7 @@ pub mod postgres;
 pub mod process;
 pub mod replica;
 pub mod services;
+pub mod token_server;
 pub mod upstream;
 
 #[allow(

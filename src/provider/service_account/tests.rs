@@ -1,0 +1,206 @@
+//! The assertion's encoding and signature, the reading of token replies, and when a cached
+//! token is refreshed.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::signature::{RSA_PKCS1_2048_8192_SHA256, UnparsedPublicKey};
+use serde_json::{Value, json};
+
+use super::grant::{Granted, granted};
+use super::*;
+use crate::config::{AdapterConfig, Config, Credentials};
+
+const FIXTURES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/it/fixtures/service_account"
+);
+
+/// The fixture's account (test data only: its README), its tokens asked of `token_endpoint`.
+fn config(token_endpoint: &str) -> Config {
+    let toml = format!(
+        "[providers.p]\nadapter = \"vertex\"\nproject = \"proj\"\nlocation = \"us-east5\"\n\
+         base_url = \"http://127.0.0.1:9/v1\"\n\
+         service_account_file = \"{FIXTURES}/key.json\"\ntoken_endpoint = \"{token_endpoint}\"\n\
+         timeouts = {{ connect = \"200ms\", first_byte = \"1s\", idle = \"1s\" }}\n\
+         [[providers.p.models]]\nname = \"m\"\n\
+         [policies.default]\ntargets = [\"p/m\"]\n[abilities.chat]\npolicy = \"default\"\n"
+    );
+    Config::from_toml_with_env(&toml, &|_| None).unwrap()
+}
+
+fn account(config: &Config) -> (&ServiceAccount, &HttpEndpointConfig) {
+    let AdapterConfig::Vertex(vertex) = &config.providers["p"].adapter else {
+        panic!("a vertex provider");
+    };
+    let Credentials::ServiceAccount(account) = &vertex.auth else {
+        panic!("a service account");
+    };
+    (account, &vertex.endpoint)
+}
+
+/// A part of a JWT, decoded, as JSON.
+fn part(text: &str) -> Value {
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(text).unwrap()).unwrap()
+}
+
+#[test]
+fn the_assertion_is_a_jwt_signed_rs256_with_the_accounts_claims() {
+    let config = config("http://127.0.0.1:9/token");
+    let (account, _) = account(&config);
+    let assertion = jwt::assertion(account, 1_700_000_000).unwrap();
+    let text = assertion.expose();
+    assert!(
+        !text.contains(['=', '+', '/']),
+        "base64url without padding: {text}"
+    );
+    let parts: Vec<&str> = text.split('.').collect();
+    assert_eq!(parts.len(), 3);
+    assert_eq!(
+        part(parts[0]),
+        json!({"alg": "RS256", "typ": "JWT", "kid": "0123456789abcdef0123456789abcdef01234567"})
+    );
+    assert_eq!(
+        part(parts[1]),
+        json!({
+            "iss": "runtime-test@test-project.iam.gserviceaccount.com",
+            "scope": "https://www.googleapis.com/auth/cloud-platform",
+            "aud": "https://oauth2.googleapis.com/token",
+            "iat": 1_700_000_000,
+            "exp": 1_700_003_600,
+        })
+    );
+    let public = std::fs::read(format!("{FIXTURES}/public.der")).unwrap();
+    let signed = format!("{}.{}", parts[0], parts[1]);
+    let signature = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
+    UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, &public)
+        .verify(signed.as_bytes(), &signature)
+        .expect("the signature verifies with the key's public half");
+    let mut tampered = signed.into_bytes();
+    tampered[5] ^= 1;
+    assert!(
+        UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, &public)
+            .verify(&tampered, &signature)
+            .is_err()
+    );
+    assert_eq!(format!("{assertion:?}"), "Assertion(<redacted>)");
+}
+
+#[test]
+fn a_reply_grants_its_token_for_its_lifetime() {
+    let reply = br#"{"access_token":"ya29.abc","expires_in":3599,"token_type":"Bearer"}"#;
+    let Granted { bearer, lifetime } = granted(200, reply).unwrap();
+    assert_eq!(lifetime, Duration::from_secs(3599));
+    assert_eq!(bearer.token.expose(), "ya29.abc");
+    assert_eq!(bearer.header.to_str().unwrap(), "Bearer ya29.abc");
+    assert!(bearer.header.is_sensitive());
+    assert_eq!(format!("{bearer:?}"), "Bearer(<redacted>)");
+    let long = br#"{"access_token":"t","expires_in":99999999}"#;
+    assert_eq!(
+        granted(200, long).unwrap().lifetime,
+        Duration::from_secs(86_400)
+    );
+}
+
+#[test]
+fn a_reply_without_a_usable_token_is_a_failure_that_quotes_nothing() {
+    for (status, body, says, refused) in [
+        (200, &b"not json"[..], "not JSON", false),
+        (200, br#"{"expires_in":10}"#, "no `access_token`", false),
+        (
+            200,
+            br#"{"access_token":"a b","expires_in":10}"#,
+            "no `access_token`",
+            false,
+        ),
+        (200, br#"{"access_token":"t"}"#, "`expires_in`", false),
+        (
+            200,
+            br#"{"access_token":"t","expires_in":0}"#,
+            "`expires_in`",
+            false,
+        ),
+        (
+            200,
+            br#"{"access_token":"t","expires_in":9,"token_type":"mac"}"#,
+            "`token_type`",
+            false,
+        ),
+        (
+            400,
+            br#"{"error":"invalid_grant","error_description":"bad eyJhbGciOi"}"#,
+            "HTTP 400 (invalid_grant)",
+            true,
+        ),
+        (500, &b"eyJhbGciOi"[..], "HTTP 500", true),
+    ] {
+        let Err(failed) = granted(status, body) else {
+            panic!("{status} {body:?} granted a token");
+        };
+        assert!(failed.cause.contains(says), "`{says}` not in {failed:?}");
+        assert_eq!(failed.refused, refused, "{failed:?}");
+        assert!(!failed.cause.contains("eyJ"), "{failed:?}");
+    }
+}
+
+/// A granted token `t` valid for `lifetime`.
+fn token(lifetime: Duration) -> Granted {
+    granted(
+        200,
+        format!(
+            r#"{{"access_token":"t","expires_in":{}}}"#,
+            lifetime.as_secs()
+        )
+        .as_bytes(),
+    )
+    .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_token_is_refreshed_before_it_expires() {
+    let config = config("http://127.0.0.1:9/token");
+    let (account, endpoint) = account(&config);
+    let source = TokenSource::new("p", account, endpoint, &mut HttpClients::default()).unwrap();
+    assert!(source.fresh().is_none() && source.valid().is_none());
+    // An hour's token is refreshed with five minutes left.
+    source.keep(token(Duration::from_secs(3600)), Instant::now());
+    tokio::time::advance(Duration::from_secs(3299)).await;
+    assert!(source.fresh().is_some());
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert!(source.fresh().is_none() && source.valid().is_some());
+    tokio::time::advance(Duration::from_secs(300)).await;
+    assert!(source.valid().is_none());
+    // A short one with half its lifetime left.
+    source.keep(token(Duration::from_secs(4)), Instant::now());
+    tokio::time::advance(Duration::from_millis(1900)).await;
+    assert!(source.fresh().is_some());
+    tokio::time::advance(Duration::from_millis(200)).await;
+    assert!(source.fresh().is_none() && source.valid().is_some());
+}
+
+#[tokio::test]
+async fn a_failed_refresh_keeps_a_valid_token_and_without_one_fails_unauthorized() {
+    // Nothing listens on port 9: every token request fails to connect.
+    let config = config("http://127.0.0.1:9/token");
+    let (account, endpoint) = account(&config);
+    let source = TokenSource::new("p", account, endpoint, &mut HttpClients::default()).unwrap();
+    let upstream = Upstream::offline("p", "vertex", None);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let error = source.bearer(&upstream, deadline).await.unwrap_err();
+    assert_eq!(error.code, AttemptCode::Unauthorized);
+    assert_eq!(error.class, crate::execution::ErrorClass::Rejected);
+    assert_eq!(
+        error.message,
+        "vertex provider `p`: the service account's token endpoint failed the token request"
+    );
+    // A token whose refresh is due (two seconds: refreshed at once) still serves, and the
+    // next try waits.
+    source.keep(
+        token(Duration::from_secs(2)),
+        Instant::now() - Duration::from_secs(1),
+    );
+    let bearer = source.bearer(&upstream, deadline).await.unwrap();
+    assert_eq!(bearer.token.expose(), "t");
+    assert!(source.fresh().is_some(), "no new try right away");
+}

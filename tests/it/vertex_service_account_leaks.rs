@@ -1,0 +1,190 @@
+//! A service account's secrets go nowhere but the requests that need them: the private key,
+//! each signed assertion and each access token are in no log line, no error a caller sees,
+//! no `check-config` output and no `Debug` of the configuration or the provider, even when
+//! the token endpoint and Vertex AI echo them back. The real binary, over real gRPC, against
+//! a local token endpoint and a fake Vertex AI.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::adapters::{data, split};
+use common::process::{run, start_serve_logged};
+use common::token_server::{Answer, TokenServer, key_file};
+use common::upstream::{Upstream, sse, status};
+use model_runtime::Config;
+use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// The token the endpoint grants first.
+const TOKEN: &str = "ya29.leak-check-access-token-0123456789";
+
+/// A config whose provider `vertex` gets its tokens from `tokens` with the fixture's key.
+fn config_toml(vertex: &Upstream, tokens: &TokenServer) -> String {
+    format!(
+        r#"
+[providers.vertex]
+adapter = "vertex"
+project = "proj"
+location = "us-east5"
+base_url = "{}"
+service_account_file = "{}"
+token_endpoint = "{}"
+[[providers.vertex.models]]
+name = "m"
+capabilities = ["text"]
+
+[policies.default]
+targets = ["vertex/m"]
+max_attempts = 1
+
+[abilities.chat]
+policy = "default"
+"#,
+        vertex.base_url(),
+        key_file(),
+        tokens.url()
+    )
+}
+
+/// Every secret a leak could show: the token, each assertion sent (and its signature
+/// alone), and each line of the private key's base64.
+fn secrets(tokens: &TokenServer) -> Vec<String> {
+    let mut all = vec![TOKEN.to_owned()];
+    for grant in tokens.grants() {
+        let signature = grant.assertion.rsplit('.').next().unwrap().to_owned();
+        all.extend([grant.assertion, signature]);
+    }
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(key_file()).unwrap()).unwrap();
+    let pem = file["private_key"].as_str().unwrap();
+    all.extend(
+        pem.lines()
+            .filter(|line| !line.starts_with("-----"))
+            .map(str::to_owned),
+    );
+    all
+}
+
+#[track_caller]
+fn assert_no_secret(what: &str, text: &str, secrets: &[String]) {
+    for secret in secrets {
+        assert!(
+            !text.contains(secret.as_str()),
+            "{what} holds a secret: {text}"
+        );
+    }
+}
+
+/// A Gemini reply: `Hi`.
+fn reply() -> common::upstream::Behaviour {
+    sse(&[data(
+        r#"{"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"finishReason":"STOP","index":0}]}"#,
+    )])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_log_error_or_config_output_of_the_binary_holds_a_secret() {
+    // Three seconds: refreshed after one and a half. Every later request is refused, with
+    // the assertion echoed back.
+    let tokens = TokenServer::start(|n| match n {
+        0 => Answer::token(TOKEN, 3),
+        _ => Answer::Refuse(500),
+    })
+    .await;
+    // Vertex first refuses the request quoting the token, then answers.
+    let echo = format!(
+        r#"{{"error":{{"code":400,"message":"bad request with Bearer {TOKEN}","status":"INVALID_ARGUMENT"}}}}"#
+    );
+    let vertex = Upstream::start(move |n| match n {
+        0 => status(400, &echo, &[]),
+        _ => reply(),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    std::fs::write(&file, config_toml(&vertex, &tokens)).unwrap();
+    let path = file.to_str().unwrap();
+    let (_server, addr, log) = start_serve_logged(
+        &["serve", "--listen", "127.0.0.1:0", "--config", path],
+        &[],
+        LIMIT,
+    );
+    let mut client = ModelRuntimeClient::new(common::connect(&addr).await);
+
+    // A token is minted; Vertex echoes it in its error, which reaches the caller blanked.
+    let first = common::execute(&mut client, common::request("chat", "hi")).await;
+    let failed = common::failed_payload(&first).error.unwrap();
+    let attempt = failed.last_attempt_error.as_ref().unwrap();
+    assert_eq!(attempt.code, "invalid_request", "{failed:?}");
+    assert!(failed.message.contains("<redacted>"), "{failed:?}");
+    // Its refresh is refused: the cached token serves, and a warning says so.
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    let second = common::execute(&mut client, common::request("chat", "hi")).await;
+    assert_eq!(common::text_of(&second), "Hi");
+    // Expired, and none to be had: the attempt fails before Vertex.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let third = common::execute(&mut client, common::request("chat", "hi")).await;
+    let failed = common::failed_payload(&third).error.unwrap();
+    let attempt = failed.last_attempt_error.as_ref().unwrap();
+    assert_eq!(attempt.code, "unauthorized", "{failed:?}");
+    assert_eq!(vertex.requests().len(), 2);
+    tokens.assert_valid_grants(3);
+
+    let checked = run(&["check-config", path], LIMIT);
+    assert!(checked.status.success(), "{checked:?}");
+    let secrets = secrets(&tokens);
+    for (what, events) in [("first", &first), ("second", &second), ("third", &third)] {
+        assert_no_secret(what, &format!("{events:?}"), &secrets);
+    }
+    assert_no_secret(
+        "check-config",
+        &String::from_utf8_lossy(&checked.stdout),
+        &secrets,
+    );
+    assert_no_secret(
+        "check-config",
+        &String::from_utf8_lossy(&checked.stderr),
+        &secrets,
+    );
+    // The warnings were logged, naming the provider and the cause.
+    let refresh = log.matching("service account token refresh failed");
+    assert_eq!(refresh.len(), 1, "{}", log.tail(30));
+    assert!(
+        refresh[0].contains("provider=vertex") && refresh[0].contains("HTTP 500 (invalid_grant)"),
+        "{}",
+        refresh[0]
+    );
+    assert_eq!(
+        log.matching("service account token request failed").len(),
+        1,
+        "{}",
+        log.tail(30)
+    );
+    assert_no_secret("the log", &log.lines().join("\n"), &secrets);
+}
+
+#[tokio::test]
+async fn the_config_and_a_provider_holding_a_token_show_none_in_debug() {
+    let tokens = TokenServer::start(|_| Answer::token(TOKEN, 3600)).await;
+    let vertex = Upstream::always(reply()).await;
+    let config = Config::from_toml(&config_toml(&vertex, &tokens)).unwrap();
+    let providers =
+        model_runtime::provider::Providers::from_config(&config, Default::default()).unwrap();
+    let provider = providers.get("vertex").unwrap().clone();
+    let (_, error) = split(common::adapters::call(&provider).await);
+    assert_eq!(error, None);
+    assert_eq!(
+        vertex.requests()[0].header("authorization"),
+        Some(format!("Bearer {TOKEN}").as_str())
+    );
+    let secrets = secrets(&tokens);
+    assert_no_secret("the config", &format!("{config:?}"), &secrets);
+    let shown = format!("{provider:?}");
+    assert_no_secret("the provider", &shown, &secrets);
+    assert!(
+        shown.contains("Bearer(<redacted>)"),
+        "the token is cached: {shown}"
+    );
+}
