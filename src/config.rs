@@ -22,9 +22,9 @@ use std::time::Duration;
 pub use crate::execution::Delivery;
 
 pub use adapters::{
-    AdapterConfig, AnthropicConfig, AzureApi, AzureOpenAiConfig, Credentials, GeminiConfig,
-    HttpEndpointConfig, MaxTokensField, OpenAiConfig, OpenAiResponsesConfig, TimeoutsConfig,
-    VertexConfig, VertexPublisher,
+    AdapterConfig, AnthropicConfig, AwsCredentials, AzureApi, AzureOpenAiConfig, BedrockConfig,
+    ContainerCredentials, Credentials, GeminiConfig, HttpEndpointConfig, MaxTokensField,
+    OpenAiConfig, OpenAiResponsesConfig, TimeoutsConfig, VertexConfig, VertexPublisher,
 };
 pub use builder::{AbilitySpec, ConfigBuilder, HealthSpec, LimiterSpec, PolicySpec, ProviderSpec};
 pub use health::{HealthConfig, HealthMode, OnAllUnhealthy};

@@ -4,8 +4,12 @@
 
 mod anthropic;
 mod azure;
+mod bedrock;
 mod deferred;
+mod eventstream;
 mod exchange;
+mod fetch;
+mod framing;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod fuzz;
 mod gemini;

@@ -22,6 +22,8 @@ pub enum AdapterConfig {
     Vertex(VertexConfig),
     /// Anthropic messages.
     Anthropic(AnthropicConfig),
+    /// AWS Bedrock's Converse API (`adapter = "bedrock"`).
+    Bedrock(BedrockConfig),
 }
 
 impl AdapterConfig {
@@ -35,6 +37,7 @@ impl AdapterConfig {
             Self::Gemini(_) => "gemini",
             Self::Vertex(_) => "vertex",
             Self::Anthropic(_) => "anthropic",
+            Self::Bedrock(_) => "bedrock",
         }
     }
 }
@@ -108,6 +111,45 @@ pub struct VertexConfig {
     pub auth: Credentials,
     /// Anthropic models: `max_tokens` of a request that sets none.
     pub default_max_output_tokens: u32,
+}
+
+/// `adapter = "bedrock"`.
+#[derive(Debug, Clone)]
+pub struct BedrockConfig {
+    /// `https://bedrock-runtime.{region}.amazonaws.com` unless `base_url` says otherwise (a
+    /// VPC endpoint, a test server).
+    pub endpoint: HttpEndpointConfig,
+    /// The AWS region requests are signed for, e.g. `us-east-1`.
+    pub region: String,
+    /// The keys requests are signed with.
+    pub credentials: AwsCredentials,
+}
+
+/// Where a `bedrock` provider's AWS keys come from (`aws_credentials`).
+#[derive(Debug, Clone)]
+pub enum AwsCredentials {
+    /// `environment`: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and, when set,
+    /// `AWS_SESSION_TOKEN`, read at start-up.
+    Environment {
+        access_key_id: Secret,
+        secret_access_key: Secret,
+        session_token: Option<Secret>,
+    },
+    /// `container`: the container credentials endpoint (ECS, EKS Pod Identity).
+    Container(ContainerCredentials),
+}
+
+/// The container credentials endpoint, as its standard variables name it.
+#[derive(Debug, Clone)]
+pub struct ContainerCredentials {
+    /// `AWS_CONTAINER_CREDENTIALS_FULL_URI`, or `http://169.254.170.2` followed by
+    /// `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`.
+    pub url: String,
+    /// `AWS_CONTAINER_AUTHORIZATION_TOKEN`, sent as `Authorization`.
+    pub token: Option<Secret>,
+    /// `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`, read at every request (it is rotated);
+    /// preferred to `token`.
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 /// Whose models a `vertex` provider serves, and so which protocol it speaks.

@@ -330,6 +330,18 @@ impl ProviderSpec {
         self
     }
 
+    /// `region` (`bedrock`).
+    pub fn region(mut self, region: &str) -> Self {
+        self.0.region = Some(region.to_owned());
+        self
+    }
+
+    /// `aws_credentials` (`bedrock`: `environment` or `container`).
+    pub fn aws_credentials(mut self, source: &str) -> Self {
+        self.0.aws_credentials = Some(source.to_owned());
+        self
+    }
+
     /// `project`, `location` and `publisher` (`vertex`).
     pub fn vertex(mut self, project: &str, location: &str, publisher: &str) -> Self {
         self.0.project = Some(project.to_owned());

@@ -8,7 +8,7 @@
 //! their values are never in it, nor a proxy's credentials (shown as `REDACTED`).
 
 use super::raw::{RawConfig, RawTimeouts};
-use super::{AdapterConfig, Config, ProxyUrl, StoreKind, TimeoutsConfig};
+use super::{AdapterConfig, AwsCredentials, Config, ProxyUrl, StoreKind, TimeoutsConfig};
 
 /// `raw`, the file as read, with what `config`, its validation, settled filled in; as TOML.
 pub(super) fn effective(mut raw: RawConfig, config: &Config) -> String {
@@ -46,6 +46,17 @@ pub(super) fn effective(mut raw: RawConfig, config: &Config) -> String {
             AdapterConfig::Vertex(vertex) => {
                 provider.proxy = vertex.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
                 provider.timeouts = Some(timeouts(vertex.endpoint.timeouts));
+            }
+            AdapterConfig::Bedrock(bedrock) => {
+                provider.proxy = bedrock.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
+                provider.timeouts = Some(timeouts(bedrock.endpoint.timeouts));
+                provider.aws_credentials = Some(
+                    match bedrock.credentials {
+                        AwsCredentials::Environment { .. } => "environment",
+                        AwsCredentials::Container(_) => "container",
+                    }
+                    .to_owned(),
+                );
             }
             AdapterConfig::Gemini(gemini) => {
                 provider.proxy = gemini.endpoint.proxy.as_ref().map(ProxyUrl::redacted);

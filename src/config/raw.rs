@@ -198,6 +198,12 @@ pub(super) struct RawProvider {
     pub location: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publisher: Option<String>,
+    /// `bedrock`: the AWS region, and where its keys come from (`environment` or
+    /// `container`; unset, whichever the environment offers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws_credentials: Option<String>,
     pub default_max_output_tokens: Option<u32>,
     pub max_tokens_field: Option<String>,
     pub proxy: Option<String>,
@@ -302,6 +308,8 @@ impl RawProvider {
             project: None,
             location: None,
             publisher: None,
+            region: None,
+            aws_credentials: None,
             default_max_output_tokens: None,
             max_tokens_field: None,
             proxy: None,

@@ -28,7 +28,7 @@ use server_tools::{MAX_UNIT_BYTES, NOTE_INPUT_BYTES, report_server_tools};
 
 use super::exchange::{self, Decoder};
 use super::http::{HttpClients, Upstream, secret_header, truncate as clip};
-use super::sse::SseEvent;
+use super::sse::{SseEvent, SseParser};
 use super::tally::UsageTally;
 use super::{
     Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream,
@@ -330,6 +330,8 @@ impl EventDecoder {
 }
 
 impl Decoder for EventDecoder {
+    type Framing = SseParser;
+
     fn event(
         &mut self,
         upstream: &Upstream,

@@ -1,9 +1,9 @@
 //! One streaming HTTP exchange, shared by the HTTP adapters: send the request, wait for the
 //! response within the first-byte timeout, read the body within the idle timeout, cut it into
-//! server-sent events and let the adapter's [`Decoder`] turn each into SPI events. Every way
-//! out reports the usage known so far before the last item (an error or `Finished`), and a
-//! call the runtime stops reading early hands what it knows over through
-//! [`CallStream::unreported_usage`].
+//! events (server-sent events, or AWS's binary event stream: the adapter's framing) and let
+//! the adapter's [`Decoder`] turn each into SPI events. Every way out reports the usage known
+//! so far before the last item (an error or `Finished`), and a call the runtime stops reading
+//! early hands what it knows over through [`CallStream::unreported_usage`].
 //!
 //! The stream is a state machine polled by the driver, and it drives its HTTP call (see
 //! [`h1`]) itself: each poll reads what the socket holds and turns all of it into
@@ -21,8 +21,8 @@ use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
 use tokio::time::{Instant, Sleep};
 
 use super::ProviderCall;
+use super::framing::Framing;
 use super::http::Upstream;
-use super::sse::SseEvent;
 use super::tally::UsageTally;
 use super::{CallStream, ProviderError, ProviderEvent, ProviderStream, plain_stream};
 use crate::execution::{AttemptCode, FinishReason, TRACEPARENT, TRACESTATE, Text, UsageQuantity};
@@ -42,13 +42,16 @@ const END_OF_BODY_GRACE: Duration = Duration::from_millis(10);
 
 /// An adapter's reading of its protocol's events.
 pub(crate) trait Decoder: Send + Unpin + 'static {
+    /// How the reply's body is cut into events.
+    type Framing: Framing;
+
     /// Handles one event: pushes the SPI events it carries to `out`, reports usage to
     /// `usage`, and returns the finish reason once the reply is complete. An `Err` ends the
     /// call (events already pushed are delivered first).
     fn event(
         &mut self,
         upstream: &Upstream,
-        event: SseEvent<'_>,
+        event: <Self::Framing as Framing>::Event<'_>,
         usage: &mut UsageTally,
         out: &mut Vec<ProviderEvent>,
     ) -> Result<Option<FinishReason>, ProviderError>;
@@ -83,7 +86,7 @@ pub(crate) fn post<D: Decoder>(
     let traceparent = call.trace.as_ref().map(|trace| trace.traceparent());
     let mut headers = vec![
         (CONTENT_TYPE.as_str(), "application/json"),
-        (ACCEPT.as_str(), "text/event-stream"),
+        (ACCEPT.as_str(), D::Framing::MEDIA_TYPE),
     ];
     if let (Some(trace), Some(parent)) = (&call.trace, &traceparent) {
         headers.push((TRACEPARENT, parent));
@@ -121,7 +124,7 @@ enum Step {
     Over,
 }
 
-struct Exchange<D> {
+struct Exchange<D: Decoder> {
     call: Call,
     step: Step,
     timer: Timer,
@@ -330,12 +333,13 @@ impl<D: Decoder> Exchange<D> {
         }
         // A server that ignored `stream: true` answers with one JSON document; one that sends
         // no content type at all is given the benefit of the doubt.
+        let media_type = D::Framing::MEDIA_TYPE;
         let content_type = response
             .headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .unwrap_or("text/event-stream");
-        if !content_type.trim_start().starts_with("text/event-stream") {
+            .unwrap_or(media_type);
+        if !content_type.trim_start().starts_with(media_type) {
             let what = "the response is not an event stream (is `stream: true` supported?)";
             let error = upstream.protocol_error(what, content_type);
             return self.fail(error);

@@ -96,7 +96,7 @@ pub(crate) fn stream(adapter: Adapter, body: &[u8], cuts: &[u8]) {
     let _ = usage.drain(true);
 }
 
-fn decode<D: Decoder>(
+fn decode<D: Decoder<Framing = SseParser>>(
     mut decoder: D,
     upstream: &Upstream,
     events: Vec<OwnedEvent>,

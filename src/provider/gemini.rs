@@ -26,7 +26,7 @@ use serde_json::value::RawValue;
 
 use super::exchange::{self, Decoder};
 use super::http::{HttpClients, Upstream, secret_header};
-use super::sse::SseEvent;
+use super::sse::{SseEvent, SseParser};
 use super::tally::UsageTally;
 use super::{
     Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream,
@@ -174,6 +174,8 @@ pub(super) struct ChunkDecoder {
 }
 
 impl Decoder for ChunkDecoder {
+    type Framing = SseParser;
+
     fn event(
         &mut self,
         upstream: &Upstream,

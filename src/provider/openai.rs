@@ -20,7 +20,7 @@ use content::{Content, filtered, parts_out};
 
 use super::exchange::{self, Decoder};
 use super::http::{HttpClients, Upstream, bearer_header};
-use super::sse::SseEvent;
+use super::sse::{SseEvent, SseParser};
 use super::tally::UsageTally;
 use super::{
     Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream,
@@ -202,6 +202,8 @@ pub(super) struct ChunkDecoder {
 }
 
 impl Decoder for ChunkDecoder {
+    type Framing = SseParser;
+
     fn event(
         &mut self,
         upstream: &Upstream,

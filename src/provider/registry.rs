@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::Provider;
 use super::anthropic::AnthropicProvider;
 use super::azure::AzureProvider;
+use super::bedrock::BedrockProvider;
 use super::gemini::GeminiProvider;
 use super::http::HttpClients;
 use super::openai::OpenAiProvider;
@@ -86,6 +87,13 @@ fn adapter(
         AdapterConfig::Vertex(vertex) => Arc::new(VertexProvider::new(
             config.name.clone(),
             vertex,
+            &config.models,
+            clients,
+            config.max_concurrency,
+        )?),
+        AdapterConfig::Bedrock(bedrock) => Arc::new(BedrockProvider::new(
+            config.name.clone(),
+            bedrock,
             &config.models,
             clients,
             config.max_concurrency,

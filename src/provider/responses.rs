@@ -31,7 +31,7 @@ use serde_json::value::RawValue;
 
 use super::exchange::{self, Decoder};
 use super::http::{HttpClients, Upstream, bearer_header};
-use super::sse::SseEvent;
+use super::sse::{SseEvent, SseParser};
 use super::tally::UsageTally;
 use super::{
     Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream,
@@ -182,6 +182,8 @@ pub(super) struct ResponseDecoder {
 }
 
 impl Decoder for ResponseDecoder {
+    type Framing = SseParser;
+
     fn event(
         &mut self,
         upstream: &Upstream,

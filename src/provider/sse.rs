@@ -3,6 +3,8 @@
 //! be split across any number of pieces, `:` lines are comments, and an event ends at a
 //! blank line. Each byte is scanned once, so a multi-megabyte event costs linear time.
 
+use super::framing::{Framing, Malformed};
+
 /// Upper bound on one event: its data so far and the line being received, together. Past it
 /// the stream is malformed rather than a reason to exhaust memory. Every running call may
 /// hold this much, so the bound is what one misbehaving upstream can pin per call (times
@@ -70,13 +72,35 @@ impl SseError {
             Self::TooLarge => "an event-stream event is larger than the limit",
         }
     }
+}
 
-    /// The offending text, for the log.
-    pub(super) fn offending(&self) -> &str {
-        match self {
-            Self::InvalidUtf8 { line } => line,
-            Self::TooLarge => "",
+impl From<SseError> for Malformed {
+    fn from(error: SseError) -> Self {
+        Self {
+            what: error.what(),
+            offending: match error {
+                SseError::InvalidUtf8 { line } => line,
+                SseError::TooLarge => String::new(),
+            },
         }
+    }
+}
+
+impl Framing for SseParser {
+    type Event<'a> = SseEvent<'a>;
+
+    const MEDIA_TYPE: &'static str = "text/event-stream";
+
+    fn push(
+        &mut self,
+        piece: &[u8],
+        on: &mut dyn for<'a> FnMut(SseEvent<'a>),
+    ) -> Result<(), Malformed> {
+        Ok(SseParser::push(self, piece, on)?)
+    }
+
+    fn finish(&mut self, on: &mut dyn for<'a> FnMut(SseEvent<'a>)) -> Result<(), Malformed> {
+        Ok(SseParser::finish(self, on)?)
     }
 }
 

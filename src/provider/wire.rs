@@ -93,6 +93,13 @@ pub(crate) fn function(
     Ok(function)
 }
 
+/// A tool call's arguments (`field`) as the JSON object Anthropic's and Bedrock's protocols
+/// need. Chat completions carries them as text, so arguments that are not an object are
+/// refused as this target's problem (rejected): another target may still take the request.
+pub(crate) fn arguments_object(field: &str, text: &str) -> Result<Value, ProviderError> {
+    json_object(field, text).map_err(|e| ProviderError::rejected(e.code, e.message))
+}
+
 /// The request body's bytes.
 pub(crate) fn encode(body: Map<String, Value>) -> Result<Vec<u8>, ProviderError> {
     serde_json::to_vec(&Value::Object(body)).map_err(|e| {

@@ -9,10 +9,11 @@ use crate::common;
 use std::time::{Duration, SystemTime};
 
 use common::adapters::{
-    KEY, assert_error, assert_mentions, call, call_with, config, data, estimated, event, provider,
-    reported, spec, split, text, timeouts,
+    KEY, assert_error, assert_mentions, bedrock_at, call, call_with, config, data, estimated,
+    event, provider, reported, spec, split, text, timeouts,
 };
-use common::upstream::{Behaviour, Step, Upstream, sse, sse_steps, status};
+use common::eventstream;
+use common::upstream::{Behaviour, Step, Upstream, sse_steps, status};
 use futures_util::StreamExt;
 use model_runtime::config::ProviderSpec;
 use model_runtime::execution::{
@@ -28,14 +29,17 @@ enum Kind {
     Azure,
     Anthropic,
     Gemini,
+    /// AWS Bedrock's Converse stream: binary event-stream messages.
+    Bedrock,
 }
 
-const KINDS: [Kind; 5] = [
+const KINDS: [Kind; 6] = [
     Kind::OpenAi,
     Kind::Responses,
     Kind::Azure,
     Kind::Anthropic,
     Kind::Gemini,
+    Kind::Bedrock,
 ];
 
 /// A Responses API stream event of type `kind` with these further fields.
@@ -51,12 +55,49 @@ impl Kind {
             Self::Azure => "azure-openai",
             Self::Anthropic => "anthropic",
             Self::Gemini => "gemini",
+            Self::Bedrock => "bedrock",
+        }
+    }
+
+    /// A provider of this kind at `base_url`, with the tests' credentials.
+    fn spec(self, base_url: &str) -> ProviderSpec {
+        match self {
+            Self::Bedrock => bedrock_at(base_url),
+            _ => spec(self.name(), base_url),
+        }
+    }
+
+    /// A 200 reply of `events`, one `Send` each.
+    fn reply(self, events: &[Vec<u8>]) -> Behaviour {
+        self.steps(events.iter().cloned().map(Step::Send).collect())
+    }
+
+    /// A 200 reply played step by step, with this kind's content type.
+    fn steps(self, steps: Vec<Step>) -> Behaviour {
+        match self {
+            Self::Bedrock => eventstream::steps(steps),
+            _ => sse_steps(steps),
         }
     }
 
     /// What comes before the first output: no event of its own.
-    fn preamble(self) -> Vec<String> {
+    fn preamble(self) -> Vec<Vec<u8>> {
         match self {
+            Self::Bedrock => vec![eventstream::event(
+                "messageStart",
+                r#"{"p":"abcd","role":"assistant"}"#,
+            )],
+            _ => self
+                .sse_preamble()
+                .into_iter()
+                .map(String::into_bytes)
+                .collect(),
+        }
+    }
+
+    fn sse_preamble(self) -> Vec<String> {
+        match self {
+            Self::Bedrock => unreachable!("not a server-sent event stream"),
             Self::OpenAi | Self::Azure => vec![data(
                 r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
             )],
@@ -85,32 +126,59 @@ impl Kind {
         }
     }
 
-    fn delta(self, piece: &str) -> String {
+    fn delta(self, piece: &str) -> Vec<u8> {
         let piece = serde_json::json!(piece);
         match self {
+            Self::Bedrock => eventstream::event(
+                "contentBlockDelta",
+                &format!(r#"{{"contentBlockIndex":0,"delta":{{"text":{piece}}}}}"#),
+            ),
             Self::OpenAi | Self::Azure => data(&format!(
                 r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":{piece}}},"finish_reason":null}}]}}"#
-            )),
+            ))
+            .into_bytes(),
             Self::Responses => responses_event(
                 "response.output_text.delta",
                 &format!(
                     r#""sequence_number":2,"item_id":"msg_1","output_index":0,"content_index":0,"delta":{piece}"#
                 ),
-            ),
+            )
+            .into_bytes(),
             Self::Anthropic => event(
                 "content_block_delta",
                 &format!(
                     r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":{piece}}}}}"#
                 ),
-            ),
+            )
+            .into_bytes(),
             Self::Gemini => data(&format!(
                 r#"{{"candidates":[{{"content":{{"parts":[{{"text":{piece}}}],"role":"model"}},"index":0}}]}}"#
-            )),
+            ))
+            .into_bytes(),
         }
     }
 
-    fn ending(self) -> Vec<String> {
+    fn ending(self) -> Vec<Vec<u8>> {
         match self {
+            Self::Bedrock => vec![
+                eventstream::event("contentBlockStop", r#"{"contentBlockIndex":0}"#),
+                eventstream::event("messageStop", r#"{"stopReason":"end_turn"}"#),
+                eventstream::event(
+                    "metadata",
+                    r#"{"usage":{"inputTokens":7,"outputTokens":2,"totalTokens":9},"metrics":{"latencyMs":120}}"#,
+                ),
+            ],
+            _ => self
+                .sse_ending()
+                .into_iter()
+                .map(String::into_bytes)
+                .collect(),
+        }
+    }
+
+    fn sse_ending(self) -> Vec<String> {
+        match self {
+            Self::Bedrock => unreachable!("not a server-sent event stream"),
             Self::OpenAi | Self::Azure => vec![
                 data(
                     r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
@@ -146,7 +214,9 @@ impl Kind {
     fn usage_when_cut(self, pieces: u64) -> Vec<ProviderEvent> {
         let output = estimated(UsageUnit::OUTPUT_TOKENS, pieces);
         match self {
-            Self::OpenAi | Self::Responses | Self::Azure | Self::Gemini => vec![output],
+            Self::OpenAi | Self::Responses | Self::Azure | Self::Gemini | Self::Bedrock => {
+                vec![output]
+            }
             Self::Anthropic => vec![reported(UsageUnit::INPUT_TOKENS, 7), output],
         }
     }
@@ -170,10 +240,11 @@ impl Kind {
             Self::Gemini => format!(
                 r#"{{"error":{{"code":400,"message":"API key not valid: {KEY}","status":"{kind}"}}}}"#
             ),
+            Self::Bedrock => format!(r#"{{"message":"The security token {KEY} is invalid."}}"#),
         }
     }
 
-    fn whole_reply(self, pieces: &[&str]) -> Vec<String> {
+    fn whole_reply(self, pieces: &[&str]) -> Vec<Vec<u8>> {
         let mut events = self.preamble();
         events.extend(pieces.iter().map(|p| self.delta(p)));
         events.extend(self.ending());
@@ -188,7 +259,7 @@ async fn error_of(
     base_url: &str,
     edit: impl FnOnce(ProviderSpec) -> ProviderSpec,
 ) -> ProviderError {
-    let p = provider(&config(edit(spec(kind.name(), base_url))));
+    let p = provider(&config(edit(kind.spec(base_url))));
     split(call(&p).await).1.expect("an error")
 }
 
@@ -215,7 +286,7 @@ async fn each_error_status_is_classified() {
     for kind in KINDS {
         for (code, class, name) in table {
             let server = Upstream::always(status(code, &kind.error_body("some_error"), &[])).await;
-            let p = provider(&config(spec(kind.name(), &server.base_url())));
+            let p = provider(&config(kind.spec(&server.base_url())));
             let (events, error) = split(call(&p).await);
             let error = error.expect("an error");
             assert!(events.is_empty(), "{kind:?} {code}: {events:?}");
@@ -293,12 +364,7 @@ async fn the_attempt_deadline_bounds_every_timeout() {
     // A ten-minute first-byte timeout, but the attempt has 300ms: the call ends well before
     // the helper's one-minute safety net.
     let slow_to_give_up = |kind: Kind, url: &str| {
-        provider(&config(timeouts(
-            spec(kind.name(), url),
-            300_000,
-            600_000,
-            600_000,
-        )))
+        provider(&config(timeouts(kind.spec(url), 300_000, 600_000, 600_000)))
     };
     let hi = || ExecutionInput {
         messages: vec![Message::user("hi")],
@@ -314,13 +380,9 @@ async fn the_attempt_deadline_bounds_every_timeout() {
     }
     // The same for a stream that goes silent after output.
     for kind in KINDS {
-        let mut steps: Vec<Step> = kind
-            .preamble()
-            .into_iter()
-            .map(|e| Step::Send(e.into_bytes()))
-            .collect();
-        steps.extend([Step::Send(kind.delta("one").into_bytes()), Step::Stall]);
-        let server = Upstream::always(sse_steps(steps)).await;
+        let mut steps: Vec<Step> = kind.preamble().into_iter().map(Step::Send).collect();
+        steps.extend([Step::Send(kind.delta("one")), Step::Stall]);
+        let server = Upstream::always(kind.steps(steps)).await;
         let p = slow_to_give_up(kind, &server.base_url());
         let (events, error) = split(call_with(&p, hi(), Duration::from_millis(300)).await);
         assert_eq!(events[0], text("one"));
@@ -331,18 +393,14 @@ async fn the_attempt_deadline_bounds_every_timeout() {
 #[tokio::test]
 async fn a_stream_cut_after_two_deltas_is_interrupted_with_its_usage() {
     for kind in KINDS {
-        let mut steps: Vec<Step> = kind
-            .preamble()
-            .into_iter()
-            .map(|e| Step::Send(e.into_bytes()))
-            .collect();
+        let mut steps: Vec<Step> = kind.preamble().into_iter().map(Step::Send).collect();
         steps.extend([
-            Step::Send(kind.delta("Hello").into_bytes()),
-            Step::Send(kind.delta(" world").into_bytes()),
+            Step::Send(kind.delta("Hello")),
+            Step::Send(kind.delta(" world")),
             Step::Cut,
         ]);
-        let server = Upstream::always(sse_steps(steps)).await;
-        let p = provider(&config(spec(kind.name(), &server.base_url())));
+        let server = Upstream::always(kind.steps(steps)).await;
+        let p = provider(&config(kind.spec(&server.base_url())));
         let (events, error) = split(call(&p).await);
         let mut expected = vec![text("Hello"), text(" world")];
         expected.extend(kind.usage_when_cut(2));
@@ -363,7 +421,7 @@ async fn a_clean_end_before_the_reply_finished_is_interrupted() {
     for kind in KINDS {
         let mut events = kind.preamble();
         events.push(kind.delta("Hello"));
-        let server = Upstream::always(sse(&events)).await;
+        let server = Upstream::always(kind.reply(&events)).await;
         let error = error_of(kind, &server.base_url(), |s| s).await;
         assert_error(&error, ErrorClass::OutcomeUnknown, "stream_interrupted", "");
     }
@@ -372,17 +430,10 @@ async fn a_clean_end_before_the_reply_finished_is_interrupted() {
 #[tokio::test]
 async fn a_stall_past_the_idle_timeout_ends_the_call_and_the_connection() {
     for kind in KINDS {
-        let mut steps: Vec<Step> = kind
-            .preamble()
-            .into_iter()
-            .map(|e| Step::Send(e.into_bytes()))
-            .collect();
-        steps.extend([Step::Send(kind.delta("Hello").into_bytes()), Step::Stall]);
-        let server = Upstream::always(sse_steps(steps)).await;
-        let p = provider(&config(short_timeouts(spec(
-            kind.name(),
-            &server.base_url(),
-        ))));
+        let mut steps: Vec<Step> = kind.preamble().into_iter().map(Step::Send).collect();
+        steps.extend([Step::Send(kind.delta("Hello")), Step::Stall]);
+        let server = Upstream::always(kind.steps(steps)).await;
+        let p = provider(&config(short_timeouts(kind.spec(&server.base_url()))));
         let (events, error) = split(call(&p).await);
         let mut expected = vec![text("Hello")];
         expected.extend(kind.usage_when_cut(1));
@@ -401,12 +452,13 @@ async fn malformed_events_are_rejected_protocol_errors() {
         let secretish = "do-not-echo-this-content";
         let mut events = kind.preamble();
         events.push(match kind {
-            Kind::OpenAi | Kind::Azure => data(&format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{secretish}"#)),
-            Kind::Responses => event("response.output_text.delta", &format!(r#"{{"type":"response.output_text.delta","output_index":0,"delta":"{secretish}"#)),
-            Kind::Gemini => data(&format!(r#"{{"candidates":[{{"content":{{"parts":[{{"text":"{secretish}"#)),
-            Kind::Anthropic => event("content_block_delta", &format!(r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{secretish}"#)),
+            Kind::OpenAi | Kind::Azure => data(&format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{secretish}"#)).into_bytes(),
+            Kind::Responses => event("response.output_text.delta", &format!(r#"{{"type":"response.output_text.delta","output_index":0,"delta":"{secretish}"#)).into_bytes(),
+            Kind::Gemini => data(&format!(r#"{{"candidates":[{{"content":{{"parts":[{{"text":"{secretish}"#)).into_bytes(),
+            Kind::Anthropic => event("content_block_delta", &format!(r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{secretish}"#)).into_bytes(),
+            Kind::Bedrock => eventstream::event("contentBlockDelta", &format!(r#"{{"contentBlockIndex":0,"delta":{{"text":"{secretish}"#)),
         });
-        let server = Upstream::always(sse(&events)).await;
+        let server = Upstream::always(kind.reply(&events)).await;
         let error = error_of(kind, &server.base_url(), |s| s).await;
         assert_error(
             &error,
@@ -420,13 +472,19 @@ async fn malformed_events_are_rejected_protocol_errors() {
             error.message
         );
 
-        let mut steps: Vec<Step> = kind
-            .preamble()
-            .into_iter()
-            .map(|e| Step::Send(e.into_bytes()))
-            .collect();
-        steps.push(Step::Send(b"data: \xff\xfe\n\n".to_vec()));
-        let server = Upstream::always(sse_steps(steps)).await;
+        let mut steps: Vec<Step> = kind.preamble().into_iter().map(Step::Send).collect();
+        // Bytes the framing itself refuses: a line that is not UTF-8, or a message whose
+        // CRC does not match.
+        steps.push(Step::Send(match kind {
+            Kind::Bedrock => {
+                let mut message = eventstream::event("contentBlockDelta", "{}");
+                let last = message.len() - 1;
+                message[last] ^= 0xff;
+                message
+            }
+            _ => b"data: \xff\xfe\n\n".to_vec(),
+        }));
+        let server = Upstream::always(kind.steps(steps)).await;
         let error = error_of(kind, &server.base_url(), |s| s).await;
         assert_error(&error, ErrorClass::Rejected, "protocol_error", "");
     }
@@ -452,13 +510,13 @@ async fn a_json_reply_instead_of_an_event_stream_is_a_protocol_error() {
 async fn one_big_delta(kind: Kind, huge: &str) -> Upstream {
     let mut bytes = Vec::new();
     for e in kind.whole_reply(&[huge, "end"]) {
-        bytes.extend_from_slice(e.as_bytes());
+        bytes.extend_from_slice(&e);
     }
     let steps = bytes
         .chunks(64 * 1024)
         .map(|c| Step::Send(c.to_vec()))
         .collect();
-    Upstream::always(sse_steps(steps)).await
+    Upstream::always(kind.steps(steps)).await
 }
 
 #[tokio::test]
@@ -467,7 +525,7 @@ async fn a_large_event_arrives_whole_and_one_past_the_bound_is_refused() {
     let large = "lorem ipsum ".repeat(1000 * 1024 / 12);
     for kind in KINDS {
         let server = one_big_delta(kind, &large).await;
-        let p = provider(&config(spec(kind.name(), &server.base_url())));
+        let p = provider(&config(kind.spec(&server.base_url())));
         let (events, error) = split(call(&p).await);
         assert_eq!(error, None);
         assert_eq!(events[0], text(&large), "{kind:?}");
@@ -481,7 +539,7 @@ async fn a_large_event_arrives_whole_and_one_past_the_bound_is_refused() {
     let huge = "lorem ipsum ".repeat(5 * 1024 * 1024 / 12);
     for kind in KINDS {
         let server = one_big_delta(kind, &huge).await;
-        let p = provider(&config(spec(kind.name(), &server.base_url())));
+        let p = provider(&config(kind.spec(&server.base_url())));
         let (events, error) = split(call(&p).await);
         assert!(
             events
@@ -499,7 +557,7 @@ async fn a_slow_trickle_within_the_idle_timeout_is_a_normal_reply() {
     for kind in KINDS {
         let mut bytes = Vec::new();
         for e in kind.whole_reply(&["Hel", "lo"]) {
-            bytes.extend_from_slice(e.as_bytes());
+            bytes.extend_from_slice(&e);
         }
         // Seven bytes at a time, each after a pause: events split across many pieces.
         let mut steps = Vec::new();
@@ -507,8 +565,8 @@ async fn a_slow_trickle_within_the_idle_timeout_is_a_normal_reply() {
             steps.push(Step::Sleep(Duration::from_millis(2)));
             steps.push(Step::Send(piece.to_vec()));
         }
-        let server = Upstream::always(sse_steps(steps)).await;
-        let usual = timeouts(spec(kind.name(), &server.base_url()), 2_000, 30_000, 10_000);
+        let server = Upstream::always(kind.steps(steps)).await;
+        let usual = timeouts(kind.spec(&server.base_url()), 2_000, 30_000, 10_000);
         let p = provider(&config(usual));
         let (events, error) = split(call(&p).await);
         assert_eq!(error, None);
@@ -522,14 +580,10 @@ async fn a_slow_trickle_within_the_idle_timeout_is_a_normal_reply() {
 #[tokio::test]
 async fn dropping_the_stream_closes_the_connection_at_once() {
     for kind in KINDS {
-        let mut steps: Vec<Step> = kind
-            .preamble()
-            .into_iter()
-            .map(|e| Step::Send(e.into_bytes()))
-            .collect();
-        steps.extend([Step::Send(kind.delta("Hello").into_bytes()), Step::Stall]);
-        let server = Upstream::always(sse_steps(steps)).await;
-        let p = provider(&config(spec(kind.name(), &server.base_url())));
+        let mut steps: Vec<Step> = kind.preamble().into_iter().map(Step::Send).collect();
+        steps.extend([Step::Send(kind.delta("Hello")), Step::Stall]);
+        let server = Upstream::always(kind.steps(steps)).await;
+        let p = provider(&config(kind.spec(&server.base_url())));
         let mut stream = p.call(ProviderCall {
             execution_id: ExecutionId::new(),
             attempt: 1,

@@ -194,17 +194,40 @@ impl Client {
 
     /// The bytes of a `POST` of `body` with `headers` and then `more`.
     pub fn post(&self, headers: &HeaderMap, more: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+        self.request("POST", headers, more, Some(body))
+    }
+
+    /// The bytes of a `GET` with `headers` (a credentials endpoint's).
+    pub fn get(&self, headers: &HeaderMap) -> Vec<u8> {
+        self.request("GET", headers, &[], None)
+    }
+
+    /// The `Host` every request carries: a signature covers it (AWS SigV4).
+    pub fn authority(&self) -> &str {
+        &self.shared.target.authority
+    }
+
+    /// The bytes of a request: `method`, `headers` and then `more`, and a body if any.
+    fn request(
+        &self,
+        method: &str,
+        headers: &HeaderMap,
+        more: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> Vec<u8> {
         let shared = &self.shared;
-        let mut out = Vec::with_capacity(512 + body.len());
+        let mut out = Vec::with_capacity(512 + body.map_or(0, <[u8]>::len));
         // Writing to a Vec cannot fail.
         let _ = write!(
             out,
-            "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: model-runtime/{}\r\nContent-Length: {}\r\n",
+            "{method} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: model-runtime/{}\r\n",
             shared.request_target,
             shared.target.authority,
             env!("CARGO_PKG_VERSION"),
-            body.len()
         );
+        if let Some(body) = body {
+            let _ = write!(out, "Content-Length: {}\r\n", body.len());
+        }
         let mut header = |name: &[u8], value: &[u8]| {
             out.extend_from_slice(name);
             out.extend_from_slice(b": ");
@@ -226,7 +249,7 @@ impl Client {
             header(name.as_bytes(), value.as_bytes());
         }
         out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(body);
+        out.extend_from_slice(body.unwrap_or_default());
         out
     }
 

@@ -1,6 +1,8 @@
 //! The adapter of a provider: which protocol, where, with which key and settings.
 
 use super::{Env, invalid, variable};
+
+mod bedrock;
 use crate::config::raw::RawProvider;
 use crate::config::{
     AdapterConfig, AnthropicConfig, AzureApi, AzureOpenAiConfig, ConfigError, Credentials,
@@ -33,12 +35,13 @@ pub(super) fn adapter(
             | "anthropic"
             | "gemini"
             | "vertex"
+            | "bedrock"
     ) {
         return Err(invalid(
             format!("{key}.adapter"),
             format!(
                 "unknown adapter `{kind}`; expected `openai`, `openai-responses`, \
-                 `azure-openai`, `anthropic`, `gemini`, `vertex` or `scripted`"
+                 `azure-openai`, `anthropic`, `gemini`, `vertex`, `bedrock` or `scripted`"
             ),
         ));
     }
@@ -55,6 +58,7 @@ pub(super) fn adapter(
         "anthropic" => anthropic(key, raw, timeouts, env),
         "azure-openai" => azure(key, raw, timeouts, env),
         "vertex" => vertex(key, raw, timeouts, env),
+        "bedrock" => bedrock::bedrock(key, raw, timeouts, env),
         "gemini" => {
             let Some(var) = raw.api_key_env.as_deref() else {
                 return Err(invalid(
@@ -80,13 +84,16 @@ fn applicable(key: &str, raw: &RawProvider, kind: &str) -> Result<(), ConfigErro
         "anthropic",
         "gemini",
         "vertex",
+        "bedrock",
     ][..];
+    let keyed = &http[..http.len() - 1];
+    let bedrock = &["bedrock"][..];
     let azure = &["azure-openai"][..];
     let vertex = &["vertex"][..];
     let bearer = &["azure-openai", "vertex"][..];
     for (field, present, used_by) in [
         ("base_url", raw.base_url.is_some(), http),
-        ("api_key_env", raw.api_key_env.is_some(), http),
+        ("api_key_env", raw.api_key_env.is_some(), keyed),
         ("proxy", raw.proxy.is_some(), http),
         ("allow_insecure_http", raw.allow_insecure_http, http),
         ("timeouts", raw.timeouts.is_some(), http),
@@ -107,6 +114,8 @@ fn applicable(key: &str, raw: &RawProvider, kind: &str) -> Result<(), ConfigErro
         ("project", raw.project.is_some(), vertex),
         ("location", raw.location.is_some(), vertex),
         ("publisher", raw.publisher.is_some(), vertex),
+        ("region", raw.region.is_some(), bedrock),
+        ("aws_credentials", raw.aws_credentials.is_some(), bedrock),
         (
             "service_account_file",
             raw.service_account_file.is_some(),
@@ -340,16 +349,18 @@ fn anthropic(
 
 /// Where an HTTP adapter sends its requests: its base URL, timeouts and proxy. A key sent
 /// over plain http to another machine can be read by anyone on the path.
-fn endpoint(
+pub(super) fn endpoint(
     key: &str,
     raw: &RawProvider,
     timeouts: TimeoutsConfig,
 ) -> Result<HttpEndpointConfig, ConfigError> {
     let kind = raw.adapter.as_str();
+    // Bedrock's requests carry a session token and a signature made with the secret key.
     let with_key = raw.api_key_env.is_some()
         || raw.token_env.is_some()
         || raw.token_file.is_some()
-        || raw.service_account_file.is_some();
+        || raw.service_account_file.is_some()
+        || kind == "bedrock";
     // Connecting happens inside the first-byte wait. A connect timeout that long could
     // never fire: a slow connect would end as a first-byte `timeout` (outcome unknown,
     // not repeated) instead of `connect_failed` (nothing was sent: retryable).
@@ -461,7 +472,7 @@ fn proxy(key: &str, text: &str) -> Result<ProxyUrl, ConfigError> {
 }
 
 /// Reads the key from the variable `var`. Errors name the variable, never the value.
-fn api_key(key: &str, var: &str, env: Env<'_>) -> Result<Secret, ConfigError> {
+pub(super) fn api_key(key: &str, var: &str, env: Env<'_>) -> Result<Secret, ConfigError> {
     let value = variable(key, var, env)?;
     if !is_header_text(&value) {
         return Err(invalid(

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::execution::{ContentPart, ExecutionInput, Message, ResponseFormatKind, Role};
 use crate::provider::ProviderError;
-use crate::provider::wire::{encode, function, image_data, json_object, number, unsupported};
+use crate::provider::wire::{arguments_object, encode, function, image_data, number, unsupported};
 
 /// The body of a streaming request for `model`; `default_max_tokens` when the input sets no
 /// limit.
@@ -163,10 +163,7 @@ fn turn(at: &str, m: &Message) -> Result<(&'static str, Vec<Value>), ProviderErr
         Role::Assistant => {
             for (k, call) in m.tool_calls.iter().enumerate() {
                 let field = format!("{at}.tool_calls[{k}].arguments_json");
-                // This protocol needs the arguments as an object; chat completions carries
-                // them as text, so another target may still take the request.
-                let input = json_object(&field, &call.arguments_json)
-                    .map_err(|e| ProviderError::rejected(e.code, e.message))?;
+                let input = arguments_object(&field, &call.arguments_json)?;
                 blocks.push(json!({
                     "type": "tool_use",
                     "id": call.id,

@@ -1,4 +1,4 @@
-//! What a reply's body has said so far: the event-stream parser, the adapter's decoder, the
+//! What a reply's body has said so far: the framing's parser, the adapter's decoder, the
 //! usage tally and the items ready for the caller. The exchange feeds it the body's data as
 //! it arrives and reads off how the reply ended.
 
@@ -9,17 +9,17 @@ use tokio::time::Instant;
 
 use super::{Decoder, Item, bound};
 use crate::execution::{FinishReason, ReasoningPiece, UsageQuantity};
+use crate::provider::framing::Framing;
 use crate::provider::http::Upstream;
-use crate::provider::sse::{SseEvent, SseParser};
 use crate::provider::tally::UsageTally;
 use crate::provider::{ProviderError, ProviderEvent};
 
 /// What the body has said so far, and the items it made.
-pub(super) struct Reply<D> {
+pub(super) struct Reply<D: Decoder> {
     pub(super) upstream: Upstream,
     deadline: Instant,
     pub(super) decoder: D,
-    parser: SseParser,
+    parser: D::Framing,
     pub(super) usage: UsageTally,
     /// Items ready for the caller.
     pub(super) pending: VecDeque<Item>,
@@ -38,7 +38,7 @@ impl<D: Decoder> Reply<D> {
             upstream,
             deadline,
             decoder,
-            parser: SseParser::default(),
+            parser: D::Framing::default(),
             usage: UsageTally::default(),
             pending: VecDeque::new(),
             output_started: false,
@@ -68,14 +68,14 @@ impl<D: Decoder> Reply<D> {
         }
     }
 
-    /// Feeds the next piece of the body (`None`: its end) through the SSE parser and the
+    /// Feeds the next piece of the body (`None`: its end) through the framing and the
     /// decoder; `Some(reason)` once the reply is complete. Events after the one that ended
     /// the reply are not decoded; a malformed stream after it does not matter either.
     fn parse(&mut self, piece: Option<&[u8]>) -> Result<Option<FinishReason>, ProviderError> {
         // Lent out (it holds no memory by default), so its events can go to `self.decode`.
         let mut parser = std::mem::take(&mut self.parser);
         let mut outcome = Ok(None);
-        let mut on = |event: SseEvent<'_>| {
+        let mut on = |event: <D::Framing as Framing>::Event<'_>| {
             if matches!(outcome, Ok(None)) {
                 outcome = self.decode(event);
             }
@@ -86,14 +86,17 @@ impl<D: Decoder> Reply<D> {
         };
         self.parser = parser;
         match (outcome, parsed) {
-            (Ok(None), Err(e)) => Err(self.upstream.protocol_error(e.what(), e.offending())),
+            (Ok(None), Err(e)) => Err(self.upstream.protocol_error(e.what, &e.offending)),
             (outcome, _) => outcome,
         }
     }
 
     /// One event through the decoder; the SPI events it yields are queued even when it then
     /// fails, so output that arrived before an error is not lost.
-    fn decode(&mut self, event: SseEvent<'_>) -> Result<Option<FinishReason>, ProviderError> {
+    fn decode(
+        &mut self,
+        event: <D::Framing as Framing>::Event<'_>,
+    ) -> Result<Option<FinishReason>, ProviderError> {
         let mut out = std::mem::take(&mut self.out);
         let result = self
             .decoder

@@ -1,10 +1,13 @@
 use super::*;
 use crate::execution::{UsageSource, UsageUnit};
+use crate::provider::sse::{SseEvent, SseParser};
 
 /// Ends the reply at `data: [DONE]`.
 struct UntilDone;
 
 impl Decoder for UntilDone {
+    type Framing = SseParser;
+
     fn event(
         &mut self,
         _: &Upstream,

@@ -230,7 +230,26 @@ impl Upstream {
     /// vLLM and llama.cpp put in a numeric `code`. The provider stopped working on the
     /// request, so nothing is left running remotely.
     pub(crate) fn stream_error(&self, error: &[u8]) -> ProviderError {
-        let detail = self.detail(error);
+        self.stream_detail(&self.detail(error))
+    }
+
+    /// An exception an AWS event stream reported: its name (`:exception-type`, e.g.
+    /// `throttlingException`) and its JSON payload (`{"message": ...}`), classified as
+    /// [`Self::stream_error`] classifies an error of that type.
+    pub(crate) fn stream_exception(&self, name: &str, payload: &[u8]) -> ProviderError {
+        let mut detail = self.detail(payload);
+        detail.kind = Some(name)
+            .filter(|n| {
+                !n.is_empty()
+                    && n.len() <= 64
+                    && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            })
+            .map(str::to_owned);
+        self.stream_detail(&detail)
+    }
+
+    /// See [`Self::stream_error`].
+    fn stream_detail(&self, detail: &ErrorDetail) -> ProviderError {
         let label = self.label();
         let kind = detail.kind.as_deref().unwrap_or("");
         let reported = format!("{label} reported an error in the stream");
@@ -244,37 +263,52 @@ impl Upstream {
             "overloaded_error" | "overloaded" => {
                 ProviderError::retryable(AttemptCode::Overloaded, format!("{reported}: {kind}"))
             }
-            "rate_limit_error" | "rate_limit_exceeded" | "tokens" | "requests" => {
+            "rate_limit_error"
+            | "rate_limit_exceeded"
+            | "tokens"
+            | "requests"
+            | "throttlingException" => {
                 ProviderError::retryable(AttemptCode::RateLimited, format!("{reported}: {kind}"))
             }
-            "api_error" | "server_error" | "internal_error" | "internal_server_error" => {
+            "api_error"
+            | "server_error"
+            | "internal_error"
+            | "internal_server_error"
+            | "internalServerException"
+            | "modelStreamErrorException" => {
                 ProviderError::retryable(AttemptCode::Internal, format!("{reported}: {kind}"))
             }
-            "timeout_error" | "timeout" => {
+            "timeout_error"
+            | "timeout"
+            | "modelTimeoutException"
+            | "serviceUnavailableException" => {
                 ProviderError::retryable(AttemptCode::Unavailable, format!("{reported}: {kind}"))
             }
-            "invalid_request_error" | "invalid_request" | "request_too_large" => {
-                ProviderError::rejected(
-                    AttemptCode::InvalidRequest,
-                    format!("{reported}{}", detail.quoted()),
-                )
-            }
+            "invalid_request_error"
+            | "invalid_request"
+            | "request_too_large"
+            | "validationException" => ProviderError::rejected(
+                AttemptCode::InvalidRequest,
+                format!("{reported}{}", detail.quoted()),
+            ),
             "authentication_error" | "invalid_api_key" => ProviderError::rejected(
                 AttemptCode::Unauthorized,
                 format!("{reported}: the API key was rejected"),
             ),
-            "permission_error" => {
+            "permission_error" | "accessDeniedException" => {
                 ProviderError::rejected(AttemptCode::Forbidden, format!("{reported}: {kind}"))
             }
-            "not_found_error" | "model_not_found" => ProviderError::rejected(
-                AttemptCode::NotFound,
-                format!("{reported}{}", detail.quoted()),
-            ),
+            "not_found_error" | "model_not_found" | "resourceNotFoundException" => {
+                ProviderError::rejected(
+                    AttemptCode::NotFound,
+                    format!("{reported}{}", detail.quoted()),
+                )
+            }
             _ => detail
                 .status
                 .and_then(|code| {
                     let place = format!("(status {code}, reported in the stream)");
-                    self.by_status(code, &place, &detail)
+                    self.by_status(code, &place, detail)
                 })
                 .unwrap_or_else(|| {
                     ProviderError::retryable(

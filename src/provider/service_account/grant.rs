@@ -1,12 +1,10 @@
 //! One token request: the assertion posted as a form to the token endpoint through the
 //! runtime's own HTTP client (the provider's proxy and TLS set-up, pooled), the reply read
-//! within a time and a size bound, and the access token taken from it. What went wrong is
+//! within a time and a size bound ([`fetch`]), and the access token taken from it. What went wrong is
 //! said for the log, never with the reply's text: a token endpoint may echo what it was sent.
 
-use std::future::poll_fn;
 use std::time::Duration;
 
-use h1::Progress;
 use http::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
 use tokio::time::Instant;
@@ -14,6 +12,7 @@ use tokio::time::Instant;
 use super::Bearer;
 use super::jwt::Assertion;
 use crate::config::Secret;
+use crate::provider::fetch::fetch;
 
 /// A reply larger than this is not a token (Google's are under 2 KB).
 const MAX_REPLY: usize = 64 * 1024;
@@ -62,48 +61,11 @@ pub(super) async fn request(
         ("content-type", "application/x-www-form-urlencoded"),
         ("accept", "application/json"),
     ];
-    let mut call = client.call(client.post(&HeaderMap::new(), &headers, body.as_bytes()));
-    let limit = by.saturating_duration_since(Instant::now());
-    let (status, reply) = tokio::time::timeout_at(by, read(&mut call))
+    let request = client.post(&HeaderMap::new(), &headers, body.as_bytes());
+    let (status, reply) = fetch(client, request, by, MAX_REPLY)
         .await
-        .map_err(|_| {
-            let limit = humantime::format_duration(Duration::from_millis(
-                u64::try_from(limit.as_millis()).unwrap_or(u64::MAX),
-            ));
-            Failed::new(format!("no reply came within {limit}"))
-        })??;
+        .map_err(|e| Failed::new(e.cause()))?;
     granted(status, &reply)
-}
-
-/// The reply's status and its body, at most [`MAX_REPLY`] of it.
-async fn read(call: &mut h1::Call) -> Result<(u16, Vec<u8>), Failed> {
-    let response = poll_fn(|cx| call.poll_head(cx))
-        .await
-        .map_err(|failure| Failed::new(format!("the request failed: {}", failure.cause())))?;
-    let mut body = Vec::new();
-    let mut too_long = false;
-    loop {
-        let mut take = |data: &[u8]| {
-            if body.len() + data.len() > MAX_REPLY {
-                too_long = true;
-            } else {
-                body.extend_from_slice(data);
-            }
-        };
-        let progress = poll_fn(|cx| call.poll_body(cx, &mut take))
-            .await
-            .map_err(|failure| Failed::new(format!("the reply broke: {}", failure.cause())))?;
-        if too_long {
-            call.close();
-            return Err(Failed::new(format!(
-                "the reply is larger than {} KiB",
-                MAX_REPLY / 1024
-            )));
-        }
-        if progress == Progress::End {
-            return Ok((response.status, body));
-        }
-    }
 }
 
 /// The token a reply of `status` with `body` grants.

@@ -15,9 +15,20 @@ use model_runtime::provider::{Provider, ProviderCall, ProviderError, ProviderEve
 /// The API key the tests' environment holds; it must never show up in errors.
 pub const KEY: &str = "sk-test-secret-0123456789";
 
-/// The environment the tests' configurations read.
+/// The AWS access key id the tests' environment holds (its secret key is [`KEY`]).
+pub const AWS_KEY_ID: &str = "AKIDTESTEXAMPLE0001";
+
+/// The AWS session token the tests' environment holds.
+pub const AWS_TOKEN: &str = "session-token-test-0123456789";
+
+/// The environment the tests' configurations read: the API key, and AWS keys.
 pub fn env(name: &str) -> Option<String> {
-    (name == "TEST_API_KEY").then(|| KEY.to_owned())
+    match name {
+        "TEST_API_KEY" | "AWS_SECRET_ACCESS_KEY" => Some(KEY.to_owned()),
+        "AWS_ACCESS_KEY_ID" => Some(AWS_KEY_ID.to_owned()),
+        "AWS_SESSION_TOKEN" => Some(AWS_TOKEN.to_owned()),
+        _ => None,
+    }
 }
 
 /// A provider of `adapter` at `base_url` with the tests' key.
@@ -26,6 +37,14 @@ pub fn spec(adapter: &str, base_url: &str) -> ProviderSpec {
         .adapter(adapter)
         .base_url(base_url)
         .api_key_env("TEST_API_KEY")
+}
+
+/// A `bedrock` provider at `base_url` in `us-east-1`, signing with the tests' AWS keys.
+pub fn bedrock_at(base_url: &str) -> ProviderSpec {
+    ProviderSpec::scripted()
+        .adapter("bedrock")
+        .base_url(base_url)
+        .region("us-east-1")
 }
 
 /// An `anthropic` provider at `base_url` with the tests' key, serving text on `model`.

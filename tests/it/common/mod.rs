@@ -7,6 +7,7 @@
 
 pub mod adapters;
 pub mod anthropic;
+pub mod eventstream;
 pub mod postgres;
 pub mod process;
 pub mod replica;

@@ -1,0 +1,128 @@
+//! `adapter = "bedrock"`: the region, and where the AWS keys come from.
+
+use super::{Env, api_key, endpoint, invalid};
+use crate::config::raw::RawProvider;
+use crate::config::{
+    AdapterConfig, AwsCredentials, BedrockConfig, ConfigError, ContainerCredentials, TimeoutsConfig,
+};
+
+/// The container credentials endpoint's host, which a relative URI is relative to.
+const CONTAINER_HOST: &str = "http://169.254.170.2";
+
+const FULL_URI: &str = "AWS_CONTAINER_CREDENTIALS_FULL_URI";
+const RELATIVE_URI: &str = "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI";
+
+pub(super) fn bedrock(
+    key: &str,
+    raw: &RawProvider,
+    timeouts: TimeoutsConfig,
+    env: Env<'_>,
+) -> Result<AdapterConfig, ConfigError> {
+    let region = match raw.region.as_deref() {
+        Some(r)
+            if !r.is_empty()
+                && r.len() <= 32
+                && r.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') =>
+        {
+            r.to_owned()
+        }
+        Some(_) => {
+            return Err(invalid(
+                format!("{key}.region"),
+                "must be an AWS region like `us-east-1` (lowercase letters, digits and `-`)",
+            ));
+        }
+        None => {
+            return Err(invalid(
+                format!("{key}.region"),
+                "is required for the `bedrock` adapter",
+            ));
+        }
+    };
+    let credentials = credentials(key, raw, env)?;
+    let mut with_url = raw.clone();
+    with_url
+        .base_url
+        .get_or_insert_with(|| format!("https://bedrock-runtime.{region}.amazonaws.com"));
+    Ok(AdapterConfig::Bedrock(BedrockConfig {
+        endpoint: endpoint(key, &with_url, timeouts)?,
+        region,
+        credentials,
+    }))
+}
+
+/// The keys `aws_credentials` names, or (unset) the environment's when `AWS_ACCESS_KEY_ID` is
+/// set, else the container endpoint's when its variables are.
+fn credentials(key: &str, raw: &RawProvider, env: Env<'_>) -> Result<AwsCredentials, ConfigError> {
+    let field = format!("{key}.aws_credentials");
+    let set = |var: &str| env(var).is_some_and(|v| !v.is_empty());
+    let container = match raw.aws_credentials.as_deref() {
+        Some("environment") => false,
+        Some("container") => true,
+        Some(other) => {
+            return Err(invalid(
+                field,
+                format!("unknown source `{other}`; expected `environment` or `container`"),
+            ));
+        }
+        None if set("AWS_ACCESS_KEY_ID") => false,
+        None if set(FULL_URI) || set(RELATIVE_URI) => true,
+        None => {
+            return Err(invalid(
+                field,
+                format!(
+                    "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or \
+                     run where {FULL_URI} or {RELATIVE_URI} is set"
+                ),
+            ));
+        }
+    };
+    if !container {
+        return Ok(AwsCredentials::Environment {
+            access_key_id: api_key(&field, "AWS_ACCESS_KEY_ID", env)?,
+            secret_access_key: api_key(&field, "AWS_SECRET_ACCESS_KEY", env)?,
+            session_token: set("AWS_SESSION_TOKEN")
+                .then(|| api_key(&field, "AWS_SESSION_TOKEN", env))
+                .transpose()?,
+        });
+    }
+    let url = match (env(FULL_URI).filter(|v| !v.is_empty()), env(RELATIVE_URI)) {
+        (Some(full), _) => full,
+        (None, Some(relative)) if relative.starts_with('/') => {
+            format!("{CONTAINER_HOST}{relative}")
+        }
+        (None, Some(_)) => {
+            return Err(invalid(
+                field,
+                format!("{RELATIVE_URI} must start with `/`"),
+            ));
+        }
+        (None, None) => {
+            return Err(invalid(
+                field,
+                format!("`container` needs {FULL_URI} or {RELATIVE_URI} to be set"),
+            ));
+        }
+    };
+    match url::Url::parse(&url) {
+        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.has_host() => {}
+        _ => {
+            return Err(invalid(
+                field,
+                "the container credentials endpoint is not an http(s) URL",
+            ));
+        }
+    }
+    let token_file = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
+        .filter(|v| !v.is_empty())
+        .map(Into::into);
+    let token = (token_file.is_none() && set("AWS_CONTAINER_AUTHORIZATION_TOKEN"))
+        .then(|| api_key(&field, "AWS_CONTAINER_AUTHORIZATION_TOKEN", env))
+        .transpose()?;
+    Ok(AwsCredentials::Container(ContainerCredentials {
+        url,
+        token,
+        token_file,
+    }))
+}

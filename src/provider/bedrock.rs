@@ -1,0 +1,186 @@
+//! The `bedrock` adapter: AWS Bedrock's Converse API, streaming (`POST
+//! {base_url}/model/{modelId}/converse-stream`), one request shape for every model family.
+//!
+//! - **Request**: `request.rs`; the model id (or inference profile, or ARN) is percent-encoded
+//!   into the path, as AWS's SDKs do.
+//! - **Signing**: SigV4 by AWS's own signer (`sigv4.rs`) over the method, URL, `Host`, the time
+//!   and the body, for the configured region and the `bedrock` signing name. The keys come
+//!   from the environment or the container credentials endpoint (`credentials.rs`); a call
+//!   whose keys must be fetched first waits for them ([`deferred`](super::deferred)).
+//! - **Reply**: AWS's binary event stream (`eventstream.rs`), its messages read by
+//!   `stream.rs`.
+
+mod credentials;
+mod request;
+mod sigv4;
+mod stream;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use credentials::{AwsKeys, KeySource};
+use sigv4::{Signing, sign_request};
+use stream::ConverseDecoder;
+
+use super::http::{HttpClients, Upstream};
+use super::{
+    Provider, ProviderCall, ProviderError, ProviderInitError, ProviderStream, deferred, exchange,
+    plain_stream,
+};
+use crate::config::{AwsCredentials, BedrockConfig, HttpEndpointConfig, ModelConfig};
+use crate::execution::AttemptCode;
+
+/// The name Bedrock's runtime endpoints sign with.
+const SIGNING_NAME: &str = "bedrock";
+
+/// Bytes of a model id kept as they are in the path; every other byte is percent-encoded
+/// (`:` of a versioned id, `/` of an ARN).
+const PATH_KEEPS: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// A Bedrock runtime endpoint in one region.
+#[derive(Debug)]
+pub(super) struct BedrockProvider {
+    region: String,
+    keys: Arc<KeySource>,
+    /// By model: the model is in the path.
+    targets: HashMap<Arc<str>, Arc<Target>>,
+}
+
+/// Where one model's calls go.
+#[derive(Debug)]
+struct Target {
+    upstream: Upstream,
+    /// The URL as it is sent (scheme, `Host`, path): what the signature covers.
+    url: String,
+}
+
+impl BedrockProvider {
+    /// The adapter of provider `name` serving `models`, with clients from `clients` keeping up
+    /// to `max_concurrency` idle connections each.
+    pub(super) fn new(
+        name: Arc<str>,
+        config: &BedrockConfig,
+        models: &[ModelConfig],
+        clients: &mut HttpClients,
+        max_concurrency: u32,
+    ) -> Result<Self, ProviderInitError> {
+        let keys = match &config.credentials {
+            AwsCredentials::Environment { .. } => KeySource::fixed(&config.credentials),
+            AwsCredentials::Container(container) => {
+                // Never through the provider's proxy: the endpoint is the container's own.
+                let endpoint = HttpEndpointConfig {
+                    base_url: container.url.clone(),
+                    timeouts: config.endpoint.timeouts,
+                    proxy: None,
+                };
+                let client = clients.client(&name, &endpoint, "", 1)?;
+                Some(KeySource::container(
+                    container,
+                    client,
+                    config.endpoint.timeouts.first_byte,
+                ))
+            }
+        }
+        .ok_or_else(|| ProviderInitError::new(&name, "no AWS credentials"))?;
+        let scheme = if config.endpoint.base_url.starts_with("https:") {
+            "https"
+        } else {
+            "http"
+        };
+        let mut targets = HashMap::new();
+        for model in models {
+            let id = percent_encoding::utf8_percent_encode(&model.name, PATH_KEEPS);
+            let path = format!("/model/{id}/converse-stream");
+            let client = clients.client(&name, &config.endpoint, &path, max_concurrency)?;
+            let base_path = url::Url::parse(&config.endpoint.base_url)
+                .map(|u| u.path().trim_end_matches('/').to_owned())
+                .unwrap_or_default();
+            let url = format!("{scheme}://{}{base_path}{path}", client.authority());
+            let upstream = Upstream {
+                name: name.clone(),
+                adapter: "bedrock",
+                client,
+                timeouts: config.endpoint.timeouts,
+                secret: None,
+                headers: http::HeaderMap::new(),
+                call: None,
+            };
+            targets.insert(model.name.clone(), Arc::new(Target { upstream, url }));
+        }
+        Ok(Self {
+            region: config.region.clone(),
+            keys: Arc::new(keys),
+            targets,
+        })
+    }
+}
+
+impl Provider for BedrockProvider {
+    fn call(&self, call: ProviderCall) -> ProviderStream {
+        let Some(target) = self.targets.get(&*call.model).cloned() else {
+            let error = ProviderError::rejected(
+                AttemptCode::ModelNotFound,
+                format!("the bedrock provider has no model `{}`", call.model),
+            );
+            return plain_stream(futures_util::stream::iter([Err(error)]));
+        };
+        let body = match request::body(&call.input) {
+            Ok(body) => body,
+            Err(error) => return plain_stream(futures_util::stream::iter([Err(error)])),
+        };
+        if let Some(keys) = self.keys.at_hand() {
+            return send(&target, &self.region, &keys, body, &call);
+        }
+        let (keys, region) = (self.keys.clone(), self.region.clone());
+        deferred::after(async move {
+            let upstream = target.upstream.for_call(&call);
+            match keys.fresh(&upstream).await {
+                Ok(keys) => send(&target, &region, &keys, body, &call),
+                Err(error) => plain_stream(futures_util::stream::iter([Err(error)])),
+            }
+        })
+    }
+}
+
+/// Signs `body` for `target` with `keys` and posts it.
+fn send(
+    target: &Target,
+    region: &str,
+    keys: &AwsKeys,
+    body: Vec<u8>,
+    call: &ProviderCall,
+) -> ProviderStream {
+    let signing = Signing {
+        keys,
+        region,
+        service: SIGNING_NAME,
+        time: SystemTime::now(),
+    };
+    let host = target.upstream.client.authority();
+    let signed = sign_request(&signing, "POST", &target.url, &[("host", host)], &body);
+    let signed = match signed {
+        Ok(signed) => signed,
+        Err(why) => {
+            let error = ProviderError::rejected(
+                AttemptCode::Unauthorized,
+                format!(
+                    "{}: signing the request failed: {why}",
+                    target.upstream.label()
+                ),
+            );
+            return plain_stream(futures_util::stream::iter([Err(error)]));
+        }
+    };
+    let mut upstream = target.upstream.clone();
+    upstream.secret = Some(keys.secret().clone());
+    upstream.headers.extend(signed);
+    exchange::post(&upstream, Ok(body), call, ConverseDecoder::default())
+}
+
+#[cfg(test)]
+mod tests;
