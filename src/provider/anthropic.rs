@@ -66,6 +66,7 @@ impl AnthropicProvider {
                 client,
                 timeouts: config.endpoint.timeouts,
                 secret: Some(config.api_key.clone()),
+                session: None,
                 headers,
                 call: None,
             },

@@ -64,6 +64,7 @@ impl AzureProvider {
                 client,
                 timeouts: config.endpoint.timeouts,
                 secret: auth.secret.clone(),
+                session: None,
                 headers: auth.headers.clone(),
                 call: None,
             })

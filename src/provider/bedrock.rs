@@ -107,6 +107,7 @@ impl BedrockProvider {
                 client,
                 timeouts: config.endpoint.timeouts,
                 secret: None,
+                session: None,
                 headers: http::HeaderMap::new(),
                 call: None,
             };
@@ -177,7 +178,8 @@ fn send(
         }
     };
     let mut upstream = target.upstream.clone();
-    upstream.secret = Some(keys.secret().clone());
+    let (secret, session) = keys.secrets();
+    (upstream.secret, upstream.session) = (Some(secret), session);
     upstream.headers.extend(signed);
     exchange::post(&upstream, Ok(body), call, ConverseDecoder::default())
 }

@@ -68,6 +68,7 @@ impl GeminiProvider {
                     client,
                     timeouts: config.endpoint.timeouts,
                     secret: Some(config.api_key.clone()),
+                    session: None,
                     headers: headers.clone(),
                     call: None,
                 },

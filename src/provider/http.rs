@@ -98,6 +98,8 @@ pub(crate) struct Upstream {
     /// The key, to blank out wherever upstream text is quoted or logged: a provider or a
     /// proxy in front of it may echo it back.
     pub secret: Option<Secret>,
+    /// A second secret the requests carry (an AWS session token), blanked out the same way.
+    pub session: Option<Secret>,
     /// Headers every request carries (credentials, protocol version); secret ones are
     /// marked sensitive.
     pub headers: HeaderMap,
@@ -132,6 +134,7 @@ impl Upstream {
             client,
             timeouts,
             secret,
+            session: None,
             headers: HeaderMap::new(),
             call: None,
         }

@@ -62,6 +62,7 @@ impl OpenAiProvider {
                 client,
                 timeouts: config.endpoint.timeouts,
                 secret: config.api_key.clone(),
+                session: None,
                 headers,
                 call: None,
             },

@@ -66,6 +66,7 @@ impl ResponsesProvider {
                 client,
                 timeouts: config.endpoint.timeouts,
                 secret: config.api_key.clone(),
+                session: None,
                 headers,
                 call: None,
             },

@@ -80,6 +80,7 @@ impl VertexProvider {
                     client,
                     timeouts: config.endpoint.timeouts,
                     secret: auth.secret.clone(),
+                    session: None,
                     headers: auth.headers.clone(),
                     call: None,
                 },

@@ -21,6 +21,7 @@ mod admission_load;
 mod anthropic_adapter;
 mod azure_adapter;
 mod bad_input;
+mod bedrock_adapter;
 mod bench_tool;
 mod buffered_delivery;
 mod cancel;

@@ -56,9 +56,10 @@ impl AwsKeys {
         )
     }
 
-    /// The secret to blank out of any upstream text quoted in an error.
-    pub(super) fn secret(&self) -> &Secret {
-        &self.secret_access_key
+    /// The secrets to blank out of any upstream text quoted in an error: the secret key and
+    /// the session token.
+    pub(super) fn secrets(&self) -> (Secret, Option<Secret>) {
+        (self.secret_access_key.clone(), self.session_token.clone())
     }
 }
 

@@ -214,14 +214,15 @@ impl Upstream {
         detail
     }
 
-    /// `text` with the key replaced by `<redacted>`.
+    /// `text` with the key (and the session token) replaced by `<redacted>`.
     fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        match &self.secret {
-            Some(secret) if text.contains(secret.expose()) => {
-                Cow::Owned(text.replace(secret.expose(), "<redacted>"))
+        let mut text = Cow::Borrowed(text);
+        for secret in [&self.secret, &self.session].into_iter().flatten() {
+            if text.contains(secret.expose()) {
+                text = Cow::Owned(text.replace(secret.expose(), "<redacted>"));
             }
-            _ => Cow::Borrowed(text),
         }
+        text
     }
 
     /// An error the provider reported inside a 200 event stream (Anthropic's `error` event,
