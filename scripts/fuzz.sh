@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes request decoding and validation (`request`), the SSE parser with each adapter's
-# decoding (`stream`), the file store's journal reader (`journal`) and the provider HTTP/1.1
+# decoding (`stream`), AWS's event-stream parser with Bedrock's decoding (`eventstream`), the
+# file store's journal reader (`journal`) and the provider HTTP/1.1
 # client's reading of a response: head, framing, connection reuse (`h1`), each for a bounded
 # time; not part of CI. Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`).
 #
@@ -14,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${SECONDS_EACH:-60}
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(request stream journal h1)
+[[ ${#targets[@]} -gt 0 ]] || targets=(request stream eventstream journal h1)
 for target in "${targets[@]}"; do
     mkdir -p "fuzz/corpus/$target"
     # Seed from the regressions, so known shapes are where the search starts.

@@ -41,6 +41,14 @@ fn streams() {
 }
 
 #[test]
+fn event_streams() {
+    for (name, bytes) in inputs("eventstream") {
+        eprintln!("eventstream/{name}");
+        crate::fuzz::eventstream_input(&bytes);
+    }
+}
+
+#[test]
 fn journals() {
     for (name, bytes) in inputs("journal") {
         eprintln!("journal/{name}");

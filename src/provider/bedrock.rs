@@ -21,7 +21,7 @@ use std::time::SystemTime;
 
 use credentials::{AwsKeys, KeySource};
 use sigv4::{Signing, sign_request};
-use stream::ConverseDecoder;
+pub(super) use stream::ConverseDecoder;
 
 use super::http::{HttpClients, Upstream};
 use super::{

@@ -4,7 +4,10 @@
 use std::sync::OnceLock;
 
 use super::anthropic::EventDecoder;
+use super::bedrock::ConverseDecoder;
+use super::eventstream::EventStreamParser;
 use super::exchange::Decoder;
+use super::framing::Framing;
 use super::gemini::ChunkDecoder as GeminiDecoder;
 use super::http::Upstream;
 use super::openai::ChunkDecoder;
@@ -144,4 +147,64 @@ fn upstream(adapter: Adapter) -> Upstream {
         Adapter::Gemini => "gemini",
     };
     Upstream::offline("fuzzed", adapter, None)
+}
+
+/// A fuzzer's input for AWS's event stream: the first eight bytes say where the pieces end,
+/// the rest is a Bedrock response body. The parser must read the same messages (or refuse at
+/// the same one) however the body is cut, and each message goes through the Converse decoder.
+pub fn eventstream_input(input: &[u8]) {
+    static UPSTREAM: OnceLock<Upstream> = OnceLock::new();
+    let upstream = UPSTREAM.get_or_init(|| Upstream::offline("fuzzed", "bedrock", None));
+    let (cuts, body) = input.split_at(input.len().min(8));
+    let whole = messages(body, &[]);
+    let cut = messages(body, cuts);
+    assert_eq!(whole, cut, "cutting the body changed what the parser read");
+    let Ok(messages) = whole else { return };
+    let mut decoder = ConverseDecoder::default();
+    let mut usage = UsageTally::default();
+    let mut out = Vec::new();
+    for (message_type, event_type, exception_type, payload) in &messages {
+        let message = super::eventstream::Message {
+            message_type,
+            event_type,
+            exception_type,
+            error_code: "",
+            payload,
+        };
+        match decoder.event(upstream, message, &mut usage, &mut out) {
+            Ok(Some(_)) | Err(_) => break,
+            Ok(None) => {}
+        }
+    }
+    let _ = decoder.finished_at_eof(upstream);
+    let _ = usage.drain(true);
+}
+
+/// A message's types and payload, copied out of the parser.
+type OwnedMessage = (String, String, String, Vec<u8>);
+
+/// The messages of `body` fed in pieces cut at `cuts`, or the parser's error.
+fn messages(body: &[u8], cuts: &[u8]) -> Result<Vec<OwnedMessage>, &'static str> {
+    let mut parser = EventStreamParser::with_limit(4096);
+    let mut out = Vec::new();
+    let mut on = |m: super::eventstream::Message<'_>| {
+        out.push((
+            m.message_type.to_owned(),
+            m.event_type.to_owned(),
+            m.exception_type.to_owned(),
+            m.payload.to_vec(),
+        ));
+    };
+    let mut rest = body;
+    for cut in cuts {
+        if rest.is_empty() {
+            break;
+        }
+        let (piece, after) = rest.split_at(usize::from(*cut) % rest.len() + 1);
+        parser.push(piece, &mut on).map_err(|e| e.what())?;
+        rest = after;
+    }
+    parser.push(rest, &mut on).map_err(|e| e.what())?;
+    Framing::finish(&mut parser, &mut on).map_err(|e| e.what)?;
+    Ok(out)
 }
