@@ -7,7 +7,7 @@ use crate::common;
 
 use std::path::Path;
 
-use common::adapters::{call, config, fixture, provider, reported, spec, split, text};
+use common::adapters::{bedrock_at, call, config, fixture, provider, reported, spec, split, text};
 use common::upstream::{Upstream, sse};
 use model_runtime::execution::{FinishReason, ReasoningPiece, UsageUnit};
 use model_runtime::provider::ProviderEvent;
@@ -21,6 +21,25 @@ async fn replay(adapter: &str, name: &str) -> (Vec<ProviderEvent>, Option<String
     });
     let server = Upstream::always(sse(&events)).await;
     let p = provider(&config(spec(adapter, &server.base_url())));
+    let (events, error) = split(call(&p).await);
+    (events, error.map(|e| format!("{}: {}", e.code, e.message)))
+}
+
+/// The events the `bedrock` adapter makes of fixture `name` (one SDK-shaped event per line),
+/// each line sent as one event-stream message; and the error it ended with, if any.
+async fn replay_eventstream(name: &str) -> (Vec<ProviderEvent>, Option<String>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/streams");
+    let lines = std::fs::read_to_string(path.join(name)).unwrap();
+    let messages: Vec<Vec<u8>> = lines
+        .lines()
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            let (kind, payload) = value.as_object().unwrap().iter().next().unwrap();
+            common::eventstream::event(kind, &payload.to_string())
+        })
+        .collect();
+    let server = Upstream::always(common::eventstream::reply(&messages)).await;
+    let p = provider(&config(bedrock_at(&server.base_url())));
     let (events, error) = split(call(&p).await);
     (events, error.map(|e| format!("{}: {}", e.code, e.message)))
 }
@@ -217,6 +236,55 @@ async fn a_gemini_stream_ends_with_its_body_after_the_finish_reason() {
             text(" far away, there lived a backpack."),
             reported(UsageUnit::INPUT_TOKENS, 9),
             reported(UsageUnit::OUTPUT_TOKENS, 16),
+            ProviderEvent::Finished(FinishReason::Stop),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_bedrock_tool_call_streams_its_input_in_pieces() {
+    let (events, error) = replay_eventstream("bedrock-converse-tool-use.jsonl").await;
+    assert_eq!(error, None);
+    assert_eq!(
+        events,
+        [
+            text(
+                "To find the most popular song on radio station WZPZ, I'll use the top_song tool."
+            ),
+            ProviderEvent::ToolCallStarted {
+                index: 0,
+                id: "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q".into(),
+                name: "top_song".into(),
+            },
+            ProviderEvent::ToolCallArgumentsDelta {
+                index: 0,
+                delta: r#"{"sign": "W"#.into(),
+            },
+            ProviderEvent::ToolCallArgumentsDelta {
+                index: 0,
+                delta: r#"ZPZ"}"#.into(),
+            },
+            reported(UsageUnit::INPUT_TOKENS, 375),
+            reported(UsageUnit::OUTPUT_TOKENS, 62),
+            ProviderEvent::Finished(FinishReason::ToolCalls),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn bedrock_reasoning_comes_apart_from_the_answer_with_its_signature() {
+    let (events, error) = replay_eventstream("bedrock-converse-reasoning.jsonl").await;
+    assert_eq!(error, None);
+    assert_eq!(
+        events,
+        [
+            reasoning("The user asks how many"),
+            reasoning(" r's are in strawberry. s-t-r-a-w-b-e-r-r-y: three."),
+            ProviderEvent::Reasoning(ReasoningPiece::Signature, "ErcBCkgIAhABGAIiQMuJ6S2I".into()),
+            text("There are 3 r's"),
+            text(" in \"strawberry\"."),
+            reported(UsageUnit::INPUT_TOKENS, 43),
+            reported(UsageUnit::OUTPUT_TOKENS, 123),
             ProviderEvent::Finished(FinishReason::Stop),
         ]
     );
