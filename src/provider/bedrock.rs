@@ -70,7 +70,11 @@ impl BedrockProvider {
         max_concurrency: u32,
     ) -> Result<Self, ProviderInitError> {
         let keys = match &config.credentials {
-            AwsCredentials::Environment { .. } => KeySource::fixed(&config.credentials),
+            AwsCredentials::Environment {
+                access_key_id,
+                secret_access_key,
+                session_token,
+            } => KeySource::fixed(access_key_id, secret_access_key, session_token.as_ref()),
             AwsCredentials::Container(container) => {
                 // Never through the provider's proxy: the endpoint is the container's own.
                 let endpoint = HttpEndpointConfig {
@@ -79,27 +83,19 @@ impl BedrockProvider {
                     proxy: None,
                 };
                 let client = clients.client(&name, &endpoint, "", 1)?;
-                Some(KeySource::container(
-                    container,
-                    client,
-                    config.endpoint.timeouts.first_byte,
-                ))
+                let within = config.endpoint.timeouts.first_byte;
+                KeySource::container(container, client, within)
             }
-        }
-        .ok_or_else(|| ProviderInitError::new(&name, "no AWS credentials"))?;
-        let scheme = if config.endpoint.base_url.starts_with("https:") {
-            "https"
-        } else {
-            "http"
         };
+        // What the signature covers is the URL as sent: `{base_url}{path}`.
+        let base = url::Url::parse(&config.endpoint.base_url)
+            .map_err(|e| ProviderInitError::new(&name, format!("base_url: {e}")))?;
+        let (scheme, base_path) = (base.scheme(), base.path().trim_end_matches('/'));
         let mut targets = HashMap::new();
         for model in models {
             let id = percent_encoding::utf8_percent_encode(&model.name, PATH_KEEPS);
             let path = format!("/model/{id}/converse-stream");
             let client = clients.client(&name, &config.endpoint, &path, max_concurrency)?;
-            let base_path = url::Url::parse(&config.endpoint.base_url)
-                .map(|u| u.path().trim_end_matches('/').to_owned())
-                .unwrap_or_default();
             let url = format!("{scheme}://{}{base_path}{path}", client.authority());
             let upstream = Upstream {
                 name: name.clone(),
@@ -134,7 +130,7 @@ impl Provider for BedrockProvider {
             Ok(body) => body,
             Err(error) => return plain_stream(futures_util::stream::iter([Err(error)])),
         };
-        if let Some(keys) = self.keys.at_hand() {
+        if let Some(keys) = self.keys.at_hand(&target.upstream) {
             return send(&target, &self.region, &keys, body, &call);
         }
         let (keys, region) = (self.keys.clone(), self.region.clone());

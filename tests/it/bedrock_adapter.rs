@@ -595,12 +595,21 @@ async fn a_failed_refresh_keeps_valid_keys_and_fails_the_attempt_once_they_expir
     let env = container_env(keys.base_url(), token_file.to_str().unwrap().to_owned());
     let p = provider(&config_with(&server.base_url(), |s| s, &env));
     assert_eq!(split(call_model(&p, hi()).await).1, None);
-    // Due for a refresh, which fails: the keys still valid serve the call.
+    // Due for a refresh, which fails: the keys still valid serve the call (and the next,
+    // with no new try for five seconds).
     tokio::time::sleep(Duration::from_millis(2300)).await;
+    assert_eq!(split(call_model(&p, hi()).await).1, None);
+    // The refresh ran beside the call, which did not wait for it.
+    common::within(async {
+        while keys.requests().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
     assert_eq!(split(call_model(&p, hi()).await).1, None);
     assert_eq!(keys.requests().len(), 2);
     assert_signed(
-        &server.requests()[1],
+        &server.requests()[2],
         "ASIACONTAINER0",
         "container-secret-0",
         Some("container-token-0"),
@@ -614,7 +623,7 @@ async fn a_failed_refresh_keeps_valid_keys_and_fails_the_attempt_once_they_expir
         "{}",
         error.message
     );
-    assert_eq!(server.requests().len(), 2);
+    assert_eq!(server.requests().len(), 3);
 
     // An endpoint nobody answers at fails the attempt the same way, at once.
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

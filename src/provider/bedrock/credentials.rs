@@ -4,28 +4,26 @@
 //! error or `Debug` output.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use http::header::{AUTHORIZATION, HeaderMap, HeaderValue};
-use serde::Deserialize;
 use tokio::time::Instant;
 
-use crate::config::{AwsCredentials, ContainerCredentials, Secret};
+use crate::config::{ContainerCredentials, Secret};
 use crate::execution::AttemptCode;
 use crate::provider::ProviderError;
-use crate::provider::fetch::fetch;
 use crate::provider::http::Upstream;
 
 /// Keys are fetched again this long before they expire, or at half their life if that is
 /// sooner (the AWS SDKs refresh five minutes ahead).
 const REFRESH_AHEAD: Duration = Duration::from_secs(5 * 60);
 
+/// How long after a failed refresh, while the held keys are valid, the next is tried.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
 /// How long keys the endpoint gave no expiry for are kept.
 const UNDATED_LIFE: Duration = Duration::from_secs(15 * 60);
-
-/// The largest credentials reply read.
-const REPLY_LIMIT: usize = 64 * 1024;
 
 /// One set of AWS keys.
 pub(in crate::provider) struct AwsKeys {
@@ -34,6 +32,8 @@ pub(in crate::provider) struct AwsKeys {
     session_token: Option<Secret>,
     expires: Option<SystemTime>,
 }
+
+mod container;
 
 impl fmt::Debug for AwsKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -56,6 +56,11 @@ impl AwsKeys {
         )
     }
 
+    /// Whether the keys may still sign at `now`.
+    fn valid_at(&self, now: SystemTime) -> bool {
+        self.expires.is_none_or(|at| now < at)
+    }
+
     /// The secrets to blank out of any upstream text quoted in an error: the secret key and
     /// the session token.
     pub(super) fn secrets(&self) -> (Secret, Option<Secret>) {
@@ -67,10 +72,12 @@ impl AwsKeys {
 #[derive(Debug)]
 pub(super) struct KeySource {
     from: From,
-    /// The keys held, and when to fetch new ones.
-    held: Mutex<Option<(Arc<AwsKeys>, SystemTime)>>,
-    /// Held while keys are fetched: one fetch at a time, the others wait for its keys.
+    /// The keys held.
+    held: Mutex<Option<Held>>,
+    /// Held while keys are fetched: one fetch at a time; calls with no valid keys wait for it.
     fetching: tokio::sync::Mutex<()>,
+    /// Whether a refresh runs in the background (while the held keys are still valid).
+    refreshing: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -83,36 +90,30 @@ enum From {
     },
 }
 
-/// The container endpoint's reply.
-#[derive(Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct Reply {
-    access_key_id: String,
-    secret_access_key: String,
-    #[serde(default)]
-    token: Option<String>,
-    #[serde(default)]
-    expiration: Option<String>,
+/// Keys from the container endpoint, and when to fetch new ones.
+#[derive(Debug)]
+struct Held {
+    keys: Arc<AwsKeys>,
+    /// Keys are fetched again from then on, in the background, while these stay in use.
+    refresh_at: SystemTime,
+    /// After a refresh failed: not tried again before then.
+    retry_at: Option<SystemTime>,
 }
 
 impl KeySource {
-    /// The keys `config` gives, when it gives them fixed.
-    pub(super) fn fixed(config: &AwsCredentials) -> Option<Self> {
-        let AwsCredentials::Environment {
-            access_key_id,
-            secret_access_key,
-            session_token,
-        } = config
-        else {
-            return None;
-        };
+    /// Keys fixed for the process's life (the environment's).
+    pub(super) fn fixed(
+        access_key_id: &Secret,
+        secret_access_key: &Secret,
+        session_token: Option<&Secret>,
+    ) -> Self {
         let keys = AwsKeys {
             access_key_id: access_key_id.clone(),
             secret_access_key: secret_access_key.clone(),
-            session_token: session_token.clone(),
+            session_token: session_token.cloned(),
             expires: None,
         };
-        Some(Self::from(From::Environment(Arc::new(keys))))
+        Self::from(From::Environment(Arc::new(keys)))
     }
 
     /// Keys from the container endpoint `config` names, asked through `client` (its URL),
@@ -134,93 +135,110 @@ impl KeySource {
             from,
             held: Mutex::new(None),
             fetching: tokio::sync::Mutex::new(()),
+            refreshing: AtomicBool::new(false),
         }
     }
 
-    /// Keys to sign with now, when no fetch is needed first.
-    pub(super) fn at_hand(&self) -> Option<Arc<AwsKeys>> {
-        match &self.from {
-            From::Environment(keys) => Some(keys.clone()),
-            From::Container { .. } => {
-                let held = self
-                    .held
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                held.as_ref()
-                    .filter(|(_, refresh_at)| SystemTime::now() < *refresh_at)
-                    .map(|(keys, _)| keys.clone())
-            }
-        }
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<Held>> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Keys to sign with, fetched first when those held are due. A fetch that fails while the
-    /// held keys are still valid leaves them in use (with a warning); with none valid, the
-    /// attempt fails before anything is sent.
-    pub(super) async fn fresh(&self, upstream: &Upstream) -> Result<Arc<AwsKeys>, ProviderError> {
+    /// Keys to sign with now, when they are at hand: the environment's, or container keys
+    /// that have not expired. Keys due for a refresh are still handed out, and the refresh
+    /// starts in the background (one at a time, and not within [`RETRY_AFTER`] of one that
+    /// failed), so no call waits while valid keys exist.
+    pub(super) fn at_hand(self: &Arc<Self>, upstream: &Upstream) -> Option<Arc<AwsKeys>> {
+        if let From::Environment(keys) = &self.from {
+            return Some(keys.clone());
+        }
+        let now = SystemTime::now();
+        let held = self.held();
+        let held = held.as_ref()?;
+        if now < held.refresh_at {
+            return Some(held.keys.clone());
+        }
+        if !held.keys.valid_at(now) {
+            return None;
+        }
+        let may_retry = held.retry_at.is_none_or(|at| now >= at);
+        if may_retry && !self.refreshing.swap(true, Ordering::AcqRel) {
+            let (source, upstream) = (self.clone(), upstream.clone());
+            #[expect(
+                clippy::disallowed_methods,
+                reason = "a refresh holds nothing a shutdown must wait for: keys are fetched, \
+                          never written anywhere, and dropping the task mid-fetch loses nothing"
+            )]
+            tokio::spawn(async move {
+                let _one_at_a_time = source.fetching.lock().await;
+                let _ = source.fetch(&upstream).await;
+                source.refreshing.store(false, Ordering::Release);
+            });
+        }
+        Some(held.keys.clone())
+    }
+
+    /// Keys to sign with when none are at hand: fetched now (or by the fetch already under
+    /// way). With none to be had, the attempt fails before anything is sent.
+    pub(super) async fn fresh(
+        self: &Arc<Self>,
+        upstream: &Upstream,
+    ) -> Result<Arc<AwsKeys>, ProviderError> {
+        let _one_at_a_time = self.fetching.lock().await;
+        if let Some(keys) = self.at_hand(upstream) {
+            return Ok(keys);
+        }
+        self.fetch(upstream).await
+    }
+
+    /// One fetch from the container endpoint (the caller holds `fetching`): the keys it
+    /// gave, now held; or, when it failed, the held keys while they are valid (with a
+    /// warning), else the attempt's error.
+    async fn fetch(&self, upstream: &Upstream) -> Result<Arc<AwsKeys>, ProviderError> {
         let From::Container {
             client,
             config,
             within,
         } = &self.from
         else {
-            return self
-                .at_hand()
-                .ok_or_else(|| unavailable(upstream, "are not set"));
+            return Err(unavailable(upstream, "are not set"));
         };
-        let _one_at_a_time = self.fetching.lock().await;
-        if let Some(keys) = self.at_hand() {
-            return Ok(keys);
-        }
-        match fetch_keys(client, config, Instant::now() + *within).await {
+        let fetched = container::fetch(client, config, Instant::now() + *within).await;
+        let now = SystemTime::now();
+        let mut held = self.held();
+        match fetched {
             Ok(keys) => {
-                let now = SystemTime::now();
                 let expires = keys.expires.unwrap_or(now + UNDATED_LIFE);
                 let life = expires.duration_since(now).unwrap_or_default();
-                let refresh_at = expires - REFRESH_AHEAD.min(life / 2);
                 let keys = Arc::new(keys);
-                *self
-                    .held
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                    Some((keys.clone(), refresh_at));
+                *held = Some(Held {
+                    keys: keys.clone(),
+                    refresh_at: expires - REFRESH_AHEAD.min(life / 2),
+                    retry_at: None,
+                });
                 Ok(keys)
             }
             Err((why, cause)) => {
-                let held = self
-                    .held
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let valid = held
-                    .as_ref()
-                    .map(|(keys, _)| keys.clone())
-                    .filter(|keys| keys.expires.is_none_or(|at| SystemTime::now() < at));
-                drop(held);
-                match valid {
-                    Some(keys) => {
-                        tracing::warn!(
-                            execution_id = upstream.execution_id(),
-                            provider = %upstream.name,
-                            cause,
-                            "fetching new AWS credentials from the container endpoint failed; \
-                             the current ones are still valid and stay in use"
-                        );
-                        Ok(keys)
-                    }
-                    None => {
-                        tracing::warn!(
-                            execution_id = upstream.execution_id(),
-                            provider = %upstream.name,
-                            cause,
-                            "fetching AWS credentials from the container endpoint failed"
-                        );
-                        Err(unavailable(
-                            upstream,
-                            &format!(
-                                "could not be fetched: the container credentials endpoint {why}"
-                            ),
-                        ))
-                    }
+                let valid = held.as_mut().filter(|held| held.keys.valid_at(now));
+                if let Some(held) = valid {
+                    held.retry_at = Some(now + RETRY_AFTER);
+                    tracing::warn!(
+                        provider = %upstream.name,
+                        cause,
+                        "fetching new AWS credentials from the container endpoint failed; \
+                         the current ones are still valid and stay in use"
+                    );
+                    return Ok(held.keys.clone());
                 }
+                tracing::warn!(
+                    execution_id = upstream.execution_id(),
+                    provider = %upstream.name,
+                    cause,
+                    "fetching AWS credentials from the container endpoint failed"
+                );
+                let why = format!("could not be fetched: the container credentials endpoint {why}");
+                Err(unavailable(upstream, &why))
             }
         }
     }
@@ -233,58 +251,4 @@ fn unavailable(upstream: &Upstream, why: &str) -> ProviderError {
         AttemptCode::Unauthorized,
         format!("{}: AWS credentials {why}", upstream.label()),
     )
-}
-
-/// One request to the container endpoint, with its authorization token if it takes one, by
-/// `by`. `Err` says what went wrong for the caller, then for the log.
-async fn fetch_keys(
-    client: &h1::Client,
-    config: &ContainerCredentials,
-    by: Instant,
-) -> Result<AwsKeys, (&'static str, String)> {
-    let said = |what: &'static str| (what, what.to_owned());
-    let mut headers = HeaderMap::new();
-    let token = match (&config.token_file, &config.token) {
-        // Read at every fetch: the agent that writes it rotates it.
-        (Some(path), _) => Some(
-            std::fs::read_to_string(path)
-                .map_err(|_| {
-                    said("could not be asked: its authorization token file cannot be read")
-                })?
-                .trim()
-                .to_owned(),
-        ),
-        (None, Some(token)) => Some(token.expose().to_owned()),
-        (None, None) => None,
-    };
-    if let Some(token) = token {
-        let mut value = HeaderValue::from_str(&token)
-            .map_err(|_| said("could not be asked: its authorization token is not header text"))?;
-        value.set_sensitive(true);
-        headers.insert(AUTHORIZATION, value);
-    }
-    let (status, body) = fetch(client, client.get(&headers), by, REPLY_LIMIT)
-        .await
-        .map_err(|e| (e.what(), e.cause()))?;
-    if status != 200 {
-        return Err(("answered with an error status", format!("HTTP {status}")));
-    }
-    let reply: Reply =
-        serde_json::from_slice(&body).map_err(|_| said("sent a reply that is not credentials"))?;
-    let expires = match reply.expiration.as_deref() {
-        Some(at) => Some(
-            humantime::parse_rfc3339_weak(at)
-                .map_err(|_| said("sent an expiration that is not an RFC 3339 time"))?,
-        ),
-        None => None,
-    };
-    if reply.access_key_id.is_empty() || reply.secret_access_key.is_empty() {
-        return Err(said("sent empty credentials"));
-    }
-    Ok(AwsKeys {
-        access_key_id: Secret::new(reply.access_key_id),
-        secret_access_key: Secret::new(reply.secret_access_key),
-        session_token: reply.token.filter(|t| !t.is_empty()).map(Secret::new),
-        expires,
-    })
 }

@@ -1,11 +1,17 @@
 use std::path::Path;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::Value;
 
 use super::credentials::KeySource;
 use super::sigv4::{Signing, sign_request};
-use crate::config::{AwsCredentials, Secret};
+use crate::config::Secret;
+use crate::provider::http::Upstream;
+
+fn offline() -> Upstream {
+    Upstream::offline("p", "bedrock", None)
+}
 
 /// One vector of AWS's suite: what to sign, and the headers AWS's own signed request has.
 struct Vector {
@@ -59,13 +65,12 @@ fn the_signer_matches_awss_signing_test_suite() {
         let v = vector(&dir);
         let c = &v.context;
         let text = |key: &str| c["credentials"][key].as_str().map(Secret::new);
-        let keys = KeySource::fixed(&AwsCredentials::Environment {
-            access_key_id: text("access_key_id").unwrap(),
-            secret_access_key: text("secret_access_key").unwrap(),
-            session_token: text("token"),
-        })
-        .unwrap()
-        .at_hand()
+        let keys = Arc::new(KeySource::fixed(
+            &text("access_key_id").unwrap(),
+            &text("secret_access_key").unwrap(),
+            text("token").as_ref(),
+        ))
+        .at_hand(&offline())
         .unwrap();
         let time: SystemTime = humantime::parse_rfc3339(c["timestamp"].as_str().unwrap()).unwrap();
         let signing = Signing {
@@ -108,13 +113,12 @@ fn the_signer_matches_awss_signing_test_suite() {
 
 #[test]
 fn keys_and_sources_never_show_in_debug() {
-    let source = KeySource::fixed(&AwsCredentials::Environment {
-        access_key_id: Secret::new("AKIDEXAMPLE"),
-        secret_access_key: Secret::new("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
-        session_token: Some(Secret::new("SESSIONTOKENEXAMPLE")),
-    })
-    .unwrap();
-    let shown = format!("{source:?} {:?}", source.at_hand().unwrap());
+    let source = Arc::new(KeySource::fixed(
+        &Secret::new("AKIDEXAMPLE"),
+        &Secret::new("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
+        Some(&Secret::new("SESSIONTOKENEXAMPLE")),
+    ));
+    let shown = format!("{source:?} {:?}", source.at_hand(&offline()).unwrap());
     for secret in ["AKIDEXAMPLE", "wJalrXUtnFEMI", "SESSIONTOKENEXAMPLE"] {
         assert!(!shown.contains(secret), "{shown}");
     }
