@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The provider path, measured without the peers: `serve` pinned to one core, with an
-# `openai` and an `anthropic` provider at `model-runtime mock-upstream` (20 content chunks,
-# a finish and usage, at zero delay); the mock and this tree's load tool share the other core.
+# The provider path, measured without the peers: `serve` pinned to one core, with a provider
+# of each adapter below at `model-runtime mock-upstream` (20 content chunks, a finish and
+# usage, at zero delay); the mock and this tree's load tool share the other core.
 #
 #   benches/provider.sh [BIN]        # BIN: the server binary (default: this tree's release build)
 #
-# For each adapter (`openai` chat completions, `openai-responses`, `anthropic`): executions/s and the server's CPU per execution at concurrency 32 (from
+# For each adapter (`openai` chat completions, `openai-responses`, `anthropic`, `gemini`,
+# `bedrock`: SigV4-signed, its reply in AWS's binary event stream): executions/s and the
+# server's CPU per execution at concurrency 32 (from
 # its /proc times over the run), and time to first output at concurrency 1. INSTR=1 also
 # gives instructions per execution under callgrind (benches/instructions.sh's method).
-# Knobs: DUR (10s), CONC (32), SERVER_CPU (0), OTHER_CPU (1). Loopback only; bounded.
+# Knobs: DUR (10s), CONC (32), SERVER_CPU (0), OTHER_CPU (1), ABILITIES (all five).
+# Loopback only; bounded.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -73,6 +76,41 @@ queue_capacity = 65536
 name = "mock-model"
 capabilities = ["text", "streaming"]
 
+[providers.gemini]
+adapter = "gemini"
+base_url = "http://$mock/v1beta"
+api_key_env = "MOCK_ANTHROPIC_KEY"
+max_concurrency = 4096
+queue_capacity = 65536
+
+[[providers.gemini.models]]
+name = "mock-model"
+capabilities = ["text", "streaming"]
+
+[providers.bedrock]
+adapter = "bedrock"
+base_url = "http://$mock"
+region = "us-east-1"
+aws_credentials = "environment"
+max_concurrency = 4096
+queue_capacity = 65536
+
+[[providers.bedrock.models]]
+name = "mock-model"
+capabilities = ["text", "streaming"]
+
+[policies.gemini]
+targets = ["gemini/mock-model"]
+
+[policies.bedrock]
+targets = ["bedrock/mock-model"]
+
+[abilities.gemini]
+policy = "gemini"
+
+[abilities.bedrock]
+policy = "bedrock"
+
 [policies.openai]
 targets = ["openai/mock-model"]
 
@@ -92,6 +130,7 @@ policy = "responses"
 policy = "anthropic"
 TOML
 
+export AWS_ACCESS_KEY_ID=AKIDMOCK AWS_SECRET_ACCESS_KEY=mock-secret
 MOCK_ANTHROPIC_KEY=mock RUST_LOG=info taskset -c "$SERVER_CPU" "$BIN" serve --config "$work/provider.toml" 2>"$work/server.log" &
 server=$!
 pids+=("$server")
@@ -106,7 +145,8 @@ drive() { # drive ABILITY CONC DURATION: the load tool's report
 }
 
 printf "%-10s %12s %14s %16s\n" adapter "exec/s c=$CONC" "server cpu/exec" "first output c=1"
-for ability in openai responses anthropic; do
+ABILITIES=${ABILITIES:-openai responses anthropic gemini bedrock}
+for ability in $ABILITIES; do
     drive "$ability" 4 1s >/dev/null # warm the connections
     before=$(cpu_ticks "$server")
     report=$(drive "$ability" "$CONC" "$DUR")
@@ -119,7 +159,7 @@ for ability in openai responses anthropic; do
 done
 
 if [[ ${INSTR:-0} == 1 ]]; then
-    for ability in openai responses anthropic; do
+    for ability in $ABILITIES; do
         CONFIG="$work/provider.toml" ABILITY=$ability MOCK_ANTHROPIC_KEY=mock \
             benches/instructions.sh "$BIN" | sed "s/^/$ability: /"
     done

@@ -5,8 +5,11 @@
 //! as Anthropic streams it (`message_start`, a text block of `chunks` deltas,
 //! `message_delta`, `message_stop`) and `POST .../responses` as the Responses API streams it
 //! (`response.created`, a message item, `chunks` text deltas, `response.completed` with
-//! usage): each SSE event one HTTP chunk, the whole reply written at
-//! once, as a fast upstream's would arrive. Its requests are read by the library's HTTP/1.1
+//! usage) and `POST ...:streamGenerateContent` as Gemini streams it (`chunks` chunks, the last
+//! with the finish reason and usage) and `POST .../converse-stream` as Bedrock streams it
+//! (AWS's binary event stream: `messageStart`, `chunks` text deltas, `contentBlockStop`,
+//! `messageStop`, `metadata`; the signature is not checked): each event one HTTP chunk, the
+//! whole reply written at once, as a fast upstream's would arrive. Its requests are read by the library's HTTP/1.1
 //! reader (`server::http1`), the one `/metrics` and the tests' fake provider use. Loopback only.
 
 use std::net::SocketAddr;
@@ -59,6 +62,8 @@ pub async fn main(args: MockArgs) -> ExitCode {
         openai: frames(openai(chunks)),
         anthropic: frames(anthropic(chunks)),
         responses: frames(responses(chunks)),
+        gemini: frames(gemini(chunks)),
+        bedrock: bedrock(chunks),
     });
     match listener.local_addr() {
         Ok(addr) => println!("mock-upstream listening addr={addr}"),
@@ -84,18 +89,26 @@ struct Replies {
     openai: Arc<[Bytes]>,
     anthropic: Arc<[Bytes]>,
     responses: Arc<[Bytes]>,
+    gemini: Arc<[Bytes]>,
+    bedrock: Arc<[Bytes]>,
 }
 
 impl Replies {
     /// The reply to `request`, by its path: an event stream, each event one chunk of it.
     fn answer(&self, request: &Request) -> Response {
         let path = request.uri().path();
+        let mut content_type = "text/event-stream";
         let events = if path.contains("/messages") {
             &self.anthropic
         } else if path.contains("/chat/completions") {
             &self.openai
         } else if path.ends_with("/responses") {
             &self.responses
+        } else if path.ends_with(":streamGenerateContent") {
+            &self.gemini
+        } else if path.ends_with("/converse-stream") {
+            content_type = "application/vnd.amazon.eventstream";
+            &self.bedrock
         } else {
             let mut missing = Response::new(Frames::empty());
             *missing.status_mut() = StatusCode::NOT_FOUND;
@@ -103,10 +116,7 @@ impl Replies {
         };
         let mut reply = Response::new(Frames::new(events.clone()));
         let headers = reply.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         headers.insert(
             header::TRANSFER_ENCODING,
@@ -195,4 +205,72 @@ fn responses(chunks: usize) -> Vec<String> {
         format!(r#""sequence_number":{},"response":{{"id":"resp_mock","object":"response","status":"completed","model":"mock-model","output":[],"usage":{{"input_tokens":20,"output_tokens":{chunks},"total_tokens":{}}}}}"#, chunks + 2, 20 + chunks),
     ));
     events
+}
+
+fn gemini(chunks: usize) -> Vec<String> {
+    let chunk = |text: &str, end: &str| {
+        format!(
+            "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"{text}\"}}],\"role\":\"model\"}},\"index\":0{end}}}],\"modelVersion\":\"mock-model\"}}\n\n"
+        )
+    };
+    let mut events: Vec<String> = (0..chunks)
+        .map(|i| chunk(&format!(" word{i}"), ""))
+        .collect();
+    events.push(
+        chunk("", r#","finishReason":"STOP""#).replace(
+            r#"],"modelVersion""#,
+            &format!(
+                r#"],"usageMetadata":{{"promptTokenCount":20,"candidatesTokenCount":{chunks},"totalTokenCount":{}}},"modelVersion""#,
+                20 + chunks
+            ),
+        ),
+    );
+    events
+}
+
+/// Bedrock's Converse stream, each event one event-stream message.
+fn bedrock(chunks: usize) -> Arc<[Bytes]> {
+    let mut events = vec![message("messageStart", r#"{"role":"assistant"}"#)];
+    events.extend((0..chunks).map(|i| {
+        message(
+            "contentBlockDelta",
+            &format!(r#"{{"contentBlockIndex":0,"delta":{{"text":" word{i}"}}}}"#),
+        )
+    }));
+    events.push(message("contentBlockStop", r#"{"contentBlockIndex":0}"#));
+    events.push(message("messageStop", r#"{"stopReason":"end_turn"}"#));
+    events.push(message(
+        "metadata",
+        &format!(
+            r#"{{"usage":{{"inputTokens":20,"outputTokens":{chunks},"totalTokens":{}}},"metrics":{{"latencyMs":1}}}}"#,
+            20 + chunks
+        ),
+    ));
+    events.into_iter().map(Bytes::from).collect()
+}
+
+/// One event-stream message: the prelude (lengths and their CRC-32), the event's string
+/// headers, `json`, and the message's CRC-32.
+fn message(event_type: &str, json: &str) -> Vec<u8> {
+    let mut headers = Vec::new();
+    for (name, value) in [
+        (":event-type", event_type),
+        (":content-type", "application/json"),
+        (":message-type", "event"),
+    ] {
+        headers.push(name.len() as u8);
+        headers.extend_from_slice(name.as_bytes());
+        headers.push(7);
+        headers.extend_from_slice(&(value.len() as u16).to_be_bytes());
+        headers.extend_from_slice(value.as_bytes());
+    }
+    let total = (16 + headers.len() + json.len()) as u32;
+    let mut out = Vec::with_capacity(total as usize);
+    out.extend_from_slice(&total.to_be_bytes());
+    out.extend_from_slice(&(headers.len() as u32).to_be_bytes());
+    out.extend_from_slice(&crc32fast::hash(&out).to_be_bytes());
+    out.extend_from_slice(&headers);
+    out.extend_from_slice(json.as_bytes());
+    out.extend_from_slice(&crc32fast::hash(&out).to_be_bytes());
+    out
 }

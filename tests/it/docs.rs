@@ -4,7 +4,8 @@
 //!   A block that is deliberately part of a file (a provider's table, say) begins with a line
 //!   `# fragment: ...` saying so; the test completes it with a policy over every model the
 //!   fragment's providers list and an ability on that policy, and checks the whole. Every
-//!   variable a block names (`api_key_env`, `key_env`, `env` in `store.keys`) is set to a
+//!   variable a block names (`api_key_env`, `key_env`, `env` in `store.keys`; a `bedrock`
+//!   provider's AWS keys) is set to a
 //!   64-hex-digit value, a valid key of either kind.
 //! - What the docs say of provider timeouts is what the exchange does: each is cut to the
 //!   execution's deadline, never to the policy's retry budget.
@@ -92,6 +93,15 @@ fn completed(fragment: &str) -> String {
 /// The variables `block` names, each with a key's value (a Redis URL for a limiter's).
 fn variables(block: &str) -> Vec<(String, String)> {
     let key_value = "0".repeat(64);
+    // A `bedrock` provider signs with the standard AWS variables, which no key names.
+    let aws = block
+        .contains(r#"adapter = "bedrock""#)
+        .then(|| {
+            ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
+                .map(|v| (v.to_owned(), key_value.clone()))
+        })
+        .into_iter()
+        .flatten();
     block
         .lines()
         .filter(|l| !l.trim_start().starts_with('#'))
@@ -112,6 +122,7 @@ fn variables(block: &str) -> Vec<(String, String)> {
             };
             Some((rest.split('"').nth(1)?.to_owned(), value))
         })
+        .chain(aws)
         .collect()
 }
 

@@ -1,6 +1,6 @@
 //! `model-runtime mock-upstream`, the provider `benches/provider.sh` measures against: the
-//! runtime's OpenAI and Anthropic adapters read its replies whole (20 deltas, usage, the
-//! finish), over keep-alive connections.
+//! runtime's OpenAI, Anthropic, Gemini and Bedrock adapters read its replies whole (20
+//! deltas, usage, the finish), over keep-alive connections.
 
 use crate::common;
 
@@ -30,7 +30,7 @@ fn start_mock() -> (Guard, String) {
 }
 
 #[tokio::test]
-async fn both_adapters_read_the_mocks_replies_whole() {
+async fn the_adapters_read_the_mocks_replies_whole() {
     let (_mock, addr) = start_mock();
     let base = format!("http://{addr}/v1");
     let config = model_runtime::Config::builder()
@@ -44,15 +44,41 @@ async fn both_adapters_read_the_mocks_replies_whole() {
                 .api_key_env("MOCK_KEY")
                 .model("mock-model", &["text"]),
         )
+        .provider(
+            "gemini",
+            ProviderSpec::scripted()
+                .adapter("gemini")
+                .base_url(&base)
+                .api_key_env("MOCK_KEY")
+                .model("mock-model", &["text"]),
+        )
+        .provider(
+            "bedrock",
+            common::adapters::bedrock_at(&format!("http://{addr}")).model("mock-model", &["text"]),
+        )
         .policy("openai", PolicySpec::new(&["openai/mock-model"]))
         .policy("anthropic", PolicySpec::new(&["anthropic/mock-model"]))
+        .policy("gemini", PolicySpec::new(&["gemini/mock-model"]))
+        .policy("bedrock", PolicySpec::new(&["bedrock/mock-model"]))
         .ability("openai", AbilitySpec::new("openai"))
         .ability("anthropic", AbilitySpec::new("anthropic"))
-        .build_with_env(&|name| (name == "MOCK_KEY").then(|| "k".to_owned()))
+        .ability("gemini", AbilitySpec::new("gemini"))
+        .ability("bedrock", AbilitySpec::new("bedrock"))
+        .build_with_env(&|name| match name {
+            "MOCK_KEY" => Some("k".to_owned()),
+            _ => common::adapters::env(name),
+        })
         .unwrap();
     let server = start_with(config).await;
     let mut c = server.client.clone();
-    for ability in ["openai", "anthropic", "openai", "anthropic"] {
+    for ability in [
+        "openai",
+        "anthropic",
+        "gemini",
+        "bedrock",
+        "openai",
+        "bedrock",
+    ] {
         let events = execute(&mut c, request(ability, "hello")).await;
         let types: Vec<&str> = events.iter().map(|e| e.r#type.as_str()).collect();
         let deltas = types.iter().filter(|t| **t == "output.text.delta").count();
