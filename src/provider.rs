@@ -15,6 +15,7 @@ pub(crate) mod fuzz;
 mod gemini;
 mod http;
 mod openai;
+mod refresh;
 mod registry;
 mod responses;
 mod scripted;

@@ -130,13 +130,13 @@ impl Provider for BedrockProvider {
             Ok(body) => body,
             Err(error) => return plain_stream(futures_util::stream::iter([Err(error)])),
         };
-        if let Some(keys) = self.keys.at_hand(&target.upstream) {
+        if let Some(keys) = self.keys.at_hand() {
             return send(&target, &self.region, &keys, body, &call);
         }
         let (keys, region) = (self.keys.clone(), self.region.clone());
         deferred::after(async move {
             let upstream = target.upstream.for_call(&call);
-            match keys.fresh(&upstream).await {
+            match keys.fresh(&upstream, call.deadline).await {
                 Ok(keys) => send(&target, &region, &keys, body, &call),
                 Err(error) => plain_stream(futures_util::stream::iter([Err(error)])),
             }

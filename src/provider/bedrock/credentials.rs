@@ -4,8 +4,7 @@
 //! error or `Debug` output.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -14,13 +13,7 @@ use crate::config::{ContainerCredentials, Secret};
 use crate::execution::AttemptCode;
 use crate::provider::ProviderError;
 use crate::provider::http::Upstream;
-
-/// Keys are fetched again this long before they expire, or at half their life if that is
-/// sooner (the AWS SDKs refresh five minutes ahead).
-const REFRESH_AHEAD: Duration = Duration::from_secs(5 * 60);
-
-/// How long after a failed refresh, while the held keys are valid, the next is tried.
-const RETRY_AFTER: Duration = Duration::from_secs(5);
+use crate::provider::refresh::{Got, Refreshed};
 
 /// How long keys the endpoint gave no expiry for are kept.
 const UNDATED_LIFE: Duration = Duration::from_secs(15 * 60);
@@ -56,11 +49,6 @@ impl AwsKeys {
         )
     }
 
-    /// Whether the keys may still sign at `now`.
-    fn valid_at(&self, now: SystemTime) -> bool {
-        self.expires.is_none_or(|at| now < at)
-    }
-
     /// The secrets to blank out of any upstream text quoted in an error: the secret key and
     /// the session token.
     pub(super) fn secrets(&self) -> (Secret, Option<Secret>) {
@@ -70,34 +58,15 @@ impl AwsKeys {
 
 /// Where a provider's keys come from, and the ones it holds.
 #[derive(Debug)]
-pub(super) struct KeySource {
-    from: From,
-    /// The keys held.
-    held: Mutex<Option<Held>>,
-    /// Held while keys are fetched: one fetch at a time; calls with no valid keys wait for it.
-    fetching: tokio::sync::Mutex<()>,
-    /// Whether a refresh runs in the background (while the held keys are still valid).
-    refreshing: AtomicBool,
-}
-
-#[derive(Debug)]
-enum From {
+pub(super) enum KeySource {
     Environment(Arc<AwsKeys>),
     Container {
         client: h1::Client,
         config: ContainerCredentials,
+        /// The longest one request to the endpoint may take.
         within: Duration,
+        keys: Refreshed<Arc<AwsKeys>>,
     },
-}
-
-/// Keys from the container endpoint, and when to fetch new ones.
-#[derive(Debug)]
-struct Held {
-    keys: Arc<AwsKeys>,
-    /// Keys are fetched again from then on, in the background, while these stay in use.
-    refresh_at: SystemTime,
-    /// After a refresh failed: not tried again before then.
-    retry_at: Option<SystemTime>,
 }
 
 impl KeySource {
@@ -107,13 +76,12 @@ impl KeySource {
         secret_access_key: &Secret,
         session_token: Option<&Secret>,
     ) -> Self {
-        let keys = AwsKeys {
+        Self::Environment(Arc::new(AwsKeys {
             access_key_id: access_key_id.clone(),
             secret_access_key: secret_access_key.clone(),
             session_token: session_token.cloned(),
             expires: None,
-        };
-        Self::from(From::Environment(Arc::new(keys)))
+        }))
     }
 
     /// Keys from the container endpoint `config` names, asked through `client` (its URL),
@@ -123,114 +91,68 @@ impl KeySource {
         client: h1::Client,
         within: Duration,
     ) -> Self {
-        Self::from(From::Container {
+        Self::Container {
             client,
             config: config.clone(),
             within,
-        })
-    }
-
-    fn from(from: From) -> Self {
-        Self {
-            from,
-            held: Mutex::new(None),
-            fetching: tokio::sync::Mutex::new(()),
-            refreshing: AtomicBool::new(false),
+            keys: Refreshed::default(),
         }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, Option<Held>> {
-        self.held
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Keys to sign with now, when no fetch is due first.
+    pub(super) fn at_hand(&self) -> Option<Arc<AwsKeys>> {
+        match self {
+            Self::Environment(keys) => Some(keys.clone()),
+            Self::Container { keys, .. } => keys.fresh(),
+        }
     }
 
-    /// Keys to sign with now, when they are at hand: the environment's, or container keys
-    /// that have not expired. Keys due for a refresh are still handed out, and the refresh
-    /// starts in the background (one at a time, and not within [`RETRY_AFTER`] of one that
-    /// failed), so no call waits while valid keys exist.
-    pub(super) fn at_hand(self: &Arc<Self>, upstream: &Upstream) -> Option<Arc<AwsKeys>> {
-        if let From::Environment(keys) = &self.from {
-            return Some(keys.clone());
-        }
-        let now = SystemTime::now();
-        let held = self.held();
-        let held = held.as_ref()?;
-        if now < held.refresh_at {
-            return Some(held.keys.clone());
-        }
-        if !held.keys.valid_at(now) {
-            return None;
-        }
-        let may_retry = held.retry_at.is_none_or(|at| now >= at);
-        if may_retry && !self.refreshing.swap(true, Ordering::AcqRel) {
-            let (source, upstream) = (self.clone(), upstream.clone());
-            #[expect(
-                clippy::disallowed_methods,
-                reason = "a refresh holds nothing a shutdown must wait for: keys are fetched, \
-                          never written anywhere, and dropping the task mid-fetch loses nothing"
-            )]
-            tokio::spawn(async move {
-                let _one_at_a_time = source.fetching.lock().await;
-                let _ = source.fetch(&upstream).await;
-                source.refreshing.store(false, Ordering::Release);
-            });
-        }
-        Some(held.keys.clone())
-    }
-
-    /// Keys to sign with when none are at hand: fetched now (or by the fetch already under
-    /// way). With none to be had, the attempt fails before anything is sent.
+    /// Keys to sign with for the call `upstream` serves, whose attempt ends by `deadline`:
+    /// those held, or ones fetched now (see [`Refreshed::get`]). With none to be had, the
+    /// attempt fails before anything is sent.
     pub(super) async fn fresh(
-        self: &Arc<Self>,
+        &self,
         upstream: &Upstream,
+        deadline: Instant,
     ) -> Result<Arc<AwsKeys>, ProviderError> {
-        let _one_at_a_time = self.fetching.lock().await;
-        if let Some(keys) = self.at_hand(upstream) {
-            return Ok(keys);
-        }
-        self.fetch(upstream).await
-    }
-
-    /// One fetch from the container endpoint (the caller holds `fetching`): the keys it
-    /// gave, now held; or, when it failed, the held keys while they are valid (with a
-    /// warning), else the attempt's error.
-    async fn fetch(&self, upstream: &Upstream) -> Result<Arc<AwsKeys>, ProviderError> {
-        let From::Container {
+        let Self::Container {
             client,
             config,
             within,
-        } = &self.from
+            keys,
+        } = self
         else {
-            return Err(unavailable(upstream, "are not set"));
+            return self
+                .at_hand()
+                .ok_or_else(|| unavailable(upstream, "are not set"));
         };
-        let fetched = container::fetch(client, config, Instant::now() + *within).await;
-        let now = SystemTime::now();
-        let mut held = self.held();
-        match fetched {
-            Ok(keys) => {
-                let expires = keys.expires.unwrap_or(now + UNDATED_LIFE);
-                let life = expires.duration_since(now).unwrap_or_default();
-                let keys = Arc::new(keys);
-                *held = Some(Held {
-                    keys: keys.clone(),
-                    refresh_at: expires - REFRESH_AHEAD.min(life / 2),
-                    retry_at: None,
+        let got = keys
+            .get(|old_expires| async move {
+                // A fetch the held keys cover waits no longer than they last.
+                let mut by = deadline.min(Instant::now() + *within);
+                if let Some(expires_at) = old_expires {
+                    by = by.min(expires_at);
+                }
+                let keys = container::fetch(client, config, by).await?;
+                let life = keys.expires.map_or(UNDATED_LIFE, |at| {
+                    at.duration_since(SystemTime::now()).unwrap_or_default()
                 });
+                Ok((Arc::new(keys), life))
+            })
+            .await;
+        match got {
+            Got::Value(keys) => Ok(keys),
+            Got::Kept(keys, (_, cause)) => {
+                tracing::warn!(
+                    execution_id = upstream.execution_id(),
+                    provider = %upstream.name,
+                    cause,
+                    "fetching new AWS credentials from the container endpoint failed; \
+                     the current ones are still valid and stay in use"
+                );
                 Ok(keys)
             }
-            Err((why, cause)) => {
-                let valid = held.as_mut().filter(|held| held.keys.valid_at(now));
-                if let Some(held) = valid {
-                    held.retry_at = Some(now + RETRY_AFTER);
-                    tracing::warn!(
-                        provider = %upstream.name,
-                        cause,
-                        "fetching new AWS credentials from the container endpoint failed; \
-                         the current ones are still valid and stay in use"
-                    );
-                    return Ok(held.keys.clone());
-                }
+            Got::Failed((why, cause)) => {
                 tracing::warn!(
                     execution_id = upstream.execution_id(),
                     provider = %upstream.name,

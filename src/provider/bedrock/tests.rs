@@ -1,5 +1,4 @@
 use std::path::Path;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::Value;
@@ -7,11 +6,6 @@ use serde_json::Value;
 use super::credentials::KeySource;
 use super::sigv4::{Signing, sign_request};
 use crate::config::Secret;
-use crate::provider::http::Upstream;
-
-fn offline() -> Upstream {
-    Upstream::offline("p", "bedrock", None)
-}
 
 /// One vector of AWS's suite: what to sign, and the headers AWS's own signed request has.
 struct Vector {
@@ -65,12 +59,12 @@ fn the_signer_matches_awss_signing_test_suite() {
         let v = vector(&dir);
         let c = &v.context;
         let text = |key: &str| c["credentials"][key].as_str().map(Secret::new);
-        let keys = Arc::new(KeySource::fixed(
+        let keys = KeySource::fixed(
             &text("access_key_id").unwrap(),
             &text("secret_access_key").unwrap(),
             text("token").as_ref(),
-        ))
-        .at_hand(&offline())
+        )
+        .at_hand()
         .unwrap();
         let time: SystemTime = humantime::parse_rfc3339(c["timestamp"].as_str().unwrap()).unwrap();
         let signing = Signing {
@@ -113,12 +107,12 @@ fn the_signer_matches_awss_signing_test_suite() {
 
 #[test]
 fn keys_and_sources_never_show_in_debug() {
-    let source = Arc::new(KeySource::fixed(
+    let source = KeySource::fixed(
         &Secret::new("AKIDEXAMPLE"),
         &Secret::new("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
         Some(&Secret::new("SESSIONTOKENEXAMPLE")),
-    ));
-    let shown = format!("{source:?} {:?}", source.at_hand(&offline()).unwrap());
+    );
+    let shown = format!("{source:?} {:?}", source.at_hand().unwrap());
     for secret in ["AKIDEXAMPLE", "wJalrXUtnFEMI", "SESSIONTOKENEXAMPLE"] {
         assert!(!shown.contains(secret), "{shown}");
     }

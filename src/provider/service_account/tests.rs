@@ -1,5 +1,5 @@
-//! The assertion's encoding and signature, the reading of token replies, and when a cached
-//! token is refreshed.
+//! The assertion's encoding and signature, the reading of token replies, and what a failed
+//! refresh does (when one is due: `refresh/tests.rs`).
 
 use std::time::Duration;
 
@@ -144,41 +144,6 @@ fn a_reply_without_a_usable_token_is_a_failure_that_quotes_nothing() {
     }
 }
 
-/// A granted token `t` valid for `lifetime`.
-fn token(lifetime: Duration) -> Granted {
-    granted(
-        200,
-        format!(
-            r#"{{"access_token":"t","expires_in":{}}}"#,
-            lifetime.as_secs()
-        )
-        .as_bytes(),
-    )
-    .unwrap()
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_token_is_refreshed_before_it_expires() {
-    let config = config("http://127.0.0.1:9/token");
-    let (account, endpoint) = account(&config);
-    let source = TokenSource::new("p", account, endpoint, &mut HttpClients::default()).unwrap();
-    assert!(source.fresh().is_none() && source.valid().is_none());
-    // An hour's token is refreshed with five minutes left.
-    source.keep(token(Duration::from_secs(3600)), Instant::now());
-    tokio::time::advance(Duration::from_secs(3299)).await;
-    assert!(source.fresh().is_some());
-    tokio::time::advance(Duration::from_secs(2)).await;
-    assert!(source.fresh().is_none() && source.valid().is_some());
-    tokio::time::advance(Duration::from_secs(300)).await;
-    assert!(source.valid().is_none());
-    // A short one with half its lifetime left.
-    source.keep(token(Duration::from_secs(4)), Instant::now());
-    tokio::time::advance(Duration::from_millis(1900)).await;
-    assert!(source.fresh().is_some());
-    tokio::time::advance(Duration::from_millis(200)).await;
-    assert!(source.fresh().is_none() && source.valid().is_some());
-}
-
 #[tokio::test]
 async fn a_failed_refresh_keeps_a_valid_token_and_without_one_fails_unauthorized() {
     // Nothing listens on port 9: every token request fails to connect.
@@ -194,12 +159,16 @@ async fn a_failed_refresh_keeps_a_valid_token_and_without_one_fails_unauthorized
         error.message,
         "vertex provider `p`: the service account's token endpoint failed the token request"
     );
-    // A token whose refresh is due (two seconds: refreshed at once) still serves, and the
+    // A token whose refresh is due (two seconds: due after one) still serves, and the
     // next try waits.
-    source.keep(
-        token(Duration::from_secs(2)),
-        Instant::now() - Duration::from_secs(1),
-    );
+    let granted = granted(200, br#"{"access_token":"t","expires_in":2}"#).unwrap();
+    let planted = source
+        .tokens
+        .get(|_| std::future::ready(Ok::<_, ()>((granted.bearer, granted.lifetime))))
+        .await;
+    assert!(matches!(planted, Got::Value(_)));
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(source.fresh().is_none(), "due");
     let bearer = source.bearer(&upstream, deadline).await.unwrap();
     assert_eq!(bearer.token.expose(), "t");
     assert!(source.fresh().is_some(), "no new try right away");
