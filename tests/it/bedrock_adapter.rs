@@ -1,20 +1,20 @@
 //! The `bedrock` adapter against a local server speaking Bedrock's wire format: Converse
 //! requests, replies in AWS's binary event stream, exceptions as event-stream messages. The
 //! server checks every request's SigV4 signature with AWS's own signer, from what it
-//! received, so a signature that covers anything other than what was sent fails.
+//! received, so a signature that covers anything other than what was sent fails. (Keys from
+//! the container credentials endpoint: `bedrock_credentials.rs`.)
 
 use crate::common;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-use aws_sigv4::sign::v4;
 use common::adapters::{
     AWS_KEY_ID, AWS_TOKEN, KEY, assert_error, bedrock_at, env, provider, reported, split, text,
 };
 use common::eventstream::{event, exception, reply};
-use common::upstream::{Recorded, Upstream};
+use common::sigv4::assert_signed;
+use common::upstream::Upstream;
 use common::{completed_result, execute, failed_payload, request, start_with};
 use model_runtime::Config;
 use model_runtime::config::{AbilitySpec, PolicySpec, ProviderSpec};
@@ -26,76 +26,6 @@ use model_runtime::provider::ProviderEvent;
 
 /// A versioned model id: its `:` goes into the path percent-encoded.
 const MODEL: &str = "anthropic.claude-3-5-sonnet-20240620-v1:0";
-
-/// Checks `recorded`'s SigV4 `Authorization` by signing what was received again with
-/// `secret` (and the key id and token it names), at the time its `x-amz-date` says.
-#[track_caller]
-fn assert_signed(recorded: &Recorded, key_id: &str, secret: &str, token: Option<&str>) {
-    let authorization = recorded.header("authorization").expect("signed");
-    let signed_headers = authorization
-        .split("SignedHeaders=")
-        .nth(1)
-        .and_then(|rest| rest.split(',').next())
-        .expect("SignedHeaders");
-    assert!(authorization.contains(&format!("Credential={key_id}/")));
-    assert!(authorization.contains("/us-east-1/bedrock/aws4_request"));
-    assert_eq!(recorded.header("x-amz-security-token"), token);
-    let date = recorded.header("x-amz-date").expect("x-amz-date");
-    let rfc3339 = format!(
-        "{}-{}-{}T{}:{}:{}Z",
-        &date[0..4],
-        &date[4..6],
-        &date[6..8],
-        &date[9..11],
-        &date[11..13],
-        &date[13..15]
-    );
-    let time = humantime::parse_rfc3339(&rfc3339).unwrap();
-    let headers: Vec<(&str, &str)> = signed_headers
-        .split(';')
-        .map(|name| {
-            (
-                name,
-                recorded.header(name).expect("a signed header was sent"),
-            )
-        })
-        .collect();
-    let identity = aws_credential_types::Credentials::new(
-        key_id,
-        secret,
-        token.map(str::to_owned),
-        None,
-        "test",
-    )
-    .into();
-    let params = v4::SigningParams::builder()
-        .identity(&identity)
-        .region("us-east-1")
-        .name("bedrock")
-        .time(time)
-        .settings(SigningSettings::default())
-        .build()
-        .unwrap()
-        .into();
-    let uri = format!(
-        "http://{}{}",
-        recorded.header("host").unwrap(),
-        recorded.path
-    );
-    let signable = SignableRequest::new(
-        &recorded.method,
-        &uri,
-        headers.into_iter(),
-        SignableBody::Bytes(&recorded.body),
-    )
-    .unwrap();
-    let (instructions, _) = sign(signable, &params).unwrap().into_parts();
-    let expected = instructions
-        .headers()
-        .find(|(name, _)| *name == "authorization")
-        .map(|(_, value)| value.to_owned());
-    assert_eq!(Some(authorization.to_owned()), expected);
-}
 
 /// A config whose provider `p` is bedrock at `base_url` serving [`MODEL`], edited by `edit`,
 /// built with `env`.
@@ -415,18 +345,35 @@ async fn exceptions_in_the_stream_are_classified_by_their_name() {
     }
 }
 
-/// Through the runtime: an exception before output falls back to the next target; one after
-/// output ends the execution with `output_interrupted`.
+/// Through the runtime: an exception before output (reasoning is not output) falls back to
+/// the next target; one after output (text, or a tool call started) ends the execution with
+/// `output_interrupted`.
 #[tokio::test]
 async fn the_commit_rule_holds_for_exceptions_before_and_after_output() {
     let started = event(
         "contentBlockDelta",
         r#"{"contentBlockIndex":0,"delta":{"text":"partial"}}"#,
     );
+    let reasoning = event(
+        "contentBlockDelta",
+        r#"{"contentBlockIndex":0,"delta":{"reasoningContent":{"text":"hmm"}}}"#,
+    );
+    let tool = event(
+        "contentBlockStart",
+        r#"{"contentBlockIndex":1,"start":{"toolUse":{"toolUseId":"t","name":"f"}}}"#,
+    );
     let cases = [
         (vec![exception("throttlingException", "{}")], true),
         (
+            vec![reasoning, exception("internalServerException", "{}")],
+            true,
+        ),
+        (
             vec![started, exception("modelStreamErrorException", "{}")],
+            false,
+        ),
+        (
+            vec![tool, exception("internalServerException", "{}")],
             false,
         ),
     ];
@@ -476,156 +423,6 @@ async fn a_region_that_is_not_one_is_refused() {
         .build_with_env(&env)
         .unwrap_err();
     assert!(error.to_string().contains("providers.p.region"), "{error}");
-}
-
-/// The container credentials endpoint's reply: keys `n`, expiring `life` from now.
-fn container_keys(n: usize, life: Duration) -> common::upstream::Behaviour {
-    let expiration = humantime::format_rfc3339_seconds(SystemTime::now() + life);
-    common::upstream::status(
-        200,
-        &format!(
-            r#"{{"AccessKeyId":"ASIACONTAINER{n}","SecretAccessKey":"container-secret-{n}","Token":"container-token-{n}","Expiration":"{expiration}"}}"#
-        ),
-        &[],
-    )
-}
-
-/// An environment naming the container endpoint at `url` and its token file `file`.
-fn container_env(url: String, file: String) -> impl Fn(&str) -> Option<String> {
-    move |name| match name {
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI" => Some(url.clone()),
-        "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE" => Some(file.clone()),
-        _ => None,
-    }
-}
-
-#[tokio::test]
-async fn container_credentials_are_fetched_reused_and_refreshed_after_a_long_stream() {
-    // Keys 0 live three seconds (fetched again after one and a half); keys 1 an hour.
-    let keys = Upstream::start(|n| {
-        container_keys(
-            n,
-            if n == 0 {
-                Duration::from_secs(3)
-            } else {
-                Duration::from_secs(3600)
-            },
-        )
-    })
-    .await;
-    // The first reply outlives its keys: four seconds between its events.
-    let mut slow: Vec<common::upstream::Step> = Vec::new();
-    for (i, message) in hello().into_iter().enumerate() {
-        if i == 2 {
-            slow.push(common::upstream::Step::Sleep(Duration::from_secs(4)));
-        }
-        slow.push(common::upstream::Step::Send(message));
-    }
-    let server = Upstream::start(move |n| {
-        if n == 0 {
-            common::eventstream::steps(slow.clone())
-        } else {
-            reply(&hello())
-        }
-    })
-    .await;
-    let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "pod-identity-token-1\n").unwrap();
-    let env = container_env(
-        format!("{}/credentials", keys.base_url()),
-        token_file.to_str().unwrap().to_owned(),
-    );
-    let p = provider(&config_with(&server.base_url(), |s| s, &env));
-
-    // Three calls at once while no keys are held: one fetch serves them all.
-    let (a, b, c) = tokio::join!(
-        call_model(&p, hi()),
-        call_model(&p, hi()),
-        call_model(&p, hi())
-    );
-    for events in [a, b, c] {
-        assert_eq!(split(events).1, None);
-    }
-    assert_eq!(keys.requests().len(), 1);
-    let asked = &keys.requests()[0];
-    assert_eq!(asked.method, "GET");
-    assert_eq!(asked.path, "/v1/credentials");
-    assert_eq!(asked.header("authorization"), Some("pod-identity-token-1"));
-    for sent in server.requests() {
-        assert_signed(
-            &sent,
-            "ASIACONTAINER0",
-            "container-secret-0",
-            Some("container-token-0"),
-        );
-    }
-    // The first stream outlived its keys and still completed; the next call fetches new
-    // keys (with the token file read again) and signs with them.
-    std::fs::write(&token_file, "pod-identity-token-2").unwrap();
-    let (_, error) = split(call_model(&p, hi()).await);
-    assert_eq!(error, None);
-    assert_eq!(keys.requests().len(), 2);
-    assert_eq!(
-        keys.requests()[1].header("authorization"),
-        Some("pod-identity-token-2")
-    );
-    assert_signed(
-        &server.requests()[3],
-        "ASIACONTAINER1",
-        "container-secret-1",
-        Some("container-token-1"),
-    );
-}
-
-#[tokio::test]
-async fn a_failed_refresh_keeps_valid_keys_and_fails_the_attempt_once_they_expire() {
-    let keys = Upstream::start(|n| {
-        if n == 0 {
-            container_keys(0, Duration::from_secs(4))
-        } else {
-            common::upstream::status(500, r#"{"message":"agent down"}"#, &[])
-        }
-    })
-    .await;
-    let server = Upstream::always(reply(&hello())).await;
-    let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "t").unwrap();
-    let env = container_env(keys.base_url(), token_file.to_str().unwrap().to_owned());
-    let p = provider(&config_with(&server.base_url(), |s| s, &env));
-    assert_eq!(split(call_model(&p, hi()).await).1, None);
-    // Due for a refresh, which fails: the keys still valid serve the call (and the next,
-    // with no new try for five seconds).
-    tokio::time::sleep(Duration::from_millis(2300)).await;
-    assert_eq!(split(call_model(&p, hi()).await).1, None);
-    assert_eq!(split(call_model(&p, hi()).await).1, None);
-    assert_eq!(keys.requests().len(), 2);
-    assert_signed(
-        &server.requests()[2],
-        "ASIACONTAINER0",
-        "container-secret-0",
-        Some("container-token-0"),
-    );
-    // Expired, and none to be had: the attempt fails before anything is sent.
-    tokio::time::sleep(Duration::from_millis(2000)).await;
-    let error = split(call_model(&p, hi()).await).1.expect("an error");
-    assert_error(&error, ErrorClass::Rejected, "unauthorized", "expired keys");
-    assert!(
-        error.message.contains("container credentials endpoint"),
-        "{}",
-        error.message
-    );
-    assert_eq!(server.requests().len(), 3);
-
-    // An endpoint nobody answers at fails the attempt the same way, at once.
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/creds", closed.local_addr().unwrap());
-    drop(closed);
-    let env = container_env(url, token_file.to_str().unwrap().to_owned());
-    let p = provider(&config_with(&server.base_url(), |s| s, &env));
-    let error = split(call_model(&p, hi()).await).1.expect("an error");
-    assert_eq!(error.code.as_str(), "unauthorized", "{}", error.message);
 }
 
 #[tokio::test]

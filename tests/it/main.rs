@@ -22,6 +22,7 @@ mod anthropic_adapter;
 mod azure_adapter;
 mod bad_input;
 mod bedrock_adapter;
+mod bedrock_credentials;
 mod bedrock_leaks;
 mod bench_tool;
 mod buffered_delivery;

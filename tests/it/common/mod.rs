@@ -12,6 +12,7 @@ pub mod postgres;
 pub mod process;
 pub mod replica;
 pub mod services;
+pub mod sigv4;
 pub mod token_server;
 pub mod upstream;
 
