@@ -5,6 +5,7 @@
 //!
 //! [`ErrorClass`]: crate::execution::ErrorClass
 
+mod backoff;
 mod classify;
 mod detail;
 

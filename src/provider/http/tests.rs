@@ -3,7 +3,8 @@ use std::time::{Duration, SystemTime};
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderValue};
 
-use super::classify::{rate_limit_reset, retry_after, retry_delay, truncate};
+use super::backoff::{rate_limit_reset, retry_after, retry_delay};
+use super::classify::truncate;
 use super::detail::ErrorDetail;
 use super::*;
 use crate::config::ProxyUrl;
