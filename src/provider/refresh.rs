@@ -1,131 +1,211 @@
 //! Credentials that expire and are fetched over the network (a service account's access
 //! token, a container's AWS keys): held, fetched again before they expire, one fetch at a
-//! time, and kept while they are valid when a fetch fails.
+//! time, and never a reason for a call holding valid ones to wait.
 //!
-//! - **Refresh.** Once less than `min(5 min, half their lifetime)` is left, the next call
-//!   fetches new ones; until then every call takes the held ones at once ([`Refreshed::fresh`]).
-//! - **One fetch at a time.** Calls that come while one runs take the held credentials while
-//!   they are valid, and wait for the fetch when there are none.
-//! - **A failed fetch** while the held credentials are valid keeps them, and the next try
-//!   waits [`RETRY_PAUSE`] (an endpoint that is down is not asked once per call); with none
-//!   valid, the call gets the failure.
+//! - **Refresh in the background.** Once less than `min(5 min, half their lifetime)` is left,
+//!   the next call starts a fetch in a task of its own and goes on with the held credentials;
+//!   a fetch that fails leaves them in use (the caller's `on_kept` says so) and the next is
+//!   tried [`RETRY_PAUSE`] later.
+//! - **Nothing valid held.** A call waits for a fetch: its own, or the one already under way,
+//!   whose failure it then shares rather than asking again. For [`RETRY_PAUSE`] after a
+//!   failure, calls get that failure at once: an endpoint that is down is not asked once per
+//!   call, and the attempts fail fast (and fall back) instead of queueing behind each other.
 
 use std::future::Future;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
 /// The most time before credentials expire at which they are fetched again (half their
 /// lifetime, for ones shorter than twice this).
 const REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
 
-/// After a fetch failed while the held credentials are valid, how long calls keep taking
-/// them before one tries again.
+/// After a fetch failed, how long until the next is tried.
 const RETRY_PAUSE: Duration = Duration::from_secs(5);
 
-/// Credentials of type `T`, held and refreshed.
+/// Credentials of type `T`, held and refreshed; fetches fail with `E`.
 #[derive(Debug)]
-pub(super) struct Refreshed<T> {
-    held: Mutex<Option<Held<T>>>,
-    /// Held by the call that fetches.
-    fetching: tokio::sync::Mutex<()>,
+pub(super) struct Refreshed<T, E> {
+    shared: Arc<Shared<T, E>>,
+}
+
+#[derive(Debug)]
+struct Shared<T, E> {
+    state: Mutex<State<T, E>>,
+    /// Held by the fetch under way.
+    fetching: Arc<tokio::sync::Mutex<()>>,
+}
+
+#[derive(Debug)]
+struct State<T, E> {
+    held: Option<Held<T>>,
+    /// Fetches ended so far: a waiter tells by it whether one ended while it waited.
+    fetches: u64,
+    /// The last fetch's failure and when it came, until a fetch succeeds.
+    failure: Option<(E, Instant)>,
 }
 
 #[derive(Debug)]
 struct Held<T> {
     value: T,
-    /// From then on, the next call fetches new ones.
+    /// From then on, a call starts a fetch.
     refresh_at: Instant,
     /// From then on, they are not used.
     expires_at: Instant,
 }
 
-/// What [`Refreshed::get`] came to.
-#[derive(Debug)]
-pub(super) enum Got<T, E> {
-    /// The held credentials, or new ones.
-    Value(T),
-    /// The fetch failed; the held credentials, still valid, serve.
-    Kept(T, E),
-    /// The fetch failed and nothing valid is held.
-    Failed(E),
-}
-
-impl<T: Clone> Default for Refreshed<T> {
+impl<T, E> Default for Refreshed<T, E> {
     fn default() -> Self {
         Self {
-            held: Mutex::new(None),
-            fetching: tokio::sync::Mutex::new(()),
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    held: None,
+                    fetches: 0,
+                    failure: None,
+                }),
+                fetching: Arc::new(tokio::sync::Mutex::new(())),
+            }),
         }
     }
 }
 
-impl<T: Clone> Refreshed<T> {
+impl<T, E> Shared<T, E> {
+    fn state(&self) -> MutexGuard<'_, State<T, E>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<T, E> Refreshed<T, E>
+where
+    T: Clone + Send + 'static,
+    E: Clone + Send + 'static,
+{
     /// The held credentials while no refresh is due: what most calls take, at once.
     pub(super) fn fresh(&self) -> Option<T> {
         let now = Instant::now();
-        self.held()
+        self.shared
+            .state()
+            .held
             .as_ref()
             .filter(|held| now < held.refresh_at)
             .map(|held| held.value.clone())
     }
 
-    /// The held credentials while they are valid, refresh due or not, and when they expire.
-    fn valid(&self) -> Option<(T, Instant)> {
-        let now = Instant::now();
-        self.held()
-            .as_ref()
-            .filter(|held| now < held.expires_at)
-            .map(|held| (held.value.clone(), held.expires_at))
-    }
-
-    fn held(&self) -> MutexGuard<'_, Option<Held<T>>> {
-        self.held.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Credentials for a call: the held ones, or ones `fetch` gets now. `fetch` is given the
-    /// time the held ones expire, if any are valid (a fetch they cover need not outlast
-    /// them), and answers with the credentials and how long they live from when it was
-    /// called.
-    pub(super) async fn get<E, F, Fut>(&self, fetch: F) -> Got<T, E>
+    /// Credentials for a call whose attempt ends by `deadline`: the held ones while they are
+    /// valid (starting a refresh in the background when one is due), else ones fetched now.
+    /// `fetch(by)` fetches, finishing by `by` (the held credentials' expiry for a refresh,
+    /// the call's deadline otherwise), with the credentials and how long they live from when
+    /// it was called. `on_kept` is told of a refresh that failed while the held credentials
+    /// stayed valid.
+    pub(super) async fn get<F, Fut, K>(
+        &self,
+        deadline: Instant,
+        fetch: F,
+        on_kept: K,
+    ) -> Result<T, E>
     where
-        F: FnOnce(Option<Instant>) -> Fut,
+        F: FnOnce(Instant) -> Fut,
+        Fut: Future<Output = Result<(T, Duration), E>> + Send + 'static,
+        K: FnOnce(E) + Send + 'static,
+    {
+        let seen = {
+            let now = Instant::now();
+            let state = self.shared.state();
+            if let Some(held) = state.held.as_ref().filter(|h| now < h.expires_at) {
+                let paused = state
+                    .failure
+                    .as_ref()
+                    .is_some_and(|(_, at)| now < *at + RETRY_PAUSE);
+                if now >= held.refresh_at && !paused {
+                    self.refresh(fetch(held.expires_at), on_kept);
+                }
+                return Ok(held.value.clone());
+            }
+            if let Some((error, at)) = &state.failure
+                && now < *at + RETRY_PAUSE
+            {
+                return Err(error.clone());
+            }
+            state.fetches
+        };
+        let fetching = self.shared.fetching.clone().lock_owned().await;
+        {
+            let now = Instant::now();
+            let state = self.shared.state();
+            if let Some(held) = state.held.as_ref().filter(|h| now < h.expires_at) {
+                return Ok(held.value.clone());
+            }
+            // A fetch ended while this call waited, and failed: its failure is this call's.
+            if state.fetches != seen
+                && let Some((error, _)) = &state.failure
+            {
+                return Err(error.clone());
+            }
+        }
+        let shared = self.shared.clone();
+        shared.ended(fetching, fetch(deadline)).await
+    }
+
+    /// Starts `fetch` in a task of its own, unless one is under way.
+    fn refresh<Fut, K>(&self, fetch: Fut, on_kept: K)
+    where
+        Fut: Future<Output = Result<(T, Duration), E>> + Send + 'static,
+        K: FnOnce(E) + Send + 'static,
+    {
+        let Ok(fetching) = self.shared.fetching.clone().try_lock_owned() else {
+            return;
+        };
+        let shared = self.shared.clone();
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a refresh holds nothing a shutdown must wait for: credentials are \
+                      fetched, never written anywhere, and a fetch cut short loses nothing"
+        )]
+        tokio::spawn(async move {
+            if let Err(error) = shared.ended(fetching, fetch).await {
+                let now = Instant::now();
+                let valid = shared
+                    .state()
+                    .held
+                    .as_ref()
+                    .is_some_and(|h| now < h.expires_at);
+                if valid {
+                    on_kept(error);
+                }
+            }
+        });
+    }
+}
+
+impl<T: Clone, E: Clone> Shared<T, E> {
+    /// Runs `fetch` (holding `fetching`) and keeps what it brought: the new credentials, or
+    /// its failure.
+    async fn ended<Fut>(&self, fetching: OwnedMutexGuard<()>, fetch: Fut) -> Result<T, E>
+    where
         Fut: Future<Output = Result<(T, Duration), E>>,
     {
-        let _fetching = match self.fetching.try_lock() {
-            Ok(guard) => guard,
-            // Another call is fetching: the held credentials serve while they are valid.
-            Err(_) => match self.valid() {
-                Some((value, _)) => return Got::Value(value),
-                None => self.fetching.lock().await,
-            },
-        };
-        // The fetch this call waited for may have brought credentials.
-        if let Some(value) = self.fresh() {
-            return Got::Value(value);
-        }
-        let old = self.valid();
         let asked_at = Instant::now();
-        match fetch(old.as_ref().map(|(_, expires_at)| *expires_at)).await {
+        let fetched = fetch.await;
+        let mut state = self.state();
+        state.fetches += 1;
+        drop(fetching);
+        match fetched {
             Ok((value, lifetime)) => {
                 let expires_at = asked_at + lifetime;
-                *self.held() = Some(Held {
+                state.held = Some(Held {
                     value: value.clone(),
                     refresh_at: expires_at - REFRESH_MARGIN.min(lifetime / 2),
                     expires_at,
                 });
-                Got::Value(value)
+                state.failure = None;
+                Ok(value)
             }
-            Err(error) => match old {
-                Some((value, expires_at)) => {
-                    if let Some(held) = self.held().as_mut() {
-                        held.refresh_at = expires_at.min(Instant::now() + RETRY_PAUSE);
-                    }
-                    Got::Kept(value, error)
-                }
-                None => Got::Failed(error),
-            },
+            Err(error) => {
+                state.failure = Some((error.clone(), Instant::now()));
+                Err(error)
+            }
         }
     }
 }

@@ -16,13 +16,14 @@ mod jwt;
 mod tests;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use http::header::{AUTHORIZATION, HeaderValue};
 use tokio::time::Instant;
 
 use super::http::{HttpClients, Upstream};
-use super::refresh::{Got, Refreshed};
+use super::refresh::Refreshed;
 use super::{ProviderError, ProviderInitError};
 use crate::config::{HttpEndpointConfig, Secret, ServiceAccount};
 use crate::execution::AttemptCode;
@@ -59,7 +60,7 @@ pub(super) struct TokenSource {
     client: h1::Client,
     /// The provider's first-byte timeout: the longest a token request may take.
     first_byte: Duration,
-    tokens: Refreshed<Bearer>,
+    tokens: Refreshed<Bearer, grant::Failed>,
 }
 
 impl TokenSource {
@@ -92,38 +93,31 @@ impl TokenSource {
     }
 
     /// A token for the call `upstream` serves (its copy for the call, which logs name),
-    /// whose attempt ends by `deadline`: the cached one, or one fetched now. An error when
-    /// there is no valid token and none could be fetched.
+    /// whose attempt ends by `deadline`: the cached one, or one fetched now (see
+    /// [`Refreshed::get`]). An error when there is no valid token and none could be fetched.
     pub(super) async fn bearer(
-        &self,
+        self: &Arc<Self>,
         upstream: &Upstream,
         deadline: Instant,
     ) -> Result<Bearer, ProviderError> {
-        let got: Got<Bearer, grant::Failed> = self
-            .tokens
-            .get(|old_expires| async move {
-                // A refresh the old token covers waits no longer than the old token lasts.
-                let mut by = deadline.min(Instant::now() + self.first_byte);
-                if let Some(expires_at) = old_expires {
-                    by = by.min(expires_at);
-                }
-                let granted = self.fetch(by).await?;
-                Ok((granted.bearer, granted.lifetime))
-            })
-            .await;
-        match got {
-            Got::Value(bearer) => Ok(bearer),
-            Got::Kept(bearer, failed) => {
-                tracing::warn!(
-                    execution_id = upstream.execution_id(),
-                    attempt = upstream.attempt(),
-                    provider = %upstream.name,
-                    cause = %failed.cause,
-                    "service account token refresh failed; the cached token serves until it expires"
-                );
-                Ok(bearer)
-            }
-            Got::Failed(failed) => {
+        let this = self.clone();
+        let fetch = move |by: Instant| async move {
+            let by = by.min(Instant::now() + this.first_byte);
+            let granted = this.fetch(by).await?;
+            Ok((granted.bearer, granted.lifetime))
+        };
+        let provider = upstream.name.clone();
+        let on_kept = move |failed: grant::Failed| {
+            tracing::warn!(
+                provider = %provider,
+                cause = %failed.cause,
+                "service account token refresh failed; the cached token serves until it expires"
+            );
+        };
+        self.tokens
+            .get(deadline, fetch, on_kept)
+            .await
+            .map_err(|failed| {
                 tracing::warn!(
                     execution_id = upstream.execution_id(),
                     attempt = upstream.attempt(),
@@ -132,15 +126,14 @@ impl TokenSource {
                     "service account token request failed"
                 );
                 let how = if failed.refused { "refused" } else { "failed" };
-                Err(ProviderError::rejected(
+                ProviderError::rejected(
                     AttemptCode::Unauthorized,
                     format!(
                         "{}: the service account's token endpoint {how} the token request",
                         upstream.label()
                     ),
-                ))
-            }
-        }
+                )
+            })
     }
 
     /// A token from the endpoint, asked for by `by`.

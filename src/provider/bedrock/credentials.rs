@@ -13,7 +13,7 @@ use crate::config::{ContainerCredentials, Secret};
 use crate::execution::AttemptCode;
 use crate::provider::ProviderError;
 use crate::provider::http::Upstream;
-use crate::provider::refresh::{Got, Refreshed};
+use crate::provider::refresh::Refreshed;
 
 /// How long keys the endpoint gave no expiry for are kept.
 const UNDATED_LIFE: Duration = Duration::from_secs(15 * 60);
@@ -65,7 +65,7 @@ pub(super) enum KeySource {
         config: ContainerCredentials,
         /// The longest one request to the endpoint may take.
         within: Duration,
-        keys: Refreshed<Arc<AwsKeys>>,
+        keys: Refreshed<Arc<AwsKeys>, (&'static str, String)>,
     },
 }
 
@@ -126,33 +126,27 @@ impl KeySource {
                 .at_hand()
                 .ok_or_else(|| unavailable(upstream, "are not set"));
         };
-        let got = keys
-            .get(|old_expires| async move {
-                // A fetch the held keys cover waits no longer than they last.
-                let mut by = deadline.min(Instant::now() + *within);
-                if let Some(expires_at) = old_expires {
-                    by = by.min(expires_at);
-                }
-                let keys = container::fetch(client, config, by).await?;
-                let life = keys.expires.map_or(UNDATED_LIFE, |at| {
-                    at.duration_since(SystemTime::now()).unwrap_or_default()
-                });
-                Ok((Arc::new(keys), life))
-            })
-            .await;
-        match got {
-            Got::Value(keys) => Ok(keys),
-            Got::Kept(keys, (_, cause)) => {
-                tracing::warn!(
-                    execution_id = upstream.execution_id(),
-                    provider = %upstream.name,
-                    cause,
-                    "fetching new AWS credentials from the container endpoint failed; \
-                     the current ones are still valid and stay in use"
-                );
-                Ok(keys)
-            }
-            Got::Failed((why, cause)) => {
+        let (client, config, within) = (client.clone(), config.clone(), *within);
+        let fetch = move |by: Instant| async move {
+            let by = by.min(Instant::now() + within);
+            let keys = container::fetch(&client, &config, by).await?;
+            let life = keys.expires.map_or(UNDATED_LIFE, |at| {
+                at.duration_since(SystemTime::now()).unwrap_or_default()
+            });
+            Ok((Arc::new(keys), life))
+        };
+        let provider = upstream.name.clone();
+        let on_kept = move |(_, cause): (&'static str, String)| {
+            tracing::warn!(
+                provider = %provider,
+                cause,
+                "fetching new AWS credentials from the container endpoint failed; the current \
+                 ones are still valid and stay in use"
+            );
+        };
+        keys.get(deadline, fetch, on_kept)
+            .await
+            .map_err(|(why, cause)| {
                 tracing::warn!(
                     execution_id = upstream.execution_id(),
                     provider = %upstream.name,
@@ -160,9 +154,8 @@ impl KeySource {
                     "fetching AWS credentials from the container endpoint failed"
                 );
                 let why = format!("could not be fetched: the container credentials endpoint {why}");
-                Err(unavailable(upstream, &why))
-            }
-        }
+                unavailable(upstream, &why)
+            })
     }
 }
 

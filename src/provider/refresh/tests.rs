@@ -1,108 +1,138 @@
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
 
-/// A fetch that gives `value` for `lifetime`, counting its calls in `count`.
+type Cache = Refreshed<u32, &'static str>;
+
+/// A fetch of `value` living `lifetime`, counted in `count`.
 fn gives(
-    count: &AtomicUsize,
+    count: &Arc<AtomicUsize>,
     value: u32,
     lifetime: Duration,
-) -> impl Future<Output = Result<(u32, Duration), &'static str>> + '_ {
-    count.fetch_add(1, Ordering::SeqCst);
-    std::future::ready(Ok((value, lifetime)))
+) -> impl FnOnce(Instant) -> std::future::Ready<Result<(u32, Duration), &'static str>> {
+    let count = count.clone();
+    move |_| {
+        count.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(Ok((value, lifetime)))
+    }
+}
+
+/// A fetch that fails, counted in `count`.
+fn fails(
+    count: &Arc<AtomicUsize>,
+) -> impl FnOnce(Instant) -> std::future::Ready<Result<(u32, Duration), &'static str>> {
+    let count = count.clone();
+    move |_| {
+        count.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(Err("down"))
+    }
+}
+
+fn later() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+/// Lets a refresh started in the background run.
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn credentials_are_refreshed_with_five_minutes_or_half_their_life_left() {
-    let refreshed = Refreshed::default();
-    let count = AtomicUsize::new(0);
-    assert!(refreshed.fresh().is_none() && refreshed.valid().is_none());
+    let cache = Cache::default();
+    let count = Arc::new(AtomicUsize::new(0));
+    assert_eq!(cache.fresh(), None);
     // An hour's credentials are fetched again with five minutes left.
-    let got = refreshed
-        .get(|_| gives(&count, 1, Duration::from_secs(3600)))
-        .await;
-    assert!(matches!(got, Got::Value(1)));
+    let got = cache.get(later(), gives(&count, 1, Duration::from_secs(3600)), |_| {});
+    assert_eq!(got.await, Ok(1));
     tokio::time::advance(Duration::from_secs(3299)).await;
-    assert_eq!(refreshed.fresh(), Some(1));
+    assert_eq!(cache.fresh(), Some(1));
     tokio::time::advance(Duration::from_secs(2)).await;
-    assert!(refreshed.fresh().is_none() && refreshed.valid().is_some());
-    tokio::time::advance(Duration::from_secs(300)).await;
-    assert!(refreshed.valid().is_none());
+    assert_eq!(cache.fresh(), None);
+    // Due: the held ones serve at once, and new ones come in the background.
+    let got = cache.get(later(), gives(&count, 2, Duration::from_secs(4)), |_| {});
+    assert_eq!(got.await, Ok(1));
+    settle().await;
+    assert_eq!(cache.fresh(), Some(2));
     // Short ones with half their lifetime left.
-    refreshed
-        .get(|_| gives(&count, 2, Duration::from_secs(4)))
-        .await;
     tokio::time::advance(Duration::from_millis(1900)).await;
-    assert_eq!(refreshed.fresh(), Some(2));
+    assert_eq!(cache.fresh(), Some(2));
     tokio::time::advance(Duration::from_millis(200)).await;
-    assert!(refreshed.fresh().is_none() && refreshed.valid().is_some());
+    assert_eq!(cache.fresh(), None);
     assert_eq!(count.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_failed_fetch_keeps_valid_credentials_pauses_and_without_them_fails() {
-    let refreshed = Refreshed::default();
-    let failed = refreshed
-        .get(|old| {
-            assert_eq!(old, None);
-            std::future::ready(Err::<(u32, Duration), _>("down"))
-        })
-        .await;
-    assert!(matches!(failed, Got::Failed("down")));
-    let count = AtomicUsize::new(0);
-    refreshed
-        .get(|_| gives(&count, 7, Duration::from_secs(4)))
-        .await;
-    tokio::time::advance(Duration::from_secs(3)).await;
-    // Due; the fetch fails; the held ones serve, and are told when they expire.
-    let kept = refreshed
-        .get(|old| {
-            assert!(old.is_some());
-            std::future::ready(Err::<(u32, Duration), _>("down"))
-        })
-        .await;
-    assert!(matches!(kept, Got::Kept(7, "down")));
-    // No new try right away: they are fresh again until they expire (one second here).
-    assert_eq!(refreshed.fresh(), Some(7));
-    tokio::time::advance(Duration::from_secs(1)).await;
-    assert!(refreshed.valid().is_none());
-    let failed = refreshed
-        .get(|old| {
-            assert_eq!(old, None);
-            std::future::ready(Err::<(u32, Duration), _>("down"))
-        })
-        .await;
-    assert!(matches!(failed, Got::Failed("down")));
+async fn a_failed_refresh_keeps_valid_credentials_and_pauses_before_the_next() {
+    let cache = Cache::default();
+    let count = Arc::new(AtomicUsize::new(0));
+    let got = cache.get(later(), gives(&count, 7, Duration::from_secs(20)), |_| {});
+    assert_eq!(got.await, Ok(7));
+    tokio::time::advance(Duration::from_secs(11)).await;
+    // Due; the refresh fails in the background, and says so.
+    let (told, kept) = tokio::sync::oneshot::channel();
+    let got = cache.get(later(), fails(&count), move |e| {
+        told.send(e).ok();
+    });
+    assert_eq!(got.await, Ok(7));
+    assert_eq!(kept.await, Ok("down"));
+    // No new try for five seconds; then one.
+    let got = cache.get(later(), fails(&count), |_| {});
+    assert_eq!(got.await, Ok(7));
+    settle().await;
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let got = cache.get(later(), gives(&count, 8, Duration::from_secs(20)), |_| {});
+    assert_eq!(got.await, Ok(7));
+    settle().await;
+    assert_eq!(cache.fresh(), Some(8));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_nothing_valid_a_failure_is_shared_and_not_asked_again_for_five_seconds() {
+    let cache = Cache::default();
+    let count = Arc::new(AtomicUsize::new(0));
+    assert_eq!(cache.get(later(), fails(&count), |_| {}).await, Err("down"));
+    assert_eq!(cache.get(later(), fails(&count), |_| {}).await, Err("down"));
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let got = cache.get(later(), gives(&count, 3, Duration::from_secs(60)), |_| {});
+    assert_eq!(got.await, Ok(3));
+    assert_eq!(count.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
-async fn calls_during_a_fetch_take_valid_credentials_or_wait_for_it() {
-    let refreshed = Arc::new(Refreshed::default());
-    let (release, wait) = tokio::sync::oneshot::channel::<()>();
-    // Nothing held: a second call waits for the first one's fetch, and gets its result.
-    let first = tokio::spawn({
-        let refreshed = refreshed.clone();
-        async move {
-            refreshed
-                .get(|_| async move {
+async fn calls_waiting_for_a_fetch_share_its_outcome() {
+    for outcome in [Ok((1u32, Duration::from_secs(3600))), Err("down")] {
+        let cache = Arc::new(Cache::default());
+        let (release, wait) = tokio::sync::oneshot::channel::<()>();
+        let first = tokio::spawn({
+            let cache = cache.clone();
+            async move {
+                let fetch = move |_| async move {
                     wait.await.ok();
-                    Ok::<_, &str>((1u32, Duration::from_secs(3600)))
-                })
-                .await
-        }
-    });
-    tokio::task::yield_now().await;
-    let second = tokio::spawn({
-        let refreshed = refreshed.clone();
-        async move {
-            refreshed
-                .get(|_| async { Err::<(u32, Duration), _>("a second fetch") })
-                .await
-        }
-    });
-    tokio::task::yield_now().await;
-    release.send(()).ok();
-    assert!(matches!(first.await.unwrap(), Got::Value(1)));
-    assert!(matches!(second.await.unwrap(), Got::Value(1)));
+                    outcome
+                };
+                cache.get(later(), fetch, |_| {}).await
+            }
+        });
+        settle().await;
+        let asked = Arc::new(AtomicUsize::new(0));
+        let second = tokio::spawn({
+            let (cache, asked) = (cache.clone(), asked.clone());
+            async move { cache.get(later(), fails(&asked), |_| {}).await }
+        });
+        settle().await;
+        release.send(()).ok();
+        let expected = outcome.map(|(value, _)| value);
+        assert_eq!(first.await.unwrap(), expected);
+        assert_eq!(second.await.unwrap(), expected);
+        assert_eq!(
+            asked.load(Ordering::SeqCst),
+            0,
+            "the second call fetched nothing"
+        );
+    }
 }

@@ -32,7 +32,7 @@ pub(super) struct Granted {
 }
 
 /// Why no token came.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Failed {
     /// The endpoint answered with an error status (rather than not answering, or answering
     /// something that is not a token).

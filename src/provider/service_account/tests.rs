@@ -149,7 +149,8 @@ async fn a_failed_refresh_keeps_a_valid_token_and_without_one_fails_unauthorized
     // Nothing listens on port 9: every token request fails to connect.
     let config = config("http://127.0.0.1:9/token");
     let (account, endpoint) = account(&config);
-    let source = TokenSource::new("p", account, endpoint, &mut HttpClients::default()).unwrap();
+    let source =
+        Arc::new(TokenSource::new("p", account, endpoint, &mut HttpClients::default()).unwrap());
     let upstream = Upstream::offline("p", "vertex", None);
     let deadline = Instant::now() + Duration::from_secs(5);
     let error = source.bearer(&upstream, deadline).await.unwrap_err();
@@ -159,17 +160,18 @@ async fn a_failed_refresh_keeps_a_valid_token_and_without_one_fails_unauthorized
         error.message,
         "vertex provider `p`: the service account's token endpoint failed the token request"
     );
-    // A token whose refresh is due (two seconds: due after one) still serves, and the
-    // next try waits.
+    // The failure is shared for five seconds: no second request.
+    let again = source.bearer(&upstream, deadline).await.unwrap_err();
+    assert_eq!(again.message, error.message);
+    // A token whose refresh is due (two seconds: due after one) still serves at once, its
+    // refresh failing beside the call.
+    let source =
+        Arc::new(TokenSource::new("p", account, endpoint, &mut HttpClients::default()).unwrap());
     let granted = granted(200, br#"{"access_token":"t","expires_in":2}"#).unwrap();
-    let planted = source
-        .tokens
-        .get(|_| std::future::ready(Ok::<_, ()>((granted.bearer, granted.lifetime))))
-        .await;
-    assert!(matches!(planted, Got::Value(_)));
+    let plant = |_| std::future::ready(Ok((granted.bearer, granted.lifetime)));
+    source.tokens.get(deadline, plant, |_| {}).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert!(source.fresh().is_none(), "due");
     let bearer = source.bearer(&upstream, deadline).await.unwrap();
     assert_eq!(bearer.token.expose(), "t");
-    assert!(source.fresh().is_some(), "no new try right away");
 }

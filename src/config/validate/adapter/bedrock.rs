@@ -87,33 +87,26 @@ fn credentials(key: &str, raw: &RawProvider, env: Env<'_>) -> Result<AwsCredenti
                 .transpose()?,
         });
     }
-    let url = match (env(FULL_URI).filter(|v| !v.is_empty()), env(RELATIVE_URI)) {
-        (Some(full), _) => full,
-        (None, Some(relative)) if relative.starts_with('/') => {
-            format!("{CONTAINER_HOST}{relative}")
-        }
-        (None, Some(_)) => {
+    // As AWS's SDKs read them: the relative URI first.
+    let url = match (env(RELATIVE_URI).filter(|v| !v.is_empty()), env(FULL_URI)) {
+        (Some(relative), _) if relative.starts_with('/') => format!("{CONTAINER_HOST}{relative}"),
+        (Some(_), _) => {
             return Err(invalid(
                 field,
                 format!("{RELATIVE_URI} must start with `/`"),
             ));
         }
-        (None, None) => {
+        (None, Some(full)) if !full.is_empty() => {
+            full_uri(&field, &full, raw.allow_insecure_http)?;
+            full
+        }
+        (None, _) => {
             return Err(invalid(
                 field,
                 format!("`container` needs {FULL_URI} or {RELATIVE_URI} to be set"),
             ));
         }
     };
-    match url::Url::parse(&url) {
-        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.has_host() => {}
-        _ => {
-            return Err(invalid(
-                field,
-                "the container credentials endpoint is not an http(s) URL",
-            ));
-        }
-    }
     let token_file = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
         .filter(|v| !v.is_empty())
         .map(Into::into);
@@ -125,4 +118,42 @@ fn credentials(key: &str, raw: &RawProvider, env: Env<'_>) -> Result<AwsCredenti
         token,
         token_file,
     }))
+}
+
+/// A full container credentials URI as AWS's SDKs accept it: `https`, or plain `http` only to
+/// this machine or the addresses ECS and EKS Pod Identity serve keys at (the authorization
+/// token goes to it, and keys come back), unless `allow_insecure_http` says otherwise.
+fn full_uri(field: &str, full: &str, allow_insecure_http: bool) -> Result<(), ConfigError> {
+    let not_http = || {
+        invalid(
+            field,
+            format!("{FULL_URI} is not an http(s) URL with a host"),
+        )
+    };
+    let url = url::Url::parse(full).map_err(|_| not_http())?;
+    let host = url.host().ok_or_else(not_http)?;
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if allow_insecure_http || container_host(&host) => Ok(()),
+        "http" => Err(invalid(
+            field,
+            format!(
+                "{FULL_URI} is plain http to a host that is neither this machine nor the \
+                 ECS or EKS credentials address (169.254.170.2, 169.254.170.23, fd00:ec2::23); \
+                 use https, or set allow_insecure_http = true"
+            ),
+        )),
+        _ => Err(not_http()),
+    }
+}
+
+/// Whether plain http to `host` stays on this machine or reaches the container agent.
+fn container_host(host: &url::Host<&str>) -> bool {
+    let agent_v4 = [[169, 254, 170, 2], [169, 254, 170, 23]];
+    let agent_v6 = std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x23);
+    match host {
+        url::Host::Domain(name) => name.eq_ignore_ascii_case("localhost"),
+        url::Host::Ipv4(ip) => ip.is_loopback() || agent_v4.contains(&ip.octets()),
+        url::Host::Ipv6(ip) => ip.is_loopback() || *ip == agent_v6,
+    }
 }
