@@ -1,8 +1,8 @@
 //! The `bedrock` adapter against a local server speaking Bedrock's wire format: Converse
 //! requests, replies in AWS's binary event stream, exceptions as event-stream messages. The
 //! server checks every request's SigV4 signature with AWS's own signer, from what it
-//! received, so a signature that covers anything other than what was sent fails. (Keys from
-//! the container credentials endpoint: `bedrock_credentials.rs`.)
+//! received, so a signature that covers anything other than what was sent fails. (Where the
+//! keys come from: `bedrock_credentials.rs`.)
 
 use crate::common;
 
@@ -423,77 +423,6 @@ async fn a_region_that_is_not_one_is_refused() {
         .build_with_env(&env)
         .unwrap_err();
     assert!(error.to_string().contains("providers.p.region"), "{error}");
-}
-
-#[tokio::test]
-async fn credentials_are_required_and_named_when_missing() {
-    let none = |_: &str| None;
-    let error = Config::builder()
-        .provider(
-            "p",
-            bedrock_at("http://127.0.0.1:9").model(MODEL, &["text"]),
-        )
-        .policy("default", PolicySpec::new(&[&format!("p/{MODEL}")]))
-        .ability("chat", AbilitySpec::new("default"))
-        .build_with_env(&none)
-        .unwrap_err()
-        .to_string();
-    assert!(error.contains("providers.p.aws_credentials"), "{error}");
-    assert!(error.contains("AWS_ACCESS_KEY_ID"), "{error}");
-    let error = Config::builder()
-        .provider(
-            "p",
-            bedrock_at("http://127.0.0.1:9")
-                .api_key_env("TEST_API_KEY")
-                .model(MODEL, &["text"]),
-        )
-        .policy("default", PolicySpec::new(&[&format!("p/{MODEL}")]))
-        .ability("chat", AbilitySpec::new("default"))
-        .build_with_env(&env)
-        .unwrap_err()
-        .to_string();
-    assert!(error.contains("providers.p.api_key_env"), "{error}");
-}
-
-#[test]
-fn a_container_endpoint_over_plain_http_must_be_this_machine_or_the_agents() {
-    let build = |full: &str, insecure: bool| {
-        let full = full.to_owned();
-        let env =
-            move |name: &str| (name == "AWS_CONTAINER_CREDENTIALS_FULL_URI").then(|| full.clone());
-        Config::builder()
-            .provider(
-                "p",
-                bedrock_at("http://127.0.0.1:9")
-                    .aws_credentials("container")
-                    .allow_insecure_http(insecure)
-                    .model(MODEL, &["text"]),
-            )
-            .policy("default", PolicySpec::new(&[&format!("p/{MODEL}")]))
-            .ability("chat", AbilitySpec::new("default"))
-            .build_with_env(&env)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    };
-    for fine in [
-        "http://127.0.0.1:8080/creds",
-        "http://localhost/creds",
-        "http://169.254.170.2/v2/credentials/abc",
-        "http://169.254.170.23/v1/credentials",
-        "http://[fd00:ec2::23]/v1/credentials",
-        "https://credentials.example.com/v1",
-    ] {
-        assert_eq!(build(fine, false), Ok(()), "{fine}");
-    }
-    let error = build("http://10.0.0.5/creds", false).unwrap_err();
-    assert!(error.contains("providers.p.aws_credentials"), "{error}");
-    assert!(error.contains("allow_insecure_http"), "{error}");
-    assert_eq!(build("http://10.0.0.5/creds", true), Ok(()));
-    let error = build("ftp://127.0.0.1/creds", false).unwrap_err();
-    assert!(
-        error.contains("AWS_CONTAINER_CREDENTIALS_FULL_URI"),
-        "{error}"
-    );
 }
 
 #[tokio::test]

@@ -1,15 +1,16 @@
-//! The `bedrock` adapter's keys from the container credentials endpoint (how ECS tasks and
-//! EKS Pod Identity hand them out), against a local endpoint and a fake Bedrock that checks
-//! every signature: fetched once for concurrent calls, the authorization token file read at
-//! every fetch, fetched again after a stream that outlived them, kept while valid when a
-//! refresh fails, and the attempt failed before anything is sent once none are valid.
+//! The `bedrock` adapter's keys: which source the configuration takes, and the container
+//! credentials endpoint (how ECS tasks and EKS Pod Identity hand them out) against a local
+//! endpoint and a fake Bedrock that checks every signature: fetched once for concurrent
+//! calls, the authorization token file read at every fetch, fetched again after a stream that
+//! outlived them, kept while valid when a refresh fails, and the attempt failed before
+//! anything is sent once none are valid.
 
 use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use common::adapters::{assert_error, bedrock_at, provider, split};
+use common::adapters::{assert_error, bedrock_at, env, provider, split};
 use common::eventstream::{event, reply};
 use common::sigv4::assert_signed;
 use common::upstream::{Behaviour, Step, Upstream, status};
@@ -209,4 +210,75 @@ async fn a_failed_refresh_keeps_valid_keys_and_fails_the_attempt_once_they_expir
     let p = provider(&config_with(&server.base_url(), &env));
     let error = split(call_model(&p).await).1.expect("an error");
     assert_eq!(error.code.as_str(), "unauthorized", "{}", error.message);
+}
+
+#[tokio::test]
+async fn credentials_are_required_and_named_when_missing() {
+    let none = |_: &str| None;
+    let error = Config::builder()
+        .provider(
+            "p",
+            bedrock_at("http://127.0.0.1:9").model(MODEL, &["text"]),
+        )
+        .policy("default", PolicySpec::new(&[&format!("p/{MODEL}")]))
+        .ability("chat", AbilitySpec::new("default"))
+        .build_with_env(&none)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("providers.p.aws_credentials"), "{error}");
+    assert!(error.contains("AWS_ACCESS_KEY_ID"), "{error}");
+    let error = Config::builder()
+        .provider(
+            "p",
+            bedrock_at("http://127.0.0.1:9")
+                .api_key_env("TEST_API_KEY")
+                .model(MODEL, &["text"]),
+        )
+        .policy("default", PolicySpec::new(&[&format!("p/{MODEL}")]))
+        .ability("chat", AbilitySpec::new("default"))
+        .build_with_env(&env)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("providers.p.api_key_env"), "{error}");
+}
+
+#[test]
+fn a_container_endpoint_over_plain_http_must_be_this_machine_or_the_agents() {
+    let build = |full: &str, insecure: bool| {
+        let full = full.to_owned();
+        let env =
+            move |name: &str| (name == "AWS_CONTAINER_CREDENTIALS_FULL_URI").then(|| full.clone());
+        Config::builder()
+            .provider(
+                "p",
+                bedrock_at("http://127.0.0.1:9")
+                    .aws_credentials("container")
+                    .allow_insecure_http(insecure)
+                    .model(MODEL, &["text"]),
+            )
+            .policy("default", PolicySpec::new(&[&format!("p/{MODEL}")]))
+            .ability("chat", AbilitySpec::new("default"))
+            .build_with_env(&env)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    for fine in [
+        "http://127.0.0.1:8080/creds",
+        "http://localhost/creds",
+        "http://169.254.170.2/v2/credentials/abc",
+        "http://169.254.170.23/v1/credentials",
+        "http://[fd00:ec2::23]/v1/credentials",
+        "https://credentials.example.com/v1",
+    ] {
+        assert_eq!(build(fine, false), Ok(()), "{fine}");
+    }
+    let error = build("http://10.0.0.5/creds", false).unwrap_err();
+    assert!(error.contains("providers.p.aws_credentials"), "{error}");
+    assert!(error.contains("allow_insecure_http"), "{error}");
+    assert_eq!(build("http://10.0.0.5/creds", true), Ok(()));
+    let error = build("ftp://127.0.0.1/creds", false).unwrap_err();
+    assert!(
+        error.contains("AWS_CONTAINER_CREDENTIALS_FULL_URI"),
+        "{error}"
+    );
 }
