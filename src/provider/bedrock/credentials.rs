@@ -18,15 +18,16 @@ use crate::provider::refresh::Refreshed;
 /// How long keys the endpoint gave no expiry for are kept.
 const UNDATED_LIFE: Duration = Duration::from_secs(15 * 60);
 
+mod container;
+
 /// One set of AWS keys.
 pub(in crate::provider) struct AwsKeys {
-    access_key_id: Secret,
+    /// The keys as AWS's signer takes them, made once (not per request).
+    signing: aws_credential_types::Credentials,
     secret_access_key: Secret,
     session_token: Option<Secret>,
     expires: Option<SystemTime>,
 }
-
-mod container;
 
 impl fmt::Debug for AwsKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -38,15 +39,31 @@ impl fmt::Debug for AwsKeys {
 }
 
 impl AwsKeys {
-    /// The keys as AWS's signer takes them.
-    pub(super) fn credentials(&self) -> aws_credential_types::Credentials {
-        aws_credential_types::Credentials::new(
-            self.access_key_id.expose(),
-            self.secret_access_key.expose(),
-            self.session_token.as_ref().map(|t| t.expose().to_owned()),
-            self.expires,
+    fn new(
+        access_key_id: &Secret,
+        secret_access_key: Secret,
+        session_token: Option<Secret>,
+        expires: Option<SystemTime>,
+    ) -> Self {
+        let signing = aws_credential_types::Credentials::new(
+            access_key_id.expose(),
+            secret_access_key.expose(),
+            session_token.as_ref().map(|t| t.expose().to_owned()),
+            expires,
             "model-runtime",
-        )
+        );
+        Self {
+            signing,
+            secret_access_key,
+            session_token,
+            expires,
+        }
+    }
+
+    /// The keys as AWS's signer takes them (a cheap clone: the crate keeps them behind an
+    /// `Arc`).
+    pub(super) fn credentials(&self) -> aws_credential_types::Credentials {
+        self.signing.clone()
     }
 
     /// The secrets to blank out of any upstream text quoted in an error: the secret key and
@@ -76,12 +93,12 @@ impl KeySource {
         secret_access_key: &Secret,
         session_token: Option<&Secret>,
     ) -> Self {
-        Self::Environment(Arc::new(AwsKeys {
-            access_key_id: access_key_id.clone(),
-            secret_access_key: secret_access_key.clone(),
-            session_token: session_token.cloned(),
-            expires: None,
-        }))
+        Self::Environment(Arc::new(AwsKeys::new(
+            access_key_id,
+            secret_access_key.clone(),
+            session_token.cloned(),
+            None,
+        )))
     }
 
     /// Keys from the container endpoint `config` names, asked through `client` (its URL),

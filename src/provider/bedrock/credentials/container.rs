@@ -70,10 +70,10 @@ pub(super) async fn fetch(
     if reply.access_key_id.is_empty() || reply.secret_access_key.is_empty() {
         return Err(said("sent empty credentials"));
     }
-    Ok(AwsKeys {
-        access_key_id: Secret::new(reply.access_key_id),
-        secret_access_key: Secret::new(reply.secret_access_key),
-        session_token: reply.token.filter(|t| !t.is_empty()).map(Secret::new),
+    Ok(AwsKeys::new(
+        &Secret::new(reply.access_key_id),
+        Secret::new(reply.secret_access_key),
+        reply.token.filter(|t| !t.is_empty()).map(Secret::new),
         expires,
-    })
+    ))
 }
