@@ -1,16 +1,22 @@
 //! `model-runtime mock-upstream`: a provider that answers at once, for measuring the
 //! provider path without the peers (`benches/provider.sh`). It speaks HTTP/1.1 with
-//! keep-alive and answers `POST .../chat/completions` as OpenAI streams it (a role chunk,
-//! `chunks` content chunks, a finish chunk, a usage chunk, `[DONE]`) and `POST .../messages`
-//! as Anthropic streams it (`message_start`, a text block of `chunks` deltas,
-//! `message_delta`, `message_stop`) and `POST .../responses` as the Responses API streams it
-//! (`response.created`, a message item, `chunks` text deltas, `response.completed` with
-//! usage) and `POST ...:streamGenerateContent` as Gemini streams it (`chunks` chunks, the last
-//! with the finish reason and usage) and `POST .../converse-stream` as Bedrock streams it
-//! (AWS's binary event stream: `messageStart`, `chunks` text deltas, `contentBlockStop`,
-//! `messageStop`, `metadata`; the signature is not checked): each event one HTTP chunk, the
-//! whole reply written at once, as a fast upstream's would arrive. Its requests are read by the library's HTTP/1.1
-//! reader (`server::http1`), the one `/metrics` and the tests' fake provider use. Loopback only.
+//! keep-alive and answers, by the request's path:
+//!
+//! - `POST .../chat/completions` as OpenAI streams it: a role chunk, `chunks` content chunks,
+//!   a finish chunk, a usage chunk, `[DONE]`;
+//! - `POST .../messages` (and Vertex AI's `...:streamRawPredict`) as Anthropic streams it:
+//!   `message_start`, a text block of `chunks` deltas, `message_delta`, `message_stop`;
+//! - `POST .../responses` as the Responses API streams it: `response.created`, a message
+//!   item, `chunks` text deltas, `response.completed` with usage;
+//! - `POST ...:streamGenerateContent` (the Gemini API's and Vertex AI's) as Gemini streams it:
+//!   `chunks` chunks, the last with the finish reason and usage;
+//! - `POST .../converse-stream` as Bedrock streams it, in AWS's binary event stream:
+//!   `messageStart`, `chunks` text deltas, `contentBlockStop`, `messageStop`, `metadata` (the
+//!   signature is not checked).
+//!
+//! Each event is one HTTP chunk, the whole reply written at once, as a fast upstream's would
+//! arrive. Its requests are read by the library's HTTP/1.1 reader (`server::http1`), the one
+//! `/metrics` and the tests' fake provider use. Loopback only.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -98,7 +104,7 @@ impl Replies {
     fn answer(&self, request: &Request) -> Response {
         let path = request.uri().path();
         let mut content_type = "text/event-stream";
-        let events = if path.contains("/messages") {
+        let events = if path.contains("/messages") || path.ends_with(":streamRawPredict") {
             &self.anthropic
         } else if path.contains("/chat/completions") {
             &self.openai
