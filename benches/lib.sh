@@ -56,3 +56,22 @@ start_mock() {
     mock=$(sed -n 's/.*addr=\([0-9.:]*\).*/\1/p' "$work/mock.log")
     [[ -n "$mock" ]] || { echo "the mock did not start" >&2; cat "$work/mock.log" >&2; return 1; }
 }
+
+# load_setup [BIN]: for the scripts that drive a server with the load tool: BIN (the
+# argument, or this tree's release binary) and CLIENT (this tree's, built when either is
+# missing), a work directory $work, and `pids`, every one of which is stopped (and $work
+# removed) on every way out.
+load_setup() {
+    BIN=${1:-target/release/model-runtime}
+    CLIENT=target/release/model-runtime
+    [[ -x "$CLIENT" && -x "$BIN" ]] || cargo build --release --quiet
+    work=$(mktemp -d)
+    pids=()
+    trap load_cleanup EXIT INT TERM
+}
+
+load_cleanup() {
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+

@@ -16,25 +16,30 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 source benches/lib.sh
-BIN=${1:-target/release/model-runtime}
-CLIENT=target/release/model-runtime
-[[ -x "$CLIENT" && -x "$BIN" ]] || cargo build --release --quiet
+load_setup "$@"
 DUR=${DUR:-10s}
 CONC=${CONC:-32}
 SERVER_CPU=${SERVER_CPU:-0}
 OTHER_CPU=${OTHER_CPU:-1}
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
 start_mock taskset -c "$OTHER_CPU"
 
-cat >"$work/provider.toml" <<TOML
+# mock_provider NAME ADAPTER BASE_PATH [SETTING...]: provider NAME of ADAPTER at the mock
+# (`base_url` http://$mock$BASE_PATH, each SETTING one more line of its table), its model,
+# and a policy and an ability both called NAME.
+mock_provider() {
+    local name=$1 adapter=$2 path=$3
+    shift 3
+    printf '[providers.%s]\nadapter = "%s"\nbase_url = "http://%s%s"\n' "$name" "$adapter" "$mock" "$path"
+    printf 'max_concurrency = 4096\nqueue_capacity = 65536\n'
+    printf '%s\n' "$@"
+    printf '\n[[providers.%s.models]]\nname = "mock-model"\ncapabilities = ["text", "streaming"]\n\n' "$name"
+    printf '[policies.%s]\ntargets = ["%s/mock-model"]\n\n' "$name" "$name"
+    printf '[abilities.%s]\npolicy = "%s"\n\n' "$name" "$name"
+}
+
+{
+    cat <<TOML
 [server]
 listen = "127.0.0.1:0"
 drain_timeout = "2s"
@@ -45,90 +50,13 @@ kind = "memory"
 max_executions = 20000
 retention = "10s"
 
-[providers.openai]
-adapter = "openai"
-base_url = "http://$mock/v1"
-max_concurrency = 4096
-queue_capacity = 65536
-
-[[providers.openai.models]]
-name = "mock-model"
-capabilities = ["text", "streaming"]
-
-[providers.anthropic]
-adapter = "anthropic"
-base_url = "http://$mock/v1"
-api_key_env = "MOCK_ANTHROPIC_KEY"
-max_concurrency = 4096
-queue_capacity = 65536
-
-[[providers.anthropic.models]]
-name = "mock-model"
-capabilities = ["text", "streaming"]
-
-[providers.responses]
-adapter = "openai-responses"
-base_url = "http://$mock/v1"
-max_concurrency = 4096
-queue_capacity = 65536
-
-[[providers.responses.models]]
-name = "mock-model"
-capabilities = ["text", "streaming"]
-
-[providers.gemini]
-adapter = "gemini"
-base_url = "http://$mock/v1beta"
-api_key_env = "MOCK_ANTHROPIC_KEY"
-max_concurrency = 4096
-queue_capacity = 65536
-
-[[providers.gemini.models]]
-name = "mock-model"
-capabilities = ["text", "streaming"]
-
-[providers.bedrock]
-adapter = "bedrock"
-base_url = "http://$mock"
-region = "us-east-1"
-aws_credentials = "environment"
-max_concurrency = 4096
-queue_capacity = 65536
-
-[[providers.bedrock.models]]
-name = "mock-model"
-capabilities = ["text", "streaming"]
-
-[policies.gemini]
-targets = ["gemini/mock-model"]
-
-[policies.bedrock]
-targets = ["bedrock/mock-model"]
-
-[abilities.gemini]
-policy = "gemini"
-
-[abilities.bedrock]
-policy = "bedrock"
-
-[policies.openai]
-targets = ["openai/mock-model"]
-
-[policies.responses]
-targets = ["responses/mock-model"]
-
-[policies.anthropic]
-targets = ["anthropic/mock-model"]
-
-[abilities.openai]
-policy = "openai"
-
-[abilities.responses]
-policy = "responses"
-
-[abilities.anthropic]
-policy = "anthropic"
 TOML
+    mock_provider openai openai /v1
+    mock_provider anthropic anthropic /v1 'api_key_env = "MOCK_ANTHROPIC_KEY"'
+    mock_provider responses openai-responses /v1
+    mock_provider gemini gemini /v1beta 'api_key_env = "MOCK_ANTHROPIC_KEY"'
+    mock_provider bedrock bedrock "" 'region = "us-east-1"' 'aws_credentials = "environment"'
+} >"$work/provider.toml"
 
 export AWS_ACCESS_KEY_ID=AKIDMOCK AWS_SECRET_ACCESS_KEY=mock-secret
 MOCK_ANTHROPIC_KEY=mock RUST_LOG=info taskset -c "$SERVER_CPU" "$BIN" serve --config "$work/provider.toml" 2>"$work/server.log" &

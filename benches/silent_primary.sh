@@ -13,18 +13,8 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 source benches/lib.sh
-BIN=${1:-target/release/model-runtime}
-CLIENT=target/release/model-runtime
-[[ -x "$CLIENT" && -x "$BIN" ]] || cargo build --release --quiet
+load_setup "$@"
 N=${N:-50}
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
 
 start_mock
 

@@ -60,16 +60,14 @@ impl AnthropicProvider {
         })?;
         headers.insert("anthropic-version", version);
         Ok(Self {
-            upstream: Upstream {
+            upstream: Upstream::new(
                 name,
-                adapter: "anthropic",
+                "anthropic",
                 client,
-                timeouts: config.endpoint.timeouts,
-                secret: Some(config.api_key.clone()),
-                session: None,
+                config.endpoint.timeouts,
                 headers,
-                call: None,
-            },
+                Some(config.api_key.clone()),
+            ),
             default_max_tokens: config.default_max_output_tokens,
         })
     }

@@ -58,16 +58,14 @@ impl AzureProvider {
         let auth = Auth::new(&name, &config.auth)?;
         let upstream = |path: &str, clients: &mut HttpClients| {
             let client = clients.client(&name, &config.endpoint, path, max_concurrency)?;
-            Ok::<_, ProviderInitError>(Upstream {
-                name: name.clone(),
-                adapter: "azure-openai",
+            Ok::<_, ProviderInitError>(Upstream::new(
+                name.clone(),
+                "azure-openai",
                 client,
-                timeouts: config.endpoint.timeouts,
-                secret: auth.secret.clone(),
-                session: None,
-                headers: auth.headers.clone(),
-                call: None,
-            })
+                config.endpoint.timeouts,
+                auth.headers.clone(),
+                auth.secret.clone(),
+            ))
         };
         let upstreams = match (&config.api_version, config.api) {
             (Some(version), AzureApi::ChatCompletions) => {

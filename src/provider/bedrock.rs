@@ -97,16 +97,14 @@ impl BedrockProvider {
             let path = format!("/model/{id}/converse-stream");
             let client = clients.client(&name, &config.endpoint, &path, max_concurrency)?;
             let url = format!("{scheme}://{}{base_path}{path}", client.authority());
-            let upstream = Upstream {
-                name: name.clone(),
-                adapter: "bedrock",
+            let upstream = Upstream::new(
+                name.clone(),
+                "bedrock",
                 client,
-                timeouts: config.endpoint.timeouts,
-                secret: None,
-                session: None,
-                headers: http::HeaderMap::new(),
-                call: None,
-            };
+                config.endpoint.timeouts,
+                http::HeaderMap::new(),
+                None,
+            );
             targets.insert(model.name.clone(), Arc::new(Target { upstream, url }));
         }
         Ok(Self {

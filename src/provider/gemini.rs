@@ -62,16 +62,14 @@ impl GeminiProvider {
             let client = clients.client(&name, &config.endpoint, &path, max_concurrency)?;
             upstreams.insert(
                 model.name.clone(),
-                Upstream {
-                    name: name.clone(),
-                    adapter: "gemini",
+                Upstream::new(
+                    name.clone(),
+                    "gemini",
                     client,
-                    timeouts: config.endpoint.timeouts,
-                    secret: Some(config.api_key.clone()),
-                    session: None,
-                    headers: headers.clone(),
-                    call: None,
-                },
+                    config.endpoint.timeouts,
+                    headers.clone(),
+                    Some(config.api_key.clone()),
+                ),
             );
         }
         Ok(Self { upstreams })

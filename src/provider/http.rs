@@ -111,6 +111,28 @@ pub(crate) struct Upstream {
 }
 
 impl Upstream {
+    /// Provider `name`'s upstream through `client`: requests carry `headers`, and `secret`
+    /// is blanked out of whatever upstream text is quoted.
+    pub(crate) fn new(
+        name: Arc<str>,
+        adapter: &'static str,
+        client: h1::Client,
+        timeouts: TimeoutsConfig,
+        headers: HeaderMap,
+        secret: Option<Secret>,
+    ) -> Self {
+        Self {
+            name,
+            adapter,
+            client,
+            timeouts,
+            secret,
+            session: None,
+            headers,
+            call: None,
+        }
+    }
+
     /// An upstream at `127.0.0.1:9` (where nothing listens) with one-second timeouts and no
     /// key: for unit tests and fuzz targets, which drive its adapter's decoding by hand.
     #[cfg(any(test, feature = "fuzzing"))]
@@ -129,16 +151,14 @@ impl Upstream {
         let client = HttpClients::default()
             .client(name, &endpoint, "/chat/completions", 1)
             .unwrap_or_else(|e| unreachable!("a plain-http client needs no set-up: {e}"));
-        Self {
-            name: name.into(),
+        Self::new(
+            name.into(),
             adapter,
             client,
             timeouts,
+            HeaderMap::new(),
             secret,
-            session: None,
-            headers: HeaderMap::new(),
-            call: None,
-        }
+        )
     }
 
     /// The copy that serves one attempt: its warnings name the attempt.

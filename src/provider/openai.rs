@@ -56,16 +56,14 @@ impl OpenAiProvider {
             headers.insert(AUTHORIZATION, bearer_header(&name, key)?);
         }
         Ok(Self {
-            upstream: Upstream {
+            upstream: Upstream::new(
                 name,
-                adapter: "openai",
+                "openai",
                 client,
-                timeouts: config.endpoint.timeouts,
-                secret: config.api_key.clone(),
-                session: None,
+                config.endpoint.timeouts,
                 headers,
-                call: None,
-            },
+                config.api_key.clone(),
+            ),
             max_tokens_field: config.max_tokens_field,
         })
     }

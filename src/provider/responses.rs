@@ -60,16 +60,14 @@ impl ResponsesProvider {
             headers.insert(AUTHORIZATION, bearer_header(&name, key)?);
         }
         Ok(Self {
-            upstream: Upstream {
+            upstream: Upstream::new(
                 name,
-                adapter: "openai-responses",
+                "openai-responses",
                 client,
-                timeouts: config.endpoint.timeouts,
-                secret: config.api_key.clone(),
-                session: None,
+                config.endpoint.timeouts,
                 headers,
-                call: None,
-            },
+                config.api_key.clone(),
+            ),
         })
     }
 }

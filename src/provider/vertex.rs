@@ -74,16 +74,14 @@ impl VertexProvider {
             let client = clients.client(&name, &config.endpoint, &path, max_concurrency)?;
             upstreams.insert(
                 model.name.clone(),
-                Upstream {
-                    name: name.clone(),
-                    adapter: "vertex",
+                Upstream::new(
+                    name.clone(),
+                    "vertex",
                     client,
-                    timeouts: config.endpoint.timeouts,
-                    secret: auth.secret.clone(),
-                    session: None,
-                    headers: auth.headers.clone(),
-                    call: None,
-                },
+                    config.endpoint.timeouts,
+                    auth.headers.clone(),
+                    auth.secret.clone(),
+                ),
             );
         }
         let service_account = match &config.auth {

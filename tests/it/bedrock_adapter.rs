@@ -42,23 +42,12 @@ fn config_with(
         .expect("valid config")
 }
 
+/// One call of [`MODEL`] with a minute to spare.
 async fn call_model(
     p: &Arc<dyn model_runtime::provider::Provider>,
     input: ExecutionInput,
 ) -> Vec<Result<ProviderEvent, model_runtime::provider::ProviderError>> {
-    use futures_util::StreamExt;
-    let call = model_runtime::provider::ProviderCall {
-        execution_id: model_runtime::execution::ExecutionId::new(),
-        attempt: 1,
-        target_attempt: 1,
-        model: MODEL.into(),
-        input: Arc::new(input),
-        deadline: tokio::time::Instant::now() + Duration::from_secs(60),
-        trace: None,
-    };
-    tokio::time::timeout(Duration::from_secs(60), p.call(call).collect())
-        .await
-        .unwrap()
+    common::adapters::call_model(p, MODEL, input, Duration::from_secs(60)).await
 }
 
 fn hi() -> ExecutionInput {

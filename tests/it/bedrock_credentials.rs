@@ -16,8 +16,8 @@ use common::sigv4::assert_signed;
 use common::upstream::{Behaviour, Step, Upstream, status};
 use model_runtime::Config;
 use model_runtime::config::{AbilitySpec, PolicySpec};
-use model_runtime::execution::{ErrorClass, ExecutionId, ExecutionInput, Message};
-use model_runtime::provider::{Provider, ProviderCall, ProviderError, ProviderEvent};
+use model_runtime::execution::{ErrorClass, ExecutionInput, Message};
+use model_runtime::provider::{Provider, ProviderError, ProviderEvent};
 
 const MODEL: &str = "amazon.nova-pro-v1:0";
 
@@ -30,23 +30,13 @@ fn config_with(base_url: &str, env: &dyn Fn(&str) -> Option<String>) -> Config {
         .expect("valid config")
 }
 
+/// One call of [`MODEL`] saying "hi" with a minute to spare.
 async fn call_model(p: &Arc<dyn Provider>) -> Vec<Result<ProviderEvent, ProviderError>> {
-    use futures_util::StreamExt;
-    let call = ProviderCall {
-        execution_id: ExecutionId::new(),
-        attempt: 1,
-        target_attempt: 1,
-        model: MODEL.into(),
-        input: Arc::new(ExecutionInput {
-            messages: vec![Message::user("hi")],
-            ..Default::default()
-        }),
-        deadline: tokio::time::Instant::now() + Duration::from_secs(60),
-        trace: None,
+    let input = ExecutionInput {
+        messages: vec![Message::user("hi")],
+        ..Default::default()
     };
-    tokio::time::timeout(Duration::from_secs(60), p.call(call).collect())
-        .await
-        .unwrap()
+    common::adapters::call_model(p, MODEL, input, Duration::from_secs(60)).await
 }
 
 /// A whole text reply.

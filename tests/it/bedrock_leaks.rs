@@ -9,11 +9,8 @@ use crate::common;
 use std::time::{Duration, SystemTime};
 
 use common::eventstream::{event, exception, reply};
-use common::process::{run_env, start_serve_logged};
+use common::leaks::refresh_refused;
 use common::upstream::{Upstream, status};
-use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
-
-const LIMIT: Duration = Duration::from_secs(20);
 
 const CONTAINER_SECRET: &str = "container-secret-leak-check-0123456789";
 const CONTAINER_TOKEN: &str = "container-session-token-leak-check-0123456789";
@@ -40,16 +37,6 @@ policy = "default"
 "#,
         bedrock.base_url()
     )
-}
-
-#[track_caller]
-fn assert_no_secret(what: &str, text: &str, secrets: &[String]) {
-    for secret in secrets {
-        assert!(
-            !text.contains(secret.as_str()),
-            "{what} holds {secret}: {text}"
-        );
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -107,32 +94,7 @@ async fn no_log_event_or_config_output_of_the_binary_holds_an_aws_secret() {
             token_file.to_str().unwrap(),
         ),
     ];
-    let (_server, addr, log) = start_serve_logged(
-        &["serve", "--listen", "127.0.0.1:0", "--config", path],
-        &env,
-        LIMIT,
-    );
-    let mut client = ModelRuntimeClient::new(common::connect(&addr).await);
-
-    // Keys are fetched; Bedrock echoes them in its exception, which reaches the caller blanked.
-    let first = common::execute(&mut client, common::request("chat", "hi")).await;
-    let failed = common::failed_payload(&first).error.unwrap();
-    let attempt = failed.last_attempt_error.as_ref().unwrap();
-    assert_eq!(attempt.code, "invalid_request", "{failed:?}");
-    assert!(failed.message.contains("<redacted>"), "{failed:?}");
-    // The refresh is refused: the keys still valid serve, and a warning says so.
-    tokio::time::sleep(Duration::from_millis(1800)).await;
-    let second = common::execute(&mut client, common::request("chat", "hi")).await;
-    assert_eq!(common::text_of(&second), "Hi");
-    // Expired, and none to be had: the attempt fails before Bedrock.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let third = common::execute(&mut client, common::request("chat", "hi")).await;
-    let failed = common::failed_payload(&third).error.unwrap();
-    assert_eq!(
-        failed.last_attempt_error.as_ref().unwrap().code,
-        "unauthorized",
-        "{failed:?}"
-    );
+    let run = refresh_refused(path, &env).await;
     assert_eq!(bedrock.requests().len(), 2);
 
     let mut secrets: Vec<String> = [CONTAINER_SECRET, CONTAINER_TOKEN, AUTHORIZATION]
@@ -148,14 +110,8 @@ async fn no_log_event_or_config_output_of_the_binary_holds_an_aws_secret() {
                 .to_owned(),
         );
     }
-    let checked = run_env(&["check-config", path], &env, LIMIT);
-    assert!(checked.status.success(), "{checked:?}");
-    for (what, events) in [("first", &first), ("second", &second), ("third", &third)] {
-        assert_no_secret(what, &format!("{events:?}"), &secrets);
-    }
-    for output in [&checked.stdout, &checked.stderr] {
-        assert_no_secret("check-config", &String::from_utf8_lossy(output), &secrets);
-    }
+    run.assert_none_holds(path, &env, &secrets);
+    let log = &run.log;
     assert_eq!(
         log.matching("the current ones are still valid").len(),
         1,
@@ -169,5 +125,4 @@ async fn no_log_event_or_config_output_of_the_binary_holds_an_aws_secret() {
         "{}",
         log.tail(30)
     );
-    assert_no_secret("the log", &log.lines().join("\n"), &secrets);
 }

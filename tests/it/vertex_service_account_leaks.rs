@@ -6,16 +6,11 @@
 
 use crate::common;
 
-use std::time::Duration;
-
 use common::adapters::{data, split};
-use common::process::{run, start_serve_logged};
+use common::leaks::{assert_no_secret, refresh_refused};
 use common::token_server::{Answer, TokenServer, key_file};
 use common::upstream::{Upstream, sse, status};
 use model_runtime::Config;
-use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
-
-const LIMIT: Duration = Duration::from_secs(20);
 
 /// The token the endpoint grants first.
 const TOKEN: &str = "ya29.leak-check-access-token-0123456789";
@@ -67,16 +62,6 @@ fn secrets(tokens: &TokenServer) -> Vec<String> {
     all
 }
 
-#[track_caller]
-fn assert_no_secret(what: &str, text: &str, secrets: &[String]) {
-    for secret in secrets {
-        assert!(
-            !text.contains(secret.as_str()),
-            "{what} holds a secret: {text}"
-        );
-    }
-}
-
 /// A Gemini reply: `Hi`.
 fn reply() -> common::upstream::Behaviour {
     sse(&[data(
@@ -106,49 +91,11 @@ async fn no_log_error_or_config_output_of_the_binary_holds_a_secret() {
     let file = dir.path().join("config.toml");
     std::fs::write(&file, config_toml(&vertex, &tokens)).unwrap();
     let path = file.to_str().unwrap();
-    let (_server, addr, log) = start_serve_logged(
-        &["serve", "--listen", "127.0.0.1:0", "--config", path],
-        &[],
-        LIMIT,
-    );
-    let mut client = ModelRuntimeClient::new(common::connect(&addr).await);
-
-    // A token is minted; Vertex echoes it in its error, which reaches the caller blanked.
-    let first = common::execute(&mut client, common::request("chat", "hi")).await;
-    let failed = common::failed_payload(&first).error.unwrap();
-    let attempt = failed.last_attempt_error.as_ref().unwrap();
-    assert_eq!(attempt.code, "invalid_request", "{failed:?}");
-    assert!(failed.message.contains("<redacted>"), "{failed:?}");
-    // Its refresh is refused: the cached token serves, and a warning says so.
-    tokio::time::sleep(Duration::from_millis(1800)).await;
-    let second = common::execute(&mut client, common::request("chat", "hi")).await;
-    assert_eq!(common::text_of(&second), "Hi");
-    // Expired, and none to be had (the refresh failed under five seconds ago, so it is not
-    // asked again): the attempt fails before Vertex.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let third = common::execute(&mut client, common::request("chat", "hi")).await;
-    let failed = common::failed_payload(&third).error.unwrap();
-    let attempt = failed.last_attempt_error.as_ref().unwrap();
-    assert_eq!(attempt.code, "unauthorized", "{failed:?}");
+    let run = refresh_refused(path, &[]).await;
     assert_eq!(vertex.requests().len(), 2);
     tokens.assert_valid_grants(2);
-
-    let checked = run(&["check-config", path], LIMIT);
-    assert!(checked.status.success(), "{checked:?}");
-    let secrets = secrets(&tokens);
-    for (what, events) in [("first", &first), ("second", &second), ("third", &third)] {
-        assert_no_secret(what, &format!("{events:?}"), &secrets);
-    }
-    assert_no_secret(
-        "check-config",
-        &String::from_utf8_lossy(&checked.stdout),
-        &secrets,
-    );
-    assert_no_secret(
-        "check-config",
-        &String::from_utf8_lossy(&checked.stderr),
-        &secrets,
-    );
+    run.assert_none_holds(path, &[], &secrets(&tokens));
+    let log = &run.log;
     // The warnings were logged, naming the provider and the cause.
     let refresh = log.matching("service account token refresh failed");
     assert_eq!(refresh.len(), 1, "{}", log.tail(30));
@@ -163,7 +110,6 @@ async fn no_log_error_or_config_output_of_the_binary_holds_a_secret() {
         "{}",
         log.tail(30)
     );
-    assert_no_secret("the log", &log.lines().join("\n"), &secrets);
 }
 
 #[tokio::test]

@@ -149,19 +149,48 @@ fn openai(
     Ok(AdapterConfig::OpenAi(OpenAiConfig {
         endpoint: endpoint(key, raw, timeouts)?,
         api_key: raw.api_key_env.as_deref().map(api_key).transpose()?,
-        max_tokens_field: match raw.max_tokens_field.as_deref() {
-            None | Some("max_completion_tokens") => MaxTokensField::MaxCompletionTokens,
-            Some("max_tokens") => MaxTokensField::MaxTokens,
-            Some(other) => {
-                return Err(invalid(
-                    format!("{key}.max_tokens_field"),
-                    format!(
-                        "unknown field `{other}`; expected `max_completion_tokens` or `max_tokens`"
-                    ),
-                ));
-            }
-        },
+        max_tokens_field: one_of(
+            key,
+            "max_tokens_field",
+            "field",
+            raw.max_tokens_field.as_deref(),
+            &[
+                ("max_completion_tokens", MaxTokensField::MaxCompletionTokens),
+                ("max_tokens", MaxTokensField::MaxTokens),
+            ],
+        )?
+        .unwrap_or(MaxTokensField::MaxCompletionTokens),
     }))
+}
+
+/// `value` of setting `field` (of provider `key`) as one of `options`, by name; `None` when it
+/// is unset. Any other name is an error naming the setting and what it takes.
+fn one_of<T: Copy>(
+    key: &str,
+    field: &str,
+    what: &str,
+    value: Option<&str>,
+    options: &[(&str, T)],
+) -> Result<Option<T>, ConfigError> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    if let Some((_, chosen)) = options.iter().find(|(name, _)| *name == value) {
+        return Ok(Some(*chosen));
+    }
+    let names: Vec<String> = options
+        .iter()
+        .map(|(name, _)| format!("`{name}`"))
+        .collect();
+    let expected = match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    Err(invalid(
+        format!("{key}.{field}"),
+        format!("unknown {what} `{value}`; expected {expected}"),
+    ))
 }
 
 /// The one credential `raw` names: an `api-key` from `api_key_env` (where `with_api_key`),
@@ -193,16 +222,12 @@ fn azure(
     timeouts: TimeoutsConfig,
     env: Env<'_>,
 ) -> Result<AdapterConfig, ConfigError> {
-    let api = match raw.api.as_deref() {
-        None | Some("chat_completions") => AzureApi::ChatCompletions,
-        Some("responses") => AzureApi::Responses,
-        Some(other) => {
-            return Err(invalid(
-                format!("{key}.api"),
-                format!("unknown API `{other}`; expected `chat_completions` or `responses`"),
-            ));
-        }
-    };
+    let apis = [
+        ("chat_completions", AzureApi::ChatCompletions),
+        ("responses", AzureApi::Responses),
+    ];
+    let api =
+        one_of(key, "api", "API", raw.api.as_deref(), &apis)?.unwrap_or(AzureApi::ChatCompletions);
     if let Some(version) = &raw.api_version
         && (version.is_empty()
             || !version
@@ -256,16 +281,18 @@ fn vertex(
     };
     let project = name("project", raw.project.as_ref())?;
     let location = name("location", raw.location.as_ref())?;
-    let publisher = match raw.publisher.as_deref() {
-        None | Some("google") => VertexPublisher::Google,
-        Some("anthropic") => VertexPublisher::Anthropic,
-        Some(other) => {
-            return Err(invalid(
-                format!("{key}.publisher"),
-                format!("unknown publisher `{other}`; expected `google` or `anthropic`"),
-            ));
-        }
-    };
+    let publishers = [
+        ("google", VertexPublisher::Google),
+        ("anthropic", VertexPublisher::Anthropic),
+    ];
+    let publisher = one_of(
+        key,
+        "publisher",
+        "publisher",
+        raw.publisher.as_deref(),
+        &publishers,
+    )?
+    .unwrap_or(VertexPublisher::Google);
     let auth = match &raw.service_account_file {
         Some(file) => service_account::credentials(key, raw, file)?,
         None if raw.token_endpoint.is_some() => {

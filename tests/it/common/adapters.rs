@@ -92,11 +92,21 @@ pub async fn call_with(
     input: ExecutionInput,
     time: Duration,
 ) -> Vec<Result<ProviderEvent, ProviderError>> {
+    call_model(provider, "m", input, time).await
+}
+
+/// One call of `model` with `input` and `time` until the attempt's deadline, run to its end.
+pub async fn call_model(
+    provider: &Arc<dyn Provider>,
+    model: &str,
+    input: ExecutionInput,
+    time: Duration,
+) -> Vec<Result<ProviderEvent, ProviderError>> {
     let call = ProviderCall {
         execution_id: ExecutionId::new(),
         attempt: 1,
         target_attempt: 1,
-        model: "m".into(),
+        model: model.into(),
         input: Arc::new(input),
         deadline: tokio::time::Instant::now() + time,
         trace: None,

@@ -8,6 +8,7 @@
 pub mod adapters;
 pub mod anthropic;
 pub mod eventstream;
+pub mod leaks;
 pub mod postgres;
 pub mod process;
 pub mod replica;

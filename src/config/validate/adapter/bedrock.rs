@@ -1,6 +1,6 @@
 //! `adapter = "bedrock"`: the region, and where the AWS keys come from.
 
-use super::{Env, api_key, endpoint, invalid};
+use super::{Env, api_key, endpoint, invalid, one_of};
 use crate::config::raw::RawProvider;
 use crate::config::{
     AdapterConfig, AwsCredentials, BedrockConfig, ConfigError, ContainerCredentials, TimeoutsConfig,
@@ -57,15 +57,16 @@ pub(super) fn bedrock(
 fn credentials(key: &str, raw: &RawProvider, env: Env<'_>) -> Result<AwsCredentials, ConfigError> {
     let field = format!("{key}.aws_credentials");
     let set = |var: &str| env(var).is_some_and(|v| !v.is_empty());
-    let container = match raw.aws_credentials.as_deref() {
-        Some("environment") => false,
-        Some("container") => true,
-        Some(other) => {
-            return Err(invalid(
-                field,
-                format!("unknown source `{other}`; expected `environment` or `container`"),
-            ));
-        }
+    let sources = [("environment", false), ("container", true)];
+    let named = one_of(
+        key,
+        "aws_credentials",
+        "source",
+        raw.aws_credentials.as_deref(),
+        &sources,
+    )?;
+    let container = match named {
+        Some(container) => container,
         None if set("AWS_ACCESS_KEY_ID") => false,
         None if set(FULL_URI) || set(RELATIVE_URI) => true,
         None => {
