@@ -448,6 +448,11 @@ impl Runtime {
                     async move {
                         let outcome = driver::run(runtime.inner.deps.clone(), job, handle).await;
                         runtime.drivers().remove(&id);
+                        if outcome.is_none() {
+                            // No end recorded here (another ended it, or the store did not
+                            // answer): a store shared by replicas ends it if it is unfinished.
+                            runtime.inner.deps.store.abandoned(id);
+                        }
                         trace::record_end(&ended, outcome);
                     }
                     .instrument(span),

@@ -225,6 +225,15 @@ pub trait EventStore: Send + Sync + 'static {
         None
     }
 
+    /// The runtime's driver of `id` stopped without storing its end (the store did not answer
+    /// it): nothing of this process will append to it again. A store several replicas share
+    /// ends it as interrupted once it can (its `outcome_unknown`, as a takeover would), so it
+    /// is not left running for good; a store of one process ends it at its next start (the
+    /// default does nothing).
+    fn abandoned(&self, id: ExecutionId) {
+        let _ = id;
+    }
+
     /// Whether the store has failed and refuses writes.
     fn failed(&self) -> bool;
 

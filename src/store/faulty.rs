@@ -302,6 +302,10 @@ impl EventStore for FaultyStore {
         self.inner.cancel_requests()
     }
 
+    fn abandoned(&self, id: ExecutionId) {
+        self.inner.abandoned(id);
+    }
+
     fn failed(&self) -> bool {
         self.failed.load(Ordering::Acquire) || self.inner.failed()
     }

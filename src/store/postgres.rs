@@ -2,9 +2,11 @@
 //!
 //! Every replica reads, follows and cancels every execution; the replica that accepted an
 //! execution owns it and is the only one that appends to it, under a lease it renews in the
-//! database (`replica.rs`). Each append checks, in its own statement, that the execution is
-//! still this replica's and its lease current, so a replica that was paused or cut off past
-//! its lease appends nothing to what a survivor has ended (fencing). Appends of many
+//! database (`replica.rs`, `lease.rs`). Each append checks, in its own statement, that the
+//! execution is still this replica's and its lease current, so a replica that was paused or cut
+//! off past its lease appends nothing to what a survivor has ended (fencing). What no driver
+//! will end (a lapsed replica's executions, or this one's whose driver stopped) is ended by the
+//! takeover (`takeover.rs`). Appends of many
 //! executions go to the database together, as one statement and one commit (`writer.rs`),
 //! and so do creates (`create.rs`).
 //! Followers on every replica wake from `LISTEN/NOTIFY`, and a poll bounds the delay when a
@@ -15,18 +17,22 @@
 //!
 //! All of the store's database work runs on a runtime of its own (one thread): the callers'
 //! runtime only awaits its answers. So a caller's timers (a test's paused clock) never race
-//! the store's I/O, and the store's timeouts are its own.
+//! the store's I/O, and the store's timeouts are its own: no statement is waited for longer
+//! than [`Shared::patience`]. Every statement begins with `/* model-runtime: KIND */`, which
+//! the database's views of what runs show (and the tests' fault proxy picks statements by).
 
 mod batch;
 mod cancel;
 mod capacity;
 mod create;
+mod lease;
 mod owned;
 mod replica;
 mod rows;
 mod schema;
 mod spi;
 mod start;
+mod takeover;
 mod usage;
 mod watch;
 mod writer;
@@ -103,6 +109,10 @@ pub(super) enum PgError {
     Schema(String),
     #[error("a row does not decode: {0}")]
     Row(String),
+    /// No answer within [`Shared::patience`]: the connection was closed, and whether the
+    /// statement ran is not known.
+    #[error("no answer within {0:?}")]
+    NoAnswer(Duration),
 }
 
 /// Whether a database error's SQLSTATE says the server cannot answer now rather than that
@@ -137,7 +147,7 @@ impl PgError {
     /// connection broke), as opposed to a fault in what was asked.
     pub(super) fn transient(&self) -> bool {
         match self {
-            Self::Pool(_) => true,
+            Self::Pool(_) | Self::NoAnswer(_) => true,
             Self::Db(e) => match e.as_db_error() {
                 None => true,
                 Some(db) => e.is_closed() || passing(db.code().code()),
@@ -185,6 +195,20 @@ impl Clock {
 /// How long closing waits for the lease to be given back.
 const RELEASE: Duration = Duration::from_secs(2);
 
+/// What [`Shared::patience`] allows a statement beyond the server's own limit: the way to the
+/// server and back, on a slow network.
+const ROUND_TRIP: Duration = Duration::from_secs(1);
+
+const ROW: &str = "/* model-runtime: row */ SELECT owner, owner_epoch, state, committed, \
+     stopping, last_sequence, labels, idempotency_key, input_bytes FROM executions \
+     WHERE id = $1 AND gone_at IS NULL";
+
+// The rows whose first event is at most `$4`: a row ends at most `MAX_RUN - 1` events after
+// it begins, which bounds the range the index is read over (`$3`).
+const EVENTS: &str = "/* model-runtime: events */ SELECT sequence, time, state, payload, \
+     usage_position, first_sequence FROM events WHERE execution_id = $1 AND sequence > $2 \
+     AND sequence <= $3 AND COALESCE(first_sequence, sequence) <= $4 ORDER BY sequence";
+
 /// What the store's tasks share.
 pub(super) struct Shared {
     pool: Pool,
@@ -196,6 +220,8 @@ pub(super) struct Shared {
     replica: replica::Replica,
     watched: watch::Registry,
     owned: owned::Owned,
+    driven: owned::Driven,
+    takeover: takeover::Takeover,
     capacity: capacity::Capacity,
     cancels: cancel::Cancels,
     /// The usage order's epoch, kept in the schema (read at start).
@@ -283,6 +309,8 @@ impl PostgresStore {
             replica: replica::Replica::new(options.lease),
             watched: watch::Registry::default(),
             owned: owned::Owned::default(),
+            driven: owned::Driven::default(),
+            takeover: takeover::Takeover::default(),
             capacity: capacity::Capacity::default(),
             cancels: cancel::Cancels::default(),
             usage_epoch: AtomicU64::new(0),
@@ -370,23 +398,42 @@ impl Shared {
         result
     }
 
+    /// How long one statement's answer is waited for: the server's own limit on it
+    /// (`statement_timeout`) and [`ROUND_TRIP`] for the way there and back. A connection that
+    /// stays silent longer (a stalled server, a network that drops everything) is closed
+    /// rather than handed to the next caller.
+    pub(super) fn patience(&self) -> Duration {
+        self.options.statement_timeout + ROUND_TRIP
+    }
+
+    /// `work` on a connection from the pool, within [`patience`](Self::patience); what its
+    /// answer says of the database is noted (`failed`), and a connection that gave no answer
+    /// in time is closed.
+    pub(super) async fn on_connection<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut Object) -> Result<T, PgError>,
+    ) -> Result<T, PgError> {
+        let mut client = self.client().await?;
+        let patience = self.patience();
+        let result = match tokio::time::timeout(patience, work(&mut client)).await {
+            Ok(result) => result,
+            Err(_) => {
+                drop(Object::take(client));
+                Err(PgError::NoAnswer(patience))
+            }
+        };
+        self.noted(result)
+    }
+
     /// The execution's row: its lifecycle and owner, `None` when it is not (or no longer)
     /// in the store.
     pub(super) async fn row(&self, id: ExecutionId) -> Result<Option<owned::Row>, PgError> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(
-                "SELECT owner, owner_epoch, state, committed, stopping, last_sequence, labels, \
-                 idempotency_key, input_bytes FROM executions \
-                 WHERE id = $1 AND gone_at IS NULL",
-            )
+        let row = self
+            .on_connection(async |client| {
+                let statement = client.prepare_cached(ROW).await?;
+                Ok(client.query_opt(&statement, &[&uuid(id)]).await?)
+            })
             .await?;
-        let row = self.noted(
-            client
-                .query_opt(&statement, &[&uuid(id)])
-                .await
-                .map_err(Into::into),
-        )?;
         row.map(|row| owned::Row::of(&row)).transpose()
     }
 
@@ -398,32 +445,25 @@ impl Shared {
         limit: usize,
         labels: &Arc<crate::execution::Labels>,
     ) -> Result<Vec<Event>, PgError> {
-        let client = self.client().await?;
-        // The rows whose first event is at most `upto`: a row ends at most `MAX_RUN - 1`
-        // events after it begins, which bounds the range the index is read over.
-        let statement = client
-            .prepare_cached(
-                "SELECT sequence, time, state, payload, usage_position, first_sequence \
-                 FROM events WHERE execution_id = $1 AND sequence > $2 AND sequence <= $3 \
-                 AND COALESCE(first_sequence, sequence) <= $4 ORDER BY sequence",
-            )
-            .await?;
         let upto = after.saturating_add(u64::try_from(limit).unwrap_or(u64::MAX));
         let bound = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        let rows = self.noted(
-            client
-                .query(
-                    &statement,
-                    &[
-                        &uuid(id),
-                        &bound(after),
-                        &bound(upto.saturating_add(rows::MAX_RUN as u64 - 1)),
-                        &bound(upto),
-                    ],
-                )
-                .await
-                .map_err(Into::into),
-        )?;
+        let rows = self
+            .on_connection(async |client| {
+                let statement = client.prepare_cached(EVENTS).await?;
+                let rows = client
+                    .query(
+                        &statement,
+                        &[
+                            &uuid(id),
+                            &bound(after),
+                            &bound(upto.saturating_add(rows::MAX_RUN as u64 - 1)),
+                            &bound(upto),
+                        ],
+                    )
+                    .await?;
+                Ok(rows)
+            })
+            .await?;
         let mut events = Vec::with_capacity(rows.len().min(limit));
         for row in &rows {
             rows::events_of(row, 0, labels, after, &mut events)?;

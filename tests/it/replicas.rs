@@ -15,6 +15,7 @@
 //! derived from the lease and generous: the machine may be shared and busy.
 
 mod database;
+mod faults;
 mod follow;
 mod takeover;
 
@@ -119,16 +120,21 @@ fn stalled() -> Behaviour {
     sse_steps(vec![Step::Send(chunk("held ")), Step::Stall])
 }
 
-/// A delta every 250 ms for a minute: the provider keeps streaming while a replica is
-/// stopped, so one that comes back has deltas waiting to be appended.
-fn trickle() -> Behaviour {
+/// `n` deltas, `interval` apart, then the end.
+fn deltas_every(n: usize, interval: Duration) -> Behaviour {
     let mut steps = Vec::new();
-    for i in 0..240 {
+    for i in 0..n {
         steps.push(Step::Send(chunk(&format!("w{i} "))));
-        steps.push(Step::Sleep(Duration::from_millis(250)));
+        steps.push(Step::Sleep(interval));
     }
     steps.extend(finish());
     sse_steps(steps)
+}
+
+/// A delta every 250 ms for a minute: the provider keeps streaming while a replica is
+/// stopped, so one that comes back has deltas waiting to be appended.
+fn trickle() -> Behaviour {
+    deltas_every(240, Duration::from_millis(250))
 }
 
 /// `prompt` on `ability` with a deadline the tests never reach.

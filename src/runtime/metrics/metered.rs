@@ -203,6 +203,10 @@ impl EventStore for Metered {
         self.inner.cancel_requests()
     }
 
+    fn abandoned(&self, id: ExecutionId) {
+        self.inner.abandoned(id);
+    }
+
     fn failed(&self) -> bool {
         self.inner.failed()
     }

@@ -61,7 +61,7 @@ impl Cancels {
     }
 }
 
-const REQUEST: &str = "
+const REQUEST: &str = "/* model-runtime: cancel */
 WITH upd AS (
     UPDATE executions SET cancel_requested = true, cancel_reason = $2
     WHERE id = $1 AND ended_at IS NULL AND gone_at IS NULL
@@ -87,15 +87,15 @@ pub(super) async fn elsewhere(
     if row.lifecycle_state.is_terminal() || shared.replica.owns(row.owner, row.owner_epoch) {
         return Ok(false);
     }
-    let recorded = async {
-        let client = shared.client().await?;
-        let rows = client
-            .query(REQUEST, &[&uuid(id), &reason, &shared.channel])
-            .await?;
-        Ok::<_, PgError>(!rows.is_empty())
-    }
-    .await;
-    shared.noted(recorded).map_err(PgError::into_store)
+    shared
+        .on_connection(async |client| {
+            let rows = client
+                .query(REQUEST, &[&uuid(id), &reason, &shared.channel])
+                .await?;
+            Ok(!rows.is_empty())
+        })
+        .await
+        .map_err(PgError::into_store)
 }
 
 /// A notification `ID OWNER [REASON]` (after `c `): delivered when this replica is the owner.
@@ -115,15 +115,19 @@ pub(super) fn heard(shared: &Shared, rest: &str) {
     }
 }
 
-const PENDING: &str = "SELECT id, cancel_reason FROM executions \
+const PENDING: &str = "/* model-runtime: cancel-pending */ SELECT id, cancel_reason FROM executions \
      WHERE owner = $1 AND cancel_requested AND ended_at IS NULL AND gone_at IS NULL";
 
 /// The poll's share: requests for this replica that no notification brought.
 pub(super) async fn pending(shared: &Shared) -> Result<(), PgError> {
     let (me, _) = shared.replica.identity();
-    let client = shared.client().await?;
-    let statement = client.prepare_cached(PENDING).await?;
-    for row in client.query(&statement, &[&me]).await? {
+    let rows = shared
+        .on_connection(async |client| {
+            let statement = client.prepare_cached(PENDING).await?;
+            Ok(client.query(&statement, &[&me]).await?)
+        })
+        .await?;
+    for row in rows {
         let id: uuid::Uuid = row.try_get(0)?;
         shared
             .cancels

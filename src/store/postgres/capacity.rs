@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::create::{NewRow, insert};
+use super::create::{NewRow, Unanswered, insert};
 use super::{PgError, Shared, uuid};
 use crate::execution::ExecutionId;
 use crate::store::{StoreError, StoreLimits, StoreStats};
@@ -108,8 +108,9 @@ impl Capacity {
     /// Sums the database's counts.
     pub(super) async fn refresh(&self, shared: &Shared) -> Result<(), PgError> {
         let then = self.counts().local;
-        let client = shared.client().await?;
-        let row = client.query_one(COUNT, &[]).await?;
+        let row = shared
+            .on_connection(async |client| Ok(client.query_one(COUNT, &[]).await?))
+            .await?;
         let base = (row.try_get(0)?, row.try_get(1)?);
         let mut counts = self.counts();
         counts.base = base;
@@ -164,19 +165,22 @@ impl Capacity {
         let now = shared.clock.now();
         flush(shared).await.ok();
         let retention = i64::try_from(shared.limits.retention.as_micros()).unwrap_or(i64::MAX);
-        let client = shared.client().await?;
-        let gone = client
-            .query(SWEEP, &[&now, &now.saturating_sub(retention)])
+        let linger = i64::try_from(LINGER.as_micros()).unwrap_or(i64::MAX);
+        let gone = shared
+            .on_connection(async |client| {
+                let gone = client
+                    .query(SWEEP, &[&now, &now.saturating_sub(retention)])
+                    .await?;
+                client
+                    .execute(PURGE, &[&now.saturating_sub(linger)])
+                    .await?;
+                Ok(gone)
+            })
             .await?;
         if !gone.is_empty() {
             self.swept.fetch_add(gone.len(), Ordering::AcqRel);
             left(shared, &gone)?;
         }
-        let linger = i64::try_from(LINGER.as_micros()).unwrap_or(i64::MAX);
-        client
-            .execute(PURGE, &[&now.saturating_sub(linger)])
-            .await?;
-        drop(client);
         self.refresh(shared).await?;
         self.analyze(shared).await
     }
@@ -187,34 +191,39 @@ impl Capacity {
     /// table only a minute or more after it filled: an append planned while the table was
     /// small would scan it whole, once per statement, as it grows.
     async fn analyze(&self, shared: &Shared) -> Result<(), PgError> {
-        let client = shared.client().await?;
-        let row = client.query_one(ROWS, &[]).await?;
-        let (analyzed, rows): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
-        if rows >= ANALYZE_FROM && rows > analyzed.max(0).saturating_mul(2) {
-            client.batch_execute("ANALYZE executions").await?;
-        }
-        Ok(())
+        shared
+            .on_connection(async |client| {
+                let row = client.query_one(ROWS, &[]).await?;
+                let (analyzed, rows): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+                if rows >= ANALYZE_FROM && rows > analyzed.max(0).saturating_mul(2) {
+                    client
+                        .batch_execute("/* model-runtime: analyze */ ANALYZE executions")
+                        .await?;
+                }
+                Ok(())
+            })
+            .await
     }
 }
 
 /// The table's size from which [`Capacity::analyze`] keeps its statistics.
 const ANALYZE_FROM: i64 = 500;
 /// The executions table's rows when it was last analyzed, and now.
-const ROWS: &str = "SELECT c.reltuples::int8, s.n_live_tup FROM pg_class c \
+const ROWS: &str = "/* model-runtime: table-rows */ SELECT c.reltuples::int8, s.n_live_tup FROM pg_class c \
      JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.oid = 'executions'::regclass";
 
-const COUNT: &str = "SELECT count(*), COALESCE(sum(bytes + CASE WHEN ended_at IS NULL \
+const COUNT: &str = "/* model-runtime: count */ SELECT count(*), COALESCE(sum(bytes + CASE WHEN ended_at IS NULL \
      THEN input_bytes ELSE 0 END), 0)::int8 FROM executions WHERE gone_at IS NULL";
 // Rows another transaction is letting go (or locking to) are skipped, not waited for: two
 // that let go of overlapping sets never wait on each other, in any order.
-const LET_GO: &str = "UPDATE executions SET gone_at = $2, idempotency_key = NULL \
+const LET_GO: &str = "/* model-runtime: let-go */ UPDATE executions SET gone_at = $2, idempotency_key = NULL \
      WHERE id IN (SELECT id FROM executions WHERE id = ANY($1) AND gone_at IS NULL \
      FOR UPDATE SKIP LOCKED) RETURNING id, bytes";
-const SWEEP: &str = "UPDATE executions SET gone_at = $1, idempotency_key = NULL \
+const SWEEP: &str = "/* model-runtime: retention */ UPDATE executions SET gone_at = $1, idempotency_key = NULL \
      WHERE id IN (SELECT id FROM executions WHERE gone_at IS NULL \
      AND ended_at IS NOT NULL AND ended_at <= $2 LIMIT 1000 FOR UPDATE SKIP LOCKED) \
      RETURNING id, bytes";
-const PURGE: &str = "WITH old AS (SELECT id FROM executions WHERE gone_at < $1 LIMIT 1000), \
+const PURGE: &str = "/* model-runtime: purge */ WITH old AS (SELECT id FROM executions WHERE gone_at < $1 LIMIT 1000), \
      events AS (DELETE FROM events WHERE execution_id IN (SELECT id FROM old)) \
      DELETE FROM executions WHERE id IN (SELECT id FROM old)";
 
@@ -259,12 +268,12 @@ pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
         return Ok(());
     }
     let ids: Vec<uuid::Uuid> = due.iter().map(|id| uuid(*id)).collect();
-    let result = async {
-        let client = shared.client().await?;
-        let rows = client.query(LET_GO, &[&ids, &shared.clock.now()]).await?;
-        left(shared, &rows)
-    }
-    .await;
+    let result = shared
+        .on_connection(async |client| {
+            let rows = client.query(LET_GO, &[&ids, &shared.clock.now()]).await?;
+            left(shared, &rows)
+        })
+        .await;
     if let Err(error) = result {
         // Due still: the next operation tries again.
         capacity
@@ -285,63 +294,66 @@ pub(super) fn fits(shared: &Shared, bytes: i64) -> bool {
         && held.saturating_add(bytes) <= i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX)
 }
 
-const CAPACITY_LOCK: &str =
-    "SELECT pg_advisory_xact_lock(hashtext('model-runtime:capacity:' || $1))";
-const OLDEST: &str = "SELECT id, bytes FROM executions \
+const CAPACITY_LOCK: &str = "/* model-runtime: capacity-lock */ \
+     SELECT pg_advisory_xact_lock(hashtext('model-runtime:capacity:' || $1))";
+const OLDEST: &str = "/* model-runtime: oldest */ SELECT id, bytes FROM executions \
      WHERE gone_at IS NULL AND ended_at IS NOT NULL ORDER BY ended_at, id LIMIT 1000 \
      FOR UPDATE SKIP LOCKED";
 
 /// Creates under the capacity lock, letting go of the terminal executions that ended first
 /// until the new one fits; `Full` when only running ones are left.
-pub(super) async fn make_room(shared: &Shared, new: &NewRow, now: i64) -> Result<bool, StoreError> {
-    let result: Result<Result<bool, StoreError>, PgError> = async {
-        let mut client = shared.client().await?;
-        let tx = client.transaction().await?;
-        tx.execute(CAPACITY_LOCK, &[&shared.options.schema]).await?;
-        let counts = tx.query_one(COUNT, &[]).await?;
-        let (executions, bytes): (i64, i64) = (counts.try_get(0)?, counts.try_get(1)?);
-        let max_bytes = i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX);
-        let mut need_executions = executions + 1 - shared.limits.max_executions as i64;
-        let mut need_bytes = bytes + new.bytes + new.input - max_bytes;
-        // A full store makes room for the next creates too (a hundredth of its bounds), so
-        // they do not all queue for this lock; a small store, exactly what this one needs.
-        let (spare_executions, spare_bytes) =
-            (shared.limits.max_executions as i64 / 100, max_bytes / 100);
-        let mut chosen = Vec::new();
-        if need_executions > 0 || need_bytes > 0 {
-            // Room to make: what is short, and a spare of what is short.
-            let spare = |need: i64, spare: i64| if need > 0 { need + spare } else { 0 };
-            let mut room = (
-                spare(need_executions, spare_executions),
-                spare(need_bytes, spare_bytes),
-            );
-            for row in tx.query(OLDEST, &[]).await? {
-                if room.0 <= 0 && room.1 <= 0 {
-                    break;
+pub(super) async fn make_room(shared: &Shared, new: &NewRow, now: i64) -> Result<bool, Unanswered> {
+    let result: Result<Result<bool, StoreError>, PgError> = shared
+        .on_connection(async |client| {
+            let tx = client.transaction().await?;
+            tx.execute(CAPACITY_LOCK, &[&shared.options.schema]).await?;
+            let counts = tx.query_one(COUNT, &[]).await?;
+            let (executions, bytes): (i64, i64) = (counts.try_get(0)?, counts.try_get(1)?);
+            let max_bytes = i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX);
+            let mut need_executions = executions + 1 - shared.limits.max_executions as i64;
+            let mut need_bytes = bytes + new.bytes + new.input - max_bytes;
+            // A full store makes room for the next creates too (a hundredth of its bounds), so
+            // they do not all queue for this lock; a small store, exactly what this one needs.
+            let (spare_executions, spare_bytes) =
+                (shared.limits.max_executions as i64 / 100, max_bytes / 100);
+            let mut chosen = Vec::new();
+            if need_executions > 0 || need_bytes > 0 {
+                // Room to make: what is short, and a spare of what is short.
+                let spare = |need: i64, spare: i64| if need > 0 { need + spare } else { 0 };
+                let mut room = (
+                    spare(need_executions, spare_executions),
+                    spare(need_bytes, spare_bytes),
+                );
+                for row in tx.query(OLDEST, &[]).await? {
+                    if room.0 <= 0 && room.1 <= 0 {
+                        break;
+                    }
+                    room.0 -= 1;
+                    room.1 -= row.try_get::<_, i64>(1)?;
+                    let id: uuid::Uuid = row.try_get(0)?;
+                    need_executions -= 1;
+                    need_bytes -= row.try_get::<_, i64>(1)?;
+                    chosen.push(id);
                 }
-                room.0 -= 1;
-                room.1 -= row.try_get::<_, i64>(1)?;
-                let id: uuid::Uuid = row.try_get(0)?;
-                need_executions -= 1;
-                need_bytes -= row.try_get::<_, i64>(1)?;
-                chosen.push(id);
             }
-        }
-        if need_executions > 0 || need_bytes > 0 {
-            return Ok(Err(StoreError::Full {
-                executions: usize::try_from(executions).unwrap_or(0),
-                bytes: u64::try_from(bytes).unwrap_or(0),
-            }));
-        }
-        let gone = tx.query(LET_GO, &[&chosen, &now]).await?;
-        let inserted = !insert(&tx, shared, &[new]).await?.is_empty();
-        if !inserted {
-            return Ok(Ok(false));
-        }
-        tx.commit().await?;
-        left(shared, &gone)?;
-        Ok(Ok(true))
+            if need_executions > 0 || need_bytes > 0 {
+                return Ok(Err(StoreError::Full {
+                    executions: usize::try_from(executions).unwrap_or(0),
+                    bytes: u64::try_from(bytes).unwrap_or(0),
+                }));
+            }
+            let gone = tx.query(LET_GO, &[&chosen, &now]).await?;
+            let inserted = !insert(&tx, shared, &[new]).await?.is_empty();
+            if !inserted {
+                return Ok(Ok(false));
+            }
+            tx.commit().await?;
+            left(shared, &gone)?;
+            Ok(Ok(true))
+        })
+        .await;
+    match result {
+        Ok(made) => made.map_err(Unanswered::Failed),
+        Err(error) => Err(Unanswered::of(error)),
     }
-    .await;
-    shared.noted(result).map_err(PgError::into_store)?
 }

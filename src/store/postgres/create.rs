@@ -1,10 +1,19 @@
 //! Creating executions: a new execution's row and first event, written with every other
 //! create waiting at the moment in one statement (`batch.rs`), one commit for all. A create
 //! the store's counts say may not fit makes room first, on its own (`capacity.rs`).
+//!
+//! A statement whose answer was lost (the connection broke or went silent while it ran) may
+//! have committed. Before its caller is answered, each create looks its id up: there, it is
+//! the caller's new execution and is driven (nothing was sent to a provider yet, so driving it
+//! is safe); not there, it is written again. From before its statement is sent, a create counts
+//! as driven here (`Driven`), so the reconciliation never ends one whose answer is on its way;
+//! a create that fails stops counting, and whatever of it the database holds is ended by the
+//! reconciliation (or, past the lease, by whoever takes the registration over).
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
 use tokio::sync::oneshot;
@@ -13,7 +22,7 @@ use super::batch::Batched;
 use super::capacity::{fits, flush, make_room};
 use super::rows::{self, EVENT_OVERHEAD};
 use super::{PgError, Shared, uuid};
-use crate::execution::{Event, Execution, ExecutionId, Lifecycle};
+use crate::execution::{Event, Execution, ExecutionId, Idempotency, Lifecycle};
 use crate::store::{Created, NewExecution, StoreError, Unavailable};
 
 /// A new execution's row, and its first event's.
@@ -29,7 +38,7 @@ pub(super) struct NewRow {
     payload: Vec<u8>,
 }
 
-const INSERT: &str = "
+const INSERT: &str = "/* model-runtime: create */
 WITH lease AS (
     SELECT 1 FROM replicas WHERE id = $1 AND epoch = $2 AND lease_until > now()
 ), ins AS (
@@ -89,7 +98,27 @@ pub(super) async fn insert<C: GenericClient + Sync>(
 /// One create on its way to the batch.
 pub(super) struct Request {
     row: Arc<NewRow>,
-    reply: oneshot::Sender<Result<bool, StoreError>>,
+    reply: oneshot::Sender<Result<bool, Unanswered>>,
+}
+
+/// Why a create's statement gave no answer.
+#[derive(Debug, Clone)]
+pub(super) enum Unanswered {
+    /// The database did not answer, or the answer was lost: it may have committed.
+    Unsure,
+    /// It failed, and committed nothing.
+    Failed(StoreError),
+}
+
+impl Unanswered {
+    /// What a failed statement's error says of whether it committed.
+    pub(super) fn of(error: PgError) -> Self {
+        if error.transient() {
+            Self::Unsure
+        } else {
+            Self::Failed(error.into_store())
+        }
+    }
 }
 
 /// What one statement may hold of each: an idempotency key, or (without one) an id.
@@ -115,43 +144,109 @@ impl Batched for Request {
 }
 
 /// Inserts a batch and answers each create: inserted or not (its key taken, the lease
-/// lapsed), or why the statement failed (told once in the log).
+/// lapsed), or why the statement gave no answer (told once in the log).
 async fn write(shared: &Shared, batch: Vec<Request>) {
     let rows: Vec<&NewRow> = batch.iter().map(|r| &*r.row).collect();
-    let result = async {
-        let client = shared.client().await?;
-        insert(&client, shared, &rows).await
-    }
-    .await;
-    match shared.noted(result) {
+    let result = shared
+        .on_connection(async |client| insert(client, shared, &rows).await)
+        .await;
+    match result {
         Ok(inserted) => {
             for request in batch {
                 let _ = request.reply.send(Ok(inserted.contains(&request.row.id)));
             }
         }
         Err(error) => {
-            let error = error.into_store();
+            tracing::warn!(%error, creates = batch.len(), "a create statement failed");
+            let unanswered = Unanswered::of(error);
             for request in batch {
-                let _ = request.reply.send(Err(error.clone()));
+                let _ = request.reply.send(Err(unanswered.clone()));
             }
         }
     }
 }
 
 /// Inserts `row` with the creates waiting now: whether it was inserted.
-async fn batched(shared: &Shared, row: &Arc<NewRow>) -> Result<bool, StoreError> {
+async fn batched(shared: &Shared, row: &Arc<NewRow>) -> Result<bool, Unanswered> {
     let (reply, answer) = oneshot::channel();
     let row = row.clone();
+    let closed = || Unanswered::Failed(StoreError::Unavailable(Unavailable::Closed));
     if shared.creator.send(Request { row, reply }).is_err() {
-        return Err(StoreError::Unavailable(Unavailable::Closed));
+        return Err(closed());
     }
-    answer
-        .await
-        .unwrap_or(Err(StoreError::Unavailable(Unavailable::Closed)))
+    answer.await.unwrap_or_else(|_| Err(closed()))
 }
 
-const KEYED: &str = "SELECT id, fingerprint FROM executions \
+const KEYED: &str = "/* model-runtime: keyed */ SELECT id, fingerprint FROM executions \
      WHERE idempotency_key = $1 AND gone_at IS NULL";
+
+const LANDED: &str = "/* model-runtime: landed */ SELECT 1 FROM executions WHERE id = $1";
+
+/// Whether the execution `id` is in the database, asked until it answers while this
+/// replica's lease is current: what a create whose answer was lost did.
+async fn landed(shared: &Shared, id: uuid::Uuid) -> Result<bool, StoreError> {
+    let mut tries = 0u32;
+    loop {
+        let found = shared
+            .on_connection(async |client| Ok(client.query_opt(LANDED, &[&id]).await?))
+            .await;
+        match found {
+            Ok(found) => return Ok(found.is_some()),
+            Err(error) if error.transient() && shared.replica.current() => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(10 << tries.min(6))).await;
+            }
+            Err(error) => return Err(error.into_store()),
+        }
+    }
+}
+
+/// Counts an execution as driven here from before its create is sent until the create
+/// stored it (then its end, or its driver's stop, takes it off) or failed.
+struct Registered<'a> {
+    shared: &'a Shared,
+    id: ExecutionId,
+    created: bool,
+}
+
+impl<'a> Registered<'a> {
+    fn new(shared: &'a Shared, id: ExecutionId) -> Self {
+        shared.driven.insert(id, shared.replica.id().0);
+        Self {
+            shared,
+            id,
+            created: false,
+        }
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if !self.created {
+            self.shared.driven.remove(self.id);
+        }
+    }
+}
+
+impl NewRow {
+    /// The row of `new`, whose first event is `first`.
+    fn of(new: &NewExecution, key: Option<String>, first: &Event) -> Self {
+        let payload = rows::payload_bytes(&first.payload);
+        Self {
+            id: uuid(new.id),
+            key,
+            fingerprint: new
+                .idempotency
+                .as_ref()
+                .map(|i| i.fingerprint.0.to_le_bytes().to_vec()),
+            labels: rows::labels_text(&new.labels),
+            bytes: (payload.len() + EVENT_OVERHEAD) as i64,
+            input: i64::try_from(new.input_bytes).unwrap_or(i64::MAX),
+            time: rows::micros(first.time),
+            payload,
+        }
+    }
+}
 
 /// Stores a new execution, or finds the one its idempotency key names.
 pub(super) async fn create(
@@ -171,33 +266,41 @@ pub(super) async fn create(
         .ok_or_else(|| {
             StoreError::Backend("a new execution's first event is not execution.accepted".into())
         })?;
-    let payload = rows::payload_bytes(&first.payload);
-    let row = Arc::new(NewRow {
-        id: uuid(new.id),
-        key,
-        fingerprint: new
-            .idempotency
-            .as_ref()
-            .map(|i| i.fingerprint.0.to_le_bytes().to_vec()),
-        labels: rows::labels_text(&new.labels),
-        bytes: (payload.len() + EVENT_OVERHEAD) as i64,
-        input: i64::try_from(new.input_bytes).unwrap_or(i64::MAX),
-        time: rows::micros(first.time),
-        payload,
-    });
+    let row = Arc::new(NewRow::of(&new, key, &first));
     let size = row.bytes + row.input;
     // What is due leaves first when it could matter: its key may be this one, its room
     // may be needed.
     if new.idempotency.is_some() || !fits(shared, size) {
         flush(shared).await?;
     }
+    let mut registered = Registered::new(shared, new.id);
+    let mut lost = 0;
     for _ in 0..3 {
-        let inserted = if fits(shared, size) {
-            batched(shared, &row).await?
+        let written = if fits(shared, size) {
+            batched(shared, &row).await
         } else {
-            make_room(shared, &row, now).await?
+            make_room(shared, &row, now).await
+        };
+        let inserted = match written {
+            Ok(inserted) => inserted,
+            Err(Unanswered::Failed(error)) => return Err(error),
+            // Whether it committed decides: the row is there, or it is written again.
+            Err(Unanswered::Unsure) => {
+                lost += 1;
+                let there = landed(shared, row.id).await?;
+                tracing::info!(
+                    execution_id = %new.id,
+                    stored = there,
+                    "a create's answer was lost; looked it up"
+                );
+                if !there && new.idempotency.is_none() {
+                    continue;
+                }
+                there
+            }
         };
         if inserted {
+            registered.created = true;
             shared.capacity.change(1, size);
             shared.owned.hold(
                 new.id,
@@ -212,29 +315,42 @@ pub(super) async fn create(
         let Some(idempotency) = &new.idempotency else {
             return Err(lapsed());
         };
-        let client = shared.client().await.map_err(PgError::into_store)?;
-        let found = client
-            .query_opt(KEYED, &[&idempotency.key])
-            .await
-            .map_err(|e| PgError::from(e).into_store())?;
-        drop(client);
         // Gone between the two statements (expired, evicted): try again.
-        let Some(found) = found else { continue };
-        let id: uuid::Uuid = found
-            .try_get(0)
-            .map_err(|e| PgError::from(e).into_store())?;
-        let id = ExecutionId::from_bytes(id.into_bytes());
-        let fingerprint: Option<Vec<u8>> = found
-            .try_get(1)
-            .map_err(|e| PgError::from(e).into_store())?;
-        if fingerprint.as_deref() == Some(&idempotency.fingerprint.0.to_le_bytes()[..]) {
-            return Ok(Created::Existing(shared.view(id).await?));
+        if let Some(existing) = keyed(shared, idempotency).await? {
+            return existing;
         }
-        return Err(StoreError::IdempotencyConflict(id));
+    }
+    if lost > 0 {
+        return Err(StoreError::Unavailable(Unavailable::Backend(
+            "the event store's database did not answer".into(),
+        )));
     }
     Err(StoreError::Unavailable(Unavailable::Backend(
         "the idempotency key's execution kept leaving the store".into(),
     )))
+}
+
+/// What the key of a create that was not inserted names: the execution of the same request,
+/// a conflict, or (`None`) nothing any more.
+async fn keyed(
+    shared: &Shared,
+    idempotency: &Idempotency,
+) -> Result<Option<Result<Created, StoreError>>, StoreError> {
+    let found = shared
+        .on_connection(async |client| Ok(client.query_opt(KEYED, &[&idempotency.key]).await?))
+        .await
+        .map_err(PgError::into_store)?;
+    let Some(found) = found else {
+        return Ok(None);
+    };
+    let column = |e: tokio_postgres::Error| PgError::from(e).into_store();
+    let id: uuid::Uuid = found.try_get(0).map_err(column)?;
+    let id = ExecutionId::from_bytes(id.into_bytes());
+    let fingerprint: Option<Vec<u8>> = found.try_get(1).map_err(column)?;
+    if fingerprint.as_deref() == Some(&idempotency.fingerprint.0.to_le_bytes()[..]) {
+        return Ok(Some(Ok(Created::Existing(shared.view(id).await?))));
+    }
+    Ok(Some(Err(StoreError::IdempotencyConflict(id))))
 }
 
 fn lapsed() -> StoreError {

@@ -89,6 +89,18 @@ impl Owned {
         );
     }
 
+    /// Holds an execution as its row (just read) says it is.
+    pub(super) fn hold_row(&self, id: ExecutionId, row: &Row) {
+        self.hold(
+            id,
+            row.lifecycle,
+            row.last,
+            row.input,
+            row.labels.clone(),
+            None,
+        );
+    }
+
     pub(super) fn forget(&self, id: ExecutionId) {
         self.lock().remove(&id);
     }
@@ -137,4 +149,46 @@ pub(super) struct Peek {
     pub(super) state: ExecutionState,
     pub(super) labels: Arc<Labels>,
     pub(super) first: Option<Event>,
+}
+
+/// The executions a driver of this process runs, each with the registration it was created
+/// under: from just before their create is sent until their end is stored, or the runtime says
+/// their driver stopped without it (`EventStore::abandoned`). An unfinished execution this
+/// replica owns that no driver runs under its current registration is ended by the
+/// reconciliation (`takeover.rs`); a driver of a former registration (its lease was lost) is
+/// fenced: it appends nothing more, whoever takes the old registration over, this replica
+/// under its new one included.
+#[derive(Debug, Default)]
+pub(super) struct Driven(Mutex<IdMap<uuid::Uuid>>);
+
+impl Driven {
+    fn lock(&self) -> MutexGuard<'_, IdMap<uuid::Uuid>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `id` is driven here, under registration `registration`.
+    pub(super) fn insert(&self, id: ExecutionId, registration: uuid::Uuid) {
+        self.lock().insert(id, registration);
+    }
+
+    pub(super) fn remove(&self, id: ExecutionId) {
+        self.lock().remove(&id);
+    }
+
+    /// Whether `id`'s driver runs under a registration other than `current`: a former one.
+    pub(super) fn fenced(&self, id: ExecutionId, current: uuid::Uuid) -> bool {
+        self.lock().get(&id).is_some_and(|r| *r != current)
+    }
+
+    /// Those of `ids` no driver here runs under registration `current`.
+    pub(super) fn undriven(
+        &self,
+        ids: impl IntoIterator<Item = ExecutionId>,
+        current: uuid::Uuid,
+    ) -> Vec<ExecutionId> {
+        let driven = self.lock();
+        ids.into_iter()
+            .filter(|id| driven.get(id) != Some(&current))
+            .collect()
+    }
 }

@@ -12,6 +12,20 @@ use crate::store::{
     StoreFuture, StoreStats, UsageEntry,
 };
 
+impl PostgresStore {
+    /// A refusal for the driver of `id` when it runs under a former registration of this
+    /// replica (its lease was lost): it appends nothing more, whoever owns the execution now
+    /// (this replica, under its new registration, included: its takeover ends it).
+    fn fenced<T: Send + 'static>(&self, id: ExecutionId) -> Option<StoreFuture<'static, T>> {
+        self.shared
+            .driven
+            .fenced(id, self.shared.replica.id().0)
+            .then(|| -> StoreFuture<'static, T> {
+                Box::pin(std::future::ready(Err(writer::not_owner(id))))
+            })
+    }
+}
+
 impl EventStore for PostgresStore {
     fn kind(&self) -> &'static str {
         "postgres"
@@ -29,6 +43,9 @@ impl EventStore for PostgresStore {
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
+        if let Some(fenced) = self.fenced(id) {
+            return fenced;
+        }
         let shared = self.shared.clone();
         let now = shared.clock.now();
         self.on_store(async move {
@@ -38,6 +55,9 @@ impl EventStore for PostgresStore {
     }
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
+        if let Some(fenced) = self.fenced(id) {
+            return fenced;
+        }
         let shared = self.shared.clone();
         let now = shared.clock.now();
         self.on_store(async move {
@@ -137,6 +157,13 @@ impl EventStore for PostgresStore {
         self.shared.cancels.take()
     }
 
+    /// The reconciliation ends it (`takeover.rs`): at once if the database answers, else when
+    /// it does again (within the lease), else whoever takes this registration over.
+    fn abandoned(&self, id: ExecutionId) {
+        self.shared.driven.remove(id);
+        self.shared.takeover.wake();
+    }
+
     fn failed(&self) -> bool {
         self.shared.closed.load(Ordering::Acquire)
             || !self.shared.ready.load(Ordering::Acquire)
@@ -145,7 +172,7 @@ impl EventStore for PostgresStore {
     }
 
     /// Gives the lease back (so a survivor takes at once whatever a drain left unfinished),
-    /// waiting for that at most [`RELEASE`], and stops the store's thread.
+    /// waiting for that at most `RELEASE` (2 s), and stops the store's thread.
     fn close(&self) {
         if self.shared.closed.swap(true, Ordering::AcqRel) {
             return;

@@ -11,7 +11,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::{PgError, PgOptions, Shared, batch, create, replica, schema, watch, writer};
+use super::{PgError, PgOptions, Shared, batch, create, lease, schema, takeover, watch, writer};
 
 /// How the first attempt to start went: the reason it failed, in full.
 pub(super) type FirstStart = Result<(), String>;
@@ -49,12 +49,13 @@ pub(super) async fn start(
     );
     shared.ready.store(true, Ordering::Release);
     let listening = shared.listening.notified();
-    let tasks: [std::pin::Pin<Box<dyn Future<Output = ()> + Send>>; 5] = [
+    let tasks: [std::pin::Pin<Box<dyn Future<Output = ()> + Send>>; 6] = [
         Box::pin(batch::run(shared.clone(), appends)),
         Box::pin(batch::run(shared.clone(), creates)),
         Box::pin(watch::listen(shared.clone())),
         Box::pin(watch::poll(shared.clone())),
-        Box::pin(replica::keep(shared.clone())),
+        Box::pin(lease::keep(shared.clone())),
+        Box::pin(takeover::run(shared.clone())),
     ];
     for task in tasks {
         let stop = shared.stop.clone();
@@ -74,10 +75,9 @@ pub(super) async fn start(
 
 /// One attempt to start: the schema, this replica's registration, the counts.
 async fn begin(shared: &Shared) -> Result<(), PgError> {
-    let epoch = {
-        let mut client = shared.client().await?;
-        schema::migrate(&mut client, &shared.options.schema).await?
-    };
+    let epoch = shared
+        .on_connection(async |client| schema::migrate(client, &shared.options.schema).await)
+        .await?;
     shared.usage_epoch.store(epoch, Ordering::Release);
     shared.replica.register(shared).await?;
     shared.capacity.refresh(shared).await
@@ -95,9 +95,30 @@ pub(super) fn store_runtime(stop: CancellationToken) -> std::io::Result<tokio::r
     Ok(handle)
 }
 
-/// The pool: at most `pool_size` connections, each with the statement timeout set, checked
-/// only for being open when reused (a query would arm a timer on every checkout).
+/// The pool: at most `pool_size` connections ([`settings`]), checked only for being open when
+/// reused (a query would arm a timer on every checkout).
 pub(super) fn pool(options: &PgOptions) -> Result<Pool, PgError> {
+    let manager = Manager::from_config(
+        settings(options),
+        tls()?,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    // Opening a connection is bounded as a whole (the socket's `connect_timeout` does not
+    // cover the start-up exchange that follows on a server that stalls).
+    Pool::builder(manager)
+        .max_size(options.pool_size.max(2))
+        .wait_timeout(Some(options.acquire_timeout))
+        .create_timeout(Some(options.connect_timeout))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .build()
+        .map_err(|e| PgError::Pool(e.to_string()))
+}
+
+/// How every connection of the store's (the pool's and the lease's) is made: the statement
+/// timeout, keep-alives, and the schema as its search path.
+pub(super) fn settings(options: &PgOptions) -> tokio_postgres::Config {
     let mut connect = options.connect.clone();
     connect.connect_timeout(options.connect_timeout);
     connect.keepalives(true);
@@ -113,19 +134,7 @@ pub(super) fn pool(options: &PgOptions) -> Result<Pool, PgError> {
     if connect.get_application_name().is_none() {
         connect.application_name("model-runtime");
     }
-    let manager = Manager::from_config(
-        connect,
-        tls()?,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    Pool::builder(manager)
-        .max_size(options.pool_size.max(2))
-        .wait_timeout(Some(options.acquire_timeout))
-        .runtime(deadpool_postgres::Runtime::Tokio1)
-        .build()
-        .map_err(|e| PgError::Pool(e.to_string()))
+    connect
 }
 
 /// TLS as the connection string's `sslmode` asks (`prefer`, the default, tries it first):

@@ -9,7 +9,7 @@ use super::{PgOptions, PostgresStore};
 use crate::execution::fixtures::{attempt_started, failed, routing, text, usage};
 use crate::execution::{ErrorCode, ExecutionId, ExecutionState};
 use crate::store::conformance::new_execution;
-use crate::store::{Created, EventStore, StoreError, StoreLimits};
+use crate::store::{Created, EventStore, StoreLimits};
 
 const URL_ENV: &str = "MODEL_RUNTIME_TEST_POSTGRES_URL";
 
@@ -112,6 +112,8 @@ fn ready() -> bool {
 mod conformance {
     crate::event_store_conformance!(super::store, if super::ready);
 }
+
+mod lease;
 
 /// Two replicas on one fresh schema within `limits`: `poll` is how often each looks for
 /// what it was not told.
@@ -331,74 +333,6 @@ async fn replicas_racing_one_key_make_one_execution() {
     }
     a.shared.capacity.refresh(&a.shared).await.unwrap();
     assert_eq!(a.stats().executions, 20, "counted once, by the database");
-}
-
-/// A replica whose lease lapsed is taken over: its unfinished execution ends with
-/// `outcome_unknown` by the survivor, its own next append is refused (fenced), and it
-/// registers again to serve new work.
-#[tokio::test]
-async fn a_lapsed_replica_is_taken_over_and_fenced() {
-    let Some((a, b)) = pair(Duration::from_millis(200)).await else {
-        return;
-    };
-    let id = created(&a, None).await;
-    for payload in [routing(), attempt_started(1), text(1, "partial")] {
-        a.append(id, payload).await.unwrap();
-    }
-    let lapsed = a.shared.replica.id().0;
-    let client = a.shared.client().await.unwrap();
-    client
-        .execute(
-            &at(
-                &a,
-                "UPDATE {s}.replicas SET lease_until = now() - interval '1 second' WHERE id = $1",
-            ),
-            &[&lapsed],
-        )
-        .await
-        .unwrap();
-    drop(client);
-    let mut follower = b.follow(id).await.unwrap();
-    let ended = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            follower.changes().mark_seen();
-            if follower.position().1.is_terminal() {
-                return;
-            }
-            follower.changes().changed().await.unwrap();
-        }
-    })
-    .await;
-    assert!(
-        ended.is_ok(),
-        "a survivor ends the execution within a lease and a third"
-    );
-    let view = b.get(id).await.unwrap();
-    assert_eq!(view.state, ExecutionState::Failed);
-    let error = view.error.expect("an error");
-    assert_eq!(error.code, ErrorCode::OutcomeUnknown);
-    assert_eq!(error.outcome, crate::execution::Outcome::Unknown);
-    assert_eq!(view.partial_output.text, "partial", "what streamed is kept");
-    // The lapsed replica's append is refused: another owns the execution now.
-    let refused = a.append(id, text(1, "late")).await.unwrap_err();
-    assert!(
-        matches!(
-            refused,
-            StoreError::AlreadyTerminal(_) | StoreError::Unavailable(_)
-        ),
-        "{refused:?}"
-    );
-    assert_eq!(b.get(id).await.unwrap().last_sequence, view.last_sequence);
-    // It registers again and serves new work.
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while a.shared.replica.id().0 == lapsed || a.failed() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
-    .expect("registered again");
-    let fresh = created(&a, None).await;
-    a.append(fresh, routing()).await.unwrap();
 }
 
 /// A cancel asked of a replica that does not own the execution reaches the owner, reason

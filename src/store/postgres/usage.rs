@@ -22,7 +22,7 @@ use super::{PgError, Shared};
 use crate::execution::{EventPayload, ExecutionId};
 use crate::store::{StoreError, UsageEntry};
 
-const READ: &str = "SELECT e.execution_id, x.labels, e.sequence, e.time, e.state, e.payload, \
+const READ: &str = "/* model-runtime: usage */ SELECT e.execution_id, x.labels, e.sequence, e.time, e.state, e.payload, \
      e.usage_position FROM events e JOIN executions x ON x.id = e.execution_id \
      WHERE e.usage_position > $1 AND x.gone_at IS NULL \
      AND e.usage_position < (pg_snapshot_xmin(pg_current_snapshot())::text::int8 << 20) \
@@ -31,7 +31,7 @@ const READ: &str = "SELECT e.execution_id, x.labels, e.sequence, e.time, e.state
 /// How long a read waits for the transactions below this replica's last fact to end.
 const OWN_FACTS: Duration = Duration::from_secs(2);
 
-const HORIZON: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8 << 20";
+const HORIZON: &str = "/* model-runtime: usage-horizon */ SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8 << 20";
 
 /// The highest position this replica has kept a fact at.
 #[derive(Debug, Default)]
@@ -55,28 +55,26 @@ pub(super) async fn read(
 }
 
 async fn read_rows(shared: &Shared, after: u64, limit: usize) -> Result<Vec<UsageEntry>, PgError> {
-    let client = shared.client().await?;
     let own = shared.kept.0.load(Ordering::Acquire);
-    if own > after {
-        let horizon = client.prepare_cached(HORIZON).await?;
-        let deadline = Instant::now() + OWN_FACTS;
-        loop {
-            let below: i64 = client.query_one(&horizon, &[]).await?.try_get(0)?;
-            if below.cast_unsigned() > own || Instant::now() > deadline {
-                break;
+    let rows = shared
+        .on_connection(async |client| {
+            if own > after {
+                let horizon = client.prepare_cached(HORIZON).await?;
+                let deadline = Instant::now() + OWN_FACTS;
+                loop {
+                    let below: i64 = client.query_one(&horizon, &[]).await?.try_get(0)?;
+                    if below.cast_unsigned() > own || Instant::now() > deadline {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
             }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    }
-    let statement = client.prepare_cached(READ).await?;
-    let after = i64::try_from(after).unwrap_or(i64::MAX);
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = shared.noted(
-        client
-            .query(&statement, &[&after, &limit])
-            .await
-            .map_err(Into::into),
-    )?;
+            let statement = client.prepare_cached(READ).await?;
+            let after = i64::try_from(after).unwrap_or(i64::MAX);
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            Ok(client.query(&statement, &[&after, &limit]).await?)
+        })
+        .await?;
     let mut entries = Vec::with_capacity(rows.len());
     for row in rows {
         let id: uuid::Uuid = row.try_get(0)?;

@@ -209,8 +209,7 @@ impl EventSource for Source {
         let shared = self.shared.clone();
         let (id, labels) = (self.id, self.watch.labels.clone());
         Some(on_store(&self.shared, async move {
-            shared
-                .events(id, after, limit, &labels)
+            read_through(&shared, id, after, limit, &labels)
                 .await
                 .map_err(PgError::into_store)
         }))
@@ -218,6 +217,31 @@ impl EventSource for Source {
 
     fn position(&self) -> (u64, ExecutionState) {
         *self.watch.position()
+    }
+}
+
+/// A follower's read, asked again while the database does not answer, for up to a lease: a
+/// blip (a restart, a dropped connection) delays a reader and ends nothing, and the reader
+/// goes on from its last event. Only a database that stays away longer ends the reader's
+/// stream (`UNAVAILABLE`: it resumes from its cursor, here or at another replica).
+async fn read_through(
+    shared: &Shared,
+    id: ExecutionId,
+    after: u64,
+    limit: usize,
+    labels: &Arc<Labels>,
+) -> Result<Vec<Event>, PgError> {
+    let give_up = tokio::time::Instant::now() + shared.replica.lease;
+    let mut tries = 0u32;
+    loop {
+        match shared.events(id, after, limit, labels).await {
+            Err(error) if error.transient() && tokio::time::Instant::now() < give_up => {
+                tries += 1;
+                tracing::debug!(execution_id = %id, %error, tries, "a follower's read failed; reading again");
+                tokio::time::sleep(Duration::from_millis(10 << tries.min(5))).await;
+            }
+            read => return read,
+        }
     }
 }
 
@@ -260,7 +284,10 @@ async fn listen_once(shared: &Shared) -> Result<(), PgError> {
         Ok(())
     });
     client
-        .batch_execute(&format!("LISTEN {}", schema::quote(&shared.channel)))
+        .batch_execute(&format!(
+            "/* model-runtime: listen */ LISTEN {}",
+            schema::quote(&shared.channel)
+        ))
         .await?;
     // Listening now: what was announced before is read by everyone again.
     shared.listening.notify_waiters();
@@ -314,7 +341,7 @@ fn heard_append(shared: &Shared, payload: &str) {
     }
 }
 
-const POSITIONS: &str = "SELECT id, last_sequence, state FROM executions \
+const POSITIONS: &str = "/* model-runtime: positions */ SELECT id, last_sequence, state FROM executions \
      WHERE id = ANY($1) AND gone_at IS NULL";
 
 /// The poll's task: every `poll_interval`, the followed executions' positions, what
@@ -333,9 +360,12 @@ async fn poll_once(shared: &Shared) -> Result<(), PgError> {
     let running = shared.watched.running();
     if !running.is_empty() {
         let ids: Vec<uuid::Uuid> = running.iter().map(|(id, _)| uuid(*id)).collect();
-        let client = shared.client().await?;
-        let statement = client.prepare_cached(POSITIONS).await?;
-        let rows = shared.noted(client.query(&statement, &[&ids]).await.map_err(Into::into))?;
+        let rows = shared
+            .on_connection(async |client| {
+                let statement = client.prepare_cached(POSITIONS).await?;
+                Ok(client.query(&statement, &[&ids]).await?)
+            })
+            .await?;
         let mut found = std::collections::HashSet::with_capacity(rows.len());
         for row in rows {
             let id: uuid::Uuid = row.try_get(0)?;

@@ -69,7 +69,10 @@ pub(super) async fn append(
         retries += 1;
         if let Some(expected) = unsure {
             match written(shared, id, expected, count).await {
-                Ok(Some(events)) => return Ok(events),
+                Ok(Some((events, input))) => {
+                    kept(shared, id, &events, now, input);
+                    return Ok(events);
+                }
                 Ok(None) => unsure = None,
                 Err(e) if e.transient() => continue,
                 Err(e) => return Err(e.into_store()),
@@ -114,20 +117,20 @@ pub(super) async fn append(
 /// Appends given up on after this many tries.
 const MAX_RETRIES: u32 = 50;
 
-/// Whether the statement that followed `expected` committed `count` events: them, if so.
+/// Whether the statement that followed `expected` committed `count` events: them (and the
+/// execution's input bytes), if so.
 async fn written(
     shared: &Shared,
     id: ExecutionId,
     expected: u64,
     count: u64,
-) -> Result<Option<Vec<Event>>, PgError> {
+) -> Result<Option<(Vec<Event>, i64)>, PgError> {
     match shared.row(id).await? {
         Some(row)
             if row.last == expected + count && shared.replica.owns(row.owner, row.owner_epoch) =>
         {
-            Ok(Some(
-                shared.events(id, expected, usize::MAX, &row.labels).await?,
-            ))
+            let events = shared.events(id, expected, usize::MAX, &row.labels).await?;
+            Ok(Some((events, row.input)))
         }
         _ => Ok(None),
     }
@@ -177,14 +180,7 @@ async fn hold(shared: &Shared, id: ExecutionId) -> Result<(), Unheld> {
     if !shared.replica.owns(row.owner, row.owner_epoch) {
         return Err(Unheld::Refused(not_owner(id)));
     }
-    shared.owned.hold(
-        id,
-        row.lifecycle,
-        row.last,
-        row.input,
-        row.labels.clone(),
-        None,
-    );
+    shared.owned.hold_row(id, &row);
     Ok(())
 }
 
@@ -333,7 +329,7 @@ struct Stored {
     positions: IdMap<Vec<(u64, u64)>>,
 }
 
-const WRITE: &str = "
+const WRITE: &str = "/* model-runtime: append */
 WITH lease AS (
     SELECT 1 FROM replicas WHERE id = $1 AND epoch = $2 AND lease_until > now()
 ), upd AS (
@@ -489,37 +485,38 @@ fn columns(parts: &mut [Part]) -> Columns {
 async fn statement(shared: &Shared, parts: &mut [Part]) -> Result<Stored, PgError> {
     let c = columns(parts);
     let (me, epoch) = shared.replica.identity();
-    let client = shared.client().await?;
-    let statement = client.prepare_cached(WRITE).await?;
-    let rows = shared.noted(
-        client
-            .query(
-                &statement,
-                &[
-                    &me,
-                    &epoch,
-                    &c.ids,
-                    &c.expected,
-                    &c.last,
-                    &c.state,
-                    &c.committed,
-                    &c.stopping,
-                    &c.bytes,
-                    &c.ended_at,
-                    &c.event_ids,
-                    &c.sequence,
-                    &c.time,
-                    &c.event_state,
-                    &c.payload,
-                    &c.ord,
-                    &shared.channel,
-                    &c.usage,
-                    &c.first,
-                ],
-            )
-            .await
-            .map_err(Into::into),
-    )?;
+    let rows = shared
+        .on_connection(async |client| {
+            let statement = client.prepare_cached(WRITE).await?;
+            let rows = client
+                .query(
+                    &statement,
+                    &[
+                        &me,
+                        &epoch,
+                        &c.ids,
+                        &c.expected,
+                        &c.last,
+                        &c.state,
+                        &c.committed,
+                        &c.stopping,
+                        &c.bytes,
+                        &c.ended_at,
+                        &c.event_ids,
+                        &c.sequence,
+                        &c.time,
+                        &c.event_state,
+                        &c.payload,
+                        &c.ord,
+                        &shared.channel,
+                        &c.usage,
+                        &c.first,
+                    ],
+                )
+                .await?;
+            Ok(rows)
+        })
+        .await?;
     let mut stored = Stored {
         updated: HashSet::new(),
         positions: IdMap::default(),
@@ -539,6 +536,23 @@ async fn statement(shared: &Shared, parts: &mut [Part]) -> Result<Stored, PgErro
         }
     }
     Ok(stored)
+}
+
+/// `events` of `id` are in the database: what this replica knows of it follows, and its
+/// followers here are told at once. At its end it is no longer held or driven here, and its
+/// retention begins (`now`; its `input` no longer counts).
+fn kept(shared: &Shared, id: ExecutionId, events: &[Event], now: i64, input: i64) {
+    let Some(last) = events.last() else {
+        return;
+    };
+    shared.owned.stored(id, last.sequence, last.state);
+    if last.state.is_terminal() {
+        shared.owned.forget(id);
+        shared.driven.remove(id);
+        shared.cancels.ended(id);
+        shared.capacity.ended(id, now, input);
+    }
+    shared.watched.appended(id, events);
 }
 
 /// Answers each part: stored (its followers on this replica are told at once), or stale.
@@ -563,17 +577,8 @@ fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
                 }
             }
         }
-        let Some(last) = part.events.last() else {
-            continue;
-        };
         shared.capacity.added(part.bytes);
-        shared.owned.stored(id, last.sequence, last.state);
-        if last.state.is_terminal() {
-            shared.owned.forget(id);
-            shared.cancels.ended(id);
-            shared.capacity.ended(id, part.request.now, part.input);
-        }
-        shared.watched.appended(id, &part.events);
+        kept(shared, id, &part.events, part.request.now, part.input);
         let _ = part.request.reply.send(Ok(part.events));
     }
     if usage {

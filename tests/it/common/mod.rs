@@ -8,6 +8,7 @@
 pub mod adapters;
 pub mod anthropic;
 pub mod eventstream;
+pub mod fault_proxy;
 pub mod leaks;
 pub mod postgres;
 pub mod process;

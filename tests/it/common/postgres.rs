@@ -24,6 +24,8 @@ pub struct PgStore {
     pub schema: String,
     pub lease: Duration,
     pub poll_interval: Duration,
+    /// The server-side limit of a statement (the store waits a second more for an answer).
+    pub statement_timeout: Option<Duration>,
 }
 
 impl PgStore {
@@ -33,6 +35,7 @@ impl PgStore {
             schema: fresh_schema(),
             lease,
             poll_interval,
+            statement_timeout: None,
         }
     }
 
@@ -52,6 +55,9 @@ impl PgStore {
         store.insert("schema".into(), self.schema.clone().into());
         store.insert("lease".into(), duration(self.lease));
         store.insert("poll_interval".into(), duration(self.poll_interval));
+        if let Some(timeout) = self.statement_timeout {
+            store.insert("statement_timeout".into(), duration(timeout));
+        }
         // A test's replicas are few and light: a small pool each, so several tests' replicas
         // stay well within the server's `max_connections` (100 by default).
         store.insert("pool_size".into(), 4.into());
