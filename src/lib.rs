@@ -99,6 +99,7 @@
 //! | replicas: the lease, renewed apart from all other work; what loses it | `store/postgres/lease.rs` |
 //! | replicas: takeover, and ending what no driver will end | `store/postgres/takeover.rs` |
 //! | replicas: a statement's lost answer resolved before the caller is answered | `store/postgres/writer.rs` (`written`), `store/postgres/create.rs` (`landed`) |
+//! | the global limit's permits, and a set that lost writes settling first | `routing/limiter.rs`, `routing/limiter/scripts.rs` |
 //!
 //! # Words coined here
 //! - *admission*: a permit from a provider's gate (`routing/admission.rs`), and nothing else;

@@ -6,11 +6,12 @@
 //! a member only while fewer than the limit are held, with Redis's own clock, so replicas
 //! whose clocks disagree still agree on the count. A keeper task per gate renews this
 //! replica's leases every third of the lease and gives released ones back at once; a replica
-//! that dies gives its permits back when their leases end. The set itself expires twice a
-//! lease after its last write, so nothing outlives the replicas that use it. A set that is new,
-//! or that Redis lost, gives no permit until every live replica has had the time to renew its
-//! own into it (a third of the lease, plus the timeout): the attempts still running on it count
-//! again before others start.
+//! that dies gives its permits back when their leases end. The set itself expires a day
+//! after its last write. A set that is new, that Redis lost, or that may be behind what
+//! was acknowledged (another server process wrote it last: a restart, a failover, a snapshot
+//! restored; or its generation is behind what this replica saw) gives no permit until every
+//! live replica has had the time to renew its own into it (a third of the lease, plus the
+//! timeout): the attempts still running on it count again before others start (`scripts.rs`).
 //!
 //! This replica's attempts take turns at the gate in the order they asked (one polls Redis
 //! while the others wait behind it); a permit released here wakes the head at once, one
@@ -34,76 +35,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{LimiterConfig, OnUnavailable};
 
+mod scripts;
+
 /// How long attempts refrain from asking Redis after a call failed.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
+/// How soon a renewal that failed is tried again (on a fresh connection): well within the
+/// `timeout` a settling set allows beyond a third of the lease.
+const RENEW_AGAIN: Duration = Duration::from_millis(100);
+
 /// The longest pause between two polls of a full gate.
 pub(crate) const MAX_PAUSE: Duration = Duration::from_millis(20);
-
-/// What both scripts begin with: Redis's now, the lease (`ARGV[2]` ms), and whether the
-/// permits are settled. A set Redis lost (a restart without persistence, a failover that
-/// dropped the last writes, an eviction) starts again empty while attempts still run on the
-/// permits it held, so it gives no permit for `ARGV[3]` ms after it is (re)born, the time every
-/// live replica takes to renew its own into it. The mark of its birth (`KEYS[2]`) lives a day
-/// past the last call, so a key in use settles once.
-macro_rules! prelude {
-    () => {
-        r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lease = tonumber(ARGV[2])
-local born = tonumber(redis.call('GET', KEYS[2]))
-if not born then
-  born = now
-  redis.call('SET', KEYS[2], now)
-end
-redis.call('PEXPIRE', KEYS[2], 86400000)
-local settled = now - born >= tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-"
-    };
-}
-
-/// Removes this replica's released members (`ARGV[5..]`, so a permit released here goes to
-/// the next attempt in the same round trip) and the ended leases, then adds `ARGV[4]` if the
-/// permits are settled and fewer than `ARGV[1]` are held, its lease ending `ARGV[2]` ms from
-/// Redis's now. Returns `{taken (0 or 1), held}`.
-const TAKE: &str = concat!(
-    prelude!(),
-    r"
-for i = 5, #ARGV do
-  redis.call('ZREM', KEYS[1], ARGV[i])
-end
-local held = redis.call('ZCARD', KEYS[1])
-if held >= tonumber(ARGV[1]) or not settled then
-  return {0, held}
-end
-redis.call('ZADD', KEYS[1], now + lease, ARGV[4])
-redis.call('PEXPIRE', KEYS[1], 2 * lease)
-return {1, held + 1}
-"
-);
-
-/// Extends this replica's leases (`ARGV[4..]`) by `ARGV[2]` ms; a lease that ended meanwhile
-/// (renewals that did not get through, or a set Redis lost) is taken again if fewer than
-/// `ARGV[1]` are held, else it is lost. Returns `{held, {lost members}}`.
-const RENEW: &str = concat!(
-    prelude!(),
-    r"
-local lost = {}
-for i = 4, #ARGV do
-  if redis.call('ZSCORE', KEYS[1], ARGV[i]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
-    redis.call('ZADD', KEYS[1], now + lease, ARGV[i])
-  else
-    table.insert(lost, ARGV[i])
-  end
-end
-if #ARGV > 3 then
-  redis.call('PEXPIRE', KEYS[1], 2 * lease)
-end
-return {redis.call('ZCARD', KEYS[1]), lost}
-"
-);
 
 /// Redis did not answer, or answered with an error.
 #[derive(Debug)]
@@ -146,6 +88,8 @@ struct Shared {
     freed: Notify,
     /// Permits held across every replica, as last read (`u32::MAX`: not read yet).
     global_in_flight: AtomicU32,
+    /// The highest generation of the set this replica has seen: a set behind it lost writes.
+    seen: AtomicU64,
     reachable: AtomicBool,
     /// After a call that failed, attempts do not ask Redis again before this: each would
     /// wait out the timeout. The keeper keeps asking meanwhile.
@@ -245,6 +189,7 @@ impl GlobalGate {
                 release: Notify::new(),
                 freed: Notify::new(),
                 global_in_flight: AtomicU32::new(u32::MAX),
+                seen: AtomicU64::new(0),
                 reachable: AtomicBool::new(true),
                 retry_at: Mutex::new(None),
                 unavailable: AtomicU64::new(0),
@@ -438,6 +383,23 @@ impl Shared {
         self.lease / 3 + self.timeout
     }
 
+    /// The scripts' first arguments: the limit, the lease, the settling time and the
+    /// generation this replica has seen.
+    fn args(&self) -> Vec<String> {
+        vec![
+            self.limit.to_string(),
+            self.lease.as_millis().to_string(),
+            self.settle().as_millis().to_string(),
+            self.seen.load(Ordering::Acquire).to_string(),
+        ]
+    }
+
+    /// A script answered with the set's `generation`.
+    fn saw(&self, generation: i64) {
+        self.seen
+            .fetch_max(u64::try_from(generation).unwrap_or(0), Ordering::AcqRel);
+    }
+
     /// Whether the last call failed within [`RETRY_AFTER`].
     fn resting(&self) -> bool {
         lock(&self.retry_at).is_some_and(|at| tokio::time::Instant::now() < at)
@@ -469,27 +431,22 @@ impl Shared {
         let member = self.new_member();
         // Released members ride along, so the permit just freed here is free for this take.
         let released = std::mem::take(&mut *lock(&self.released));
-        let mut args = vec![
-            self.limit.to_string(),
-            self.lease.as_millis().to_string(),
-            self.settle().as_millis().to_string(),
-            member,
-        ];
+        let mut args = self.args();
+        args.push(member);
         args.extend(released);
         // Dropped before its answer, or answered with an error (the script may still run
         // after a timeout), the take's member and the released ones go to the keeper.
         let mut asking = Asking {
-            members: Some(&args[3..]),
+            members: Some(&args[4..]),
             shared: self,
         };
-        let answer = self
-            .run::<(i64, i64)>(script(&TAKE_SCRIPT, TAKE), &args)
-            .await;
+        let answer = self.run::<(i64, i64, i64)>(scripts::take(), &args).await;
         if answer.is_ok() {
             asking.members = None;
         }
         drop(asking);
-        let (taken, held) = answer?;
+        let (taken, held, generation) = answer?;
+        self.saw(generation);
         self.global_in_flight.store(
             u32::try_from(held).unwrap_or(u32::MAX - 1),
             Ordering::Release,
@@ -497,7 +454,7 @@ impl Shared {
         if taken != 1 {
             return Ok(None);
         }
-        let member = args.swap_remove(3);
+        let member = args.swap_remove(4);
         lock(&self.held).insert(member.clone());
         Ok(Some(Lease {
             member,
@@ -505,8 +462,9 @@ impl Shared {
         }))
     }
 
-    /// Renews this replica's leases every third of the lease, and removes released ones at
-    /// once, until the gate is dropped; then gives back what is still held.
+    /// Renews this replica's leases every third of the lease (a renewal that failed is tried
+    /// again after [`RENEW_AGAIN`]: a set that settles waits for it), and removes released ones
+    /// at once, until the gate is dropped; then gives back what is still held.
     async fn keep(self: Arc<Self>) {
         let every = self.lease / 3;
         let mut renew_at = tokio::time::Instant::now() + every;
@@ -515,8 +473,9 @@ impl Shared {
                 () = self.stop.cancelled() => break,
                 () = self.release.notified() => {}
                 () = tokio::time::sleep_until(renew_at) => {
-                    renew_at = tokio::time::Instant::now() + every;
-                    self.renew().await;
+                    let renewed = self.renew().await;
+                    renew_at = tokio::time::Instant::now()
+                        + if renewed { every } else { every.min(RENEW_AGAIN) };
                 }
             }
             self.give_back().await;
@@ -525,19 +484,16 @@ impl Shared {
         self.give_back().await;
     }
 
-    async fn renew(&self) {
-        let held: Vec<String> = lock(&self.held).iter().cloned().collect();
-        let mut args = vec![
-            self.limit.to_string(),
-            self.lease.as_millis().to_string(),
-            self.settle().as_millis().to_string(),
-        ];
-        args.extend(held);
+    /// Renews the held leases: whether Redis answered.
+    async fn renew(&self) -> bool {
+        let mut args = self.args();
+        args.extend(lock(&self.held).iter().cloned());
         match self
-            .run::<(i64, Vec<String>)>(script(&RENEW_SCRIPT, RENEW), &args)
+            .run::<(i64, Vec<String>, i64)>(scripts::renew(), &args)
             .await
         {
-            Ok((held, lost)) => {
+            Ok((held, lost, generation)) => {
+                self.saw(generation);
                 self.global_in_flight.store(
                     u32::try_from(held).unwrap_or(u32::MAX - 1),
                     Ordering::Release,
@@ -567,8 +523,10 @@ impl Shared {
                 if self.reachable.swap(false, Ordering::AcqRel) {
                     tracing::warn!(provider = %self.provider, error = why, "the limiter's Redis is unreachable");
                 }
+                return false;
             }
         }
+        true
     }
 
     /// Removes the released members; those Redis did not take are tried again on the next
@@ -607,14 +565,6 @@ impl Drop for Asking<'_> {
             self.shared.release.notify_one();
         }
     }
-}
-
-static TAKE_SCRIPT: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
-static RENEW_SCRIPT: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
-
-/// The script of `code`, hashed once.
-fn script(cell: &'static std::sync::OnceLock<redis::Script>, code: &str) -> &'static redis::Script {
-    cell.get_or_init(|| redis::Script::new(code))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

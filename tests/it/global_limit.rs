@@ -12,15 +12,11 @@
 use crate::common;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::counting::{Counting, REPLY};
 use common::process::{Guard, start_server_env};
-use common::services::unavailable;
-use common::upstream::{Raw, Recorded, serve_raw};
+use common::redis::PrivateRedis;
 use common::*;
 use futures_util::StreamExt;
 use model_runtime::Config;
@@ -29,8 +25,6 @@ use model_runtime::config::{
 };
 use model_runtime::pb;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
 use tonic::transport::Channel;
 
 /// The variable each `serve` reads the limiter's Redis URL from.
@@ -49,122 +43,6 @@ const HOLD: Duration = Duration::from_millis(30);
 /// The bound on one execution: 200 of them through 4 permits take ~1.5 s in all, so this is
 /// far beyond any wait a working limiter causes, and still ends a test that hangs.
 const LONG: Duration = Duration::from_secs(60);
-
-/// The text every reply streams.
-const REPLY: &str = "counted and done";
-
-/// What the upstream saw.
-#[derive(Default)]
-struct Stats {
-    in_flight: AtomicUsize,
-    peak: AtomicUsize,
-    /// The `prompt-N` of each request, in arrival order.
-    prompts: Mutex<Vec<usize>>,
-}
-
-/// An OpenAI chat completions upstream on 127.0.0.1:0 that streams [`REPLY`] in two chunks
-/// with [`HOLD`] between them and counts the requests it is answering at once.
-struct Counting {
-    base_url: String,
-    stats: Arc<Stats>,
-}
-
-impl Counting {
-    async fn start(hold: Duration) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let stats = Arc::<Stats>::default();
-        let shared = stats.clone();
-        tokio::spawn(async move {
-            while let Ok((socket, _)) = listener.accept().await {
-                let _ = socket.set_nodelay(true);
-                let stats = shared.clone();
-                tokio::spawn(serve_raw(socket, move |request, raw| {
-                    answer(stats.clone(), request, raw, hold)
-                }));
-            }
-        });
-        Self { base_url, stats }
-    }
-
-    fn peak(&self) -> usize {
-        self.stats.peak.load(Ordering::SeqCst)
-    }
-
-    fn prompts(&self) -> Vec<usize> {
-        self.stats.prompts.lock().unwrap().clone()
-    }
-}
-
-/// One request in flight: counted in when the request arrives, out when dropped.
-struct InFlight(Arc<Stats>);
-
-impl InFlight {
-    fn new(stats: Arc<Stats>) -> Self {
-        let now = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        stats.peak.fetch_max(now, Ordering::SeqCst);
-        Self(stats)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Answers one request; false when the connection must not be reused.
-async fn answer(stats: Arc<Stats>, request: Recorded, raw: Raw, hold: Duration) -> bool {
-    let counted = InFlight::new(stats.clone());
-    stats.prompts.lock().unwrap().push(prompt_of(&request));
-    let mut socket = raw.lock().await;
-    let head =
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
-    let mut first = head.as_bytes().to_vec();
-    first.extend(http_chunk(&chunk(
-        r#"{"role":"assistant","content":"counted "}"#,
-        "null",
-    )));
-    if socket.write_all(&first).await.is_err() {
-        return false;
-    }
-    tokio::time::sleep(hold).await;
-    // Counted out before the last bytes leave: until they arrive the runtime cannot have
-    // ended the attempt, so every request counted here holds a permit, and a peak above the
-    // permits is a breach of the limit, never an artifact of when this side counts.
-    drop(counted);
-    let mut last = http_chunk(&chunk(r#"{"content":"and done"}"#, "null"));
-    last.extend(http_chunk(&chunk("{}", r#""stop""#)));
-    last.extend(http_chunk("data: [DONE]\n\n"));
-    last.extend(b"0\r\n\r\n");
-    socket.write_all(&last).await.is_ok()
-}
-
-/// An OpenAI streaming chunk with one choice.
-fn chunk(delta: &str, finish: &str) -> String {
-    format!(
-        "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
-    )
-}
-
-/// `text` as one chunk of a chunked HTTP body.
-fn http_chunk(text: &str) -> Vec<u8> {
-    format!("{:x}\r\n{text}\r\n", text.len()).into_bytes()
-}
-
-/// The N of the `prompt-N` the request carries.
-fn prompt_of(request: &Recorded) -> usize {
-    let body = String::from_utf8_lossy(&request.body);
-    let at = body
-        .find("prompt-")
-        .expect("the request carries its prompt")
-        + "prompt-".len();
-    let digits: String = body[at..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().unwrap()
-}
 
 /// The limiter the tests configure: a key of this run's own, so tests running at once never
 /// share permits, and a lease long beyond any call here yet short, since a new key (or one
@@ -317,81 +195,6 @@ async fn without_the_limiter_each_replica_admits_its_own_permits() {
     );
 }
 
-/// A `redis-server` of this test's own on a Unix socket (port 0: no TCP, so it takes no
-/// address), killed on drop; started again on the same socket to come back.
-struct PrivateRedis {
-    dir: PathBuf,
-    process: Option<Guard>,
-}
-
-impl PrivateRedis {
-    /// `None` (after a line saying so) when `redis-server` is not on PATH, unless CI=true.
-    async fn start(dir: &Path) -> Option<Self> {
-        if Command::new("redis-server")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            unavailable("redis-server is not on PATH");
-            return None;
-        }
-        let mut redis = Self {
-            dir: dir.to_owned(),
-            process: None,
-        };
-        redis.restart().await;
-        Some(redis)
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.join("r.sock")
-    }
-
-    /// The URL the limiter is given.
-    fn url(&self) -> String {
-        format!("redis+unix://{}", self.socket().display())
-    }
-
-    fn kill(&mut self) {
-        self.process = None;
-    }
-
-    /// Starts it and waits until it answers PING. A killed server leaves its socket file
-    /// behind; redis-server removes it before it binds.
-    async fn restart(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", "0", "--unixsocket"])
-            .arg(self.socket())
-            .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        self.process = Some(Guard(child));
-        let socket = self.socket();
-        within(async {
-            while !pings(&socket).await {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await;
-    }
-}
-
-/// Whether a Redis on `socket` answers PING.
-async fn pings(socket: &Path) -> bool {
-    use tokio::io::AsyncReadExt;
-    let Ok(mut stream) = tokio::net::UnixStream::connect(socket).await else {
-        return false;
-    };
-    let mut reply = [0; 7];
-    stream.write_all(b"PING\r\n").await.is_ok()
-        && stream.read_exact(&mut reply).await.is_ok()
-        && &reply == b"+PONG\r\n"
-}
-
 /// `limited` (the upstream, behind the Redis limiter) first, `spare` (scripted) second.
 fn with_fallback(upstream: &str, key: &str) -> ConfigBuilder {
     Config::builder()
@@ -477,4 +280,61 @@ async fn an_unreachable_redis_fails_closed_to_the_fallback_and_recovers() {
     })
     .await;
     assert_eq!(upstream.prompts(), vec![0, recovered]);
+}
+
+/// Redis restored from a snapshot older than its newest permits, in place (`DEBUG RELOAD`:
+/// the server and its connections stay, its data goes back to the last save), as after a
+/// failover that lost the newest writes: the set comes back short of the attempts running on
+/// it, with its marks of birth intact. It settles again before it gives a permit (its
+/// generation is behind what the replicas saw), so the replicas' running attempts are
+/// renewed into it first and the queued ones wait: the provider never sees more than the
+/// limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restored_from_a_snapshot_gives_no_permit_before_the_running_ones_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(redis) = PrivateRedis::start(dir.path()).await else {
+        return;
+    };
+    let upstream = Counting::start(Duration::from_secs(4)).await;
+    let config = remote(&upstream.base_url, Some(redis_limiter(&unique_key())));
+    let replicas: Vec<_> = (0..2)
+        .map(|_| replica(&config, &[(URL_ENV, &redis.url())]))
+        .collect();
+    let mut clients = Vec::new();
+    for replica in &replicas {
+        clients.push(ModelRuntimeClient::new(connect(&replica.addr).await));
+    }
+    let until_in_flight = |n: usize| {
+        let upstream = &upstream;
+        async move {
+            within(async {
+                while upstream.in_flight() < n {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await;
+        }
+    };
+    let start = |i: usize| tokio::spawn(run(clients[i % 2].clone(), prompt(i)));
+    // Two running when Redis saves; two more after, filling the four permits; four queued.
+    let mut calls: Vec<_> = (0..2).map(start).collect();
+    until_in_flight(2).await;
+    redis.save().await;
+    calls.extend((2..4).map(start));
+    until_in_flight(4).await;
+    calls.extend((4..8).map(start));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Back to the snapshot: two of the four running permits are in it.
+    redis.reload().await;
+    for call in calls {
+        let events = call.await.unwrap();
+        assert_complete_sequence(&events);
+        assert_eq!(text_of(&events), REPLY, "{:?}", events.last());
+    }
+    assert!(
+        upstream.peak() <= PERMITS,
+        "{} requests in flight upstream after Redis went back to its snapshot, {PERMITS} \
+         permits across the replicas",
+        upstream.peak()
+    );
 }

@@ -7,11 +7,13 @@
 
 pub mod adapters;
 pub mod anthropic;
+pub mod counting;
 pub mod eventstream;
 pub mod fault_proxy;
 pub mod leaks;
 pub mod postgres;
 pub mod process;
+pub mod redis;
 pub mod replica;
 pub mod services;
 pub mod sigv4;
