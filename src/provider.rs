@@ -126,6 +126,11 @@ impl ProviderError {
         Self::new(ErrorClass::OutcomeUnknown, code, message)
     }
 
+    /// A response that began and then broke: it ran, and was ended.
+    pub fn interrupted(code: AttemptCode, message: impl Into<String>) -> Self {
+        Self::new(ErrorClass::Interrupted, code, message)
+    }
+
     fn new(class: ErrorClass, code: AttemptCode, message: impl Into<String>) -> Self {
         Self {
             class,
@@ -164,6 +169,14 @@ pub trait CallStream: Stream<Item = Result<ProviderEvent, ProviderError>> + Send
     fn response_model(&self) -> Option<Text> {
         None
     }
+
+    /// Whether the call's request may have reached the provider. A call that must first
+    /// await something (credentials fetched or minted) says `false` until it sends: cut
+    /// before then, its attempt started nothing (`not_started`), not an unknown outcome.
+    /// The default, `true`, suits a call that sends as soon as it is polled.
+    fn sent(&self) -> bool {
+        true
+    }
 }
 
 /// The stream of one call. Dropping it aborts the call.
@@ -176,6 +189,29 @@ where
     S: Stream<Item = Result<ProviderEvent, ProviderError>> + Send + 'static,
 {
     Box::pin(Plain(Box::pin(stream)))
+}
+
+/// A call that failed before its request could go out (its body could not be built, its
+/// credentials could not be had): `error` is its only item, and nothing was sent.
+pub(crate) fn unsent(error: ProviderError) -> ProviderStream {
+    Box::pin(Unsent(Some(error)))
+}
+
+/// See [`unsent`].
+struct Unsent(Option<ProviderError>);
+
+impl Stream for Unsent {
+    type Item = Result<ProviderEvent, ProviderError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Poll::Ready(self.0.take().map(Err))
+    }
+}
+
+impl CallStream for Unsent {
+    fn sent(&self) -> bool {
+        false
+    }
 }
 
 /// See [`plain_stream`]. The inner box pins any stream without `unsafe` projection.

@@ -20,8 +20,12 @@ pub struct HealthConfig {
     pub window: Duration,
     /// The first ejection's length; each ejection that follows a failed probe doubles it.
     pub ejection: Duration,
-    /// The longest ejection, a provider's `Retry-After` included.
+    /// The longest ejection that follows failures: a target that recovers is probed at
+    /// least this often while traffic reaches it, so it is back in use within about this
+    /// long of recovering (and a long outage costs one probe per this long).
     pub max_ejection: Duration,
+    /// The longest a provider's `Retry-After` ejects its target.
+    pub max_retry_after: Duration,
     /// Attempts that may probe an ejected target at once once its ejection ends.
     pub probes: u32,
 }
@@ -34,7 +38,8 @@ impl Default for HealthConfig {
             min_requests: 10,
             window: Duration::from_secs(30),
             ejection: Duration::from_secs(5),
-            max_ejection: Duration::from_secs(60),
+            max_ejection: Duration::from_secs(10),
+            max_retry_after: Duration::from_secs(60),
             probes: 1,
         }
     }

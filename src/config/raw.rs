@@ -287,6 +287,12 @@ pub(super) struct RawHealthSettings {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_ejection: Option<Duration>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_retry_after: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probes: Option<u32>,
 }

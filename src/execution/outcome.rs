@@ -18,9 +18,14 @@ pub enum ErrorClass {
     Rejected,
     /// No target could serve it, as the runtime's own mapping of the request proves: stop.
     Invalid,
-    /// The remote may still be running the request: stop, unless the provider allows
-    /// `retry_unknown_outcome`.
+    /// The remote may still be running the request: it was sent and no response began
+    /// (no status line, or silence before the first byte). `on_unknown_outcome` decides:
+    /// stop (the default), retry the target, or fall back.
     OutcomeUnknown,
+    /// A response began and then broke (a cut, a stall past the idle timeout, a reset, a
+    /// malformed event after the status line): it ran and was ended, so its outcome is
+    /// known. Before commit it is retried or falls back as `Retryable` does.
+    Interrupted,
 }
 
 impl ErrorClass {
@@ -31,6 +36,7 @@ impl ErrorClass {
             Self::Rejected => "rejected",
             Self::Invalid => "invalid",
             Self::OutcomeUnknown => "outcome_unknown",
+            Self::Interrupted => "interrupted",
         }
     }
 }
@@ -46,6 +52,9 @@ pub enum Outcome {
     Unknown,
     /// Provider work completed.
     Completed,
+    /// Provider work began to answer and was cut off (its response broke): it ran, and its
+    /// answer is lost.
+    Interrupted,
 }
 
 impl Outcome {
@@ -56,6 +65,7 @@ impl Outcome {
             Self::Failed => "failed",
             Self::Unknown => "unknown",
             Self::Completed => "completed",
+            Self::Interrupted => "interrupted",
         }
     }
 }

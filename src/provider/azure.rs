@@ -23,9 +23,7 @@ use super::http::{HttpClients, Upstream};
 use super::openai::ChunkDecoder;
 use super::responses::ResponseDecoder;
 use super::token_file::{Auth, TokenFile, authorized};
-use super::{
-    Provider, ProviderCall, ProviderError, ProviderInitError, ProviderStream, plain_stream,
-};
+use super::{Provider, ProviderCall, ProviderError, ProviderInitError, ProviderStream, unsent};
 use crate::config::{AzureApi, AzureOpenAiConfig, MaxTokensField, ModelConfig};
 use crate::execution::AttemptCode;
 
@@ -116,7 +114,7 @@ impl Provider for AzureProvider {
     fn call(&self, call: ProviderCall) -> ProviderStream {
         let upstream = match self.upstream(&call.model) {
             Ok(upstream) => upstream,
-            Err(error) => return plain_stream(futures_util::stream::iter([Err(error)])),
+            Err(error) => return unsent(error),
         };
         match self.api {
             AzureApi::ChatCompletions => {

@@ -26,7 +26,7 @@ pub(super) use stream::ConverseDecoder;
 use super::http::{HttpClients, Upstream};
 use super::{
     Provider, ProviderCall, ProviderError, ProviderInitError, ProviderStream, deferred, exchange,
-    plain_stream,
+    unsent,
 };
 use crate::config::{AwsCredentials, BedrockConfig, HttpEndpointConfig, ModelConfig};
 use crate::execution::AttemptCode;
@@ -122,11 +122,11 @@ impl Provider for BedrockProvider {
                 AttemptCode::ModelNotFound,
                 format!("the bedrock provider has no model `{}`", call.model),
             );
-            return plain_stream(futures_util::stream::iter([Err(error)]));
+            return unsent(error);
         };
         let body = match request::body(&call.input) {
             Ok(body) => body,
-            Err(error) => return plain_stream(futures_util::stream::iter([Err(error)])),
+            Err(error) => return unsent(error),
         };
         if let Some(keys) = self.keys.at_hand() {
             return send(&target, &self.region, &keys, body, &call);
@@ -136,7 +136,7 @@ impl Provider for BedrockProvider {
             let upstream = target.upstream.for_call(&call);
             match keys.fresh(&upstream, call.deadline).await {
                 Ok(keys) => send(&target, &region, &keys, body, &call),
-                Err(error) => plain_stream(futures_util::stream::iter([Err(error)])),
+                Err(error) => unsent(error),
             }
         })
     }
@@ -168,7 +168,7 @@ fn send(
                     target.upstream.label()
                 ),
             );
-            return plain_stream(futures_util::stream::iter([Err(error)]));
+            return unsent(error);
         }
     };
     let mut upstream = target.upstream.clone();

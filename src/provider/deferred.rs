@@ -56,6 +56,14 @@ impl CallStream for Deferred {
             Self::Started(stream) => stream.response_model(),
         }
     }
+
+    /// Nothing is sent while waiting.
+    fn sent(&self) -> bool {
+        match self {
+            Self::Waiting(_) => false,
+            Self::Started(stream) => stream.sent(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use super::ProviderCall;
 use super::framing::Framing;
 use super::http::Upstream;
 use super::tally::UsageTally;
-use super::{CallStream, ProviderError, ProviderEvent, ProviderStream, plain_stream};
+use super::{CallStream, ProviderError, ProviderEvent, ProviderStream, unsent};
 use crate::execution::{AttemptCode, FinishReason, TRACEPARENT, TRACESTATE, Text, UsageQuantity};
 use h1::{Call, Progress, Response};
 use reply::Reply;
@@ -39,6 +39,12 @@ const ERROR_BODY_LIMIT: usize = 64 * 1024;
 /// waits at all; otherwise the caller's reply is held back at most this long, and a server
 /// slower than that loses its connection.
 const END_OF_BODY_GRACE: Duration = Duration::from_millis(10);
+
+/// How long a reply whose finish marker came ([`Decoder::marked`]: Gemini's `finishReason`,
+/// Bedrock's `messageStop`) waits for a trailing event (its usage) on a body that stays open,
+/// before it is complete without it: a server that keeps the body open after its answer must
+/// not turn a whole answer into a stall.
+const MARKER_GRACE: Duration = Duration::from_secs(1);
 
 /// An adapter's reading of its protocol's events.
 pub(crate) trait Decoder: Send + Unpin + 'static {
@@ -61,6 +67,14 @@ pub(crate) trait Decoder: Send + Unpin + 'static {
     /// when the reply is complete but not whole (what the end marker would have found).
     fn finished_at_eof(&self, upstream: &Upstream) -> Result<Option<FinishReason>, ProviderError>;
 
+    /// The reply's finish, once the protocol's marker of it came while an event may still
+    /// follow (a usage report): then a body that stays open is waited for at most
+    /// [`MARKER_GRACE`], and the reply is complete without it. `None` while no such marker
+    /// came, or for a protocol whose last event ends the reply itself (`event` says so).
+    fn marked(&self) -> Option<FinishReason> {
+        None
+    }
+
     /// The model the reply says produced it, once seen.
     fn response_model(&self) -> Option<&Text> {
         None
@@ -81,7 +95,7 @@ pub(crate) fn post<D: Decoder>(
     let deadline = call.deadline;
     let body = match body {
         Ok(body) => body,
-        Err(error) => return plain_stream(futures_util::stream::iter([Err(error)])),
+        Err(error) => return unsent(error),
     };
     let traceparent = call.trace.as_ref().map(|trace| trace.traceparent());
     let mut headers = vec![
@@ -258,6 +272,12 @@ impl<D: Decoder> Exchange<D> {
                 self.fail(error);
             }
             Poll::Pending if self.timer.expired(cx) => {
+                if let Some(reason) = self.reply.decoder.marked() {
+                    // The answer was whole; what may follow it did not come in its grace.
+                    self.reply.complete();
+                    self.finish(reason);
+                    return Poll::Ready(());
+                }
                 let (code, what) = if got_byte {
                     (AttemptCode::StreamStalled, "the response stream was silent")
                 } else {
@@ -374,8 +394,12 @@ impl<D: Decoder> Exchange<D> {
             },
             (None, Progress::Data) => {
                 // The idle timeout restarts with every read (cut to the deadline, which
-                // the message then names).
-                let (by, limit) = self.reply.bound(self.reply.upstream.timeouts.idle);
+                // the message then names); once the finish marker came, a short grace.
+                let mut idle = self.reply.upstream.timeouts.idle;
+                if self.reply.decoder.marked().is_some() {
+                    idle = idle.min(MARKER_GRACE);
+                }
+                let (by, limit) = self.reply.bound(idle);
                 self.timer.by = by;
                 self.step = Step::Body {
                     got_byte: true,

@@ -29,8 +29,7 @@ use super::http::{HttpClients, Upstream, secret_header};
 use super::sse::{SseEvent, SseParser};
 use super::tally::UsageTally;
 use super::{
-    Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream,
-    plain_stream,
+    Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream, unsent,
 };
 use crate::config::{GeminiConfig, ModelConfig};
 use crate::execution::{AttemptCode, FinishReason, ReasoningPiece, Text, UsageUnit};
@@ -83,7 +82,7 @@ impl Provider for GeminiProvider {
                 AttemptCode::ModelNotFound,
                 format!("the gemini provider has no model `{}`", call.model),
             );
-            return plain_stream(futures_util::stream::iter([Err(error)]));
+            return unsent(error);
         };
         let body = request::body(&call.input);
         exchange::post(upstream, body, &call, ChunkDecoder::default())
@@ -215,12 +214,17 @@ impl Decoder for ChunkDecoder {
                 self.finish = Some(finish_reason(&reason, self.calls > 0));
             }
         }
-        // The reply ends with the body, after the chunk with the finish reason.
+        // The reply ends with the body, after the chunk with the finish reason (usage may
+        // follow it in a chunk of its own).
         Ok(None)
     }
 
     fn finished_at_eof(&self, _: &Upstream) -> Result<Option<FinishReason>, ProviderError> {
         Ok(self.finish)
+    }
+
+    fn marked(&self) -> Option<FinishReason> {
+        self.finish
     }
 
     fn response_model(&self) -> Option<&Text> {
@@ -271,9 +275,14 @@ fn report(usage: &mut UsageTally, reported: &Usage) {
     if let Some(cached) = reported.cached_content_token_count {
         usage.report(UsageUnit::CACHED_INPUT_TOKENS, cached);
     }
+    // Thinking that used the whole budget comes with no `candidatesTokenCount` at all:
+    // the output billed is still the thinking.
     let thoughts = reported.thoughts_token_count;
-    if let Some(candidates) = reported.candidates_token_count {
-        let output = candidates.saturating_add(thoughts.unwrap_or(0));
+    let candidates = reported.candidates_token_count;
+    if candidates.is_some() || thoughts.is_some() {
+        let output = candidates
+            .unwrap_or(0)
+            .saturating_add(thoughts.unwrap_or(0));
         usage.report(UsageUnit::OUTPUT_TOKENS, output);
     }
     if let Some(thoughts) = thoughts {

@@ -93,6 +93,15 @@ where
             .map(|held| held.value.clone())
     }
 
+    /// Lets go of the held credentials when `is` says they are the ones the caller was
+    /// refused with: the next call fetches new ones at once (a failure's pause aside).
+    pub(super) fn forget(&self, is: impl Fn(&T) -> bool) {
+        let mut state = self.shared.state();
+        if state.held.as_ref().is_some_and(|held| is(&held.value)) {
+            state.held = None;
+        }
+    }
+
     /// Credentials for a call whose attempt ends by `deadline`: the held ones while they are
     /// valid (starting a refresh in the background when one is due), else ones fetched now.
     /// `fetch(by)` fetches, finishing by `by` (the held credentials' expiry for a refresh,

@@ -94,11 +94,14 @@ struct Event<'a> {
     item: Option<Item>,
     #[serde(default)]
     response: Option<Response>,
-    /// An `error` event's code and message.
+    /// An `error` event's code and message, at its top level or (the shape OpenAI sends)
+    /// in an `error` object.
     #[serde(default)]
     code: Option<String>,
     #[serde(default)]
     message: Option<String>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
 }
 
 /// An output item, as `response.output_item.added` and `.done` carry it.
@@ -322,21 +325,34 @@ impl ResponseDecoder {
                 }))
             }
             "response.failed" => {
+                // What the failed response used is reported, ahead of its error.
+                report(parsed.response.as_ref(), usage);
                 let error = parsed.response.and_then(|r| r.error);
                 let error = error.as_deref().map_or("", RawValue::get);
                 Err(upstream.stream_error(&classifiable(error)))
             }
             _ => {
+                if let Some(nested) = parsed.error {
+                    return Err(upstream.stream_error(&classifiable(nested.get())));
+                }
                 let error = serde_json::json!({"code": parsed.code, "message": parsed.message});
                 Err(upstream.stream_error(&classifiable(&error.to_string())))
             }
         }
     }
 
-    /// `response.output_item.done`: what an item that ended still carries.
+    /// `response.output_item.done`: what an item that ended still carries. A function call
+    /// seen first here (a server that sends no `output_item.added` for it) starts here.
     fn item_done(&mut self, index: Option<u32>, item: Item, out: &mut Vec<ProviderEvent>) {
         match item.kind.as_str() {
             "function_call" => {
+                if let Some(index) = index
+                    && !self.calls.contains_key(&index)
+                    && let (Some(id), Some(name)) =
+                        (item.call_id.clone().or(item.id.clone()), item.name.clone())
+                {
+                    self.call_started(index, id, name, out);
+                }
                 let call = index.and_then(|i| self.calls.get(&i));
                 if let (Some(call), Some(arguments)) = (call, item.arguments)
                     && !call.streamed
@@ -395,8 +411,18 @@ fn classifiable(error: &str) -> Vec<u8> {
         #[serde(default)]
         message: Option<String>,
     }
+    #[derive(Deserialize, Default)]
+    struct Typed {
+        #[serde(rename = "type", default)]
+        kind: Option<String>,
+    }
     let reported: Reported = serde_json::from_str(error).unwrap_or_default();
-    let code = reported.code.unwrap_or_default();
+    // An object with a `type` but no `code` (`{"type": "rate_limit_exceeded", ...}`) is
+    // classified by its type.
+    let code = reported
+        .code
+        .or_else(|| serde_json::from_str::<Typed>(error).ok()?.kind)
+        .unwrap_or_default();
     let kind = if code.starts_with("invalid_") || code.starts_with("unsupported_") {
         "invalid_request_error"
     } else {

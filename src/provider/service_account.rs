@@ -12,6 +12,7 @@
 
 mod grant;
 mod jwt;
+pub(super) mod remint;
 #[cfg(test)]
 mod tests;
 
@@ -92,6 +93,12 @@ impl TokenSource {
         self.tokens.fresh()
     }
 
+    /// The provider refused `bearer` (401): it is not used again, and the next call mints
+    /// a new token (unless another already replaced it).
+    pub(super) fn forget(&self, bearer: &Bearer) {
+        self.tokens.forget(|held| held.header == bearer.header);
+    }
+
     /// A token for the call `upstream` serves (its copy for the call, which logs name),
     /// whose attempt ends by `deadline`: the cached one, or one fetched now (see
     /// [`Refreshed::get`]). An error when there is no valid token and none could be fetched.
@@ -125,14 +132,25 @@ impl TokenSource {
                     cause = %failed.cause,
                     "service account token request failed"
                 );
-                let how = if failed.refused { "refused" } else { "failed" };
-                ProviderError::rejected(
-                    AttemptCode::Unauthorized,
-                    format!(
-                        "{}: the service account's token endpoint {how} the token request",
-                        upstream.label()
-                    ),
-                )
+                if failed.refused {
+                    ProviderError::rejected(
+                        AttemptCode::Unauthorized,
+                        format!(
+                            "{}: the service account's token endpoint refused the token request",
+                            upstream.label()
+                        ),
+                    )
+                } else {
+                    // An endpoint that is away or unwell is not a bad key: nothing is ejected
+                    // for it, and the attempt is retried or falls back.
+                    ProviderError::retryable(
+                        AttemptCode::Unavailable,
+                        format!(
+                            "{}: the service account's token request failed",
+                            upstream.label()
+                        ),
+                    )
+                }
             })
     }
 

@@ -210,13 +210,19 @@ impl SseParser {
         Ok((start, bytes.len()))
     }
 
-    /// Ends the stream: a CR held back as a possible CRLF half ends its line after all. An
-    /// event not closed by a blank line is dropped, as the format requires.
+    /// Ends the stream, which its framing ended whole (a cut connection is never finished):
+    /// a CR held back as a possible CRLF half ends its line after all, and an event whose
+    /// last line is complete goes out though no blank line closed it (servers end their
+    /// last event that way, Google's blocked-prompt replies among them). An event whose last
+    /// line was cut short is dropped.
     pub(super) fn finish(&mut self, on: &mut dyn FnMut(SseEvent<'_>)) -> Result<(), SseError> {
         if self.buf.get(self.scanned) == Some(&b'\r') {
             let buf = std::mem::take(&mut self.buf);
             self.line(&buf[..self.scanned], on)?;
             self.scanned = 0;
+        }
+        if self.buf.is_empty() {
+            self.dispatch(on);
         }
         Ok(())
     }

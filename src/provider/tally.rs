@@ -62,12 +62,15 @@ impl UsageTally {
     }
 
     /// What is known now, without taking it: the reported quantities, and the output
-    /// estimate while the provider has not reported output.
+    /// estimate while the provider has not reported output. An estimate never undercounts
+    /// what the provider did report: reasoning it counted is output too.
     pub(super) fn known(&self) -> Vec<UsageQuantity> {
-        let has_output = self
-            .reported
-            .iter()
-            .any(|(u, _)| *u == UsageUnit::OUTPUT_TOKENS);
+        let reported = |unit: &UsageUnit| {
+            self.reported
+                .iter()
+                .find(|(u, _)| u == unit)
+                .map(|(_, quantity)| *quantity)
+        };
         let mut known: Vec<UsageQuantity> = self
             .reported
             .iter()
@@ -75,21 +78,18 @@ impl UsageTally {
                 quantity_of(unit.clone(), *quantity, UsageSource::ProviderReported)
             })
             .collect();
-        let streamed = self.pieces.saturating_add(self.reasoning);
-        if !has_output && streamed > 0 {
+        let reported_reasoning = reported(&UsageUnit::REASONING_TOKENS);
+        let reasoning = self.reasoning.max(reported_reasoning.unwrap_or(0));
+        let estimate = self.pieces.saturating_add(reasoning);
+        if reported(&UsageUnit::OUTPUT_TOKENS).is_none() && estimate > 0 {
             // Streaming servers send about one token per piece: an estimate, and labelled so.
             // Reasoning is part of the output, as providers count it.
             known.push(quantity_of(
                 UsageUnit::OUTPUT_TOKENS,
-                streamed,
+                estimate,
                 UsageSource::RuntimeEstimated,
             ));
-            if self.reasoning > 0
-                && !self
-                    .reported
-                    .iter()
-                    .any(|(u, _)| *u == UsageUnit::REASONING_TOKENS)
-            {
+            if self.reasoning > 0 && reported_reasoning.is_none() {
                 known.push(quantity_of(
                     UsageUnit::REASONING_TOKENS,
                     self.reasoning,
@@ -208,6 +208,26 @@ mod tests {
             vec![
                 usage(UsageUnit::INPUT_TOKENS, 5, UsageSource::ProviderReported),
                 usage(UsageUnit::OUTPUT_TOKENS, 1, UsageSource::RuntimeEstimated),
+            ]
+        );
+    }
+
+    /// A thinking attempt that failed after its provider reported 310 reasoning tokens, with
+    /// one piece streamed: its output estimate is never below what was reported.
+    #[test]
+    fn an_estimate_never_undercounts_reported_reasoning() {
+        let mut tally = UsageTally::default();
+        tally.count_piece();
+        tally.report(UsageUnit::REASONING_TOKENS, 310);
+        assert_eq!(
+            tally.known(),
+            [
+                quantity_of(
+                    UsageUnit::REASONING_TOKENS,
+                    310,
+                    UsageSource::ProviderReported
+                ),
+                quantity_of(UsageUnit::OUTPUT_TOKENS, 311, UsageSource::RuntimeEstimated),
             ]
         );
     }

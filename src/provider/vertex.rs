@@ -18,11 +18,9 @@ use std::sync::Arc;
 use super::anthropic::EventDecoder;
 use super::gemini::ChunkDecoder;
 use super::http::{HttpClients, Upstream};
-use super::service_account::TokenSource;
+use super::service_account::{Bearer, TokenSource, remint};
 use super::token_file::{Auth, TokenFile, authorized};
-use super::{
-    Provider, ProviderCall, ProviderError, ProviderInitError, ProviderStream, plain_stream,
-};
+use super::{Provider, ProviderCall, ProviderError, ProviderInitError, ProviderStream, unsent};
 use super::{deferred, exchange};
 use crate::config::{Credentials, ModelConfig, VertexConfig, VertexPublisher};
 use crate::execution::AttemptCode;
@@ -118,34 +116,51 @@ impl VertexProvider {
 
 impl Provider for VertexProvider {
     fn call(&self, call: ProviderCall) -> ProviderStream {
-        let mut upstream = match self.upstream(&call.model) {
+        let upstream = match self.upstream(&call.model) {
             Ok(upstream) => upstream,
-            Err(error) => return plain_stream(futures_util::stream::iter([Err(error)])),
+            Err(error) => return unsent(error),
         };
         let Some(source) = &self.service_account else {
             return self.protocol.post(&upstream, &call);
         };
-        if let Some(bearer) = source.fresh() {
-            bearer.authorize(&mut upstream);
-            return self.protocol.post(&upstream, &call);
-        }
         let (source, protocol) = (source.clone(), self.protocol);
+        if let Some(bearer) = source.fresh() {
+            return protocol.with_token(upstream, call, source, bearer);
+        }
         deferred::after(async move {
             match source
                 .bearer(&upstream.for_call(&call), call.deadline)
                 .await
             {
-                Ok(bearer) => {
-                    bearer.authorize(&mut upstream);
-                    protocol.post(&upstream, &call)
-                }
-                Err(error) => plain_stream(futures_util::stream::iter([Err(error)])),
+                Ok(bearer) => protocol.with_token(upstream, call, source, bearer),
+                Err(error) => unsent(error),
             }
         })
     }
 }
 
 impl Protocol {
+    /// Sends `call` to `upstream` with a minted token, `bearer`; a refusal of it is met by
+    /// one more call with a new token (`service_account::remint`).
+    fn with_token(
+        self,
+        upstream: Upstream,
+        call: ProviderCall,
+        source: Arc<TokenSource>,
+        bearer: Bearer,
+    ) -> ProviderStream {
+        let mut first = upstream.clone();
+        bearer.authorize(&mut first);
+        let stream = self.post(&first, &call);
+        let (for_call, deadline) = (upstream.for_call(&call), call.deadline);
+        let again: remint::Send = Box::new(move |bearer| {
+            let mut upstream = upstream;
+            bearer.authorize(&mut upstream);
+            self.post(&upstream, &call)
+        });
+        remint::once_more(stream, bearer, source, for_call, deadline, again)
+    }
+
     /// Sends `call` to `upstream` and streams the reply.
     fn post(self, upstream: &Upstream, call: &ProviderCall) -> ProviderStream {
         match self.publisher {

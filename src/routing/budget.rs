@@ -20,7 +20,7 @@ pub struct AttemptBudget {
     /// Extra attempts on one target before moving on.
     pub retries_per_target: u32,
     /// The first back-off window before retrying one target; doubles each time. The wait
-    /// is drawn at random within the window (full jitter).
+    /// is drawn at random within the window's second half (equal jitter).
     pub backoff: Duration,
     /// No attempt starts (or leaves the admission queue) with less of the retry budget left
     /// than this.
@@ -81,9 +81,25 @@ pub struct Failure<'a> {
     pub has_next_target: bool,
     /// What the attempt's provider says an unknown outcome leads to.
     pub on_unknown_outcome: OnUnknownOutcome,
-    /// A uniformly random draw that places a retry's wait within its backoff window (0 the
-    /// start, `u64::MAX` the end).
+    /// A uniformly random draw that places a retry's wait within the second half of its
+    /// backoff window (0 its middle, `u64::MAX` its end).
     pub jitter: u64,
+    /// What the last failure a provider gave this execution ends it with when nothing else
+    /// may be tried ([`AttemptBudget::ends_with`]): a refusal by health or admission, which
+    /// is not the provider's answer, ends the execution with it.
+    pub last_real: Option<ErrorCode>,
+}
+
+impl Failure<'_> {
+    /// Whether the target was never asked: health had it ejected, or its admission queue
+    /// was full. That is not the provider's answer, and never stops routing on its own.
+    pub fn refused(&self) -> bool {
+        !self.admitted
+            && matches!(
+                self.error.code,
+                AttemptCode::TargetEjected | AttemptCode::AdmissionRejected
+            )
+    }
 }
 
 impl AttemptBudget {
@@ -144,7 +160,7 @@ impl AttemptBudget {
     /// Decides what follows a failed attempt, at time `now`, from the error's class.
     ///
     /// A `retryable` target is tried again while the policy's `retries_per_target` allows,
-    /// after a backoff drawn within an exponential window (full jitter) or the provider's
+    /// after a backoff drawn within an exponential window (equal jitter) or the provider's
     /// Retry-After, whichever is longer; with no later target, a Retry-After is honoured even
     /// when the policy allows no retries, waiting at least the backoff. A `rejected` target
     /// is never tried again: the next one is, unless the policy stops on rejection; a
@@ -157,29 +173,34 @@ impl AttemptBudget {
         if let Err(code) = after_failure(failure.committed) {
             return Decision::Stop(code);
         }
+        if failure.refused() {
+            return self.after_refusal(&failure, now);
+        }
         let unknown = self
             .on_unknown_outcome
             .unwrap_or(failure.on_unknown_outcome);
-        // Whether this target may be tried again, and what ends the execution when nothing
-        // else may be tried.
-        let (same_target_may_serve, nothing_left) = match failure.error.class {
-            ErrorClass::Retryable => (true, ErrorCode::AttemptsExhausted),
+        let nothing_left = ends_with(failure.error, unknown);
+        // Whether this target may be tried again, or the execution stops here.
+        let same_target_may_serve = match failure.error.class {
+            ErrorClass::Retryable | ErrorClass::Interrupted => true,
             ErrorClass::OutcomeUnknown => match unknown {
-                OnUnknownOutcome::Stop => return Decision::Stop(ErrorCode::OutcomeUnknown),
-                OnUnknownOutcome::Retry => (true, ErrorCode::AttemptsExhausted),
-                OnUnknownOutcome::Fallback => (false, ErrorCode::OutcomeUnknown),
+                OnUnknownOutcome::Stop => return Decision::Stop(nothing_left),
+                OnUnknownOutcome::Retry => true,
+                OnUnknownOutcome::Fallback => false,
             },
-            ErrorClass::Invalid => return Decision::Stop(ErrorCode::InvalidRequest),
-            ErrorClass::Rejected if failure.error.code == AttemptCode::ContentFiltered => {
-                if self.stop_on_content_filter {
-                    return Decision::Stop(ErrorCode::ContentFiltered);
-                }
-                (false, ErrorCode::ContentFiltered)
+            ErrorClass::Invalid => return Decision::Stop(nothing_left),
+            ErrorClass::Rejected
+                if failure.error.code == AttemptCode::ContentFiltered
+                    && self.stop_on_content_filter =>
+            {
+                return Decision::Stop(nothing_left);
             }
-            ErrorClass::Rejected if self.stop_on_rejected => {
-                return Decision::Stop(ErrorCode::Rejected);
+            ErrorClass::Rejected
+                if failure.error.code != AttemptCode::ContentFiltered && self.stop_on_rejected =>
+            {
+                return Decision::Stop(nothing_left);
             }
-            ErrorClass::Rejected => (false, ErrorCode::Rejected),
+            ErrorClass::Rejected => false,
         };
         // A target that may not be tried again, with no other to try: its error is the
         // answer, whatever time is left.
@@ -224,11 +245,56 @@ impl AttemptBudget {
     }
 }
 
-/// A wait drawn within `window` by `draw`: thousands of executions retrying one provider
-/// spread over the window instead of arriving together.
+impl AttemptBudget {
+    /// What the execution ends with when `failure` (the provider was never asked) leaves
+    /// nothing else to try; else the next target. Health and admission refusals never stop
+    /// routing themselves: the execution ends with its last real failure's code.
+    fn after_refusal(&self, failure: &Failure<'_>, now: Instant) -> Decision {
+        let nothing_left = failure.last_real.unwrap_or(ErrorCode::AttemptsExhausted);
+        if !failure.has_next_target || !self.allow_fallback {
+            return Decision::Stop(nothing_left);
+        }
+        let (start_by, time_code) = self.start_by();
+        if now >= start_by {
+            return Decision::Stop(time_code);
+        }
+        if failure.attempts >= self.max_attempts {
+            return Decision::Stop(nothing_left);
+        }
+        Decision::Fallback
+    }
+
+    /// What an execution ends with when `error` was its last failure and nothing else may be
+    /// tried, under `on_unknown_outcome` (the policy's, else the provider's).
+    pub fn ends_with(&self, error: &AttemptError, provider_unknown: OnUnknownOutcome) -> ErrorCode {
+        ends_with(error, self.on_unknown_outcome.unwrap_or(provider_unknown))
+    }
+}
+
+/// [`AttemptBudget::ends_with`], the mode decided.
+fn ends_with(error: &AttemptError, unknown: OnUnknownOutcome) -> ErrorCode {
+    match error.class {
+        ErrorClass::Retryable | ErrorClass::Interrupted => ErrorCode::AttemptsExhausted,
+        ErrorClass::OutcomeUnknown => match unknown {
+            OnUnknownOutcome::Retry => ErrorCode::AttemptsExhausted,
+            OnUnknownOutcome::Stop | OnUnknownOutcome::Fallback => ErrorCode::OutcomeUnknown,
+        },
+        ErrorClass::Invalid => ErrorCode::InvalidRequest,
+        ErrorClass::Rejected if error.code == AttemptCode::ContentFiltered => {
+            ErrorCode::ContentFiltered
+        }
+        ErrorClass::Rejected => ErrorCode::Rejected,
+    }
+}
+
+/// A wait drawn within the second half of `window` by `draw` (equal jitter): thousands of
+/// executions retrying one provider spread over half the window instead of arriving together,
+/// and none retries sooner than half the backoff (full jitter would let a retry follow its
+/// failure within milliseconds, which is no backoff at all for that execution).
 fn jittered(window: Duration, draw: u64) -> Duration {
-    let nanos = window.as_nanos().saturating_mul(u128::from(draw)) / u128::from(u64::MAX);
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    let half = window / 2;
+    let nanos = (window - half).as_nanos().saturating_mul(u128::from(draw)) / u128::from(u64::MAX);
+    half + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //!
 //! - **closed**: attempts go to it. Its outcomes are counted: `consecutive_failures` in a
 //!   row, or a `failure_rate` over the current `window` (once it holds `min_requests`),
-//!   eject it; so does a `Retry-After` (until then, at most `max_ejection`) and a 403 (this
+//!   eject it; so does a `Retry-After` (until then, at most `max_retry_after`) and a 403 (this
 //!   target is refused), and a refused key (401) ejects every target of the provider, since
 //!   the key is bad for all of them.
 //! - **open until an instant**: plans skip it, with the reason and that instant as evidence.
@@ -70,8 +70,15 @@ struct State {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Closed,
-    Open { until: Instant },
-    HalfOpen { probing: u32 },
+    /// Ejected until `until`; `wall` is that instant on the wall clock, taken once when the
+    /// ejection began, so every plan's evidence names one instant for one ejection.
+    Open {
+        until: Instant,
+        wall: SystemTime,
+    },
+    HalfOpen {
+        probing: u32,
+    },
 }
 
 /// What a breaker says to a plan being made.
@@ -173,7 +180,9 @@ impl Signal {
         match (error.class, error.retry_after) {
             (ErrorClass::Rejected | ErrorClass::Invalid, _) => None,
             (_, Some(wait)) if !wait.is_zero() => Some(Self::Until(wait)),
-            (ErrorClass::Retryable | ErrorClass::OutcomeUnknown, _) => Some(Self::Failure),
+            (ErrorClass::Retryable | ErrorClass::OutcomeUnknown | ErrorClass::Interrupted, _) => {
+                Some(Self::Failure)
+            }
         }
     }
 }
@@ -232,9 +241,9 @@ impl Health {
         };
         let state = self.lock_now(breaker, now);
         match state.phase {
-            Phase::Open { until } => Verdict::Ejected(Ejection {
+            Phase::Open { wall, .. } => Verdict::Ejected(Ejection {
                 reason: state.reason.clone(),
-                until: Some(wall_clock(until, now)),
+                until: Some(wall),
             }),
             Phase::HalfOpen { probing } if probing >= config.probes => {
                 Verdict::Ejected(probing_ejection(&state))
@@ -257,9 +266,9 @@ impl Health {
         let mut state = self.lock_now(breaker, now);
         match state.phase {
             Phase::Closed => Ok(None),
-            Phase::Open { until } => Err(Ejection {
+            Phase::Open { wall, .. } => Err(Ejection {
                 reason: state.reason.clone(),
-                until: Some(wall_clock(until, now)),
+                until: Some(wall),
             }),
             Phase::HalfOpen { probing } if probing < config.probes => {
                 state.phase = Phase::HalfOpen {
@@ -277,7 +286,7 @@ impl Health {
     /// `breaker`'s state as of `now`: an ejection that has ended turns half-open.
     fn lock_now<'b>(&self, breaker: &'b Breaker, now: Instant) -> MutexGuard<'b, State> {
         let mut state = breaker.lock();
-        if let Phase::Open { until } = state.phase
+        if let Phase::Open { until, .. } = state.phase
             && now >= until
         {
             state.phase = Phase::HalfOpen { probing: 0 };
@@ -333,7 +342,7 @@ impl Health {
                     let mut state = breaker.lock();
                     state.count_failure(config, now);
                     drop(state);
-                    let wait = wait.min(config.max_ejection);
+                    let wait = wait.min(config.max_retry_after);
                     let reason = format!(
                         "{why}: the provider asked for {} without requests",
                         humantime::format_duration(wait)
@@ -390,10 +399,11 @@ impl Health {
             doubled.min(config.max_ejection)
         });
         let until = now + length;
+        let wall = SystemTime::now() + length;
         match state.phase {
-            Phase::Open { until: current } => {
+            Phase::Open { until: current, .. } => {
                 if until > current {
-                    state.phase = Phase::Open { until };
+                    state.phase = Phase::Open { until, wall };
                     state.reason = reason.to_owned();
                 }
                 return;
@@ -403,7 +413,7 @@ impl Health {
             }
             Phase::HalfOpen { .. } => {}
         }
-        state.phase = Phase::Open { until };
+        state.phase = Phase::Open { until, wall };
         state.epoch += 1;
         state.strikes = state.strikes.saturating_add(1);
         state.reason = reason.to_owned();
@@ -426,9 +436,7 @@ impl Health {
         let state = breaker.lock();
         let (health, until) = match state.phase {
             Phase::Closed => (HealthState::Closed, None),
-            Phase::Open { until } if now < until => {
-                (HealthState::Open, Some(wall_clock(until, now)))
-            }
+            Phase::Open { until, wall } if now < until => (HealthState::Open, Some(wall)),
             // Its ejection has ended: the next plan probes it.
             Phase::Open { .. } | Phase::HalfOpen { .. } => (HealthState::HalfOpen, None),
         };
@@ -466,11 +474,6 @@ fn probing_ejection(state: &State) -> Ejection {
         reason: format!("{}; a probe is deciding", state.reason),
         until: None,
     }
-}
-
-/// The wall-clock time of `instant`, as of `now`.
-fn wall_clock(instant: Instant, now: Instant) -> SystemTime {
-    SystemTime::now() + instant.saturating_duration_since(now)
 }
 
 /// `plan` as health has it: each kept target skipped while `verdict` has it ejected, with the

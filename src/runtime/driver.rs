@@ -258,6 +258,7 @@ impl Driver {
             tally.attempts += 1;
             let mut race = Race::new(&self.handle, start_by, late_code);
             let mut end = self.attempt(slot, target, &mut tally, &mut race).await?;
+            tally.any_sent |= end.sent;
             if let (Some(slot), true) = (slot, end.admitted) {
                 let now = Instant::now();
                 match &end.kind {
@@ -272,21 +273,36 @@ impl Driver {
                 EndKind::Cut(code) => return self.cut(target, tally, *code, end).await,
                 EndKind::Failed(error) => error.clone(),
             };
-            let decision = self.job.budget.decide(
-                routing::Failure {
-                    error: &error,
-                    committed: end.committed,
-                    attempts: tally.attempts,
-                    on_target: tally.on_target,
-                    admitted: end.admitted,
-                    has_next_target: index + 1 < targets.len(),
-                    on_unknown_outcome: slot
-                        .map_or(OnUnknownOutcome::Stop, |s| s.config.on_unknown_outcome),
-                    // Only a wait's length is drawn; the plan's order never is.
-                    jitter: getrandom::u64().unwrap_or(u64::MAX),
-                },
-                Instant::now(),
-            );
+            let on_unknown_outcome =
+                slot.map_or(OnUnknownOutcome::Stop, |s| s.config.on_unknown_outcome);
+            let failure = routing::Failure {
+                error: &error,
+                committed: end.committed,
+                attempts: tally.attempts,
+                on_target: tally.on_target,
+                admitted: end.admitted,
+                has_next_target: index + 1 < targets.len(),
+                on_unknown_outcome,
+                // Only a wait's length is drawn; the plan's order never is.
+                jitter: getrandom::u64().unwrap_or(u64::MAX),
+                last_real: tally.last_real,
+            };
+            if !failure.refused() {
+                tally.last_real = Some(self.job.budget.ends_with(&error, on_unknown_outcome));
+            }
+            let mut decision = self.job.budget.decide(failure, Instant::now());
+            // A retry onto a target its health has just ejected would be refused: the next
+            // target is tried at once instead.
+            if let (Decision::Retry { .. }, Some(slot)) = (decision, slot)
+                && self.job.health_gate
+                && index + 1 < targets.len()
+                && matches!(
+                    slot.health.check(&target.model, Instant::now()),
+                    routing::Verdict::Ejected(_)
+                )
+            {
+                decision = Decision::Fallback;
+            }
             tracing::debug!(execution_id = %self.job.id, attempt = tally.attempts, code = %error.code, next = ?decision, "attempt failed");
             let record = record(target, &tally, &mut end, error.clone(), decision);
             self.record(EventPayload::AttemptFailed(Arc::new(record)));
@@ -347,6 +363,7 @@ impl Driver {
         let not_admitted = |kind| AttemptEnd {
             started_at,
             admitted: false,
+            sent: false,
             committed: false,
             output: Output::default(),
             held: Output::default(),
@@ -368,8 +385,9 @@ impl Driver {
         let probe = match admitted {
             Ok(probe) => probe,
             Err(ejected) => {
+                // Not the provider's answer: the same target may serve later.
                 let message = format!("its health has it ejected: {}", ejected.reason);
-                let error = ProviderError::rejected(AttemptCode::TargetEjected, message);
+                let error = ProviderError::retryable(AttemptCode::TargetEjected, message);
                 return Ok(not_admitted(EndKind::Failed(attempt_error(error))));
             }
         };
@@ -396,7 +414,6 @@ impl Driver {
             model: target.model.clone(),
             started_at,
         })));
-        tally.any_admitted = true;
         tally.on_target += 1;
         // The attempt is sent: from here the retry budget no longer bounds it, only the
         // deadline (and the adapter's timeouts) do.
@@ -405,7 +422,7 @@ impl Driver {
         // Time to first output counts from here, for the provider that answers.
         self.sent_at = self.deps.metrics.is_some().then(Instant::now);
         let mut tracker = CommitTracker::new(self.job.delivery);
-        let kind = self
+        let (kind, sent) = self
             .stream(slot, target, tally, race, permit, &mut tracker)
             .await?;
         let mut output = tracker.take_output();
@@ -413,6 +430,7 @@ impl Driver {
         Ok(AttemptEnd {
             started_at,
             admitted: true,
+            sent,
             committed: tracker.committed(),
             output,
             held,
@@ -422,7 +440,8 @@ impl Driver {
     }
 
     /// Forwards one provider stream into the store, holding `permit` until it ends, and on
-    /// success appends `execution.completed`. The stream (and with it the provider call) is
+    /// success appends `execution.completed`; with how it ended, whether its request may have
+    /// reached the provider (a call cut while it awaited its credentials sent nothing). The stream (and with it the provider call) is
     /// dropped on every way out. The race stops it at the deadline (or a cancellation): the
     /// retry budget bounds trying, not an attempt already sent. A cut call's unreported usage
     /// is recorded before the attempt ends.
@@ -438,7 +457,7 @@ impl Driver {
         race: &mut Race,
         permit: Permit,
         tracker: &mut CommitTracker,
-    ) -> Result<EndKind, StoreError> {
+    ) -> Result<(EndKind, bool), StoreError> {
         let attempt = tally.attempts;
         let mut stream = slot.adapter.call(ProviderCall {
             execution_id: self.job.id,
@@ -473,13 +492,14 @@ impl Driver {
                     // A cut attempt reports its usage too: take what the call knows, abort
                     // it (and free its permit) at once, then record.
                     let known = stream.as_mut().unreported_usage();
+                    let sent = stream.sent();
                     drop(stream);
                     drop(permit);
                     for quantity in known {
                         let usage = self.usage(target, attempt, quantity);
                         self.record(usage);
                     }
-                    return Ok(EndKind::Cut(code));
+                    return Ok((EndKind::Cut(code), sent));
                 }
                 Some(EndKind::Succeeded(finish_reason)) => {
                     span::response_model(&self.span, target, &*stream);
@@ -492,9 +512,10 @@ impl Driver {
                     drop(stream);
                     drop(permit);
                     self.flush().await?;
-                    return Ok(EndKind::Succeeded(finish_reason));
+                    return Ok((EndKind::Succeeded(finish_reason), true));
                 }
-                Some(end) => return Ok(end),
+                // A call that failed before it could send (its credentials) started nothing.
+                Some(end) => return Ok((end, stream.sent())),
                 // A provider that never makes the driver wait still gets its output out in
                 // batches of bounded size.
                 None if recorded >= batch::MAX => self.flush().await?,
@@ -515,7 +536,7 @@ impl Driver {
             // A provider call dropped mid-flight may still finish remotely; a wait in the
             // admission queue that was cut started nothing, and the same target could serve
             // it later.
-            class: if end.admitted {
+            class: if end.admitted && end.sent {
                 ErrorClass::OutcomeUnknown
             } else {
                 ErrorClass::Retryable
@@ -533,7 +554,7 @@ impl Driver {
         );
         self.record(EventPayload::AttemptFailed(Arc::new(record)));
         if end.admitted {
-            tally.record_error(error, true);
+            tally.record_error(error, end.sent);
         }
         let message = self.stop_message(code, &tally);
         self.fail(code, message, &tally, end.output).await

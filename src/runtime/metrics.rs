@@ -79,12 +79,13 @@ fn ending_name(i: usize) -> &'static str {
     }
 }
 
-const CLASSES: [&str; 5] = [
+const CLASSES: [&str; 6] = [
     "none",
     ErrorClass::Retryable.as_str(),
     ErrorClass::Rejected.as_str(),
     ErrorClass::Invalid.as_str(),
     ErrorClass::OutcomeUnknown.as_str(),
+    ErrorClass::Interrupted.as_str(),
 ];
 const NEXT: [&str; 4] = ["none", "retry_same_target", "fallback", "stop"];
 const HEALTH_STATES: [HealthState; 4] = [
@@ -112,6 +113,7 @@ fn class(class: Option<ErrorClass>) -> usize {
         Some(ErrorClass::Rejected) => 2,
         Some(ErrorClass::Invalid) => 3,
         Some(ErrorClass::OutcomeUnknown) => 4,
+        Some(ErrorClass::Interrupted) => 5,
     }
 }
 

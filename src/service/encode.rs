@@ -256,6 +256,7 @@ fn attempt_error(e: &AttemptError) -> pb::AttemptError {
             ErrorClass::Rejected => pb::ErrorClass::Rejected,
             ErrorClass::Invalid => pb::ErrorClass::Invalid,
             ErrorClass::OutcomeUnknown => pb::ErrorClass::OutcomeUnknown,
+            ErrorClass::Interrupted => pb::ErrorClass::Interrupted,
         }
         .into(),
         code: e.code.as_str().to_owned(),
@@ -269,6 +270,7 @@ fn outcome(o: Outcome) -> pb::Outcome {
         Outcome::NotStarted => pb::Outcome::NotStarted,
         Outcome::Failed => pb::Outcome::Failed,
         Outcome::Unknown => pb::Outcome::Unknown,
+        Outcome::Interrupted => pb::Outcome::Interrupted,
         Outcome::Completed => pb::Outcome::Completed,
     }
 }

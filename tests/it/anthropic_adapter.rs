@@ -316,6 +316,6 @@ async fn extreme_block_indexes_and_overflowing_counts_are_handled() {
     .await;
     let p = provider(&config(spec("anthropic", &server.base_url())));
     let error = split(call(&p).await).1.expect("an error");
-    assert_error(&error, ErrorClass::Rejected, "protocol_error", "");
+    assert_error(&error, ErrorClass::Interrupted, "protocol_error", "");
     assert_mentions(&error, "overflow");
 }

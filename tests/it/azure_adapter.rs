@@ -185,3 +185,24 @@ async fn one_credential_is_required_and_only_one() {
         assert!(error.contains("exactly one of `api_key_env`"), "{error}");
     }
 }
+
+/// An upstream (or a proxy before it) that echoes the request's `Authorization` header in its
+/// error: a token read from `token_file` is blanked out of the attempt's error, as a key from
+/// a variable is.
+#[tokio::test]
+async fn a_token_read_from_a_file_is_blanked_out_of_an_echoed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "file-token-0123456789\n").unwrap();
+    let echo = r#"{"error":{"message":"header was: Authorization: Bearer file-token-0123456789","type":"invalid_request_error"}}"#;
+    let server = Upstream::always(status(400, echo, &[])).await;
+    let config = azure(&server.base_url(), |s| s.token_file(file.to_str().unwrap()));
+    let (_, error) = split(call(&provider(&config)).await);
+    let error = error.expect("an error");
+    assert!(
+        !error.message.contains("file-token-0123456789"),
+        "{}",
+        error.message
+    );
+    assert!(error.message.contains("<redacted>"), "{}", error.message);
+}

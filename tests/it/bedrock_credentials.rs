@@ -181,10 +181,11 @@ async fn a_failed_refresh_keeps_valid_keys_and_fails_the_attempt_once_they_expir
         "container-secret-0",
         Some("container-token-0"),
     );
-    // Expired, and none to be had: the attempt fails before anything is sent.
+    // Expired, and none to be had (the endpoint is unwell, which is no bad key): the attempt
+    // fails before anything is sent, retryable.
     tokio::time::sleep(Duration::from_millis(2000)).await;
     let error = split(call_model(&p).await).1.expect("an error");
-    assert_error(&error, ErrorClass::Rejected, "unauthorized", "expired keys");
+    assert_error(&error, ErrorClass::Retryable, "unavailable", "expired keys");
     assert!(
         error.message.contains("container credentials endpoint"),
         "{}",
@@ -199,7 +200,59 @@ async fn a_failed_refresh_keeps_valid_keys_and_fails_the_attempt_once_they_expir
     let env = container_env(url, token_file.to_str().unwrap().to_owned());
     let p = provider(&config_with(&server.base_url(), &env));
     let error = split(call_model(&p).await).1.expect("an error");
-    assert_eq!(error.code.as_str(), "unauthorized", "{}", error.message);
+    assert_eq!(error.code.as_str(), "unavailable", "{}", error.message);
+}
+
+/// A provider of `server` whose keys come from the container endpoint `keys`, and the
+/// directory of its token file (kept while the provider is used).
+fn from_container(
+    keys: &Upstream,
+    server: &Upstream,
+) -> (
+    Arc<dyn model_runtime::provider::Provider>,
+    tempfile::TempDir,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "t").unwrap();
+    let env = container_env(keys.base_url(), token_file.to_str().unwrap().to_owned());
+    (provider(&config_with(&server.base_url(), &env)), dir)
+}
+
+/// An endpoint that refuses (403) is the credentials' own failure: `unauthorized`.
+#[tokio::test]
+async fn an_endpoint_that_refuses_fails_the_attempt_unauthorized() {
+    let keys = Upstream::always(status(403, r#"{"message":"denied"}"#, &[])).await;
+    let server = Upstream::always(reply(&hello())).await;
+    let (p, _dir) = from_container(&keys, &server);
+    let error = split(call_model(&p).await).1.expect("an error");
+    assert_error(&error, ErrorClass::Rejected, "unauthorized", "refused");
+    assert!(server.requests().is_empty());
+}
+
+/// Keys that arrive already expired are refused, with a clear error, and not fetched again
+/// at every call: the next fetch waits the failure's pause.
+#[tokio::test]
+async fn keys_that_arrive_expired_are_refused_and_not_fetched_at_every_call() {
+    let keys = Upstream::always(container_keys(0, Duration::ZERO)).await;
+    let server = Upstream::always(reply(&hello())).await;
+    let (p, _dir) = from_container(&keys, &server);
+    for _ in 0..6 {
+        let error = split(call_model(&p).await).1.expect("an error");
+        assert_error(
+            &error,
+            ErrorClass::Retryable,
+            "unavailable",
+            "expired on arrival",
+        );
+        assert!(
+            error.message.contains("already expired"),
+            "{}",
+            error.message
+        );
+    }
+    assert_eq!(keys.requests().len(), 1, "fetched once, then the pause");
+    assert!(server.requests().is_empty(), "nothing was signed with them");
 }
 
 #[tokio::test]

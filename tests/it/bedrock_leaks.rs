@@ -55,7 +55,7 @@ async fn no_log_event_or_config_output_of_the_binary_holds_an_aws_secret() {
                 &[],
             )
         }
-        _ => status(500, &format!(r#"{{"message":"bad token {AUTHORIZATION}"}}"#), &[]),
+        _ => status(403, &format!(r#"{{"message":"bad token {AUTHORIZATION}"}}"#), &[]),
     })
     .await;
     // Bedrock first refuses the request quoting the secret and the session token, in an

@@ -1,11 +1,14 @@
 //! Buffered delivery end to end over gRPC, with both targets real HTTP servers on loopback: an
 //! `openai` primary whose reply breaks after output began (cut, stalled, a malformed chunk)
 //! and an `anthropic` fallback that answers whole. Under `DELIVERY_BUFFERED` the break is a
-//! failure before commit: the execution falls back and completes with the fallback's whole
-//! answer, and no output event of the broken attempt is ever in the execution's log (which is
-//! append-only, so what a replay lacks no watcher could ever have read). Its text is kept as
-//! that attempt's evidence. Under the default `DELIVERY_STREAMED` the same break ends the
-//! execution with `output_interrupted`, as it always has.
+//! failure before commit, and a reply that began and broke is `interrupted` (it ran and was
+//! ended, its outcome known), so with every setting at its default the execution falls back
+//! and completes with the fallback's whole answer, and no output event of the broken attempt
+//! is ever in the execution's log (which is append-only, so what a replay lacks no watcher
+//! could ever have read). Its text is kept as that attempt's evidence. A primary that never
+//! answers at all leaves its outcome unknown, and `on_unknown_outcome` (`stop` by default)
+//! still decides. Under the default `DELIVERY_STREAMED` the same break ends the execution with
+//! `output_interrupted`, as it always has.
 
 use crate::common;
 
@@ -143,14 +146,39 @@ async fn falls_back_whole(end: Step, unknown: OnUnknownOutcome, code: &str) {
 
 #[tokio::test]
 async fn a_reply_cut_mid_way_falls_back_when_buffered() {
-    // A cut stream's outcome is unknown (the provider may have gone on): the operator's
-    // `on_unknown_outcome = "fallback"` is what lets it move on.
-    falls_back_whole(Step::Cut, OnUnknownOutcome::Fallback, "stream_interrupted").await;
+    // A reply that began and broke ran and was ended: it falls back, with unknown outcomes
+    // at their default (`stop`).
+    falls_back_whole(Step::Cut, OnUnknownOutcome::Stop, "stream_interrupted").await;
 }
 
 #[tokio::test]
 async fn a_stalled_reply_falls_back_when_buffered() {
-    falls_back_whole(Step::Stall, OnUnknownOutcome::Fallback, "stream_stalled").await;
+    falls_back_whole(Step::Stall, OnUnknownOutcome::Stop, "stream_stalled").await;
+}
+
+/// The mid-stream cut with every setting at its default (but the buffered delivery asked
+/// for): the caller gets the fallback's whole answer.
+#[tokio::test]
+async fn a_buffered_mid_stream_cut_falls_back_at_every_default() {
+    let openai = Upstream::always(sse_steps(breaks_with(Step::Cut))).await;
+    let anthropic = Upstream::always(sse(&anthropic_reply())).await;
+    let config = Config::builder()
+        .provider("oa", openai_at(&openai.base_url(), "small"))
+        .provider("an", anthropic_at(&anthropic.base_url(), "large"))
+        .policy("default", PolicySpec::new(&["oa/small", "an/large"]))
+        .ability("chat", AbilitySpec::new("default"))
+        .build_with_env(&env)
+        .unwrap();
+    let (live, replay, view) = run(config, with_delivery(pb::Delivery::Buffered)).await;
+    assert_eq!(completed_result(&live).output.unwrap().text, "Hello!");
+    assert!(!has_output_of(&replay, 1));
+    let first = &view.attempts[0];
+    assert_eq!(
+        first.error.as_ref().unwrap().class(),
+        pb::ErrorClass::Interrupted
+    );
+    assert_eq!(first.outcome(), pb::Outcome::Interrupted);
+    assert_eq!(first.next_action(), pb::NextAction::Fallback);
 }
 
 #[tokio::test]
@@ -180,9 +208,11 @@ async fn streamed_the_same_break_ends_the_execution_as_before() {
     assert!(anthropic.requests().is_empty());
 }
 
+/// A primary that never answers (no status line): the provider may still be running the
+/// request, so with `on_unknown_outcome` at its default the execution stops, buffered or not.
 #[tokio::test]
-async fn a_buffered_cut_still_stops_on_an_unknown_outcome_by_default() {
-    let openai = Upstream::always(sse_steps(breaks_with(Step::Cut))).await;
+async fn a_silent_primary_still_stops_on_its_unknown_outcome_by_default() {
+    let openai = Upstream::always(common::upstream::Behaviour::Hang).await;
     let anthropic = Upstream::always(sse(&anthropic_reply())).await;
     let (live, replay, view) = run(
         config(&openai, &anthropic, OnUnknownOutcome::Stop),
@@ -194,9 +224,7 @@ async fn a_buffered_cut_still_stops_on_an_unknown_outcome_by_default() {
     assert_eq!(error.code, "outcome_unknown");
     assert_eq!(error.outcome(), pb::Outcome::Unknown);
     assert!(!has_output_of(&replay, 1), "nothing was exposed");
-    assert!(failure.partial_output.is_none_or(|o| o.text.is_empty()));
-    let held = view.attempts[0].held_output.as_ref().unwrap();
-    assert_eq!(held.text, "The answer is forty", "kept as evidence");
+    assert_eq!(view.attempts[0].outcome(), pb::Outcome::Unknown);
     assert!(anthropic.requests().is_empty());
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::adapters::{
     KEY, assert_error, call, call_with, config, data, provider, reported, spec, split, text,
 };
-use common::upstream::{Upstream, sse, status};
+use common::upstream::{Step, Upstream, sse, sse_steps, status};
 use model_runtime::execution::{
     ContentPart, ErrorClass, ExecutionInput, FinishReason, GenerationParameters, Message,
     Reasoning, ReasoningPiece, Role, ToolCall, ToolDefinition, UsageUnit,
@@ -203,6 +203,44 @@ async fn a_blocked_prompt_is_content_filtered() {
         "content_filtered",
         "blocked prompt",
     );
+}
+
+/// Google's own SDK test data ends the blocked prompt's event without its blank line: at a
+/// body that ended whole, an event whose last line is complete goes out all the same.
+#[tokio::test]
+async fn a_blocked_prompt_whose_event_has_no_blank_line_is_content_filtered() {
+    let blocked = r#"data: {"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":9,"totalTokenCount":9}}"#;
+    let server = Upstream::always(sse_steps(vec![Step::Send(
+        format!("{blocked}\r\n").into_bytes(),
+    )]))
+    .await;
+    let p = provider(&config(spec("gemini", &server.base_url())));
+    let (_, error) = split(call(&p).await);
+    assert_error(
+        &error.expect("an error"),
+        ErrorClass::Rejected,
+        "content_filtered",
+        "blocked prompt, last line unterminated by a blank one",
+    );
+}
+
+/// Thinking that used the whole output budget: Gemini reports `thoughtsTokenCount` and no
+/// `candidatesTokenCount`. The output billed is the thinking, so output tokens are reported
+/// (and never estimated below it).
+#[tokio::test]
+async fn thinking_that_used_the_whole_budget_counts_as_output() {
+    let thought = data(
+        r#"{"candidates":[{"content":{"parts":[{"text":"hmm","thought":true}],"role":"model"},"finishReason":"MAX_TOKENS","index":0}],"usageMetadata":{"promptTokenCount":7,"thoughtsTokenCount":310,"totalTokenCount":317}}"#,
+    );
+    let server = Upstream::always(sse(&[thought])).await;
+    let p = provider(&config(spec("gemini", &server.base_url())));
+    let (events, error) = split(call(&p).await);
+    assert_eq!(error, None);
+    assert!(
+        events.contains(&reported(UsageUnit::OUTPUT_TOKENS, 310)),
+        "{events:?}"
+    );
+    assert!(events.contains(&reported(UsageUnit::REASONING_TOKENS, 310)));
 }
 
 #[tokio::test]

@@ -177,9 +177,10 @@ async fn a_stream_cut_after_two_deltas_is_interrupted_with_its_usage() {
         expected.extend(kind.usage_when_cut(2));
         assert_eq!(events, expected, "{kind:?}");
         let error = error.expect("an error");
+        // The response began and broke: it ran and was ended, its outcome known.
         assert_error(
             &error,
-            ErrorClass::OutcomeUnknown,
+            ErrorClass::Interrupted,
             "stream_interrupted",
             &format!("{kind:?}"),
         );
@@ -194,7 +195,7 @@ async fn a_clean_end_before_the_reply_finished_is_interrupted() {
         events.push(kind.delta("Hello"));
         let server = Upstream::always(kind.reply(&events)).await;
         let error = error_of(kind, &server.base_url(), |s| s).await;
-        assert_error(&error, ErrorClass::OutcomeUnknown, "stream_interrupted", "");
+        assert_error(&error, ErrorClass::Interrupted, "stream_interrupted", "");
     }
 }
 
@@ -210,7 +211,7 @@ async fn a_stall_past_the_idle_timeout_ends_the_call_and_the_connection() {
         expected.extend(kind.usage_when_cut(1));
         assert_eq!(events, expected);
         let error = error.expect("an error");
-        assert_error(&error, ErrorClass::OutcomeUnknown, "stream_stalled", "");
+        assert_error(&error, ErrorClass::Interrupted, "stream_stalled", "");
         tokio::time::timeout(Duration::from_secs(30), server.hung_up.notified())
             .await
             .expect("the adapter closed the connection");
@@ -218,7 +219,7 @@ async fn a_stall_past_the_idle_timeout_ends_the_call_and_the_connection() {
 }
 
 #[tokio::test]
-async fn malformed_events_are_rejected_protocol_errors() {
+async fn malformed_events_after_the_status_line_are_interrupted_protocol_errors() {
     for kind in KINDS {
         let secretish = "do-not-echo-this-content";
         let mut events = kind.preamble();
@@ -233,7 +234,7 @@ async fn malformed_events_are_rejected_protocol_errors() {
         let error = error_of(kind, &server.base_url(), |s| s).await;
         assert_error(
             &error,
-            ErrorClass::Rejected,
+            ErrorClass::Interrupted,
             "protocol_error",
             &format!("{kind:?}"),
         );
@@ -257,7 +258,7 @@ async fn malformed_events_are_rejected_protocol_errors() {
         }));
         let server = Upstream::always(kind.steps(steps)).await;
         let error = error_of(kind, &server.base_url(), |s| s).await;
-        assert_error(&error, ErrorClass::Rejected, "protocol_error", "");
+        assert_error(&error, ErrorClass::Interrupted, "protocol_error", "");
     }
 }
 
@@ -318,7 +319,7 @@ async fn a_large_event_arrives_whole_and_one_past_the_bound_is_refused() {
                 .all(|e| !matches!(e, ProviderEvent::TextDelta(_)))
         );
         let error = error.expect("an error");
-        assert_error(&error, ErrorClass::Rejected, "protocol_error", "");
+        assert_error(&error, ErrorClass::Interrupted, "protocol_error", "");
         assert_mentions(&error, "larger than the limit");
     }
 }

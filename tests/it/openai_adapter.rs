@@ -285,7 +285,7 @@ async fn arguments_of_a_call_that_was_never_named_are_a_protocol_error() {
         let error = error.expect("an error");
         assert_error(
             &error,
-            ErrorClass::Rejected,
+            ErrorClass::Interrupted,
             "protocol_error",
             &format!("with [DONE]: {with_done}"),
         );

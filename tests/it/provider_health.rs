@@ -272,3 +272,135 @@ async fn a_policy_with_health_off_routes_as_before() {
     assert!(!metadata.policies[0].health);
     server.stop().await;
 }
+
+/// `oa/small` at `openai` and `an/large` at `anthropic`, every setting of health, routing and
+/// the policy at its default but what `policy` sets.
+fn at_defaults(
+    openai: &Upstream,
+    anthropic: &Upstream,
+    policy: impl FnOnce(PolicySpec) -> PolicySpec,
+) -> Config {
+    Config::builder()
+        .provider("oa", openai_at(&openai.base_url(), "small"))
+        .provider("an", anthropic_at(&anthropic.base_url(), "large"))
+        .policy(
+            "default",
+            policy(PolicySpec::new(&["oa/small", "an/large"])),
+        )
+        .ability("chat", AbilitySpec::new("default"))
+        .build_with_env(&env)
+        .unwrap()
+}
+
+/// A 503 outage's answer.
+fn unavailable() -> Behaviour {
+    status(
+        503,
+        r#"{"error":{"message":"down","type":"server_error"}}"#,
+        &[],
+    )
+}
+
+/// failoverbench's flapping primary: down (503) for a minute, then healthy. At the defaults
+/// health ejects it, probes it every 10 s at most while requests come (one a second here),
+/// and it is back in use within 10 s of recovering (README, "Health"); meanwhile the
+/// fallback serves every request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_down_for_a_minute_is_back_in_use_within_ten_seconds_of_recovering() {
+    const DOWN: Duration = Duration::from_secs(60);
+    let down = Arc::new(AtomicBool::new(true));
+    let flag = down.clone();
+    let openai = Upstream::start(move |_| {
+        if flag.load(Ordering::SeqCst) {
+            unavailable()
+        } else {
+            openai_reply()
+        }
+    })
+    .await;
+    let anthropic = Upstream::always(anthropic_reply()).await;
+    let mut server = start_with(at_defaults(&openai, &anthropic, |p| p)).await;
+    let began = tokio::time::Instant::now();
+    let mut recovered = None;
+    let back = loop {
+        if recovered.is_none() && began.elapsed() >= DOWN {
+            down.store(false, Ordering::SeqCst);
+            recovered = Some(tokio::time::Instant::now());
+        }
+        let events = execute(&mut server.client, request("chat", "hi")).await;
+        let result = completed_result(&events);
+        if let Some(at) = recovered
+            && result.provider == "oa"
+        {
+            break at.elapsed();
+        }
+        if let Some(at) = recovered {
+            assert!(
+                at.elapsed() < Duration::from_secs(20),
+                "the primary is still not used 20 s after it recovered"
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    eprintln!(
+        "back in use {back:?} after recovering; {} requests reached it in all",
+        openai.requests().len()
+    );
+    assert!(
+        back <= Duration::from_secs(12),
+        "back in use {back:?} after it recovered"
+    );
+    // The outage cost a probe per ejection, not a request per execution.
+    assert!(
+        openai.requests().len() <= 20,
+        "{} requests reached the primary",
+        openai.requests().len()
+    );
+    server.stop().await;
+}
+
+/// A refusal by health is not the provider's answer: a retry onto a target its health just
+/// ejected moves on to the next target, also under `on_rejected = "stop"`, and an outage of
+/// plain 503s with nothing left ends `attempts_exhausted` (the last real failure), never
+/// `rejected`.
+#[tokio::test]
+async fn a_health_refusal_never_stops_routing_and_never_says_rejected() {
+    let openai = Upstream::always(unavailable()).await;
+    let anthropic = Upstream::always(anthropic_reply()).await;
+    let stops = |p: PolicySpec| {
+        p.on_rejected(model_runtime::config::OnRejected::Stop)
+            .retries_per_target(3)
+            .max_attempts(6)
+    };
+    let mut server = start_with(at_defaults(&openai, &anthropic, stops)).await;
+    for _ in 0..3 {
+        let events = execute(&mut server.client, request("chat", "hi")).await;
+        assert_eq!(completed_result(&events).provider, "an", "{events:?}");
+    }
+    server.stop().await;
+
+    // Only the primary: the 503s eject it, the retry that follows is refused by health, and
+    // the execution ends with the 503s' own code.
+    let only = Config::builder()
+        .provider("oa", openai_at(&openai.base_url(), "small"))
+        .policy(
+            "default",
+            PolicySpec::new(&["oa/small"])
+                .on_rejected(model_runtime::config::OnRejected::Stop)
+                .retries_per_target(3)
+                .max_attempts(6),
+        )
+        .ability("chat", AbilitySpec::new("default"))
+        .build_with_env(&env)
+        .unwrap();
+    let mut server = start_with(only).await;
+    let events = execute(&mut server.client, request("chat", "hi")).await;
+    let error = failed_payload(&events).error.unwrap();
+    assert_eq!(error.code, "attempts_exhausted", "{error:?}");
+    assert_eq!(
+        error.last_attempt_error.unwrap().code,
+        "unavailable",
+        "the last real failure, not the refusal"
+    );
+    server.stop().await;
+}

@@ -224,6 +224,83 @@ async fn a_failed_reply_and_an_error_event_are_classified_by_their_code() {
     }
 }
 
+/// What a reply that failed used is its usage (not an estimate); the error event in the
+/// shape OpenAI sends it (`{"type": "error", "error": {...}}`) is classified by its code; a
+/// nested error with only a `type` by its type.
+#[tokio::test]
+async fn a_failed_reply_reports_its_usage_and_a_nested_error_is_classified() {
+    let failed = ev(
+        "response.failed",
+        &format!(
+            r#""response":{{"id":"resp_1","status":"failed","error":{{"code":"server_error","message":"boom"}},{USAGE}}}"#
+        ),
+    );
+    let server = Upstream::always(sse(&[created(), delta("Hi"), failed])).await;
+    let p = provider(&config(spec("openai-responses", &server.base_url())));
+    let (events, error) = split(call(&p).await);
+    assert_eq!(
+        events,
+        [
+            text("Hi"),
+            reported(UsageUnit::INPUT_TOKENS, 5),
+            reported(UsageUnit::OUTPUT_TOKENS, 3),
+        ]
+    );
+    assert_error(
+        &error.expect("an error"),
+        ErrorClass::Retryable,
+        "internal",
+        "failed",
+    );
+    for nested in [
+        r#""error":{"type":"tokens","code":"rate_limit_exceeded","message":"slow down","param":null}"#,
+        r#""error":{"type":"rate_limit_exceeded","message":"slow down"}"#,
+    ] {
+        let server = Upstream::always(sse(&[created(), ev("error", nested)])).await;
+        let p = provider(&config(spec("openai-responses", &server.base_url())));
+        let (_, error) = split(call(&p).await);
+        assert_error(
+            &error.expect("an error"),
+            ErrorClass::Retryable,
+            "rate_limited",
+            nested,
+        );
+    }
+}
+
+/// A function call a server announces only in `response.output_item.done` (no `.added`) is
+/// still the reply's tool call: it starts there, with its arguments, and the reply finishes
+/// with tool calls.
+#[tokio::test]
+async fn a_function_call_seen_only_when_its_item_is_done_is_kept() {
+    let done = ev(
+        "response.output_item.done",
+        r#""output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"lookup","arguments":"{\"q\":1}","status":"completed"}"#,
+    );
+    let server = Upstream::always(sse(&[created(), done, completed()])).await;
+    let p = provider(&config(spec("openai-responses", &server.base_url())));
+    let (events, error) = split(call(&p).await);
+    assert_eq!(error, None);
+    assert_eq!(
+        events[..2],
+        [
+            ProviderEvent::ToolCallStarted {
+                index: 0,
+                id: "call_1".into(),
+                name: "lookup".into(),
+            },
+            ProviderEvent::ToolCallArgumentsDelta {
+                index: 0,
+                delta: r#"{"q":1}"#.into(),
+            },
+        ]
+    );
+    assert_eq!(
+        events.last(),
+        Some(&ProviderEvent::Finished(FinishReason::ToolCalls))
+    );
+}
+
 #[tokio::test]
 async fn a_refusal_keeps_its_text_and_finishes_as_a_refusal() {
     let refusal = |piece: &str| {
@@ -263,7 +340,7 @@ async fn arguments_for_an_item_that_is_no_function_call_are_a_protocol_error() {
     let (_, error) = split(call(&p).await);
     assert_error(
         &error.expect("an error"),
-        ErrorClass::Rejected,
+        ErrorClass::Interrupted,
         "protocol_error",
         "stray arguments",
     );

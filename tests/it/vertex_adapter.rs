@@ -7,7 +7,7 @@ use crate::common;
 
 use common::adapters::{data, env, provider, split, text};
 use common::anthropic::{block_start, block_stop, message_delta, message_start, message_stop};
-use common::upstream::{Upstream, sse};
+use common::upstream::{Upstream, sse, status};
 use model_runtime::Config;
 use model_runtime::config::{AbilitySpec, PolicySpec, ProviderSpec};
 use model_runtime::execution::FinishReason;
@@ -150,4 +150,26 @@ async fn the_default_endpoint_is_the_regions_and_the_settings_are_checked() {
         let error = ok(edit).unwrap_err().to_string();
         assert!(error.contains(says), "{error}");
     }
+}
+
+/// A Vertex token read from `token_file`, echoed by an upstream's error: blanked out, as one
+/// from a variable is.
+#[tokio::test]
+async fn a_token_read_from_a_file_is_blanked_out_of_an_echoed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "ya29.file-token-0123456789\n").unwrap();
+    let echo = r#"{"error":{"code":400,"message":"upstream saw Bearer ya29.file-token-0123456789","status":"INVALID_ARGUMENT"}}"#;
+    let server = Upstream::always(status(400, echo, &[])).await;
+    let config = vertex(&server.base_url(), "google", |s| {
+        s.token_file(file.to_str().unwrap())
+    });
+    let (_, error) = split(common::adapters::call(&provider(&config)).await);
+    let error = error.expect("an error");
+    assert!(
+        !error.message.contains("file-token-0123456789"),
+        "{}",
+        error.message
+    );
+    assert!(error.message.contains("<redacted>"), "{}", error.message);
 }

@@ -145,33 +145,51 @@ async fn a_stream_outlives_its_token_and_the_next_call_gets_a_new_one() {
     );
 }
 
-/// One call that must fail `unauthorized` saying the token endpoint `how` the request,
-/// with nothing sent to `vertex`.
-async fn call_unauthorized(provider: &Arc<dyn Provider>, vertex: &Upstream, how: &str) {
+/// How a call with no token to be had fails: refused by the token endpoint (a bad key: this
+/// target's, `unauthorized`), or because the endpoint is away or unwell (retryable: nothing
+/// is ejected for it).
+#[derive(Clone, Copy)]
+enum NoToken {
+    Refused,
+    Failed,
+}
+
+/// One call that must fail as `how` says, with nothing sent to `vertex`.
+async fn call_without_token(provider: &Arc<dyn Provider>, vertex: &Upstream, how: NoToken) {
     let sent = vertex.requests().len();
     let (events, error) = split(common::adapters::call(provider).await);
     assert_eq!(events, []);
     let error = error.expect("the call fails");
-    assert_error(&error, ErrorClass::Rejected, "unauthorized", "no token");
-    assert_eq!(
-        error.message,
-        format!(
-            "vertex provider `p`: the service account's token endpoint {how} the token request"
-        )
-    );
+    let (class, code, message) = match how {
+        NoToken::Refused => (
+            ErrorClass::Rejected,
+            "unauthorized",
+            "the service account's token endpoint refused the token request",
+        ),
+        NoToken::Failed => (
+            ErrorClass::Retryable,
+            "unavailable",
+            "the service account's token request failed",
+        ),
+    };
+    assert_error(&error, class, code, "no token");
+    assert_eq!(error.message, format!("vertex provider `p`: {message}"));
     assert_eq!(vertex.requests().len(), sent, "nothing is sent to Vertex");
 }
 
 #[tokio::test]
 async fn with_no_token_a_refused_request_fails_the_attempt_before_vertex() {
-    let tokens = TokenServer::start(|_| Answer::Refuse(500)).await;
-    let vertex = Upstream::always(reply()).await;
-    let provider = provider(&config(&vertex, &tokens.url(), |s| s));
-    call_unauthorized(&provider, &vertex, "refused").await;
-    // The next attempt within five seconds gets the same failure without asking again: an
-    // endpoint that is down is not asked once per call, and the attempts fail over at once.
-    call_unauthorized(&provider, &vertex, "refused").await;
-    tokens.assert_valid_grants(1);
+    for (status, how) in [(401, NoToken::Refused), (500, NoToken::Failed)] {
+        let tokens = TokenServer::start(move |_| Answer::Refuse(status)).await;
+        let vertex = Upstream::always(reply()).await;
+        let provider = provider(&config(&vertex, &tokens.url(), |s| s));
+        call_without_token(&provider, &vertex, how).await;
+        // The next attempt within five seconds gets the same failure without asking again:
+        // an endpoint that is down is not asked once per call, and the attempts fail over
+        // at once.
+        call_without_token(&provider, &vertex, how).await;
+        tokens.assert_valid_grants(1);
+    }
 }
 
 #[tokio::test]
@@ -179,14 +197,14 @@ async fn with_no_token_an_unreachable_or_silent_endpoint_fails_the_attempt_befor
     let vertex = Upstream::always(reply()).await;
     // Nothing listens on port 9.
     let unreachable = provider(&config(&vertex, "http://127.0.0.1:9/token", |s| s));
-    call_unauthorized(&unreachable, &vertex, "failed").await;
+    call_without_token(&unreachable, &vertex, NoToken::Failed).await;
 
     let tokens = TokenServer::start(|_| Answer::Hang).await;
     let silent = provider(&config(&vertex, &tokens.url(), |s| {
         common::adapters::timeouts(s, 100, 500, 500)
     }));
     let started = tokio::time::Instant::now();
-    call_unauthorized(&silent, &vertex, "failed").await;
+    call_without_token(&silent, &vertex, NoToken::Failed).await;
     let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(450) && took < Duration::from_secs(3),
@@ -199,7 +217,7 @@ async fn a_failed_refresh_keeps_the_token_while_it_is_valid() {
     // Four seconds: refreshed after two. Every later request is refused.
     let tokens = TokenServer::start(|n| match n {
         0 => Answer::token("ya29.minted-0", 4),
-        _ => Answer::Refuse(500),
+        _ => Answer::Refuse(401),
     })
     .await;
     let vertex = Upstream::always(reply()).await;
@@ -222,7 +240,44 @@ async fn a_failed_refresh_keeps_the_token_while_it_is_valid() {
     // Once it has expired, nothing is sent without a new one (and the failure of under five
     // seconds ago is the answer).
     tokio::time::sleep(Duration::from_millis(2000)).await;
-    call_unauthorized(&provider, &vertex, "refused").await;
+    call_without_token(&provider, &vertex, NoToken::Refused).await;
+}
+
+/// Vertex refuses a token the service account minted (401: revoked or rotated early): it is
+/// forgotten, a new one minted, and the call made once more within the same attempt; a
+/// second refusal is the attempt's answer.
+#[tokio::test]
+async fn a_token_vertex_refuses_is_minted_again_once() {
+    let tokens = TokenServer::start(|n| Answer::token(&format!("ya29.minted-{n}"), 3600)).await;
+    let refused = r#"{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}"#;
+    let vertex = Upstream::start(move |n| match n {
+        0 => common::upstream::status(401, refused, &[]),
+        _ => reply(),
+    })
+    .await;
+    let once = provider(&config(&vertex, &tokens.url(), |s| s));
+    call_ok(&once).await;
+    tokens.assert_valid_grants(2);
+    assert_eq!(
+        bearers(&vertex),
+        ["Bearer ya29.minted-0", "Bearer ya29.minted-1"]
+    );
+    // The new token serves the next call at once.
+    call_ok(&once).await;
+    tokens.assert_valid_grants(2);
+
+    // Refused twice: the second refusal is the answer.
+    let tokens = TokenServer::start(|n| Answer::token(&format!("ya29.again-{n}"), 3600)).await;
+    let vertex = Upstream::always(common::upstream::status(401, refused, &[])).await;
+    let twice = provider(&config(&vertex, &tokens.url(), |s| s));
+    let (_, error) = split(common::adapters::call(&twice).await);
+    assert_error(
+        &error.expect("refused twice"),
+        ErrorClass::Rejected,
+        "unauthorized",
+        "",
+    );
+    assert_eq!(vertex.requests().len(), 2, "one call, and one more");
 }
 
 /// A change to a provider's settings.
@@ -334,4 +389,32 @@ fn the_service_account_settings_are_checked_and_errors_name_the_key() {
         debug.contains("https://oauth2.googleapis.com/token"),
         "{debug}"
     );
+}
+
+/// The deadline passes while the attempt waits for its token: nothing was sent to Vertex, so
+/// the attempt started nothing (`not_started`), and so did the execution, not `unknown`.
+#[tokio::test]
+async fn an_attempt_cut_while_its_token_is_minted_started_nothing() {
+    use model_runtime::pb;
+    let tokens = TokenServer::start(|_| Answer::Hang).await;
+    let vertex = Upstream::always(reply()).await;
+    let mut server = common::start_with(config(&vertex, &tokens.url(), |s| s)).await;
+    let request = pb::ExecuteRequest {
+        deadline: Some(common::deadline_in(Duration::from_millis(800))),
+        ..common::request("chat", "hi")
+    };
+    let events = common::execute(&mut server.client, request).await;
+    let error = common::failed_payload(&events).error.unwrap();
+    assert_eq!(error.code, "deadline_exceeded", "{error:?}");
+    assert_eq!(error.outcome(), pb::Outcome::NotStarted, "{error:?}");
+    let view = common::get(&mut server.client, &events[0].execution_id).await;
+    let attempt = &view.attempts[0];
+    assert!(attempt.admitted);
+    assert_eq!(attempt.outcome(), pb::Outcome::NotStarted, "{attempt:?}");
+    assert_eq!(
+        attempt.error.as_ref().unwrap().class(),
+        pb::ErrorClass::Retryable
+    );
+    assert!(vertex.requests().is_empty());
+    server.stop().await;
 }

@@ -75,7 +75,7 @@ async fn no_log_error_or_config_output_of_the_binary_holds_a_secret() {
     // the assertion echoed back.
     let tokens = TokenServer::start(|n| match n {
         0 => Answer::token(TOKEN, 3),
-        _ => Answer::Refuse(500),
+        _ => Answer::Refuse(401),
     })
     .await;
     // Vertex first refuses the request quoting the token, then answers.
@@ -100,7 +100,7 @@ async fn no_log_error_or_config_output_of_the_binary_holds_a_secret() {
     let refresh = log.matching("service account token refresh failed");
     assert_eq!(refresh.len(), 1, "{}", log.tail(30));
     assert!(
-        refresh[0].contains("provider=vertex") && refresh[0].contains("HTTP 500 (invalid_grant)"),
+        refresh[0].contains("provider=vertex") && refresh[0].contains("HTTP 401 (invalid_grant)"),
         "{}",
         refresh[0]
     );

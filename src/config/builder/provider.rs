@@ -298,6 +298,12 @@ impl HealthSpec {
         self
     }
 
+    /// `max_retry_after`.
+    pub fn max_retry_after(mut self, max: Duration) -> Self {
+        self.0.max_retry_after = Some(max);
+        self
+    }
+
     /// `probes`.
     pub fn probes(mut self, n: u32) -> Self {
         self.0.probes = Some(n);

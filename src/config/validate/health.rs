@@ -49,6 +49,12 @@ pub(super) fn health(
             "must be at least `ejection` and at most 1h",
         )
     })?;
+    let max_retry_after = duration_from(
+        &field("max_retry_after"),
+        set.max_retry_after.unwrap_or(defaults.max_retry_after),
+        Duration::from_millis(1),
+        bounds::MAX_WAIT,
+    )?;
     Ok(Some(HealthConfig {
         consecutive_failures: count(
             &field("consecutive_failures"),
@@ -72,6 +78,7 @@ pub(super) fn health(
         )?,
         ejection,
         max_ejection,
+        max_retry_after,
         probes: count(
             &field("probes"),
             set.probes.unwrap_or(defaults.probes),

@@ -18,6 +18,9 @@ use crate::provider::refresh::Refreshed;
 /// How long keys the endpoint gave no expiry for are kept.
 const UNDATED_LIFE: Duration = Duration::from_secs(15 * 60);
 
+/// Keys that live less than this when they arrive are refused.
+const MIN_LIFE: Duration = Duration::from_secs(1);
+
 mod container;
 
 /// One set of AWS keys.
@@ -150,6 +153,14 @@ impl KeySource {
             let life = keys.expires.map_or(UNDATED_LIFE, |at| {
                 at.duration_since(SystemTime::now()).unwrap_or_default()
             });
+            // Keys that arrive expired would be fetched again at every call and used all
+            // the same: refused, and the next fetch waits the failure's pause.
+            if life < MIN_LIFE {
+                return Err((
+                    "sent credentials that had already expired",
+                    format!("they expire in {}", humantime::format_duration(life)),
+                ));
+            }
             Ok((Arc::new(keys), life))
         };
         let provider = upstream.name.clone();
@@ -170,8 +181,18 @@ impl KeySource {
                     cause,
                     "fetching AWS credentials from the container endpoint failed"
                 );
+                let refused = why == container::REFUSED;
                 let why = format!("could not be fetched: the container credentials endpoint {why}");
-                unavailable(upstream, &why)
+                if refused {
+                    unavailable(upstream, &why)
+                } else {
+                    // The endpoint being away is not a bad key: the target is not ejected
+                    // for every model, and the attempt is retried or falls back.
+                    ProviderError::retryable(
+                        AttemptCode::Unavailable,
+                        format!("{}: AWS credentials {why}", upstream.label()),
+                    )
+                }
             })
     }
 }

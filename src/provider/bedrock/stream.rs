@@ -6,7 +6,8 @@
 //!   `reasoningContent` `text`, `signature` or `redactedContent`), `contentBlockStop`;
 //! - `messageStop` with the stop reason, then `metadata` with the usage (`inputTokens`,
 //!   `outputTokens`, `cacheReadInputTokens`, `cacheWriteInputTokens`): the reply is complete at
-//!   `metadata`, or at the body's end once `messageStop` came;
+//!   `metadata`, or at the body's end once `messageStop` came, or (a body that stays open)
+//!   a second after `messageStop` (`exchange.rs`, `MARKER_GRACE`);
 //! - an exception (`:message-type` `exception`, its name in `:exception-type`, `{"message"}`
 //!   in the payload) ends the call, classified by its name; so does an `error` message.
 //!
@@ -193,6 +194,10 @@ impl Decoder for ConverseDecoder {
 
     fn finished_at_eof(&self, _: &Upstream) -> Result<Option<FinishReason>, ProviderError> {
         Ok(self.stop)
+    }
+
+    fn marked(&self) -> Option<FinishReason> {
+        self.stop
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Decoder, Item, bound};
-use crate::execution::{FinishReason, ReasoningPiece, UsageQuantity};
+use crate::execution::{AttemptCode, ErrorClass, FinishReason, ReasoningPiece, UsageQuantity};
 use crate::provider::framing::Framing;
 use crate::provider::http::Upstream;
 use crate::provider::tally::UsageTally;
@@ -60,7 +60,11 @@ impl<D: Decoder> Reply<D> {
         if let Some(reason) = self.parse(None)? {
             return Ok(reason);
         }
-        match self.decoder.finished_at_eof(&self.upstream)? {
+        match self
+            .decoder
+            .finished_at_eof(&self.upstream)
+            .map_err(after_the_status_line)?
+        {
             Some(reason) => Ok(reason),
             None => Err(self
                 .upstream
@@ -86,7 +90,9 @@ impl<D: Decoder> Reply<D> {
         };
         self.parser = parser;
         match (outcome, parsed) {
-            (Ok(None), Err(e)) => Err(self.upstream.protocol_error(e.what, &e.offending)),
+            (Ok(None), Err(e)) => Err(after_the_status_line(
+                self.upstream.protocol_error(e.what, &e.offending),
+            )),
             (outcome, _) => outcome,
         }
     }
@@ -114,7 +120,7 @@ impl<D: Decoder> Reply<D> {
             self.pending.push_back(Ok(event));
         }
         self.out = out;
-        result
+        result.map_err(after_the_status_line)
     }
 
     /// The reply is complete: the usage it reported goes out ahead of `Finished`.
@@ -143,4 +149,14 @@ impl<D: Decoder> Reply<D> {
     pub(super) fn bound(&self, limit: Duration) -> (Instant, Duration) {
         bound(limit, self.deadline)
     }
+}
+
+/// A malformed event in a response's body came after its status line: the response began and
+/// broke, so it ran and was ended (`interrupted`, retried or fallen back from before commit),
+/// unlike a malformed head, which says the target cannot serve (`rejected`).
+fn after_the_status_line(mut error: ProviderError) -> ProviderError {
+    if error.code == AttemptCode::ProtocolError {
+        error.class = ErrorClass::Interrupted;
+    }
+    error
 }

@@ -14,6 +14,7 @@ use http::header::HeaderMap;
 use super::Upstream;
 use super::backoff::{rate_limit_reset, retry_after, retry_delay};
 use super::detail::ErrorDetail;
+use crate::config::Secret;
 use crate::execution::{AttemptCode, ErrorClass};
 use crate::provider::ProviderError;
 use h1::Failure;
@@ -160,6 +161,9 @@ impl Upstream {
     }
 
     /// A first-byte (`timeout`) or idle (`stream_stalled`) timer ran out after `limit`.
+    /// Silence before the response's first byte leaves its outcome unknown (the provider
+    /// may still be working on it); silence inside a response that began ended it
+    /// (`interrupted`).
     pub(crate) fn timeout(
         &self,
         code: AttemptCode,
@@ -167,31 +171,36 @@ impl Upstream {
         limit: Duration,
         output_started: bool,
     ) -> ProviderError {
-        let when = if output_started {
-            "after output began"
-        } else {
-            "before any output"
-        };
+        let when = when(output_started);
+        let limit = humantime::format_duration(whole_millis(limit));
+        if code == AttemptCode::StreamStalled {
+            return ProviderError::interrupted(
+                code,
+                format!(
+                    "{}: {what} for {limit} {when}; the response was ended",
+                    self.label()
+                ),
+            );
+        }
         ProviderError::outcome_unknown(
             code,
             format!(
-                "{}: {what} for {} {when}; the provider may still be working on the request",
-                self.label(),
-                humantime::format_duration(whole_millis(limit))
+                "{}: {what} for {limit} {when}; the provider may still be working on the request",
+                self.label()
             ),
         )
     }
 
-    /// The response body broke or ended before the reply was complete.
+    /// The response body broke or ended before the reply was complete: the response began,
+    /// so it ran, and it was ended (`interrupted`).
     pub(crate) fn interrupted(&self, why: &str, output_started: bool) -> ProviderError {
-        let when = if output_started {
-            "after output began"
-        } else {
-            "before any output"
-        };
-        ProviderError::outcome_unknown(
+        ProviderError::interrupted(
             AttemptCode::StreamInterrupted,
-            format!("{}: the response stream {why} {when}", self.label()),
+            format!(
+                "{}: the response stream {why} {}",
+                self.label(),
+                when(output_started)
+            ),
         )
     }
 
@@ -211,12 +220,26 @@ impl Upstream {
         detail
     }
 
-    /// `text` with the key (and the session token) replaced by `<redacted>`.
+    /// `text` with every credential the requests carry replaced by `<redacted>`, whatever
+    /// its source: the key and the session token, and each value of a header marked
+    /// sensitive (a bearer token read from a file or minted, without its `Bearer `).
     fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let headers = self
+            .headers
+            .values()
+            .filter(|value| value.is_sensitive())
+            .filter_map(|value| value.to_str().ok())
+            .map(|value| value.strip_prefix("Bearer ").unwrap_or(value));
+        let secrets = [&self.secret, &self.session]
+            .into_iter()
+            .flatten()
+            .map(Secret::expose)
+            .chain(headers);
         let mut text = Cow::Borrowed(text);
-        for secret in [&self.secret, &self.session].into_iter().flatten() {
-            if text.contains(secret.expose()) {
-                text = Cow::Owned(text.replace(secret.expose(), "<redacted>"));
+        for secret in secrets {
+            // A value too short to be a credential would blank out ordinary words.
+            if secret.len() >= MIN_REDACTED && text.contains(secret) {
+                text = Cow::Owned(text.replace(secret, "<redacted>"));
             }
         }
         text
@@ -349,6 +372,18 @@ impl Upstream {
             AttemptCode::ProtocolError,
             format!("{} sent a malformed response: {what}", self.label()),
         )
+    }
+}
+
+/// The shortest credential blanked out of quoted text.
+const MIN_REDACTED: usize = 4;
+
+/// Where in a reply something happened.
+fn when(output_started: bool) -> &'static str {
+    if output_started {
+        "after output began"
+    } else {
+        "before any output"
     }
 }
 

@@ -72,8 +72,10 @@ pub(super) async fn request(
 pub(super) fn granted(status: u16, body: &[u8]) -> Result<Granted, Failed> {
     let json: Option<Value> = serde_json::from_slice(body).ok();
     if !(200..300).contains(&status) {
+        // The endpoint refused the grant (a bad or revoked key, an unknown account); any other
+        // status (a 5xx, a 429) is the endpoint being unwell.
         return Err(Failed {
-            refused: true,
+            refused: matches!(status, 400 | 401 | 403),
             cause: format!("HTTP {status}{}", oauth_error(json.as_ref())),
         });
     }

@@ -133,7 +133,9 @@ fn a_reply_without_a_usable_token_is_a_failure_that_quotes_nothing() {
             "HTTP 400 (invalid_grant)",
             true,
         ),
-        (500, &b"eyJhbGciOi"[..], "HTTP 500", true),
+        // An endpoint that is unwell is not a refusal of the key.
+        (500, &b"eyJhbGciOi"[..], "HTTP 500", false),
+        (429, &b"eyJhbGciOi"[..], "HTTP 429", false),
     ] {
         let Err(failed) = granted(status, body) else {
             panic!("{status} {body:?} granted a token");
@@ -145,7 +147,7 @@ fn a_reply_without_a_usable_token_is_a_failure_that_quotes_nothing() {
 }
 
 #[tokio::test]
-async fn a_failed_refresh_keeps_a_valid_token_and_without_one_fails_unauthorized() {
+async fn a_failed_refresh_keeps_a_valid_token_and_without_one_fails_retryable() {
     // Nothing listens on port 9: every token request fails to connect.
     let config = config("http://127.0.0.1:9/token");
     let (account, endpoint) = account(&config);
@@ -153,12 +155,13 @@ async fn a_failed_refresh_keeps_a_valid_token_and_without_one_fails_unauthorized
         Arc::new(TokenSource::new("p", account, endpoint, &mut HttpClients::default()).unwrap());
     let upstream = Upstream::offline("p", "vertex", None);
     let deadline = Instant::now() + Duration::from_secs(5);
+    // An endpoint that cannot be reached is not a bad key: retryable, nothing ejected for it.
     let error = source.bearer(&upstream, deadline).await.unwrap_err();
-    assert_eq!(error.code, AttemptCode::Unauthorized);
-    assert_eq!(error.class, crate::execution::ErrorClass::Rejected);
+    assert_eq!(error.code, AttemptCode::Unavailable);
+    assert_eq!(error.class, crate::execution::ErrorClass::Retryable);
     assert_eq!(
         error.message,
-        "vertex provider `p`: the service account's token endpoint failed the token request"
+        "vertex provider `p`: the service account's token request failed"
     );
     // The failure is shared for five seconds: no second request.
     let again = source.bearer(&upstream, deadline).await.unwrap_err();

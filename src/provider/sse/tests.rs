@@ -85,10 +85,19 @@ fn a_byte_order_mark_at_the_start_is_skipped() {
     assert_eq!(parse("\u{feff}data: hi\n\n"), vec![ev(None, "hi")]);
 }
 
+/// At a whole body's end, an event whose last line is complete goes out without its blank
+/// line; one whose last line was cut short is dropped.
 #[test]
-fn an_unfinished_event_at_the_end_is_dropped() {
+fn at_the_end_an_event_of_complete_lines_goes_out_and_a_cut_one_is_dropped() {
     assert_eq!(parse("data: done\n\ndata: half"), vec![ev(None, "done")]);
-    assert_eq!(parse("data: done\n\ndata: half\n"), vec![ev(None, "done")]);
+    assert_eq!(
+        parse("data: done\n\ndata: last\n"),
+        vec![ev(None, "done"), ev(None, "last")]
+    );
+    assert_eq!(
+        parse("data: done\n\ndata: last\r"),
+        vec![ev(None, "done"), ev(None, "last")]
+    );
 }
 
 #[test]

@@ -36,6 +36,7 @@ fn failure(error: &AttemptError) -> Failure<'_> {
         on_unknown_outcome: OnUnknownOutcome::Stop,
         // The whole window: the waits these tests expect.
         jitter: u64::MAX,
+        last_real: None,
     }
 }
 
@@ -218,8 +219,9 @@ fn a_content_policy_refusal_stops_unless_the_policy_falls_back() {
     );
 }
 
-/// A retry's wait is drawn within its backoff window (full jitter): the draw places it, the
-/// window doubles per attempt on the target, and a longer Retry-After still wins.
+/// A retry's wait is drawn within the second half of its backoff window (equal jitter): the
+/// draw places it, never sooner than half the window, the window doubles per attempt on the
+/// target, and a longer Retry-After still wins.
 #[test]
 fn backoff_waits_are_drawn_within_the_window() {
     let now = Instant::now();
@@ -242,10 +244,11 @@ fn backoff_waits_are_drawn_within_the_window() {
     let wait = |after: u64| Decision::Retry {
         after: Duration::from_millis(after),
     };
-    assert_eq!(at(0, 1), wait(0));
-    assert_eq!(at(u64::MAX / 2 + 1, 1), wait(50));
+    assert_eq!(at(0, 1), wait(50));
+    assert_eq!(at(u64::MAX / 2 + 1, 1), wait(75));
     assert_eq!(at(u64::MAX, 1), wait(100));
-    assert_eq!(at(u64::MAX / 4 + 1, 3), wait(100));
+    assert_eq!(at(0, 3), wait(200));
+    assert_eq!(at(u64::MAX / 4 + 1, 3), wait(250));
     assert_eq!(at(u64::MAX, 3), wait(400));
     let later = error(ErrorClass::Retryable, Some(Duration::from_millis(70)));
     let with_retry_after = |jitter: u64| {
@@ -477,4 +480,47 @@ fn a_late_rejection_with_nothing_else_to_try_reports_the_rejection() {
         b.decide(last, now + Duration::from_secs(20)),
         Decision::Stop(ErrorCode::Rejected)
     );
+}
+
+/// A refusal by health or admission (the target was never asked) is not the provider's
+/// answer: it never stops routing on its own, not under `on_rejected = "stop"`, and with
+/// nothing left the execution ends with the last real failure's code.
+#[test]
+fn a_refusal_moves_on_and_ends_with_the_last_real_failure() {
+    let now = Instant::now();
+    let stops = AttemptBudget {
+        stop_on_rejected: true,
+        ..budget(now)
+    };
+    for code in [AttemptCode::TargetEjected, AttemptCode::AdmissionRejected] {
+        let refused = AttemptError {
+            class: ErrorClass::Retryable,
+            code,
+            message: String::new(),
+            retry_after: None,
+        };
+        let failure = Failure {
+            admitted: false,
+            last_real: Some(ErrorCode::AttemptsExhausted),
+            ..failure(&refused)
+        };
+        assert_eq!(stops.decide(failure, now), Decision::Fallback, "{code:?}");
+        let last = Failure {
+            has_next_target: false,
+            ..failure
+        };
+        assert_eq!(
+            stops.decide(last, now),
+            Decision::Stop(ErrorCode::AttemptsExhausted),
+            "{code:?}: a 503 outage ends attempts_exhausted, not rejected"
+        );
+        let only = Failure {
+            last_real: None,
+            ..last
+        };
+        assert_eq!(
+            stops.decide(only, now),
+            Decision::Stop(ErrorCode::AttemptsExhausted)
+        );
+    }
 }

@@ -348,3 +348,54 @@ proptest! {
         prop_assert_eq!(first.to_attempt().count(), attempted.len());
     }
 }
+
+/// At the defaults, a target down for a minute (failoverbench's flapping primary) and then
+/// healthy is back in use within `max_ejection` (10 s) of recovering, and the outage costs a
+/// probe per 10 s of it: one request a second, each sent to it while health says so.
+#[test]
+fn at_the_defaults_a_target_that_recovers_is_back_within_ten_seconds() {
+    let h = health(HealthSpec::new());
+    let t0 = Instant::now();
+    let recovered = t0 + 60 * S;
+    let (mut during, mut back) = (0, None);
+    for second in 0..120 {
+        let now = t0 + second * S;
+        if !is_healthy(&h.check("a", now)) {
+            continue;
+        }
+        let Ok(probe) = h.admit("a", now) else {
+            continue;
+        };
+        if now < recovered {
+            during += 1;
+            h.failed("a", &unavailable(), now);
+        } else {
+            back.get_or_insert(now - recovered);
+            h.succeeded("a", now);
+        }
+        drop(probe);
+    }
+    let back = back.expect("used again after it recovered");
+    assert!(back <= 10 * S, "back in use {back:?} after it recovered");
+    // Three to eject it, then one probe per ejection: 5 s, then every 10 s.
+    assert!(
+        during <= 3 + 7,
+        "{during} requests reached it while it was down"
+    );
+}
+
+/// One ejection names one instant, whichever plan asks and when.
+#[test]
+fn one_ejection_names_one_instant_in_every_plan() {
+    let h = health(HealthSpec::new().consecutive_failures(1));
+    let t0 = Instant::now();
+    h.failed("a", &unavailable(), t0);
+    let first = ejection(h.check("a", t0 + S / 10)).until;
+    std::thread::sleep(Duration::from_millis(2));
+    let second = ejection(h.check("a", t0 + S)).until;
+    let refused = h.admit("a", t0 + 2 * S).unwrap_err().until;
+    assert!(first.is_some());
+    assert_eq!(first, second);
+    assert_eq!(first, refused);
+    assert_eq!(h.status("a", t0 + 3 * S).until, first);
+}

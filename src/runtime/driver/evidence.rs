@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::execution::{
-    AttemptError, AttemptRecord, ErrorClass, ErrorCode, EventPayload, ExecutionError,
+    AttemptCode, AttemptError, AttemptRecord, ErrorClass, ErrorCode, EventPayload, ExecutionError,
     ExecutionFailure, FinishReason, Outcome, Output, PlanTarget,
 };
 use crate::provider::ProviderError;
@@ -19,6 +19,9 @@ pub(super) struct AttemptEnd {
     pub(super) started_at: SystemTime,
     /// Whether the provider was called.
     pub(super) admitted: bool,
+    /// Whether the call's request may have reached the provider: an admitted call cut while
+    /// it awaited its credentials sent nothing (`CallStream::sent`).
+    pub(super) sent: bool,
     /// Whether output reached the caller.
     pub(super) committed: bool,
     /// Output so far: evidence if the attempt failed.
@@ -50,30 +53,43 @@ pub(super) enum EndKind {
 pub(super) struct Tally {
     pub(super) attempts: u32,
     pub(super) on_target: u32,
-    pub(super) any_admitted: bool,
+    /// Whether any attempt's request may have reached its provider.
+    pub(super) any_sent: bool,
     /// Whether any admitted attempt may still be running remotely: once true, the execution's
     /// outcome can only be `unknown`, whatever later attempts did.
     pub(super) any_unknown: bool,
+    /// The last attempt's error; a refusal by health or admission (the target was never
+    /// asked) is kept only while no attempt failed otherwise.
     pub(super) last_error: Option<AttemptError>,
+    /// What the last failure a provider gave ends the execution with when nothing else may
+    /// be tried (`AttemptBudget::ends_with`).
+    pub(super) last_real: Option<ErrorCode>,
 }
 
 impl Tally {
     pub(super) fn outcome(&self) -> Outcome {
-        outcome(self.any_admitted, self.any_unknown)
+        outcome(self.any_sent, self.any_unknown)
     }
 
     /// Counts a finished attempt's error.
     pub(super) fn record_error(&mut self, error: AttemptError, admitted: bool) {
         self.any_unknown |= admitted && error.class == ErrorClass::OutcomeUnknown;
-        self.last_error = Some(error);
+        let refusal = !admitted
+            && matches!(
+                error.code,
+                AttemptCode::TargetEjected | AttemptCode::AdmissionRejected
+            );
+        if !refusal || self.last_error.is_none() {
+            self.last_error = Some(error);
+        }
     }
 }
 
 /// What the remote side did over all of an execution's attempts: nothing started when no
-/// attempt was admitted; `unknown` once any admitted attempt may still run remotely, whatever
+/// attempt's request was sent; `unknown` once any attempt may still run remotely, whatever
 /// later attempts did; else `failed`.
-fn outcome(any_admitted: bool, any_unknown: bool) -> Outcome {
-    match (any_admitted, any_unknown) {
+fn outcome(any_sent: bool, any_unknown: bool) -> Outcome {
+    match (any_sent, any_unknown) {
         (false, _) => Outcome::NotStarted,
         (true, true) => Outcome::Unknown,
         (true, false) => Outcome::Failed,
@@ -141,9 +157,10 @@ pub(super) fn record(
     error: AttemptError,
     decision: Decision,
 ) -> AttemptRecord {
-    let outcome = match (end.admitted, error.class) {
+    let outcome = match (end.admitted && end.sent, error.class) {
         (false, _) => Outcome::NotStarted,
         (true, ErrorClass::OutcomeUnknown) => Outcome::Unknown,
+        (true, ErrorClass::Interrupted) => Outcome::Interrupted,
         (true, _) => Outcome::Failed,
     };
     AttemptRecord {

@@ -9,6 +9,10 @@ use super::AwsKeys;
 use crate::config::{ContainerCredentials, Secret};
 use crate::provider::fetch::fetch as get;
 
+/// What a fetch the endpoint refused (401, 403) says: the only failure that is the
+/// credentials' own, not the endpoint's being unwell.
+pub(super) const REFUSED: &str = "refused the request";
+
 /// The largest credentials reply read.
 const REPLY_LIMIT: usize = 64 * 1024;
 
@@ -55,6 +59,9 @@ pub(super) async fn fetch(
     let (status, body) = get(client, client.get(&headers), by, REPLY_LIMIT)
         .await
         .map_err(|e| (e.what(), e.cause()))?;
+    if status == 401 || status == 403 {
+        return Err((REFUSED, format!("HTTP {status}")));
+    }
     if status != 200 {
         return Err(("answered with an error status", format!("HTTP {status}")));
     }
