@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes request decoding and validation (`request`), the SSE parser with each adapter's
 # decoding (`stream`), AWS's event-stream parser with Bedrock's decoding (`eventstream`), the
-# file store's journal reader (`journal`) and the provider HTTP/1.1
+# file store's journal reader (`journal`), the Unix socket's `:authority` shim (`authority`)
+# and the provider HTTP/1.1
 # client's reading of a response: head, framing, connection reuse (`h1`), each for a bounded
 # time; not part of CI. Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`).
 #
@@ -15,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${SECONDS_EACH:-60}
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(request stream eventstream journal h1)
+[[ ${#targets[@]} -gt 0 ]] || targets=(request stream eventstream journal authority h1)
 for target in "${targets[@]}"; do
     mkdir -p "fuzz/corpus/$target"
     # Seed from the regressions, so known shapes are where the search starts.

@@ -49,6 +49,14 @@ fn event_streams() {
 }
 
 #[test]
+fn authorities() {
+    for (name, bytes) in inputs("authority") {
+        eprintln!("authority/{name}");
+        crate::fuzz::authority_input(&bytes);
+    }
+}
+
+#[test]
 fn journals() {
     for (name, bytes) in inputs("journal") {
         eprintln!("journal/{name}");

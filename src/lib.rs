@@ -59,8 +59,9 @@
 //! 4. `runtime`
 //! 5. `pb`
 //! 6. `service`
-//! 7. `server`, `telemetry`, `fuzz`
-//! 8. `fuzz_regressions`
+//! 7. `server`, `telemetry`
+//! 8. `fuzz`
+//! 9. `fuzz_regressions`
 //!
 //! # Rules and their homes
 //! Each rule of the protocol is written once:

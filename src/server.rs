@@ -18,6 +18,9 @@ use crate::runtime::{Runtime, RuntimeState, limits};
 use crate::service::ModelRuntimeService;
 
 mod authority;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub use authority::fuzz::input as authority_input;
 mod coalesce;
 mod connection;
 mod descriptors;

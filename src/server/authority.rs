@@ -20,6 +20,8 @@
 //! padding dropped and its priority kept. A block that is malformed, larger than that, or
 //! not followed by its CONTINUATION frames passes as it is, for h2 to refuse.
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub(super) mod fuzz;
 mod hpack;
 mod huffman;
 

@@ -1,12 +1,11 @@
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
+use super::fuzz::{CLIENT_PREFACE, through};
 use super::hpack::tests::{GRPCIO, hex, literal};
 use super::*;
 
-const CLIENT_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const DATA: u8 = 0x0;
 const SETTINGS: u8 = 0x4;
 const PING: u8 = 0x6;
@@ -21,53 +20,6 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 /// The second request grpcio sent on its connection: every field an index into what the
 /// first added to the dynamic table, `:authority` among them.
 const GRPCIO_INDEXED: &str = "c4c38386c2c1c0400c677270632d74696d656f757405353031306dbf";
-
-/// A reader that hands out `chunks`, one per read at most.
-struct Chunks(VecDeque<Vec<u8>>);
-
-impl AsyncRead for Chunks {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let chunks = &mut self.get_mut().0;
-        if let Some(chunk) = chunks.front_mut() {
-            let n = chunk.len().min(buf.remaining());
-            buf.put_slice(&chunk[..n]);
-            chunk.drain(..n);
-            if chunk.is_empty() {
-                chunks.pop_front();
-            }
-        }
-        Poll::Ready(Ok(()))
-    }
-}
-
-/// What h2 reads through the shim from a client that sent `chunks`, in reads of at most
-/// `size` bytes; the most the shim held at once; and the most room it had allocated.
-fn through(chunks: Vec<Vec<u8>>, size: usize) -> (Vec<u8>, usize, usize) {
-    let mut shim = AnyAuthority::new(Chunks(
-        chunks.into_iter().filter(|c| !c.is_empty()).collect(),
-    ));
-    let mut cx = Context::from_waker(std::task::Waker::noop());
-    let mut out = Vec::new();
-    let (mut most, mut room) = (0, 0);
-    let mut space = vec![0; size];
-    loop {
-        let mut buf = ReadBuf::new(&mut space);
-        let Poll::Ready(read) = Pin::new(&mut shim).poll_read(&mut cx, &mut buf) else {
-            panic!("a reader that never waits made the shim wait");
-        };
-        read.unwrap();
-        most = most.max(shim.held.len() + shim.ready.len());
-        room = room.max(shim.held.capacity() + shim.ready.capacity());
-        if buf.filled().is_empty() {
-            return (out, most, room);
-        }
-        out.extend_from_slice(buf.filled());
-    }
-}
 
 /// A client's bytes and what h2 should read of them: the preface, grpcio's first two
 /// requests, a Huffman-coded authority split over HEADERS (padded, with priority) and
@@ -224,37 +176,11 @@ fn a_block_too_large_or_broken_passes_as_it_is() {
 /// The shim in front of h2's own server: each request of `client`, as h2 accepted it, by
 /// the authority of its URI.
 async fn accepted(client: &[u8], shim: bool) -> Vec<String> {
-    let (mut near, far) = tokio::io::duplex(64 * 1024);
-    let server = tokio::spawn(async move {
-        let io: Box<dyn Io> = if shim {
-            Box::new(AnyAuthority::new(far))
-        } else {
-            Box::new(far)
-        };
-        let mut conn = h2::server::handshake(io).await.unwrap();
-        let mut authorities = Vec::new();
-        // Until nothing more comes (the clock is paused: it moves once all else waits).
-        // The client stays connected: at its end h2 drops streams not yet accepted.
-        let next = Duration::from_secs(1);
-        while let Ok(Some(accepted)) = tokio::time::timeout(next, conn.accept()).await {
-            let (request, mut respond) = accepted.unwrap();
-            authorities.push(
-                request
-                    .uri()
-                    .authority()
-                    .map(ToString::to_string)
-                    .unwrap_or_default(),
-            );
-            respond
-                .send_response(http::Response::new(()), true)
-                .unwrap();
-        }
-        authorities
-    });
-    near.write_all(client).await.unwrap();
-    let authorities = server.await.unwrap();
-    drop(near);
-    authorities
+    differential::accepted_headers(client.to_vec(), shim)
+        .await
+        .into_iter()
+        .map(|(_, authority, _)| authority)
+        .collect()
 }
 
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -304,3 +230,5 @@ async fn a_block_that_outgrows_a_frame_goes_on_in_continuation() {
     let expected = String::from_utf8(value).unwrap();
     assert_eq!(accepted(&sent, true).await, [expected]);
 }
+
+mod differential;
