@@ -74,11 +74,40 @@ pub struct Config {
     pub abilities: BTreeMap<Arc<str>, AbilityConfig>,
 }
 
+/// Where the gRPC server listens (`server.listen`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// An IP address and port.
+    Tcp(SocketAddr),
+    /// A Unix domain socket's path (`unix:/path/to.sock`, sidecar mode).
+    Unix(std::path::PathBuf),
+}
+
+impl Listen {
+    /// The TCP address, unless it is a Unix socket.
+    pub fn tcp(&self) -> Option<SocketAddr> {
+        match self {
+            Self::Tcp(addr) => Some(*addr),
+            Self::Unix(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Listen {
+    /// As `server.listen` takes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tcp(addr) => addr.fmt(f),
+            Self::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
 /// `[server]`.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// gRPC listen address.
-    pub listen: SocketAddr,
+    /// Where the gRPC server listens.
+    pub listen: Listen,
     /// Where `GET /metrics` is served (Prometheus text); none when unset.
     pub metrics_listen: Option<SocketAddr>,
     /// How long running executions may finish after shutdown begins.

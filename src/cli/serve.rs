@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use model_runtime::config::Listen;
 use model_runtime::{Config, Runtime, server, telemetry};
 
 use super::address::Address;
@@ -19,10 +20,15 @@ pub struct ServeArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// Listen address, overriding `server.listen`: host:port, or unix:/path/to.sock to serve
-    /// on a Unix domain socket (sidecar mode; mode 0660, removed at shutdown).
-    #[arg(long)]
+    /// on a Unix domain socket (sidecar mode; mode 0660, removed at shutdown). The container
+    /// image sets MODEL_RUNTIME_LISTEN=0.0.0.0:50051, so a mounted config that listens on
+    /// 127.0.0.1 is still reachable from outside the container.
+    #[arg(long, env = LISTEN_ENV)]
     listen: Option<Address>,
 }
+
+/// The variable `--listen` is read from when it is not given.
+const LISTEN_ENV: &str = "MODEL_RUNTIME_LISTEN";
 
 /// Loads the config, then serves until a signal; telemetry runs inside the async runtime,
 /// where a trace exporter needs to be.
@@ -38,17 +44,38 @@ pub fn main(args: ServeArgs, logs: telemetry::LogFormat) -> ExitCode {
             return exit::invalid();
         }
     };
-    let listen = match args.listen {
-        Some(listen) => listen,
-        None => Address::Tcp(config.server.listen.to_string()),
+    let configured = match &config.server.listen {
+        Listen::Tcp(addr) => Address::Tcp(addr.to_string()),
+        Listen::Unix(path) => Address::Unix(path.clone()),
     };
-    if let Address::Tcp(addr) = &listen
-        && let Ok(addr) = addr.parse()
-    {
-        config.server.listen = addr;
+    // Said once logging has started: where the environment (the container image's, say)
+    // overrides the config's address. One given on the command line is there to see.
+    let from_env = std::env::var(LISTEN_ENV)
+        .ok()
+        .and_then(|text| text.parse::<Address>().ok());
+    let overridden = args
+        .listen
+        .as_ref()
+        .filter(|listen| **listen != configured && from_env.as_ref() == Some(*listen))
+        .map(|_| configured.to_string());
+    let listen = args.listen.unwrap_or(configured);
+    match &listen {
+        Address::Unix(path) => config.server.listen = Listen::Unix(path.clone()),
+        Address::Tcp(addr) => {
+            if let Ok(addr) = addr.parse() {
+                config.server.listen = Listen::Tcp(addr);
+            }
+        }
     }
     super::run(async move {
         let telemetry = telemetry::init(logs, telemetry::Traces::FromEnv);
+        if let Some(configured) = overridden {
+            tracing::info!(
+                listen = %listen,
+                server.listen = %configured,
+                "{LISTEN_ENV} overrides server.listen"
+            );
+        }
         let code = serve(config, listen).await;
         telemetry.shutdown().await;
         code

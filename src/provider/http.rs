@@ -60,7 +60,13 @@ impl HttpClients {
         if let Some(tls) = &self.tls {
             return Ok(tls.clone());
         }
-        let tls = Arc::new(tls_config().map_err(|e| format!("setting up TLS: {e}"))?);
+        // A container without CA certificates fails here, for every https:// provider.
+        let tls = Arc::new(tls_config().map_err(|e| {
+            format!(
+                "setting up TLS: {e} (https:// servers are verified against this machine's \
+                 CA certificates: install them, e.g. Debian's ca-certificates package)"
+            )
+        })?);
         self.tls = Some(tls.clone());
         Ok(tls)
     }

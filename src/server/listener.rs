@@ -97,7 +97,30 @@ fn bind_with_mode(path: &Path) -> io::Result<UnixListener> {
     let previous = rustix::process::umask(Mode::from_bits_truncate(0o777 & !SOCKET_MODE));
     let bound = UnixListener::bind(path);
     rustix::process::umask(previous);
-    bound
+    bound.map_err(|e| in_directory(path, e))
+}
+
+/// `error` of binding `path`, naming the directory when the directory is what is wrong: it
+/// does not exist, or this user may not create files in it.
+fn in_directory(path: &Path, error: io::Error) -> io::Error {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let reason = match error.kind() {
+        io::ErrorKind::NotFound if !dir.exists() => format!(
+            "the socket's directory {} does not exist: create it first, writable by the user \
+             the server runs as",
+            dir.display()
+        ),
+        io::ErrorKind::PermissionDenied => format!(
+            "this user may not create the socket in {}: make the directory writable by the \
+             user the server runs as",
+            dir.display()
+        ),
+        _ => return error,
+    };
+    io::Error::new(error.kind(), reason)
 }
 
 /// Ok when the file at `path` is a socket that no server answers on (a connect is refused);

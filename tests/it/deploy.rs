@@ -34,16 +34,29 @@ fn values(yaml: &str, key: &str) -> Vec<String> {
         .collect()
 }
 
+/// The names of the ConfigMaps a kustomization makes.
+fn config_maps(kustomization: &str) -> Vec<String> {
+    values(kustomization, "name")
+        .into_iter()
+        .filter(|name| name.ends_with("-config"))
+        .collect()
+}
+
 #[test]
 fn the_image_listens_and_is_probed_where_its_config_says() {
     let config = Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config.toml"))
         .expect("the image's config is valid");
-    let port = config.server.listen.port();
-    assert!(
-        config.server.listen.ip().is_unspecified(),
-        "every interface"
-    );
+    let listen = config.server.listen.tcp().expect("a TCP address");
+    let port = listen.port();
+    assert!(listen.ip().is_unspecified(), "every interface");
     let dockerfile = file("Dockerfile");
+    // Whatever a mounted config says, the server listens on every interface.
+    assert!(dockerfile.contains(&format!("ENV MODEL_RUNTIME_LISTEN=0.0.0.0:{port}\n")));
+    // What an https:// provider's certificate is verified against.
+    assert!(
+        dockerfile.contains("install -y --no-install-recommends ca-certificates"),
+        "the runtime stage has the CA certificates"
+    );
     assert!(dockerfile.contains(&format!("EXPOSE {port}\n")));
     assert!(
         dockerfile.contains(&format!(r#""health", "--addr", "127.0.0.1:{port}""#)),
@@ -57,7 +70,13 @@ fn the_image_listens_and_is_probed_where_its_config_says() {
 fn the_kubernetes_probes_ports_and_grace_agree_with_the_config() {
     let config = Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(KUBERNETES_CONFIG))
         .expect("the Kubernetes config is valid");
-    let port = config.server.listen.port().to_string();
+    let port = config
+        .server
+        .listen
+        .tcp()
+        .expect("a TCP address")
+        .port()
+        .to_string();
     let deployment = file("deploy/kubernetes/deployment.yaml");
     let metrics = config
         .server
@@ -86,7 +105,7 @@ fn the_kubernetes_probes_ports_and_grace_agree_with_the_config() {
     assert!(deployment.contains(r#"args: ["--config", "/etc/model-runtime/config.toml"]"#));
     let kustomization = file("deploy/kubernetes/kustomization.yaml");
     assert_eq!(
-        values(&kustomization, "name"),
+        config_maps(&kustomization),
         values(&deployment, "name")
             .into_iter()
             .filter(|n| n.ends_with("-config"))
@@ -96,6 +115,47 @@ fn the_kubernetes_probes_ports_and_grace_agree_with_the_config() {
     let service = file("deploy/kubernetes/service.yaml");
     assert_eq!(values(&service, "port"), [port]);
     assert_eq!(values(&service, "targetPort"), ["grpc"]);
+}
+
+#[test]
+fn the_manifests_name_the_image_the_dockerfile_says_to_build() {
+    let tag = format!("model-runtime:{}", env!("CARGO_PKG_VERSION"));
+    assert!(
+        file("Dockerfile").contains(&format!("docker build -t {tag} ")),
+        "the Dockerfile says how {tag} is built"
+    );
+    let deployment = file("deploy/kubernetes/deployment.yaml");
+    assert_eq!(values(&deployment, "image"), [tag.as_str()]);
+    assert!(deployment.contains(&format!("docker build -t {tag} .")));
+    let kustomization = file("deploy/kubernetes/kustomization.yaml");
+    assert_eq!(
+        values(&kustomization, "newTag"),
+        [env!("CARGO_PKG_VERSION")]
+    );
+}
+
+/// The image's `MODEL_RUNTIME_LISTEN` (as `docker run` sets it) overrides a mounted config's
+/// `server.listen`, and the server says so.
+#[test]
+fn the_listen_variable_overrides_a_configs_address() {
+    use crate::common::process::start_serve_logged;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    // The README's own first config listens on 127.0.0.1:50051: here, a port nobody uses.
+    let text = file("src/config/default.toml").replace("127.0.0.1:50051", "127.0.0.1:1");
+    std::fs::write(&config, text).unwrap();
+    let (_server, addr, log) = start_serve_logged(
+        &["serve", "--config", config.to_str().unwrap()],
+        &[("MODEL_RUNTIME_LISTEN", "127.0.0.1:0")],
+        Duration::from_secs(20),
+    );
+    assert_ne!(addr, "127.0.0.1:1");
+    assert_eq!(
+        log.matching("overrides server.listen").len(),
+        1,
+        "{}",
+        log.tail(10)
+    );
 }
 
 #[test]
@@ -173,8 +233,8 @@ fn the_three_replica_config_reads_its_urls_from_the_secret_and_keeps_the_base_po
         "never the example Secret"
     );
     assert_eq!(
-        values(&kustomization, "name"),
-        values(&file("deploy/kubernetes/kustomization.yaml"), "name"),
+        config_maps(&kustomization),
+        config_maps(&file("deploy/kubernetes/kustomization.yaml")),
         "the base's ConfigMap is the one replaced"
     );
     assert_eq!(values(&kustomization, "behavior"), ["replace"]);
@@ -230,4 +290,54 @@ fn the_dashboard_charts_only_series_the_runtime_serves() {
         }
     }
     assert!(charted >= 10, "{charted}");
+}
+
+/// On a machine (an image) without CA certificates, an https:// provider stops the start
+/// with what to install, not only rustls's words.
+#[test]
+fn a_machine_without_ca_certificates_is_told_what_to_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        r#"
+[providers.openai]
+adapter = "openai"
+base_url = "https://api.openai.com/v1"
+api_key_env = "OPENAI_API_KEY"
+[[providers.openai.models]]
+name = "gpt-4o-mini"
+capabilities = ["text", "streaming"]
+[policies.default]
+targets = ["openai/gpt-4o-mini"]
+[abilities.chat]
+policy = "default"
+"#,
+    )
+    .unwrap();
+    let missing = dir.path().join("no-certificates");
+    let missing = missing.to_str().unwrap();
+    // rustls-native-certs reads only these when they are set.
+    let out = crate::common::process::run_env(
+        &[
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &[
+            ("OPENAI_API_KEY", "sk-test"),
+            ("SSL_CERT_FILE", missing),
+            ("SSL_CERT_DIR", missing),
+        ],
+        Duration::from_secs(20),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("providers.openai: setting up TLS"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("ca-certificates package"), "{stderr}");
 }

@@ -53,6 +53,7 @@ mod log_format;
 mod metrics;
 mod metrics_format;
 mod mock_upstream;
+mod msrv;
 mod openai_adapter;
 mod price_cli;
 mod priority;

@@ -81,6 +81,41 @@ fn a_unix_socket_serves_the_whole_api_and_goes_at_shutdown() {
     assert!(!socket.exists(), "the socket file is removed at shutdown");
 }
 
+#[test]
+fn a_config_listens_on_a_socket_whose_missing_directory_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let default = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config/default.toml"),
+    )
+    .unwrap();
+    let config_at = |socket: &std::path::Path| {
+        let text = default.replace(
+            "listen = \"127.0.0.1:50051\"",
+            &format!("listen = \"unix:{}\"", socket.display()),
+        );
+        assert_ne!(text, default, "the default config's listen line moved");
+        let path = dir.path().join("sidecar.toml");
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+
+    let missing = dir.path().join("run/model-runtime");
+    let config = config_at(&missing.join("mr.sock"));
+    let out = run(&["serve", "--config", &config], LIMIT);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("directory {} does not exist", missing.display())),
+        "{stderr}"
+    );
+
+    std::fs::create_dir_all(&missing).unwrap();
+    let (_server, addr) = start_serve(&["serve", "--config", &config], &[], LIMIT);
+    assert_eq!(addr, format!("unix:{}", missing.join("mr.sock").display()));
+    let health = run(&["health", "--addr", &addr], LIMIT);
+    assert!(health.status.success(), "{health:?}");
+}
+
 /// `serve --listen unix:PATH` on what is already at PATH; its exit code and stderr.
 fn serve_on(socket: &std::path::Path) -> (Option<i32>, String) {
     let out = run(

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use super::bounds::{self, count, duration, duration_from};
 use super::invalid;
 use crate::config::raw::RawServer;
-use crate::config::{ConfigError, ServerConfig};
+use crate::config::{ConfigError, Listen, ServerConfig};
 
 fn address(key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
     text.parse().map_err(|_| {
@@ -14,6 +14,28 @@ fn address(key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
             format!("`{text}` is not an address like 127.0.0.1:50051"),
         )
     })
+}
+
+/// `server.listen`: an address, or `unix:` and a socket's path.
+fn listen(text: &str) -> Result<Listen, ConfigError> {
+    let Some(path) = text.strip_prefix("unix:") else {
+        return text.parse().map(Listen::Tcp).map_err(|_| {
+            invalid(
+                "server.listen",
+                format!(
+                    "`{text}` is not an address like 127.0.0.1:50051 or a socket like \
+                     unix:/run/model-runtime/mr.sock"
+                ),
+            )
+        });
+    };
+    if path.is_empty() {
+        return Err(invalid(
+            "server.listen",
+            "unix: needs a socket path, like unix:/run/model-runtime/mr.sock",
+        ));
+    }
+    Ok(Listen::Unix(path.into()))
 }
 
 #[expect(
@@ -38,7 +60,7 @@ pub(super) fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
         ));
     }
     Ok(ServerConfig {
-        listen: address("server.listen", &raw.listen)?,
+        listen: listen(&raw.listen)?,
         metrics_listen: raw
             .metrics_listen
             .as_deref()
