@@ -29,7 +29,7 @@ pub use event::{
 pub(crate) use id::IdMap;
 pub use id::{ExecutionId, MalformedId};
 pub use idempotency::{Fingerprint, Idempotency};
-pub(crate) use interrupted::{Interruption, interrupted};
+pub(crate) use interrupted::{Interruption, interrupted, outcome_of};
 pub use outcome::{
     AttemptError, AttemptRecord, ErrorClass, ExecutionError, ExecutionResult, FinishReason,
     NextAction, Outcome, Output, Reasoning,

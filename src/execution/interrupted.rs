@@ -22,8 +22,25 @@ pub(crate) struct Interruption {
     pub message: String,
     /// The message of the running attempt's error.
     pub attempt_message: String,
-    /// The execution's outcome when no attempt was running (with one, it is unknown).
-    pub idle_outcome: Outcome,
+}
+
+/// What the remote side did, as far as `attempts` record it, for an execution ended by
+/// someone other than its driver: `not_started` when no attempt's request was sent (none was
+/// admitted, or each admitted one records that it was never sent); `unknown` once a sent
+/// attempt may still run remotely (it has not finished, or finished unknown); else `failed`.
+pub(crate) fn outcome_of(attempts: &[AttemptRecord]) -> Outcome {
+    let mut sent = attempts
+        .iter()
+        .filter(|a| a.admitted && a.outcome != Some(Outcome::NotStarted))
+        .peekable();
+    if sent.peek().is_none() {
+        return Outcome::NotStarted;
+    }
+    if sent.any(|a| a.outcome.is_none_or(|o| o == Outcome::Unknown)) {
+        Outcome::Unknown
+    } else {
+        Outcome::Failed
+    }
 }
 
 /// The events that end `view` (whose events are `events`) as `why` says; none when it has
@@ -60,7 +77,7 @@ pub(crate) fn interrupted(
         tracker.record(&event.payload);
     }
     let mut last_error = view.attempts.iter().rev().find_map(|a| a.error.clone());
-    let mut outcome = why.idle_outcome;
+    let mut outcome = outcome_of(&view.attempts);
     if let Some(running) = view
         .attempts
         .last()
@@ -121,7 +138,6 @@ mod tests {
             code: ErrorCode::OutcomeUnknown,
             message: "the runtime stopped".into(),
             attempt_message: String::new(),
-            idle_outcome: Outcome::NotStarted,
         };
         let ending = interrupted(&view, &[event], why);
         let [EventPayload::Routing(plan), EventPayload::Failed(failure)] = &ending[..] else {
@@ -135,6 +151,52 @@ mod tests {
         assert_eq!(failure.error.outcome, Outcome::NotStarted);
         for payload in &ending {
             lifecycle.apply(payload).unwrap();
+        }
+    }
+
+    /// What the attempts a view records say the provider may have done.
+    #[test]
+    fn the_outcome_of_attempts_says_whether_a_request_went_out() {
+        let attempt = |admitted: bool, outcome: Option<Outcome>| AttemptRecord {
+            number: 1,
+            provider: "p".into(),
+            model: "m".into(),
+            started_at: SystemTime::now(),
+            duration: None,
+            error: None,
+            output_committed: false,
+            outcome,
+            next_action: None,
+            admitted,
+            held_output: crate::execution::Output::default(),
+        };
+        let cases = [
+            (vec![], Outcome::NotStarted),
+            // Refused by admission, or admitted and cut before its request went out.
+            (
+                vec![attempt(false, Some(Outcome::Failed))],
+                Outcome::NotStarted,
+            ),
+            (
+                vec![attempt(true, Some(Outcome::NotStarted))],
+                Outcome::NotStarted,
+            ),
+            (vec![attempt(true, Some(Outcome::Failed))], Outcome::Failed),
+            // Still running, or ended not knowing: the provider may finish it.
+            (
+                vec![attempt(true, Some(Outcome::Failed)), attempt(true, None)],
+                Outcome::Unknown,
+            ),
+            (
+                vec![
+                    attempt(true, Some(Outcome::Unknown)),
+                    attempt(true, Some(Outcome::Failed)),
+                ],
+                Outcome::Unknown,
+            ),
+        ];
+        for (attempts, expected) in cases {
+            assert_eq!(outcome_of(&attempts), expected, "{attempts:?}");
         }
     }
 }

@@ -109,7 +109,7 @@ impl Runtime {
         let payload = evidence::failure(
             ErrorCode::Cancelled,
             evidence::cancel_message(reason.as_deref()),
-            evidence::outcome_of(&view.attempts),
+            crate::execution::outcome_of(&view.attempts),
             last_attempt_error,
             view.partial_output.clone(),
             reason,

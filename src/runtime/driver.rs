@@ -605,7 +605,6 @@ impl Driver {
             attempt_message: format!(
                 "the runtime failed during this attempt (error id {error_id})"
             ),
-            idle_outcome: evidence::outcome_of(&view.attempts),
         };
         for payload in interrupted(&view, &events, why) {
             self.record(payload);

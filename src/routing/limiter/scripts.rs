@@ -15,6 +15,11 @@
 //! it gives no permit for `ARGV[3]` ms, the time every live replica takes to renew its own into
 //! it, so the attempts still running count again before others start. Both keys live a day past
 //! the last call, so a set in use is born once.
+//!
+//! The `run_id` is read with `INFO server`, which a Redis user with `-@dangerous` may not run.
+//! Such a user's scripts still work, with no server process to tell apart (`#run:` alone): a
+//! lost or older set is still found by its generation, a restart that restored a snapshot with
+//! a generation ahead of what this replica saw is not.
 
 use std::sync::OnceLock;
 
@@ -28,7 +33,8 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(ARGV[2])
 local base = 1125899906842624
-local run = '#run:' .. (string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or '')
+local info = redis.pcall('INFO', 'server')
+local run = '#run:' .. (type(info) == 'string' and string.match(info, 'run_id:(%w+)') or '')
 local seen = tonumber(ARGV[4])
 local gen = tonumber(redis.call('ZSCORE', KEYS[1], '#gen'))
 local born = tonumber(redis.call('GET', KEYS[2]))

@@ -484,3 +484,48 @@ async fn a_flush_gives_released_permits_back_at_once() {
     let held = held(&mut admin, &key).await;
     assert_eq!(held, 0);
 }
+
+/// A Redis user denied `@dangerous` (Redis's own least-privilege example), `INFO` with it, is
+/// still given permits: the scripts do without the server's `run_id`.
+#[tokio::test]
+async fn a_user_without_info_is_given_permits() {
+    let Some(url) = redis_url() else { return };
+    let mut admin = admin(&url).await;
+    let user = format!("model-runtime-test-{}", uuid::Uuid::new_v4());
+    let () = redis::cmd("ACL")
+        .arg(
+            &[
+                "SETUSER",
+                &user,
+                "on",
+                "nopass",
+                "~*",
+                "+@all",
+                "-@dangerous",
+            ][..],
+        )
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let mut limited = url::Url::parse(&url).unwrap();
+    limited.set_username(&user).unwrap();
+    limited.set_password(Some("any")).unwrap();
+    let key = unique_key();
+    let gate = GlobalGate::new(
+        "p",
+        &config(limited.as_str(), &key, OnUnavailable::FailClosed),
+        2,
+    )
+    .unwrap();
+    let taken = tokio::time::timeout(WAIT, gate.acquire()).await;
+    let reachable = gate.status().reachable;
+    let counted = held(&mut admin, &key).await;
+    let _: i64 = redis::cmd("ACL")
+        .arg(&["DELUSER", &user][..])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(matches!(taken, Ok(Ok(Held::Lease(_)))), "{taken:?}");
+    assert!(reachable);
+    assert_eq!(counted, 1);
+}

@@ -96,16 +96,6 @@ fn outcome(any_sent: bool, any_unknown: bool) -> Outcome {
     }
 }
 
-/// The outcome of the attempts a view records, for an execution ended by someone other than
-/// its driver: an admitted attempt that has not finished may still be running remotely.
-pub(in crate::runtime) fn outcome_of(attempts: &[AttemptRecord]) -> Outcome {
-    let admitted = attempts.iter().filter(|a| a.admitted);
-    let any_unknown = admitted
-        .clone()
-        .any(|a| a.outcome.is_none_or(|o| o == Outcome::Unknown));
-    outcome(admitted.count() > 0, any_unknown)
-}
-
 /// The `execution.failed` that ends an execution with `code`; `cancel_reason` is kept only
 /// for a cancellation.
 pub(in crate::runtime) fn failure(

@@ -15,7 +15,7 @@ use super::segment::{self, Segment};
 use super::writer::Writer;
 use super::{Damage, FileStore, OpenError, codec, compact, lock, mark, replay};
 use crate::config::FileStoreConfig;
-use crate::execution::{ErrorCode, Interruption, Outcome, interrupted};
+use crate::execution::{ErrorCode, Interruption, interrupted};
 use crate::store::memory::Journal;
 use crate::store::{At, EventStore, IoAt, IoOp, MemoryStore, StoreLimits};
 
@@ -27,7 +27,6 @@ fn restarted() -> Interruption {
                   and the provider may have finished it"
             .into(),
         attempt_message: "the runtime stopped during this attempt".into(),
-        idle_outcome: Outcome::Unknown,
     }
 }
 

@@ -9,6 +9,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
@@ -87,15 +88,27 @@ pub(super) async fn elsewhere(
     if row.lifecycle_state.is_terminal() || shared.replica.owns(row.owner, row.owner_epoch) {
         return Ok(false);
     }
-    shared
-        .on_connection(async |client| {
-            let rows = client
-                .query(REQUEST, &[&uuid(id), &reason, &shared.channel])
-                .await?;
-            Ok(!rows.is_empty())
-        })
-        .await
-        .map_err(PgError::into_store)
+    // The request is the same whenever it is made: one whose answer was lost is made again
+    // (for up to a lease) before the caller is answered.
+    let since = tokio::time::Instant::now();
+    let mut tries = 0u32;
+    loop {
+        let requested = shared
+            .on_connection(async |client| {
+                let rows = client
+                    .query(REQUEST, &[&uuid(id), &reason, &shared.channel])
+                    .await?;
+                Ok(!rows.is_empty())
+            })
+            .await;
+        match requested {
+            Err(error) if error.transient() && since.elapsed() < shared.replica.lease => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(10 << tries.min(6))).await;
+            }
+            requested => return requested.map_err(PgError::into_store),
+        }
+    }
 }
 
 /// A notification `ID OWNER [REASON]` (after `c `): delivered when this replica is the owner.

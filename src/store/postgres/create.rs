@@ -28,6 +28,9 @@ use crate::store::{Created, NewExecution, StoreError, Unavailable};
 /// A new execution's row, and its first event's.
 pub(super) struct NewRow {
     id: uuid::Uuid,
+    /// The registration the create was asked under: the row is written under that one or
+    /// not at all.
+    registration: uuid::Uuid,
     key: Option<String>,
     fingerprint: Option<Vec<u8>>,
     labels: String,
@@ -48,7 +51,9 @@ WITH lease AS (
     FROM unnest($3::uuid[], $4::text[], $5::bytea[], $6::text[], $7::int8[], $8::int8[])
         AS n(id, key, fingerprint, labels, bytes, input)
     WHERE EXISTS (SELECT 1 FROM lease)
-    ON CONFLICT (idempotency_key) DO NOTHING
+    -- The key's execution, or this very row: a statement whose answer was lost may have
+    -- committed after the look-up that found it had not.
+    ON CONFLICT DO NOTHING
     RETURNING id
 ), first AS (
     INSERT INTO events (execution_id, sequence, time, state, payload)
@@ -60,14 +65,23 @@ SELECT id FROM ins
 ";
 
 /// Inserts `rows` with `client` (in its transaction, if it is one): the ids inserted. A row
-/// whose idempotency key another execution holds is not, nor is any when this replica's
-/// lease has lapsed. The rows' keys are distinct.
+/// whose idempotency key another execution holds is not, nor one already there, nor any when
+/// this replica's lease has lapsed or the row was asked for under a former registration. The
+/// rows' keys are distinct.
 pub(super) async fn insert<C: GenericClient + Sync>(
     client: &C,
     shared: &Shared,
     rows: &[&NewRow],
 ) -> Result<HashSet<uuid::Uuid>, PgError> {
     let (me, epoch) = shared.replica.identity();
+    let rows: Vec<&NewRow> = rows
+        .iter()
+        .copied()
+        .filter(|r| r.registration == me)
+        .collect();
+    if rows.is_empty() {
+        return Ok(HashSet::new());
+    }
     let column = |f: &dyn Fn(&NewRow) -> i64| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
     let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.id).collect();
     let keys: Vec<Option<&str>> = rows.iter().map(|r| r.key.as_deref()).collect();
@@ -201,22 +215,31 @@ async fn landed(shared: &Shared, id: uuid::Uuid) -> Result<bool, StoreError> {
     }
 }
 
-/// Counts an execution as driven here from before its create is sent until the create
-/// stored it (then its end, or its driver's stop, takes it off) or failed.
+/// Counts an execution as driven here, under the registration current when its create was
+/// asked for, from before its create is sent until the create stored it (then its end, or its
+/// driver's stop, takes it off) or failed.
 struct Registered<'a> {
     shared: &'a Shared,
     id: ExecutionId,
+    registration: uuid::Uuid,
     created: bool,
 }
 
 impl<'a> Registered<'a> {
     fn new(shared: &'a Shared, id: ExecutionId) -> Self {
-        shared.driven.insert(id, shared.replica.id().0);
+        let registration = shared.replica.id().0;
+        shared.driven.insert(id, registration);
         Self {
             shared,
             id,
+            registration,
             created: false,
         }
+    }
+
+    /// Whether the replica has registered again since: the create may not be driven.
+    fn former(&self) -> bool {
+        self.shared.replica.id().0 != self.registration
     }
 }
 
@@ -229,11 +252,17 @@ impl Drop for Registered<'_> {
 }
 
 impl NewRow {
-    /// The row of `new`, whose first event is `first`.
-    fn of(new: &NewExecution, key: Option<String>, first: &Event) -> Self {
+    /// The row of `new`, whose first event is `first`, asked for under `registration`.
+    fn of(
+        new: &NewExecution,
+        key: Option<String>,
+        first: &Event,
+        registration: uuid::Uuid,
+    ) -> Self {
         let payload = rows::payload_bytes(&first.payload);
         Self {
             id: uuid(new.id),
+            registration,
             key,
             fingerprint: new
                 .idempotency
@@ -248,12 +277,8 @@ impl NewRow {
     }
 }
 
-/// Stores a new execution, or finds the one its idempotency key names.
-pub(super) async fn create(
-    shared: &Shared,
-    new: NewExecution,
-    now: i64,
-) -> Result<Created, StoreError> {
+/// `new`'s first event, the lifecycle after it, and the view of the execution it begins.
+fn first_of(new: &NewExecution) -> Result<(Event, Lifecycle, Execution), StoreError> {
     let mut lifecycle = Lifecycle::default();
     let first = Event {
         sequence: 1,
@@ -262,18 +287,29 @@ pub(super) async fn create(
         payload: new.accepted.clone(),
     };
     let key = new.idempotency.as_ref().map(|i| i.key.clone());
-    let view = Execution::from_accepted(&first, new.id, new.labels.clone(), key.clone())
-        .ok_or_else(|| {
+    let view =
+        Execution::from_accepted(&first, new.id, new.labels.clone(), key).ok_or_else(|| {
             StoreError::Backend("a new execution's first event is not execution.accepted".into())
         })?;
-    let row = Arc::new(NewRow::of(&new, key, &first));
+    Ok((first, lifecycle, view))
+}
+
+/// Stores a new execution, or finds the one its idempotency key names.
+pub(super) async fn create(
+    shared: &Shared,
+    new: NewExecution,
+    now: i64,
+) -> Result<Created, StoreError> {
+    let (first, lifecycle, view) = first_of(&new)?;
+    let key = new.idempotency.as_ref().map(|i| i.key.clone());
+    let mut registered = Registered::new(shared, new.id);
+    let row = Arc::new(NewRow::of(&new, key, &first, registered.registration));
     let size = row.bytes + row.input;
     // What is due leaves first when it could matter: its key may be this one, its room
     // may be needed.
     if new.idempotency.is_some() || !fits(shared, size) {
         flush(shared).await?;
     }
-    let mut registered = Registered::new(shared, new.id);
     let mut lost = 0;
     for _ in 0..3 {
         let written = if fits(shared, size) {
@@ -281,7 +317,7 @@ pub(super) async fn create(
         } else {
             make_room(shared, &row, now).await
         };
-        let inserted = match written {
+        let mut inserted = match written {
             Ok(inserted) => inserted,
             Err(Unanswered::Failed(error)) => return Err(error),
             // Whether it committed decides: the row is there, or it is written again.
@@ -293,32 +329,46 @@ pub(super) async fn create(
                     stored = there,
                     "a create's answer was lost; looked it up"
                 );
-                if !there && new.idempotency.is_none() {
+                if !there && new.idempotency.is_none() && !registered.former() {
                     continue;
                 }
                 there
             }
         };
-        if inserted {
-            registered.created = true;
-            shared.capacity.change(1, size);
-            shared.owned.hold(
-                new.id,
-                lifecycle,
-                1,
-                row.input,
-                new.labels.clone(),
-                Some(first.clone()),
-            );
-            return Ok(Created::New(view));
-        }
-        let Some(idempotency) = &new.idempotency else {
+        // Under the next registration it is not driven: whatever of it the database holds
+        // is its former registration's, ended by whoever takes that over.
+        if registered.former() {
             return Err(lapsed());
-        };
-        // Gone between the two statements (expired, evicted): try again.
-        if let Some(existing) = keyed(shared, idempotency).await? {
-            return existing;
         }
+        // Not inserted without a key: the lease lapsed, or a statement whose answer was lost
+        // committed after all.
+        if !inserted && new.idempotency.is_none() {
+            inserted = landed(shared, row.id).await?;
+        }
+        if !inserted {
+            let Some(idempotency) = &new.idempotency else {
+                return Err(lapsed());
+            };
+            match keyed(shared, idempotency, new.id).await? {
+                // Gone between the two statements (expired, evicted): try again.
+                Keyed::Gone => continue,
+                Keyed::Same(id) => return Ok(Created::Existing(shared.view(id).await?)),
+                Keyed::Conflict(id) => return Err(StoreError::IdempotencyConflict(id)),
+                // A statement whose answer was lost committed after all: it is the caller's.
+                Keyed::This => {}
+            }
+        }
+        registered.created = true;
+        shared.capacity.change(1, size);
+        shared.owned.hold(
+            new.id,
+            lifecycle,
+            1,
+            row.input,
+            new.labels.clone(),
+            Some(first.clone()),
+        );
+        return Ok(Created::New(view));
     }
     if lost > 0 {
         return Err(StoreError::Unavailable(Unavailable::Backend(
@@ -330,27 +380,42 @@ pub(super) async fn create(
     )))
 }
 
-/// What the key of a create that was not inserted names: the execution of the same request,
-/// a conflict, or (`None`) nothing any more.
+/// What the key of a create that was not inserted names.
+enum Keyed {
+    /// Nothing any more.
+    Gone,
+    /// The create itself (`own`): its statement committed.
+    This,
+    /// Another execution of the same request.
+    Same(ExecutionId),
+    /// Another request's execution.
+    Conflict(ExecutionId),
+}
+
+/// What the key of the create of `own` that was not inserted names.
 async fn keyed(
     shared: &Shared,
     idempotency: &Idempotency,
-) -> Result<Option<Result<Created, StoreError>>, StoreError> {
+    own: ExecutionId,
+) -> Result<Keyed, StoreError> {
     let found = shared
         .on_connection(async |client| Ok(client.query_opt(KEYED, &[&idempotency.key]).await?))
         .await
         .map_err(PgError::into_store)?;
     let Some(found) = found else {
-        return Ok(None);
+        return Ok(Keyed::Gone);
     };
     let column = |e: tokio_postgres::Error| PgError::from(e).into_store();
     let id: uuid::Uuid = found.try_get(0).map_err(column)?;
     let id = ExecutionId::from_bytes(id.into_bytes());
+    if id == own {
+        return Ok(Keyed::This);
+    }
     let fingerprint: Option<Vec<u8>> = found.try_get(1).map_err(column)?;
     if fingerprint.as_deref() == Some(&idempotency.fingerprint.0.to_le_bytes()[..]) {
-        return Ok(Some(Ok(Created::Existing(shared.view(id).await?))));
+        return Ok(Keyed::Same(id));
     }
-    Ok(Some(Err(StoreError::IdempotencyConflict(id))))
+    Ok(Keyed::Conflict(id))
 }
 
 fn lapsed() -> StoreError {

@@ -32,10 +32,19 @@ const RENEW: &str = "/* model-runtime: renew */ UPDATE replicas \
      SET lease_until = now() + $3 * interval '1 millisecond' \
      WHERE id = $1 AND epoch = $2 AND lease_until > now()";
 
-/// The keeper's connection, with the renewal prepared on it.
+/// The keeper's connection, with the renewal prepared on it. Dropped (a renewal failed or
+/// went unanswered), its socket closes at once: nothing waits for TCP to give up on a
+/// silent network.
 struct Connection {
     client: Client,
     renew: Statement,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// The keeper: renews the lease until the store stops.
@@ -146,11 +155,24 @@ async fn renew(
 async fn connect(shared: &Shared) -> Result<Connection, PgError> {
     let config = super::start::settings(&shared.options);
     let (client, connection) = config.connect(super::start::tls()?).await?;
-    shared.handle.spawn(async move {
-        let _ = connection.await;
-    });
-    let renew = client.prepare(RENEW).await?;
-    Ok(Connection { client, renew })
+    let task = shared
+        .handle
+        .spawn(async move {
+            let _ = connection.await;
+        })
+        .abort_handle();
+    let renew = match client.prepare(RENEW).await {
+        Ok(renew) => renew,
+        Err(error) => {
+            task.abort();
+            return Err(error.into());
+        }
+    };
+    Ok(Connection {
+        client,
+        renew,
+        task,
+    })
 }
 
 /// The lease was lost: what this replica owned is another's now (or will be at the next

@@ -13,16 +13,19 @@ use crate::store::{
 };
 
 impl PostgresStore {
-    /// A refusal for the driver of `id` when it runs under a former registration of this
-    /// replica (its lease was lost): it appends nothing more, whoever owns the execution now
-    /// (this replica, under its new registration, included: its takeover ends it).
-    fn fenced<T: Send + 'static>(&self, id: ExecutionId) -> Option<StoreFuture<'static, T>> {
-        self.shared
-            .driven
-            .fenced(id, self.shared.replica.id().0)
-            .then(|| -> StoreFuture<'static, T> {
-                Box::pin(std::future::ready(Err(writer::not_owner(id))))
-            })
+    /// The registration an append to `id` is made under: this replica's now, unless the
+    /// driver of `id` runs under a former one (its lease was lost). Then it appends nothing
+    /// more, whoever owns the execution now (this replica, under its new registration,
+    /// included: its takeover ends it).
+    fn registration<T: Send + 'static>(
+        &self,
+        id: ExecutionId,
+    ) -> Result<uuid::Uuid, StoreFuture<'static, T>> {
+        let current = self.shared.replica.id().0;
+        if self.shared.driven.fenced(id, current) {
+            return Err(Box::pin(std::future::ready(Err(writer::not_owner(id)))));
+        }
+        Ok(current)
     }
 }
 
@@ -43,21 +46,23 @@ impl EventStore for PostgresStore {
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
-        if let Some(fenced) = self.fenced(id) {
-            return fenced;
-        }
+        let registration = match self.registration(id) {
+            Ok(registration) => registration,
+            Err(fenced) => return fenced,
+        };
         let shared = self.shared.clone();
         let now = shared.clock.now();
         self.on_store(async move {
-            let mut events = writer::append(&shared, id, vec![payload], now).await?;
+            let mut events = writer::append(&shared, id, registration, vec![payload], now).await?;
             events.pop().ok_or(StoreError::NotFound(id))
         })
     }
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
-        if let Some(fenced) = self.fenced(id) {
-            return fenced;
-        }
+        let registration = match self.registration(id) {
+            Ok(registration) => registration,
+            Err(fenced) => return fenced,
+        };
         let shared = self.shared.clone();
         let now = shared.clock.now();
         self.on_store(async move {
@@ -66,7 +71,7 @@ impl EventStore for PostgresStore {
                 let row = shared.row(id).await.map_err(PgError::into_store)?;
                 return row.map(|r| r.last).ok_or(StoreError::NotFound(id));
             }
-            let events = writer::append(&shared, id, payloads, now).await?;
+            let events = writer::append(&shared, id, registration, payloads, now).await?;
             events
                 .last()
                 .map(|e| e.sequence)

@@ -116,21 +116,46 @@ pub(super) fn pool(options: &PgOptions) -> Result<Pool, PgError> {
         .map_err(|e| PgError::Pool(e.to_string()))
 }
 
+/// A connection silent this long is probed, every [`KEEPALIVE_INTERVAL`], and given up
+/// after [`KEEPALIVE_RETRIES`] probes go unanswered (by either end).
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+const KEEPALIVE_RETRIES: u32 = 3;
+
 /// How every connection of the store's (the pool's and the lease's) is made: the statement
-/// timeout, keep-alives, and the schema as its search path.
+/// timeout, keep-alives on both ends, and the schema as its search path.
+///
+/// A replica that is lost in the middle of a transaction (the capacity lock's, `capacity.rs`)
+/// must not hold its locks for as long as the server's TCP takes to notice (two hours by the
+/// usual default): the server ends a transaction idle longer than a statement may take, and
+/// its own keep-alives find a silent peer in about 25 s.
 pub(super) fn settings(options: &PgOptions) -> tokio_postgres::Config {
     let mut connect = options.connect.clone();
     connect.connect_timeout(options.connect_timeout);
     connect.keepalives(true);
-    connect.keepalives_idle(Duration::from_secs(10));
+    connect.keepalives_idle(KEEPALIVE_IDLE);
+    connect.keepalives_interval(KEEPALIVE_INTERVAL);
+    connect.keepalives_retries(KEEPALIVE_RETRIES);
+    let statement_timeout = options.statement_timeout.as_millis();
     // The schema is every connection's search path: statements name tables alone, and are
-    // the same text (prepared once per connection) whatever the schema.
-    connect.options(format!(
-        "-c statement_timeout={} -c lock_timeout={} -c search_path={}",
-        options.statement_timeout.as_millis(),
-        options.statement_timeout.as_millis(),
+    // the same text (prepared once per connection) whatever the schema. Options the
+    // connection string sets come first; these are the store's own.
+    let mut server = options
+        .connect
+        .get_options()
+        .map(|own| format!("{own} "))
+        .unwrap_or_default();
+    server.push_str(&format!(
+        "-c statement_timeout={statement_timeout} -c lock_timeout={statement_timeout} \
+         -c idle_in_transaction_session_timeout={} -c tcp_keepalives_idle={} \
+         -c tcp_keepalives_interval={} -c tcp_keepalives_count={} -c search_path={}",
+        statement_timeout + 1000,
+        KEEPALIVE_IDLE.as_secs(),
+        KEEPALIVE_INTERVAL.as_secs(),
+        KEEPALIVE_RETRIES,
         schema::quote(&options.schema),
     ));
+    connect.options(server);
     if connect.get_application_name().is_none() {
         connect.application_name("model-runtime");
     }

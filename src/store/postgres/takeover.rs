@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 use super::owned::Row;
 use super::{PgError, Shared, rows, uuid, writer};
 use crate::execution::{
-    ErrorCode, Event, Execution, ExecutionId, IdMap, Interruption, Outcome, interrupted,
+    ErrorCode, Event, Execution, ExecutionId, IdMap, Interruption, interrupted,
 };
 use crate::store::StoreError;
 
@@ -178,7 +178,11 @@ async fn reconcile(shared: &Shared) -> Result<(), PgError> {
         owned.push(ExecutionId::from_bytes(id.into_bytes()));
     }
     // What was claimed and has ended since (cancelled, say) is no longer to be ended.
-    shared.takeover.taken().retain(|id, ()| owned.contains(id));
+    let still: IdMap<()> = owned.iter().map(|id| (*id, ())).collect();
+    shared
+        .takeover
+        .taken()
+        .retain(|id, ()| still.contains_key(id));
     let orphans = shared.driven.undriven(owned, me);
     for batch in orphans.chunks(BATCH) {
         if !shared.replica.current() {
@@ -208,7 +212,6 @@ fn why(taken: bool) -> Interruption {
         code: ErrorCode::OutcomeUnknown,
         message: message.into(),
         attempt_message: attempt_message.into(),
-        idle_outcome: Outcome::Unknown,
     }
 }
 
@@ -257,9 +260,11 @@ async fn end(shared: &Shared, ids: &[ExecutionId]) -> Result<(), PgError> {
             endings.push((id, ending));
         }
     }
-    let appends = endings
-        .into_iter()
-        .map(|(id, ending)| async move { (id, writer::append(shared, id, ending, now).await) });
+    let registration = shared.replica.id().0;
+    let appends = endings.into_iter().map(|(id, ending)| async move {
+        let appended = writer::append(shared, id, registration, ending, now).await;
+        (id, appended)
+    });
     let mut failed = None;
     for (id, appended) in futures_util::future::join_all(appends).await {
         match appended {

@@ -113,6 +113,7 @@ mod conformance {
     crate::event_store_conformance!(super::store, if super::ready);
 }
 
+mod answers;
 mod lease;
 
 /// Two replicas on one fresh schema within `limits`: `poll` is how often each looks for

@@ -25,6 +25,8 @@ use crate::store::{StoreError, Unavailable};
 /// One append on its way to the writer.
 pub(super) struct Request {
     id: ExecutionId,
+    /// The registration it was asked under: it is written under that one or not at all.
+    registration: uuid::Uuid,
     payloads: Vec<EventPayload>,
     /// When (retention's clock) it was asked for.
     now: i64,
@@ -44,14 +46,17 @@ enum Outcome {
     Unknown { expected: u64, transient: bool },
 }
 
-/// Appends `payloads` to `id`, on the store's runtime: through the writer, then (if it could
-/// not store them) by looking at the row again. While the database does not answer, it asks
-/// again as long as this replica's lease is current (past it, a survivor ends the execution);
-/// a statement whose answer was lost is never sent again before the row says it did not
-/// commit.
+/// Appends `payloads` to `id`, on the store's runtime, under `registration` (this replica's
+/// when the append was asked for): through the writer, then (if it could not store them) by
+/// looking at the row again. While the database does not answer, it asks again as long as
+/// this replica's lease is current (past it, a survivor ends the execution); a statement
+/// whose answer was lost is never sent again before the row says it did not commit. Once the
+/// replica has registered again, the append is refused: what was asked under a lost lease is
+/// never written under the next one.
 pub(super) async fn append(
     shared: &Shared,
     id: ExecutionId,
+    registration: uuid::Uuid,
     payloads: Vec<EventPayload>,
     now: i64,
 ) -> Result<Vec<Event>, StoreError> {
@@ -61,10 +66,13 @@ pub(super) async fn append(
     let mut unsure: Option<u64> = None;
     loop {
         if retries > 0 {
-            if retries > MAX_RETRIES || !shared.replica.current() {
+            if !shared.replica.current() {
                 return Err(unreachable_db());
             }
             tokio::time::sleep(backoff(retries)).await;
+        }
+        if shared.replica.id().0 != registration {
+            return Err(not_owner(id));
         }
         retries += 1;
         if let Some(expected) = unsure {
@@ -88,6 +96,7 @@ pub(super) async fn append(
         let (reply, answer) = oneshot::channel();
         let request = Request {
             id,
+            registration,
             payloads: payloads.clone(),
             now,
             reply,
@@ -113,9 +122,6 @@ pub(super) async fn append(
         }
     }
 }
-
-/// Appends given up on after this many tries.
-const MAX_RETRIES: u32 = 50;
 
 /// Whether the statement that followed `expected` committed `count` events: them (and the
 /// execution's input bytes), if so.
@@ -220,10 +226,18 @@ struct Part {
 /// each.
 async fn write(shared: &Shared, batch: Vec<Request>) {
     let time = rows::now();
+    // The one registration the statement is fenced by.
+    let identity = shared.replica.identity();
     let mut parts = Vec::with_capacity(batch.len());
     {
         let mut owned = shared.owned.lock();
         for request in batch {
+            if request.registration != identity.0 {
+                let _ = request
+                    .reply
+                    .send(Err(Outcome::Refused(not_owner(request.id))));
+                continue;
+            }
             let Some(held) = owned.get(&request.id).cloned() else {
                 let _ = request.reply.send(Err(Outcome::Unheld));
                 continue;
@@ -264,7 +278,7 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
     if parts.is_empty() {
         return;
     }
-    match statement(shared, &mut parts).await {
+    match statement(shared, identity, &mut parts).await {
         Ok(stored) => answer(shared, parts, &stored),
         Err(error) => {
             let transient = error.transient();
@@ -482,9 +496,12 @@ fn columns(parts: &mut [Part]) -> Columns {
     c
 }
 
-async fn statement(shared: &Shared, parts: &mut [Part]) -> Result<Stored, PgError> {
+async fn statement(
+    shared: &Shared,
+    (me, epoch): (uuid::Uuid, i64),
+    parts: &mut [Part],
+) -> Result<Stored, PgError> {
     let c = columns(parts);
-    let (me, epoch) = shared.replica.identity();
     let rows = shared
         .on_connection(async |client| {
             let statement = client.prepare_cached(WRITE).await?;

@@ -21,8 +21,15 @@ async fn a_lapsed_replica_is_taken_over_and_fenced() {
     for payload in [routing(), attempt_started(1), text(1, "partial")] {
         a.append(id, payload).await.unwrap();
     }
+    // One that never reached a provider: it ends saying so.
+    let idle = created(&a, None).await;
+    a.append(idle, routing()).await.unwrap();
     let lapsed = lapse(&a).await;
     until_ended(&*b, id).await;
+    until_ended(&*b, idle).await;
+    let error = b.get(idle).await.unwrap().error.expect("an error");
+    assert_eq!(error.code, ErrorCode::OutcomeUnknown);
+    assert_eq!(error.outcome, crate::execution::Outcome::NotStarted);
     let view = b.get(id).await.unwrap();
     assert_eq!(view.state, ExecutionState::Failed);
     let error = view.error.expect("an error");
