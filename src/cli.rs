@@ -1,17 +1,25 @@
-//! The command's subcommands, one module each, on the library's public API: `serve` runs the
-//! runtime; `exec` runs one execution against a server and streams its events; `health`
-//! asks a server whether it is serving; `usage` and `price` read the usage export, as it is
-//! or priced; `check-config` validates a config. With them, the one address grammar
-//! (`address.rs`) and the named exit codes (`exit.rs`).
+//! The command's subcommands, on the library's public API: `serve` runs the runtime; the
+//! whole API as a client: `exec` runs one execution and follows its events, `submit` starts
+//! one, `watch` follows one (`events.rs` for both), `get`, `cancel` and `metadata`
+//! (`unary.rs`); `health` asks a server whether it is serving; `usage` and `price` read the
+//! usage export, as it is or priced; `check-config` validates a config. With them, the one
+//! address grammar (`address.rs`), what every client shares (`client.rs`: `--addr`, errors,
+//! exit codes), the request `exec` and `submit` build (`request.rs`), how answers are shown
+//! (`render/`) and the named exit codes (`exit.rs`).
 
 pub mod address;
 pub mod check;
+pub mod client;
+pub mod events;
 pub mod exec;
 pub mod exit;
 pub mod health;
 pub mod render;
+pub mod request;
 pub mod serve;
+pub mod unary;
 pub mod usage;
+pub mod watch;
 
 use std::process::ExitCode;
 

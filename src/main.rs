@@ -42,8 +42,20 @@ enum LogFormat {
 enum Command {
     /// Run the gRPC server (on the embedded default config when no file is given).
     Serve(cli::serve::ServeArgs),
-    /// Run one execution against a server and stream its events.
+    /// Run one execution against a server and follow its events to its end (Ctrl-C
+    /// cancels it, unless --detach).
     Exec(cli::exec::ExecArgs),
+    /// Start one execution and return at once, printing it.
+    Submit(cli::unary::SubmitArgs),
+    /// Follow an execution's events from a sequence to its end, resuming a cut stream.
+    Watch(cli::watch::WatchArgs),
+    /// Print one execution: its state, plan, attempts, result or error, and usage.
+    Get(cli::unary::GetArgs),
+    /// Cancel an execution (a finished one is left as it is) and print it.
+    Cancel(cli::unary::CancelArgs),
+    /// Print what a server is and can do now: state, store, providers with live admission
+    /// and health, abilities and policies.
+    Metadata(cli::unary::MetadataArgs),
     /// Drive a server (or a baseline) with load; report throughput and latency.
     Bench(bench::BenchArgs),
     /// Ask a server whether it is serving (gRPC health `Check`): exit 0 only for SERVING.
@@ -77,6 +89,11 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => cli::serve::main(args, logs),
         Command::Exec(args) => cli::run(cli::exec::exec(args)),
+        Command::Submit(args) => cli::run(cli::unary::submit(args)),
+        Command::Watch(args) => cli::run(cli::watch::watch(args)),
+        Command::Get(args) => cli::run(cli::unary::get(args)),
+        Command::Cancel(args) => cli::run(cli::unary::cancel(args)),
+        Command::Metadata(args) => cli::run(cli::unary::metadata(args)),
         Command::Bench(args) => cli::run(bench::main(args)),
         Command::Health(args) => cli::run(cli::health::health(args)),
         Command::Usage(args) => cli::run(cli::usage::usage(args)),

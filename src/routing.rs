@@ -28,4 +28,4 @@ pub use admission::{Admission, AdmissionRejected, Permit, Waiting};
 pub use budget::{AttemptBudget, Decision, Failure};
 pub use health::{Health, HealthState, Probe, TargetHealth, Verdict, with_health};
 pub(crate) use limiter::GlobalGate;
-pub use plan::{Plans, plan};
+pub use plan::{Plans, pinned, plan};

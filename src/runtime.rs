@@ -303,6 +303,10 @@ impl Runtime {
             Cow::Owned(_) => None,
         }
         .unwrap_or_else(|| Arc::new(routing::plan(config, validated.policy, &validated.required)));
+        let plan = match validated.target {
+            Some(target) => Arc::new(routing::pinned(&plan, target)),
+            None => plan,
+        };
         let plan = self
             .inner
             .deps

@@ -9,9 +9,10 @@ pub const FAILED: u8 = 1;
 /// What it was given is wrong: a config file, an address, an argument, a price table.
 pub const INVALID: u8 = 2;
 
-/// A second SIGTERM or SIGINT ended `serve` during its drain: 128 + SIGINT, as a shell
-/// reports an interrupted command.
-pub const SECOND_SIGNAL: i32 = 130;
+/// Ctrl-C (SIGINT) ended it: a client command that stopped (`exec`, having cancelled its
+/// execution unless told to leave it), or a second SIGTERM or SIGINT that ended `serve`
+/// during its drain. 128 + SIGINT, as a shell reports an interrupted command.
+pub const INTERRUPTED: u8 = 130;
 
 /// [`FAILED`].
 pub fn failed() -> ExitCode {
@@ -21,4 +22,9 @@ pub fn failed() -> ExitCode {
 /// [`INVALID`].
 pub fn invalid() -> ExitCode {
     ExitCode::from(INVALID)
+}
+
+/// [`INTERRUPTED`].
+pub fn interrupted() -> ExitCode {
+    ExitCode::from(INTERRUPTED)
 }

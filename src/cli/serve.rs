@@ -147,7 +147,7 @@ async fn serve(config: Config, listen: Address) -> ExitCode {
         let _ = first.send(());
         let signal = signals.next().await;
         eprintln!("second shutdown signal ({signal}): exiting without waiting for the drain");
-        std::process::exit(exit::SECOND_SIGNAL);
+        std::process::exit(i32::from(exit::INTERRUPTED));
     });
     let drain = async {
         let _ = drain.await;

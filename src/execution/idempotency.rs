@@ -48,6 +48,9 @@ struct Canonical<'a> {
     capabilities: &'a [String],
     input: &'a ExecutionInput,
     policy: &'a str,
+    /// Left out when unset, so keys stored before it existed still match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<&'a str>,
     max_attempts: u32,
     allow_fallback: bool,
     /// Left out when streamed, so keys stored before delivery existed still match.
@@ -66,6 +69,7 @@ impl Idempotency {
             input,
             deadline: _,
             policy: _,
+            target,
             max_attempts: _,
             allow_fallback: _,
             delivery: _,
@@ -82,6 +86,7 @@ impl Idempotency {
             capabilities,
             input,
             policy: resolved.policy,
+            target: target.as_deref(),
             max_attempts: resolved.max_attempts,
             allow_fallback: resolved.allow_fallback,
             delivery: resolved.delivery,

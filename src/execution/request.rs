@@ -24,6 +24,9 @@ pub struct ExecuteRequest {
     pub deadline: Option<SystemTime>,
     /// Routing policy; `None` takes the ability's default.
     pub policy: Option<String>,
+    /// One target of the policy, `provider/model`, to route to alone; `None` routes by the
+    /// policy's targets in order.
+    pub target: Option<String>,
     /// Caller-declared attempt limit, capped by the policy.
     pub max_attempts: Option<u32>,
     /// `None` means fallback is allowed.

@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::config::{Config, PolicyConfig};
+use crate::config::{Config, PolicyConfig, Target};
 use crate::execution::{PlanTarget, RoutingPlan};
 
 /// The plan of every (ability, policy) pair a request may name, for requests that add no
@@ -80,6 +80,21 @@ pub fn plan(config: &Config, policy: &PolicyConfig, required: &BTreeSet<String>)
         tried_anyway: false,
     }
 }
+
+/// `plan` routed to `target` alone: every other target is kept out, saying why.
+pub fn pinned(plan: &RoutingPlan, target: &Target) -> RoutingPlan {
+    let mut pinned = plan.clone();
+    for other in &mut pinned.targets {
+        if other.kept && (other.provider != target.provider || other.model != target.model) {
+            other.kept = false;
+            other.reason = Some(NOT_REQUESTED.to_owned());
+        }
+    }
+    pinned
+}
+
+/// Why [`pinned`] keeps a target out.
+const NOT_REQUESTED: &str = "not the requested target";
 
 #[cfg(test)]
 mod tests {

@@ -14,6 +14,7 @@ mod postgres;
 mod routing_properties;
 mod spi;
 mod store_faults;
+mod target;
 mod time_limits;
 
 /// A script with what `edit` sets, the rest at its defaults.

@@ -12,7 +12,7 @@ use super::limits::{
     MAX_CAPABILITIES, MAX_CAPABILITY_BYTES, MAX_IDEMPOTENCY_KEY_BYTES, MAX_LABEL_KEY_BYTES,
     MAX_LABEL_VALUE_BYTES, MAX_LABELS,
 };
-use crate::config::{AbilityConfig, Config, PolicyConfig};
+use crate::config::{AbilityConfig, Config, PolicyConfig, Target};
 use crate::execution::{EffectiveLimits, ExecuteRequest};
 
 mod input;
@@ -24,6 +24,8 @@ pub(crate) struct Validated<'c> {
     pub policy: &'c PolicyConfig,
     /// The ability's requirements, borrowed, unless the request adds its own.
     pub required: Cow<'c, BTreeSet<String>>,
+    /// The one target of the policy the request routes to, if it names one.
+    pub target: Option<&'c Target>,
     pub limits: EffectiveLimits,
     /// Time from `now` to the deadline.
     pub time_left: Duration,
@@ -61,6 +63,12 @@ pub(crate) fn validate<'c>(
             }
         }
     }
+    let target = match (ability, policy, request.target.as_deref()) {
+        (Some(ability), Some(policy), Some(target)) => {
+            resolve_target(config, ability, policy, &required, target, &mut v)
+        }
+        _ => None,
+    };
     input::check(config, &request.input, &mut v);
     let time_left = check_deadline(config, request, now, &mut v);
     if request.max_attempts == Some(0) {
@@ -72,6 +80,7 @@ pub(crate) fn validate<'c>(
             ability,
             policy,
             required,
+            target,
             limits: EffectiveLimits {
                 deadline: now + time_left,
                 max_attempts: request
@@ -138,6 +147,75 @@ fn resolve_policy<'c>(
         return None;
     }
     Some(policy)
+}
+
+/// The target `name` (`provider/model`) of `policy`, which must have every capability
+/// `required`.
+fn resolve_target<'c>(
+    config: &'c Config,
+    ability: &AbilityConfig,
+    policy: &'c PolicyConfig,
+    required: &BTreeSet<String>,
+    name: &str,
+    v: &mut Violations,
+) -> Option<&'c Target> {
+    let shown = excerpt(name);
+    let Some((provider, model)) = name.split_once('/') else {
+        v.push(
+            "target",
+            format!("`{shown}` is not a target: expected provider/model, like openai/gpt-4o-mini"),
+        );
+        return None;
+    };
+    let listed = |p: &PolicyConfig| {
+        p.targets
+            .iter()
+            .position(|t| &*t.provider == provider && &*t.model == model)
+    };
+    let Some(index) = listed(policy) else {
+        let targets: Vec<String> = policy.targets.iter().map(ToString::to_string).collect();
+        let mut reason = format!(
+            "`{shown}` is not a target of policy `{}` (its targets: {})",
+            policy.name,
+            targets.join(", ")
+        );
+        let elsewhere: Vec<&str> = ability
+            .allowed_policies
+            .iter()
+            .filter(|p| config.policies.get(&**p).and_then(listed).is_some())
+            .map(|p| &**p)
+            .collect();
+        if !elsewhere.is_empty() {
+            reason.push_str(&format!(
+                "; ability `{}` allows it with policy {}",
+                ability.name,
+                elsewhere.join(", ")
+            ));
+        }
+        v.push("target", reason);
+        return None;
+    };
+    let target = &policy.targets[index];
+    let capabilities = config
+        .providers
+        .get(&target.provider)
+        .and_then(|p| p.model(&target.model))
+        .map(|m| &m.capabilities)?;
+    let missing: Vec<&str> = required
+        .difference(capabilities)
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        v.push(
+            "target",
+            format!(
+                "`{shown}` lacks capabilities the request requires: {}",
+                missing.join(", ")
+            ),
+        );
+        return None;
+    }
+    Some(target)
 }
 
 fn check_deadline(

@@ -103,6 +103,7 @@ pub(crate) fn execute_request(wire: pb::ExecuteRequest) -> Result<ExecuteRequest
         input,
         deadline,
         policy: non_empty(wire.policy),
+        target: non_empty(wire.target),
         max_attempts: wire.max_attempts,
         allow_fallback: wire.allow_fallback,
         delivery,

@@ -173,7 +173,9 @@ fn exec_sends_the_policy_labels_and_deadline_it_is_given() {
 
 #[test]
 fn every_command_that_dials_a_server_says_it_takes_a_unix_socket() {
-    for command in ["exec", "health", "bench", "usage"] {
+    for command in [
+        "exec", "submit", "watch", "get", "cancel", "metadata", "health", "bench", "usage",
+    ] {
         let out = run(&[command, "--help"]);
         assert!(out.status.success(), "{command}: {out:?}");
         let help = String::from_utf8_lossy(&out.stdout);

@@ -28,6 +28,7 @@ mod bench_tool;
 mod buffered_delivery;
 mod cancel;
 mod check_config;
+mod cli_api;
 mod cli_exec;
 mod cli_health;
 mod compression;
