@@ -74,6 +74,28 @@ pub struct Config {
     pub abilities: BTreeMap<Arc<str>, AbilityConfig>,
 }
 
+/// What a config holds, in counts: what `check-config` says of a file that passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checked {
+    /// `[providers.NAME]` tables.
+    pub providers: usize,
+    /// `[policies.NAME]` tables.
+    pub policies: usize,
+    /// `[abilities.NAME]` tables.
+    pub abilities: usize,
+}
+
+impl Checked {
+    /// The counts of `config`.
+    pub fn of(config: &Config) -> Self {
+        Self {
+            providers: config.providers.len(),
+            policies: config.policies.len(),
+            abilities: config.abilities.len(),
+        }
+    }
+}
+
 /// Where the gRPC server listens (`server.listen`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listen {
@@ -362,6 +384,17 @@ pub enum OnUnknownOutcome {
     Fallback,
 }
 
+impl OnUnknownOutcome {
+    /// As the config writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Retry => "retry",
+            Self::Fallback => "fallback",
+        }
+    }
+}
+
 /// One `provider/model` target.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Target {
@@ -404,7 +437,7 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         let raw: raw::RawConfig = toml::from_str(text)?;
-        validate::validate(raw, env)
+        validate::validate(raw, validate::Env::new(env))
     }
 
     /// Reads, parses and validates a file.
@@ -426,9 +459,29 @@ impl Config {
         })?;
         let raw: raw::RawConfig = toml::from_str(&text)?;
         let shown = raw.clone();
-        let config = validate::validate(raw, &|name| std::env::var(name).ok())?;
+        let env = |name: &str| std::env::var(name).ok();
+        let config = validate::validate(raw, validate::Env::new(&env))?;
         let effective = effective::effective(shown, &config);
         Ok((config, effective))
+    }
+
+    /// Reads, parses and validates a file as [`load_effective`](Self::load_effective) does,
+    /// but without reading any secret: each environment variable and file a secret is kept
+    /// in is checked by its name only (a variable need not be set, a file need not exist),
+    /// for a CI job that has none of them. What it validated is described, never returned: it
+    /// holds stand-ins, not the secrets.
+    pub fn check_names(path: &Path) -> Result<(Checked, String), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let raw: raw::RawConfig = toml::from_str(&text)?;
+        let shown = raw.clone();
+        let stand_ins = validate::StandIns::of(&raw);
+        let env = |name: &str| stand_ins.value(name);
+        let config = validate::validate(raw, validate::Env::names_only(&env))?;
+        let effective = effective::effective(shown, &config);
+        Ok((Checked::of(&config), effective))
     }
 
     /// The embedded default.

@@ -227,7 +227,7 @@ impl ConfigBuilder {
         self,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        validate::validate(self.raw, env)
+        validate::validate(self.raw, validate::Env::new(env))
     }
 
     /// The TOML file that says the same.

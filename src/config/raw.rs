@@ -222,9 +222,9 @@ pub(super) struct RawProvider {
         skip_serializing_if = "Option::is_none"
     )]
     pub queue_aging: Option<Duration>,
-    /// The older spelling of `on_unknown_outcome = "retry"`.
-    #[serde(default)]
-    pub retry_unknown_outcome: bool,
+    /// The older spelling of `on_unknown_outcome = "retry"` (`true`) or `"stop"` (`false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_unknown_outcome: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_unknown_outcome: Option<OnUnknownOutcome>,
     /// HTTP adapters only; unset, every timeout is at its default.
@@ -253,11 +253,45 @@ pub(super) struct RawQueues {
 }
 
 /// `providers.NAME.health`: `"on"`, `"off"`, or a table of settings (the rest at defaults).
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// Read by hand, not as an untagged enum: a misspelt setting is named as such, not as a value
+/// that matches no form.
+#[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub(super) enum RawHealth {
     Mode(HealthMode),
     Settings(RawHealthSettings),
+}
+
+impl<'de> Deserialize<'de> for RawHealth {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Form;
+        impl<'de> serde::de::Visitor<'de> for Form {
+            type Value = RawHealth;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("\"on\", \"off\", or a table of health settings")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<RawHealth, E> {
+                match text {
+                    "on" => Ok(RawHealth::Mode(HealthMode::On)),
+                    "off" => Ok(RawHealth::Mode(HealthMode::Off)),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(text), &self)),
+                }
+            }
+
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                map: M,
+            ) -> Result<RawHealth, M::Error> {
+                let settings = RawHealthSettings::deserialize(
+                    serde::de::value::MapAccessDeserializer::new(map),
+                )?;
+                Ok(RawHealth::Settings(settings))
+            }
+        }
+        deserializer.deserialize_any(Form)
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -324,7 +358,7 @@ impl RawProvider {
             queue_capacity: default_queue_capacity(),
             queues: None,
             queue_aging: None,
-            retry_unknown_outcome: false,
+            retry_unknown_outcome: None,
             on_unknown_outcome: None,
             timeouts: None,
             limiter: None,

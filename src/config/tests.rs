@@ -471,10 +471,29 @@ fn unknown_outcomes_stop_by_default_and_may_retry_or_fall_back() {
         config.policies["main"].on_content_filter,
         OnContentFilter::Fallback
     );
-    assert_errors(&[(
-        provider("retry_unknown_outcome = true\non_unknown_outcome = \"fallback\""),
-        "providers.fake.retry_unknown_outcome: says `on_unknown_outcome = \"retry\"`",
-    )]);
+    assert_errors(&[
+        (
+            provider("retry_unknown_outcome = true\non_unknown_outcome = \"fallback\""),
+            "providers.fake.retry_unknown_outcome: says `on_unknown_outcome = \"retry\"`",
+        ),
+        (
+            provider("retry_unknown_outcome = false\non_unknown_outcome = \"retry\""),
+            "providers.fake.retry_unknown_outcome: says `on_unknown_outcome = \"stop\"`, and \
+             `on_unknown_outcome` says \"retry\"",
+        ),
+    ]);
+    // A misspelt health setting is named, with the settings there are.
+    let error = error_of(&provider("health = { consecutive_failure = 2 }"));
+    assert!(
+        error.contains("unknown field `consecutive_failure`")
+            && error.contains("`consecutive_failures`"),
+        "{error}"
+    );
+    let error = error_of(&provider("health = \"of\""));
+    assert!(
+        error.contains("\"on\", \"off\", or a table of health settings"),
+        "{error}"
+    );
     // A word it does not know: the parser's error shows the line and the words it knows.
     let error = error_of(&provider("on_unknown_outcome = \"sometimes\""));
     assert!(

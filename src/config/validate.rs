@@ -13,8 +13,42 @@ use super::{
     TimeoutsConfig,
 };
 
-/// Looks up an environment variable (the process environment, or a test's stand-in).
-pub(super) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+/// Where secrets come from: environment variables (the process environment, or a test's
+/// stand-in), and files, which are read unless only their names are checked
+/// (`check-config --names-only`).
+#[derive(Clone, Copy)]
+pub(super) struct Env<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+    files: bool,
+}
+
+impl<'a> Env<'a> {
+    /// Variables from `lookup`; files are read.
+    pub(super) fn new(lookup: &'a dyn Fn(&str) -> Option<String>) -> Self {
+        Self {
+            lookup,
+            files: true,
+        }
+    }
+
+    /// Variables from `lookup` (stand-ins, say); files named are not read.
+    pub(super) fn names_only(lookup: &'a dyn Fn(&str) -> Option<String>) -> Self {
+        Self {
+            lookup,
+            files: false,
+        }
+    }
+
+    /// The value of the variable `name`.
+    pub(super) fn var(&self, name: &str) -> Option<String> {
+        (self.lookup)(name)
+    }
+
+    /// Whether a file a secret is kept in is read (and checked), or only named.
+    pub(super) fn reads_files(&self) -> bool {
+        self.files
+    }
+}
 
 mod adapter;
 pub(crate) mod bounds;
@@ -22,7 +56,10 @@ mod health;
 mod limiter;
 mod routing;
 mod server;
+mod stand_ins;
 mod store;
+
+pub(super) use stand_ins::StandIns;
 
 use adapter::adapter;
 use bounds::{count, duration, items, name_text};
@@ -36,7 +73,7 @@ pub(super) fn variable(key: &str, var: &str, env: Env<'_>) -> Result<String, Con
             "must name an environment variable (letters, digits and `_`)",
         ));
     }
-    match env(var) {
+    match env.var(var) {
         None => Err(invalid(
             key,
             format!("environment variable `{var}` is not set (or is not valid UTF-8)"),
@@ -125,17 +162,27 @@ fn capabilities(key: &str, names: Vec<String>) -> Result<BTreeSet<String>, Confi
     Ok(set)
 }
 
-/// `on_unknown_outcome`, or its older spelling `retry_unknown_outcome = true`; both only when
-/// they say the same.
+/// `on_unknown_outcome`, or its older spelling `retry_unknown_outcome` (`true` is
+/// `"retry"`, `false` is `"stop"`); both only when they say the same.
 fn on_unknown_outcome(key: &str, raw: &RawProvider) -> Result<OnUnknownOutcome, ConfigError> {
-    match (raw.retry_unknown_outcome, raw.on_unknown_outcome) {
-        (false, mode) => Ok(mode.unwrap_or_default()),
-        (true, None | Some(OnUnknownOutcome::Retry)) => Ok(OnUnknownOutcome::Retry),
-        (true, Some(_)) => Err(invalid(
+    let legacy = raw.retry_unknown_outcome.map(|retry| {
+        if retry {
+            OnUnknownOutcome::Retry
+        } else {
+            OnUnknownOutcome::Stop
+        }
+    });
+    match (legacy, raw.on_unknown_outcome) {
+        (Some(old), Some(new)) if old != new => Err(invalid(
             format!("{key}.retry_unknown_outcome"),
-            "says `on_unknown_outcome = \"retry\"`, and `on_unknown_outcome` says otherwise: \
-             keep one",
+            format!(
+                "says `on_unknown_outcome = \"{}\"`, and `on_unknown_outcome` says \"{}\": \
+                 keep `on_unknown_outcome` alone (`retry_unknown_outcome` is its older spelling)",
+                old.as_str(),
+                new.as_str()
+            ),
         )),
+        (old, new) => Ok(new.or(old).unwrap_or_default()),
     }
 }
 

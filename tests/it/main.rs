@@ -38,6 +38,7 @@ mod cut_attempt_usage;
 mod deploy;
 mod disk_full;
 mod docs;
+mod examples;
 mod execute_http_fallback;
 mod execute_stream;
 mod fallback_rules;

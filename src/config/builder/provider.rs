@@ -189,9 +189,10 @@ impl ProviderSpec {
         self
     }
 
-    /// `retry_unknown_outcome` (the older spelling of `on_unknown_outcome = "retry"`).
+    /// `retry_unknown_outcome` (the older spelling of `on_unknown_outcome = "retry"`, or
+    /// `"stop"` when false).
     pub fn retry_unknown_outcome(mut self, retry: bool) -> Self {
-        self.0.retry_unknown_outcome = retry;
+        self.0.retry_unknown_outcome = Some(retry);
         self
     }
 

@@ -294,7 +294,7 @@ fn vertex(
     )?
     .unwrap_or(VertexPublisher::Google);
     let auth = match &raw.service_account_file {
-        Some(file) => service_account::credentials(key, raw, file)?,
+        Some(file) => service_account::credentials(key, raw, file, env)?,
         None if raw.token_endpoint.is_some() => {
             return Err(invalid(
                 format!("{key}.token_endpoint"),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::bounds::{self, count, duration_from, items};
+use super::stand_ins::UNREAD;
 use super::{Env, invalid, variable};
 use crate::config::raw::{RawStore, RawStoreKey};
 use crate::config::{
@@ -301,7 +302,7 @@ fn key(at: &str, raw: &RawStoreKey, env: Env<'_>) -> Result<StoreKey, ConfigErro
             Err(invalid(env_key, reason))
         }
         (Some(var), None) => {
-            let Some(value) = env(var) else {
+            let Some(value) = env.var(var) else {
                 return Err(invalid(
                     env_key,
                     format!("environment variable `{var}` is not set (or is not valid UTF-8)"),
@@ -310,6 +311,12 @@ fn key(at: &str, raw: &RawStoreKey, env: Env<'_>) -> Result<StoreKey, ConfigErro
             StoreKey::parse(value.as_bytes(), format!("env {var}")).map_err(|reason| {
                 invalid(env_key, format!("environment variable `{var}` {reason}"))
             })
+        }
+        (None, Some(path)) if path.is_empty() => Err(invalid(file_key, "must name a file")),
+        // Named, not read: a stand-in for what it holds.
+        (None, Some(path)) if !env.reads_files() => {
+            StoreKey::parse(UNREAD.as_bytes(), format!("file {path}"))
+                .map_err(|reason| invalid(file_key, reason))
         }
         (None, Some(path)) => {
             let value = std::fs::read(path)

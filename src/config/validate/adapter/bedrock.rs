@@ -56,7 +56,7 @@ pub(super) fn bedrock(
 /// set, else the container endpoint's when its variables are.
 fn credentials(key: &str, raw: &RawProvider, env: Env<'_>) -> Result<AwsCredentials, ConfigError> {
     let field = format!("{key}.aws_credentials");
-    let set = |var: &str| env(var).is_some_and(|v| !v.is_empty());
+    let set = |var: &str| env.var(var).is_some_and(|v| !v.is_empty());
     let sources = [("environment", false), ("container", true)];
     let named = one_of(
         key,
@@ -89,7 +89,10 @@ fn credentials(key: &str, raw: &RawProvider, env: Env<'_>) -> Result<AwsCredenti
         });
     }
     // As AWS's SDKs read them: the relative URI first.
-    let url = match (env(RELATIVE_URI).filter(|v| !v.is_empty()), env(FULL_URI)) {
+    let url = match (
+        env.var(RELATIVE_URI).filter(|v| !v.is_empty()),
+        env.var(FULL_URI),
+    ) {
         (Some(relative), _) if relative.starts_with('/') => format!("{CONTAINER_HOST}{relative}"),
         (Some(_), _) => {
             return Err(invalid(
@@ -108,7 +111,8 @@ fn credentials(key: &str, raw: &RawProvider, env: Env<'_>) -> Result<AwsCredenti
             ));
         }
     };
-    let token_file = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
+    let token_file = env
+        .var("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
         .filter(|v| !v.is_empty())
         .map(Into::into);
     let token = (token_file.is_none() && set("AWS_CONTAINER_AUTHORIZATION_TOKEN"))

@@ -2,15 +2,18 @@
 //! its token requests go. The assertion a request carries is a credential for as long as it
 //! is valid, so it goes where a key may: over https, or plain http to this machine.
 
-use super::{invalid, secure_enough};
+use super::{Env, invalid, secure_enough};
 use crate::config::raw::RawProvider;
 use crate::config::{ConfigError, Credentials, ServiceAccount};
 
 /// The service account of provider `key`'s key file `file`, the one way it gets its tokens.
+/// Where files are only named (`Env::reads_files`), the file is not read: what stands in for
+/// it is a token file of the same name, never served.
 pub(super) fn credentials(
     key: &str,
     raw: &RawProvider,
     file: &str,
+    env: Env<'_>,
 ) -> Result<Credentials, ConfigError> {
     let field = format!("{key}.service_account_file");
     for (other, set) in [
@@ -29,6 +32,12 @@ pub(super) fn credentials(
     }
     if file.is_empty() {
         return Err(invalid(field, "must name the key file"));
+    }
+    if !env.reads_files() {
+        if let Some(endpoint) = &raw.token_endpoint {
+            url(&format!("{key}.token_endpoint"), "is", endpoint)?;
+        }
+        return Ok(Credentials::TokenFile(file.into()));
     }
     let account = ServiceAccount::read(file.into(), raw.token_endpoint.as_deref())
         .map_err(|reason| invalid(&field, reason))?;
