@@ -47,6 +47,9 @@ pub enum BenchError {
     /// The baseline or embedded runtime could not be set up.
     #[error("{0}")]
     Setup(String),
+    /// The server refused the request the run would send: every call would fail the same.
+    #[error("the server refused the request: {0}")]
+    Refused(String),
 }
 
 /// How long an embedded runtime gets to finish what a timed-out call left running.
@@ -77,6 +80,7 @@ pub async fn run(plan: &Plan) -> Result<Report, BenchError> {
         Target::Server(address) => {
             let caller =
                 grpc::GrpcCaller::connect(address, plan.connections, request, plan.rpc).await?;
+            caller.preflight().await?;
             let cpu = cpu::now();
             let tally = load::run(&caller, load).await;
             let cpu = used(cpu);
@@ -136,8 +140,10 @@ fn used(start: Option<cpu::CpuTime>) -> Option<cpu::CpuTime> {
     Some(cpu::now()?.since(start?))
 }
 
-/// The subcommand: plan, run, print. Exits 0 when the run happened (errors of individual
-/// calls are in the report), 2 when it could not run.
+/// The subcommand: plan, run, print. Exits 0 when the run happened and some call succeeded
+/// (errors of individual calls are in the report, by key, each with the first message), 1
+/// when every call failed or the server could not be reached, 2 when it could not run (its
+/// arguments, or a request the server refuses: the first call is sent alone to find out).
 pub async fn main(args: BenchArgs) -> ExitCode {
     let plan = match args.plan() {
         Ok(plan) => plan,
@@ -148,6 +154,10 @@ pub async fn main(args: BenchArgs) -> ExitCode {
     };
     let report = match run(&plan).await {
         Ok(report) => report,
+        Err(e @ BenchError::Connect(..)) => {
+            eprintln!("error: {e}");
+            return crate::cli::exit::failed();
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return crate::cli::exit::invalid();
@@ -160,6 +170,13 @@ pub async fn main(args: BenchArgs) -> ExitCode {
         write!(out, "{}", report.table())
     };
     match written.and_then(|()| out.flush()) {
+        Ok(()) if report.executions > 0 && report.succeeded == 0 => {
+            eprintln!(
+                "error: every one of the {} calls failed (errors above, by key)",
+                report.executions
+            );
+            crate::cli::exit::failed()
+        }
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => crate::cli::exit::failed(),
     }

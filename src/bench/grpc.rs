@@ -101,6 +101,41 @@ impl GrpcCaller {
     }
 }
 
+impl GrpcCaller {
+    /// Sends the run's request once, alone, before the load: a request the server refuses
+    /// (an unknown ability, an invalid field) is said once, instead of as every call's error.
+    /// An accepted one is left to run; its events are not read.
+    pub async fn preflight(&self) -> Result<(), BenchError> {
+        use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
+        use tonic::Code;
+        let mut client = ModelRuntimeClient::new(self.channels[0].clone());
+        let request = (*self.request).clone();
+        let answered = match self.rpc {
+            Rpc::Execute => client.execute(request).await.map(drop),
+            Rpc::Submit => client.submit(request).await.map(drop),
+        };
+        match answered {
+            Err(status)
+                if matches!(
+                    status.code(),
+                    Code::InvalidArgument
+                        | Code::NotFound
+                        | Code::FailedPrecondition
+                        | Code::Unimplemented
+                        | Code::PermissionDenied
+                        | Code::Unauthenticated
+                ) =>
+            {
+                Err(BenchError::Refused(
+                    crate::cli::client::CallError::Status(status).to_string(),
+                ))
+            }
+            // Anything else (a busy server, say) is the load's to count.
+            _ => Ok(()),
+        }
+    }
+}
+
 impl Caller for GrpcCaller {
     type Session = GrpcSession;
 

@@ -113,7 +113,61 @@ async fn bench_against_nothing_fails_cleanly() {
     })
     .await
     .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cannot connect"), "{stderr}");
+}
+
+/// `bench` on a request the server refuses says why once and exits 2, before any load; a
+/// run in which every call failed exits 1 and says so, its errors by key with the reason.
+#[tokio::test]
+async fn a_refused_request_or_a_run_of_failures_is_not_a_success() {
+    let server = common::start(common::echo()).await;
+    let addr = server.addr.to_string();
+    let run =
+        |args: Vec<String>| tokio::task::spawn_blocking(move || common::process::run(&args, WAIT));
+    let args = |more: &[&str]| -> Vec<String> {
+        ["bench", "--addr", &addr, "--executions", "1000"]
+            .iter()
+            .chain(more)
+            .map(|s| (*s).to_owned())
+            .collect()
+    };
+    let out = run(args(&["--ability", "nope"])).await.unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the server refused the request"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("unknown ability `nope`"), "{stderr}");
+    assert!(out.stdout.is_empty(), "no run: {out:?}");
+    server.stop().await;
+
+    let server = common::start(common::hanging().drain_timeout(Duration::from_millis(200))).await;
+    let addr = server.addr.to_string();
+    let args: Vec<String> = [
+        "bench",
+        "--addr",
+        &addr,
+        "--executions",
+        "4",
+        "--timeout",
+        "100ms",
+        "--json",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let out = run(args).await.unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("every one of the 4 calls failed"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(report["errors"]["client:timeout"], 4, "{report}");
+    server.stop().await;
 }

@@ -108,6 +108,15 @@ async fn a_refused_connection_is_retryable() {
     for kind in KINDS {
         let error = error_of(kind, &url, |s| s).await;
         assert_error(&error, ErrorClass::Retryable, "connect_failed", "");
+        // The caller is told which step failed, never the address.
+        assert!(
+            error
+                .message
+                .ends_with("connecting failed (connection refused)"),
+            "{kind:?}: {}",
+            error.message
+        );
+        assert!(!error.message.contains("127.0.0.1"), "{}", error.message);
     }
 }
 

@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::head::{self, MAX_HEAD_BYTES};
-use super::{Endpoint, Failure, Io, Shared};
+use super::{ConnectStep, Endpoint, Failure, Io, Shared};
 
 /// TCP keep-alive probes find a dead peer during a long silent stream.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
@@ -22,10 +22,10 @@ pub(super) async fn open(shared: Arc<Shared>) -> Result<Box<dyn Io>, Failure> {
     let limit = shared.connect_timeout;
     match tokio::time::timeout(limit, route(&shared)).await {
         Ok(opened) => opened,
-        Err(_) => Err(Failure::Connect {
-            timed_out: true,
-            cause: format!("no connection within {limit:?}"),
-        }),
+        Err(_) => Err(failed(
+            ConnectStep::TimedOut,
+            format!("no connection within {limit:?}"),
+        )),
     }
 }
 
@@ -45,10 +45,19 @@ async fn route(shared: &Shared) -> Result<Box<dyn Io>, Failure> {
     Ok(io)
 }
 
-fn refused(cause: impl Into<String>) -> Failure {
+fn failed(step: ConnectStep, cause: impl Into<String>) -> Failure {
     Failure::Connect {
-        timed_out: false,
+        step,
         cause: cause.into(),
+    }
+}
+
+/// The step a TCP connect's error says failed.
+fn tcp_step(error: &std::io::Error) -> ConnectStep {
+    match error.kind() {
+        std::io::ErrorKind::ConnectionRefused => ConnectStep::Refused,
+        std::io::ErrorKind::TimedOut => ConnectStep::TimedOut,
+        _ => ConnectStep::Unreachable,
     }
 }
 
@@ -58,29 +67,35 @@ fn refused(cause: impl Into<String>) -> Failure {
 async fn tcp(endpoint: &Endpoint, limit: Duration) -> Result<TcpStream, Failure> {
     let addresses: Vec<_> = tokio::net::lookup_host((endpoint.host(), endpoint.port))
         .await
-        .map_err(|e| refused(format!("resolving {}: {e}", endpoint.host())))?
+        .map_err(|e| {
+            let cause = format!("resolving {}: {e}", endpoint.host());
+            failed(ConnectStep::Resolve, cause)
+        })?
         .collect();
     let share = limit / u32::try_from(addresses.len().max(1)).unwrap_or(u32::MAX);
     let mut last = None;
     for address in addresses {
         match tokio::time::timeout(share, TcpStream::connect(address)).await {
-            Err(_) => last = Some(format!("{address}: no answer within {share:?}")),
-            Ok(Err(e)) => last = Some(format!("{address}: {e}")),
+            Err(_) => {
+                let cause = format!("{address}: no answer within {share:?}");
+                last = Some(failed(ConnectStep::TimedOut, cause));
+            }
+            Ok(Err(e)) => last = Some(failed(tcp_step(&e), format!("{address}: {e}"))),
             Ok(Ok(stream)) => {
-                stream
-                    .set_nodelay(true)
-                    .map_err(|e| refused(format!("TCP_NODELAY: {e}")))?;
+                let local = |e| failed(ConnectStep::Local, format!("TCP_NODELAY: {e}"));
+                stream.set_nodelay(true).map_err(local)?;
                 let probes = TcpKeepalive::new().with_time(TCP_KEEPALIVE);
                 SockRef::from(&stream)
                     .set_tcp_keepalive(&probes)
-                    .map_err(|e| refused(format!("TCP keep-alive: {e}")))?;
+                    .map_err(|e| failed(ConnectStep::Local, format!("TCP keep-alive: {e}")))?;
                 return Ok(stream);
             }
         }
     }
-    Err(refused(last.unwrap_or_else(|| {
-        format!("{} resolved to no address", endpoint.host())
-    })))
+    Err(last.unwrap_or_else(|| {
+        let cause = format!("{} resolved to no address", endpoint.host());
+        failed(ConnectStep::Resolve, cause)
+    }))
 }
 
 async fn tls(
@@ -91,13 +106,20 @@ async fn tls(
     let config = shared
         .tls
         .clone()
-        .ok_or_else(|| refused("TLS is not set up"))?;
-    let name = ServerName::try_from(endpoint.host().to_owned())
-        .map_err(|e| refused(format!("TLS server name {}: {e}", endpoint.host())))?;
+        .ok_or_else(|| failed(ConnectStep::Local, "TLS is not set up"))?;
+    let name = ServerName::try_from(endpoint.host().to_owned()).map_err(|e| {
+        let cause = format!("TLS server name {}: {e}", endpoint.host());
+        failed(ConnectStep::Local, cause)
+    })?;
     let stream = tokio_rustls::TlsConnector::from(config)
         .connect(name, io)
         .await
-        .map_err(|e| refused(format!("TLS with {}: {e}", endpoint.host())))?;
+        .map_err(|e| {
+            failed(
+                ConnectStep::Tls,
+                format!("TLS with {}: {e}", endpoint.host()),
+            )
+        })?;
     Ok(Box::new(stream))
 }
 
@@ -118,7 +140,8 @@ pub(super) async fn tunnel(
         request.push_str("\r\n");
     }
     request.push_str("\r\n");
-    let broke = |e: std::io::Error| refused(format!("proxy tunnel: {e}"));
+    let refused = |cause: &str| failed(ConnectStep::Proxy, cause);
+    let broke = |e: std::io::Error| failed(ConnectStep::Proxy, format!("proxy tunnel: {e}"));
     io.write_all(request.as_bytes()).await.map_err(broke)?;
     io.flush().await.map_err(broke)?;
     let mut buffer = Vec::with_capacity(1024);
@@ -129,7 +152,7 @@ pub(super) async fn tunnel(
         match head::parse(&buffer) {
             Ok(None) if buffer.len() <= MAX_HEAD_BYTES => {}
             Ok(None) => return Err(refused("the proxy's answer is too large")),
-            Err(e) => return Err(refused(format!("the proxy's answer: {e}"))),
+            Err(e) => return Err(refused(&format!("the proxy's answer: {e}"))),
             // Nothing may follow the answer before the client speaks TLS.
             Ok(Some((head, taken))) if (200..300).contains(&head.status) => {
                 if taken < buffer.len() {
@@ -138,7 +161,7 @@ pub(super) async fn tunnel(
                 return Ok(io);
             }
             Ok(Some((head, _))) => {
-                return Err(refused(format!(
+                return Err(refused(&format!(
                     "the proxy refused the tunnel with HTTP {}",
                     head.status
                 )));

@@ -262,8 +262,9 @@ impl Client {
 /// Why a call failed, with the network's account of it for the log.
 #[derive(Debug)]
 pub enum Failure {
-    /// No connection could be opened (or it timed out): nothing was sent.
-    Connect { timed_out: bool, cause: String },
+    /// No connection could be opened (or it timed out): nothing was sent. `step` is which
+    /// step failed, in words a caller may see; `cause` says what the system said, for the log.
+    Connect { step: ConnectStep, cause: String },
     /// The connection failed while the request was being written: the server cannot have
     /// received all of it.
     Unsent(String),
@@ -272,6 +273,40 @@ pub enum Failure {
     Lost(String),
     /// The body broke: a read failed, its framing is malformed, or it was cut short.
     Broken(String),
+}
+
+/// The step of opening a connection that failed: what a caller may be told of it, without
+/// the hosts, addresses or certificate details `Failure::cause` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectStep {
+    /// The host name did not resolve.
+    Resolve,
+    /// The address refused the connection: nothing listens there.
+    Refused,
+    /// The address could not be reached (no route, the network down, a reset).
+    Unreachable,
+    /// Nothing answered within the connect timeout.
+    TimedOut,
+    /// The TLS handshake failed (a certificate not trusted, say).
+    Tls,
+    /// The proxy did not open a tunnel.
+    Proxy,
+    /// The connection could not be set up on this side (a socket option, TLS not set up).
+    Local,
+}
+
+impl std::fmt::Display for ConnectStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Resolve => "its host name did not resolve",
+            Self::Refused => "connection refused",
+            Self::Unreachable => "its address could not be reached",
+            Self::TimedOut => "timed out",
+            Self::Tls => "the TLS handshake failed",
+            Self::Proxy => "the proxy did not open a tunnel",
+            Self::Local => "setting up the connection failed",
+        })
+    }
 }
 
 impl Failure {

@@ -237,7 +237,7 @@ async fn failures_say_whether_the_request_was_sent() {
         matches!(
             failure,
             Failure::Connect {
-                timed_out: false,
+                step: ConnectStep::Refused,
                 ..
             }
         ),
@@ -439,7 +439,7 @@ async fn https_targets_are_verified_and_read_over_tls() {
     let client = tls_client(&format!("https://localhost:{port}/v1/chat"), None, false);
     let failure = exchange(&client).await.unwrap_err();
     assert!(
-        matches!(&failure, Failure::Connect { timed_out: false, cause } if cause.contains("UnknownIssuer")),
+        matches!(&failure, Failure::Connect { step: ConnectStep::Tls, cause } if cause.contains("UnknownIssuer")),
         "{failure:?}"
     );
 }

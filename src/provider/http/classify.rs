@@ -17,7 +17,7 @@ use super::detail::ErrorDetail;
 use crate::config::Secret;
 use crate::execution::{AttemptCode, ErrorClass};
 use crate::provider::ProviderError;
-use h1::Failure;
+use h1::{ConnectStep, Failure};
 
 /// How much of a provider's message an error may quote.
 const QUOTE_LIMIT: usize = 200;
@@ -38,14 +38,14 @@ impl Upstream {
         );
         let label = self.label();
         match failure {
-            Failure::Connect { timed_out, .. } => {
-                let what = if *timed_out {
+            Failure::Connect { step, .. } => {
+                let what = if *step == ConnectStep::TimedOut {
                     format!(
                         "connecting timed out after {}",
                         humantime::format_duration(self.timeouts.connect)
                     )
                 } else {
-                    "connecting failed".to_owned()
+                    format!("connecting failed ({step})")
                 };
                 ProviderError::retryable(AttemptCode::ConnectFailed, format!("{label}: {what}"))
             }
