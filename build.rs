@@ -10,6 +10,10 @@
 //! - `bare/model_runtime.v1.rs`: a plain server over `pb`'s messages, for the binary's bare
 //!   baseline (`src/bench/bare.rs`) only: no part of the library;
 //! - `model_runtime_descriptor.bin`: the descriptor set that server reflection serves.
+//!
+//! It also sets `MODEL_RUNTIME_COMMIT`, the commit `--version` shows: the variable of that
+//! name when the build is given one (the container's build, which has no `.git`), else
+//! `git rev-parse --short=12 HEAD`, else `unknown`.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -26,6 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/model_runtime/v1/input.proto",
     ];
     println!("cargo:rerun-if-changed=proto");
+    commit();
     let descriptors = protox::compile(files, ["proto"])?;
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(
@@ -59,6 +64,40 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .extern_path(".model_runtime.v1", "crate::pb")
         .compile_fds(descriptors)?;
     Ok(())
+}
+
+/// The commit being built, for `--version`; the files that change with it are watched.
+fn commit() {
+    println!("cargo:rerun-if-env-changed=MODEL_RUNTIME_COMMIT");
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .and_then(|out| String::from_utf8(out.stdout).ok())
+            .map(|text| text.trim().to_owned())
+            .filter(|text| !text.is_empty())
+    };
+    let commit = std::env::var("MODEL_RUNTIME_COMMIT")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(|| {
+            // HEAD, the branch it names and the packed refs: a commit moves one of them.
+            for path in ["HEAD", "packed-refs"] {
+                if let Some(file) = git(&["rev-parse", "--git-path", path]) {
+                    println!("cargo:rerun-if-changed={file}");
+                }
+            }
+            if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"])
+                && let Some(file) = git(&["rev-parse", "--git-path", &branch])
+            {
+                println!("cargo:rerun-if-changed={file}");
+            }
+            git(&["rev-parse", "--short=12", "HEAD"])
+        })
+        .unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rustc-env=MODEL_RUNTIME_COMMIT={commit}");
 }
 
 /// `pub mod <message> { pub const <FIELD>: u32 = <number>; ... }` for every message of the

@@ -159,6 +159,8 @@ pub struct ServerConfig {
     /// How long a request's body may take to end, from its headers (reflection's streams
     /// aside, whose requests come as their client asks).
     pub request_timeout: Duration,
+    /// One `info` line per `ModelRuntime` call at its end (`model_runtime::access`).
+    pub access_log: bool,
     /// How long a connection may have no open stream before it is closed (GOAWAY).
     pub idle_timeout: Duration,
     /// HTTP/2 keepalive: how often a connection is pinged.

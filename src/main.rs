@@ -18,10 +18,18 @@ mod cli;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `--version`: the release and the commit it was built from.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("MODEL_RUNTIME_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "model-runtime",
-    version,
+    version = VERSION,
     about = "A gRPC data plane that executes model calls behind an AI gateway"
 )]
 struct Cli {
@@ -71,6 +79,12 @@ enum Command {
     /// Validate a config file and print every value in effect (defaults filled in; secrets
     /// named by where they are read from, never shown), then exit.
     CheckConfig(cli::check::CheckConfigArgs),
+    /// Print a completion script for a shell (e.g. `model-runtime completions bash >
+    /// /etc/bash_completion.d/model-runtime`).
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> ExitCode {
@@ -100,5 +114,15 @@ fn main() -> ExitCode {
         Command::Price(args) => cli::run(cli::usage::price(args)),
         Command::MockUpstream(args) => cli::run(bench::mock::main(args)),
         Command::CheckConfig(args) => cli::check::main(args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "model-runtime",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
     }
 }

@@ -7,6 +7,7 @@
 //! maps the .proto's `ExecutionEvent` to that type for this server only (`build.rs`), so the
 //! generated code encodes it like any other message.
 
+mod access;
 pub(crate) mod codec;
 mod compression;
 pub(crate) mod decode;
@@ -20,8 +21,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
+use tokio::time::Instant;
 use tonic::{Request, Response, Status};
 
+use crate::execution::Execution;
 use crate::pb;
 use crate::runtime::{EventStream, Runtime};
 
@@ -48,12 +51,51 @@ pub(crate) type WireEvents = Pin<Box<dyn Stream<Item = Result<WireEvent, Status>
 #[derive(Clone)]
 pub(crate) struct ModelRuntimeService {
     runtime: Runtime,
+    /// `server.access_log`.
+    access: bool,
 }
 
 impl ModelRuntimeService {
     /// Serves `runtime`.
     pub(crate) fn new(runtime: Runtime) -> Self {
-        Self { runtime }
+        let access = runtime.config().server.access_log;
+        Self { runtime, access }
+    }
+
+    /// `events` of a stream call that began at `start`, logged at their end when the access
+    /// log is on.
+    fn streamed(&self, method: &'static str, start: Instant, events: EventStream) -> WireEvents {
+        if !self.access {
+            return wire(events);
+        }
+        let id: Arc<str> = events.execution_id().to_text().into();
+        access::stream(method, start, id, wire(events))
+    }
+
+    /// A unary call's answer, logged when the access log is on.
+    fn answered(
+        &self,
+        method: &'static str,
+        start: Instant,
+        answer: Result<Execution, Status>,
+    ) -> Result<Response<pb::Execution>, Status> {
+        if self.access {
+            access::unary(method, start, &answer, answer.as_ref().ok());
+        }
+        answer.map(|view| Response::new(encode::execution(&view)))
+    }
+
+    /// A stream call refused at once, logged when the access log is on.
+    fn refused<T>(
+        &self,
+        method: &'static str,
+        start: Instant,
+        status: Status,
+    ) -> Result<T, Status> {
+        if self.access {
+            access::unary::<()>(method, start, &Err(status.clone()), None);
+        }
+        Err(status)
     }
 
     /// The generated server over this service, refusing requests larger than
@@ -111,41 +153,53 @@ impl ModelRuntime for ModelRuntimeService {
         &self,
         request: Request<pb::ExecuteRequest>,
     ) -> Result<Response<Self::ExecuteStream>, Status> {
-        let request = execute_request(request)?;
-        let events = self
-            .runtime
-            .execute(request)
-            .await
-            .map_err(status::to_status)?;
-        Ok(Response::new(wire(events)))
+        let start = Instant::now();
+        let events = async {
+            let request = execute_request(request)?;
+            self.runtime
+                .execute(request)
+                .await
+                .map_err(status::to_status)
+        };
+        match events.await {
+            Ok(events) => Ok(Response::new(self.streamed("Execute", start, events))),
+            Err(status) => self.refused("Execute", start, status),
+        }
     }
 
     async fn submit(
         &self,
         request: Request<pb::ExecuteRequest>,
     ) -> Result<Response<pb::Execution>, Status> {
-        let request = execute_request(request)?;
-        let view = self
-            .runtime
-            .submit(request)
-            .await
-            .map_err(status::to_status)?;
-        Ok(Response::new(encode::execution(&view)))
+        let start = Instant::now();
+        let view = async {
+            let request = execute_request(request)?;
+            self.runtime
+                .submit(request)
+                .await
+                .map_err(status::to_status)
+        };
+        self.answered("Submit", start, view.await)
     }
 
     async fn watch(
         &self,
         request: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
+        let start = Instant::now();
         let request = request.into_inner();
-        let id = decode::execution_id(&request.execution_id, "execution_id")
-            .map_err(status::to_status)?;
-        let events = self
-            .runtime
-            .watch(id, request.after_sequence)
-            .await
-            .map_err(status::to_status)?;
-        Ok(Response::new(wire(events)))
+        let events = async {
+            let id = decode::execution_id(&request.execution_id, "execution_id")
+                .map_err(status::to_status)?;
+            self.runtime
+                .watch(id, request.after_sequence)
+                .await
+                .map_err(status::to_status)
+        };
+        match events.await {
+            Ok(events) => Ok(Response::new(self.streamed("Watch", start, events))),
+            Err(status) => self.refused("Watch", start, status),
+        }
     }
 
     async fn stream_usage(
@@ -166,26 +220,31 @@ impl ModelRuntime for ModelRuntimeService {
         &self,
         request: Request<pb::GetExecutionRequest>,
     ) -> Result<Response<pb::Execution>, Status> {
-        let id = decode::execution_id(&request.get_ref().execution_id, "execution_id")
-            .map_err(status::to_status)?;
-        let view = self.runtime.get(id).await.map_err(status::to_status)?;
-        Ok(Response::new(encode::execution(&view)))
+        let start = Instant::now();
+        let view = async {
+            let id = decode::execution_id(&request.get_ref().execution_id, "execution_id")
+                .map_err(status::to_status)?;
+            self.runtime.get(id).await.map_err(status::to_status)
+        };
+        self.answered("GetExecution", start, view.await)
     }
 
     async fn cancel_execution(
         &self,
         request: Request<pb::CancelExecutionRequest>,
     ) -> Result<Response<pb::Execution>, Status> {
+        let start = Instant::now();
         let request = request.into_inner();
-        let id = decode::execution_id(&request.execution_id, "execution_id")
-            .map_err(status::to_status)?;
-        let reason = (!request.reason.is_empty()).then_some(request.reason);
-        let view = self
-            .runtime
-            .cancel(id, reason)
-            .await
-            .map_err(status::to_status)?;
-        Ok(Response::new(encode::execution(&view)))
+        let view = async {
+            let id = decode::execution_id(&request.execution_id, "execution_id")
+                .map_err(status::to_status)?;
+            let reason = (!request.reason.is_empty()).then_some(request.reason);
+            self.runtime
+                .cancel(id, reason)
+                .await
+                .map_err(status::to_status)
+        };
+        self.answered("CancelExecution", start, view.await)
     }
 
     async fn get_runtime_metadata(

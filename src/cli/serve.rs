@@ -2,7 +2,8 @@
 //! loaded (or the embedded default), the listener bound (before anything else can create
 //! files: a Unix socket's mode is set by the umask around `bind`), the runtime built (its
 //! store opened), the metrics listener bound; "model-runtime serving" is logged only then.
-//! The first SIGTERM or SIGINT drains (`server::serve`), a second one ends the process.
+//! The first SIGTERM, SIGINT or SIGHUP drains (`server::serve`), a second one ends the
+//! process.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -113,29 +114,16 @@ async fn serve(config: Config, listen: Address) -> ExitCode {
     };
     // Metrics are served until the process ends, the drain included.
     let metrics_stop = tokio_util::sync::CancellationToken::new();
-    if let Some(addr) = runtime.config().server.metrics_listen {
-        match tokio::net::TcpListener::bind(addr).await {
-            Ok(listener) => {
-                let local = listener.local_addr().map_or(addr, |a| a);
-                tracing::info!(addr = %local, "metrics serving");
-                #[expect(
-                    clippy::disallowed_methods,
-                    reason = "metrics are served until the process exits, the drain included"
-                )]
-                tokio::spawn(server::serve_metrics(
-                    runtime.clone(),
-                    listener,
-                    metrics_stop.clone().cancelled_owned(),
-                ));
-            }
-            Err(e) => {
-                eprintln!("cannot listen on {addr} (server.metrics_listen): {e}");
-                return exit::failed();
-            }
-        }
+    if let Err(code) = metrics(&runtime, &metrics_stop).await {
+        return code;
     }
     // Said once everything serving needs is up: the store open, every listener bound.
-    tracing::info!(addr = %local, "model-runtime serving");
+    tracing::info!(
+        addr = %local,
+        version = env!("CARGO_PKG_VERSION"),
+        commit = env!("MODEL_RUNTIME_COMMIT"),
+        "model-runtime serving"
+    );
     let (first, drain) = tokio::sync::oneshot::channel::<()>();
     #[expect(
         clippy::disallowed_methods,
@@ -163,10 +151,45 @@ async fn serve(config: Config, listen: Address) -> ExitCode {
     }
 }
 
-/// SIGINT and SIGTERM.
+/// Serves `GET /metrics` where `server.metrics_listen` says, until `stop`; the exit code
+/// when it cannot listen there.
+async fn metrics(
+    runtime: &Runtime,
+    stop: &tokio_util::sync::CancellationToken,
+) -> Result<(), ExitCode> {
+    let Some(addr) = runtime.config().server.metrics_listen else {
+        return Ok(());
+    };
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => {
+            let local = listener.local_addr().map_or(addr, |a| a);
+            tracing::info!(addr = %local, "metrics serving");
+            #[expect(
+                clippy::disallowed_methods,
+                reason = "metrics are served until the process exits, the drain included"
+            )]
+            tokio::spawn(server::serve_metrics(
+                runtime.clone(),
+                listener,
+                stop.clone().cancelled_owned(),
+            ));
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("cannot listen on {addr} (server.metrics_listen): {e}");
+            Err(exit::failed())
+        }
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP: each drains. SIGHUP does not reload the config (a config
+/// is read once, at start: a new one takes a restart, which a drain makes clean); it is a
+/// drain rather than the default's immediate exit, so a closed terminal or a supervisor's
+/// HUP never cuts running executions.
 struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -175,14 +198,16 @@ impl Signals {
         Ok(Self {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
         })
     }
 
-    /// The next SIGINT or SIGTERM: its name.
+    /// The next SIGINT, SIGTERM or SIGHUP: its name.
     async fn next(&mut self) -> &'static str {
         tokio::select! {
             _ = self.interrupt.recv() => "SIGINT",
             _ = self.terminate.recv() => "SIGTERM",
+            _ = self.hangup.recv() => "SIGHUP",
         }
     }
 }

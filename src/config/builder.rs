@@ -130,6 +130,12 @@ impl ConfigBuilder {
         self
     }
 
+    /// `server.access_log`.
+    pub fn access_log(mut self, on: bool) -> Self {
+        self.raw.server.access_log = on;
+        self
+    }
+
     /// `server.stream_idle_timeout`.
     pub fn stream_idle_timeout(mut self, timeout: Duration) -> Self {
         self.raw.server.stream_idle_timeout = timeout;

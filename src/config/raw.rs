@@ -57,6 +57,7 @@ pub(super) struct RawServer {
     pub keepalive_timeout: Duration,
     #[serde(with = "humantime_serde")]
     pub stream_idle_timeout: Duration,
+    pub access_log: bool,
 }
 
 impl Default for RawServer {
@@ -80,6 +81,7 @@ impl Default for RawServer {
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
             stream_idle_timeout: Duration::from_secs(60),
+            access_log: false,
         }
     }
 }

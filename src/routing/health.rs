@@ -31,7 +31,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::config::{HealthConfig, OnAllUnhealthy, ProviderConfig};
-use crate::execution::{AttemptCode, AttemptError, Ejection, ErrorClass, RoutingPlan};
+use crate::execution::{AttemptCode, AttemptError, Ejection, ErrorClass, ExecutionId, RoutingPlan};
 
 /// The health of one provider's targets.
 #[derive(Debug)]
@@ -318,8 +318,8 @@ impl Health {
         }
     }
 
-    /// An attempt on `model` failed with `error`.
-    pub fn failed(&self, model: &str, error: &AttemptError, now: Instant) {
+    /// An attempt of execution `by` on `model` failed with `error`.
+    pub fn failed(&self, model: &str, error: &AttemptError, now: Instant, by: ExecutionId) {
         let (Some(config), Some(signal)) = (&self.config, Signal::of(error)) else {
             return;
         };
@@ -328,13 +328,13 @@ impl Health {
             Signal::BadKey => {
                 let reason = format!("{why}: the provider refused the key, for every model");
                 for breaker in self.breakers.values() {
-                    self.open(breaker, config, now, None, &reason);
+                    self.open(breaker, config, now, None, &reason, by);
                 }
             }
             Signal::Refused => {
                 if let Some(breaker) = self.breakers.get(model) {
                     let reason = format!("{why}: the provider refuses this model");
-                    self.open(breaker, config, now, None, &reason);
+                    self.open(breaker, config, now, None, &reason, by);
                 }
             }
             Signal::Until(wait) => {
@@ -347,7 +347,7 @@ impl Health {
                         "{why}: the provider asked for {} without requests",
                         humantime::format_duration(wait)
                     );
-                    self.open(breaker, config, now, Some(wait), &reason);
+                    self.open(breaker, config, now, Some(wait), &reason, by);
                 }
             }
             Signal::Failure => {
@@ -377,7 +377,7 @@ impl Health {
                     Phase::Closed => return,
                 };
                 drop(state);
-                self.open(breaker, config, now, None, &reason);
+                self.open(breaker, config, now, None, &reason, by);
             }
         }
     }
@@ -392,6 +392,7 @@ impl Health {
         now: Instant,
         wait: Option<Duration>,
         reason: &str,
+        by: ExecutionId,
     ) {
         let mut state = breaker.lock();
         let length = wait.unwrap_or_else(|| {
@@ -418,7 +419,14 @@ impl Health {
         state.strikes = state.strikes.saturating_add(1);
         state.reason = reason.to_owned();
         breaker.ejections.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(provider = %self.provider, model = %breaker.model, reason, ejected_for = %humantime::format_duration(length), "target ejected: plans skip it until its ejection ends");
+        tracing::warn!(
+            execution_id = %by,
+            provider = %self.provider,
+            model = %breaker.model,
+            reason,
+            ejected_for = %humantime::format_duration(length),
+            "target ejected: plans skip it until its ejection ends"
+        );
     }
 
     /// `model`'s health now.

@@ -91,6 +91,8 @@ struct Shared {
     /// The highest generation of the set this replica has seen: a set behind it lost writes.
     seen: AtomicU64,
     reachable: AtomicBool,
+    /// Whether the set was last seen settling (it has been said).
+    settling: AtomicBool,
     /// After a call that failed, attempts do not ask Redis again before this: each would
     /// wait out the timeout. The keeper keeps asking meanwhile.
     retry_at: Mutex<Option<tokio::time::Instant>>,
@@ -191,6 +193,7 @@ impl GlobalGate {
                 global_in_flight: AtomicU32::new(u32::MAX),
                 seen: AtomicU64::new(0),
                 reachable: AtomicBool::new(true),
+                settling: AtomicBool::new(false),
                 retry_at: Mutex::new(None),
                 unavailable: AtomicU64::new(0),
                 lost: AtomicU64::new(0),
@@ -400,6 +403,23 @@ impl Shared {
             .fetch_max(u64::try_from(generation).unwrap_or(0), Ordering::AcqRel);
     }
 
+    /// A take found the set settling for `left` more ms (0: settled): said once per
+    /// settling, as the wait it explains begins.
+    fn settling(&self, left: i64) {
+        let settling = left > 0;
+        if settling && !self.settling.swap(true, Ordering::AcqRel) {
+            tracing::info!(
+                provider = %self.provider,
+                key = %self.key,
+                wait_ms = left,
+                "the limiter's set of permits in Redis is new or lost writes: no permit until \
+                 the running attempts are renewed into it"
+            );
+        } else if !settling {
+            self.settling.store(false, Ordering::Release);
+        }
+    }
+
     /// Whether the last call failed within [`RETRY_AFTER`].
     fn resting(&self) -> bool {
         lock(&self.retry_at).is_some_and(|at| tokio::time::Instant::now() < at)
@@ -440,13 +460,16 @@ impl Shared {
             members: Some(&args[4..]),
             shared: self,
         };
-        let answer = self.run::<(i64, i64, i64)>(scripts::take(), &args).await;
+        let answer = self
+            .run::<(i64, i64, i64, i64)>(scripts::take(), &args)
+            .await;
         if answer.is_ok() {
             asking.members = None;
         }
         drop(asking);
-        let (taken, held, generation) = answer?;
+        let (taken, held, generation, settling) = answer?;
         self.saw(generation);
+        self.settling(settling);
         self.global_in_flight.store(
             u32::try_from(held).unwrap_or(u32::MAX - 1),
             Ordering::Release,

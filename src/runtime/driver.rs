@@ -263,7 +263,9 @@ impl Driver {
                 let now = Instant::now();
                 match &end.kind {
                     EndKind::Succeeded(_) => slot.health.succeeded(&target.model, now),
-                    EndKind::Failed(error) => slot.health.failed(&target.model, error, now),
+                    EndKind::Failed(error) => {
+                        slot.health.failed(&target.model, error, now, self.job.id);
+                    }
                     // Cancellation or a time limit says nothing of the target.
                     EndKind::Cut(_) => {}
                 }

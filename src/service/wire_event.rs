@@ -87,6 +87,11 @@ impl WireEvent {
         }
     }
 
+    /// The stored event it writes.
+    pub(crate) fn event(&self) -> &Event {
+        &self.event
+    }
+
     fn state(&self) -> u64 {
         // An enum is an int32 on the wire: its two's-complement 64-bit varint.
         i64::from(encode::state(self.event.state) as i32) as u64

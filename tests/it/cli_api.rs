@@ -320,3 +320,25 @@ fn watch_resumes_across_a_server_restart() {
     assert!(err.contains("resuming"), "{err}");
     assert_eq!(status.code(), Some(1), "it failed: {err}");
 }
+
+/// `--version` names the commit; `completions SHELL` writes a script that knows the commands.
+#[test]
+fn the_version_names_its_commit_and_completions_know_the_commands() {
+    let out = run(&["--version"], WAIT);
+    let version = stdout(&out);
+    assert!(
+        version.starts_with(&format!(
+            "model-runtime {} (commit ",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{version}"
+    );
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(&["completions", shell], WAIT);
+        assert!(out.status.success(), "{out:?}");
+        let script = stdout(&out);
+        for command in ["watch", "cancel", "check-config", "names-only"] {
+            assert!(script.contains(command), "{shell}: no {command}");
+        }
+    }
+}

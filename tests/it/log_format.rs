@@ -52,11 +52,12 @@ backoff = "1ms"
 policy = "default"
 "#;
 
-#[test]
-fn a_warning_during_an_attempt_names_its_execution_and_attempt() {
+/// `serve --log-format json` on the config `text`: the server, its address, and each line
+/// it logs after `model-runtime serving`, parsed (a line that is not JSON fails the test).
+fn json_server(text: &str) -> (Guard, String, std::sync::mpsc::Receiver<serde_json::Value>) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
-    std::fs::write(&config, UNREACHABLE).unwrap();
+    std::fs::write(&config, text).unwrap();
     let mut server = Guard(
         Command::new(BIN)
             .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
@@ -81,9 +82,18 @@ fn a_warning_during_an_attempt_names_its_execution_and_attempt() {
             }
         }
     });
-    let limit = std::time::Duration::from_secs(20);
-    let serving = rx.recv_timeout(limit).unwrap();
+    let serving = rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap();
+    assert_eq!(serving["message"], "model-runtime serving", "{serving}");
     let addr = serving["addr"].as_str().unwrap().to_owned();
+    // The server reads its config at start: the file may go now.
+    drop(dir);
+    (server, addr, rx)
+}
+
+#[test]
+fn a_warning_during_an_attempt_names_its_execution_and_attempt() {
+    let (_server, addr, rx) = json_server(UNREACHABLE);
+    let limit = std::time::Duration::from_secs(20);
     let out = common::process::run(
         &["exec", "--addr", &addr, "--ability", "chat", "--json", "hi"],
         limit,
@@ -107,4 +117,60 @@ fn a_warning_during_an_attempt_names_its_execution_and_attempt() {
         }
     }
     assert_eq!(attempts, [1, 2]);
+}
+
+/// `server.access_log = true`: one line per call at its end, under `model_runtime::access`,
+/// with the method, the execution, the status, the duration and the tokens.
+#[test]
+fn the_access_log_has_a_line_per_call() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config/default.toml"),
+    )
+    .unwrap()
+    .replace("[server]\n", "[server]\naccess_log = true\n");
+    assert!(text.contains("access_log = true"));
+    let (_server, addr, rx) = json_server(&text);
+    let limit = std::time::Duration::from_secs(20);
+    let out = common::process::run(
+        &[
+            "exec",
+            "--addr",
+            &addr,
+            "--ability",
+            "chat",
+            "--json",
+            "four words of text",
+        ],
+        limit,
+    );
+    assert!(out.status.success());
+    let id = serde_json::from_str::<serde_json::Value>(
+        String::from_utf8_lossy(&out.stdout).lines().next().unwrap(),
+    )
+    .unwrap()["execution_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let got = common::process::run(&["get", &id, "--addr", &addr], limit);
+    assert!(got.status.success());
+    let missing = common::process::run(&["get", "nope", "--addr", &addr], limit);
+    assert_eq!(missing.status.code(), Some(2));
+    let access: Vec<serde_json::Value> = std::iter::from_fn(|| rx.recv_timeout(limit).ok())
+        .filter(|line| line["message"] == "access")
+        .take(3)
+        .collect();
+    let [execute, get, refused] = &access[..] else {
+        panic!("{access:?}")
+    };
+    assert_eq!(execute["method"], "Execute", "{execute}");
+    assert_eq!(execute["execution_id"], id.as_str());
+    assert_eq!(execute["status"], "Ok");
+    assert_eq!(execute["state"], "succeeded");
+    assert_eq!(execute["input_tokens"], 4);
+    assert_eq!(execute["output_tokens"], 4);
+    assert!(execute["duration_ms"].is_u64(), "{execute}");
+    assert_eq!(get["method"], "GetExecution", "{get}");
+    assert_eq!(get["output_tokens"], 4);
+    assert_eq!(refused["method"], "GetExecution", "{refused}");
+    assert_eq!(refused["status"], "InvalidArgument");
 }

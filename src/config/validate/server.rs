@@ -143,5 +143,6 @@ pub(super) fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
             raw.stream_idle_timeout,
             bounds::MAX_WAIT,
         )?,
+        access_log: raw.access_log,
     })
 }

@@ -32,6 +32,11 @@ fn error(code: AttemptCode, class: ErrorClass, retry_after: Option<Duration>) ->
     }
 }
 
+/// The execution whose attempt failed.
+fn by() -> crate::execution::ExecutionId {
+    crate::execution::ExecutionId::from_bytes([7; 16])
+}
+
 fn unavailable() -> AttemptError {
     error(AttemptCode::Unavailable, ErrorClass::Retryable, None)
 }
@@ -57,10 +62,10 @@ fn consecutive_failures_eject_then_one_probe_decides() {
             .ejection(5 * S, 60 * S),
     );
     let t0 = Instant::now();
-    h.failed("a", &unavailable(), t0);
-    h.failed("a", &unavailable(), t0);
+    h.failed("a", &unavailable(), t0, by());
+    h.failed("a", &unavailable(), t0, by());
     assert!(is_healthy(&h.check("a", t0)), "two failures are not three");
-    h.failed("a", &unavailable(), t0);
+    h.failed("a", &unavailable(), t0, by());
     let ejected = ejection(h.check("a", t0 + S));
     assert_eq!(ejected.reason, "3 consecutive failures (last: unavailable)");
     assert!(ejected.until.is_some());
@@ -97,14 +102,14 @@ fn a_failed_probe_doubles_the_ejection_up_to_its_bound() {
             .ejection(5 * S, 12 * S),
     );
     let t0 = Instant::now();
-    h.failed("a", &unavailable(), t0);
+    h.failed("a", &unavailable(), t0, by());
     let mut at = t0;
     for length in [5 * S, 10 * S, 12 * S, 12 * S] {
         assert!(!is_healthy(&h.check("a", at + length - S / 2)));
         at += length;
         let probe = h.admit("a", at).unwrap();
         assert!(probe.is_some(), "probed after {length:?}");
-        h.failed("a", &unavailable(), at);
+        h.failed("a", &unavailable(), at, by());
         drop(probe);
     }
 }
@@ -113,7 +118,7 @@ fn a_failed_probe_doubles_the_ejection_up_to_its_bound() {
 fn a_probe_that_never_ran_gives_its_place_back() {
     let h = health(HealthSpec::new().consecutive_failures(1).ejection(S, S));
     let t0 = Instant::now();
-    h.failed("a", &unavailable(), t0);
+    h.failed("a", &unavailable(), t0, by());
     let probe = h.admit("a", t0 + S).unwrap();
     assert!(probe.is_some());
     drop(probe);
@@ -129,7 +134,7 @@ fn retry_after_ejects_for_as_long_as_the_provider_asked_within_the_bound() {
         ErrorClass::Retryable,
         Some(30 * S),
     );
-    h.failed("a", &limited, t0);
+    h.failed("a", &limited, t0, by());
     assert!(
         !is_healthy(&h.check("a", t0 + 29 * S)),
         "30 s, not the default 5 s"
@@ -141,7 +146,7 @@ fn retry_after_ejects_for_as_long_as_the_provider_asked_within_the_bound() {
         ErrorClass::Retryable,
         Some(3600 * S),
     );
-    h.failed("b", &asks_too_much, t0);
+    h.failed("b", &asks_too_much, t0, by());
     assert!(!is_healthy(&h.check("b", t0 + 59 * S)));
     assert!(h.admit("b", t0 + 60 * S).unwrap().is_some());
 }
@@ -156,7 +161,7 @@ fn failures_in_flight_together_are_one_ejection_and_a_success_during_it_lifts_no
         Some(10 * S),
     );
     for late in 0..3 {
-        h.failed("a", &limited, t0 + late * S);
+        h.failed("a", &limited, t0 + late * S, by());
     }
     // An attempt sent before the ejection succeeds during it.
     h.succeeded("a", t0 + 3 * S);
@@ -165,7 +170,7 @@ fn failures_in_flight_together_are_one_ejection_and_a_success_during_it_lifts_no
     // The probe fails: the second ejection is twice the first, not reset by that success.
     let probe = h.admit("a", t0 + 12 * S).unwrap();
     assert!(probe.is_some());
-    h.failed("a", &unavailable(), t0 + 12 * S);
+    h.failed("a", &unavailable(), t0 + 12 * S, by());
     drop(probe);
     assert!(!is_healthy(&h.check("a", t0 + 21 * S)));
     assert!(h.admit("a", t0 + 22 * S).unwrap().is_some());
@@ -180,6 +185,7 @@ fn a_403_ejects_that_model_alone() {
         "a",
         &error(AttemptCode::Forbidden, ErrorClass::Rejected, None),
         t0,
+        by(),
     );
     assert!(!is_healthy(&h.check("a", t0)));
     assert!(is_healthy(&h.check("b", t0)));
@@ -193,6 +199,7 @@ fn a_refused_key_ejects_every_model_of_the_provider() {
         "a",
         &error(AttemptCode::Unauthorized, ErrorClass::Rejected, None),
         t0,
+        by(),
     );
     for model in ["a", "b"] {
         let ejected = ejection(h.check(model, t0));
@@ -217,11 +224,11 @@ fn rejections_of_the_request_and_local_refusals_count_for_nothing() {
         (AttemptCode::DeadlineExceeded, ErrorClass::OutcomeUnknown),
         (AttemptCode::Cancelled, ErrorClass::OutcomeUnknown),
     ] {
-        h.failed("a", &error(code, class, None), t0);
+        h.failed("a", &error(code, class, None), t0, by());
     }
     assert!(is_healthy(&h.check("a", t0)));
     let timeout = error(AttemptCode::Timeout, ErrorClass::OutcomeUnknown, None);
-    h.failed("a", &timeout, t0);
+    h.failed("a", &timeout, t0, by());
     assert!(!is_healthy(&h.check("a", t0)), "a silent target counts");
 }
 
@@ -234,7 +241,7 @@ fn a_failure_rate_over_the_window_ejects_once_it_has_enough_attempts() {
     );
     let t0 = Instant::now();
     for _ in 0..4 {
-        h.failed("a", &unavailable(), t0);
+        h.failed("a", &unavailable(), t0, by());
         h.succeeded("a", t0);
     }
     assert!(
@@ -242,7 +249,7 @@ fn a_failure_rate_over_the_window_ejects_once_it_has_enough_attempts() {
         "8 attempts are too few to judge"
     );
     h.succeeded("a", t0);
-    h.failed("a", &unavailable(), t0);
+    h.failed("a", &unavailable(), t0, by());
     let ejected = ejection(h.check("a", t0));
     assert_eq!(
         ejected.reason,
@@ -251,11 +258,11 @@ fn a_failure_rate_over_the_window_ejects_once_it_has_enough_attempts() {
 
     // A new window forgets the old one: the tenth attempt, a failure, comes in it.
     for _ in 0..4 {
-        h.failed("b", &unavailable(), t0);
+        h.failed("b", &unavailable(), t0, by());
         h.succeeded("b", t0);
     }
     h.succeeded("b", t0);
-    h.failed("b", &unavailable(), t0 + 10 * S);
+    h.failed("b", &unavailable(), t0 + 10 * S, by());
     assert!(is_healthy(&h.check("b", t0 + 10 * S)));
 }
 
@@ -273,7 +280,7 @@ fn with_health_off_nothing_is_kept_or_ejected() {
     let h = Health::new(&config.providers["p"]);
     let t0 = Instant::now();
     for _ in 0..10 {
-        h.failed("a", &unavailable(), t0);
+        h.failed("a", &unavailable(), t0, by());
     }
     assert!(is_healthy(&h.check("a", t0)));
     assert_eq!(h.status("a", t0).state, HealthState::Off);
@@ -368,7 +375,7 @@ fn at_the_defaults_a_target_that_recovers_is_back_within_ten_seconds() {
         };
         if now < recovered {
             during += 1;
-            h.failed("a", &unavailable(), now);
+            h.failed("a", &unavailable(), now, by());
         } else {
             back.get_or_insert(now - recovered);
             h.succeeded("a", now);
@@ -389,7 +396,7 @@ fn at_the_defaults_a_target_that_recovers_is_back_within_ten_seconds() {
 fn one_ejection_names_one_instant_in_every_plan() {
     let h = health(HealthSpec::new().consecutive_failures(1));
     let t0 = Instant::now();
-    h.failed("a", &unavailable(), t0);
+    h.failed("a", &unavailable(), t0, by());
     let first = ejection(h.check("a", t0 + S / 10)).until;
     std::thread::sleep(Duration::from_millis(2));
     let second = ejection(h.check("a", t0 + S)).until;

@@ -61,7 +61,7 @@ end
 /// Removes this replica's released members (`ARGV[6..]`, so a permit released here goes to
 /// the next attempt in the same round trip) and the ended leases, then adds `ARGV[5]` if the
 /// permits are settled and fewer than `ARGV[1]` are held, its lease ending `ARGV[2]` ms from
-/// Redis's now. Returns `{taken (0 or 1), held, generation}`.
+/// Redis's now. Returns `{taken (0 or 1), held, generation, ms until settled (0: settled)}`.
 const TAKE: &str = concat!(
     prelude!(),
     r"
@@ -69,11 +69,14 @@ for i = 6, #ARGV do
   redis.call('ZREM', KEYS[1], ARGV[i])
 end
 local count = held()
-if count >= tonumber(ARGV[1]) or not settled then
-  return {0, count, gen - base}
+if not settled then
+  return {0, count, gen - base, born + tonumber(ARGV[3]) - now}
+end
+if count >= tonumber(ARGV[1]) then
+  return {0, count, gen - base, 0}
 end
 redis.call('ZADD', KEYS[1], now + lease, ARGV[5])
-return {1, count + 1, gen - base}
+return {1, count + 1, gen - base, 0}
 "
 );
 

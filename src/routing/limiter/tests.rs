@@ -529,3 +529,42 @@ async fn a_user_without_info_is_given_permits() {
     assert!(reachable);
     assert_eq!(counted, 1);
 }
+
+/// The wait a new set of permits makes its first attempts do is said, once.
+#[tokio::test]
+async fn a_settling_set_is_said_once() {
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Lines {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let Some(url) = redis_url() else { return };
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _logging = tracing::subscriber::set_default(subscriber);
+    let key = unique_key();
+    let gate = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 2).unwrap();
+    let first = tokio::time::timeout(WAIT, gate.acquire())
+        .await
+        .unwrap()
+        .unwrap();
+    let second = tokio::time::timeout(WAIT, gate.acquire())
+        .await
+        .unwrap()
+        .unwrap();
+    drop((first, second));
+    let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(text.matches("is new or lost writes").count(), 1, "{text}");
+    assert!(text.contains(&format!("key={key}")), "{text}");
+}
