@@ -96,7 +96,7 @@
 //! | journal framing, sealing and the fsync policy | `store/file/codec.rs`, `store/file/seal.rs`, `store/file/writer.rs` |
 //! | journal recovery, in reading order (`store/file/open.rs`): the lock, the files and their tallies, the records, the usage mark, what was running, the compaction | `store/file/lock.rs`, `store/file/segment.rs`, `store/file/replay.rs`, `store/file/reader.rs`, `store/file/mark.rs`, `execution/interrupted.rs`, `store/file/compact.rs` |
 //! | why the file store did not open (the file, the offset, what is wrong), and why a store operation failed | `store/file/error.rs`, `store/error.rs` |
-//! | replicas: ownership and fencing (an append or create only under the owner's current lease) | `store/postgres/writer.rs`, `store/postgres/create.rs` |
+//! | replicas: ownership and fencing (an append or create only under the owner's current lease) | `store/postgres/writer.rs`, `store/postgres/insert.rs` |
 //! | replicas: the lease, renewed apart from all other work; what loses it | `store/postgres/lease.rs` |
 //! | replicas: takeover, and ending what no driver will end | `store/postgres/takeover.rs` |
 //! | replicas: a statement's lost answer resolved before the caller is answered | `store/postgres/writer.rs` (`written`), `store/postgres/create.rs` (`landed`) |

@@ -39,6 +39,10 @@ use incoming::{Accept, Incoming};
 pub use listener::{Listener, UnixPath};
 pub use metrics::serve_metrics;
 
+/// The largest header list a client may send (hyper's default): h2's bound
+/// (`connection.rs`), and what the Unix socket's `:authority` shim may hold (`authority.rs`).
+const MAX_HEADER_LIST: u32 = 16 * 1024;
+
 /// After the drain, how long open streams (slow readers, health watches) get to finish before
 /// their connections are closed, so a stop always ends.
 const CONNECTION_GRACE: Duration = Duration::from_secs(5);

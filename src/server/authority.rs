@@ -32,7 +32,7 @@ use std::task::{Context, Poll, ready};
 use bytes::{Buf, BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::connection::MAX_HEADER_LIST;
+use super::MAX_HEADER_LIST;
 
 /// The client connection preface (RFC 9113 §3.4), which passes before the first frame.
 const PREFACE: usize = 24;

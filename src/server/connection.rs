@@ -36,9 +36,6 @@ const WINDOW: u32 = 1024 * 1024;
 /// (hyper's default).
 const MAX_SEND_BUFFER: usize = 400 * 1024;
 
-/// The largest header list a client may send (hyper's default).
-pub(super) const MAX_HEADER_LIST: u32 = 16 * 1024;
-
 /// Streams the server may reset for a peer's protocol errors before it closes the connection
 /// (h2's default, which tonic turned off unless it was set).
 const MAX_LOCAL_ERROR_RESETS: usize = 1024;
@@ -90,7 +87,7 @@ impl Http2 {
             .initial_window_size(WINDOW)
             .initial_connection_window_size(WINDOW)
             .max_send_buffer_size(MAX_SEND_BUFFER)
-            .max_header_list_size(MAX_HEADER_LIST)
+            .max_header_list_size(super::MAX_HEADER_LIST)
             .max_concurrent_streams(settings.max_concurrent_streams)
             .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
             .max_pending_accept_reset_streams(MAX_PENDING_ACCEPT_RESETS);

@@ -24,7 +24,9 @@
 mod batch;
 mod cancel;
 mod capacity;
+mod connect;
 mod create;
+mod insert;
 mod lease;
 mod owned;
 mod replica;

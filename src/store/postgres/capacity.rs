@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::create::{NewRow, Unanswered, insert};
+use super::insert::{NewRow, Unanswered, insert};
 use super::{PgError, Shared, uuid};
 use crate::execution::ExecutionId;
 use crate::store::{StoreError, StoreLimits, StoreStats};

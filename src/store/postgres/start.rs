@@ -1,6 +1,6 @@
-//! Starting the store: its own runtime (one thread), its pool, TLS, and the start itself,
-//! tried until the database answers: the schema, this replica's registration, the counts,
-//! then the store's tasks.
+//! Starting the store: its own runtime (one thread), its pool, and the start itself, tried
+//! until the database answers: the schema, this replica's registration, the counts, then the
+//! store's tasks.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::connect::{settings, tls};
 use super::{PgError, PgOptions, Shared, batch, create, lease, schema, takeover, watch, writer};
 
 /// How the first attempt to start went: the reason it failed, in full.
@@ -95,8 +96,8 @@ pub(super) fn store_runtime(stop: CancellationToken) -> std::io::Result<tokio::r
     Ok(handle)
 }
 
-/// The pool: at most `pool_size` connections ([`settings`]), checked only for being open when
-/// reused (a query would arm a timer on every checkout).
+/// The pool: at most `pool_size` connections (`connect::settings`), checked only for being
+/// open when reused (a query would arm a timer on every checkout).
 pub(super) fn pool(options: &PgOptions) -> Result<Pool, PgError> {
     let manager = Manager::from_config(
         settings(options),
@@ -114,67 +115,4 @@ pub(super) fn pool(options: &PgOptions) -> Result<Pool, PgError> {
         .runtime(deadpool_postgres::Runtime::Tokio1)
         .build()
         .map_err(|e| PgError::Pool(e.to_string()))
-}
-
-/// A connection silent this long is probed, every [`KEEPALIVE_INTERVAL`], and given up
-/// after [`KEEPALIVE_RETRIES`] probes go unanswered (by either end).
-const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
-const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
-const KEEPALIVE_RETRIES: u32 = 3;
-
-/// How every connection of the store's (the pool's and the lease's) is made: the statement
-/// timeout, keep-alives on both ends, and the schema as its search path.
-///
-/// A replica that is lost in the middle of a transaction (the capacity lock's, `capacity.rs`)
-/// must not hold its locks for as long as the server's TCP takes to notice (two hours by the
-/// usual default): the server ends a transaction idle longer than a statement may take, and
-/// its own keep-alives find a silent peer in about 25 s.
-pub(super) fn settings(options: &PgOptions) -> tokio_postgres::Config {
-    let mut connect = options.connect.clone();
-    connect.connect_timeout(options.connect_timeout);
-    connect.keepalives(true);
-    connect.keepalives_idle(KEEPALIVE_IDLE);
-    connect.keepalives_interval(KEEPALIVE_INTERVAL);
-    connect.keepalives_retries(KEEPALIVE_RETRIES);
-    let statement_timeout = options.statement_timeout.as_millis();
-    // The schema is every connection's search path: statements name tables alone, and are
-    // the same text (prepared once per connection) whatever the schema. Options the
-    // connection string sets come first; these are the store's own.
-    let mut server = options
-        .connect
-        .get_options()
-        .map(|own| format!("{own} "))
-        .unwrap_or_default();
-    server.push_str(&format!(
-        "-c statement_timeout={statement_timeout} -c lock_timeout={statement_timeout} \
-         -c idle_in_transaction_session_timeout={} -c tcp_keepalives_idle={} \
-         -c tcp_keepalives_interval={} -c tcp_keepalives_count={} -c search_path={}",
-        statement_timeout + 1000,
-        KEEPALIVE_IDLE.as_secs(),
-        KEEPALIVE_INTERVAL.as_secs(),
-        KEEPALIVE_RETRIES,
-        schema::quote(&options.schema),
-    ));
-    connect.options(server);
-    if connect.get_application_name().is_none() {
-        connect.application_name("model-runtime");
-    }
-    connect
-}
-
-/// TLS as the connection string's `sslmode` asks (`prefer`, the default, tries it first):
-/// rustls with the platform's roots.
-pub(super) fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, PgError> {
-    let provider = rustls::crypto::CryptoProvider::get_default()
-        .cloned()
-        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-    let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
-        .map_err(|e| PgError::Pool(format!("setting up TLS: {e}")))?;
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| PgError::Pool(format!("setting up TLS: {e}")))?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
-    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }

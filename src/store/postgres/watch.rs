@@ -263,11 +263,8 @@ pub(super) async fn listen(shared: Arc<Shared>) {
 }
 
 async fn listen_once(shared: &Shared) -> Result<(), PgError> {
-    let mut config = shared.options.connect.clone();
-    config.connect_timeout(shared.options.connect_timeout);
-    config.keepalives(true);
-    config.keepalives_idle(Duration::from_secs(10));
-    let (client, mut connection) = config.connect(super::start::tls()?).await?;
+    let config = super::connect::notifications(&shared.options);
+    let (client, mut connection) = config.connect(super::connect::tls()?).await?;
     let (tx, mut notes) = mpsc::unbounded_channel();
     let pump = shared.handle.spawn(async move {
         while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {

@@ -1,0 +1,143 @@
+//! A new execution's row and first event, and the one statement that inserts them: for a
+//! batch of creates (`create.rs`) or a create that made room first (`capacity.rs`), fenced by
+//! this replica's lease and registration; and what a statement that gave no answer says of
+//! whether it committed.
+
+use std::collections::HashSet;
+
+use deadpool_postgres::GenericClient;
+
+use super::rows::{self, EVENT_OVERHEAD};
+use super::{PgError, Shared, uuid};
+use crate::execution::Event;
+use crate::store::{NewExecution, StoreError};
+
+/// A new execution's row, and its first event's.
+pub(super) struct NewRow {
+    pub(super) id: uuid::Uuid,
+    /// The registration the create was asked under: the row is written under that one or
+    /// not at all.
+    registration: uuid::Uuid,
+    pub(super) key: Option<String>,
+    fingerprint: Option<Vec<u8>>,
+    labels: String,
+    /// What its first event holds (counted as the row's bytes), and its input.
+    pub(super) bytes: i64,
+    pub(super) input: i64,
+    time: i64,
+    payload: Vec<u8>,
+}
+
+const INSERT: &str = "/* model-runtime: create */
+WITH lease AS (
+    SELECT 1 FROM replicas WHERE id = $1 AND epoch = $2 AND lease_until > now()
+), ins AS (
+    INSERT INTO executions (id, idempotency_key, fingerprint, labels, owner, owner_epoch,
+        state, committed, stopping, last_sequence, bytes, input_bytes)
+    SELECT n.id, n.key, n.fingerprint, n.labels, $1, $2, 0, false, false, 1, n.bytes, n.input
+    FROM unnest($3::uuid[], $4::text[], $5::bytea[], $6::text[], $7::int8[], $8::int8[])
+        AS n(id, key, fingerprint, labels, bytes, input)
+    WHERE EXISTS (SELECT 1 FROM lease)
+    -- The key's execution, or this very row: a statement whose answer was lost may have
+    -- committed after the look-up that found it had not.
+    ON CONFLICT DO NOTHING
+    RETURNING id
+), first AS (
+    INSERT INTO events (execution_id, sequence, time, state, payload)
+    SELECT f.id, 1, f.time, 0, f.payload
+    FROM unnest($3::uuid[], $9::int8[], $10::bytea[]) AS f(id, time, payload)
+    JOIN ins ON ins.id = f.id
+)
+SELECT id FROM ins
+";
+
+/// Inserts `rows` with `client` (in its transaction, if it is one): the ids inserted. A row
+/// whose idempotency key another execution holds is not, nor one already there, nor any when
+/// this replica's lease has lapsed or the row was asked for under a former registration. The
+/// rows' keys are distinct.
+pub(super) async fn insert<C: GenericClient + Sync>(
+    client: &C,
+    shared: &Shared,
+    rows: &[&NewRow],
+) -> Result<HashSet<uuid::Uuid>, PgError> {
+    let (me, epoch) = shared.replica.identity();
+    let rows: Vec<&NewRow> = rows
+        .iter()
+        .copied()
+        .filter(|r| r.registration == me)
+        .collect();
+    if rows.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let column = |f: &dyn Fn(&NewRow) -> i64| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
+    let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.id).collect();
+    let keys: Vec<Option<&str>> = rows.iter().map(|r| r.key.as_deref()).collect();
+    let fingerprints: Vec<Option<&[u8]>> = rows.iter().map(|r| r.fingerprint.as_deref()).collect();
+    let labels: Vec<&str> = rows.iter().map(|r| r.labels.as_str()).collect();
+    let payloads: Vec<&[u8]> = rows.iter().map(|r| r.payload.as_slice()).collect();
+    let statement = client.prepare_cached(INSERT).await?;
+    let inserted = client
+        .query(
+            &statement,
+            &[
+                &me,
+                &epoch,
+                &ids,
+                &keys,
+                &fingerprints,
+                &labels,
+                &column(&|r| r.bytes),
+                &column(&|r| r.input),
+                &column(&|r| r.time),
+                &payloads,
+            ],
+        )
+        .await?;
+    inserted.iter().map(|row| Ok(row.try_get(0)?)).collect()
+}
+
+/// Why a create's statement gave no answer.
+#[derive(Debug, Clone)]
+pub(super) enum Unanswered {
+    /// The database did not answer, or the answer was lost: it may have committed.
+    Unsure,
+    /// It failed, and committed nothing.
+    Failed(StoreError),
+}
+
+impl Unanswered {
+    /// What a failed statement's error says of whether it committed.
+    pub(super) fn of(error: PgError) -> Self {
+        if error.transient() {
+            Self::Unsure
+        } else {
+            Self::Failed(error.into_store())
+        }
+    }
+}
+
+impl NewRow {
+    /// The row of `new`, whose first event is `first`, asked for under `registration`.
+    pub(super) fn of(
+        new: &NewExecution,
+        key: Option<String>,
+        first: &Event,
+        registration: uuid::Uuid,
+    ) -> Self {
+        let payload = rows::payload_bytes(&first.payload);
+        Self {
+            id: uuid(new.id),
+            registration,
+            key,
+            fingerprint: new
+                .idempotency
+                .as_ref()
+                .map(|i| i.fingerprint.0.to_le_bytes().to_vec()),
+            labels: rows::labels_text(&new.labels),
+            bytes: (payload.len() + EVENT_OVERHEAD) as i64,
+            input: i64::try_from(new.input_bytes).unwrap_or(i64::MAX),
+            time: rows::micros(first.time),
+            payload,
+        }
+    }
+}
