@@ -3,9 +3,11 @@
 //! (`default.toml`) runs a `scripted` provider that echoes the prompt. [`Config::builder`]
 //! makes the same configuration in code.
 
-mod adapters;
+mod adapter;
+mod bounds;
 mod builder;
 mod effective;
+mod field;
 mod health;
 mod raw;
 mod script;
@@ -21,10 +23,11 @@ use std::time::Duration;
 
 pub use crate::execution::Delivery;
 
-pub use adapters::{
+pub use adapter::{
     AdapterConfig, AnthropicConfig, AwsCredentials, AzureApi, AzureOpenAiConfig, BedrockConfig,
     ContainerCredentials, Credentials, GeminiConfig, HttpEndpointConfig, MaxTokensField,
-    OpenAiConfig, OpenAiResponsesConfig, TimeoutsConfig, VertexConfig, VertexPublisher,
+    OpenAiConfig, OpenAiResponsesConfig, ScriptedConfig, TimeoutsConfig, VertexConfig,
+    VertexPublisher,
 };
 pub use builder::{AbilitySpec, ConfigBuilder, HealthSpec, LimiterSpec, PolicySpec, ProviderSpec};
 pub use health::{HealthConfig, HealthMode, OnAllUnhealthy};
@@ -439,7 +442,7 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         let raw: raw::RawConfig = toml::from_str(text)?;
-        validate::validate(raw, validate::Env::new(env))
+        validate::validate(raw, field::Env::new(env))
     }
 
     /// Reads, parses and validates a file.
@@ -462,7 +465,7 @@ impl Config {
         let raw: raw::RawConfig = toml::from_str(&text)?;
         let shown = raw.clone();
         let env = |name: &str| std::env::var(name).ok();
-        let config = validate::validate(raw, validate::Env::new(&env))?;
+        let config = validate::validate(raw, field::Env::new(&env))?;
         let effective = effective::effective(shown, &config);
         Ok((config, effective))
     }
@@ -481,7 +484,7 @@ impl Config {
         let shown = raw.clone();
         let stand_ins = validate::StandIns::of(&raw);
         let env = |name: &str| stand_ins.value(name);
-        let config = validate::validate(raw, validate::Env::names_only(&env))?;
+        let config = validate::validate(raw, field::Env::names_only(&env))?;
         let effective = effective::effective(shown, &config);
         Ok((Checked::of(&config), effective))
     }

@@ -233,7 +233,7 @@ impl ConfigBuilder {
         self,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        validate::validate(self.raw, validate::Env::new(env))
+        validate::validate(self.raw, super::field::Env::new(env))
     }
 
     /// The TOML file that says the same.
@@ -377,7 +377,7 @@ mod tests {
         let config = echo().build().unwrap();
         assert_eq!(config.server.drain_timeout, Duration::from_millis(200));
         let provider = &config.providers["scripted"];
-        assert!(matches!(provider.adapter, AdapterConfig::Scripted));
+        assert!(matches!(provider.adapter, AdapterConfig::Scripted(_)));
         assert_eq!(provider.max_concurrency, 4);
         assert_eq!(
             provider.queue_capacity, [256; 3],

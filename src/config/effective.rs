@@ -3,16 +3,14 @@
 //! HTTP adapter's timeouts and protocol settings, a provider's queues, queue aging, health and
 //! `on_unknown_outcome`, a policy's `min_attempt_time`, the file
 //! store's disk bound, the postgres store's pool, timeouts and lease, a limiter's key, lease
-//! and timeout). It is the file's own shapes written out, so a key added to them shows without
-//! more code, and what it writes is itself a config that passes. Secrets are named by where
+//! and timeout); each adapter writes back its own keys (`adapter/`). It is the file's own
+//! shapes written out, so a key added to them shows without more code, and what it writes is
+//! itself a config that passes. Secrets are named by where
 //! they are read from (`api_key_env`, `key_env`, `keys`, `url_env`), as the file names them;
 //! their values are never in it, nor a proxy's credentials (shown as `REDACTED`).
 
-use super::raw::{RawConfig, RawHealth, RawHealthSettings, RawProvider, RawQueues, RawTimeouts};
-use super::{
-    AdapterConfig, AwsCredentials, Config, HealthMode, ProviderConfig, ProxyUrl, StoreKind,
-    TimeoutsConfig,
-};
+use super::raw::{RawConfig, RawHealth, RawHealthSettings, RawProvider, RawQueues};
+use super::{Config, HealthMode, ProviderConfig, StoreKind};
 use crate::execution::Priority;
 
 /// `raw`, the file as read, with what `config`, its validation, settled filled in; as TOML.
@@ -42,47 +40,7 @@ pub(super) fn effective(mut raw: RawConfig, config: &Config) -> String {
             limiter.timeout = Some(validated.timeout);
             limiter.local_limit = (validated.local_limit > 0).then_some(validated.local_limit);
         }
-        match &validated.adapter {
-            AdapterConfig::Scripted => {}
-            AdapterConfig::OpenAi(openai) => {
-                provider.proxy = openai.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
-                provider.timeouts = Some(timeouts(openai.endpoint.timeouts));
-                provider.max_tokens_field = Some(openai.max_tokens_field.as_str().to_owned());
-            }
-            AdapterConfig::Vertex(vertex) => {
-                provider.proxy = vertex.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
-                provider.timeouts = Some(timeouts(vertex.endpoint.timeouts));
-            }
-            AdapterConfig::Bedrock(bedrock) => {
-                provider.proxy = bedrock.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
-                provider.timeouts = Some(timeouts(bedrock.endpoint.timeouts));
-                provider.aws_credentials = Some(
-                    match bedrock.credentials {
-                        AwsCredentials::Environment { .. } => "environment",
-                        AwsCredentials::Container(_) => "container",
-                    }
-                    .to_owned(),
-                );
-            }
-            AdapterConfig::Gemini(gemini) => {
-                provider.proxy = gemini.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
-                provider.timeouts = Some(timeouts(gemini.endpoint.timeouts));
-            }
-            AdapterConfig::AzureOpenAi(azure) => {
-                provider.proxy = azure.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
-                provider.timeouts = Some(timeouts(azure.endpoint.timeouts));
-            }
-            AdapterConfig::OpenAiResponses(responses) => {
-                provider.proxy = responses.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
-                provider.timeouts = Some(timeouts(responses.endpoint.timeouts));
-            }
-            AdapterConfig::Anthropic(anthropic) => {
-                provider.proxy = anthropic.endpoint.proxy.as_ref().map(ProxyUrl::redacted);
-                provider.timeouts = Some(timeouts(anthropic.endpoint.timeouts));
-                provider.anthropic_version = Some(anthropic.version.clone());
-                provider.default_max_output_tokens = Some(anthropic.default_max_output_tokens);
-            }
-        }
+        super::adapter::effective(&validated.adapter, &mut provider.settings);
     }
     for (name, policy) in &mut raw.policies {
         if let Some(validated) = config.policies.get(name.as_str()) {
@@ -120,12 +78,4 @@ fn admission(provider: &mut RawProvider, validated: &ProviderConfig) {
             probes: Some(health.probes),
         }),
     });
-}
-
-fn timeouts(t: TimeoutsConfig) -> RawTimeouts {
-    RawTimeouts {
-        connect: t.connect,
-        first_byte: t.first_byte,
-        idle: t.idle,
-    }
 }

@@ -167,50 +167,14 @@ impl Default for RawStore {
     }
 }
 
+/// `[providers.NAME]`: the keys every provider takes, and its adapter's own (`settings`),
+/// which the adapter reads (`adapter/`): a key no adapter takes is refused there, naming it.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawProvider {
     pub adapter: String,
-    pub base_url: Option<String>,
-    pub api_key_env: Option<String>,
-    pub anthropic_version: Option<String>,
-    /// `azure-openai`: the deployments URL shape's `api-version`; unset, the v1 path.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_version: Option<String>,
-    /// `azure-openai`: `chat_completions` (the default) or `responses`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api: Option<String>,
-    /// `azure-openai`: a bearer token (Entra ID) from this variable...
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_env: Option<String>,
-    /// ... or from this file, read again whenever it changes (workload identity).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_file: Option<String>,
-    /// `vertex`: a service account's key file, whose key signs the requests for access
-    /// tokens (the OAuth JWT bearer grant)...
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_account_file: Option<String>,
-    /// ... sent here instead of the key file's `token_uri`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_endpoint: Option<String>,
-    /// `vertex`: the Google Cloud project, its region, and the models' publisher.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub project: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub location: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub publisher: Option<String>,
-    /// `bedrock`: the AWS region, and where its keys come from (`environment` or
-    /// `container`; unset, whichever the environment offers).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aws_credentials: Option<String>,
-    pub default_max_output_tokens: Option<u32>,
-    pub max_tokens_field: Option<String>,
-    pub proxy: Option<String>,
-    #[serde(default)]
-    pub allow_insecure_http: bool,
+    /// Every other key of the table, for the adapter.
+    #[serde(flatten)]
+    pub settings: toml::Table,
     #[serde(default = "default_max_concurrency")]
     pub max_concurrency: u32,
     #[serde(default = "default_queue_capacity")]
@@ -229,9 +193,6 @@ pub(super) struct RawProvider {
     pub retry_unknown_outcome: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_unknown_outcome: Option<OnUnknownOutcome>,
-    /// HTTP adapters only; unset, every timeout is at its default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeouts: Option<RawTimeouts>,
     /// Unset: `max_concurrency` is this process's alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limiter: Option<RawLimiter>,
@@ -338,31 +299,13 @@ impl RawProvider {
     pub(super) fn new(adapter: &str) -> Self {
         Self {
             adapter: adapter.to_owned(),
-            base_url: None,
-            api_key_env: None,
-            anthropic_version: None,
-            api_version: None,
-            api: None,
-            token_env: None,
-            token_file: None,
-            service_account_file: None,
-            token_endpoint: None,
-            project: None,
-            location: None,
-            publisher: None,
-            region: None,
-            aws_credentials: None,
-            default_max_output_tokens: None,
-            max_tokens_field: None,
-            proxy: None,
-            allow_insecure_http: false,
+            settings: toml::Table::new(),
             max_concurrency: default_max_concurrency(),
             queue_capacity: default_queue_capacity(),
             queues: None,
             queue_aging: None,
             retry_unknown_outcome: None,
             on_unknown_outcome: None,
-            timeouts: None,
             limiter: None,
             health: None,
             models: Vec::new(),
@@ -402,27 +345,6 @@ fn default_max_concurrency() -> u32 {
 
 fn default_queue_capacity() -> u32 {
     256
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub(super) struct RawTimeouts {
-    #[serde(with = "humantime_serde")]
-    pub connect: Duration,
-    #[serde(with = "humantime_serde")]
-    pub first_byte: Duration,
-    #[serde(with = "humantime_serde")]
-    pub idle: Duration,
-}
-
-impl Default for RawTimeouts {
-    fn default() -> Self {
-        Self {
-            connect: Duration::from_secs(5),
-            first_byte: Duration::from_secs(60),
-            idle: Duration::from_secs(30),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

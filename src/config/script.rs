@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::validate::bounds::{MAX_SCRIPTED_COUNT, MAX_WAIT};
+use super::bounds::{MAX_SCRIPTED_COUNT, MAX_WAIT};
 
 /// How a scripted model behaves. Every field is optional.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]

@@ -38,7 +38,7 @@ fn the_embedded_default_is_valid_and_echoes() {
     let chat = &config.abilities["chat"];
     assert_eq!(&*chat.default_policy, "default");
     let provider = &config.providers["scripted"];
-    assert!(matches!(provider.adapter, AdapterConfig::Scripted));
+    assert!(matches!(provider.adapter, AdapterConfig::Scripted(_)));
     assert_eq!(provider.models[0].script.reply, None, "echo the prompt");
 }
 
@@ -187,7 +187,8 @@ fn every_duration_and_count_is_bounded() {
         (
             MINIMAL.replace(
                 "adapter = \"scripted\"",
-                "adapter = \"scripted\"\ntimeouts = { idle = \"5h\" }",
+                "adapter = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\
+                 timeouts = { idle = \"5h\" }",
             ),
             "providers.fake.timeouts.idle: must be at most 1h",
         ),

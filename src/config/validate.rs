@@ -8,50 +8,8 @@ use std::time::Duration;
 use crate::execution::Priority;
 
 use super::raw::{RawConfig, RawProvider};
-use super::{
-    AdapterConfig, Config, ConfigError, ModelConfig, OnUnknownOutcome, ProviderConfig,
-    TimeoutsConfig,
-};
+use super::{AdapterConfig, Config, ConfigError, ModelConfig, OnUnknownOutcome, ProviderConfig};
 
-/// Where secrets come from: environment variables (the process environment, or a test's
-/// stand-in), and files, which are read unless only their names are checked
-/// (`check-config --names-only`).
-#[derive(Clone, Copy)]
-pub(super) struct Env<'a> {
-    lookup: &'a dyn Fn(&str) -> Option<String>,
-    files: bool,
-}
-
-impl<'a> Env<'a> {
-    /// Variables from `lookup`; files are read.
-    pub(super) fn new(lookup: &'a dyn Fn(&str) -> Option<String>) -> Self {
-        Self {
-            lookup,
-            files: true,
-        }
-    }
-
-    /// Variables from `lookup` (stand-ins, say); files named are not read.
-    pub(super) fn names_only(lookup: &'a dyn Fn(&str) -> Option<String>) -> Self {
-        Self {
-            lookup,
-            files: false,
-        }
-    }
-
-    /// The value of the variable `name`.
-    pub(super) fn var(&self, name: &str) -> Option<String> {
-        (self.lookup)(name)
-    }
-
-    /// Whether a file a secret is kept in is read (and checked), or only named.
-    pub(super) fn reads_files(&self) -> bool {
-        self.files
-    }
-}
-
-mod adapter;
-pub(crate) mod bounds;
 mod health;
 mod limiter;
 mod routing;
@@ -61,37 +19,8 @@ mod store;
 
 pub(super) use stand_ins::StandIns;
 
-use adapter::adapter;
-use bounds::{count, duration, items, name_text};
-
-/// The value of the environment variable `var` that `key` names: a name of letters, digits
-/// and `_`, set and not empty. Errors name the variable, never the value (a secret, often).
-pub(super) fn variable(key: &str, var: &str, env: Env<'_>) -> Result<String, ConfigError> {
-    if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(invalid(
-            key,
-            "must name an environment variable (letters, digits and `_`)",
-        ));
-    }
-    match env.var(var) {
-        None => Err(invalid(
-            key,
-            format!("environment variable `{var}` is not set (or is not valid UTF-8)"),
-        )),
-        Some(value) if value.is_empty() => Err(invalid(
-            key,
-            format!("environment variable `{var}` is empty"),
-        )),
-        Some(value) => Ok(value),
-    }
-}
-
-pub(super) fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key: key.into(),
-        reason: reason.into(),
-    }
-}
+use super::bounds::{self, count, items, name_text};
+use super::field::{Env, invalid, variable};
 
 pub(super) fn validate(raw: RawConfig, env: Env<'_>) -> Result<Config, ConfigError> {
     let server = server::server(raw.server)?;
@@ -237,15 +166,7 @@ fn provider(
         Duration::from_millis(1),
         bounds::MAX_WAIT,
     )?;
-    let timeout =
-        |field: &str, value| duration(&format!("{key}.timeouts.{field}"), value, bounds::MAX_WAIT);
-    let set = raw.timeouts.clone().unwrap_or_default();
-    let timeouts = TimeoutsConfig {
-        connect: timeout("connect", set.connect)?,
-        first_byte: timeout("first_byte", set.first_byte)?,
-        idle: timeout("idle", set.idle)?,
-    };
-    let adapter = adapter(key, &raw, timeouts, env)?;
+    let adapter = super::adapter::validate(key, &raw.adapter, raw.settings.clone(), env)?;
     let limiter = raw
         .limiter
         .as_ref()
@@ -267,7 +188,7 @@ fn provider(
             ));
         }
         let capabilities = capabilities(&format!("{mkey}.capabilities"), m.capabilities)?;
-        if m.script.is_some() && !matches!(adapter, AdapterConfig::Scripted) {
+        if m.script.is_some() && !matches!(adapter, AdapterConfig::Scripted(_)) {
             return Err(invalid(
                 format!("{mkey}.script"),
                 "only applies to the `scripted` adapter",

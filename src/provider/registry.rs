@@ -72,7 +72,7 @@ fn adapter(
     clients: &mut HttpClients,
 ) -> Result<Arc<dyn Provider>, ProviderInitError> {
     Ok(match &config.adapter {
-        AdapterConfig::Scripted => Arc::new(ScriptedProvider::new(
+        AdapterConfig::Scripted(_) => Arc::new(ScriptedProvider::new(
             config
                 .models
                 .iter()

@@ -55,7 +55,7 @@ fn others(config: &Config) -> u64 {
     let calls: u64 = config
         .providers
         .values()
-        .filter(|p| !matches!(p.adapter, AdapterConfig::Scripted))
+        .filter(|p| !matches!(p.adapter, AdapterConfig::Scripted(_)))
         .map(|p| u64::from(p.max_concurrency))
         .sum();
     RESERVED + metrics + calls

@@ -4,9 +4,7 @@
 use std::time::Duration;
 
 use super::{LimiterSpec, ProviderSpec, owned};
-use crate::config::raw::{
-    RawHealth, RawHealthSettings, RawLimiter, RawModel, RawProvider, RawTimeouts,
-};
+use crate::config::raw::{RawHealth, RawHealthSettings, RawLimiter, RawModel, RawProvider};
 use crate::config::{HealthMode, OnUnavailable, OnUnknownOutcome, Script};
 use crate::execution::Priority;
 
@@ -56,107 +54,21 @@ impl LimiterSpec {
 }
 
 impl ProviderSpec {
-    /// `adapter = "scripted"`.
-    pub fn scripted() -> Self {
-        Self(RawProvider::new("scripted"))
+    /// A provider of `adapter`, every other key unset. Each adapter's file (`config/adapter/`)
+    /// has its constructor and the methods of its own keys.
+    pub(in crate::config) fn of(adapter: &str) -> Self {
+        Self(RawProvider::new(adapter))
     }
 
-    /// `adapter = "openai"` at `base_url`.
-    pub fn openai(base_url: &str) -> Self {
-        Self(RawProvider::new("openai")).base_url(base_url)
-    }
-
-    /// `adapter = "anthropic"` at `base_url`.
-    pub fn anthropic(base_url: &str) -> Self {
-        Self(RawProvider::new("anthropic")).base_url(base_url)
+    /// An adapter's key `key` set to `value`.
+    pub(in crate::config) fn set(mut self, key: &str, value: impl Into<toml::Value>) -> Self {
+        self.0.settings.insert(key.to_owned(), value.into());
+        self
     }
 
     /// `adapter`, by name as the file writes it (for a name the file would refuse).
     pub fn adapter(mut self, adapter: &str) -> Self {
         adapter.clone_into(&mut self.0.adapter);
-        self
-    }
-
-    /// `base_url`.
-    pub fn base_url(mut self, url: &str) -> Self {
-        self.0.base_url = Some(url.to_owned());
-        self
-    }
-
-    /// `api_key_env`.
-    pub fn api_key_env(mut self, variable: &str) -> Self {
-        self.0.api_key_env = Some(variable.to_owned());
-        self
-    }
-
-    /// `api_version` (`azure-openai`: the deployments URL shape).
-    pub fn api_version(mut self, version: &str) -> Self {
-        self.0.api_version = Some(version.to_owned());
-        self
-    }
-
-    /// `api` (`azure-openai`: `chat_completions` or `responses`).
-    pub fn api(mut self, api: &str) -> Self {
-        self.0.api = Some(api.to_owned());
-        self
-    }
-
-    /// `region` (`bedrock`).
-    pub fn region(mut self, region: &str) -> Self {
-        self.0.region = Some(region.to_owned());
-        self
-    }
-
-    /// `aws_credentials` (`bedrock`: `environment` or `container`).
-    pub fn aws_credentials(mut self, source: &str) -> Self {
-        self.0.aws_credentials = Some(source.to_owned());
-        self
-    }
-
-    /// `project`, `location` and `publisher` (`vertex`).
-    pub fn vertex(mut self, project: &str, location: &str, publisher: &str) -> Self {
-        self.0.project = Some(project.to_owned());
-        self.0.location = Some(location.to_owned());
-        self.0.publisher = Some(publisher.to_owned());
-        self
-    }
-
-    /// `token_env` (`azure-openai`: a bearer token from this variable).
-    pub fn token_env(mut self, variable: &str) -> Self {
-        self.0.token_env = Some(variable.to_owned());
-        self
-    }
-
-    /// `token_file` (`azure-openai`: a bearer token from this file, read again when it
-    /// changes).
-    pub fn token_file(mut self, path: &str) -> Self {
-        self.0.token_file = Some(path.to_owned());
-        self
-    }
-
-    /// `service_account_file` (`vertex`: access tokens minted with this service account's
-    /// key file).
-    pub fn service_account_file(mut self, path: &str) -> Self {
-        self.0.service_account_file = Some(path.to_owned());
-        self
-    }
-
-    /// `token_endpoint` (`vertex`: where the service account's token requests go instead of
-    /// its key file's `token_uri`).
-    pub fn token_endpoint(mut self, url: &str) -> Self {
-        self.0.token_endpoint = Some(url.to_owned());
-        self
-    }
-
-    /// `proxy` (HTTP adapters).
-    pub fn proxy(mut self, url: &str) -> Self {
-        self.0.proxy = Some(url.to_owned());
-        self
-    }
-
-    /// `allow_insecure_http` (HTTP adapters).
-    pub fn allow_insecure_http(mut self, allow: bool) -> Self {
-        self.0.allow_insecure_http = allow;
         self
     }
 
@@ -214,37 +126,9 @@ impl ProviderSpec {
         self
     }
 
-    /// `timeouts = { connect, first_byte, idle }`.
-    pub fn timeouts(mut self, connect: Duration, first_byte: Duration, idle: Duration) -> Self {
-        self.0.timeouts = Some(RawTimeouts {
-            connect,
-            first_byte,
-            idle,
-        });
-        self
-    }
-
     /// `limiter`: `max_concurrency` counted across replicas.
     pub fn limiter(mut self, limiter: LimiterSpec) -> Self {
         self.0.limiter = Some(limiter.0);
-        self
-    }
-
-    /// `max_tokens_field` (`openai`).
-    pub fn max_tokens_field(mut self, field: &str) -> Self {
-        self.0.max_tokens_field = Some(field.to_owned());
-        self
-    }
-
-    /// `anthropic_version` (`anthropic`).
-    pub fn anthropic_version(mut self, version: &str) -> Self {
-        self.0.anthropic_version = Some(version.to_owned());
-        self
-    }
-
-    /// `default_max_output_tokens` (`anthropic`).
-    pub fn default_max_output_tokens(mut self, tokens: u32) -> Self {
-        self.0.default_max_output_tokens = Some(tokens);
         self
     }
 

@@ -6,7 +6,7 @@
 use std::fmt::Display;
 use std::time::Duration;
 
-use super::invalid;
+use super::field::invalid;
 use crate::config::ConfigError;
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -85,7 +85,11 @@ pub(super) fn count<T: PartialOrd + Display + Copy>(
 }
 
 /// `value` if it is greater than zero and at most `max`.
-pub(super) fn duration(key: &str, value: Duration, max: Duration) -> Result<Duration, ConfigError> {
+pub(in crate::config) fn duration(
+    key: &str,
+    value: Duration,
+    max: Duration,
+) -> Result<Duration, ConfigError> {
     duration_from(key, value, Duration::from_nanos(1), max)
 }
 
