@@ -112,7 +112,9 @@ pub async fn price(args: PriceArgs) -> ExitCode {
         Ok(())
     })
     .await;
-    let report = read.and_then(|()| Report::new(table.currency.clone(), by, lines, through));
+    let report = read.and_then(|()| {
+        Report::new(table.currency.clone(), by, lines, through).map_err(|e| e.to_string())
+    });
     let report = match report {
         Ok(report) => report,
         Err(e) => {

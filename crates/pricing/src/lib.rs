@@ -25,8 +25,8 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 pub use amount::{Amount, AmountError};
-pub use report::{Report, SourceTotal, Total};
-pub use table::{Missing, Price, PriceTable};
+pub use report::{Report, ReportError, SourceTotal, Total};
+pub use table::{LiteLlmError, LoadError, Missing, Price, PriceTable, TimeError, TomlTableError};
 
 /// The units that are part of another, and the whole each is part of.
 const PART_OF: [(&str, &str); 3] = [
@@ -100,29 +100,27 @@ impl Line {
 /// What `fact` comes to under `table`.
 pub fn resolve(table: &PriceTable, fact: Fact) -> Line {
     let priced = time_of(&fact).and_then(|at| {
-        let find = |unit: &str| {
-            table
-                .find(&fact.provider, &fact.model, unit, at)
-                .map_err(|missing| missing.to_string())
-        };
+        let find = |unit: &str| table.find(&fact.provider, &fact.model, unit, at);
         let part_of = PART_OF
             .iter()
             .find(|(part, _)| *part == fact.unit)
             .map(|(_, whole)| *whole);
         let own = find(&fact.unit).map_err(|missing| match part_of {
-            // Still unpriced (no price is made up), but say where those tokens are counted.
-            Some(whole) => format!("{missing} (part of {whole}, which counts these tokens too)"),
-            None => missing,
+            Some(whole) => Unpriced::PartMissing { missing, whole },
+            None => Unpriced::Missing(missing),
         })?;
         let unit_price = match part_of {
             Some(whole) => own
-                .checked_sub(find(whole)?)
-                .ok_or_else(|| "the price difference is out of range".to_owned())?,
+                .checked_sub(find(whole).map_err(Unpriced::Missing)?)
+                .ok_or(Unpriced::DifferenceOutOfRange)?,
             None => own,
         };
         let amount = unit_price
             .times(fact.quantity)
-            .ok_or_else(|| format!("{} times {unit_price} is out of range", fact.quantity))?;
+            .ok_or(Unpriced::AmountOutOfRange {
+                quantity: fact.quantity,
+                unit_price,
+            })?;
         Ok((unit_price, part_of, amount))
     });
     match priced {
@@ -132,13 +130,55 @@ pub fn resolve(table: &PriceTable, fact: Fact) -> Line {
             part_of,
             amount,
         },
-        Err(missing) => Line::Unpriced { fact, missing },
+        Err(why) => Line::Unpriced {
+            fact,
+            missing: why.to_string(),
+        },
     }
 }
 
-fn time_of(fact: &Fact) -> Result<SystemTime, String> {
-    humantime::parse_rfc3339(&fact.time)
-        .map_err(|e| format!("the fact's time `{}` is not RFC 3339: {e}", fact.time))
+/// Why a fact is not priced: its text is a [`Line::Unpriced`]'s `missing`.
+#[derive(Debug, thiserror::Error)]
+enum Unpriced {
+    /// The fact's time does not parse.
+    #[error("the fact's time `{text}` is not RFC 3339: {source}")]
+    Time {
+        /// The time as the fact gives it.
+        text: String,
+        /// Why it does not parse.
+        source: humantime::TimestampError,
+    },
+    /// No price for the fact's unit, or for the whole it is part of.
+    #[error("{0}")]
+    Missing(Missing),
+    /// No price for the fact's unit, which is part of another: still unpriced (no price is
+    /// made up), but the text says where those tokens are counted.
+    #[error("{missing} (part of {whole}, which counts these tokens too)")]
+    PartMissing {
+        /// The key without a price.
+        missing: Missing,
+        /// The unit it is part of.
+        whole: &'static str,
+    },
+    /// The part's price less the whole's does not fit an [`Amount`].
+    #[error("the price difference is out of range")]
+    DifferenceOutOfRange,
+    /// The quantity times the unit price does not fit an [`Amount`].
+    #[error("{quantity} times {unit_price} is out of range")]
+    AmountOutOfRange {
+        /// The fact's quantity.
+        quantity: u64,
+        /// Its price per unit.
+        unit_price: Amount,
+    },
+}
+
+/// When the store kept `fact`.
+fn time_of(fact: &Fact) -> Result<SystemTime, Unpriced> {
+    humantime::parse_rfc3339(&fact.time).map_err(|source| Unpriced::Time {
+        text: fact.time.clone(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -36,15 +36,54 @@ pub struct SourceTotal {
     pub priced: u64,
 }
 
+/// Why a report cannot be made: a total beyond what its type holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    /// A sum of priced amounts (a total's, or one source's part of it) is beyond what an
+    /// [`Amount`] holds.
+    #[error("a total {} is out of range (beyond 10^20)", group_text(.group.as_deref()))]
+    AmountOutOfRange {
+        /// The value of the `by` label whose total it is (`(none)` for the facts without the
+        /// label); `None` for the total over every line.
+        group: Option<String>,
+    },
+    /// A sum of the unpriced quantities of `unit` is beyond `u64`.
+    #[error(
+        "the unpriced quantity of {unit} {} is out of range (beyond 2^64 - 1)",
+        group_text(.group.as_deref())
+    )]
+    QuantityOutOfRange {
+        /// The unit.
+        unit: String,
+        /// The value of the `by` label whose total it is (`(none)` for the facts without the
+        /// label); `None` for the total over every line.
+        group: Option<String>,
+    },
+}
+
+/// Which total a [`ReportError`] is in, in words.
+fn group_text(group: Option<&str>) -> String {
+    match group {
+        Some(value) => format!("for the label value `{value}`"),
+        None => "over every line".to_owned(),
+    }
+}
+
 impl Total {
-    fn add(&mut self, line: &Line) -> Result<(), String> {
+    /// Counts `line` in; `group`: the label value this is the total of, for the error.
+    fn add(&mut self, line: &Line, group: Option<&str>) -> Result<(), ReportError> {
         match line {
             Line::Priced { fact, amount, .. } => {
-                const OUT_OF_RANGE: &str = "a total is out of range (beyond 10^20)";
-                self.amount = self.amount.checked_add(*amount).ok_or(OUT_OF_RANGE)?;
+                let out_of_range = || ReportError::AmountOutOfRange {
+                    group: group.map(str::to_owned),
+                };
+                self.amount = self.amount.checked_add(*amount).ok_or_else(out_of_range)?;
                 self.priced += 1;
                 let source = self.by_source.entry(fact.source.clone()).or_default();
-                source.amount = source.amount.checked_add(*amount).ok_or(OUT_OF_RANGE)?;
+                source.amount = source
+                    .amount
+                    .checked_add(*amount)
+                    .ok_or_else(out_of_range)?;
                 source.priced += 1;
             }
             Line::Unpriced { fact, .. } => {
@@ -53,9 +92,12 @@ impl Total {
                     .unpriced_quantities
                     .entry(fact.unit.clone())
                     .or_default();
-                *quantity = quantity
-                    .checked_add(fact.quantity)
-                    .ok_or("an unpriced quantity is out of range")?;
+                *quantity = quantity.checked_add(fact.quantity).ok_or_else(|| {
+                    ReportError::QuantityOutOfRange {
+                        unit: fact.unit.clone(),
+                        group: group.map(str::to_owned),
+                    }
+                })?;
             }
         }
         Ok(())
@@ -88,20 +130,24 @@ const NONE: &str = "(none)";
 
 impl Report {
     /// A report of `lines` in `currency`, with totals by the label `by`; `through`: the
-    /// cursor of the last fact read, if they came from a server.
+    /// cursor of the last fact read, if they came from a server. Fails if a total does not
+    /// fit its type.
     pub fn new(
         currency: String,
         by: Option<String>,
         lines: Vec<Line>,
         through: Option<String>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ReportError> {
         let mut totals: BTreeMap<String, Total> = BTreeMap::new();
         let mut total = Total::default();
         for line in &lines {
-            total.add(line)?;
+            total.add(line, None)?;
             if let Some(label) = &by {
                 let value = line.fact().labels.get(label).map_or(NONE, String::as_str);
-                totals.entry(value.to_owned()).or_default().add(line)?;
+                totals
+                    .entry(value.to_owned())
+                    .or_default()
+                    .add(line, Some(value))?;
             }
         }
         Ok(Self {

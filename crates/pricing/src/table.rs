@@ -3,12 +3,17 @@
 //! provider (or any), a model and a unit, from a time on.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::time::SystemTime;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::amount::Amount;
+
+mod error;
+
+pub use error::{LiteLlmError, LoadError, TimeError, TomlTableError};
 
 /// One price: what one `unit` of `model` costs from `from` on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,18 +90,25 @@ const LITELLM: [(&str, &str); 5] = [
 
 impl PriceTable {
     /// The table in `path`: LiteLLM's map if it ends in `.json`, else the TOML table.
-    pub fn load(path: &std::path::Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let table = if path
+    pub fn load(path: &Path) -> Result<Self, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        if path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"))
         {
-            Self::from_litellm(&text)
+            Self::from_litellm(&text).map_err(|source| LoadError::LiteLlm {
+                path: path.to_owned(),
+                source,
+            })
         } else {
-            Self::from_toml(&text)
-        };
-        table.map_err(|e| format!("{}: {e}", path.display()))
+            Self::from_toml(&text).map_err(|source| LoadError::Toml {
+                path: path.to_owned(),
+                source,
+            })
+        }
     }
 
     /// A TOML table:
@@ -111,46 +123,41 @@ impl PriceTable {
     /// per = 1000000         # optional: the price is for this many units (default 1)
     /// from = "2025-01-01"   # optional: a UTC date or an RFC 3339 time
     /// ```
-    pub fn from_toml(text: &str) -> Result<Self, String> {
-        let raw: RawTable = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn from_toml(text: &str) -> Result<Self, TomlTableError> {
+        let raw: RawTable = toml::from_str(text)?;
         let mut prices = Vec::with_capacity(raw.prices.len());
-        for (i, p) in raw.prices.into_iter().enumerate() {
-            let at = |what: &str| format!("prices[{i}].{what}");
+        for (index, p) in raw.prices.into_iter().enumerate() {
             let text = match &p.price {
                 toml::Value::String(text) => text.clone(),
                 toml::Value::Integer(n) => n.to_string(),
-                toml::Value::Float(_) => {
-                    return Err(format!(
-                        "{}: write the price as a string (\"2.50\"): a TOML float would round it",
-                        at("price")
-                    ));
-                }
+                toml::Value::Float(_) => return Err(TomlTableError::FloatPrice { index }),
                 other => {
-                    return Err(format!(
-                        "{}: is a {}, not a price (\"2.50\")",
-                        at("price"),
-                        other.type_str()
-                    ));
+                    return Err(TomlTableError::NotAPrice {
+                        index,
+                        found: other.type_str(),
+                    });
                 }
             };
-            let amount = Amount::parse(&text).map_err(|e| format!("{}: {e}", at("price")))?;
+            let amount = Amount::parse(&text)
+                .map_err(|source| TomlTableError::InvalidPrice { index, source })?;
             if amount.is_negative() {
-                return Err(format!("{}: is negative", at("price")));
+                return Err(TomlTableError::NegativePrice { index });
             }
             let per = p.per.unwrap_or(1);
             if per == 0 {
-                return Err(format!("{}: must be at least 1", at("per")));
+                return Err(TomlTableError::ZeroPer { index });
             }
-            let price = amount.per(per).ok_or_else(|| {
-                format!(
-                    "{}: {text} per {per} does not divide to 18 decimal places",
-                    at("per")
-                )
-            })?;
+            let Some(price) = amount.per(per) else {
+                return Err(TomlTableError::IndivisiblePer {
+                    index,
+                    price: text,
+                    per,
+                });
+            };
             let from = p
                 .from
                 .as_deref()
-                .map(|t| time(t).map_err(|e| format!("{}: {e}", at("from"))))
+                .map(|t| time(t).map_err(|source| TomlTableError::InvalidFrom { index, source }))
                 .transpose()?;
             let price = Price {
                 provider: p.provider,
@@ -163,12 +170,12 @@ impl PriceTable {
                 (&other.provider, &other.model, &other.unit, other.from)
                     == (&price.provider, &price.model, &price.unit, price.from)
             }) {
-                return Err(format!(
-                    "prices[{i}]: a second price for {}/{}/{} from the same time",
-                    price.provider.as_deref().unwrap_or("*"),
-                    price.model,
-                    price.unit
-                ));
+                return Err(TomlTableError::DuplicatePrice {
+                    index,
+                    provider: price.provider,
+                    model: price.model,
+                    unit: price.unit,
+                });
             }
             prices.push(price);
         }
@@ -192,9 +199,8 @@ impl PriceTable {
     /// LiteLLM's `model_prices_and_context_window.json`: per model, the cost of an input,
     /// output, cache-read, cache-write and reasoning token, read from the numbers' text as
     /// written (never through a float). A unit it gives no cost for gets no price.
-    pub fn from_litellm(text: &str) -> Result<Self, String> {
-        let models: HashMap<String, Box<RawValue>> =
-            serde_json::from_str(text).map_err(|e| format!("not a JSON object: {e}"))?;
+    pub fn from_litellm(text: &str) -> Result<Self, LiteLlmError> {
+        let models: HashMap<String, Box<RawValue>> = serde_json::from_str(text)?;
         let mut prices = Vec::new();
         for (model, entry) in &models {
             // `sample_spec` documents the fields; an entry that is not an object is skipped.
@@ -212,9 +218,16 @@ impl PriceTable {
                 if value == "null" {
                     continue;
                 }
-                let price = Amount::parse(value).map_err(|e| format!("{model}.{field}: {e}"))?;
+                let price = Amount::parse(value).map_err(|source| LiteLlmError::InvalidPrice {
+                    model: model.clone(),
+                    field,
+                    source,
+                })?;
                 if price.is_negative() {
-                    return Err(format!("{model}.{field}: is negative"));
+                    return Err(LiteLlmError::NegativePrice {
+                        model: model.clone(),
+                        field,
+                    });
                 }
                 prices.push(Price {
                     provider: None,
@@ -266,153 +279,17 @@ impl PriceTable {
 }
 
 /// A UTC date (`2025-01-01`, its midnight) or an RFC 3339 time in UTC (`...Z`).
-pub(super) fn time(text: &str) -> Result<SystemTime, String> {
+pub(super) fn time(text: &str) -> Result<SystemTime, TimeError> {
     let full = if text.len() == 10 {
         format!("{text}T00:00:00Z")
     } else {
         text.to_owned()
     };
-    humantime::parse_rfc3339(&full).map_err(|e| {
-        format!("`{text}` is not a date (2025-01-01) or a UTC time (2025-01-01T08:00:00Z): {e}")
+    humantime::parse_rfc3339(&full).map_err(|source| TimeError {
+        text: text.to_owned(),
+        source,
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const TABLE: &str = r#"
-currency = "EUR"
-[[prices]]
-provider = "openai"
-model = "gpt-4o"
-unit = "input_tokens"
-price = "2.50"
-per = 1000000
-[[prices]]
-provider = "openai"
-model = "gpt-4o"
-unit = "input_tokens"
-price = "2.00"
-per = 1000000
-from = "2026-06-01"
-[[prices]]
-model = "gpt-4o"
-unit = "output_tokens"
-price = "0.00001"
-"#;
-
-    fn at(text: &str) -> SystemTime {
-        time(text).unwrap()
-    }
-
-    #[test]
-    fn the_price_in_effect_is_the_latest_and_a_providers_own_comes_first() {
-        let table = PriceTable::from_toml(TABLE).unwrap();
-        assert_eq!(table.currency, "EUR");
-        let input = |when| table.find("openai", "gpt-4o", "input_tokens", at(when));
-        assert_eq!(
-            input("2026-05-31T23:59:59Z").unwrap().to_string(),
-            "0.0000025"
-        );
-        assert_eq!(input("2026-06-01").unwrap().to_string(), "0.000002");
-        // Any provider's price serves a provider without its own.
-        let output = table.find("azure", "gpt-4o", "output_tokens", at("2026-01-01"));
-        assert_eq!(output.unwrap().to_string(), "0.00001");
-        assert_eq!(
-            table.find("azure", "gpt-4o", "input_tokens", at("2026-01-01")),
-            Err(Missing::NoPrice("azure/gpt-4o/input_tokens".into()))
-        );
-    }
-
-    #[test]
-    fn a_price_that_starts_later_is_not_in_effect_before() {
-        let table = PriceTable::from_toml(
-            "[[prices]]\nmodel = \"m\"\nunit = \"requests\"\nprice = \"1\"\nfrom = \"2027-01-01\"\n",
-        )
-        .unwrap();
-        assert_eq!(
-            table.find("p", "m", "requests", at("2026-12-01")),
-            Err(Missing::NotYet("p/m/requests".into()))
-        );
-    }
-
-    #[test]
-    fn a_bad_table_names_the_field() {
-        for (toml, field) in [
-            (
-                "[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = 2.5\n",
-                "prices[0].price",
-            ),
-            (
-                "[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = \"x\"\n",
-                "prices[0].price",
-            ),
-            (
-                "[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = \"-1\"\n",
-                "prices[0].price",
-            ),
-            (
-                "[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = \"1\"\nper = 3\n",
-                "prices[0].per",
-            ),
-            (
-                "[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = \"1\"\nfrom = \"soon\"\n",
-                "prices[0].from",
-            ),
-            (
-                "[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = \"1\"\nper = 0\n",
-                "prices[0].per",
-            ),
-            (
-                "[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = true\n",
-                "prices[0].price",
-            ),
-            (
-                "[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = \"1\"\n[[prices]]\nmodel = \"m\"\nunit = \"u\"\nprice = \"2\"\n",
-                "prices[1]",
-            ),
-        ] {
-            let error = PriceTable::from_toml(toml).unwrap_err();
-            assert!(error.contains(field), "{error}");
-        }
-        assert!(PriceTable::from_toml("[[prices]]\nmodel = \"m\"\n").is_err());
-        assert!(PriceTable::from_toml("colour = \"blue\"\n").is_err());
-    }
-
-    #[test]
-    fn litellms_map_is_read_from_the_numbers_text() {
-        let map = r#"{
-            "sample_spec": {"input_cost_per_token": 0.0, "mode": "one of: chat"},
-            "gpt-4o": {"input_cost_per_token": 2.5e-06, "output_cost_per_token": 1e-05,
-                       "cache_read_input_token_cost": 1.25e-06, "litellm_provider": "openai"},
-            "claude-sonnet-4-5": {"input_cost_per_token": 3e-06, "output_cost_per_token": 1.5e-05,
-                       "cache_creation_input_token_cost": 3.75e-06, "cache_read_input_token_cost": 3e-07},
-            "an-embedding": {"input_cost_per_token": 0.0000001, "output_cost_per_token": null}
-        }"#;
-        let table = PriceTable::from_litellm(map).unwrap();
-        let now = SystemTime::now();
-        let price = |model, unit| table.find("any", model, unit, now).map(|a| a.to_string());
-        assert_eq!(price("gpt-4o", "input_tokens").unwrap(), "0.0000025");
-        assert_eq!(price("gpt-4o", "output_tokens").unwrap(), "0.00001");
-        assert_eq!(
-            price("gpt-4o", "cached_input_tokens").unwrap(),
-            "0.00000125"
-        );
-        assert_eq!(
-            price("claude-sonnet-4-5", "cache_write_input_tokens").unwrap(),
-            "0.00000375"
-        );
-        assert_eq!(
-            price("claude-sonnet-4-5", "cached_input_tokens").unwrap(),
-            "0.0000003"
-        );
-        assert_eq!(price("an-embedding", "input_tokens").unwrap(), "0.0000001");
-        // What the map does not give stays without a price.
-        assert!(price("gpt-4o", "reasoning_tokens").is_err());
-        assert!(price("sample_spec", "input_tokens").is_err());
-        assert!(PriceTable::from_litellm(r#"{"m": {"input_cost_per_token": "cheap"}}"#).is_err());
-        assert!(PriceTable::from_litellm(r#"{"m": {"input_cost_per_token": -1e-06}}"#).is_err());
-        assert!(PriceTable::from_litellm(r#"{"m": {"input_cost_per_token": -1e-06}}"#).is_err());
-    }
-}
+mod tests;

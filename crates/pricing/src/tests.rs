@@ -143,7 +143,10 @@ fn units_missing_from_the_table_are_unpriced_and_counted_apart() {
     let Line::Unpriced { missing, .. } = &lines[4] else {
         panic!("unpriced: {:?}", lines[4]);
     };
-    assert!(missing.contains("not RFC 3339"), "{missing}");
+    assert!(
+        missing.starts_with("the fact's time `not a time` is not RFC 3339: "),
+        "{missing}"
+    );
     let report = Report::new("USD".into(), Some("tenant".into()), lines, None).unwrap();
     let acme = &report.totals["acme"];
     assert_eq!(acme.amount.to_string(), "2");
@@ -160,6 +163,82 @@ fn units_missing_from_the_table_are_unpriced_and_counted_apart() {
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["lines"][1]["status"], "unpriced");
     assert_eq!(json["lines"][0]["amount"], "2", "amounts are decimal text");
+}
+
+#[test]
+fn a_total_out_of_range_is_an_error_that_names_it() {
+    let table = PriceTable::from_toml(
+        "[[prices]]\nmodel = \"m\"\nunit = \"input_tokens\"\nprice = \"100000000000000000000\"\n",
+    )
+    .unwrap();
+    let at = "2026-12-01T10:00:00Z";
+    let lines: Vec<Line> = [
+        fact("input_tokens", 1, at, Some("acme")),
+        fact("input_tokens", 1, at, Some("acme")),
+    ]
+    .into_iter()
+    .map(|f| resolve(&table, f))
+    .collect();
+    let error = Report::new("USD".into(), Some("tenant".into()), lines, None).unwrap_err();
+    assert_eq!(error, ReportError::AmountOutOfRange { group: None });
+    assert_eq!(
+        error.to_string(),
+        "a total over every line is out of range (beyond 10^20)"
+    );
+    // A sum of unpriced quantities is bounded too.
+    let lines: Vec<Line> = [
+        fact("requests", u64::MAX, at, None),
+        fact("requests", 1, at, None),
+    ]
+    .into_iter()
+    .map(|f| resolve(&table, f))
+    .collect();
+    let error = Report::new("USD".into(), None, lines, None).unwrap_err();
+    assert_eq!(
+        error,
+        ReportError::QuantityOutOfRange {
+            unit: "requests".into(),
+            group: None
+        }
+    );
+    // A label value's total can be out of range while the total over every line is not.
+    let lines = vec![
+        resolve(&table, fact("input_tokens", 1, at, Some("acme"))),
+        Line::Priced {
+            fact: fact("input_tokens", 1, at, Some("globex")),
+            unit_price: Amount::parse("-1").unwrap(),
+            part_of: None,
+            amount: Amount::parse("-100000000000000000000").unwrap(),
+        },
+        resolve(&table, fact("input_tokens", 1, at, Some("acme"))),
+    ];
+    let error = Report::new("USD".into(), Some("tenant".into()), lines, None).unwrap_err();
+    assert_eq!(
+        error,
+        ReportError::AmountOutOfRange {
+            group: Some("acme".into())
+        }
+    );
+    assert_eq!(
+        error.to_string(),
+        "a total for the label value `acme` is out of range (beyond 10^20)"
+    );
+}
+
+#[test]
+fn a_line_out_of_range_is_unpriced_and_says_why() {
+    let table = PriceTable::from_toml(
+        "[[prices]]\nmodel = \"m\"\nunit = \"input_tokens\"\nprice = \"100000000000000000000\"\n",
+    )
+    .unwrap();
+    let line = resolve(
+        &table,
+        fact("input_tokens", 2, "2026-12-01T10:00:00Z", None),
+    );
+    let Line::Unpriced { missing, .. } = line else {
+        panic!("unpriced: {line:?}");
+    };
+    assert_eq!(missing, "2 times 100000000000000000000 is out of range");
 }
 
 fn arbitrary_fact() -> impl Strategy<Value = Fact> {
