@@ -31,14 +31,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::config::{Config, HealthMode, StoreKind};
+use crate::config::{Config, HealthMode};
 use crate::execution::idempotency::{Idempotency, Resolved};
 use crate::execution::{Acceptance, EventPayload, ExecuteRequest, Execution, ExecutionId, IdMap};
 use crate::provider::{Provider, ProviderInitError};
 use crate::routing::{self, AttemptBudget, Plans};
 use crate::store::{
-    Created, EventStore, FileStore, MemoryStore, NewExecution, OpenError, PgOptions, PostgresStore,
-    StoreError, StoreLimits, UsageCursor,
+    self, Created, EventStore, NewExecution, OpenStoreError, StoreError, UsageCursor,
 };
 use cancel::CANCEL_GRACE;
 use driver::{Deps, DriverHandle, Job, SizeLimits};
@@ -98,13 +97,9 @@ pub enum InitError {
     /// A provider's adapter could not be built.
     #[error(transparent)]
     Provider(#[from] ProviderInitError),
-    /// The file store could not be opened: the error names the file and the reason.
+    /// The configured store could not be opened.
     #[error("store: {0}")]
-    Store(OpenError),
-    /// The PostgreSQL store could not be set up (its thread, its pool); a database that
-    /// does not answer yet is not this error: the store keeps trying, `NOT_SERVING` until then.
-    #[error("store: {0}")]
-    Postgres(String),
+    Store(#[from] OpenStoreError),
 }
 
 /// Builds a [`Runtime`] from a configuration, optionally with a store or provider adapters of
@@ -134,32 +129,9 @@ impl RuntimeBuilder {
     /// the `Config` was validated. Opening a file store replays its journal and ends the
     /// executions it left running.
     pub fn build(self) -> Result<Runtime, InitError> {
-        let limits = StoreLimits {
-            max_executions: self.config.store.max_executions,
-            max_bytes: self.config.store.max_bytes,
-            retention: self.config.store.retention,
-        };
-        let store = match (self.store, &self.config.store.kind) {
-            (Some(store), _) => store,
-            (None, StoreKind::Memory) => Arc::new(MemoryStore::new(limits)),
-            (None, StoreKind::File(file)) => {
-                let (store, opened) = FileStore::open(file, limits).map_err(InitError::Store)?;
-                tracing::info!(
-                    path = %file.path.display(),
-                    executions = opened.executions,
-                    events = opened.events,
-                    interrupted = opened.interrupted,
-                    "opened the file store"
-                );
-                store
-            }
-            (None, StoreKind::Postgres(postgres)) => {
-                let options = PgOptions::from_config(postgres).map_err(InitError::Postgres)?;
-                let store = PostgresStore::open(options, limits)
-                    .map_err(|e| InitError::Postgres(e.to_string()))?;
-                tracing::info!(schema = %postgres.schema, "opening the PostgreSQL store");
-                store
-            }
+        let store = match self.store {
+            Some(store) => store,
+            None => store::open(&self.config.store)?,
         };
         // With metrics on, every append is counted on its way to the store.
         let metrics = self

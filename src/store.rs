@@ -4,7 +4,9 @@
 //!
 //! Every implementation runs `conformance` (feature `conformance`), the one suite that defines the SPI's behaviour.
 //! Its operations fail with a [`StoreError`]; a store outside this crate says what went wrong
-//! in its own words with [`StoreError::Backend`] or [`Unavailable::Backend`].
+//! in its own words with [`StoreError::Backend`] or [`Unavailable::Backend`]. [`open`] opens
+//! the store a configuration names: memory, file, or (cargo feature `postgres`, on by
+//! default) PostgreSQL.
 
 mod changes;
 #[cfg(any(test, feature = "conformance"))]
@@ -15,6 +17,8 @@ pub mod faulty;
 mod file;
 mod follower;
 mod memory;
+mod open;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod retention;
 mod usage;
@@ -33,12 +37,14 @@ pub(crate) use error::At;
 pub use error::{Inconsistency, IoAt, IoOp, StoreError, Unavailable, WriteFailure};
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use file::fuzz;
-pub use file::{Damage, FileStore, Header, KeyId, Missing, OpenError, Opened, Tear};
+pub use file::{Damage, FileStore, Header, KeyId, Malformed, Missing, OpenError, Opened, Tear};
 pub use follower::{EventSource, Follower};
 pub use memory::MemoryStore;
-#[cfg(test)]
+pub use open::{OpenStoreError, open};
+#[cfg(all(test, feature = "postgres"))]
 pub(crate) use postgres::tests as test_postgres;
-pub use postgres::{PgOptions, PostgresStore};
+#[cfg(feature = "postgres")]
+pub use postgres::{PgInitError, PgStartError, PostgresStore};
 pub(crate) use retention::Retention;
 pub use usage::{MalformedCursor, UsageCursor, UsageEntry};
 

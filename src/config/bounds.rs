@@ -47,12 +47,16 @@ pub(crate) const MAX_DISK_BYTES: u64 = 1 << 44;
 /// `store.keys`.
 pub(crate) const MAX_STORE_KEYS: usize = 16;
 /// `store.pool_size` (the postgres store): connections one replica may hold open.
+#[cfg(feature = "postgres")]
 pub(crate) const MAX_POOL_SIZE: usize = 1024;
 /// `store.connect_timeout` and `store.acquire_timeout` (the postgres store).
+#[cfg(feature = "postgres")]
 pub(crate) const MAX_CONNECT: Duration = MINUTE;
 /// `store.statement_timeout` (the postgres store).
+#[cfg(feature = "postgres")]
 pub(crate) const MAX_STATEMENT: Duration = Duration::from_secs(10 * 60);
 /// `store.lease` (the postgres store): a dead replica's executions wait at most this long.
+#[cfg(feature = "postgres")]
 pub(crate) const MAX_LEASE: Duration = Duration::from_secs(10 * 60);
 /// `providers.NAME.max_concurrency`.
 pub(crate) const MAX_CONCURRENCY: u32 = 100_000;

@@ -75,6 +75,7 @@ pub(crate) struct Lifecycle {
 
 impl Lifecycle {
     /// A lifecycle as a store kept it: its state and its two facts ([`parts`](Self::parts)).
+    #[cfg(feature = "postgres")]
     pub(crate) fn from_parts(
         state: ExecutionState,
         output_committed: bool,
@@ -89,6 +90,7 @@ impl Lifecycle {
 
     /// What a store keeps of it: whether output is committed, and whether the execution is
     /// stopping.
+    #[cfg(feature = "postgres")]
     pub(crate) fn parts(&self) -> (bool, bool) {
         (self.output_committed, self.stopping)
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use crate::config::{Config, HealthMode, PolicyConfig, ProviderConfig};
+use crate::config::{Config, HealthMode, LimiterConfig, PolicyConfig, ProviderConfig};
 use crate::execution::RoutingPlan;
 use crate::provider::{Provider, ProviderInitError, Providers};
 use crate::routing::{Admission, GlobalGate, Health, Verdict, with_health};
@@ -42,9 +42,7 @@ impl Slots {
             };
             let mut admission = Admission::new(p.max_concurrency, p.queue_capacity, p.queue_aging);
             if let Some(limiter) = &p.limiter {
-                let global = GlobalGate::new(&p.name, limiter, p.max_concurrency)
-                    .map_err(|why| ProviderInitError::new(&p.name, why))?;
-                admission = admission.with_global(global);
+                admission = admission.with_global(global(p, limiter)?);
             }
             let slot = ProviderSlot {
                 config: p.clone(),
@@ -83,4 +81,21 @@ impl Slots {
                 .map_or(Verdict::Healthy, |slot| slot.health.check(model, now))
         })
     }
+}
+
+/// The global gate of provider `p` (`limiter`).
+#[cfg(feature = "redis")]
+fn global(p: &ProviderConfig, limiter: &LimiterConfig) -> Result<GlobalGate, ProviderInitError> {
+    GlobalGate::new(&p.name, limiter, p.max_concurrency)
+        .map_err(|why| ProviderInitError::new(&p.name, why.to_string()))
+}
+
+/// Without the `redis` feature a config with a limiter does not validate; one built by hand
+/// is refused here.
+#[cfg(not(feature = "redis"))]
+fn global(p: &ProviderConfig, _: &LimiterConfig) -> Result<GlobalGate, ProviderInitError> {
+    Err(ProviderInitError::new(
+        &p.name,
+        "the `redis` limiter is not in this build (cargo feature `redis`)",
+    ))
 }

@@ -7,6 +7,7 @@ use futures_util::StreamExt;
 use super::*;
 use crate::config::{AbilitySpec, Chunk, FailError, PolicySpec, ProviderSpec, Script};
 use crate::execution::{ErrorCode, ExecutionInput, ExecutionState, Message, NextAction, Outcome};
+use crate::store::MemoryStore;
 use crate::store::faulty::{Faults, FaultyStore};
 
 mod buffered;

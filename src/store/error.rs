@@ -104,6 +104,10 @@ pub enum Inconsistency {
     /// An append returned without the event it stored.
     #[error("the event appended to execution {0} was not stored")]
     Unstored(ExecutionId),
+    /// The store's database refused a statement, or answered with a row the store cannot
+    /// read (the log has the database's words).
+    #[error("the store's database refused a statement or returned a row it cannot read")]
+    Database,
 }
 
 /// I/O that failed, at a path: the operation, the path, and what the system said.

@@ -34,7 +34,7 @@ use super::{
     StoreFuture, StoreStats, Unavailable, UsageEntry, WriteFailure,
 };
 use crate::execution::{Event, EventPayload, Execution, ExecutionId, ExecutionState};
-pub use error::{Damage, Header, Missing, OpenError, Tear};
+pub use error::{Damage, Header, Malformed, Missing, OpenError, Tear};
 use lock::DirLock;
 pub use open::Opened;
 pub use seal::KeyId;

@@ -53,50 +53,62 @@ use deadpool_postgres::{Object, Pool};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::{ChangeSignal, StoreError, StoreFuture, StoreLimits, Unavailable};
+use super::{ChangeSignal, Inconsistency, StoreError, StoreFuture, StoreLimits, Unavailable};
+use crate::config::PostgresStoreConfig;
 use crate::execution::{Event, Execution, ExecutionId};
 
-/// How to reach the database and how the store behaves on it.
+/// The store's settings: the config's, with its connection string as the driver reads it.
 #[derive(Debug, Clone)]
-pub struct PgOptions {
-    /// The connection settings (from the connection string).
-    pub connect: tokio_postgres::Config,
-    /// The schema that holds the store's tables (created if missing).
-    pub schema: String,
-    /// Connections the pool may open.
-    pub pool_size: usize,
-    /// How long opening one connection may take.
-    pub connect_timeout: Duration,
-    /// How long waiting for a free connection may take.
-    pub acquire_timeout: Duration,
-    /// The server-side limit of every statement.
-    pub statement_timeout: Duration,
-    /// The replica's lease.
-    pub lease: Duration,
-    /// The bound on a follower's delay when a notification is lost.
-    pub poll_interval: Duration,
+pub(super) struct Options {
+    pub(super) config: PostgresStoreConfig,
+    pub(super) connect: tokio_postgres::Config,
 }
 
-impl PgOptions {
-    /// The options of `[store] kind = "postgres"`.
-    pub fn from_config(config: &crate::config::PostgresStoreConfig) -> Result<Self, String> {
-        let connect = config.url.expose().parse().map_err(|_| {
-            format!(
-                "the connection string in `{}` is not one PostgreSQL reads",
-                config.url_env
-            )
-        })?;
+impl Options {
+    /// The options of `config`.
+    pub(super) fn of(config: &PostgresStoreConfig) -> Result<Self, PgInitError> {
+        let connect = config
+            .url
+            .expose()
+            .parse()
+            .map_err(|_| PgInitError::ConnectionString(config.url_env.clone()))?;
         Ok(Self {
+            config: config.clone(),
             connect,
-            schema: config.schema.to_string(),
-            pool_size: config.pool_size,
-            connect_timeout: config.connect_timeout,
-            acquire_timeout: config.acquire_timeout,
-            statement_timeout: config.statement_timeout,
-            lease: config.lease,
-            poll_interval: config.poll_interval,
         })
     }
+}
+
+/// Why the PostgreSQL store could not be set up. A database that does not answer yet is not
+/// one of these: the store keeps trying, unavailable until then.
+#[derive(Debug, thiserror::Error)]
+pub enum PgInitError {
+    /// The connection string (in the variable named) is not one the driver reads.
+    #[error("the connection string in `{0}` is not one PostgreSQL reads")]
+    ConnectionString(Arc<str>),
+    /// The store's thread (its runtime) could not be started.
+    #[error("cannot start the store's thread: {0}")]
+    Thread(#[source] std::io::Error),
+    /// The connection pool could not be built.
+    #[error("the connection pool: {0}")]
+    Pool(#[from] deadpool_postgres::BuildError),
+    /// TLS could not be set up (no CA certificates on this machine, say).
+    #[error("setting up TLS: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// Why [`PostgresStore::connect`] gave no store.
+#[derive(Debug, thiserror::Error)]
+pub enum PgStartError {
+    /// It could not be set up.
+    #[error(transparent)]
+    Init(#[from] PgInitError),
+    /// Its first start failed: the database's words, in full, for the operator.
+    #[error("cannot start the PostgreSQL store: {0}")]
+    Start(Box<dyn std::error::Error + Send + Sync>),
+    /// It stopped before its first start ended.
+    #[error("the PostgreSQL store stopped before it started")]
+    Stopped,
 }
 
 /// Why the store could not do what was asked, before it is told to callers as a
@@ -106,11 +118,13 @@ pub(super) enum PgError {
     #[error("database: {}", said(.0))]
     Db(#[from] tokio_postgres::Error),
     #[error("connection pool: {0}")]
-    Pool(String),
+    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("setting up TLS: {0}")]
+    Tls(#[from] rustls::Error),
     #[error("schema: {0}")]
-    Schema(String),
+    Schema(#[from] schema::SchemaError),
     #[error("a row does not decode: {0}")]
-    Row(String),
+    Row(#[from] rows::RowError),
     /// No answer within [`Shared::patience`]: the connection was closed, and whether the
     /// statement ran is not known.
     #[error("no answer within {0:?}")]
@@ -138,18 +152,13 @@ fn said(error: &tokio_postgres::Error) -> String {
     }
 }
 
-impl From<deadpool_postgres::PoolError> for PgError {
-    fn from(error: deadpool_postgres::PoolError) -> Self {
-        Self::Pool(error.to_string())
-    }
-}
-
 impl PgError {
     /// Whether the database may answer if asked again (it is down, restarting, or the
     /// connection broke), as opposed to a fault in what was asked.
     pub(super) fn transient(&self) -> bool {
         match self {
             Self::Pool(_) | Self::NoAnswer(_) => true,
+            Self::Tls(_) => false,
             Self::Db(e) => match e.as_db_error() {
                 None => true,
                 Some(db) => e.is_closed() || passing(db.code().code()),
@@ -167,7 +176,7 @@ impl PgError {
             ))
         } else {
             tracing::error!(error = %self, "the PostgreSQL store failed");
-            StoreError::Backend(self.to_string())
+            StoreError::Inconsistent(Inconsistency::Database)
         }
     }
 }
@@ -214,7 +223,7 @@ const EVENTS: &str = "/* model-runtime: events */ SELECT sequence, time, state, 
 /// What the store's tasks share.
 pub(super) struct Shared {
     pool: Pool,
-    options: PgOptions,
+    options: Options,
     /// The schema's notification channel.
     channel: String,
     limits: StoreLimits,
@@ -260,7 +269,7 @@ pub struct PostgresStore {
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresStore")
-            .field("schema", &self.shared.options.schema)
+            .field("schema", &self.shared.options.config.schema)
             .field("replica", &self.shared.replica.id())
             .finish_non_exhaustive()
     }
@@ -272,43 +281,46 @@ impl PostgresStore {
     /// tries again until the database answers. Until then the store is `failed` (the runtime
     /// reports `NOT_SERVING`) and its operations are unavailable. Fails only when the thread
     /// cannot be started or the pool cannot be built.
-    pub fn open(options: PgOptions, limits: StoreLimits) -> Result<Arc<Self>, StoreError> {
-        Self::opened(options, limits).map(|(store, _)| store)
+    pub fn open(
+        config: &PostgresStoreConfig,
+        limits: StoreLimits,
+    ) -> Result<Arc<Self>, PgInitError> {
+        Self::opened(config, limits).map(|(store, _)| store)
     }
 
     /// [`open`](Self::open), then waits for the first attempt to start it: its error is the
     /// database's (for the operator, in full), and the store is not kept.
-    pub async fn connect(options: PgOptions, limits: StoreLimits) -> Result<Arc<Self>, StoreError> {
-        let (store, first) = Self::opened(options, limits)?;
+    pub async fn connect(
+        config: &PostgresStoreConfig,
+        limits: StoreLimits,
+    ) -> Result<Arc<Self>, PgStartError> {
+        let (store, first) = Self::opened(config, limits)?;
         match first.await {
             Ok(Ok(())) => Ok(store),
-            Ok(Err(reason)) => Err(StoreError::Unavailable(Unavailable::Backend(format!(
-                "cannot start the PostgreSQL store: {reason}"
-            )))),
-            Err(_) => Err(StoreError::Unavailable(Unavailable::Closed)),
+            Ok(Err(reason)) => Err(PgStartError::Start(Box::new(reason))),
+            Err(_) => Err(PgStartError::Stopped),
         }
     }
 
     fn opened(
-        options: PgOptions,
+        config: &PostgresStoreConfig,
         limits: StoreLimits,
-    ) -> Result<(Arc<Self>, oneshot::Receiver<FirstStart>), StoreError> {
-        let unavailable = |e: String| StoreError::Unavailable(Unavailable::Backend(e));
+    ) -> Result<(Arc<Self>, oneshot::Receiver<FirstStart>), PgInitError> {
+        let options = Options::of(config)?;
         let stop = CancellationToken::new();
-        let handle = store_runtime(stop.clone())
-            .map_err(|e| unavailable(format!("cannot start the store's thread: {e}")))?;
-        let pool = pool(&options).map_err(|e| unavailable(e.to_string()))?;
+        let handle = store_runtime(stop.clone()).map_err(PgInitError::Thread)?;
+        let pool = pool(&options)?;
         let (writer, appends) = mpsc::unbounded_channel();
         let (creator, creates) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             pool,
-            channel: channel(&options.schema),
+            channel: channel(&options.config.schema),
             limits: StoreLimits {
                 max_executions: limits.max_executions.max(1),
                 ..limits
             },
             clock: Clock::new(),
-            replica: replica::Replica::new(options.lease),
+            replica: replica::Replica::new(options.config.lease),
             watched: watch::Registry::default(),
             owned: owned::Owned::default(),
             driven: owned::Driven::default(),
@@ -405,7 +417,7 @@ impl Shared {
     /// stays silent longer (a stalled server, a network that drops everything) is closed
     /// rather than handed to the next caller.
     pub(super) fn patience(&self) -> Duration {
-        self.options.statement_timeout + ROUND_TRIP
+        self.options.config.statement_timeout + ROUND_TRIP
     }
 
     /// `work` on a connection from the pool, within [`patience`](Self::patience); what its
@@ -488,11 +500,7 @@ impl Shared {
         let mut events = events.into_iter();
         let first = events.next().ok_or(StoreError::NotFound(id))?;
         let mut view = Execution::from_accepted(&first, id, row.labels.clone(), row.key.clone())
-            .ok_or_else(|| {
-                StoreError::Backend(format!(
-                    "execution {id} does not begin with execution.accepted"
-                ))
-            })?;
+            .ok_or(StoreError::Inconsistent(Inconsistency::NotAccepted(id)))?;
         for event in events {
             view.apply(&event);
         }

@@ -25,6 +25,12 @@ pub(super) fn limiter(
     env: Env<'_>,
 ) -> Result<LimiterConfig, ConfigError> {
     let key = format!("{key}.limiter");
+    if raw.kind == "redis" && !cfg!(feature = "redis") {
+        return Err(invalid(
+            format!("{key}.kind"),
+            "the `redis` limiter is not in this build (cargo feature `redis`)",
+        ));
+    }
     if raw.kind != "redis" {
         return Err(invalid(
             format!("{key}.kind"),
@@ -138,7 +144,7 @@ fn url(key: &str, var: Option<&str>, env: Env<'_>) -> Result<(Arc<str>, Secret),
     let scheme_known = ["redis://", "redis+unix://", "unix://"]
         .iter()
         .any(|scheme| value.starts_with(scheme));
-    if !scheme_known || redis::IntoConnectionInfo::into_connection_info(value.as_str()).is_err() {
+    if !scheme_known || !connects(&value) {
         return Err(invalid(
             key,
             format!(
@@ -148,4 +154,16 @@ fn url(key: &str, var: Option<&str>, env: Env<'_>) -> Result<(Arc<str>, Secret),
         ));
     }
     Ok((var.into(), Secret::new(value)))
+}
+
+/// Whether the Redis client reads `url` (host, port, database).
+#[cfg(feature = "redis")]
+fn connects(url: &str) -> bool {
+    redis::IntoConnectionInfo::into_connection_info(url).is_ok()
+}
+
+/// Without the client, a `redis` limiter is refused before its URL is read.
+#[cfg(not(feature = "redis"))]
+fn connects(_: &str) -> bool {
+    false
 }

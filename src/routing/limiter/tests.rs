@@ -3,8 +3,12 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::*;
-use crate::config::Secret;
+use crate::config::{LimiterConfig, OnUnavailable, Secret};
+use shared::lock;
 
 /// The Redis the tests use, or `None` (with a line saying so) where none is configured.
 fn redis_url() -> Option<String> {
@@ -244,7 +248,8 @@ fn a_url_that_does_not_parse_is_named_by_its_variable_only() {
         &config("redis://:hunter2@[::1", "k", OnUnavailable::FailClosed),
         1,
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(
         error.starts_with("limiter.url_env: environment variable `TEST` is not a Redis URL"),
         "{error}"

@@ -23,6 +23,7 @@ use std::borrow::Borrow;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use super::error::Malformed;
 use crate::execution::{
     Event, EventPayload, ExecutionId, Fingerprint, Idempotency, Labels, ReasoningPiece, Text,
 };
@@ -233,8 +234,9 @@ pub(super) fn encode(record: &Record, out: &mut Vec<u8>) {
 }
 
 /// One event's payload as [`event`] wrote it (`execution.accepted` included); the error says
-/// what is wrong.
-pub(in crate::store) fn decode_event(bytes: &[u8]) -> Result<EventPayload, String> {
+/// what is wrong. The PostgreSQL store keeps events in this form.
+#[cfg(feature = "postgres")]
+pub(in crate::store) fn decode_event(bytes: &[u8]) -> Result<EventPayload, Malformed> {
     let mut r = Reader(bytes);
     let payload = if r.0.first() == Some(&OTHER) {
         r.u8()?;
@@ -243,13 +245,16 @@ pub(in crate::store) fn decode_event(bytes: &[u8]) -> Result<EventPayload, Strin
         r.event()?
     };
     if !r.0.is_empty() {
-        return Err(format!("{} bytes follow the event", r.0.len()));
+        return Err(Malformed::Trailing {
+            after: "event",
+            bytes: r.0.len(),
+        });
     }
     Ok(payload)
 }
 
 /// Reads a record; the error says what is wrong.
-pub(super) fn decode(body: &[u8]) -> Result<Record, String> {
+pub(super) fn decode(body: &[u8]) -> Result<Record, Malformed> {
     let mut r = Reader(body);
     let record = match r.u8()? {
         CREATE => {
@@ -265,7 +270,7 @@ pub(super) fn decode(body: &[u8]) -> Result<Record, String> {
             let labels: Labels = r.json()?;
             let accepted: EventPayload = r.json()?;
             if !matches!(accepted, EventPayload::Accepted(_)) {
-                return Err("a create record's first event is not execution.accepted".into());
+                return Err(Malformed::NotAccepted);
             }
             Record::Create {
                 id,
@@ -282,14 +287,17 @@ pub(super) fn decode(body: &[u8]) -> Result<Record, String> {
             let count = r.u32()?;
             // Each event takes at least 5 bytes: a count beyond what is left is damage.
             if usize::try_from(count).unwrap_or(usize::MAX) > r.0.len() / 5 + 1 {
-                return Err(format!("{count} events cannot fit in {} bytes", r.0.len()));
+                return Err(Malformed::Count {
+                    count,
+                    bytes: r.0.len(),
+                });
             }
             let mut payloads = Vec::with_capacity(count as usize);
             for _ in 0..count {
                 payloads.push(r.event()?);
             }
             if first == 0 {
-                return Err("an append record starts at sequence 0".into());
+                return Err(Malformed::SequenceZero);
             }
             Record::Append {
                 id,
@@ -303,10 +311,13 @@ pub(super) fn decode(body: &[u8]) -> Result<Record, String> {
             file: r.u64()?,
             records: r.u64()?,
         },
-        kind => return Err(format!("unknown record kind {kind}")),
+        kind => return Err(Malformed::RecordKind(kind)),
     };
     if !r.0.is_empty() {
-        return Err(format!("{} bytes follow the record", r.0.len()));
+        return Err(Malformed::Trailing {
+            after: "record",
+            bytes: r.0.len(),
+        });
     }
     Ok(record)
 }
@@ -314,62 +325,62 @@ pub(super) fn decode(body: &[u8]) -> Result<Record, String> {
 struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Malformed> {
         if self.0.len() < n {
-            return Err(format!(
-                "the record ends early ({} bytes left, {n} needed)",
-                self.0.len()
-            ));
+            return Err(Malformed::Short {
+                left: self.0.len(),
+                needed: n,
+            });
         }
         let (head, rest) = self.0.split_at(n);
         self.0 = rest;
         Ok(head)
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], Malformed> {
         let mut out = [0; N];
         out.copy_from_slice(self.take(N)?);
         Ok(out)
     }
 
-    fn u8(&mut self) -> Result<u8, String> {
+    fn u8(&mut self) -> Result<u8, Malformed> {
         Ok(self.take(1)?[0])
     }
 
-    fn u32(&mut self) -> Result<u32, String> {
+    fn u32(&mut self) -> Result<u32, Malformed> {
         Ok(u32::from_le_bytes(self.array()?))
     }
 
-    fn u64(&mut self) -> Result<u64, String> {
+    fn u64(&mut self) -> Result<u64, Malformed> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
-    fn id(&mut self) -> Result<ExecutionId, String> {
+    fn id(&mut self) -> Result<ExecutionId, Malformed> {
         Ok(ExecutionId::from_bytes(self.array()?))
     }
 
-    fn time(&mut self) -> Result<SystemTime, String> {
+    fn time(&mut self) -> Result<SystemTime, Malformed> {
         Ok(SystemTime::UNIX_EPOCH + Duration::from_nanos(self.u64()?))
     }
 
-    fn bytes(&mut self) -> Result<&'a [u8], String> {
+    fn bytes(&mut self) -> Result<&'a [u8], Malformed> {
         let len = self.u32()?;
         self.take(usize::try_from(len).unwrap_or(usize::MAX))
     }
 
-    fn str(&mut self) -> Result<&'a str, String> {
-        std::str::from_utf8(self.bytes()?).map_err(|_| "text that is not UTF-8".to_owned())
+    fn str(&mut self) -> Result<&'a str, Malformed> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| Malformed::NotUtf8)
     }
 
-    fn text(&mut self) -> Result<Text, String> {
+    fn text(&mut self) -> Result<Text, Malformed> {
         self.str().map(Text::new)
     }
 
-    fn json<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, String> {
-        serde_json::from_slice(self.bytes()?).map_err(|e| format!("a payload does not decode: {e}"))
+    fn json<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, Malformed> {
+        serde_json::from_slice(self.bytes()?).map_err(|e| Malformed::Payload(e.to_string()))
     }
 
-    fn event(&mut self) -> Result<EventPayload, String> {
+    fn event(&mut self) -> Result<EventPayload, Malformed> {
         Ok(match self.u8()? {
             TEXT => EventPayload::TextDelta {
                 attempt: self.u32()?,
@@ -386,7 +397,7 @@ impl<'a> Reader<'a> {
                     0 => ReasoningPiece::Text,
                     1 => ReasoningPiece::Signature,
                     2 => ReasoningPiece::Redacted,
-                    other => return Err(format!("unknown reasoning piece {other}")),
+                    other => return Err(Malformed::ReasoningPiece(other)),
                 },
                 text: self.text()?,
             },
@@ -397,11 +408,11 @@ impl<'a> Reader<'a> {
             OTHER => {
                 let payload: EventPayload = self.json()?;
                 if matches!(payload, EventPayload::Accepted(_)) {
-                    return Err("execution.accepted inside an append record".into());
+                    return Err(Malformed::AcceptedInAppend);
                 }
                 payload
             }
-            kind => return Err(format!("unknown event kind {kind}")),
+            kind => return Err(Malformed::EventKind(kind)),
         })
     }
 }
@@ -471,10 +482,6 @@ mod tests {
             assert!(decode(&body[..cut]).is_err(), "cut at {cut}");
         }
         assert!(decode(&[APPEND]).is_err());
-        assert!(
-            decode(&[9, 9, 9])
-                .unwrap_err()
-                .contains("unknown record kind 9")
-        );
+        assert_eq!(decode(&[9, 9, 9]).unwrap_err(), Malformed::RecordKind(9));
     }
 }

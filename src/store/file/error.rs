@@ -240,9 +240,9 @@ pub enum Damage {
         /// The records it holds now.
         left: u64,
     },
-    /// A record opens, but its contents do not decode: the decoder's reason.
-    #[error("{0}")]
-    Malformed(String),
+    /// A record opens, but its contents do not decode.
+    #[error(transparent)]
+    Malformed(Malformed),
     /// A create record's idempotency key is held by another execution.
     #[error("execution {id} has the idempotency key of execution {holder}")]
     KeyTaken {
@@ -345,4 +345,58 @@ pub enum Tear {
     /// A record that does not open, holding a run of zeros where data was never written.
     #[error("a record with unwritten zeros that does not authenticate")]
     Unwritten,
+}
+
+/// Why a record (or one event of it) does not decode: the file store's journal, and the
+/// payloads the PostgreSQL store keeps in the same form.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum Malformed {
+    /// It ends before a field it holds.
+    #[error("the record ends early ({left} bytes left, {needed} needed)")]
+    Short {
+        /// Bytes left.
+        left: usize,
+        /// Bytes the next field needs.
+        needed: usize,
+    },
+    /// Bytes follow its end.
+    #[error("{bytes} bytes follow the {after}")]
+    Trailing {
+        /// `record` or `event`.
+        after: &'static str,
+        /// How many.
+        bytes: usize,
+    },
+    /// Its text is not UTF-8.
+    #[error("text that is not UTF-8")]
+    NotUtf8,
+    /// A JSON payload does not decode: the decoder's reason.
+    #[error("a payload does not decode: {0}")]
+    Payload(String),
+    /// A create record's first event is not `execution.accepted`.
+    #[error("a create record's first event is not execution.accepted")]
+    NotAccepted,
+    /// An append record carries an `execution.accepted`.
+    #[error("execution.accepted inside an append record")]
+    AcceptedInAppend,
+    /// An append record starts at sequence 0.
+    #[error("an append record starts at sequence 0")]
+    SequenceZero,
+    /// An append record counts more events than its bytes could hold.
+    #[error("{count} events cannot fit in {bytes} bytes")]
+    Count {
+        /// Events it counts.
+        count: u32,
+        /// Bytes left for them.
+        bytes: usize,
+    },
+    /// A record of a kind this build does not know.
+    #[error("unknown record kind {0}")]
+    RecordKind(u8),
+    /// An event of a kind this build does not know.
+    #[error("unknown event kind {0}")]
+    EventKind(u8),
+    /// A reasoning piece of a kind this build does not know.
+    #[error("unknown reasoning piece {0}")]
+    ReasoningPiece(u8),
 }

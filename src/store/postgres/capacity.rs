@@ -306,7 +306,8 @@ pub(super) async fn make_room(shared: &Shared, new: &NewRow, now: i64) -> Result
     let result: Result<Result<bool, StoreError>, PgError> = shared
         .on_connection(async |client| {
             let tx = client.transaction().await?;
-            tx.execute(CAPACITY_LOCK, &[&shared.options.schema]).await?;
+            tx.execute(CAPACITY_LOCK, &[&&*shared.options.config.schema])
+                .await?;
             let counts = tx.query_one(COUNT, &[]).await?;
             let (executions, bytes): (i64, i64) = (counts.try_get(0)?, counts.try_get(1)?);
             let max_bytes = i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX);

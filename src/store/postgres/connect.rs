@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{PgError, PgOptions, schema};
+use super::{Options, schema};
 
 /// A connection silent this long is probed, every [`KEEPALIVE_INTERVAL`], and given up
 /// after [`KEEPALIVE_RETRIES`] probes go unanswered (by either end).
@@ -20,14 +20,14 @@ const KEEPALIVE_RETRIES: u32 = 3;
 /// must not hold its locks for as long as the server's TCP takes to notice (two hours by the
 /// usual default): the server ends a transaction idle longer than a statement may take, and
 /// its own keep-alives find a silent peer in about 25 s.
-pub(super) fn settings(options: &PgOptions) -> tokio_postgres::Config {
+pub(super) fn settings(options: &Options) -> tokio_postgres::Config {
     let mut connect = options.connect.clone();
-    connect.connect_timeout(options.connect_timeout);
+    connect.connect_timeout(options.config.connect_timeout);
     connect.keepalives(true);
     connect.keepalives_idle(KEEPALIVE_IDLE);
     connect.keepalives_interval(KEEPALIVE_INTERVAL);
     connect.keepalives_retries(KEEPALIVE_RETRIES);
-    let statement_timeout = options.statement_timeout.as_millis();
+    let statement_timeout = options.config.statement_timeout.as_millis();
     // The schema is every connection's search path: statements name tables alone, and are
     // the same text (prepared once per connection) whatever the schema. Options the
     // connection string sets come first; these are the store's own.
@@ -44,7 +44,7 @@ pub(super) fn settings(options: &PgOptions) -> tokio_postgres::Config {
         KEEPALIVE_IDLE.as_secs(),
         KEEPALIVE_INTERVAL.as_secs(),
         KEEPALIVE_RETRIES,
-        schema::quote(&options.schema),
+        schema::quote(&options.config.schema),
     ));
     connect.options(server);
     if connect.get_application_name().is_none() {
@@ -55,9 +55,9 @@ pub(super) fn settings(options: &PgOptions) -> tokio_postgres::Config {
 
 /// The notification connection's settings (`LISTEN`): the keep-alives, and the connect
 /// timeout; it runs no statement that could take long.
-pub(super) fn notifications(options: &PgOptions) -> tokio_postgres::Config {
+pub(super) fn notifications(options: &Options) -> tokio_postgres::Config {
     let mut connect = options.connect.clone();
-    connect.connect_timeout(options.connect_timeout);
+    connect.connect_timeout(options.config.connect_timeout);
     connect.keepalives(true);
     connect.keepalives_idle(KEEPALIVE_IDLE);
     connect.keepalives_interval(KEEPALIVE_INTERVAL);
@@ -67,15 +67,13 @@ pub(super) fn notifications(options: &PgOptions) -> tokio_postgres::Config {
 
 /// TLS as the connection string's `sslmode` asks (`prefer`, the default, tries it first):
 /// rustls with the platform's roots.
-pub(super) fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, PgError> {
+pub(super) fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, rustls::Error> {
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-    let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
-        .map_err(|e| PgError::Pool(format!("setting up TLS: {e}")))?;
+    let verifier = rustls_platform_verifier::Verifier::new(provider.clone())?;
     let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| PgError::Pool(format!("setting up TLS: {e}")))?
+        .with_safe_default_protocol_versions()?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(verifier))
         .with_no_client_auth();

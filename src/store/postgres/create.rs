@@ -22,7 +22,7 @@ use super::insert::{NewRow, Unanswered, insert};
 use super::rows;
 use super::{PgError, Shared};
 use crate::execution::{Event, Execution, ExecutionId, Idempotency, Lifecycle};
-use crate::store::{Created, NewExecution, StoreError, Unavailable};
+use crate::store::{Created, Inconsistency, NewExecution, StoreError, Unavailable};
 
 /// One create on its way to the batch.
 pub(super) struct Request {
@@ -156,10 +156,8 @@ fn first_of(new: &NewExecution) -> Result<(Event, Lifecycle, Execution), StoreEr
         payload: new.accepted.clone(),
     };
     let key = new.idempotency.as_ref().map(|i| i.key.clone());
-    let view =
-        Execution::from_accepted(&first, new.id, new.labels.clone(), key).ok_or_else(|| {
-            StoreError::Backend("a new execution's first event is not execution.accepted".into())
-        })?;
+    let view = Execution::from_accepted(&first, new.id, new.labels.clone(), key)
+        .ok_or(StoreError::Inconsistent(Inconsistency::NotAccepted(new.id)))?;
     Ok((first, lifecycle, view))
 }
 

@@ -78,7 +78,7 @@ pub(super) async fn keep(shared: Arc<Shared>) {
         let patience = if connection.is_some() {
             every.max(MIN_ANSWER)
         } else {
-            shared.options.connect_timeout + every.max(MIN_ANSWER)
+            shared.options.config.connect_timeout + every.max(MIN_ANSWER)
         }
         .min(left);
         let renewed = if left.is_zero() {

@@ -33,7 +33,7 @@ pub(super) fn state_of(code: i16) -> Result<ExecutionState, PgError> {
         3 => ExecutionState::Succeeded,
         4 => ExecutionState::Failed,
         5 => ExecutionState::Cancelled,
-        other => return Err(PgError::Row(format!("unknown state {other}"))),
+        other => return Err(RowError::State(other).into()),
     })
 }
 
@@ -65,7 +65,7 @@ pub(super) fn labels_text(labels: &Labels) -> String {
 pub(super) fn labels_of(text: &str) -> Result<Arc<Labels>, PgError> {
     serde_json::from_str(text)
         .map(Arc::new)
-        .map_err(|e| PgError::Row(format!("labels do not decode: {e}")))
+        .map_err(|e| RowError::Labels(e.to_string()).into())
 }
 
 /// Events one row holds at most: an append's events (after the first) share one row, but
@@ -105,7 +105,7 @@ pub(super) fn events_of(
     let last: i64 = row.try_get(at)?;
     let time = time_of(row.try_get(at + 1)?);
     let mut bytes: &[u8] = row.try_get(at + 3)?;
-    let broken = || PgError::Row(format!("a row of events {first}..={last} does not decode"));
+    let broken = || PgError::Row(RowError::Run { first, last });
     for sequence in first.cast_unsigned()..=last.cast_unsigned() {
         let (&[code], rest) = bytes.split_first_chunk::<1>().ok_or_else(broken)?;
         let (length, rest) = rest.split_first_chunk::<4>().ok_or_else(broken)?;
@@ -119,7 +119,7 @@ pub(super) fn events_of(
             sequence,
             time,
             state: state_of(i16::from(code))?,
-            payload: codec::decode_event(payload).map_err(PgError::Row)?,
+            payload: codec::decode_event(payload).map_err(RowError::Payload)?,
         });
     }
     if bytes.is_empty() {
@@ -137,7 +137,7 @@ pub(super) fn event_of(row: &Row, at: usize, labels: &Arc<Labels>) -> Result<Eve
     let state: i16 = row.try_get(at + 2)?;
     let bytes: &[u8] = row.try_get(at + 3)?;
     let position: Option<i64> = row.try_get(at + 4)?;
-    let mut payload = codec::decode_event(bytes).map_err(PgError::Row)?;
+    let mut payload = codec::decode_event(bytes).map_err(RowError::Payload)?;
     if let EventPayload::Usage(fact) = &mut payload {
         let fact = Arc::make_mut(fact);
         fact.labels = labels.clone();
@@ -149,4 +149,24 @@ pub(super) fn event_of(row: &Row, at: usize, labels: &Arc<Labels>) -> Result<Eve
         state: state_of(state)?,
         payload,
     })
+}
+
+/// Why a row the store reads does not decode: a bug, or a row another program wrote.
+#[derive(Debug, thiserror::Error)]
+pub(in crate::store) enum RowError {
+    /// A state code no state has.
+    #[error("unknown state {0}")]
+    State(i16),
+    /// Labels that are not the JSON object they were written as: the decoder's reason.
+    #[error("labels do not decode: {0}")]
+    Labels(String),
+    /// A row of several events whose bytes do not hold them.
+    #[error("a row of events {first}..={last} does not decode")]
+    Run { first: i64, last: i64 },
+    /// An event's payload.
+    #[error(transparent)]
+    Payload(#[from] crate::store::Malformed),
+    /// A usage position on an event that is not a usage fact.
+    #[error("a usage position on an event that is not usage")]
+    NotUsage,
 }

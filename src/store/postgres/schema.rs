@@ -112,10 +112,10 @@ pub(super) async fn migrate_to(client: &mut Client, schema: &str, to: i32) -> Re
         0
     };
     if version > VERSION {
-        return Err(PgError::Schema(format!(
-            "schema `{schema}` is at version {version}, newer than this binary's {VERSION}: \
-             run the newer binary"
-        )));
+        return Err(PgError::Schema(SchemaError::Newer {
+            schema: schema.to_owned(),
+            version,
+        }));
     }
     let upto = usize::try_from(to).unwrap_or(0);
     for (at, migration) in MIGRATIONS
@@ -162,4 +162,15 @@ fn rand_bytes() -> [u8; 8] {
 /// `name` as a quoted SQL identifier.
 pub(super) fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Why the store cannot use the schema it was given.
+#[derive(Debug, thiserror::Error)]
+pub(in crate::store) enum SchemaError {
+    /// A newer binary has migrated it past what this one knows.
+    #[error(
+        "schema `{schema}` is at version {version}, newer than this binary's {VERSION}: run the \
+         newer binary"
+    )]
+    Newer { schema: String, version: i32 },
 }

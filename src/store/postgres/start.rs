@@ -12,10 +12,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::connect::{settings, tls};
-use super::{PgError, PgOptions, Shared, batch, create, lease, schema, takeover, watch, writer};
+use super::{
+    Options, PgError, PgInitError, Shared, batch, create, lease, schema, takeover, watch, writer,
+};
 
 /// How the first attempt to start went: the reason it failed, in full.
-pub(super) type FirstStart = Result<(), String>;
+pub(super) type FirstStart = Result<(), PgError>;
 
 /// Starts the store: tries until the database answers (saying how the first attempt went),
 /// then starts its tasks.
@@ -36,14 +38,14 @@ pub(super) async fn start(
                 failures += 1;
                 tracing::warn!(%error, "the PostgreSQL store cannot start yet; trying again");
                 if let Some(first) = first.take() {
-                    let _ = first.send(Err(error.to_string()));
+                    let _ = first.send(Err(error));
                 }
                 tokio::time::sleep(Duration::from_millis(100 << failures.min(6))).await;
             }
         }
     }
     tracing::info!(
-        schema = %shared.options.schema,
+        schema = %shared.options.config.schema,
         replica = %shared.replica.id().0,
         version = schema::VERSION,
         "the PostgreSQL store is ready"
@@ -68,7 +70,7 @@ pub(super) async fn start(
         });
     }
     // A store that answers `connect` hears the other replicas' appends from then on.
-    let _ = tokio::time::timeout(shared.options.connect_timeout, listening).await;
+    let _ = tokio::time::timeout(shared.options.config.connect_timeout, listening).await;
     if let Some(first) = first.take() {
         let _ = first.send(Ok(()));
     }
@@ -77,7 +79,7 @@ pub(super) async fn start(
 /// One attempt to start: the schema, this replica's registration, the counts.
 async fn begin(shared: &Shared) -> Result<(), PgError> {
     let epoch = shared
-        .on_connection(async |client| schema::migrate(client, &shared.options.schema).await)
+        .on_connection(async |client| schema::migrate(client, &shared.options.config.schema).await)
         .await?;
     shared.usage_epoch.store(epoch, Ordering::Release);
     shared.replica.register(shared).await?;
@@ -98,7 +100,7 @@ pub(super) fn store_runtime(stop: CancellationToken) -> std::io::Result<tokio::r
 
 /// The pool: at most `pool_size` connections (`connect::settings`), checked only for being
 /// open when reused (a query would arm a timer on every checkout).
-pub(super) fn pool(options: &PgOptions) -> Result<Pool, PgError> {
+pub(super) fn pool(options: &Options) -> Result<Pool, PgInitError> {
     let manager = Manager::from_config(
         settings(options),
         tls()?,
@@ -109,10 +111,10 @@ pub(super) fn pool(options: &PgOptions) -> Result<Pool, PgError> {
     // Opening a connection is bounded as a whole (the socket's `connect_timeout` does not
     // cover the start-up exchange that follows on a server that stalls).
     Pool::builder(manager)
-        .max_size(options.pool_size.max(2))
-        .wait_timeout(Some(options.acquire_timeout))
-        .create_timeout(Some(options.connect_timeout))
+        .max_size(options.config.pool_size.max(2))
+        .wait_timeout(Some(options.config.acquire_timeout))
+        .create_timeout(Some(options.config.connect_timeout))
         .runtime(deadpool_postgres::Runtime::Tokio1)
         .build()
-        .map_err(|e| PgError::Pool(e.to_string()))
+        .map_err(PgInitError::Pool)
 }

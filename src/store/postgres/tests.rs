@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::{PgOptions, PostgresStore};
+use super::PostgresStore;
+use crate::config::{PostgresStoreConfig, Secret};
 use crate::execution::fixtures::{attempt_started, failed, routing, text, usage};
 use crate::execution::{ErrorCode, ExecutionId, ExecutionState};
 use crate::store::conformance::new_execution;
@@ -28,17 +29,21 @@ pub(super) fn url() -> Option<String> {
     }
 }
 
-/// Options for a fresh schema on the test server: small pool, short lease and poll. A URL
+/// The config of a fresh schema on the test server: small pool, short lease and poll. A URL
 /// that does not choose `sslmode` gets `disable`: a test server's certificate (Debian's
 /// snakeoil one) is not one the store would trust.
-pub(super) fn options(url: &str, schema: &str) -> PgOptions {
-    let mut connect: tokio_postgres::Config = url.parse().expect("a PostgreSQL URL");
-    if !url.contains("sslmode") {
-        connect.ssl_mode(tokio_postgres::config::SslMode::Disable);
-    }
-    PgOptions {
-        connect,
-        schema: schema.to_owned(),
+pub(super) fn options(url: &str, schema: &str) -> PostgresStoreConfig {
+    let url = if url.contains("sslmode") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&sslmode=disable")
+    } else {
+        format!("{url}?sslmode=disable")
+    };
+    PostgresStoreConfig {
+        url: Secret::new(url),
+        url_env: URL_ENV.into(),
+        schema: schema.into(),
         pool_size: 4,
         connect_timeout: Duration::from_secs(5),
         acquire_timeout: Duration::from_secs(5),
@@ -46,6 +51,13 @@ pub(super) fn options(url: &str, schema: &str) -> PgOptions {
         lease: Duration::from_secs(3),
         poll_interval: Duration::from_millis(200),
     }
+}
+
+/// The driver's settings of `config`, for a client of a test's own.
+fn connect_config(config: &PostgresStoreConfig) -> tokio_postgres::Config {
+    super::Options::of(config)
+        .expect("a PostgreSQL URL")
+        .connect
 }
 
 /// A schema name no other test uses, with the time it was made (so old ones can go).
@@ -100,7 +112,7 @@ async fn drop_old_schemas(url: &str) {
 pub(super) async fn store(limits: StoreLimits) -> Arc<dyn EventStore> {
     let url = url().expect("guarded by `ready`");
     drop_old_schemas(&url).await;
-    PostgresStore::connect(options(&url, &fresh_schema()), limits)
+    PostgresStore::connect(&options(&url, &fresh_schema()), limits)
         .await
         .expect("the store connects")
 }
@@ -126,10 +138,8 @@ async fn replicas_of(
     let schema = fresh_schema();
     let mut options = options(&url, &schema);
     options.poll_interval = poll;
-    let a = PostgresStore::connect(options.clone(), limits)
-        .await
-        .unwrap();
-    let b = PostgresStore::connect(options, limits).await.unwrap();
+    let a = PostgresStore::connect(&options, limits).await.unwrap();
+    let b = PostgresStore::connect(&options, limits).await.unwrap();
     Some((a, b))
 }
 
@@ -247,9 +257,7 @@ async fn a_version_1_schema_is_upgraded_and_reads_as_written() {
         return;
     };
     let schema = fresh_schema();
-    let options = options(&url, &schema);
-    let (mut client, connection) = options
-        .connect
+    let (mut client, connection) = connect_config(&options(&url, &schema))
         .connect(tokio_postgres::NoTls)
         .await
         .unwrap();
@@ -296,7 +304,7 @@ async fn a_version_1_schema_is_upgraded_and_reads_as_written() {
     drop(client);
     let _ = connection.await;
     let store = PostgresStore::connect(
-        options,
+        &options(&url, &schema),
         crate::store::conformance::limits(1000, Duration::from_secs(3600)),
     )
     .await
@@ -391,8 +399,7 @@ async fn usage_is_read_in_order_when_transactions_commit_out_of_order() {
     }
     // Another writer's transaction takes its id (its position) first and stays open.
     let url = url().expect("checked above");
-    let (mut client, connection) = options(&url, "unused")
-        .connect
+    let (mut client, connection) = connect_config(&options(&url, "unused"))
         .connect(tokio_postgres::NoTls)
         .await
         .unwrap();
@@ -455,7 +462,10 @@ async fn every_event(store: &PostgresStore, id: ExecutionId) -> Vec<crate::execu
 
 /// `text` with `{s}` the store's schema: a statement for a connection of the test's own.
 fn at(store: &PostgresStore, text: &str) -> String {
-    text.replace("{s}", &super::schema::quote(&store.shared.options.schema))
+    text.replace(
+        "{s}",
+        &super::schema::quote(&store.shared.options.config.schema),
+    )
 }
 
 async fn read_all(store: &PostgresStore, after: u64) -> Vec<crate::store::UsageEntry> {

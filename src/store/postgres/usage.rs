@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::rows::{event_of, labels_of};
+use super::rows::{RowError, event_of, labels_of};
 use super::{PgError, Shared};
 use crate::execution::{EventPayload, ExecutionId};
 use crate::store::{StoreError, UsageEntry};
@@ -81,9 +81,7 @@ async fn read_rows(shared: &Shared, after: u64, limit: usize) -> Result<Vec<Usag
         let labels = labels_of(row.try_get(1)?)?;
         let event = event_of(&row, 2, &labels)?;
         let EventPayload::Usage(fact) = event.payload else {
-            return Err(PgError::Row(
-                "a usage position on an event that is not usage".into(),
-            ));
+            return Err(RowError::NotUsage.into());
         };
         entries.push(UsageEntry {
             fact: Arc::clone(&fact),

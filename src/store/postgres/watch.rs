@@ -346,7 +346,7 @@ const POSITIONS: &str = "/* model-runtime: positions */ SELECT id, last_sequence
 /// older transactions end, which nothing announces).
 pub(super) async fn poll(shared: Arc<Shared>) {
     loop {
-        tokio::time::sleep(shared.options.poll_interval).await;
+        tokio::time::sleep(shared.options.config.poll_interval).await;
         if let Err(error) = poll_once(&shared).await {
             tracing::debug!(%error, "the store's poll failed");
         }

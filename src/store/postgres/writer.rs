@@ -20,7 +20,7 @@ use super::owned::Held;
 use super::rows::{self, EVENT_OVERHEAD};
 use super::{PgError, Shared, uuid};
 use crate::execution::{Event, EventPayload, ExecutionId, ExecutionState, IdMap, Lifecycle};
-use crate::store::{StoreError, Unavailable};
+use crate::store::{Inconsistency, StoreError, Unavailable};
 
 /// One append on its way to the writer.
 pub(super) struct Request {
@@ -118,7 +118,7 @@ pub(super) async fn append(
             } => unsure = Some(expected),
             Outcome::Unknown {
                 transient: false, ..
-            } => return Err(StoreError::Backend("an append statement failed".into())),
+            } => return Err(StoreError::Inconsistent(Inconsistency::Database)),
         }
     }
 }

@@ -232,7 +232,7 @@ fn damage_names_the_file_the_offset_and_what_is_wrong() {
             "segment 1 held 9 records when this one began; 8 are left".to_owned(),
         ),
         (
-            Damage::Malformed("unknown record kind 9".into()),
+            Damage::Malformed(crate::store::Malformed::RecordKind(9)),
             "unknown record kind 9".to_owned(),
         ),
         (

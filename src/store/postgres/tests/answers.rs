@@ -17,7 +17,7 @@ async fn lone(statement_timeout: Duration) -> Option<std::sync::Arc<PostgresStor
     let mut options = options(&url, &fresh_schema());
     options.statement_timeout = statement_timeout;
     let limits = limits(1000, Duration::from_secs(3600));
-    Some(PostgresStore::connect(options, limits).await.unwrap())
+    Some(PostgresStore::connect(&options, limits).await.unwrap())
 }
 
 /// An append asked under a former registration (it was retrying while the replica lost its

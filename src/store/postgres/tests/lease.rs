@@ -103,9 +103,10 @@ async fn a_lone_replica_whose_lease_lapsed_ends_what_it_left_itself() {
         return;
     };
     let limits = crate::store::conformance::limits(1000, Duration::from_secs(3600));
-    let store = super::PostgresStore::connect(super::options(&url, &super::fresh_schema()), limits)
-        .await
-        .unwrap();
+    let store =
+        super::PostgresStore::connect(&super::options(&url, &super::fresh_schema()), limits)
+            .await
+            .unwrap();
     let id = created(&store, None).await;
     for payload in [routing(), attempt_started(1), text(1, "partial")] {
         store.append(id, payload).await.unwrap();
