@@ -32,8 +32,8 @@ pub use adapter::{
 pub use builder::{AbilitySpec, ConfigBuilder, HealthSpec, LimiterSpec, PolicySpec, ProviderSpec};
 pub use health::{HealthConfig, HealthMode, OnAllUnhealthy};
 pub use script::{Chunk, FailError, Script, ScriptedToolCall};
-pub use secret::{ProxyUrl, Secret, StoreKey};
-pub use service_account::{ServiceAccount, SigningKey};
+pub use secret::{NotAKey, ProxyUrl, Secret, StoreKey};
+pub use service_account::{KeyFault, KeyFileError, ServiceAccount, SigningKey};
 
 /// The embedded default configuration.
 pub const DEFAULT_TOML: &str = include_str!("config/default.toml");

@@ -58,9 +58,11 @@ enum Follow {
 }
 
 /// An accepted submission: its view at acceptance, or its events when it is followed.
-// Returned once per submission and matched at once: boxing the view would cost Submit an
-// allocation for nothing.
-#[allow(clippy::large_enum_variant)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned once per submission and matched at once: boxing the view would cost \
+              Submit an allocation for nothing"
+)]
 enum Accepted {
     Viewed(Execution),
     Following(EventStream),

@@ -49,7 +49,10 @@ pub struct Report {
 
 impl Report {
     /// A report of `tally`.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "every figure of a run's report, named where it is made"
+    )]
     pub(super) fn new(
         mode: &'static str,
         target: String,

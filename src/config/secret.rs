@@ -27,6 +27,14 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Why bytes are not a store key: how many they are (never what they are).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("must hold a 32-byte key: 64 hex digits or 32 raw bytes (it holds {len} bytes)")]
+pub struct NotAKey {
+    /// How many bytes it holds.
+    pub len: usize,
+}
+
 /// A 32-byte key of the file store. Its bytes are never formatted: `Debug` shows where it
 /// came from (`env MODEL_RUNTIME_STORE_KEY`, `file /etc/...`), and the store names a key by an
 /// id derived from it, never by its bytes.
@@ -39,7 +47,7 @@ pub struct StoreKey {
 impl StoreKey {
     /// A key read from `from`: 64 hex digits (surrounding white space ignored) or exactly 32
     /// raw bytes. The error says what was wrong without quoting the value.
-    pub fn parse(value: &[u8], from: impl Into<Arc<str>>) -> Result<Self, String> {
+    pub fn parse(value: &[u8], from: impl Into<Arc<str>>) -> Result<Self, NotAKey> {
         let trimmed = value.trim_ascii();
         let bytes = if trimmed.len() == 64 && trimmed.iter().all(u8::is_ascii_hexdigit) {
             let mut bytes = [0; 32];
@@ -50,10 +58,7 @@ impl StoreKey {
         } else if let Ok(raw) = <[u8; 32]>::try_from(value) {
             raw
         } else {
-            return Err(format!(
-                "must hold a 32-byte key: 64 hex digits or 32 raw bytes (it holds {} bytes)",
-                value.len()
-            ));
+            return Err(NotAKey { len: value.len() });
         };
         Ok(Self {
             bytes,
@@ -138,7 +143,8 @@ mod tests {
         let raw = [7u8; 32];
         assert_eq!(StoreKey::parse(&raw, "test").unwrap().expose(), &raw);
         let short = StoreKey::parse(b"abcd", "test").unwrap_err();
-        assert!(short.contains("(it holds 4 bytes)"), "{short}");
+        assert_eq!(short, NotAKey { len: 4 });
+        assert!(short.to_string().contains("(it holds 4 bytes)"), "{short}");
         // 64 characters that are not all hex digits are not a key either.
         assert!(StoreKey::parse(&[b'g'; 64], "test").is_err());
         let debug = format!("{key:?}");

@@ -53,20 +53,24 @@ impl HttpClients {
             max_idle: usize::try_from(max_concurrency).unwrap_or(usize::MAX),
             idle_timeout: POOL_IDLE,
         };
-        h1::Client::new(&url, settings, || self.tls()).map_err(|e| ProviderInitError::new(name, e))
+        h1::Client::new(&url, settings, || self.tls()).map_err(|e| {
+            // A container without CA certificates fails here, for every https:// provider.
+            let hint = match e {
+                h1::ClientError::Tls(_) => {
+                    " (https:// servers are verified against this machine's CA certificates: \
+                     install them, e.g. Debian's ca-certificates package)"
+                }
+                _ => "",
+            };
+            ProviderInitError::new(name, format!("{e}{hint}"))
+        })
     }
 
-    fn tls(&mut self) -> Result<Arc<rustls::ClientConfig>, String> {
+    fn tls(&mut self) -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
         if let Some(tls) = &self.tls {
             return Ok(tls.clone());
         }
-        // A container without CA certificates fails here, for every https:// provider.
-        let tls = Arc::new(tls_config().map_err(|e| {
-            format!(
-                "setting up TLS: {e} (https:// servers are verified against this machine's \
-                 CA certificates: install them, e.g. Debian's ca-certificates package)"
-            )
-        })?);
+        let tls = Arc::new(tls_config()?);
         self.tls = Some(tls.clone());
         Ok(tls)
     }

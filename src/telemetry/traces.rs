@@ -28,7 +28,28 @@ pub(super) enum Wanted {
     /// Export, with the exporter the environment configures.
     Otlp,
     /// A variable asks for something this build cannot do.
-    Unsupported(String),
+    Unsupported(NoExport),
+}
+
+/// Why no trace is exported though the environment asks for it.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum NoExport {
+    /// An exporter other than OTLP.
+    #[error("OTEL_TRACES_EXPORTER={0}: only `otlp` (or `none`) is supported")]
+    Exporter(String),
+    /// An OTLP protocol this build does not speak.
+    #[error("OTLP protocol `{0}`: `http/protobuf` or `grpc` are supported")]
+    Protocol(String),
+    /// No rustls crypto provider installed for the process (the exporter's HTTP client
+    /// brings none).
+    #[error(
+        "the OTLP exporter needs a rustls CryptoProvider installed for the process \
+         (rustls::crypto::ring::default_provider().install_default())"
+    )]
+    NoCryptoProvider,
+    /// The exporter could not be built: its reason.
+    #[error("the OTLP exporter: {0}")]
+    Build(String),
 }
 
 /// What `env` asks for.
@@ -47,36 +68,28 @@ pub(super) fn wanted(env: &dyn Fn(&str) -> Option<String>) -> Wanted {
         None | Some("otlp") => {}
         Some("none") => return Wanted::Off,
         Some(other) => {
-            return Wanted::Unsupported(format!(
-                "OTEL_TRACES_EXPORTER={other}: only `otlp` (or `none`) is supported"
-            ));
+            return Wanted::Unsupported(NoExport::Exporter(other.to_owned()));
         }
     }
     let protocol =
         set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|| set("OTEL_EXPORTER_OTLP_PROTOCOL"));
     match protocol.as_deref().map(str::trim) {
         None | Some("http/protobuf" | "grpc") => Wanted::Otlp,
-        Some(other) => Wanted::Unsupported(format!(
-            "OTLP protocol `{other}`: `http/protobuf` or `grpc` are supported"
-        )),
+        Some(other) => Wanted::Unsupported(NoExport::Protocol(other.to_owned())),
     }
 }
 
 /// The tracer provider the environment configures. Must run inside the tokio runtime: the
 /// batch processor is a task on it.
-pub(super) fn provider() -> Result<SdkTracerProvider, String> {
+pub(super) fn provider() -> Result<SdkTracerProvider, NoExport> {
     // The exporter's HTTP client (reqwest, built without a bundled crypto provider) needs the
     // process's: the binary installs ring at start; an embedding program installs its own.
     if rustls::crypto::CryptoProvider::get_default().is_none() {
-        return Err(
-            "the OTLP exporter needs a rustls CryptoProvider installed for the \
-                    process (rustls::crypto::ring::default_provider().install_default())"
-                .into(),
-        );
+        return Err(NoExport::NoCryptoProvider);
     }
     let exporter = SpanExporter::builder()
         .build()
-        .map_err(|e| format!("the OTLP exporter: {e}"))?;
+        .map_err(|e| NoExport::Build(e.to_string()))?;
     let processor = BatchSpanProcessor::builder(exporter, Tokio).build();
     let attributes = std::env::var("OTEL_RESOURCE_ATTRIBUTES").unwrap_or_default();
     let says = |key: &str| {
@@ -151,15 +164,18 @@ mod tests {
             with(&[endpoint, ("OTEL_TRACES_EXPORTER", "none")]),
             Wanted::Off
         );
-        let Wanted::Unsupported(why) = with(&[endpoint, ("OTEL_TRACES_EXPORTER", "zipkin")]) else {
-            panic!("zipkin is not supported");
-        };
-        assert!(why.contains("OTEL_TRACES_EXPORTER=zipkin"), "{why}");
-        let Wanted::Unsupported(why) =
-            with(&[endpoint, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")])
-        else {
-            panic!("http/json is not built in");
-        };
-        assert!(why.contains("http/json"), "{why}");
+        let why = NoExport::Exporter("zipkin".into());
+        assert!(
+            why.to_string().contains("OTEL_TRACES_EXPORTER=zipkin"),
+            "{why}"
+        );
+        assert_eq!(
+            with(&[endpoint, ("OTEL_TRACES_EXPORTER", "zipkin")]),
+            Wanted::Unsupported(why)
+        );
+        assert_eq!(
+            with(&[endpoint, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")]),
+            Wanted::Unsupported(NoExport::Protocol("http/json".into()))
+        );
     }
 }

@@ -12,7 +12,7 @@ use http::header::HeaderMap;
 use tokio::io::AsyncWrite;
 
 use super::framing::Framing;
-use super::{Failure, Io, Shared, head};
+use super::{Cause, Failure, Io, Shared, head};
 
 /// How much room a read has at least: a zero-delay reply of a few dozen chunks fits whole.
 const READ_ROOM: usize = 16 * 1024;
@@ -107,7 +107,7 @@ impl Call {
                         // is the outcome, not the write it cut short.
                         Poll::Ready(Err(e)) => {
                             if !conn.answered() {
-                                return self.fail(Failure::Unsent(e.to_string()));
+                                return self.fail(Failure::Unsent(e.into()));
                             }
                             false
                         }
@@ -117,7 +117,7 @@ impl Call {
                         Poll::Pending => match conn.poll_early_answer(cx) {
                             Poll::Ready(Ok(())) => false,
                             Poll::Ready(Err(e)) => {
-                                return self.fail(Failure::Unsent(e.to_string()));
+                                return self.fail(Failure::Unsent(e.into()));
                             }
                             Poll::Pending => return Poll::Pending,
                         },
@@ -149,16 +149,15 @@ impl Call {
                     }
                     Ok(None) => match ready!(conn.poll_fill_head(cx)) {
                         Ok(0) => {
-                            let cause = "the connection closed before a response";
-                            return self.fail(Failure::Lost(cause.into()));
+                            return self.fail(Failure::Lost(Cause::ClosedBeforeResponse));
                         }
                         Ok(_) => {}
-                        Err(e) => return self.fail(Failure::Lost(e.to_string())),
+                        Err(e) => return self.fail(Failure::Lost(e.into())),
                     },
-                    Err(e) => return self.fail(Failure::Lost(e.to_string())),
+                    Err(e) => return self.fail(Failure::Lost(e.into())),
                 },
                 Stage::Body { .. } | Stage::Over => {
-                    return self.fail(Failure::Lost("the head was already read".into()));
+                    return self.fail(Failure::Lost(Cause::HeadAlreadyRead));
                 }
             }
         }
@@ -184,7 +183,7 @@ impl Call {
                 });
                 match decoded {
                     Ok(taken) => conn.buf.advance(taken),
-                    Err(e) => return self.fail(Failure::Broken(e.to_string())),
+                    Err(e) => return self.fail(Failure::Broken(e.into())),
                 }
             }
             if framing.is_done() {
@@ -200,11 +199,10 @@ impl Call {
                     return Poll::Ready(Ok(Progress::End));
                 }
                 Ok(0) => {
-                    let cause = "the connection closed before the body ended";
-                    return self.fail(Failure::Broken(cause.into()));
+                    return self.fail(Failure::Broken(Cause::ClosedBeforeEnd));
                 }
                 Ok(_) => {}
-                Err(e) => return self.fail(Failure::Broken(e.to_string())),
+                Err(e) => return self.fail(Failure::Broken(e.into())),
             }
         }
     }

@@ -177,7 +177,10 @@ async fn ours(server: Server) -> Outcome {
         max_idle: 1,
         idle_timeout: LIMIT,
     };
-    let client = Client::new(&url, settings, || Err("no TLS".into())).unwrap();
+    let client = Client::new(&url, settings, || {
+        Err(rustls::Error::General("no TLS".into()))
+    })
+    .unwrap();
     let (status, body, ended) = ours_fetch(&client).await;
     let (_, second, _) = ours_fetch(&client).await;
     Outcome {

@@ -20,15 +20,20 @@ pub(crate) enum Framing {
 
 /// Why the bytes are not a well-formed body.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum FramingError {
+pub enum FramingError {
+    /// A chunk size with a digit that is not hexadecimal.
     #[error("a chunk size is not hexadecimal")]
     BadSize,
+    /// A chunk size past what a length holds.
     #[error("a chunk size overflows")]
     SizeOverflow,
+    /// A chunk's data not followed by CRLF.
     #[error("a chunk does not end in CRLF")]
     BadChunkEnd,
+    /// A chunk-size or trailer line ended otherwise than by CRLF.
     #[error("a chunk-size or trailer line does not end in CRLF")]
     BadLineEnd,
+    /// A chunk-size line or the trailers too long.
     #[error("a chunk-size line or the trailers pass {MAX_CONTROL_BYTES} bytes")]
     ControlTooLong,
 }

@@ -30,7 +30,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::call::{Call, Conn, Progress};
 use super::head::MAX_HEAD_BYTES;
-use super::{Client, Settings};
+use super::{Client, Failure, Settings};
 
 /// A fuzzer's input: the first byte's low bit says whether the server closes the connection
 /// after its bytes (else it keeps it open and says nothing more), the next sixteen are eight
@@ -75,11 +75,11 @@ pub(crate) fn response(stream: &[u8], cuts: &[u16], closes: bool) {
 #[derive(Debug, PartialEq, Eq)]
 struct Outcome {
     /// The head's status and headers, or why it failed; `None` while it is awaited.
-    head: Option<Result<(u16, HeaderMap), String>>,
+    head: Option<Result<(u16, HeaderMap), Failure>>,
     /// The body's bytes as they were handed out.
     body: Vec<u8>,
     /// How the body ended (`Err`: broken); `None` while more is awaited.
-    end: Option<Result<(), String>>,
+    end: Option<Result<(), Failure>>,
     /// Whether the connection would carry the next request.
     reused: bool,
 }
@@ -97,7 +97,10 @@ fn client() -> Client {
         idle_timeout: Duration::from_secs(3600),
     };
     let url = url::Url::parse("http://fuzz.invalid/v1").expect("a valid URL");
-    Client::new(&url, settings, || Err("no TLS".into())).expect("a plain client")
+    Client::new(&url, settings, || {
+        Err(rustls::Error::General("no TLS".into()))
+    })
+    .expect("a plain client")
 }
 
 /// Reads the response of one request from `stream` delivered in pieces ending at `ends`.
@@ -134,7 +137,7 @@ fn read(stream: &[u8], ends: &[usize], closes: bool) -> Outcome {
             return outcome;
         }
         Poll::Ready(Err(failure)) => {
-            outcome.head = Some(Err(format!("{failure:?}")));
+            outcome.head = Some(Err(failure));
             return outcome;
         }
         Poll::Ready(Ok(response)) => {
@@ -159,7 +162,7 @@ fn read(stream: &[u8], ends: &[usize], closes: bool) -> Outcome {
                 break;
             }
             Poll::Ready(Err(failure)) => {
-                outcome.end = Some(Err(format!("{failure:?}")));
+                outcome.end = Some(Err(failure));
                 break;
             }
         }

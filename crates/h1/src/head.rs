@@ -27,17 +27,23 @@ pub(crate) struct Head {
 
 /// Why bytes are not a response head.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum HeadError {
+pub enum HeadError {
+    /// Not an HTTP/1.x head: the parser's reason.
     #[error("the response head is not HTTP/1.x: {0}")]
     Malformed(httparse::Error),
+    /// Longer than the client reads.
     #[error("the response head passes {MAX_HEAD_BYTES} bytes")]
     TooLarge,
+    /// A `Content-Length` that is not one number.
     #[error("the response's Content-Length is malformed or conflicting")]
     BadLength,
+    /// A `Transfer-Encoding` other than `chunked` alone.
     #[error("the response's Transfer-Encoding is not `chunked` alone")]
     UnsupportedCoding,
+    /// A status below 100.
     #[error("the response's status {0} is below 100")]
     BadStatus(u16),
+    /// A `101 Switching Protocols`.
     #[error("the server switched protocols")]
     Switched,
 }

@@ -40,6 +40,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use call::Conn;
 pub use call::{Call, Progress, Response};
+pub use framing::FramingError;
+pub use head::HeadError;
 
 /// A connection's byte stream: TCP, TLS over it, or TLS inside a proxy's TLS.
 pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
@@ -57,14 +59,14 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    fn from_url(url: &url::Url) -> Result<Self, String> {
+    fn from_url(url: &url::Url) -> Result<Self, UrlError> {
         let https = match url.scheme() {
             "https" => true,
             "http" => false,
-            other => return Err(format!("`{other}` URLs are not supported")),
+            other => return Err(UrlError::Scheme(other.to_owned())),
         };
-        let host = url.host_str().ok_or("the URL has no host")?.to_owned();
-        let port = url.port_or_known_default().ok_or("the URL has no port")?;
+        let host = url.host_str().ok_or(UrlError::NoHost)?.to_owned();
+        let port = url.port_or_known_default().ok_or(UrlError::NoPort)?;
         let authority = match url.port() {
             Some(port) => format!("{host}:{port}"),
             None => host.clone(),
@@ -83,6 +85,37 @@ impl Endpoint {
     }
 }
 
+/// Why a [`Client`] could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The URL requests go to.
+    #[error("{0}")]
+    Url(UrlError),
+    /// The proxy's URL (its text is not quoted: it may carry credentials).
+    #[error("proxy: {0}")]
+    Proxy(UrlError),
+    /// TLS could not be set up.
+    #[error("setting up TLS: {0}")]
+    Tls(rustls::Error),
+}
+
+/// What is wrong with a URL a client is given.
+#[derive(Debug, thiserror::Error)]
+pub enum UrlError {
+    /// It does not parse.
+    #[error("{0}")]
+    Parse(url::ParseError),
+    /// Neither http nor https.
+    #[error("`{0}` URLs are not supported")]
+    Scheme(String),
+    /// No host.
+    #[error("the URL has no host")]
+    NoHost,
+    /// No port, and none its scheme implies.
+    #[error("the URL has no port")]
+    NoPort,
+}
+
 /// A configured proxy. (No `Debug`: its credentials are secret.)
 struct Proxy {
     endpoint: Endpoint,
@@ -91,9 +124,9 @@ struct Proxy {
 }
 
 impl Proxy {
-    fn from_url(text: &str) -> Result<Self, String> {
-        let url = url::Url::parse(text).map_err(|e| format!("proxy: {e}"))?;
-        let endpoint = Endpoint::from_url(&url).map_err(|e| format!("proxy: {e}"))?;
+    fn from_url(text: &str) -> Result<Self, ClientError> {
+        let url = url::Url::parse(text).map_err(|e| ClientError::Proxy(UrlError::Parse(e)))?;
+        let endpoint = Endpoint::from_url(&url).map_err(ClientError::Proxy)?;
         let authorization = (!url.username().is_empty()).then(|| {
             use base64::Engine as _;
             let decode = |s: &str| percent_encoding::percent_decode_str(s).collect::<Vec<u8>>();
@@ -161,12 +194,12 @@ impl Client {
     pub fn new(
         url: &url::Url,
         settings: Settings,
-        tls: impl FnOnce() -> Result<Arc<rustls::ClientConfig>, String>,
-    ) -> Result<Self, String> {
-        let target = Endpoint::from_url(url)?;
+        tls: impl FnOnce() -> Result<Arc<rustls::ClientConfig>, rustls::Error>,
+    ) -> Result<Self, ClientError> {
+        let target = Endpoint::from_url(url).map_err(ClientError::Url)?;
         let proxy = settings.proxy.as_deref().map(Proxy::from_url).transpose()?;
         let needs_tls = target.https || proxy.as_ref().is_some_and(|p| p.endpoint.https);
-        let tls = needs_tls.then(tls).transpose()?;
+        let tls = needs_tls.then(tls).transpose().map_err(ClientError::Tls)?;
         let absolute = proxy.is_some() && !target.https;
         let request_target = match (absolute, url.query()) {
             (true, _) => url.as_str().to_owned(),
@@ -260,19 +293,57 @@ impl Client {
 }
 
 /// Why a call failed, with the network's account of it for the log.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
     /// No connection could be opened (or it timed out): nothing was sent. `step` is which
-    /// step failed, in words a caller may see; `cause` says what the system said, for the log.
+    /// step failed, in words a caller may see; `cause` says what the system said (addresses,
+    /// certificate details), for the log.
     Connect { step: ConnectStep, cause: String },
     /// The connection failed while the request was being written: the server cannot have
     /// received all of it.
-    Unsent(String),
+    Unsent(Cause),
     /// The connection failed or the response head was malformed, after the request was
     /// sent: the server may be running it.
-    Lost(String),
+    Lost(Cause),
     /// The body broke: a read failed, its framing is malformed, or it was cut short.
-    Broken(String),
+    Broken(Cause),
+}
+
+/// What the connection or the server did when a call failed after it connected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Cause {
+    /// The socket failed: its kind, and what the system said.
+    #[error("{message}")]
+    Io {
+        /// The error's kind.
+        kind: std::io::ErrorKind,
+        /// What the system said.
+        message: String,
+    },
+    /// The server closed the connection before its response began.
+    #[error("the connection closed before a response")]
+    ClosedBeforeResponse,
+    /// The server closed the connection before the body's framing said it ended.
+    #[error("the connection closed before the body ended")]
+    ClosedBeforeEnd,
+    /// The head was asked for twice.
+    #[error("the head was already read")]
+    HeadAlreadyRead,
+    /// The response head is not one the client reads.
+    #[error(transparent)]
+    Head(#[from] HeadError),
+    /// The body's framing is malformed.
+    #[error(transparent)]
+    Body(#[from] FramingError),
+}
+
+impl From<std::io::Error> for Cause {
+    fn from(error: std::io::Error) -> Self {
+        Self::Io {
+            kind: error.kind(),
+            message: error.to_string(),
+        }
+    }
 }
 
 /// The step of opening a connection that failed: what a caller may be told of it, without
@@ -311,12 +382,10 @@ impl std::fmt::Display for ConnectStep {
 
 impl Failure {
     /// What went wrong, for the log.
-    pub fn cause(&self) -> &str {
+    pub fn cause(&self) -> String {
         match self {
-            Self::Connect { cause, .. }
-            | Self::Unsent(cause)
-            | Self::Lost(cause)
-            | Self::Broken(cause) => cause,
+            Self::Connect { cause, .. } => cause.clone(),
+            Self::Unsent(cause) | Self::Lost(cause) | Self::Broken(cause) => cause.to_string(),
         }
     }
 }

@@ -63,7 +63,10 @@ fn client_with(
         max_idle: 2,
         idle_timeout: Duration::from_secs(4),
     };
-    Client::new(url, settings, || tls.ok_or_else(|| "no TLS set up".into())).unwrap()
+    Client::new(url, settings, || {
+        tls.ok_or_else(|| rustls::Error::General("no TLS set up".into()))
+    })
+    .unwrap()
 }
 
 async fn serve(
@@ -359,7 +362,10 @@ async fn the_pool_keeps_at_most_its_size_for_at_most_its_idle_time() {
         max_idle: 2,
         idle_timeout: Duration::from_millis(200),
     };
-    let client = Client::new(&url, settings, || Err("no TLS".into())).unwrap();
+    let client = Client::new(&url, settings, || {
+        Err(rustls::Error::General("no TLS".into()))
+    })
+    .unwrap();
     let calls: Vec<Call> = (0..3)
         .map(|_| client.call(client.post(&HeaderMap::new(), &[], b"")))
         .collect();

@@ -33,7 +33,7 @@ fn key_text() -> String {
 
 fn parse(fields: &Map<String, Value>) -> Result<ServiceAccount, String> {
     let json = serde_json::to_vec(fields).unwrap();
-    ServiceAccount::parse("key.json".into(), &json, None)
+    ServiceAccount::parse("key.json".into(), &json, None).map_err(|e| e.to_string())
 }
 
 /// The complaint about the fixture with `edit` made to it.
@@ -80,11 +80,15 @@ fn a_key_file_gives_the_account_its_key_and_where_tokens_come_from() {
 #[test]
 fn what_is_wrong_with_a_key_file_is_said_without_quoting_it() {
     let cut = &KEY_FILE[..KEY_FILE.len() / 2];
-    let reason = ServiceAccount::parse("key.json".into(), cut.as_bytes(), None).unwrap_err();
+    let reason = ServiceAccount::parse("key.json".into(), cut.as_bytes(), None)
+        .unwrap_err()
+        .to_string();
     assert!(reason.starts_with("is not JSON (line"), "{reason}");
     assert!(!reason.contains(&key_text()), "{reason}");
     let string = serde_json::to_vec(&fixture()["private_key"]).unwrap();
-    let reason = ServiceAccount::parse("key.json".into(), &string, None).unwrap_err();
+    let reason = ServiceAccount::parse("key.json".into(), &string, None)
+        .unwrap_err()
+        .to_string();
     assert!(reason.contains("not a JSON object"), "{reason}");
     assert!(!reason.contains(&key_text()), "{reason}");
 
@@ -145,7 +149,9 @@ fn what_is_wrong_with_a_key_file_is_said_without_quoting_it() {
 
 #[test]
 fn a_file_that_cannot_be_read_is_named() {
-    let reason = ServiceAccount::read("/nonexistent/key.json".into(), None).unwrap_err();
+    let reason = ServiceAccount::read("/nonexistent/key.json".into(), None)
+        .unwrap_err()
+        .to_string();
     assert!(
         reason.starts_with("`/nonexistent/key.json` cannot be read"),
         "{reason}"

@@ -184,7 +184,7 @@ fn key(at: &str, raw: &RawStoreKey, env: Env<'_>) -> Result<StoreKey, ConfigErro
         // Named, not read: a stand-in for what it holds.
         (None, Some(path)) if !env.reads_files() => {
             StoreKey::parse(UNREAD.as_bytes(), format!("file {path}"))
-                .map_err(|reason| invalid(file_key, reason))
+                .map_err(|reason| invalid(file_key, reason.to_string()))
         }
         (None, Some(path)) => {
             let value = std::fs::read(path)

@@ -172,7 +172,10 @@ pub(super) fn next_compaction(left: u64, floor: u64, ceiling: u64) -> u64 {
 }
 
 /// The compactor thread: one compaction per request, until the requests stop.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the thread's whole world, handed over once at its start"
+)]
 pub(super) fn run(
     requests: &mpsc::Receiver<()>,
     writer: &Writer,

@@ -42,7 +42,7 @@ pub(super) fn credentials(
         return Ok(Credentials::TokenFile(file.into()));
     }
     let account = ServiceAccount::read(file.into(), raw.token_endpoint.as_deref())
-        .map_err(|reason| at.invalid(FIELD, reason))?;
+        .map_err(|e| at.invalid(FIELD, e.to_string()))?;
     // Without `token_endpoint`, the file's `token_uri` is where the requests go: the file
     // is what the error names.
     let (field, whose) = match &raw.token_endpoint {
