@@ -12,15 +12,16 @@
 //! Label values are config names and closed sets only; never an execution id, a label or a
 //! prompt. None of this exists unless `server.metrics_listen` is set.
 
+mod families;
 mod histogram;
 mod metered;
+mod scrape;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -126,37 +127,14 @@ fn next(next: Option<NextAction>) -> usize {
     }
 }
 
-/// What one ability's executions record.
-struct AbilityMetrics {
-    started: Counter,
-    ended: [Counter; ENDINGS],
-    duration: Histogram,
-}
-
-/// What one provider's model records.
-struct TargetMetrics {
-    attempts: [[Counter; NEXT.len()]; CLASSES.len()],
-    usage: [Counter; UNIT_COUNT],
-    skips: Counter,
-}
-
-/// What one provider records.
-struct ProviderMetrics {
-    attempt_duration: Histogram,
-    first_output: Histogram,
-    /// By admission class (`Priority::index`).
-    queue_wait: [Histogram; 3],
-    rejections: Counter,
-}
-
 /// The runtime's metrics.
 pub(crate) struct Metrics {
     registry: Registry,
-    abilities: ByName<AbilityMetrics>,
+    abilities: ByName<families::AbilityMetrics>,
     /// By provider, then model.
-    targets: ByName<ByName<TargetMetrics>>,
+    targets: ByName<ByName<families::TargetMetrics>>,
     /// By provider.
-    providers: ByName<ProviderMetrics>,
+    providers: ByName<families::ProviderMetrics>,
     /// Units no adapter of this version reports: found under a lock, once per fact.
     other_usage: Family<Labels, Counter>,
     /// Execute and Watch streams open now.
@@ -165,7 +143,7 @@ pub(crate) struct Metrics {
     pub(crate) unsent: Gauge,
     /// A durable store's appends, from the call to the acknowledgement (written and synced).
     store_append: Option<Histogram>,
-    gauges: Gauges,
+    gauges: scrape::Gauges,
 }
 
 /// An open stream, counted in `open_streams` until dropped.
@@ -178,157 +156,13 @@ impl Drop for OpenStream {
     }
 }
 
-/// Read at each scrape.
-#[derive(Default)]
-struct Gauges {
-    state: Family<Labels, Gauge>,
-    in_flight: Family<Labels, Gauge>,
-    queued: Family<Labels, Gauge>,
-    queued_by_priority: Family<Labels, Gauge>,
-    global_in_flight: Family<Labels, Gauge>,
-    limiter_reachable: Family<Labels, Gauge>,
-    /// Brought up to each limiter's counts at each scrape, one scrape at a time.
-    limiter_unavailable: std::sync::Mutex<Family<Labels, Counter>>,
-    limiter_leases_lost: std::sync::Mutex<Family<Labels, Counter>>,
-    target_health: Family<Labels, Gauge>,
-    /// Brought up to each target's count at each scrape, one scrape at a time.
-    target_ejections: std::sync::Mutex<Family<Labels, Counter>>,
-    store_executions: Gauge,
-    store_bytes: Gauge,
-    /// Brought up to the store's count at each scrape, one scrape at a time.
-    store_evictions: std::sync::Mutex<Counter>,
-}
-
 impl Metrics {
     /// Every series the config can produce, made now; the append latency only for a
     /// `durable` store (a memory store's appends never wait).
-    #[expect(
-        clippy::too_many_lines,
-        reason = "one job: every series registered in one place with its help text, a table"
-    )]
     pub(crate) fn new(config: &Config, durable: bool) -> Self {
         let mut registry = Registry::with_prefix("model_runtime");
-        let started = Family::<Labels, Counter>::default();
-        let ended = Family::<Labels, Counter>::default();
-        let duration =
-            Family::<Labels, Histogram>::new_with_constructor(Histogram::seconds as fn() -> _);
-        let attempts = Family::<Labels, Counter>::default();
-        let attempt_duration =
-            Family::<Labels, Histogram>::new_with_constructor(Histogram::seconds as fn() -> _);
-        let usage = Family::<Labels, Counter>::default();
-        let queue_wait =
-            Family::<Labels, Histogram>::new_with_constructor(Histogram::seconds as fn() -> _);
-        let first_output =
-            Family::<Labels, Histogram>::new_with_constructor(Histogram::seconds as fn() -> _);
-        let rejections = Family::<Labels, Counter>::default();
-        let skips = Family::<Labels, Counter>::default();
-        let abilities = config
-            .abilities
-            .keys()
-            .map(|name| {
-                let ability = || vec![("ability", name.to_string())];
-                let metrics = AbilityMetrics {
-                    started: started.get_or_create_owned(&ability()),
-                    ended: std::array::from_fn(|i| {
-                        let mut labels = ability();
-                        labels.push(("code", ending_name(i).to_owned()));
-                        ended.get_or_create_owned(&labels)
-                    }),
-                    duration: duration.get_or_create_owned(&ability()),
-                };
-                (Arc::<str>::from(name.as_ref()), metrics)
-            })
-            .collect();
-        let mut targets = ByName::default();
-        let mut providers = ByName::default();
-        for (provider, spec) in &config.providers {
-            let provider: Arc<str> = Arc::from(provider.as_ref());
-            let labels = vec![("provider", provider.to_string())];
-            providers.insert(
-                provider.clone(),
-                ProviderMetrics {
-                    attempt_duration: attempt_duration.get_or_create_owned(&labels),
-                    first_output: first_output.get_or_create_owned(&labels),
-                    queue_wait: Priority::ALL.map(|class| {
-                        let mut labels = labels.clone();
-                        labels.push(("priority", class.as_str().to_owned()));
-                        queue_wait.get_or_create_owned(&labels)
-                    }),
-                    rejections: rejections.get_or_create_owned(&labels),
-                },
-            );
-            for model in &spec.models {
-                let target = || {
-                    vec![
-                        ("provider", provider.to_string()),
-                        ("model", model.name.to_string()),
-                    ]
-                };
-                let metrics = TargetMetrics {
-                    attempts: CLASSES.map(|class| {
-                        NEXT.map(|next| {
-                            let mut labels = target();
-                            labels.push(("class", class.to_owned()));
-                            labels.push(("next_action", next.to_owned()));
-                            attempts.get_or_create_owned(&labels)
-                        })
-                    }),
-                    usage: UNITS.map(|unit| {
-                        let mut labels = target();
-                        labels.push(("unit", unit.as_str().to_owned()));
-                        usage.get_or_create_owned(&labels)
-                    }),
-                    skips: skips.get_or_create_owned(&target()),
-                };
-                targets
-                    .entry(provider.clone())
-                    .or_insert_with(ByName::default)
-                    .insert(Arc::from(model.name.as_ref()), metrics);
-            }
-        }
-        registry.register("executions_started", "Executions accepted", started);
-        registry.register(
-            "executions_ended",
-            "Executions ended, by code (`completed` for success)",
-            ended,
-        );
-        registry.register(
-            "execution_duration_seconds",
-            "From acceptance to the terminal event",
-            duration,
-        );
-        registry.register(
-            "attempts",
-            "Attempts ended, by error class and next action (`none` for an attempt that succeeded)",
-            attempts,
-        );
-        registry.register(
-            "attempt_duration_seconds",
-            "Attempts' durations, from their start (queue wait included) to their end",
-            attempt_duration,
-        );
-        registry.register(
-            "time_to_first_output_seconds",
-            "From the attempt's request being sent (after admission) to the first output that commits, by the provider that sent it",
-            first_output,
-        );
-        registry.register("usage_units", "Usage reported, by unit", usage.clone());
-        registry.register(
-            "queue_wait_seconds",
-            "From asking for a provider's permit to the attempt's start",
-            queue_wait,
-        );
-        registry.register(
-            "admission_rejections",
-            "Attempts refused because a provider's queue was full",
-            rejections,
-        );
-        registry.register(
-            "target_skips",
-            "Plans that skipped a target because its health had it ejected",
-            skips,
-        );
-        let other_usage = usage;
+        let abilities = families::abilities(config, &mut registry);
+        let (providers, targets, other_usage) = families::providers(config, &mut registry);
         let open_streams = Gauge::default();
         registry.register(
             "open_streams",
@@ -350,80 +184,7 @@ impl Metrics {
             );
             histogram
         });
-        let mut gauges = Gauges::default();
-        registry.register(
-            "state",
-            "1 for the runtime's state (ready, stopping, unavailable)",
-            gauges.state.clone(),
-        );
-        registry.register(
-            "admission_in_flight",
-            "Attempts holding a provider's permit",
-            gauges.in_flight.clone(),
-        );
-        registry.register(
-            "admission_queued",
-            "Attempts waiting for a provider's permit",
-            gauges.queued.clone(),
-        );
-        registry.register(
-            "admission_queued_by_priority",
-            "Attempts waiting for a provider's own permit, by admission class",
-            gauges.queued_by_priority.clone(),
-        );
-        registry.register(
-            "admission_global_in_flight",
-            "Permits of a provider with a Redis limiter held across every replica, as last read",
-            gauges.global_in_flight.clone(),
-        );
-        registry.register(
-            "limiter_reachable",
-            "1 while a provider's Redis limiter answers, 0 while its on_unavailable policy holds",
-            gauges.limiter_reachable.clone(),
-        );
-        if let Ok(family) = gauges.limiter_unavailable.lock() {
-            registry.register(
-                "limiter_unavailable",
-                "Attempts refused, or admitted by this replica alone, because a provider's Redis limiter was unreachable",
-                family.clone(),
-            );
-        }
-        if let Ok(family) = gauges.limiter_leases_lost.lock() {
-            registry.register(
-                "limiter_leases_lost",
-                "Leases of a provider's Redis limiter that ended unrenewed while their attempts ran, taken by others meanwhile",
-                family.clone(),
-            );
-        }
-        registry.register(
-            "target_health",
-            "1 for each target's health state (off, closed, open, half_open), as this replica keeps it",
-            gauges.target_health.clone(),
-        );
-        if let Ok(family) = gauges.target_ejections.lock() {
-            registry.register(
-                "target_ejections",
-                "Times a target's health ejected it from routing",
-                family.clone(),
-            );
-        }
-        registry.register(
-            "store_executions",
-            "Executions the store holds",
-            gauges.store_executions.clone(),
-        );
-        registry.register(
-            "store_bytes",
-            "Bytes the store holds, as it counts them",
-            gauges.store_bytes.clone(),
-        );
-        let evictions = Counter::default();
-        registry.register(
-            "store_evictions",
-            "Executions the store let go: expired, evicted for room, or dropped at the disk bound",
-            evictions.clone(),
-        );
-        gauges.store_evictions = std::sync::Mutex::new(evictions);
+        let gauges = scrape::Gauges::new(&mut registry);
         Self {
             registry,
             abilities,
@@ -536,89 +297,7 @@ impl Metrics {
         }
     }
 
-    fn target(&self, (provider, model): (&str, &str)) -> Option<&TargetMetrics> {
+    fn target(&self, (provider, model): (&str, &str)) -> Option<&families::TargetMetrics> {
         self.targets.get(provider)?.get(model)
-    }
-
-    /// The health gauges of `provider`'s targets, from its metadata.
-    fn target_health(&self, provider: &super::ProviderStatus) {
-        let g = &self.gauges;
-        for model in &provider.models {
-            let target = vec![
-                ("provider", provider.name.to_string()),
-                ("model", model.name.to_string()),
-            ];
-            for state in HEALTH_STATES {
-                let mut labels = target.clone();
-                labels.push(("state", state.as_str().to_owned()));
-                g.target_health
-                    .get_or_create(&labels)
-                    .set(i64::from(model.health.state == state));
-            }
-            if let Ok(family) = g.target_ejections.lock() {
-                let counter = family.get_or_create(&target);
-                counter.inc_by(model.health.ejections.saturating_sub(counter.get()));
-            }
-        }
-    }
-
-    /// The text exposition, with the gauges read from `metadata` now.
-    pub(crate) fn encode(&self, metadata: &super::RuntimeMetadata) -> String {
-        let g = &self.gauges;
-        for state in ["ready", "stopping", "unavailable"] {
-            let on = metadata.state.as_str() == state;
-            g.state
-                .get_or_create(&vec![("state", state.to_owned())])
-                .set(i64::from(on));
-        }
-        for provider in &metadata.providers {
-            let labels = vec![("provider", provider.name.to_string())];
-            g.in_flight
-                .get_or_create(&labels)
-                .set(i64::from(provider.in_flight));
-            g.queued
-                .get_or_create(&labels)
-                .set(i64::from(provider.queued));
-            for class in Priority::ALL {
-                let mut labels = labels.clone();
-                labels.push(("priority", class.as_str().to_owned()));
-                g.queued_by_priority
-                    .get_or_create(&labels)
-                    .set(i64::from(provider.queued_by_priority[class.index()].queued));
-            }
-            self.target_health(provider);
-            let Some(limiter) = provider.limiter else {
-                continue;
-            };
-            if let Some(global) = limiter.global_in_flight {
-                g.global_in_flight
-                    .get_or_create(&labels)
-                    .set(i64::from(global));
-            }
-            g.limiter_reachable
-                .get_or_create(&labels)
-                .set(i64::from(limiter.reachable));
-            for (family, count) in [
-                (&g.limiter_unavailable, limiter.unavailable),
-                (&g.limiter_leases_lost, limiter.leases_lost),
-            ] {
-                if let Ok(family) = family.lock() {
-                    let counter = family.get_or_create(&labels);
-                    counter.inc_by(count.saturating_sub(counter.get()));
-                }
-            }
-        }
-        g.store_executions
-            .set(i64::try_from(metadata.store.executions).unwrap_or(i64::MAX));
-        g.store_bytes
-            .set(i64::try_from(metadata.store.bytes).unwrap_or(i64::MAX));
-        if let Ok(evictions) = g.store_evictions.lock() {
-            let seen = evictions.get();
-            evictions.inc_by(metadata.store.evicted.saturating_sub(seen));
-        }
-        let mut text = String::new();
-        // Writing to a String cannot fail.
-        let _ = encode(&mut text, &self.registry);
-        text
     }
 }

@@ -3,10 +3,13 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use tokio::time::Instant;
 
 use super::*;
 use crate::config::{AbilitySpec, Chunk, FailError, PolicySpec, ProviderSpec, Script};
-use crate::execution::{ErrorCode, ExecutionInput, ExecutionState, Message, NextAction, Outcome};
+use crate::execution::{
+    ErrorCode, EventPayload, ExecutionInput, ExecutionState, Message, NextAction, Outcome,
+};
 use crate::store::MemoryStore;
 use crate::store::faulty::{Faults, FaultyStore};
 

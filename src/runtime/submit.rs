@@ -1,0 +1,262 @@
+//! A submission on its way in: checked against the configuration (`validate.rs`), made into
+//! what the store takes and what its driver runs (its plan with health, its budget and
+//! limits, its idempotent identity), stored, and its driver started; or, for a key the store
+//! already holds, the execution it names.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::Poll;
+use std::time::SystemTime;
+
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::driver::{self, Job, SizeLimits};
+use super::validate::validate;
+use super::{EventStream, NotReady, Runtime, RuntimeError, spawn_tracked, trace};
+use crate::config::HealthMode;
+use crate::execution::idempotency::{Idempotency, Resolved};
+use crate::execution::{Acceptance, EventPayload, ExecuteRequest, Execution, ExecutionId};
+use crate::routing::{self, AttemptBudget};
+use crate::store::{Created, NewExecution, StoreError};
+
+/// Whether a submission also follows its execution.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Follow {
+    No,
+    FromStart,
+}
+
+/// An accepted submission: its view at acceptance, or its events when it is followed.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned once per submission and matched at once: boxing the view would cost \
+              Submit an allocation for nothing"
+)]
+pub(super) enum Accepted {
+    Viewed(Execution),
+    Following(EventStream),
+}
+
+impl Runtime {
+    pub(super) async fn accept(
+        &self,
+        request: ExecuteRequest,
+        follow: Follow,
+    ) -> Result<Accepted, RuntimeError> {
+        if let Some(refusal) = NotReady::of(self.state()) {
+            return Err(RuntimeError::Unavailable(refusal));
+        }
+        self.start_expiry();
+        let (new, job, key) = self.prepare(request)?;
+        self.create_and_start(new, job, key, follow).await
+    }
+
+    /// A valid request as the store takes it and as its driver will run it, and its
+    /// idempotency key.
+    fn prepare(
+        &self,
+        request: ExecuteRequest,
+    ) -> Result<(NewExecution, Job, Option<String>), RuntimeError> {
+        let config = &self.inner.config;
+        let now = SystemTime::now();
+        let validated = validate(config, &request, now).map_err(RuntimeError::InvalidArgument)?;
+        // A request that adds no capability of its own routes by the plan made at start-up.
+        let plan = match &validated.required {
+            Cow::Borrowed(_) => self
+                .inner
+                .plans
+                .get(&validated.ability.name, &validated.policy.name),
+            Cow::Owned(_) => None,
+        }
+        .unwrap_or_else(|| Arc::new(routing::plan(config, validated.policy, &validated.required)));
+        let plan = match validated.target {
+            Some(target) => Arc::new(routing::pinned(&plan, target)),
+            None => plan,
+        };
+        let plan = self
+            .inner
+            .deps
+            .providers
+            .with_health(plan, validated.policy);
+        let health_gate = validated.policy.health == HealthMode::On && !plan.tried_anyway;
+        let id = ExecutionId::new();
+        let labels = Arc::new(request.labels.clone());
+        let idempotency = Idempotency::of(
+            &request,
+            Resolved {
+                policy: &validated.policy.name,
+                max_attempts: validated.limits.max_attempts,
+                allow_fallback: validated.limits.allow_fallback,
+                delivery: validated.limits.delivery,
+            },
+        );
+        let new = NewExecution {
+            id,
+            accepted: EventPayload::Accepted(Arc::new(Acceptance {
+                ability: validated.ability.name.clone(),
+                policy: validated.policy.name.clone(),
+                limits: validated.limits.clone(),
+            })),
+            labels: labels.clone(),
+            idempotency,
+            input_bytes: request.input.retained_bytes(),
+        };
+        let start = Instant::now();
+        let job = Job {
+            id,
+            trace: request.trace,
+            input: Arc::new(request.input),
+            plan,
+            budget: AttemptBudget::new(
+                &validated.limits,
+                validated.policy,
+                start,
+                validated.time_left,
+            ),
+            size: SizeLimits {
+                max_output_bytes: config.server.max_output_bytes,
+                max_events: config.server.max_events_per_execution,
+            },
+            delivery: validated.limits.delivery,
+            priority: validated.limits.priority,
+            health_gate,
+            labels,
+        };
+        Ok((new, job, request.idempotency_key))
+    }
+
+    /// Stores a new execution and starts its driver (or answers for the one its key names).
+    async fn create_and_start(
+        &self,
+        new: NewExecution,
+        job: Job,
+        key: Option<String>,
+        follow: Follow,
+    ) -> Result<Accepted, RuntimeError> {
+        // The gate to the store: either shutdown has begun (nothing is stored) or this
+        // submission counts among the work shutdown drains, from before its create until its
+        // driver is registered, so an execution stored is always driven, never refused.
+        let draining = {
+            let _registrations = self.drivers();
+            if self.inner.stopping.load(Ordering::Acquire) {
+                return Err(RuntimeError::Unavailable(NotReady::Stopping));
+            }
+            self.inner.tasks.token()
+        };
+        let mut created = self.inner.deps.store.create(new);
+        let created = match futures_util::poll!(created.as_mut()) {
+            Poll::Ready(created) => created,
+            Poll::Pending => {
+                // The store waits for I/O; the record may exist already. From here on a
+                // dropped caller must not leave it with nobody driving it, so creating and
+                // starting the driver finish in a task the caller cannot cancel.
+                let runtime = self.clone();
+                // In the caller's span, so the execution's span is still its child.
+                let finish = self.inner.tasks.spawn(
+                    async move {
+                        let created = created.await;
+                        let started = Box::pin(runtime.start(job, created, key, follow)).await;
+                        drop(draining);
+                        started
+                    }
+                    .in_current_span(),
+                );
+                return finish
+                    .await
+                    .unwrap_or_else(|e| Err(RuntimeError::internal(&e)));
+            }
+        };
+        let started = self.start(job, created, key, follow).await;
+        drop(draining);
+        started
+    }
+
+    /// Starts driving a stored execution, or answers for one that was not stored.
+    async fn start(
+        &self,
+        job: Job,
+        created: Result<Created, StoreError>,
+        key: Option<String>,
+        follow: Follow,
+    ) -> Result<Accepted, RuntimeError> {
+        let view = match created {
+            Ok(Created::New(view)) => {
+                if let Some(metrics) = &self.inner.metrics {
+                    metrics.started(&view.ability);
+                }
+                view
+            }
+            Ok(Created::Existing(view)) => {
+                // An idempotent repeat: the execution was there already.
+                return match follow {
+                    Follow::FromStart => self.watch(view.id, 0).await.map(Accepted::Following),
+                    Follow::No => Ok(Accepted::Viewed(view)),
+                };
+            }
+            Err(e) => return Err(RuntimeError::from_store(e, key.as_deref())),
+        };
+        let id = job.id;
+        // The submission got in before shutdown began (the gate in `admit`): it is driven,
+        // and drained or cancelled like any other. Registered under the drivers' lock, so a
+        // shutdown that is already cancelling every driver cancels this one too.
+        // The driver is boxed as soon as it is made: this future holds a pointer to it, not
+        // the driver's own state (which would make every `Submit` and `Execute` future as
+        // large as the driver's, copied whole into its box on every call).
+        let mut driver = {
+            let mut drivers = self.drivers();
+            // A cancellation that came first left its handle here, cancelled: the driver
+            // takes it and ends at once.
+            let handle = drivers.entry(id).or_default().clone();
+            if self.inner.cancelling.load(Ordering::Acquire) {
+                handle.cancel(Some("runtime shutting down".into()));
+            }
+            let runtime = self.clone();
+            let span = trace::execution_span(&view);
+            let ended = span.clone();
+            Box::pin(
+                self.inner.tasks.track_future(
+                    async move {
+                        let outcome = driver::run(runtime.inner.deps.clone(), job, handle).await;
+                        runtime.drivers().remove(&id);
+                        if outcome.is_none() {
+                            // No end recorded here (another ended it, or the store did not
+                            // answer): a store shared by replicas ends it if it is unfinished.
+                            runtime.inner.deps.store.abandoned(id);
+                        }
+                        trace::record_end(&ended, outcome);
+                    }
+                    .instrument(span),
+                ),
+            )
+        };
+        let events = match follow {
+            Follow::FromStart => {
+                let mut watching = std::pin::pin!(self.watch(id, 0));
+                match futures_util::poll!(watching.as_mut()) {
+                    Poll::Ready(events) => Some(events?),
+                    Poll::Pending => {
+                        // The store answers over the network: the driver goes to its task
+                        // first, so a caller who leaves meanwhile leaves it driven.
+                        spawn_tracked(driver);
+                        return watching.await.map(Accepted::Following);
+                    }
+                }
+            }
+            Follow::No => None,
+        };
+        // The driver's first step runs here, up to its first wait (admission, the provider's
+        // first byte, a backoff), and only then moves to a task of its own. A provider that
+        // answers at once is served without a task hop, and a follower of this execution
+        // finds the events of that step already stored, to send as one message batch.
+        if futures_util::poll!(driver.as_mut()).is_pending() {
+            spawn_tracked(driver);
+        }
+        tracing::debug!(execution_id = %id, ability = %view.ability, "accepted");
+        Ok(match events {
+            Some(events) => Accepted::Following(events),
+            None => Accepted::Viewed(view),
+        })
+    }
+}
