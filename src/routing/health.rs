@@ -23,6 +23,12 @@
 //! A plan reads health in [`with_health`]: a pure function of the plan and what each breaker
 //! says when it is asked, so the same config, request and health give the same plan.
 
+mod plan;
+mod signal;
+
+pub use plan::with_health;
+use signal::Signal;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -30,8 +36,8 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::config::{HealthConfig, OnAllUnhealthy, ProviderConfig};
-use crate::execution::{AttemptCode, AttemptError, Ejection, ErrorClass, ExecutionId, RoutingPlan};
+use crate::config::{HealthConfig, ProviderConfig};
+use crate::execution::{AttemptError, Ejection, ExecutionId};
 
 /// The health of one provider's targets.
 #[derive(Debug)]
@@ -146,43 +152,6 @@ impl HealthState {
             Self::Closed => "closed",
             Self::Open => "open",
             Self::HalfOpen => "half_open",
-        }
-    }
-}
-
-/// What an attempt's outcome says of its target.
-enum Signal {
-    Failure,
-    /// The provider asked not to be called for this long.
-    Until(Duration),
-    /// This target refuses every request (403).
-    Refused,
-    /// The key was refused (401): every target of the provider fails alike.
-    BadKey,
-}
-
-impl Signal {
-    /// What `error` says of its target; `None` for what says something of the request
-    /// alone, or of nothing remote at all.
-    fn of(error: &AttemptError) -> Option<Self> {
-        match error.code {
-            AttemptCode::Unauthorized => return Some(Self::BadKey),
-            AttemptCode::Forbidden => return Some(Self::Refused),
-            AttemptCode::AdmissionRejected
-            | AttemptCode::TargetEjected
-            | AttemptCode::ProviderMissing
-            | AttemptCode::Cancelled
-            | AttemptCode::DeadlineExceeded
-            | AttemptCode::RetryBudgetExhausted
-            | AttemptCode::OutputTooLarge => return None,
-            _ => {}
-        }
-        match (error.class, error.retry_after) {
-            (ErrorClass::Rejected | ErrorClass::Invalid, _) => None,
-            (_, Some(wait)) if !wait.is_zero() => Some(Self::Until(wait)),
-            (ErrorClass::Retryable | ErrorClass::OutcomeUnknown | ErrorClass::Interrupted, _) => {
-                Some(Self::Failure)
-            }
         }
     }
 }
@@ -482,37 +451,6 @@ fn probing_ejection(state: &State) -> Ejection {
         reason: format!("{}; a probe is deciding", state.reason),
         until: None,
     }
-}
-
-/// `plan` as health has it: each kept target skipped while `verdict` has it ejected, with the
-/// reason and until when. When that skips every kept target, `on_all_unhealthy` decides:
-/// `try_anyway` tries them all the same (the plan says so), `fail` leaves nothing to try.
-/// The plan is returned as it came (not copied) when nothing is skipped.
-pub fn with_health(
-    plan: Arc<RoutingPlan>,
-    on_all_unhealthy: OnAllUnhealthy,
-    mut verdict: impl FnMut(&str, &str) -> Verdict,
-) -> Arc<RoutingPlan> {
-    let mut ejections = Vec::new();
-    for (i, target) in plan.targets.iter().enumerate() {
-        if !target.kept {
-            continue;
-        }
-        if let Verdict::Ejected(ejection) = verdict(&target.provider, &target.model) {
-            ejections.push((i, ejection));
-        }
-    }
-    if ejections.is_empty() {
-        return plan;
-    }
-    let mut marked = RoutingPlan::clone(&plan);
-    for (i, ejection) in ejections {
-        marked.targets[i].ejected = Some(ejection);
-    }
-    marked.tried_anyway = on_all_unhealthy == OnAllUnhealthy::TryAnyway
-        && marked.kept().next().is_some()
-        && marked.kept().all(|t| t.ejected.is_some());
-    Arc::new(marked)
 }
 
 #[cfg(test)]

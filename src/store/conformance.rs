@@ -13,15 +13,25 @@
     reason = "a test suite, built outside cfg(test) for stores outside this crate: its unwraps are its assertions"
 )]
 
+mod capacity;
+mod usage;
+
+pub use capacity::{
+    a_follower_reads_to_the_end_after_its_execution_leaves,
+    a_full_store_evicts_terminal_records_only, bytes_are_counted_and_bounded,
+    expiry_needs_no_new_work, retention_expires_records_with_their_identities,
+};
+pub use usage::{
+    usage_facts_are_read_in_the_order_they_were_kept, usage_facts_leave_with_their_execution,
+};
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Created, EventStore, Follower, NewExecution, StoreError, StoreLimits};
-use crate::execution::fixtures::{attempt_started, completed, failed, routing, text, usage};
-use crate::execution::{
-    ErrorCode, Event, EventPayload, ExecutionId, ExecutionState, Fingerprint, Idempotency,
-};
+use crate::execution::fixtures::{attempt_started, completed, failed, routing, text};
+use crate::execution::{ErrorCode, Event, ExecutionId, ExecutionState, Fingerprint, Idempotency};
 
 /// One `#[tokio::test]` per rule of the suite, each on a fresh store from `$make`, a
 /// `Fn(StoreLimits) -> impl Future<Output = Arc<dyn EventStore>>`. Use it inside a test module
@@ -383,348 +393,23 @@ where
     );
 }
 
-/// A full store evicts a terminal execution (with its key) for a new one, and refuses new work
-/// when only running ones are left.
-pub async fn a_full_store_evicts_terminal_records_only<F, Fut>(make: F)
-where
-    F: Fn(StoreLimits) -> Fut,
-    Fut: Future<Output = Arc<dyn EventStore>>,
-{
-    let store = make(limits(3, Duration::from_secs(3600))).await;
-    // Capacity 3: one terminal (with a key) and two running.
-    let done = create(&*store, new_execution(Some(("done-key", 1)))).await;
-    run_to_success(&*store, done).await;
-    let running: Vec<ExecutionId> = [
-        create(&*store, new_execution(None)).await,
-        create(&*store, new_execution(None)).await,
-    ]
-    .into();
-    // A fourth execution evicts the terminal one, identities included.
-    let fourth = create(&*store, new_execution(None)).await;
-    assert_eq!(
-        store.get(done).await.unwrap_err(),
-        StoreError::NotFound(done)
-    );
-    // Now all three are non-terminal: a fifth is refused and nothing is evicted.
-    let err = store.create(new_execution(None)).await.unwrap_err();
-    assert!(
-        matches!(err, StoreError::Full { executions: 3, .. }),
-        "{err:?}"
-    );
-    for id in running.iter().chain([&fourth]) {
-        assert_eq!(
-            store.get(*id).await.unwrap().state,
-            ExecutionState::Accepted,
-            "kept {id}"
-        );
-    }
-    // The evicted key is free again; finishing one execution makes room for it.
-    store
-        .append(fourth, failed(ErrorCode::Cancelled))
-        .await
-        .unwrap();
-    let reused = create(&*store, new_execution(Some(("done-key", 2)))).await;
-    assert_ne!(reused, done);
-    assert_eq!(store.stats().executions, 3);
-}
-
-/// Capacity and retention do not wait for readers: a followed execution is evicted like any
-/// other, and its follower still reads every event to the last.
-pub async fn a_follower_reads_to_the_end_after_its_execution_leaves<F, Fut>(make: F)
-where
-    F: Fn(StoreLimits) -> Fut,
-    Fut: Future<Output = Arc<dyn EventStore>>,
-{
-    let store = make(limits(2, Duration::from_secs(3600))).await;
-    let followed = create(&*store, new_execution(None)).await;
-    let mut follower = store.follow(followed).await.unwrap();
-    run_to_success(&*store, followed).await;
-    let _second = create(&*store, new_execution(None)).await;
-    // A third needs room: the terminal, followed one goes.
-    let _third = create(&*store, new_execution(None)).await;
-    assert_eq!(
-        store.get(followed).await.unwrap_err(),
-        StoreError::NotFound(followed)
-    );
-    assert_eq!(
-        store.follow(followed).await.unwrap_err(),
-        StoreError::NotFound(followed),
-        "no new follower for an execution that left"
-    );
-    let sequences: Vec<u64> = all(&follower).await.iter().map(|e| e.sequence).collect();
-    assert_eq!(sequences, [1, 2, 3, 4, 5], "the follower reads it all");
-    assert!(follower.read(4, 10).await.unwrap()[0].is_terminal());
-    // It is told that no change will come.
-    follower.changes().mark_seen();
-    let closed = tokio::time::timeout(Duration::from_secs(5), follower.changes().changed())
-        .await
-        .expect("the follower is told");
-    assert_eq!(closed, Err(crate::store::Closed));
-}
-
-/// Terminal executions expire after the retention, with their keys.
-pub async fn retention_expires_records_with_their_identities<F, Fut>(make: F)
-where
-    F: Fn(StoreLimits) -> Fut,
-    Fut: Future<Output = Arc<dyn EventStore>>,
-{
-    let store = make(limits(100, Duration::from_secs(60))).await;
-    tokio::time::pause();
-    let id = create(&*store, new_execution(Some(("kept-key", 1)))).await;
-    run_to_success(&*store, id).await;
-    let follower = store.follow(id).await.unwrap();
-    tokio::time::advance(Duration::from_secs(30)).await;
-    let _other = create(&*store, new_execution(None)).await;
-    assert!(store.get(id).await.is_ok(), "kept within retention");
-    tokio::time::advance(Duration::from_secs(31)).await;
-    let _another = create(&*store, new_execution(None)).await;
-    assert_eq!(
-        store.get(id).await.unwrap_err(),
-        StoreError::NotFound(id),
-        "expired after retention, though a follower holds it"
-    );
-    assert_eq!(
-        all(&follower).await.len(),
-        5,
-        "and the follower still reads it"
-    );
-    // Its key expired with it: the same key with another request is a new execution.
-    let fresh = create(&*store, new_execution(Some(("kept-key", 2)))).await;
-    assert_ne!(fresh, id);
-    tokio::time::resume();
-}
-
-/// `expire` lets go what retention has passed without any new work: the runtime calls it on
-/// a timer, so an idle store gives back what it holds on time.
-pub async fn expiry_needs_no_new_work<F, Fut>(make: F)
-where
-    F: Fn(StoreLimits) -> Fut,
-    Fut: Future<Output = Arc<dyn EventStore>>,
-{
-    let store = make(limits(100, Duration::from_secs(60))).await;
-    tokio::time::pause();
-    let id = create(&*store, new_execution(Some(("idle-key", 1)))).await;
-    run_to_success(&*store, id).await;
-    let running = create(&*store, new_execution(None)).await;
-    tokio::time::advance(Duration::from_secs(59)).await;
-    assert_eq!(store.expire(), 0, "nothing is due within retention");
-    assert!(store.get(id).await.is_ok());
-    tokio::time::advance(Duration::from_secs(2)).await;
-    assert_eq!(store.expire(), 1, "the ended execution is due");
-    assert_eq!(store.get(id).await.unwrap_err(), StoreError::NotFound(id));
-    assert_eq!(store.stats().executions, 1, "only the running one is held");
-    assert!(
-        store.get(running).await.is_ok(),
-        "running executions never expire"
-    );
-    assert_eq!(store.expire(), 0);
-    // Its key went with it.
-    let fresh = create(&*store, new_execution(Some(("idle-key", 2)))).await;
-    assert_ne!(fresh, id);
-    tokio::time::resume();
-}
-
-/// The store counts what it holds and stays within its bytes: a create that does not fit makes
-/// room from terminal executions, or is refused when only running ones are left.
-pub async fn bytes_are_counted_and_bounded<F, Fut>(make: F)
-where
-    F: Fn(StoreLimits) -> Fut,
-    Fut: Future<Output = Arc<dyn EventStore>>,
-{
-    const KIB: u64 = 1024;
-    let store = make(StoreLimits {
-        max_executions: 1000,
-        max_bytes: 350 * KIB,
-        retention: Duration::from_secs(3600),
-    })
-    .await;
-    let heavy = || NewExecution {
-        input_bytes: 100 * 1024,
-        ..new_execution(None)
-    };
-    assert_eq!(store.stats().bytes, 0);
-
-    // The input counts while the execution runs, and no longer once it has ended.
-    let short = create(&*store, heavy()).await;
-    let one = store.stats().bytes;
-    assert!(
-        (100 * KIB..110 * KIB).contains(&one),
-        "the input counts: {one}"
-    );
-    run_to_success(&*store, short).await;
-    assert!(store.stats().bytes < 10 * KIB, "{:?}", store.stats());
-
-    // The output it streamed counts for as long as it is kept: 100 deltas of 1 KiB.
-    let long = create(&*store, new_execution(None)).await;
-    for payload in [routing(), attempt_started(1)] {
-        store.append(long, payload).await.expect("legal append");
-    }
-    let kib = "x".repeat(1024);
-    for _ in 0..100 {
-        store
-            .append(long, text(1, &kib))
-            .await
-            .expect("legal append");
-    }
-    store
-        .append(long, completed(1, ""))
-        .await
-        .expect("legal append");
-    let held = store.stats().bytes;
-    assert!(
-        (100 * KIB..130 * KIB).contains(&held),
-        "output counts: {held}"
-    );
-
-    // Two running executions fit beside it; a third does not, and the terminal execution
-    // that ended first makes room, then the next.
-    let running = [
-        create(&*store, heavy()).await,
-        create(&*store, heavy()).await,
-        create(&*store, heavy()).await,
-    ];
-    assert_eq!(
-        store.get(short).await.unwrap_err(),
-        StoreError::NotFound(short)
-    );
-    assert_eq!(
-        store.get(long).await.unwrap_err(),
-        StoreError::NotFound(long)
-    );
-    // Only running executions are left, and a fourth does not fit beside them.
-    let err = store.create(heavy()).await.unwrap_err();
-    assert!(matches!(err, StoreError::Full { .. }), "{err:?}");
-    let stats = store.stats();
-    assert!(stats.bytes <= 350 * KIB, "{stats:?}");
-    assert_eq!(stats.executions, 3, "{stats:?}");
-    for id in running {
-        assert!(store.get(id).await.is_ok());
-    }
-}
-
-async fn read_usage(store: &dyn EventStore, after: u64) -> Vec<crate::store::UsageEntry> {
-    read_usage_page(store, after, usize::MAX).await
-}
-
-/// Up to `limit` facts after `after`, read at once or fetched.
-async fn read_usage_page(
-    store: &dyn EventStore,
-    after: u64,
-    limit: usize,
-) -> Vec<crate::store::UsageEntry> {
-    let mut facts = Vec::new();
-    match store.read_usage(after, limit, &mut facts) {
-        None => facts,
-        Some(fetch) => fetch.await.unwrap(),
-    }
-}
-
-/// Usage facts of every execution come back in the order they were kept, each at a position
-/// past the one before, from any position on; a reader is woken by a new fact.
-pub async fn usage_facts_are_read_in_the_order_they_were_kept<F, Fut>(make: F)
-where
-    F: Fn(StoreLimits) -> Fut,
-    Fut: Future<Output = Arc<dyn EventStore>>,
-{
-    let store = roomy(make).await;
-    assert!(read_usage(&*store, 0).await.is_empty());
-    let a = create(&*store, new_execution(None)).await;
-    let b = create(&*store, new_execution(None)).await;
-    for id in [a, b] {
-        store.append(id, routing()).await.unwrap();
-        store.append(id, attempt_started(1)).await.unwrap();
-    }
-    let mut changes = store.usage_changes();
-    changes.mark_seen();
-    store.append(a, usage(1)).await.unwrap();
-    assert!(
-        futures_util::FutureExt::now_or_never(changes.changed()).is_some(),
-        "a new fact wakes the reader"
-    );
-    store.append(b, usage(2)).await.unwrap();
-    store
-        .append_all(a, vec![usage(3), usage(4), completed(1, "hi")])
-        .await
-        .unwrap();
-    let facts = read_usage(&*store, 0).await;
-    let quantities: Vec<u64> = facts.iter().map(|f| f.fact.quantity).collect();
-    assert_eq!(quantities, [1, 2, 3, 4], "in the order they were kept");
-    let positions: Vec<u64> = facts.iter().map(|f| f.fact.position).collect();
-    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
-    assert!(positions[0] > 0, "0 is before the first");
-    assert_eq!(
-        facts.iter().map(|f| f.execution_id).collect::<Vec<_>>(),
-        [a, b, a, a]
-    );
-    // Each entry names the event that carries its fact.
-    let events = store
-        .follow(a)
-        .await
-        .unwrap()
-        .read(0, usize::MAX)
-        .await
-        .unwrap();
-    let third = events
-        .iter()
-        .find(|e| e.sequence == facts[2].sequence)
-        .expect("the fact's event");
-    assert_eq!(third.payload, EventPayload::Usage(facts[2].fact.clone()));
-    for (i, fact) in facts.iter().enumerate() {
-        let rest = read_usage(&*store, fact.fact.position).await;
-        assert_eq!(
-            rest,
-            facts[i + 1..],
-            "after position {}",
-            fact.fact.position
-        );
-    }
-    let page = read_usage_page(&*store, 0, 2).await;
-    assert_eq!(page, facts[..2], "limit bounds a page");
-    // The same epoch throughout.
-    assert_eq!(store.usage_epoch(), store.usage_epoch());
-}
-
-/// A fact leaves the usage order with its execution.
-pub async fn usage_facts_leave_with_their_execution<F, Fut>(make: F)
-where
-    F: Fn(StoreLimits) -> Fut,
-    Fut: Future<Output = Arc<dyn EventStore>>,
-{
-    let store = make(limits(1, Duration::from_secs(3600))).await;
-    let first = create(&*store, new_execution(None)).await;
-    store.append(first, routing()).await.unwrap();
-    store.append(first, attempt_started(1)).await.unwrap();
-    store
-        .append_all(first, vec![usage(1), completed(1, "hi")])
-        .await
-        .unwrap();
-    let gone = read_usage(&*store, 0).await;
-    assert_eq!(gone.len(), 1);
-    // Room for one: the next execution makes the first go, with its facts.
-    let second = create(&*store, new_execution(None)).await;
-    store.append(second, routing()).await.unwrap();
-    store.append(second, attempt_started(1)).await.unwrap();
-    store.append(second, usage(2)).await.unwrap();
-    let facts = read_usage(&*store, 0).await;
-    assert_eq!(facts.len(), 1, "{facts:?}");
-    assert_eq!(facts[0].execution_id, second);
-    assert!(
-        facts[0].fact.position > gone[0].fact.position,
-        "a position is never given twice"
-    );
-}
-
 #[cfg(test)]
 mod tests {
     /// A rule missing from the macro's list would never run anywhere.
     #[test]
     fn the_macro_runs_every_rule() {
         let source = include_str!("conformance.rs");
+        let rules_in = [
+            source,
+            include_str!("conformance/capacity.rs"),
+            include_str!("conformance/usage.rs"),
+        ]
+        .concat();
         // The list the macro passes itself: from `(@rules $make, $ready;` to the `);` closing it.
         let start = source.find("(@rules $make, $ready;").unwrap();
         let end = source[start..].find(");").unwrap() + start;
         let listed = &source[start..end];
-        let rules: Vec<&str> = source
+        let rules: Vec<&str> = rules_in
             .lines()
             .filter_map(|line| line.strip_prefix("pub async fn "))
             .filter_map(|rest| rest.split('<').next())

@@ -26,6 +26,7 @@ mod cancel;
 mod capacity;
 mod connect;
 mod create;
+mod error;
 mod insert;
 mod lease;
 mod owned;
@@ -42,6 +43,8 @@ mod writer;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub(super) use error::PgError;
+pub use error::{PgInitError, PgStartError};
 use start::{FirstStart, pool, store_runtime};
 
 use std::future::Future;
@@ -76,108 +79,6 @@ impl Options {
             config: config.clone(),
             connect,
         })
-    }
-}
-
-/// Why the PostgreSQL store could not be set up. A database that does not answer yet is not
-/// one of these: the store keeps trying, unavailable until then.
-#[derive(Debug, thiserror::Error)]
-pub enum PgInitError {
-    /// The connection string (in the variable named) is not one the driver reads.
-    #[error("the connection string in `{0}` is not one PostgreSQL reads")]
-    ConnectionString(Arc<str>),
-    /// The store's thread (its runtime) could not be started.
-    #[error("cannot start the store's thread: {0}")]
-    Thread(#[source] std::io::Error),
-    /// The connection pool could not be built.
-    #[error("the connection pool: {0}")]
-    Pool(#[from] deadpool_postgres::BuildError),
-    /// TLS could not be set up (no CA certificates on this machine, say).
-    #[error("setting up TLS: {0}")]
-    Tls(#[from] rustls::Error),
-}
-
-/// Why [`PostgresStore::connect`] gave no store.
-#[derive(Debug, thiserror::Error)]
-pub enum PgStartError {
-    /// It could not be set up.
-    #[error(transparent)]
-    Init(#[from] PgInitError),
-    /// Its first start failed: the database's words, in full, for the operator.
-    #[error("cannot start the PostgreSQL store: {0}")]
-    Start(Box<dyn std::error::Error + Send + Sync>),
-    /// It stopped before its first start ended.
-    #[error("the PostgreSQL store stopped before it started")]
-    Stopped,
-}
-
-/// Why the store could not do what was asked, before it is told to callers as a
-/// [`StoreError`] (which never carries the database's words: those are logged).
-#[derive(Debug, thiserror::Error)]
-pub(super) enum PgError {
-    #[error("database: {}", said(.0))]
-    Db(#[from] tokio_postgres::Error),
-    #[error("connection pool: {0}")]
-    Pool(#[from] deadpool_postgres::PoolError),
-    #[error("setting up TLS: {0}")]
-    Tls(#[from] rustls::Error),
-    #[error("schema: {0}")]
-    Schema(#[from] schema::SchemaError),
-    #[error("a row does not decode: {0}")]
-    Row(#[from] rows::RowError),
-    /// No answer within [`Shared::patience`]: the connection was closed, and whether the
-    /// statement ran is not known.
-    #[error("no answer within {0:?}")]
-    NoAnswer(Duration),
-}
-
-/// Whether a database error's SQLSTATE says the server cannot answer now rather than that
-/// the statement is wrong: a connection lost or refused (class 08), the server shutting down
-/// or starting (57P01-57P03), out of resources (53), a statement or lock timeout (57014,
-/// 55P03), a serialization failure or deadlock (40001, 40P01).
-fn passing(code: &str) -> bool {
-    code.starts_with("08")
-        || code.starts_with("53")
-        || matches!(
-            code,
-            "57P01" | "57P02" | "57P03" | "57014" | "55P03" | "40001" | "40P01"
-        )
-}
-
-/// What the database said (its code and message), or the client's error.
-fn said(error: &tokio_postgres::Error) -> String {
-    match error.as_db_error() {
-        Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => error.to_string(),
-    }
-}
-
-impl PgError {
-    /// Whether the database may answer if asked again (it is down, restarting, or the
-    /// connection broke), as opposed to a fault in what was asked.
-    pub(super) fn transient(&self) -> bool {
-        match self {
-            Self::Pool(_) | Self::NoAnswer(_) => true,
-            Self::Tls(_) => false,
-            Self::Db(e) => match e.as_db_error() {
-                None => true,
-                Some(db) => e.is_closed() || passing(db.code().code()),
-            },
-            Self::Schema(_) | Self::Row(_) => false,
-        }
-    }
-
-    /// What callers are told: unavailable (retry later) or a fault; the details go to the log.
-    pub(super) fn into_store(self) -> StoreError {
-        if self.transient() {
-            tracing::warn!(error = %self, "the PostgreSQL store cannot reach its database");
-            StoreError::Unavailable(Unavailable::Backend(
-                "the event store's database is unreachable".into(),
-            ))
-        } else {
-            tracing::error!(error = %self, "the PostgreSQL store failed");
-            StoreError::Inconsistent(Inconsistency::Database)
-        }
     }
 }
 

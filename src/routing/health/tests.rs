@@ -3,8 +3,9 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
+use crate::config::OnAllUnhealthy;
 use crate::config::{HealthSpec, PolicySpec, ProviderSpec};
-use crate::execution::PlanTarget;
+use crate::execution::{AttemptCode, ErrorClass, PlanTarget, RoutingPlan};
 
 /// Provider `p` with models `a` and `b`, health as `spec` says.
 fn health(spec: HealthSpec) -> Health {

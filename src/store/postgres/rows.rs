@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio_postgres::Row;
 
-use super::PgError;
+use super::error::{PgError, RowError};
 use crate::execution::{Event, EventPayload, ExecutionState, Labels};
 use crate::store::file::codec;
 
@@ -149,24 +149,4 @@ pub(super) fn event_of(row: &Row, at: usize, labels: &Arc<Labels>) -> Result<Eve
         state: state_of(state)?,
         payload,
     })
-}
-
-/// Why a row the store reads does not decode: a bug, or a row another program wrote.
-#[derive(Debug, thiserror::Error)]
-pub(in crate::store) enum RowError {
-    /// A state code no state has.
-    #[error("unknown state {0}")]
-    State(i16),
-    /// Labels that are not the JSON object they were written as: the decoder's reason.
-    #[error("labels do not decode: {0}")]
-    Labels(String),
-    /// A row of several events whose bytes do not hold them.
-    #[error("a row of events {first}..={last} does not decode")]
-    Run { first: i64, last: i64 },
-    /// An event's payload.
-    #[error(transparent)]
-    Payload(#[from] crate::store::Malformed),
-    /// A usage position on an event that is not a usage fact.
-    #[error("a usage position on an event that is not usage")]
-    NotUsage,
 }

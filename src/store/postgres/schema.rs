@@ -14,7 +14,7 @@
 
 use tokio_postgres::Client;
 
-use super::PgError;
+use super::error::{PgError, SchemaError};
 
 /// The migrations, in order: migration `i` brings the schema to version `i + 1`. Each runs in
 /// the transaction that records its version. `{s}` is the schema's quoted name.
@@ -115,6 +115,7 @@ pub(super) async fn migrate_to(client: &mut Client, schema: &str, to: i32) -> Re
         return Err(PgError::Schema(SchemaError::Newer {
             schema: schema.to_owned(),
             version,
+            known: VERSION,
         }));
     }
     let upto = usize::try_from(to).unwrap_or(0);
@@ -162,15 +163,4 @@ fn rand_bytes() -> [u8; 8] {
 /// `name` as a quoted SQL identifier.
 pub(super) fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// Why the store cannot use the schema it was given.
-#[derive(Debug, thiserror::Error)]
-pub(in crate::store) enum SchemaError {
-    /// A newer binary has migrated it past what this one knows.
-    #[error(
-        "schema `{schema}` is at version {version}, newer than this binary's {VERSION}: run the \
-         newer binary"
-    )]
-    Newer { schema: String, version: i32 },
 }

@@ -483,9 +483,9 @@ fn errors_that_pass_are_told_apart_from_faults() {
     for code in [
         "57P01", "57P03", "08006", "53300", "57014", "55P03", "40001", "40P01",
     ] {
-        assert!(super::passing(code), "{code}");
+        assert!(super::error::passing(code), "{code}");
     }
     for code in ["23505", "42P01", "22P02", "XX000"] {
-        assert!(!super::passing(code), "{code}");
+        assert!(!super::error::passing(code), "{code}");
     }
 }

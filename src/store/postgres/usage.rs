@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::rows::{RowError, event_of, labels_of};
+use super::error::RowError;
+use super::rows::{event_of, labels_of};
 use super::{PgError, Shared};
 use crate::execution::{EventPayload, ExecutionId};
 use crate::store::{StoreError, UsageEntry};
