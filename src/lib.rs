@@ -22,24 +22,58 @@
 //!   `fuzz`), `bench` (`routing`, for its bench): none of them is the API.
 //!
 //! # Layout
-//! - [`execution`]: the domain, and the leaf: ids, the request, events, the state machine
-//!   (one transition function), the materialized view, outcomes and their codes, plans and
-//!   usage facts as events record them, the commit rule and idempotency.
-//! - [`config`]: the TOML file, raw shapes -> validated types; the embedded default; a typed
-//!   builder.
-//! - [`store`]: the EventStore SPI, the bounded memory store, retention, the conformance suite.
-//! - [`provider`]: the Provider SPI and its adapters (`openai`, `anthropic` over streaming
-//!   HTTP, `scripted`), with the shared HTTP client, SSE parser and error classification.
-//! - `routing`: the candidate plan (capability filter, deterministic order), the attempt
-//!   budget with its retry and fallback decisions, and per-provider admission.
-//! - [`runtime`]: the embedded core facade ([`Runtime`]): submit, execute, watch, get,
-//!   cancel, metadata; the per-execution driver; request validation. It knows no gRPC type.
+//! Every module, with its parts (`tests/it/layers/map.rs` holds this list to the tree).
+//! - [`execution`]: the domain, and the leaf: ids (`id`), the request (`request`), events
+//!   (`event`), the state machine, one transition function (`state`), the materialized view
+//!   (`view`), outcomes and their codes (`outcome`, `code`), plans and usage facts as events
+//!   record them (`plan`, `usage`), the commit rule (`commit`), idempotency (`idempotency`),
+//!   the trace context a request came with (`trace`), how an execution no driver ends is ended
+//!   (`interrupted`), and payloads for tests (`fixtures`).
+//! - [`config`]: the TOML file as written (`raw`) -> validated types (`validate`), one field's
+//!   check (`field`) and the bounds of every duration and count (`bounds`); one file per
+//!   provider adapter, listed in one table (`adapter`); health (`health`), secrets from the
+//!   environment (`secret`), a service account's key file (`service_account`), a scripted
+//!   model's script (`script`); the configuration in effect written back (`effective`); the
+//!   embedded default (`default.toml`); a typed builder (`builder`).
+//! - [`store`]: the EventStore SPI, its errors (`error`) and change signal (`changes`); a
+//!   reader's hold on one execution (`follower`); the bounded memory store (`memory`), the
+//!   encrypted, fsync'd journal (`file`), PostgreSQL for replicas (`postgres`, feature
+//!   `postgres`), and the one place that picks among them (`open`); retention and capacity
+//!   (`retention`), the usage order (`usage`), the conformance suite (`conformance`), a store
+//!   that injects faults (`faulty`).
+//! - [`provider`]: the Provider SPI and its adapters, one folder each (`scripted`, `openai`,
+//!   `responses`, `azure`, `anthropic`, `gemini`, `vertex`, `bedrock`), built per provider by
+//!   the registry (`registry`); what the HTTP adapters share: the client and TLS (`http`), one
+//!   streaming exchange (`exchange`), the reply's framing (`framing`) as server-sent events
+//!   (`sse`) or AWS's event stream (`eventstream`), request pieces (`wire`), usage as it becomes
+//!   known (`tally`); credentials: from files (`token_file`), minted with a service account
+//!   (`service_account`), fetched (`fetch`) and refreshed before they expire (`refresh`), and a
+//!   call that waits for them (`deferred`); the fuzzers' entry points (`fuzz`).
+//! - `routing`: the candidate plan, capability filter and deterministic order (`plan`); the
+//!   attempt budget with its retry and fallback decisions (`budget`); per-provider admission
+//!   (`admission`); provider health, which ejects a failing target for a while (`health`); the
+//!   limit shared by every replica, in Redis (`limiter`, feature `redis`).
+//! - [`runtime`]: the embedded core facade ([`Runtime`]): a submission (`submit`) checked
+//!   against the configuration (`validate`) and the fixed caps (`limits`), the per-execution
+//!   driver (`driver`), following (`watch`), cancellation (`cancel`) and cancels recorded by
+//!   other replicas (`remote_cancel`), the self-description (`metadata`), the usage export
+//!   (`usage`), retention on time (`expiry`); the providers as driven, each beside its gate
+//!   (`targets`); its errors (`error`), metrics (`metrics`) and spans (`trace`). It knows no
+//!   gRPC type.
 //! - [`pb`]: the generated wire types.
-//! - `service`: tonic glue: wire -> core -> wire, and the one error -> `Status` mapper.
+//! - `service`: tonic glue: wire -> core (`decode`, with the codec that counts a request's bytes:
+//!   `codec`, and `compression`) -> wire (`encode`, the streamed events: `wire_event`); the one
+//!   error -> `Status` mapper (`status`); the access log (`access`); the fuzzers' entry points
+//!   (`fuzz`).
 //! - [`server`]: the gRPC server with health and reflection, over HTTP/2 served by h2
-//!   directly so one stalled stream can be reset; `GET /metrics` on the one HTTP/1.1 request
-//!   reader (`server::http1`, public for the binary's mock upstream and the tests' fake
-//!   provider); [`telemetry`]: logs and traces.
+//!   directly so one stalled stream can be reset: where it listens (`listener`), accepted
+//!   connections (`incoming`) and their places (`places`), one connection (`connection`) and
+//!   its idle watchdog (`idle`), one stream (`stream`) and its span (`rpc_span`), writes shared
+//!   by streams (`coalesce`), what a connection has not sent (`unsent`), any `:authority` on a
+//!   Unix socket (`authority`), the open-file limit (`descriptors`); `GET /metrics` (`metrics`)
+//!   on the one HTTP/1.1 request reader (`http1`, public for the binary's mock upstream and the
+//!   tests' fake provider).
+//! - [`telemetry`]: logs, and trace export over OTLP (`traces`).
 //! - `fuzz` (feature `fuzzing`): the fuzz targets' entry points, gathered for `fuzz/`;
 //!   `fuzz_regressions` (tests only): every input under `fuzz/regressions/` replayed through
 //!   them.
@@ -101,6 +135,13 @@
 //! | replicas: takeover, and ending what no driver will end | `store/postgres/takeover.rs` |
 //! | replicas: a statement's lost answer resolved before the caller is answered | `store/postgres/writer.rs` (`written`), `store/postgres/create.rs` (`landed`) |
 //! | the global limit's permits, and a set that lost writes settling first | `routing/limiter.rs`, `routing/limiter/scripts.rs` |
+//! | the global limit: permits renewed within the lease, released ones given back | `routing/limiter/keeper.rs` |
+//! | the global limit while Redis does not answer (`on_unavailable`) | `routing/limiter/gate.rs` |
+//! | health: what an attempt says of its target, ejection, probes, recovery | `routing/health/signal.rs`, `routing/health.rs` |
+//! | health in the plan: ejected targets skipped, `on_all_unhealthy` | `routing/health/plan.rs` |
+//! | replicas: a cancel on any replica carried out by the owner | `store/postgres/cancel.rs`, `runtime/remote_cancel.rs` |
+//! | fetched credentials refreshed before they expire; a failed fetch shared | `provider/refresh.rs` |
+//! | buffered delivery: output held until the attempt succeeds; a failed attempt's dropped, kept as evidence | `runtime/driver/batch.rs`, `runtime/driver/held.rs` |
 //!
 //! # Words coined here
 //! - *admission*: a permit from a provider's gate (`routing/admission.rs`), and nothing else;

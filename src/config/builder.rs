@@ -346,6 +346,7 @@ mod tests {
 
     use super::*;
     use crate::config::{AdapterConfig, Script};
+    use crate::execution::Priority;
 
     fn echo() -> ConfigBuilder {
         Config::builder()
@@ -397,6 +398,33 @@ mod tests {
         let from_file = Config::from_toml(&text).unwrap();
         let built = builder.build().unwrap();
         assert_eq!(format!("{from_file:?}"), format!("{built:?}"), "{text}");
+    }
+
+    /// `queue_for` gives one admission class room of its own; the others keep
+    /// `queue_capacity`, as `queues = { batch = 2 }` in a file would.
+    #[test]
+    fn a_class_may_have_queue_room_of_its_own() {
+        let builder = echo().provider(
+            "scripted",
+            ProviderSpec::scripted()
+                .model("echo", &["text", "streaming"])
+                .model("slow", &["text"])
+                .queue_capacity(8)
+                .queue_for(Priority::Batch, 2)
+                .queue_for(Priority::Interactive, 0),
+        );
+        let text = builder.to_toml();
+        let built = builder.build().unwrap();
+        let mut room = [0; 3];
+        room[Priority::Interactive.index()] = 0;
+        room[Priority::Standard.index()] = 8;
+        room[Priority::Batch.index()] = 2;
+        assert_eq!(built.providers["scripted"].queue_capacity, room);
+        let from_file = Config::from_toml(&text).unwrap();
+        assert_eq!(
+            from_file.providers["scripted"].queue_capacity, room,
+            "{text}"
+        );
     }
 
     #[test]
