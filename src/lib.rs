@@ -17,7 +17,8 @@
 //!   `conformance` feature, the suite every store runs; [`provider::Provider`].
 //! - The domain they speak ([`execution`]): requests, events, views, usage facts.
 //! - Serving: [`server::serve`] and [`server::serve_metrics`], [`telemetry::init`], the
-//!   generated messages and client ([`pb`]), and [`to_status`] for an embedder's own service.
+//!   HTTP ingress ([`ingress::Ingress`]), the generated messages and client ([`pb`]), and
+//!   [`to_status`] for an embedder's own service.
 //! - Features: `conformance` (the store suite), `fuzzing` (the fuzz targets' entry points in
 //!   `fuzz`), `bench` (`routing`, for its bench): none of them is the API.
 //!
@@ -33,8 +34,9 @@
 //!   check (`field`) and the bounds of every duration and count (`bounds`); one file per
 //!   provider adapter, listed in one table (`adapter`); health (`health`), secrets from the
 //!   environment (`secret`), a service account's key file (`service_account`), a scripted
-//!   model's script (`script`); the configuration in effect written back (`effective`); the
-//!   embedded default (`default.toml`); a typed builder (`builder`).
+//!   model's script (`script`); the store as validated (`store`); the HTTP ingress
+//!   (`ingress`); the configuration in effect written back (`effective`); the embedded
+//!   default (`default.toml`); a typed builder (`builder`).
 //! - [`store`]: the EventStore SPI, its errors (`error`) and change signal (`changes`); a
 //!   reader's hold on one execution (`follower`); the bounded memory store (`memory`), the
 //!   encrypted, fsync'd journal (`file`), PostgreSQL for replicas (`postgres`, feature
@@ -60,11 +62,18 @@
 //!   (`usage`), retention on time (`expiry`); the providers as driven, each beside its gate
 //!   (`targets`); its errors (`error`), metrics (`metrics`) and spans (`trace`). It knows no
 //!   gRPC type.
-//! - [`pb`]: the generated wire types.
+//! - [`pb`]: the generated wire types, and any of them in protobuf's canonical JSON (`json`).
 //! - `service`: tonic glue: wire -> core (`decode`, with the codec that counts a request's bytes:
 //!   `codec`, and `compression`) -> wire (`encode`, the streamed events: `wire_event`); the one
 //!   error -> `Status` mapper (`status`); the access log (`access`); the fuzzers' entry points
 //!   (`fuzz`).
+//! - [`ingress`]: the OpenAI- and Anthropic-compatible HTTP ingress (HTTP/1.1 and h2c), off
+//!   unless configured: which endpoint answers (`route`), a request's shared parts
+//!   (`request`), OpenAI's chat completions (`chat`) and Anthropic's Messages (`messages`),
+//!   answered alike (`answer`), the abilities as models (`models`), the execution as a
+//!   resource (`executions`); an execution's events as an API writes them
+//!   (`stream`) in an answer's body (`body`), the tokens an answer reports (`tokens`), errors
+//!   in each API's shape (`error`), and a caller that goes away (`detach`).
 //! - [`server`]: the gRPC server with health and reflection, over HTTP/2 served by h2
 //!   directly so one stalled stream can be reset: where it listens (`listener`), accepted
 //!   connections (`incoming`) and their places (`places`), one connection (`connection`) and
@@ -93,9 +102,10 @@
 //! 4. `runtime`
 //! 5. `pb`
 //! 6. `service`
-//! 7. `server`, `telemetry`
-//! 8. `fuzz`
-//! 9. `fuzz_regressions`
+//! 7. `ingress`
+//! 8. `server`, `telemetry`
+//! 9. `fuzz`
+//! 10. `fuzz_regressions`
 //!
 //! # Rules and their homes
 //! Each rule of the protocol is written once:
@@ -116,6 +126,9 @@
 //! | resumable cursors (`Watch`) | `runtime/watch.rs` |
 //! | cancellation, with or without a driver | `runtime/cancel.rs` |
 //! | errors -> gRPC statuses | `service/status.rs` |
+//! | errors -> HTTP statuses and each API's error shape; the error event after output | `ingress/error.rs` |
+//! | the HTTP ingress: `model` -> ability and policy, `stream: false` -> buffered delivery | `ingress/request.rs`, `ingress/chat.rs` |
+//! | a caller that goes away cancels, at once or after the grace an `Idempotency-Key` buys | `ingress/detach.rs` |
 //! | shutdown order | `runtime.rs` (`Runtime::shutdown`), `server.rs` |
 //! | connection and stream limits, stalled streams | `server/connection.rs`, `server/stream.rs` |
 //! | connection places: idle ones give way at the limit | `server/places.rs` |
@@ -175,6 +188,7 @@
 
 pub mod config;
 pub mod execution;
+pub mod ingress;
 pub mod pb;
 pub mod provider;
 // Public only to the routing bench (`benches/routing.rs`, feature `bench`).

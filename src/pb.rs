@@ -11,6 +11,8 @@
 
 tonic::include_proto!("model_runtime.v1");
 
+pub mod json;
+
 /// The encoded descriptor set of the wire contract, served by reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     tonic::include_file_descriptor_set!("model_runtime_descriptor");

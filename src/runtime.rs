@@ -40,6 +40,7 @@ use targets::Slots;
 use validate::validate;
 
 pub use crate::routing::{HealthState, TargetHealth, Waiting};
+pub(crate) use error::log_internal;
 pub use error::{Exhausted, FieldViolation, NotReady, RuntimeError, Violations};
 pub use metadata::{GlobalLimit, ModelStatus, ProviderStatus, RuntimeMetadata, RuntimeState};
 pub use usage::{UsageRecord, UsageStream};

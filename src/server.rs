@@ -13,6 +13,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::config::ServerConfig;
+use crate::ingress::Ingress;
 use crate::pb;
 use crate::runtime::{Runtime, RuntimeState, limits};
 use crate::service::ModelRuntimeService;
@@ -74,6 +75,24 @@ pub async fn serve(
     listener: impl Into<Listener>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServerError> {
+    serve_with_ingress(runtime, listener, None, shutdown).await
+}
+
+/// [`serve`], and the HTTP ingress on `ingress` when the config has an `[ingress]`: served
+/// from now, taking requests through the drain (new work then gets 503), closed with the
+/// gRPC connections, each open stream given the same grace, before the store is released.
+pub async fn serve_with_ingress(
+    runtime: Runtime,
+    listener: impl Into<Listener>,
+    ingress: Option<tokio::net::TcpListener>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServerError> {
+    let ingress = match (ingress, &runtime.config().ingress) {
+        (Some(listener), Some(config)) => {
+            Some(Ingress::start(runtime.clone(), config.clone(), listener))
+        }
+        _ => None,
+    };
     let config = &runtime.config().server;
     // A request is refused before it is decoded once it is larger than its content may be,
     // plus framing.
@@ -111,7 +130,12 @@ pub async fn serve(
             .await;
         // The listener closes here: no connection is accepted from now on.
     }
-    connections.close().await;
+    let ingress = async {
+        if let Some(ingress) = ingress {
+            ingress.close(CONNECTION_GRACE).await;
+        }
+    };
+    tokio::join!(connections.close(), ingress);
     // Producers (drivers) and readers (streams) are done: the store is flushed and released.
     runtime.close();
     tracing::info!("server stopped");

@@ -1,17 +1,15 @@
 //! How the commands show what a server answers: events (`event.rs`, for `exec` and `watch`),
 //! an execution (`execution.rs`, for `get`, `submit` and `cancel`) and the runtime's metadata
-//! (`metadata.rs`), readable; and any message in protobuf's canonical JSON (`proto.rs`), as
-//! `buf curl` prints it.
+//! (`metadata.rs`), readable. Any message in protobuf's canonical JSON, as `buf curl` prints
+//! it, is the library's (`pb::json`).
 
 mod event;
 mod execution;
 mod metadata;
-mod proto;
 
 pub use event::{json, line};
 pub use execution::execution;
 pub use metadata::metadata;
-pub use proto::canonical_json;
 
 use serde_json::{Value, json};
 

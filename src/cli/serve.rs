@@ -117,6 +117,10 @@ async fn serve(config: Config, listen: Address) -> ExitCode {
     if let Err(code) = metrics(&runtime, &metrics_stop).await {
         return code;
     }
+    let ingress = match ingress(&runtime).await {
+        Ok(ingress) => ingress,
+        Err(code) => return code,
+    };
     // Said once everything serving needs is up: the store open, every listener bound.
     tracing::info!(
         addr = %local,
@@ -140,7 +144,7 @@ async fn serve(config: Config, listen: Address) -> ExitCode {
     let drain = async {
         let _ = drain.await;
     };
-    let served = server::serve(runtime, listener, drain).await;
+    let served = server::serve_with_ingress(runtime, listener, ingress, drain).await;
     metrics_stop.cancel();
     match served {
         Ok(()) => ExitCode::SUCCESS,
@@ -177,6 +181,25 @@ async fn metrics(
         }
         Err(e) => {
             eprintln!("cannot listen on {addr} (server.metrics_listen): {e}");
+            Err(exit::failed())
+        }
+    }
+}
+
+/// The HTTP ingress's listener, bound where `[ingress] listen` says (none without the table);
+/// the exit code when it cannot listen there.
+async fn ingress(runtime: &Runtime) -> Result<Option<tokio::net::TcpListener>, ExitCode> {
+    let Some(config) = &runtime.config().ingress else {
+        return Ok(None);
+    };
+    match tokio::net::TcpListener::bind(config.listen).await {
+        Ok(listener) => {
+            let local = listener.local_addr().map_or(config.listen, |a| a);
+            tracing::info!(addr = %local, "HTTP ingress serving");
+            Ok(Some(listener))
+        }
+        Err(e) => {
+            eprintln!("cannot listen on {} (ingress.listen): {e}", config.listen);
             Err(exit::failed())
         }
     }

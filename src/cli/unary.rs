@@ -143,7 +143,7 @@ fn print<M: prost::Message>(
 ) -> ExitCode {
     use std::io::Write;
     let text = if output.json {
-        match render::canonical_json(message, name) {
+        match model_runtime::pb::json::canonical_json(message, name, true) {
             Ok(json) => json + "\n",
             Err(e) => return CallError::Invalid(format!("rendering {name}: {e}")).report(),
         }

@@ -191,6 +191,25 @@ impl ConfigBuilder {
         self
     }
 
+    /// `[ingress]`: the HTTP ingress, listening at `listen`, `detach_grace` long.
+    pub fn ingress(mut self, listen: &str, detach_grace: Duration) -> Self {
+        self.raw.ingress = Some(super::ingress::RawIngress {
+            listen: listen.to_owned(),
+            secret_env: None,
+            detach_grace,
+        });
+        self
+    }
+
+    /// `ingress.secret_env` (after [`ingress`](Self::ingress)): the variable holding the
+    /// secret a gateway presents.
+    pub fn ingress_secret_env(mut self, var: &str) -> Self {
+        if let Some(ingress) = &mut self.raw.ingress {
+            ingress.secret_env = Some(var.to_owned());
+        }
+        self
+    }
+
     /// `store.kind = "file"` in `path`, its key read from the environment variable `key_env`.
     pub fn file_store(mut self, path: &str, key_env: &str) -> Self {
         self.raw.store.kind = "file".into();

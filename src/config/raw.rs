@@ -25,6 +25,8 @@ pub(super) struct RawConfig {
     pub policies: BTreeMap<String, RawPolicy>,
     #[serde(default)]
     pub abilities: BTreeMap<String, RawAbility>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<super::ingress::RawIngress>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -1,5 +1,6 @@
 use super::*;
 
+mod ingress;
 mod limiter;
 mod postgres;
 

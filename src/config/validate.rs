@@ -52,12 +52,17 @@ pub(super) fn validate(raw: RawConfig, env: Env<'_>) -> Result<Config, ConfigErr
             "needs at least one ability ([abilities.NAME]): every call names one",
         ));
     }
+    let ingress = raw
+        .ingress
+        .map(|raw| super::ingress::ingress(raw, env))
+        .transpose()?;
     Ok(Config {
         server,
         store,
         providers,
         policies,
         abilities,
+        ingress,
     })
 }
 

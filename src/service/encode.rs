@@ -48,8 +48,7 @@ pub(crate) fn state(s: ExecutionState) -> pb::ExecutionState {
 
 /// The wire form of an event of execution `id`, built as a prost message. The service
 /// streams events as [`WireEvent`](super::WireEvent)s instead; this is the form they must
-/// decode to.
-#[cfg(test)]
+/// decode to, and what the HTTP ingress writes as JSON.
 pub(crate) fn event(
     id: crate::execution::ExecutionId,
     e: &crate::execution::Event,

@@ -50,6 +50,7 @@ mod http_adapter_failures;
 mod http_end_of_body;
 mod http_proxy;
 mod idempotency;
+mod ingress;
 mod layers;
 mod log_format;
 mod metrics;

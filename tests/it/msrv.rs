@@ -21,7 +21,10 @@ fn no_locked_dependency_needs_a_newer_rust_than_the_one_stated() {
     // Every package of the locked tree that builds here, from the registry cache the build
     // already filled (a package only another platform builds may not be in it).
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let rustc = Command::new("rustc").arg("-vV").output().expect("rustc -vV runs");
+    let rustc = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV runs");
     let host = String::from_utf8_lossy(&rustc.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))

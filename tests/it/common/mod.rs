@@ -85,6 +85,8 @@ pub struct TestServer {
     pub channel: Channel,
     /// Where the server listens.
     pub addr: SocketAddr,
+    /// Where the HTTP ingress listens, when the config has one (on its own loopback port).
+    pub http: Option<SocketAddr>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), ServerError>>>,
 }
@@ -99,11 +101,21 @@ pub async fn start_with(config: Config) -> TestServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = oneshot::channel::<()>();
+    let ingress = match config.ingress {
+        Some(_) => Some(TcpListener::bind("127.0.0.1:0").await.unwrap()),
+        None => None,
+    };
+    let http = ingress.as_ref().map(|l| l.local_addr().unwrap());
     let runtime = Runtime::new(config).expect("runtime");
-    let task = tokio::spawn(model_runtime::server::serve(runtime, listener, async {
-        // A dropped sender also stops the server.
-        let _ = rx.await;
-    }));
+    let task = tokio::spawn(model_runtime::server::serve_with_ingress(
+        runtime,
+        listener,
+        ingress,
+        async {
+            // A dropped sender also stops the server.
+            let _ = rx.await;
+        },
+    ));
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
         .tcp_nodelay(true)
@@ -114,6 +126,7 @@ pub async fn start_with(config: Config) -> TestServer {
         client: ModelRuntimeClient::new(channel.clone()),
         channel,
         addr,
+        http,
         shutdown: Some(tx),
         task: Some(task),
     }
