@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """OpenAI's and Anthropic's Python SDKs, as they come, against the runtime's HTTP ingress
-(scripts/sdk_check.sh serves it with scripts/sdk_config.toml): chat completions and messages,
+(scripts/sdk_check.sh serves it with scripts/sdk_config.toml): chat completions, responses and
+messages,
 whole and streamed, a fallback the caller never sees, an answer cut after output that the SDK
 raises instead of returning, tools, the refusals as the SDK's own exceptions, and a retry under
 one Idempotency-Key attaching to the first execution.
@@ -89,7 +90,34 @@ def main() -> int:
         check("a different body under the key is refused", False)
     except openai.UnprocessableEntityError as e:
         check("a different body under the key is a 422", e.status_code == 422)
+    responses_api(client)
     return anthropic_sdk(base.removesuffix("/v1"))
+
+
+def responses_api(client):
+    whole = client.responses.create(model="chat", input="hello from the sdk")
+    check("responses: a whole response", whole.output_text == "hello from the sdk")
+    check("responses: the resolved target", whole.model == "scripted/echo" and whole.usage.output_tokens == 4)
+
+    with client.responses.stream(model="chat/fallback", input="hello from the sdk") as stream:
+        text = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
+        final = stream.get_final_response()
+    check("responses: a streamed response after a fallback", text == "hello from the sdk")
+    check("responses: the final response", final.status == "completed" and final.output_text == text)
+
+    seen = ""
+    try:
+        for event in client.responses.create(model="cut", input="one two three four", stream=True):
+            if event.type == "response.output_text.delta":
+                seen += event.delta
+        check("responses: a stream cut after output raises", False)
+    except openai.APIError:
+        check("responses: a stream cut after output raises, after its output", seen == "one two ")
+
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    called = client.responses.create(model="tools", input="weather?", tools=tools)
+    call = called.output[0]
+    check("responses: a function call", call.type == "function_call" and '"Paris"' in call.arguments)
 
 
 def anthropic_sdk(base) -> int:

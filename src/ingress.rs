@@ -2,8 +2,9 @@
 //! gateway speaks them, turned into executions without giving up a rule of the protocol.
 //! HTTP/1.1 and h2c on one listener of its own; off unless configured.
 //!
-//! - `POST /v1/chat/completions` (OpenAI's, `chat.rs`) and `POST /v1/messages` (Anthropic's,
-//!   `messages.rs`), answered alike (`answer.rs`); `GET /v1/models` (`models.rs`): the
+//! - `POST /v1/chat/completions` and `POST /v1/responses` (OpenAI's, `chat.rs`,
+//!   `responses.rs`) and `POST /v1/messages` (Anthropic's, `messages.rs`), answered alike
+//!   (`answer.rs`); `GET /v1/models` (`models.rs`): the
 //!   abilities a caller may name; the execution as a resource (`executions.rs`):
 //!   `GET /v1/executions/{id}`, its events as server-sent events, resumable, and
 //!   `POST /v1/executions/{id}/cancel`.
@@ -27,6 +28,7 @@ mod executions;
 mod messages;
 mod models;
 mod request;
+mod responses;
 mod route;
 mod stream;
 mod tokens;

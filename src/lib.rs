@@ -69,8 +69,8 @@
 //!   (`fuzz`).
 //! - [`ingress`]: the OpenAI- and Anthropic-compatible HTTP ingress (HTTP/1.1 and h2c), off
 //!   unless configured: which endpoint answers (`route`), a request's shared parts
-//!   (`request`), OpenAI's chat completions (`chat`) and Anthropic's Messages (`messages`),
-//!   answered alike (`answer`), the abilities as models (`models`), the execution as a
+//!   (`request`), OpenAI's chat completions (`chat`) and Responses (`responses`) and
+//!   Anthropic's Messages (`messages`), answered alike (`answer`), the abilities as models (`models`), the execution as a
 //!   resource (`executions`); an execution's events as an API writes them
 //!   (`stream`) in an answer's body (`body`), the tokens an answer reports (`tokens`), errors
 //!   in each API's shape (`error`), and a caller that goes away (`detach`).

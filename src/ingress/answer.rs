@@ -5,6 +5,7 @@
 //! failure before any output is still a real status.
 
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, BytesMut};
 use http::StatusCode;
@@ -144,4 +145,9 @@ impl Encoder for Whole {
     fn cut(&mut self, _: &mut BytesMut) {
         self.refused = Some(Refusal::cut());
     }
+}
+
+/// Seconds since the epoch, as `created` gives them.
+pub(super) fn unix_seconds(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

@@ -199,7 +199,7 @@ impl Refusal {
     }
 
     /// The error as JSON in `api`'s shape.
-    fn body(&self, api: Api) -> serde_json::Value {
+    pub(super) fn body(&self, api: Api) -> serde_json::Value {
         match api {
             Api::OpenAi => json!({"error": {
                 "message": self.message,

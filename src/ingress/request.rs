@@ -1,14 +1,19 @@
 //! What every API's request shares on its way to an execution: the body read as JSON with
 //! the field at fault named, the `model` read as an ability (`chat`) or an ability and a
 //! policy it allows (`chat/fast`), and the headers that carry the rest: `Idempotency-Key`,
-//! `Last-Event-ID`, `traceparent`, and the runtime's own `x-model-runtime-priority`.
+//! `Last-Event-ID`, `traceparent`, and the runtime's own `x-model-runtime-priority`; and what
+//! OpenAI's two APIs share: a reasoning effort as a budget, an image URL as bytes or a URL.
+
+use std::collections::BTreeMap;
 
 use http::HeaderMap;
 use serde::de::DeserializeOwned;
 
 use super::error::Refusal;
 use crate::config::Config;
-use crate::execution::{ExecuteRequest, Priority, TraceContext};
+use base64::Engine;
+
+use crate::execution::{ExecuteRequest, Image, Priority, TraceContext};
 
 /// The header a caller's priority (admission class) is read from.
 const PRIORITY: &str = "x-model-runtime-priority";
@@ -127,4 +132,61 @@ fn header(name: &str, headers: &HeaderMap) -> Result<Option<String>, Refusal> {
                 .map_err(|_| Refusal::invalid(name, "is not visible ASCII text"))
         })
         .transpose()
+}
+
+/// The reasoning budget `effort` (the request's `field`) stands for, in tokens: what providers
+/// that take a budget (Anthropic, Gemini, Bedrock) are given.
+pub(super) fn budget(field: &str, effort: Option<&str>) -> Result<Option<u32>, Refusal> {
+    let Some(effort) = effort else {
+        return Ok(None);
+    };
+    let tokens = match effort {
+        "minimal" => 1024,
+        "low" => 2048,
+        "medium" => 8192,
+        "high" => 24_576,
+        _ => {
+            return Err(Refusal::invalid(
+                field,
+                format!("`{effort}` is not one of minimal, low, medium, high"),
+            ));
+        }
+    };
+    Ok(Some(tokens))
+}
+
+/// The labels the usage facts carry: OpenAI's `metadata`, and `user` as the label `user`.
+pub(super) fn labels(
+    metadata: Option<&BTreeMap<String, String>>,
+    user: Option<&String>,
+) -> BTreeMap<String, String> {
+    let mut labels = metadata.cloned().unwrap_or_default();
+    if let Some(user) = user {
+        labels.insert("user".into(), user.clone());
+    }
+    labels
+}
+
+/// An image part's URL: a `data:` URL's bytes and media type, or a URL the provider fetches.
+pub(super) fn image(url: &str, field: &str) -> Result<Image, Refusal> {
+    let Some(data) = url.strip_prefix("data:") else {
+        return Ok(Image {
+            url: url.to_owned(),
+            ..Image::default()
+        });
+    };
+    let Some((media_type, encoded)) = data.split_once(";base64,") else {
+        return Err(Refusal::invalid(
+            field,
+            "a data: URL must be base64 (data:TYPE;base64,...)",
+        ));
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .map_err(|_| Refusal::invalid(field, "the data: URL's base64 does not decode"))?;
+    Ok(Image {
+        url: String::new(),
+        data: bytes,
+        media_type: media_type.to_owned(),
+    })
 }

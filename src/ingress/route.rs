@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::body::Answer;
 use super::error::{Api, Refusal};
-use super::{Shared, chat, executions, messages, models};
+use super::{Shared, chat, executions, messages, models, responses};
 
 /// Answers one request; with `server.access_log`, a line for it once its head is sent (a
 /// streamed answer's at its first shown event).
@@ -70,6 +70,7 @@ async fn answer(shared: &Arc<Shared>, request: http::Request<Incoming>) -> Answe
             chat::completions(shared, headers, &body).await
         }
         (["v1", "messages"], &Method::POST) => messages::create(shared, headers, &body).await,
+        (["v1", "responses"], &Method::POST) => responses::create(shared, headers, &body).await,
         (["v1", "models"], &Method::GET) => models::list(shared.runtime.config(), headers),
         (["v1", "executions", id], &Method::GET) => executions::get(shared, id).await,
         (["v1", "executions", id, "events"], &Method::GET) => {
@@ -79,7 +80,9 @@ async fn answer(shared: &Arc<Shared>, request: http::Request<Incoming>) -> Answe
             executions::cancel(shared, id, &body).await
         }
         (
-            ["v1", "chat", "completions"] | ["v1", "messages"] | ["v1", "executions", _, "cancel"],
+            ["v1", "chat", "completions"]
+            | ["v1", "messages" | "responses"]
+            | ["v1", "executions", _, "cancel"],
             _,
         ) => not_allowed(api, "POST"),
         (["v1", "models"] | ["v1", "executions", _] | ["v1", "executions", _, "events"], _) => {
@@ -140,7 +143,8 @@ fn not_found(api: Api, method: &Method, path: &str) -> Answer {
         StatusCode::NOT_FOUND,
         "not_found",
         format!(
-            "{method} {path} is not served here: POST /v1/chat/completions, POST /v1/messages, \
+            "{method} {path} is not served here: POST /v1/chat/completions, POST /v1/responses, \
+             POST /v1/messages, \
              GET /v1/models, \
              GET /v1/executions/{{id}}[/events], POST /v1/executions/{{id}}/cancel"
         ),

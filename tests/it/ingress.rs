@@ -6,6 +6,7 @@
 
 mod client;
 mod messages;
+mod responses;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -14,7 +15,9 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 use client::{Ask, Version, next_data, open, read, send};
-use model_runtime::config::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
+use model_runtime::config::{
+    AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec, ScriptedToolCall,
+};
 
 /// A grace short enough for a test to wait it out.
 const GRACE: Duration = Duration::from_millis(400);
@@ -53,6 +56,25 @@ fn config() -> ConfigBuilder {
         .ability("slow", AbilitySpec::new("slow"))
         .policy("hang", PolicySpec::new(&["flaky/stuck"]))
         .ability("hang", AbilitySpec::new("hang"))
+}
+
+/// `config` with a `tools` ability whose model calls `get_weather` for Paris.
+fn with_tools(config: ConfigBuilder) -> ConfigBuilder {
+    let call = ScriptedToolCall {
+        name: "get_weather".into(),
+        arguments: r#"{"city":"Paris"}"#.into(),
+    };
+    config
+        .provider(
+            "tools",
+            ProviderSpec::scripted().scripted_model(
+                "weather",
+                &["text", "tools"],
+                script(|s| s.tool_call = Some(call)),
+            ),
+        )
+        .policy("tools", PolicySpec::new(&["tools/weather"]))
+        .ability("tools", AbilitySpec::new("tools"))
 }
 
 fn chat(model: &str, prompt: &str, stream: bool) -> Value {

@@ -4,16 +4,16 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::execution::{
-    ContentPart, ExecutionInput, GenerationParameters, Image, Message, ResponseFormat,
-    ResponseFormatKind, Role, ToolCall, ToolDefinition,
+    ContentPart, ExecutionInput, GenerationParameters, Message, ResponseFormat, ResponseFormatKind,
+    Role, ToolCall, ToolDefinition,
 };
 
 use super::super::error::Refusal;
+use super::super::request::{budget, image, labels};
 
 /// `POST /v1/chat/completions`'s body.
 #[derive(Debug, Deserialize)]
@@ -164,18 +164,6 @@ struct Schema {
     schema: Option<serde_json::Value>,
 }
 
-/// The reasoning budget each `reasoning_effort` stands for, in tokens: what providers that
-/// take a budget (Anthropic, Gemini, Bedrock) are given.
-fn budget(effort: &str) -> Option<u32> {
-    match effort {
-        "minimal" => Some(1024),
-        "low" => Some(2048),
-        "medium" => Some(8192),
-        "high" => Some(24_576),
-        _ => None,
-    }
-}
-
 impl ChatRequest {
     /// What the execution is given, and the capabilities the request needs beyond the
     /// ability's: tools for tools, vision for an image, json_schema for a schema.
@@ -259,15 +247,7 @@ impl ChatRequest {
         &self,
         response_format: Option<ResponseFormat>,
     ) -> Result<GenerationParameters, Refusal> {
-        let reasoning_budget_tokens = match &self.reasoning_effort {
-            None => None,
-            Some(effort) => Some(budget(effort).ok_or_else(|| {
-                Refusal::invalid(
-                    "reasoning_effort",
-                    format!("`{effort}` is not one of minimal, low, medium, high"),
-                )
-            })?),
-        };
+        let reasoning_budget_tokens = budget("reasoning_effort", self.reasoning_effort.as_deref())?;
         let stop_sequences = match &self.stop {
             None => Vec::new(),
             Some(Stop::One(one)) => vec![one.clone()],
@@ -285,11 +265,7 @@ impl ChatRequest {
 
     /// The labels the usage facts carry: `metadata`, and `user` as the label `user`.
     pub(super) fn labels(&self) -> BTreeMap<String, String> {
-        let mut labels = self.metadata.clone().unwrap_or_default();
-        if let Some(user) = &self.user {
-            labels.insert("user".into(), user.clone());
-        }
-        labels
+        labels(self.metadata.as_ref(), self.user.as_ref())
     }
 }
 
@@ -391,28 +367,4 @@ impl Tool {
             ),
         })
     }
-}
-
-/// An image part's URL: a `data:` URL's bytes and media type, or a URL the provider fetches.
-fn image(url: &str, field: &str) -> Result<Image, Refusal> {
-    let Some(data) = url.strip_prefix("data:") else {
-        return Ok(Image {
-            url: url.to_owned(),
-            ..Image::default()
-        });
-    };
-    let Some((media_type, encoded)) = data.split_once(";base64,") else {
-        return Err(Refusal::invalid(
-            field,
-            "a data: URL must be base64 (data:TYPE;base64,...)",
-        ));
-    };
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(encoded)
-        .map_err(|_| Refusal::invalid(field, "the data: URL's base64 does not decode"))?;
-    Ok(Image {
-        url: String::new(),
-        data: bytes,
-        media_type: media_type.to_owned(),
-    })
 }

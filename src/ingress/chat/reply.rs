@@ -5,23 +5,18 @@
 //! object instead, which the SDKs raise.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use bytes::{BufMut, BytesMut};
 use serde_json::{Value, json};
 
-use super::super::answer::{Shown, Streamed};
+use super::super::answer::{Shown, Streamed, unix_seconds};
 use super::super::error::{Api, Refusal};
 use super::super::stream::Encoder;
 use super::super::tokens::{Tally, Tokens};
 use crate::execution::{
     Event, EventPayload, ExecutionId, ExecutionResult, FinishReason, ReasoningPiece,
 };
-
-/// Seconds since the epoch, as `created` gives them.
-pub(super) fn unix_seconds(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
 
 fn finish_reason(reason: FinishReason) -> &'static str {
     match reason {

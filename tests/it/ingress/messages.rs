@@ -3,10 +3,7 @@
 use serde_json::{Value, json};
 
 use super::client::{Ask, Reply, Version, send};
-use super::{config, serve};
-use crate::common::*;
-use model_runtime::config::ScriptedToolCall;
-use model_runtime::config::{AbilitySpec, PolicySpec, ProviderSpec};
+use super::{config, serve, with_tools};
 
 const MESSAGES: &str = "/v1/messages";
 
@@ -116,22 +113,7 @@ async fn a_failure_after_output_ends_with_an_error_event_and_no_stop() {
 
 #[tokio::test]
 async fn tools_go_out_as_tool_use_and_come_back_as_tool_results() {
-    let config = config()
-        .provider(
-            "tools",
-            ProviderSpec::scripted().scripted_model(
-                "weather",
-                &["text", "tools"],
-                script(|s| {
-                    s.tool_call = Some(ScriptedToolCall {
-                        name: "get_weather".into(),
-                        arguments: r#"{"city":"Paris"}"#.into(),
-                    })
-                }),
-            ),
-        )
-        .policy("tools", PolicySpec::new(&["tools/weather"]))
-        .ability("tools", AbilitySpec::new("tools"));
+    let config = with_tools(config());
     let (_server, http) = serve(config).await;
     let tools = json!([{"name": "get_weather", "input_schema": {"type": "object"}}]);
     let mut ask = messages("tools", "weather?", false);
