@@ -4,7 +4,7 @@
 //! idempotency key, a caller that goes away, resuming, the refusals with their statuses, the
 //! models and the execution as a resource, and the drain.
 
-mod client;
+pub(crate) mod client;
 mod messages;
 mod responses;
 

@@ -393,3 +393,27 @@ async fn without_export_the_callers_context_reaches_the_provider_unchanged() {
     assert_eq!(requests[1].header("tracestate"), None);
     server.stop().await;
 }
+
+/// Through the HTTP ingress, the caller's `traceparent` and `tracestate` headers reach the
+/// provider as through gRPC.
+#[tokio::test]
+async fn through_the_http_ingress_the_callers_context_reaches_the_provider() {
+    use crate::ingress::client::{Ask, Version, send};
+    let upstream = upstream(Adapter::OpenAi).await;
+    let config = config(Adapter::OpenAi, &upstream).ingress("127.0.0.1:0", Duration::from_secs(1));
+    let server = start_with(config.build().unwrap()).await;
+    let parent = traceparent();
+    let headers = [
+        ("traceparent", parent.as_str()),
+        ("tracestate", "vendor=opaque"),
+    ];
+    let body =
+        serde_json::json!({"model": "chat", "messages": [{"role": "user", "content": PROMPT}]});
+    let ask = Ask::post("/v1/chat/completions").with(&headers);
+    let reply = send(server.http.unwrap(), Version::Http1, ask, Some(&body)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let requests = upstream.requests();
+    assert_eq!(requests[0].header("traceparent"), Some(parent.as_str()));
+    assert_eq!(requests[0].header("tracestate"), Some("vendor=opaque"));
+    server.stop().await;
+}
