@@ -26,6 +26,9 @@ def main() -> int:
     client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0)
     user = [{"role": "user", "content": "hello from the sdk"}]
 
+    ids = [m.id for m in client.models.list()]
+    check("the models are the abilities", "chat" in ids and "chat/fallback" in ids)
+
     whole = client.chat.completions.create(model="chat", messages=user)
     check("a whole answer", whole.choices[0].message.content == "hello from the sdk")
     check("the resolved target is the model", whole.model == "scripted/echo")
@@ -123,6 +126,9 @@ def responses_api(client):
 def anthropic_sdk(base) -> int:
     client = anthropic.Anthropic(base_url=base, api_key="unused", max_retries=0)
     user = [{"role": "user", "content": "hello from the sdk"}]
+
+    ids = [m.id for m in client.models.list()]
+    check("anthropic: the models are the abilities", "chat" in ids and "tools" in ids)
 
     whole = client.messages.create(model="chat", max_tokens=64, messages=user)
     check("anthropic: a whole message", whole.content[0].text == "hello from the sdk")
