@@ -108,28 +108,28 @@
 //! 10. `fuzz_regressions`
 //!
 //! # Rules and their homes
-//! Each rule of the protocol is written once:
+//! Each rule of the protocol is written once; the ids are `docs/protocol.md`'s:
 //!
 //! | rule | file |
 //! |---|---|
-//! | state machine: every transition | `execution/state.rs` |
-//! | commit: what commits output, what follows a failure after it | `execution/commit.rs` |
-//! | idempotency: canonical request, fingerprint, comparison | `execution/idempotency.rs` |
-//! | error codes and their wire names | `execution/code.rs` |
-//! | request validation (every field violation) | `runtime/validate.rs` |
-//! | capability filter and deterministic order | `routing/plan.rs` |
-//! | attempt budget: retry, fallback, stop, time limits | `routing/budget.rs` |
-//! | admission: permits and the bounded FIFO queue | `routing/admission.rs` |
-//! | evidence: attempt records, outcome, failure messages | `runtime/driver/evidence.rs` |
+//! | state machine: every transition (STATE-1..3, EXEC-4) | `execution/state.rs` |
+//! | commit: what commits output, what follows a failure after it (COMMIT-1..4) | `execution/commit.rs` |
+//! | idempotency: canonical request, fingerprint, comparison (IDEM-1, IDEM-2) | `execution/idempotency.rs` |
+//! | error codes and their wire names (ERR-4) | `execution/code.rs` |
+//! | request validation (every field violation: ERR-1) | `runtime/validate.rs` |
+//! | capability filter and deterministic order (ROUTE-3, ROUTE-4) | `routing/plan.rs` |
+//! | attempt budget: retry, fallback, stop, time limits (ROUTE-5..10, DEADLINE-1) | `routing/budget.rs` |
+//! | admission: permits and the bounded FIFO queue (ADMIT-1..4) | `routing/admission.rs` |
+//! | evidence: attempt records, outcome, failure messages (ROUTE-11) | `runtime/driver/evidence.rs` |
 //! | append before every wait | `runtime/driver/pending.rs` |
-//! | retention and capacity of terminal executions | `store/retention.rs` |
-//! | resumable cursors (`Watch`) | `runtime/watch.rs` |
-//! | cancellation, with or without a driver | `runtime/cancel.rs` |
-//! | errors -> gRPC statuses | `service/status.rs` |
-//! | errors -> HTTP statuses and each API's error shape; the error event after output | `ingress/error.rs` |
-//! | the HTTP ingress: `model` -> ability and policy, `stream: false` -> buffered delivery | `ingress/request.rs`, `ingress/chat.rs` |
-//! | a caller that goes away cancels, at once or after the grace an `Idempotency-Key` buys | `ingress/detach.rs` |
-//! | shutdown order | `runtime.rs` (`Runtime::shutdown`), `server.rs` |
+//! | retention and capacity of terminal executions (STORE-2, IDEM-3) | `store/retention.rs` |
+//! | resumable cursors (`Watch`: CURSOR-1..4) | `runtime/watch.rs` |
+//! | cancellation, with or without a driver (CANCEL-1, CANCEL-2) | `runtime/cancel.rs` |
+//! | errors -> gRPC statuses (ERR-1..3, DRAIN-1) | `service/status.rs` |
+//! | errors -> HTTP statuses and each API's error shape; the error event after output (HTTP-3) | `ingress/error.rs` |
+//! | the HTTP ingress: `model` -> ability and policy, `stream: false` -> buffered delivery (HTTP-1, HTTP-2, HTTP-4) | `ingress/request.rs`, `ingress/chat.rs` |
+//! | a caller that goes away cancels, at once or after the grace an `Idempotency-Key` buys (HTTP-5) | `ingress/detach.rs` |
+//! | shutdown order (DRAIN-2, DRAIN-3) | `runtime.rs` (`Runtime::shutdown`), `server.rs` |
 //! | connection and stream limits, stalled streams | `server/connection.rs`, `server/stream.rs` |
 //! | connection places: idle ones give way at the limit | `server/places.rs` |
 //! | unsent response data per connection | `server/unsent.rs` |
@@ -139,22 +139,22 @@
 //! | provider HTTP/1.1 responses: framing and persistence (`docs/h1.md`) | `crates/h1/src/head.rs`, `crates/h1/src/framing.rs` |
 //! | provider connection reuse: which connection goes back, and for how long | `crates/h1/src/call.rs` (`release`), `crates/h1/src/pool.rs` |
 //! | provider error classification: status, body and transport -> class | `provider/http/classify.rs` |
-//! | usage facts: their shape; reported, else estimated and labelled so; the export's order | `execution/usage.rs`, `provider/tally.rs`, `store/usage.rs` |
+//! | usage facts: their shape; reported, else estimated and labelled so; the export's order (USAGE-1..5) | `execution/usage.rs`, `provider/tally.rs`, `store/usage.rs` |
 //! | journal framing, sealing and the fsync policy | `store/file/codec.rs`, `store/file/seal.rs`, `store/file/writer.rs` |
 //! | journal recovery, in reading order (`store/file/open.rs`): the lock, the files and their tallies, the records, the usage mark, what was running, the compaction | `store/file/lock.rs`, `store/file/segment.rs`, `store/file/replay.rs`, `store/file/reader.rs`, `store/file/mark.rs`, `execution/interrupted.rs`, `store/file/compact.rs` |
 //! | why the file store did not open (the file, the offset, what is wrong), and why a store operation failed | `store/file/error.rs`, `store/error.rs` |
-//! | replicas: ownership and fencing (an append or create only under the owner's current lease) | `store/postgres/writer.rs`, `store/postgres/insert.rs` |
+//! | replicas: ownership and fencing (an append or create only under the owner's current lease: STORE-3) | `store/postgres/writer.rs`, `store/postgres/insert.rs` |
 //! | replicas: the lease, renewed apart from all other work; what loses it | `store/postgres/lease.rs` |
-//! | replicas: takeover, and ending what no driver will end | `store/postgres/takeover.rs` |
-//! | replicas: a statement's lost answer resolved before the caller is answered | `store/postgres/writer.rs` (`written`), `store/postgres/create.rs` (`landed`) |
+//! | replicas: takeover, and ending what no driver will end (STORE-1, STORE-3) | `store/postgres/takeover.rs` |
+//! | replicas: a statement's lost answer resolved before the caller is answered (STORE-4) | `store/postgres/writer.rs` (`written`), `store/postgres/create.rs` (`landed`) |
 //! | the global limit's permits, and a set that lost writes settling first | `routing/limiter.rs`, `routing/limiter/scripts.rs` |
 //! | the global limit: permits renewed within the lease, released ones given back | `routing/limiter/keeper.rs` |
 //! | the global limit while Redis does not answer (`on_unavailable`) | `routing/limiter/gate.rs` |
-//! | health: what an attempt says of its target, ejection, probes, recovery | `routing/health/signal.rs`, `routing/health.rs` |
+//! | health: what an attempt says of its target, ejection, probes, recovery (ROUTE-12) | `routing/health/signal.rs`, `routing/health.rs` |
 //! | health in the plan: ejected targets skipped, `on_all_unhealthy` | `routing/health/plan.rs` |
-//! | replicas: a cancel on any replica carried out by the owner | `store/postgres/cancel.rs`, `runtime/remote_cancel.rs` |
+//! | replicas: a cancel on any replica carried out by the owner (CANCEL-3) | `store/postgres/cancel.rs`, `runtime/remote_cancel.rs` |
 //! | fetched credentials refreshed before they expire; a failed fetch shared | `provider/refresh.rs` |
-//! | buffered delivery: output held until the attempt succeeds; a failed attempt's dropped, kept as evidence | `runtime/driver/batch.rs`, `runtime/driver/held.rs` |
+//! | buffered delivery: output held until the attempt succeeds; a failed attempt's dropped, kept as evidence (COMMIT-5) | `runtime/driver/batch.rs`, `runtime/driver/held.rs` |
 //!
 //! # Words coined here
 //! - *admission*: a permit from a provider's gate (`routing/admission.rs`), and nothing else;

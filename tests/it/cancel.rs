@@ -1,5 +1,6 @@
 //! `CancelExecution` ends a queued or running execution as CANCELLED, releases its admission
 //! slot or permit, records the caller's reason, and leaves a finished execution unchanged.
+//! (docs/protocol.md: CANCEL-1, CANCEL-2.)
 
 use crate::common;
 

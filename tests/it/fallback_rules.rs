@@ -1,6 +1,7 @@
 //! When the router may fall back: only before output is committed, only when the caller allows
 //! a second target, and only after an error another target could avoid (`retryable`, or
-//! `rejected` unless the policy stops on it); an `invalid` request stops.
+//! `rejected` unless the policy stops on it); an `invalid` request stops. (docs/protocol.md:
+//! COMMIT-1, COMMIT-2, COMMIT-4, ROUTE-7, ROUTE-8.)
 
 use crate::common;
 

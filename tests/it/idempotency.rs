@@ -1,5 +1,6 @@
 //! An idempotency key binds one request to one execution: repeating it attaches to the first
 //! execution (whatever the deadline); reusing it for a different request is ALREADY_EXISTS.
+//! (docs/protocol.md: IDEM-1, IDEM-2.)
 
 use crate::common;
 

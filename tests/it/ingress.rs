@@ -2,7 +2,7 @@
 //! and not, keeping every rule of the protocol (a fallback before commit unseen, a failure
 //! after output raised and never a normal end, buffered delivery rescued after a cut), the
 //! idempotency key, a caller that goes away, resuming, the refusals with their statuses, the
-//! models and the execution as a resource, and the drain.
+//! models and the execution as a resource, and the drain. (docs/protocol.md: HTTP-1..5.)
 
 pub(crate) mod client;
 mod messages;

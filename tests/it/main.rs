@@ -60,6 +60,7 @@ mod msrv;
 mod openai_adapter;
 mod price_cli;
 mod priority;
+mod protocol;
 mod provider_health;
 mod reasoning;
 mod replicas;

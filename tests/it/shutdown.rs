@@ -1,6 +1,6 @@
 //! Graceful shutdown: admission stops at once (UNAVAILABLE, metadata STOPPING), running work
 //! finishes within the drain timeout, what is left is cancelled, and every open stream gets
-//! its terminal event before the server returns.
+//! its terminal event before the server returns. (docs/protocol.md: DRAIN-1, DRAIN-2.)
 
 use crate::common;
 

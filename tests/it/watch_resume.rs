@@ -1,6 +1,6 @@
 //! `Watch` is a resumable cursor over one execution's events: it replays what follows
 //! `after_sequence`, follows live events and ends after the terminal one. Closing a stream
-//! never cancels the execution.
+//! never cancels the execution. (docs/protocol.md: CURSOR-1..4.)
 
 use crate::common;
 
