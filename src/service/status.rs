@@ -1,8 +1,11 @@
 //! The one place a [`RuntimeError`] becomes a `tonic::Status`, with rich error details
-//! (`google.rpc.BadRequest`, `ResourceInfo`, `ErrorInfo`) that any gRPC client can decode.
+//! (`google.rpc.BadRequest`, `ResourceInfo`, `ErrorInfo`, `RetryInfo`) that any gRPC client
+//! can decode, and gRPC's own retry pushback on what a client should retry.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
+use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
@@ -49,23 +52,21 @@ pub fn to_status(error: RuntimeError) -> Status {
                 format!("idempotency key `{key}` is bound to a different request"),
             ),
         ),
-        RuntimeError::ResourceExhausted(exhausted) => Status::with_error_details(
+        RuntimeError::ResourceExhausted(exhausted) => retry_later(
             Code::ResourceExhausted,
             message,
-            ErrorDetails::with_error_info(
-                exhausted_reason(exhausted),
-                ERROR_DOMAIN,
-                HashMap::new(),
-            ),
+            exhausted_reason(exhausted),
+            RETRY_FULL,
         ),
-        RuntimeError::Unavailable(refusal) => Status::with_error_details(
+        RuntimeError::Unavailable(refusal) => retry_later(
             Code::Unavailable,
             message,
-            ErrorDetails::with_error_info(
-                unavailable_reason(refusal),
-                ERROR_DOMAIN,
-                HashMap::new(),
-            ),
+            unavailable_reason(refusal),
+            match refusal {
+                // Another replica takes it now; this one will not.
+                NotReady::Stopping => RETRY_ELSEWHERE,
+                NotReady::StorageFailed => RETRY_FULL,
+            },
         ),
         RuntimeError::Internal { error_id } => Status::with_error_details(
             Code::Internal,
@@ -77,6 +78,27 @@ pub fn to_status(error: RuntimeError) -> Status {
             ),
         ),
     }
+}
+
+/// How long a client waits before it asks a full runtime again.
+const RETRY_FULL: Duration = Duration::from_secs(1);
+
+/// How long a client waits before it asks again when this replica is draining: another one
+/// (the balancer's next pick, once this one's GOAWAY arrives) can take the call at once.
+const RETRY_ELSEWHERE: Duration = Duration::from_millis(100);
+
+/// A refusal the client should retry after `wait`: `ErrorInfo` with its reason, and the wait
+/// twice over, as `google.rpc.RetryInfo` and as gRPC's own `grpc-retry-pushback-ms`, which a
+/// channel's retry policy honours.
+fn retry_later(code: Code, message: String, reason: &'static str, wait: Duration) -> Status {
+    let mut details = ErrorDetails::with_error_info(reason, ERROR_DOMAIN, HashMap::new());
+    details.set_retry_info(Some(wait));
+    let mut status = Status::with_error_details(code, message, details);
+    status.metadata_mut().insert(
+        "grpc-retry-pushback-ms",
+        MetadataValue::from(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
+    );
+    status
 }
 
 // The `google.rpc.ErrorInfo` reasons, all here: clients match on them.
@@ -119,6 +141,28 @@ mod tests {
             })
             .unwrap_or_default();
         assert_eq!(fields, ["ability", "input.messages"]);
+    }
+
+    #[test]
+    fn what_a_client_should_retry_says_when() {
+        let full = to_status(RuntimeError::ResourceExhausted(Exhausted::StoreFull {
+            executions: 1,
+            bytes: 1,
+        }));
+        let draining = to_status(RuntimeError::Unavailable(NotReady::Stopping));
+        let failed = to_status(RuntimeError::Unavailable(NotReady::StorageFailed));
+        for (status, wait) in [(&full, 1000), (&draining, 100), (&failed, 1000)] {
+            let retry = status.get_error_details().retry_info().cloned();
+            let delay = retry.and_then(|r| r.retry_delay);
+            assert_eq!(delay, Some(Duration::from_millis(wait)), "{status:?}");
+            let pushback = status.metadata().get("grpc-retry-pushback-ms");
+            assert_eq!(
+                pushback.and_then(|v| v.to_str().ok()),
+                Some(wait.to_string().as_str())
+            );
+        }
+        let internal = to_status(RuntimeError::internal(&"x"));
+        assert!(internal.metadata().get("grpc-retry-pushback-ms").is_none());
     }
 
     #[test]

@@ -60,6 +60,9 @@ async fn running_work_finishes_while_new_work_is_refused() {
         .await
         .expect_err("no new work while stopping");
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    // Over the wire, a retry policy's pushback: another replica may take it at once.
+    let pushback = status.metadata().get("grpc-retry-pushback-ms");
+    assert_eq!(pushback.and_then(|v| v.to_str().ok()), Some("100"));
 
     // The running execution completes and its stream gets the terminal event.
     let mut events = vec![first];
