@@ -3,7 +3,8 @@
 # Python client that knows the API only through server reflection (v1alpha). Then the same
 # over a Unix socket (sidecar mode) as grpcio reaches one, `unix:PATH`, with no
 # `grpc.default_authority`: grpcio then sends the socket's path, percent-encoded, as the
-# `:authority`, which the server must accept. Used by .ci/run.
+# `:authority`, which the server must accept. Then scripts/retry_pushback.py: grpcio's retry
+# policy waits for the server's pushback. Used by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,9 +15,10 @@ dir=$(mktemp -d)
 servers=()
 trap 'for s in "${servers[@]}"; do kill "$s" 2>/dev/null || true; done; rm -rf "$dir"' EXIT
 
-# Starts `serve --listen $1` logging to $2; sets `addr` to the address it logs once serving.
+# Starts `serve --listen $1` logging to $2 (on the config $3, if given); sets `addr` to the
+# address it logs once serving.
 serve() {
-  "$binary" serve --listen "$1" >/dev/null 2>"$2" &
+  "$binary" serve --listen "$1" ${3:+--config "$3"} >/dev/null 2>"$2" &
   servers+=($!)
   addr=""
   for _ in $(seq 1 100); do
@@ -36,6 +38,9 @@ timeout 60 python3 scripts/foreign_client.py "$addr" "hello from a foreign clien
 
 serve "unix:$dir/mr.sock" "$dir/unix.log"
 timeout 60 python3 scripts/foreign_client.py "$addr" "hello over the sidecar socket"
+
+serve 127.0.0.1:0 "$dir/full.log" scripts/retry_pushback.toml
+timeout 60 python3 scripts/retry_pushback.py "$addr"
 
 for s in "${servers[@]}"; do
   kill -TERM "$s"
