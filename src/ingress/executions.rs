@@ -5,6 +5,7 @@
 //! not cancel), and `POST /v1/executions/{id}/cancel` (`{"reason": ...}`, optional). Each
 //! message is in protobuf's canonical JSON, as `buf curl` prints the gRPC answers.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
@@ -129,11 +130,13 @@ impl Encoder for Resource {
         let wire = encode::event(self.id, event);
         match canonical_json(&wire, "model_runtime.v1.ExecutionEvent", false) {
             Ok(json) => {
-                out.put_slice(b"id: ");
-                out.put_slice(event.sequence.to_string().as_bytes());
-                out.put_slice(b"\nevent: ");
-                out.put_slice(event.payload.type_name().as_bytes());
-                out.put_slice(b"\ndata: ");
+                // Writing into memory cannot fail.
+                let _ = write!(
+                    out,
+                    "id: {}\nevent: {}\ndata: ",
+                    event.sequence,
+                    event.payload.type_name()
+                );
                 out.put_slice(json.as_bytes());
                 out.put_slice(b"\n\n");
             }

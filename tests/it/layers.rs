@@ -169,9 +169,17 @@ fn heads(rest: &str) -> Vec<String> {
     }
 }
 
-/// Every path to the crate root in `code` (of a file whose module path is `depth` long):
-/// the line and the root item it names.
-fn root_paths(code: &str, depth: usize) -> Vec<(usize, String)> {
+/// Where a path in code starts from: the crate root, or `super::` climbed `climbs` times from
+/// within `inline` inline modules (`mod tests { .. }`) of the file.
+#[derive(Debug, Clone, Copy)]
+enum Start {
+    Root,
+    Up { climbs: usize, inline: usize },
+}
+
+/// Every path in `code` that begins with `crate::` or `super::`: its line, where it starts
+/// from, and the text after the prefix. Comments and strings are the caller's to strip.
+fn reaches(code: &str) -> Vec<(usize, Start, &str)> {
     let bytes = code.as_bytes();
     // Any byte of a multi-byte character counts as part of an identifier.
     let ident_at =
@@ -200,7 +208,7 @@ fn root_paths(code: &str, depth: usize) -> Vec<(usize, String)> {
         }
         let rest = &code[i..];
         if let Some(after) = rest.strip_prefix("crate::") {
-            found.extend(heads(after).into_iter().map(|head| (line, head)));
+            found.push((line, Start::Root, after));
             i += "crate::".len();
             continue;
         }
@@ -211,9 +219,11 @@ fn root_paths(code: &str, depth: usize) -> Vec<(usize, String)> {
                 climbs += 1;
                 after = next;
             }
-            if climbs >= depth + inline.len() {
-                found.extend(heads(after).into_iter().map(|head| (line, head)));
-            }
+            let up = Start::Up {
+                climbs,
+                inline: inline.len(),
+            };
+            found.push((line, up, after));
             i += "super::".len() * climbs;
             continue;
         }
@@ -229,6 +239,19 @@ fn root_paths(code: &str, depth: usize) -> Vec<(usize, String)> {
         i += 1;
     }
     found
+}
+
+/// Every path to the crate root in `code` (of a file whose module path is `depth` long):
+/// the line and the root item it names.
+fn root_paths(code: &str, depth: usize) -> Vec<(usize, String)> {
+    reaches(code)
+        .into_iter()
+        .filter(|(_, from, _)| match *from {
+            Start::Root => true,
+            Start::Up { climbs, inline } => climbs >= depth + inline,
+        })
+        .flat_map(|(line, _, after)| heads(after).into_iter().map(move |head| (line, head)))
+        .collect()
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -4,6 +4,7 @@
 //! only when the execution succeeded: one that fails after output began ends with an error
 //! object instead, which the SDKs raise.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -99,23 +100,19 @@ pub(super) struct Chunks {
 
 impl Chunks {
     pub(super) fn new(id: ExecutionId, created: SystemTime, include_usage: bool) -> Self {
-        Self {
+        let mut chunks = Self {
             id: id.to_text(),
             created: unix_seconds(created),
             include_usage,
             head: Vec::new(),
             tally: Tally::default(),
             shown: Shown::new(Api::OpenAi),
-        }
-        .aimed_at(Arc::from(""))
+        };
+        chunks.aim(Arc::from(""));
+        chunks
     }
 
     /// The chunks from now on are the target `target`'s.
-    fn aimed_at(mut self, target: Arc<str>) -> Self {
-        self.aim(target);
-        self
-    }
-
     fn aim(&mut self, target: Arc<str>) {
         let head = json!({
             "id": self.id,
@@ -136,9 +133,7 @@ impl Chunks {
 
     /// A chunk holding a text delta, written straight.
     fn text(&mut self, sequence: u64, text: &str, out: &mut BytesMut) {
-        out.put_slice(b"id: ");
-        out.put_slice(sequence.to_string().as_bytes());
-        out.put_slice(b"\ndata: ");
+        open(sequence, out);
         out.put_slice(&self.head);
         if !self.shown.began {
             self.shown.began = true;
@@ -188,11 +183,16 @@ impl Chunks {
     }
 }
 
+/// A server-sent event's start, up to its data: its id the event's sequence, written in
+/// place (no string made for the number).
+fn open(sequence: u64, out: &mut BytesMut) {
+    // Writing into memory cannot fail.
+    let _ = write!(out, "id: {sequence}\ndata: ");
+}
+
 /// `chunk` as one server-sent event, with its sequence as the event's id.
 fn write(sequence: u64, chunk: &Value, out: &mut BytesMut) {
-    out.put_slice(b"id: ");
-    out.put_slice(sequence.to_string().as_bytes());
-    out.put_slice(b"\ndata: ");
+    open(sequence, out);
     // Writing a `Value` into memory cannot fail.
     let _ = serde_json::to_writer((&mut *out).writer(), chunk);
     out.put_slice(b"\n\n");

@@ -5,6 +5,7 @@
 //! `event: error` instead, which the SDKs raise. `model` is the resolved `provider/model`, `id`
 //! the execution's id.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
@@ -206,7 +207,8 @@ impl Encoder for Stream {
                 let index = self.block(Open::Text, || json!({"type": "text", "text": ""}), out);
                 // The most of what a stream carries: written straight, with no tree built.
                 out.put_slice(b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":");
-                out.put_slice(index.to_string().as_bytes());
+                // Writing into memory cannot fail.
+                let _ = write!(out, "{index}");
                 out.put_slice(b",\"delta\":{\"type\":\"text_delta\",\"text\":");
                 // Writing a string into memory cannot fail.
                 let _ = serde_json::to_writer((&mut *out).writer(), text.as_str());

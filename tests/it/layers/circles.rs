@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-use super::{code, is_ident, module_path, rust_files, src};
+use super::{Start, code, is_ident, module_path, reaches, rust_files, src};
 
 /// Every path in a use-tree starting at `rest`, segment by segment: `a::b::{c, d::e}` gives
 /// `[a, b, c]` and `[a, b, d, e]`.
@@ -53,64 +53,24 @@ fn paths(rest: &str) -> Vec<Vec<String>> {
 /// The absolute module paths (below the crate root, possibly ending in an item) that `code`,
 /// a file at module path `own`, names through `crate::` and `super::`.
 fn targets(code: &str, own: &[String]) -> Vec<Vec<String>> {
-    let bytes = code.as_bytes();
-    let ident_at =
-        |i: usize| bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] >= 0x80;
     let mut found = Vec::new();
-    let mut inline: Vec<usize> = Vec::new();
-    let mut braces = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'{' => braces += 1,
-            b'}' => {
-                braces -= 1;
-                if inline.last() == Some(&braces) {
-                    inline.pop();
+    for (_, from, after) in reaches(code) {
+        let base = match from {
+            Start::Root => &own[..0],
+            Start::Up { climbs, inline } => {
+                // Inside an inline module, the first climbs only leave it.
+                let climbs_out = climbs.saturating_sub(inline);
+                if climbs_out > own.len() {
+                    continue;
                 }
+                &own[..own.len() - climbs_out]
             }
-            _ => {}
-        }
-        if i > 0 && ident_at(i - 1) {
-            i += 1;
-            continue;
-        }
-        let rest = &code[i..];
-        if let Some(after) = rest.strip_prefix("crate::") {
-            found.extend(paths(after));
-            i += "crate::".len();
-            continue;
-        }
-        if rest.starts_with("super::") {
-            let mut climbs: usize = 0;
-            let mut after = rest;
-            while let Some(next) = after.strip_prefix("super::") {
-                climbs += 1;
-                after = next;
-            }
-            // Inside an inline module, the first climbs only leave it.
-            let climbs_out = climbs.saturating_sub(inline.len());
-            if climbs_out <= own.len() {
-                let base = &own[..own.len() - climbs_out];
-                found.extend(paths(after).into_iter().map(|tail| {
-                    let mut path = base.to_vec();
-                    path.extend(tail);
-                    path
-                }));
-            }
-            i += "super::".len() * climbs;
-            continue;
-        }
-        if let Some(after) = rest.strip_prefix("mod ") {
-            let name_len = after
-                .bytes()
-                .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
-                .count();
-            if after[name_len..].trim_start().starts_with('{') {
-                inline.push(braces);
-            }
-        }
-        i += 1;
+        };
+        found.extend(paths(after).into_iter().map(|tail| {
+            let mut path = base.to_vec();
+            path.extend(tail);
+            path
+        }));
     }
     found
 }
