@@ -31,6 +31,8 @@ mod request;
 mod responses;
 mod route;
 mod stream;
+#[cfg(test)]
+mod tests;
 mod tokens;
 
 use std::sync::Arc;
