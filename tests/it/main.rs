@@ -32,6 +32,7 @@ mod cli_api;
 mod cli_exec;
 mod cli_health;
 mod compression;
+mod conformance_kit;
 mod connection_limits;
 mod crash;
 mod cut_attempt_usage;

@@ -124,8 +124,13 @@ impl Ctx {
                 .received(run)
                 .iter()
                 .map(|r| {
+                    let key = r
+                        .idempotency
+                        .as_ref()
+                        .map(|k| format!(" idempotency {k}"))
+                        .unwrap_or_default();
                     format!(
-                        "+{} ms {}",
+                        "+{} ms {}{key}",
                         r.at.saturating_duration_since(run.sent).as_millis(),
                         r.target()
                     )

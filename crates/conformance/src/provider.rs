@@ -37,6 +37,9 @@ pub struct Received {
     pub nonce: Option<String>,
     /// When it arrived, by the kit's clock.
     pub at: Instant,
+    /// The idempotency the request carried to the provider (`Idempotency-Key`, or OpenAI's
+    /// `X-Client-Request-Id`), if any.
+    pub idempotency: Option<String>,
 }
 
 impl Received {
@@ -134,6 +137,10 @@ async fn accept(listener: TcpListener, log: Arc<Log>) {
 async fn answer(request: Request<Incoming>, log: Arc<Log>) -> Result<Response<Body>, Infallible> {
     let at = Instant::now();
     let path = request.uri().path().to_owned();
+    let idempotency = ["idempotency-key", "x-client-request-id"]
+        .into_iter()
+        .find_map(|name| request.headers().get(name)?.to_str().ok())
+        .map(str::to_owned);
     let Some(provider) = path
         .strip_suffix("/v1/chat/completions")
         .and_then(|p| p.strip_prefix('/'))
@@ -158,6 +165,7 @@ async fn answer(request: Request<Incoming>, log: Arc<Log>) -> Result<Response<Bo
         model: model.clone(),
         nonce: nonce(&body),
         at,
+        idempotency,
     });
     let Some(behaviour) = Behaviour::named(&model) else {
         return Ok(reply::error(StatusCode::NOT_FOUND, "no such model"));
