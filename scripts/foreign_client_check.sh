@@ -4,7 +4,8 @@
 # over a Unix socket (sidecar mode) as grpcio reaches one, `unix:PATH`, with no
 # `grpc.default_authority`: grpcio then sends the socket's path, percent-encoded, as the
 # `:authority`, which the server must accept. Then scripts/retry_pushback.py: grpcio's retry
-# policy waits for the server's pushback. Used by .ci/run.
+# policy waits for the server's pushback; and scripts/connection_age.py: grpcio moves to a new
+# connection when the server's ages out, and resumes a stream cut by it. Used by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +42,9 @@ timeout 60 python3 scripts/foreign_client.py "$addr" "hello over the sidecar soc
 
 serve 127.0.0.1:0 "$dir/full.log" scripts/retry_pushback.toml
 timeout 60 python3 scripts/retry_pushback.py "$addr"
+
+serve 127.0.0.1:0 "$dir/age.log" scripts/connection_age.toml
+timeout 60 python3 scripts/connection_age.py "$addr"
 
 for s in "${servers[@]}"; do
   kill -TERM "$s"

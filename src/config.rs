@@ -179,6 +179,13 @@ pub struct ServerConfig {
     /// How long a `Watch` or `Execute` stream may have events waiting that its client accepts
     /// none of before the stream is reset.
     pub stream_idle_timeout: Duration,
+    /// How long a connection may live (each one 10% either side, so that connections opened
+    /// together do not all go together) before it is asked to go (GOAWAY): its client
+    /// reconnects, and after a scale-out reaches the new replicas too. `None`: no limit.
+    pub max_connection_age: Option<Duration>,
+    /// How long the calls open on a connection past its age may go on before it is closed;
+    /// a stream cut then resumes with `Watch`.
+    pub max_connection_age_grace: Duration,
 }
 
 /// `[providers.NAME]`.

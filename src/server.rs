@@ -201,6 +201,9 @@ fn settings(config: &ServerConfig, max_message: usize) -> connection::Settings {
         keepalive_interval: config.keepalive_interval,
         keepalive_timeout: config.keepalive_timeout,
         stream_idle_timeout: config.stream_idle_timeout,
+        max_age: config
+            .max_connection_age
+            .map(|age| (age, config.max_connection_age_grace)),
         max_unsent_bytes: config.max_unsent_bytes,
         // A request of the largest size, compressed or not, fits twice over.
         max_body: max_message.saturating_mul(2),

@@ -20,6 +20,10 @@ pub(crate) const MAX_DEADLINE: Duration = Duration::from_secs(24 * 60 * 60);
 pub(crate) const MAX_RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// Longest wait for a new connection's first bytes.
 pub(crate) const MAX_HANDSHAKE: Duration = MINUTE;
+/// `server.max_connection_age`: at least this, so connections are not remade in a loop.
+pub(crate) const MIN_CONNECTION_AGE: Duration = Duration::from_millis(100);
+/// `server.max_connection_age` and its grace.
+pub(crate) const MAX_CONNECTION_AGE: Duration = MAX_DEADLINE;
 
 /// `server.max_input_bytes`.
 pub(crate) const MAX_INPUT_BYTES: usize = 64 << 20;

@@ -142,6 +142,13 @@ impl ConfigBuilder {
         self
     }
 
+    /// `server.max_connection_age` and `server.max_connection_age_grace`.
+    pub fn max_connection_age(mut self, age: Duration, grace: Duration) -> Self {
+        self.raw.server.max_connection_age = Some(age);
+        self.raw.server.max_connection_age_grace = grace;
+        self
+    }
+
     /// `server.keepalive_interval` and `server.keepalive_timeout`.
     pub fn keepalive(mut self, interval: Duration, timeout: Duration) -> Self {
         self.raw.server.keepalive_interval = interval;

@@ -59,6 +59,15 @@ pub(super) struct RawServer {
     pub keepalive_timeout: Duration,
     #[serde(with = "humantime_serde")]
     pub stream_idle_timeout: Duration,
+    /// Unset: a connection lives as long as its client keeps it.
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_connection_age: Option<Duration>,
+    #[serde(with = "humantime_serde")]
+    pub max_connection_age_grace: Duration,
     pub access_log: bool,
 }
 
@@ -83,6 +92,8 @@ impl Default for RawServer {
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
             stream_idle_timeout: Duration::from_secs(60),
+            max_connection_age: None,
+            max_connection_age_grace: Duration::from_secs(30),
             access_log: false,
         }
     }

@@ -171,6 +171,14 @@ fn every_duration_and_count_is_bounded() {
             "server.drain_timeout: must be at most 1h",
         ),
         (
+            format!("{MINIMAL}\n[server]\nmax_connection_age = \"10ms\"\n"),
+            "server.max_connection_age: must be at least 100ms",
+        ),
+        (
+            format!("{MINIMAL}\n[server]\nmax_connection_age_grace = \"2days\"\n"),
+            "server.max_connection_age_grace: must be at most 1day",
+        ),
+        (
             format!("{MINIMAL}\n[server]\nmax_input_bytes = 0\n"),
             "server.max_input_bytes: must be between 1 and 67108864",
         ),

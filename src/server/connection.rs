@@ -57,6 +57,9 @@ pub(super) struct Settings {
     pub keepalive_interval: Duration,
     pub keepalive_timeout: Duration,
     pub stream_idle_timeout: Duration,
+    /// A connection's most life (jittered 10% either side), and the grace its open calls
+    /// then have before it is closed.
+    pub max_age: Option<(Duration, Duration)>,
     pub max_unsent_bytes: usize,
     /// The most a request's body may carry.
     pub max_body: usize,
@@ -186,6 +189,7 @@ impl Http2 {
             activity.clone(),
             first_stream_by,
             self.settings.idle_timeout,
+            self.settings.max_age.map(idle::MaxAge::from_now),
             close.clone(),
         ));
         let _watchdog = AbortOnDrop(watchdog);

@@ -33,6 +33,7 @@ mod cli_exec;
 mod cli_health;
 mod compression;
 mod conformance_kit;
+mod connection_age;
 mod connection_limits;
 mod crash;
 mod cut_attempt_usage;

@@ -143,6 +143,23 @@ pub(super) fn server(raw: RawServer) -> Result<ServerConfig, ConfigError> {
             raw.stream_idle_timeout,
             bounds::MAX_WAIT,
         )?,
+        max_connection_age: raw
+            .max_connection_age
+            .map(|age| {
+                duration_from(
+                    "server.max_connection_age",
+                    age,
+                    bounds::MIN_CONNECTION_AGE,
+                    bounds::MAX_CONNECTION_AGE,
+                )
+            })
+            .transpose()?,
+        max_connection_age_grace: duration_from(
+            "server.max_connection_age_grace",
+            raw.max_connection_age_grace,
+            std::time::Duration::ZERO,
+            bounds::MAX_CONNECTION_AGE,
+        )?,
         access_log: raw.access_log,
     })
 }
