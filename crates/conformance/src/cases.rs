@@ -12,13 +12,15 @@ mod usage;
 use crate::observe::Ctx;
 use crate::verdict::Verdict;
 
-/// One case: its name, the rules it concludes about, and whether it checks SHOULD rules
-/// (run with `--strict` only).
+/// One case: its name, the rules it concludes about, whether it checks SHOULD rules (run
+/// with `--strict` only), and whether it runs alone (its verdict rests on timing, or on the
+/// implementation being otherwise idle).
 #[derive(Debug, Clone, Copy)]
 pub struct Case {
     pub name: &'static str,
     pub rules: &'static [&'static str],
     pub should: bool,
+    pub alone: bool,
 }
 
 const fn must(name: &'static str, rules: &'static [&'static str]) -> Case {
@@ -26,6 +28,14 @@ const fn must(name: &'static str, rules: &'static [&'static str]) -> Case {
         name,
         rules,
         should: false,
+        alone: false,
+    }
+}
+
+impl Case {
+    const fn alone(mut self) -> Self {
+        self.alone = true;
+        self
     }
 }
 
@@ -46,26 +56,27 @@ pub const CASES: &[Case] = &[
     must("unknown outcome", &["ROUTE-8", "ROUTE-9"]),
     must("allow_fallback false", &["ROUTE-7"]),
     must("max_attempts", &["ROUTE-5", "ERR-4"]),
-    must("retry budget", &["ROUTE-6"]),
+    must("retry budget", &["ROUTE-6"]).alone(),
     must("capability filtering", &["ROUTE-3"]),
     must("deterministic order", &["ROUTE-4"]),
-    must("admission", &["ADMIT-1", "ADMIT-2", "ROUTE-10", "ROUTE-11"]),
-    must("provider usage", &["USAGE-1", "USAGE-3"]),
+    must("admission", &["ADMIT-1", "ADMIT-2", "ROUTE-10", "ROUTE-11"]).alone(),
+    must("provider usage", &["USAGE-3"]),
     must("usage export", &["USAGE-5"]),
     must(
         "cursors",
         &["CURSOR-1", "CURSOR-2", "CURSOR-3", "CURSOR-4", "EXEC-7"],
     ),
     must("idempotency", &["IDEM-1", "IDEM-2"]),
-    must("cancel", &["CANCEL-1", "CANCEL-2", "EXEC-6"]),
-    must("deadline", &["DEADLINE-1", "COMMIT-4"]),
+    must("cancel", &["CANCEL-1", "CANCEL-2", "EXEC-6"]).alone(),
+    must("deadline", &["DEADLINE-1", "COMMIT-4"]).alone(),
     must("bad input", &["ERR-1", "ERR-2"]),
     must("second replica", &["CANCEL-3", "EXEC-5"]),
-    must("retention", &["IDEM-3", "STORE-2"]),
+    must("retention", &["IDEM-3", "STORE-2"]).alone(),
     Case {
         name: "ejection",
         rules: &["ROUTE-12"],
         should: true,
+        alone: false,
     },
 ];
 

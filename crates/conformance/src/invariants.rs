@@ -32,7 +32,9 @@ const MONEY: &[&str] = &[
     "price", "cost", "usd", "eur", "currency", "amount", "dollar",
 ];
 
-type Check = fn(&Run) -> Result<(), String>;
+/// One invariant over one run: `Ok(true)` it held and the run exercised it, `Ok(false)` the
+/// run had nothing it applies to (no output, no usage fact, no failure), `Err` why it broke.
+type Check = fn(&Run) -> Result<bool, String>;
 
 const CHECKS: &[(&str, Check)] = &[
     ("EXEC-1", one_execution),
@@ -43,7 +45,6 @@ const CHECKS: &[(&str, Check)] = &[
     ("STATE-2", succeeded_from_running),
     ("STATE-3", never_failed_from_accepted),
     ("COMMIT-2", no_attempt_after_output),
-    ("COMMIT-4", partial_never_a_result),
     ("ROUTE-2", resolved_target),
     ("USAGE-1", facts_complete),
     ("USAGE-4", facts_unpriced),
@@ -66,17 +67,26 @@ pub fn check(ctx: &Ctx) -> Vec<Verdict> {
         .collect();
     let mut verdicts = Vec::new();
     for (rule, check) in CHECKS {
-        let failed = runs
-            .iter()
-            .find_map(|run| check(run).err().map(|why| (run, why)));
+        let mut applied = false;
+        let mut failed = None;
+        for run in &runs {
+            match check(run) {
+                Ok(exercised) => applied |= exercised,
+                Err(why) => {
+                    failed = Some((run, why));
+                    break;
+                }
+            }
+        }
         verdicts.push(match failed {
-            None => Verdict::pass(CASE, rule),
             Some((run, why)) => Verdict::fail(
                 CASE,
                 rule,
                 format!("case {}: {why}", run.case),
                 ctx.evidence(run),
             ),
+            None if applied => Verdict::pass(CASE, rule),
+            None => Verdict::unsupported(CASE, rule, "no execution the kit ran exercised it"),
         });
     }
     verdicts.push(replay(ctx, &runs));
@@ -85,10 +95,12 @@ pub fn check(ctx: &Ctx) -> Vec<Verdict> {
 
 /// EXEC-5: a `Watch` from the start of each ended execution gave the events the caller saw.
 fn replay(ctx: &Ctx, runs: &[Run]) -> Verdict {
+    let mut replays = 0;
     for run in runs {
         let Some(replayed) = &run.replay else {
             continue;
         };
+        replays += 1;
         let replayed = match replayed {
             Ok(events) => events,
             Err(status) => {
@@ -134,6 +146,9 @@ fn replay(ctx: &Ctx, runs: &[Run]) -> Verdict {
             );
         }
     }
+    if replays == 0 {
+        return Verdict::unsupported(CASE, "EXEC-5", "no execution the kit ran ended");
+    }
     Verdict::pass(CASE, "EXEC-5")
 }
 
@@ -141,7 +156,7 @@ fn state(event: &pb::ExecutionEvent) -> S {
     S::try_from(event.state).unwrap_or(S::Unspecified)
 }
 
-fn one_execution(run: &Run) -> Result<(), String> {
+fn one_execution(run: &Run) -> Result<bool, String> {
     let id = run.id();
     if id.is_empty() {
         return Err("an event has no execution id".into());
@@ -151,20 +166,20 @@ fn one_execution(run: &Run) -> Result<(), String> {
             "sequence {} names execution {:?}, not {id:?}",
             e.sequence, e.execution_id
         )),
-        None => Ok(()),
+        None => Ok(true),
     }
 }
 
-fn gap_free(run: &Run) -> Result<(), String> {
+fn gap_free(run: &Run) -> Result<bool, String> {
     for (n, event) in (1..).zip(&run.events) {
         if event.sequence != n {
             return Err(format!("event {n} has sequence {}", event.sequence));
         }
     }
-    Ok(())
+    Ok(true)
 }
 
-fn complete_events(run: &Run) -> Result<(), String> {
+fn complete_events(run: &Run) -> Result<bool, String> {
     for event in &run.events {
         if event.time.is_none() || event.r#type.is_empty() || state(event) == S::Unspecified {
             return Err(format!(
@@ -194,7 +209,7 @@ fn complete_events(run: &Run) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 fn is_terminal(event: &pb::ExecutionEvent) -> bool {
@@ -204,7 +219,7 @@ fn is_terminal(event: &pb::ExecutionEvent) -> bool {
     )
 }
 
-fn one_terminal(run: &Run) -> Result<(), String> {
+fn one_terminal(run: &Run) -> Result<bool, String> {
     let terminals: Vec<u64> = run
         .events
         .iter()
@@ -212,7 +227,7 @@ fn one_terminal(run: &Run) -> Result<(), String> {
         .map(|e| e.sequence)
         .collect();
     match terminals.as_slice() {
-        [] if !run.whole => Ok(()),
+        [] if !run.whole => Ok(true),
         [] => Err(match &run.error {
             Some(status) => format!(
                 "the stream ended with {:?} {} before a terminal event",
@@ -221,7 +236,7 @@ fn one_terminal(run: &Run) -> Result<(), String> {
             ),
             None => "the stream ended without a terminal event".into(),
         }),
-        [one] if run.events.last().map(|e| e.sequence) == Some(*one) => Ok(()),
+        [one] if run.events.last().map(|e| e.sequence) == Some(*one) => Ok(true),
         [one] => Err(format!(
             "events follow the terminal event at sequence {one}"
         )),
@@ -229,15 +244,29 @@ fn one_terminal(run: &Run) -> Result<(), String> {
     }
 }
 
-fn transitions(run: &Run) -> Result<(), String> {
+fn transitions(run: &Run) -> Result<bool, String> {
     let Some(first) = run.events.first() else {
-        return Ok(());
+        return Ok(false);
     };
     if state(first) != S::Accepted || !matches!(first.payload, Some(Payload::Accepted(_))) {
         return Err("the first event is not execution.accepted in ACCEPTED".into());
     }
     for pair in run.events.windows(2) {
         let (from, to) = (state(&pair[0]), state(&pair[1]));
+        if let Some(want) = state_after(&pair[1], from)
+            && !want.contains(&to)
+        {
+            return Err(format!(
+                "sequence {} ({}) leaves the execution {}, not {}",
+                pair[1].sequence,
+                pair[1].r#type,
+                to.as_str_name(),
+                want.iter()
+                    .map(|s| s.as_str_name())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ));
+        }
         let allowed = from == to
             || matches!(
                 (from, to),
@@ -257,10 +286,33 @@ fn transitions(run: &Run) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    Ok(true)
 }
 
-fn succeeded_from_running(run: &Run) -> Result<(), String> {
+/// The states the protocol's event table allows after `event`, the state before being
+/// `before`; `None` for a payload the table does not name.
+fn state_after(event: &pb::ExecutionEvent, before: S) -> Option<Vec<S>> {
+    Some(match event.payload.as_ref()? {
+        Payload::Accepted(_) => vec![S::Accepted],
+        Payload::Routing(_) => vec![S::Routing],
+        Payload::AttemptStarted(_)
+        | Payload::TextDelta(_)
+        | Payload::ToolCallStarted(_)
+        | Payload::ToolCallArgumentsDelta(_)
+        | Payload::ReasoningDelta(_) => vec![S::Running],
+        // ROUTING when another attempt follows; else unchanged (or already the end's), the
+        // terminal event that follows setting FAILED or CANCELLED.
+        Payload::AttemptFailed(_) => vec![S::Routing, before, S::Failed, S::Cancelled],
+        Payload::Progress(_) | Payload::UsageReported(_) => vec![before],
+        Payload::Completed(_) => vec![S::Succeeded],
+        Payload::Failed(f) => {
+            let cancelled = f.error.as_ref().is_some_and(|e| e.code == "cancelled");
+            vec![if cancelled { S::Cancelled } else { S::Failed }]
+        }
+    })
+}
+
+fn succeeded_from_running(run: &Run) -> Result<bool, String> {
     for pair in run.events.windows(2) {
         if state(&pair[1]) == S::Succeeded
             && (state(&pair[0]) != S::Running
@@ -272,10 +324,10 @@ fn succeeded_from_running(run: &Run) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    Ok(run.result().is_some())
 }
 
-fn never_failed_from_accepted(run: &Run) -> Result<(), String> {
+fn never_failed_from_accepted(run: &Run) -> Result<bool, String> {
     match run
         .events
         .windows(2)
@@ -285,13 +337,13 @@ fn never_failed_from_accepted(run: &Run) -> Result<(), String> {
             "sequence {} fails an execution still ACCEPTED",
             p[1].sequence
         )),
-        None => Ok(()),
+        None => Ok(run.failure().is_some()),
     }
 }
 
-fn no_attempt_after_output(run: &Run) -> Result<(), String> {
+fn no_attempt_after_output(run: &Run) -> Result<bool, String> {
     let Some(first) = run.first_output() else {
-        return Ok(());
+        return Ok(false);
     };
     match run.events[first..]
         .iter()
@@ -301,26 +353,11 @@ fn no_attempt_after_output(run: &Run) -> Result<(), String> {
             "output was exposed at sequence {}, and a new attempt started at {}",
             run.events[first].sequence, e.sequence
         )),
-        None => Ok(()),
+        None => Ok(true),
     }
 }
 
-fn partial_never_a_result(run: &Run) -> Result<(), String> {
-    let completed = run
-        .events
-        .iter()
-        .any(|e| matches!(e.payload, Some(Payload::Completed(_))));
-    let failed = run
-        .events
-        .iter()
-        .any(|e| matches!(e.payload, Some(Payload::Failed(_))));
-    if completed && failed {
-        return Err("the execution both completed and failed".into());
-    }
-    Ok(())
-}
-
-fn resolved_target(run: &Run) -> Result<(), String> {
+fn resolved_target(run: &Run) -> Result<bool, String> {
     let attempts = run.attempts();
     if attempts
         .iter()
@@ -337,10 +374,10 @@ fn resolved_target(run: &Run) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    Ok(!attempts.is_empty())
 }
 
-fn facts_complete(run: &Run) -> Result<(), String> {
+fn facts_complete(run: &Run) -> Result<bool, String> {
     for fact in run.usage() {
         if fact.unit.is_empty()
             || fact.source == 0
@@ -353,10 +390,10 @@ fn facts_complete(run: &Run) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    Ok(!run.usage().is_empty())
 }
 
-fn facts_unpriced(run: &Run) -> Result<(), String> {
+fn facts_unpriced(run: &Run) -> Result<bool, String> {
     for fact in run.usage() {
         let names =
             std::iter::once(fact.unit.as_str()).chain(fact.labels.keys().map(String::as_str));
@@ -370,10 +407,10 @@ fn facts_unpriced(run: &Run) -> Result<(), String> {
             }
         }
     }
-    Ok(())
+    Ok(!run.usage().is_empty())
 }
 
-fn labels_copied(run: &Run) -> Result<(), String> {
+fn labels_copied(run: &Run) -> Result<bool, String> {
     let (key, value) = crate::observe::LABEL;
     match run
         .usage()
@@ -384,13 +421,13 @@ fn labels_copied(run: &Run) -> Result<(), String> {
             "the fact {}={} lacks the request's label {key}={value}",
             fact.unit, fact.quantity
         )),
-        None => Ok(()),
+        None => Ok(!run.usage().is_empty()),
     }
 }
 
-fn stable_codes(run: &Run) -> Result<(), String> {
+fn stable_codes(run: &Run) -> Result<bool, String> {
     let Some(failure) = run.failure() else {
-        return Ok(());
+        return Ok(false);
     };
     let Some(error) = &failure.error else {
         return Err("execution.failed carries no error".into());
@@ -401,7 +438,7 @@ fn stable_codes(run: &Run) -> Result<(), String> {
     if error.outcome == 0 {
         return Err("execution.failed carries no outcome".into());
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Every output-exposing event of `run`, for the cases.

@@ -130,12 +130,18 @@ pub async fn run(options: &Options, provider: &Provider) -> Result<Report, Unrea
                     .any(|o| o == case.name || case.rules.contains(&o.as_str()))
         })
         .collect();
-    let runs = chosen.iter().map(|case| cases::run(case, &ctx));
-    let mut verdicts: Vec<_> = futures_util::future::join_all(runs)
-        .await
-        .into_iter()
-        .flatten()
-        .collect();
+    // Together first, then one at a time those whose verdict rests on timing or on an
+    // otherwise idle implementation.
+    let together = chosen.iter().filter(|case| !case.alone);
+    let mut verdicts: Vec<_> =
+        futures_util::future::join_all(together.map(|case| cases::run(case, &ctx)))
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+    for case in chosen.iter().filter(|case| case.alone) {
+        verdicts.extend(cases::run(case, &ctx).await);
+    }
     verdicts.extend(invariants::check(&ctx));
     Ok(Report::new(
         options.target.clone(),

@@ -139,6 +139,19 @@ impl Ctx {
         }
     }
 
+    /// `GetExecution` of `id`.
+    pub async fn get(&self, id: &str) -> Result<pb::Execution, Status> {
+        let request = pb::GetExecutionRequest {
+            execution_id: id.to_owned(),
+        };
+        Ok(self
+            .client
+            .clone()
+            .get_execution(request)
+            .await?
+            .into_inner())
+    }
+
     /// `Watch` from `after` to the end, by `client`.
     pub async fn watch(
         &self,
@@ -250,10 +263,14 @@ pub fn describe(event: &pb::ExecutionEvent) -> String {
             .fact
             .as_ref()
             .map(|f| {
-                format!(
-                    "attempt {} {}={} source={}",
-                    f.attempt, f.unit, f.quantity, f.source
-                )
+                let source = pb::UsageSource::try_from(f.source)
+                    .map(|s| {
+                        s.as_str_name()
+                            .trim_start_matches("USAGE_SOURCE_")
+                            .to_owned()
+                    })
+                    .unwrap_or_else(|_| f.source.to_string());
+                format!("attempt {} {}={} {source}", f.attempt, f.unit, f.quantity)
             })
             .unwrap_or_default(),
         Some(Payload::Completed(c)) => c
@@ -271,7 +288,12 @@ pub fn describe(event: &pb::ExecutionEvent) -> String {
         Some(Payload::Failed(f)) => f
             .error
             .as_ref()
-            .map(|e| format!("{} outcome={}", e.code, e.outcome))
+            .map(|e| {
+                let outcome = pb::Outcome::try_from(e.outcome)
+                    .map(|o| o.as_str_name().trim_start_matches("OUTCOME_").to_owned())
+                    .unwrap_or_else(|_| e.outcome.to_string());
+                format!("{} outcome {outcome}", e.code)
+            })
             .unwrap_or_default(),
         _ => String::new(),
     };

@@ -51,12 +51,19 @@ impl Report {
             .into_iter()
             .map(|rule| {
                 let mine: Vec<&Verdict> = verdicts.iter().filter(|v| v.rule == rule.id).collect();
-                let mut cases: Vec<&'static str> = mine.iter().map(|v| v.case).collect();
-                cases.dedup();
                 let failed = mine
                     .iter()
                     .any(|v| matches!(v.outcome, Outcome::Fail { .. }));
                 let passed = mine.iter().any(|v| matches!(v.outcome, Outcome::Pass));
+                // The cases whose verdicts decided the row: the failures, else the passes.
+                let deciding = |v: &&&Verdict| match v.outcome {
+                    Outcome::Fail { .. } => true,
+                    Outcome::Pass => !failed,
+                    Outcome::Unsupported { .. } => false,
+                };
+                let mut cases: Vec<&'static str> =
+                    mine.iter().filter(deciding).map(|v| v.case).collect();
+                cases.dedup();
                 let (status, reason) = if failed {
                     ("fail", None)
                 } else if passed {
@@ -190,12 +197,21 @@ impl Report {
     pub fn junit(&self) -> String {
         let mut cases = String::new();
         let (mut tests, mut failures, mut skipped) = (0, 0, 0);
+        let mut named = std::collections::HashMap::new();
         for verdict in &self.verdicts {
             tests += 1;
             let family = verdict.rule.split('-').next().unwrap_or_default();
+            // A case may conclude about one rule more than once: each its own name.
+            let nth = named.entry((verdict.rule, verdict.case)).or_insert(0);
+            *nth += 1;
+            let suffix = if *nth > 1 {
+                format!(" #{nth}")
+            } else {
+                String::new()
+            };
             let _ = write!(
                 cases,
-                "    <testcase classname=\"{}\" name=\"{}: {}\"",
+                "    <testcase classname=\"{}\" name=\"{}: {}{suffix}\"",
                 xml(family),
                 xml(verdict.rule),
                 xml(verdict.case)
@@ -261,4 +277,84 @@ fn xml(text: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Report;
+    use crate::verdict::{Evidence, Verdict};
+
+    fn report(verdicts: Vec<Verdict>) -> Report {
+        Report::new("test".into(), false, verdicts)
+    }
+
+    #[test]
+    fn a_failure_decides_its_row_and_fails_the_run() {
+        let evidence = Evidence {
+            events: vec!["1 execution.accepted <ACCEPTED> & \"quoted\"".into()],
+            received: vec!["+1 ms kit-a/answer".into()],
+        };
+        let r = report(vec![
+            Verdict::pass("one", "EXEC-2"),
+            Verdict::fail("two", "EXEC-2", "a gap at 3", evidence),
+            Verdict::unsupported("three", "CANCEL-3", "needs a second replica"),
+            Verdict::pass("four", "ROUTE-3"),
+            Verdict::pass("four", "ROUTE-3"),
+        ]);
+        let row = |id: &str| r.rules.iter().find(|row| row.id == id).unwrap();
+        assert_eq!(row("EXEC-2").status, "fail");
+        assert_eq!(
+            row("EXEC-2").cases,
+            ["two"],
+            "only the failing case decided it"
+        );
+        assert_eq!(row("CANCEL-3").status, "unsupported");
+        assert_eq!(
+            row("CANCEL-3").reason.as_deref(),
+            Some("needs a second replica")
+        );
+        assert!(
+            row("ERR-3")
+                .reason
+                .as_deref()
+                .unwrap()
+                .starts_with("not observable")
+        );
+        assert!(
+            row("ROUTE-12")
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("--strict")
+        );
+        assert!(r.failed());
+        assert_eq!(r.failed_rules(), ["EXEC-2"]);
+        assert!(r.table().contains("FAIL EXEC-2 (two): a gap at 3"));
+
+        let xml = r.junit();
+        assert!(
+            xml.contains("&lt;ACCEPTED&gt; &amp; &quot;quoted&quot;"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("name=\"ROUTE-3: four\"") && xml.contains("name=\"ROUTE-3: four #2\"")
+        );
+        assert!(xml.contains("failures=\"1\""));
+        let json: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
+        assert_eq!(json["summary"]["must_failed"], 1);
+        assert_eq!(json["verdicts"][1]["status"], "fail");
+        assert_eq!(json["verdicts"][1]["received"][0], "+1 ms kit-a/answer");
+    }
+
+    #[test]
+    fn only_a_should_failure_passes_unless_strict() {
+        let verdicts = vec![Verdict::fail(
+            "ejection",
+            "ROUTE-12",
+            "not ejected",
+            Evidence::default(),
+        )];
+        assert!(!Report::new("t".into(), false, verdicts.clone()).failed());
+        assert!(Report::new("t".into(), true, verdicts).failed());
+    }
 }

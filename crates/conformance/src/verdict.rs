@@ -86,6 +86,19 @@ impl Verdict {
         }
     }
 
+    /// A failure of each of `rules`: the case could not do what all of them need.
+    pub fn fail_all(
+        case: &'static str,
+        rules: &[&'static str],
+        message: &str,
+        evidence: &Evidence,
+    ) -> Vec<Self> {
+        rules
+            .iter()
+            .map(|rule| Self::fail(case, rule, message, evidence.clone()))
+            .collect()
+    }
+
     /// Pass if `held`, else fail with `message` and `evidence`.
     pub fn check(
         case: &'static str,

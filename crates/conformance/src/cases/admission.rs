@@ -8,7 +8,7 @@ use tonic::Streaming;
 
 use crate::observe::{Ctx, Run, WAIT};
 use crate::pb::{self, execution_event::Payload};
-use crate::verdict::Verdict;
+use crate::verdict::{Evidence, Verdict};
 
 /// How soon the refused execution must complete: well before the holder lets go (its
 /// answer takes 1.8 s), so it did not wait for the permit.
@@ -39,11 +39,9 @@ async fn hold_the_permit(
 
 pub async fn full_queue(ctx: &Ctx, case: &'static str) -> Vec<Verdict> {
     let Some((mut holder, stream)) = hold_the_permit(ctx, case).await else {
-        return vec![Verdict::unsupported(
-            case,
-            "ADMIT-1",
-            "the execution holding kit-n did not start streaming",
-        )];
+        let why = "an execution on kit-n (one permit, no queue) did not start streaming";
+        let rules = ["ADMIT-1", "ADMIT-2", "ROUTE-10", "ROUTE-11"];
+        return Verdict::fail_all(case, &rules, why, &Evidence::default());
     };
     let refused = ctx.execute(case, ctx.request("admission")).await;
     let took = refused.sent.elapsed();
@@ -108,16 +106,19 @@ pub async fn ejection(ctx: &Ctx, case: &'static str) -> Vec<Verdict> {
     let Some(run) = last else { return Vec::new() };
     let asked: Vec<String> = ctx.received(&run).iter().map(|r| r.target()).collect();
     let ejected = run.plan().is_some_and(|plan| {
-        plan.targets
-            .iter()
-            .any(|t| t.provider == "kit-h" && t.ejected.is_some())
+        plan.targets.iter().any(|t| {
+            t.provider == "kit-h"
+                && t.ejected
+                    .as_ref()
+                    .is_some_and(|e| !e.reason.is_empty() && e.until.is_some())
+        })
     });
     vec![Verdict::check(
         case,
         "ROUTE-12",
         ejected && asked == ["kit-b/answer"],
         || {
-            "after two consecutive 503s kit-h/fail-503 was neither ejected in the plan nor skipped"
+            "after two consecutive 503s kit-h/fail-503 was not ejected in the plan (with why and until when) and skipped"
                 .into()
         },
         || ctx.evidence(&run),

@@ -54,11 +54,18 @@ pub async fn cut(ctx: &Ctx, case: &'static str, setup: &str) -> Vec<Verdict> {
     let run = ctx.execute(case, ctx.request(setup)).await;
     let asked = ctx.received(&run).len();
     let shown = outputs(&run).count();
-    let partial_kept = run.failure().is_some_and(|f| {
-        f.partial_output.as_ref().is_some_and(|o| {
-            o.text == run.streamed_text() && (!o.text.is_empty() || !o.tool_calls.is_empty())
-        })
-    });
+    let streamed = run.streamed_text();
+    let evidence_of =
+        |o: &pb::Output| o.text == streamed && (!o.text.is_empty() || !o.tool_calls.is_empty());
+    let in_event = run
+        .failure()
+        .is_some_and(|f| f.partial_output.as_ref().is_some_and(evidence_of));
+    // The execution's view: the partial output as evidence, and no result.
+    let view = ctx.get(run.id()).await.ok();
+    let in_view = view
+        .as_ref()
+        .is_some_and(|v| v.result.is_none() && v.partial_output.as_ref().is_some_and(evidence_of));
+    let partial_kept = in_event && in_view;
     vec![
         Verdict::check(
             case,
@@ -77,7 +84,7 @@ pub async fn cut(ctx: &Ctx, case: &'static str, setup: &str) -> Vec<Verdict> {
             "COMMIT-4",
             partial_kept && run.result().is_none(),
             || {
-                "the partial output is not in execution.failed as evidence, or was reported as a result".into()
+                "the partial output is not in execution.failed and the execution's view as evidence, or was reported as a result".into()
             },
             || ctx.evidence(&run),
         ),
@@ -89,6 +96,16 @@ pub async fn cut(ctx: &Ctx, case: &'static str, setup: &str) -> Vec<Verdict> {
 pub async fn uncommitted(ctx: &Ctx, case: &'static str, setup: &str) -> Vec<Verdict> {
     let run = ctx.execute(case, ctx.request(setup)).await;
     let asked: Vec<String> = ctx.received(&run).iter().map(|r| r.target()).collect();
+    let reasoned = run.events.iter().any(|e| {
+        matches!(&e.payload, Some(pb::execution_event::Payload::ReasoningDelta(d)) if d.attempt == 1)
+    });
+    if setup == "cut-reasoning" && !reasoned && run.result().is_some() {
+        return vec![Verdict::unsupported(
+            case,
+            "COMMIT-3",
+            "the implementation showed no reasoning from the provider's `reasoning_content`",
+        )];
+    }
     let mut verdicts = vec![Verdict::check(
         case,
         "COMMIT-3",
@@ -129,11 +146,20 @@ pub async fn buffered(ctx: &Ctx, case: &'static str) -> Vec<Verdict> {
     let mut request = ctx.request("cut-text");
     request.delivery = pb::Delivery::Buffered.into();
     let run = ctx.execute(case, request).await;
-    let first_attempt_shown = outputs(&run).any(|e| match &e.payload {
-        Some(pb::execution_event::Payload::TextDelta(d)) => d.attempt == 1,
-        Some(pb::execution_event::Payload::ToolCallStarted(t)) => t.attempt == 1,
-        _ => false,
+    // Nothing shown before the attempt that succeeded began, and only its text after.
+    let last_start = run.events.iter().rposition(|e| {
+        matches!(
+            e.payload,
+            Some(pb::execution_event::Payload::AttemptStarted(_))
+        )
     });
+    let first_attempt_shown = matches!((run.first_output(), last_start), (Some(o), Some(s)) if o < s)
+        || run.streamed_text() != ANSWER
+        || outputs(&run).any(|e| match &e.payload {
+            Some(pb::execution_event::Payload::TextDelta(d)) => d.attempt == 1,
+            Some(pb::execution_event::Payload::ToolCallStarted(t)) => t.attempt == 1,
+            _ => false,
+        });
     vec![Verdict::check(
         case,
         "COMMIT-5",

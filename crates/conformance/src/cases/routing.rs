@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use tonic::Code;
+
 use crate::observe::Ctx;
 use crate::pb;
 use crate::provider::behaviour::{ANSWER, USAGE};
@@ -11,7 +13,7 @@ use crate::verdict::Verdict;
 /// The policy's budget in the `budget` setup, and how late past it the observer still
 /// counts a request as begun within it (the kit's clock and loopback on a busy machine).
 const BUDGET: Duration = Duration::from_millis(500);
-const BUDGET_SLACK: Duration = Duration::from_millis(150);
+const BUDGET_SLACK: Duration = Duration::from_millis(80);
 
 pub async fn answer(ctx: &Ctx, case: &'static str) -> Vec<Verdict> {
     let run = ctx.execute(case, ctx.request("answer")).await;
@@ -19,6 +21,7 @@ pub async fn answer(ctx: &Ctx, case: &'static str) -> Vec<Verdict> {
     let evidence = || ctx.evidence(&run);
     let result = run.result();
     let got = |r: &pb::ExecutionResult| format!("{}/{}", r.provider, r.model);
+    let view = ctx.get(run.id()).await.ok();
     vec![
         Verdict::check(
             case,
@@ -27,6 +30,14 @@ pub async fn answer(ctx: &Ctx, case: &'static str) -> Vec<Verdict> {
                 got(r) == "kit-a/answer" && r.output.as_ref().is_some_and(|o| o.text == ANSWER)
             }),
             || format!("the execution did not complete with kit-a/answer's text {ANSWER:?}"),
+            evidence,
+        ),
+        Verdict::check(
+            case,
+            "ROUTE-2",
+            view.as_ref()
+                .is_some_and(|v| v.provider == "kit-a" && v.model == "answer"),
+            || format!("GetExecution does not name the resolved kit-a/answer: {view:?}"),
             evidence,
         ),
         Verdict::check(
@@ -184,9 +195,12 @@ pub async fn attempts(ctx: &Ctx, case: &'static str) -> Vec<Verdict> {
 pub async fn budget(ctx: &Ctx, case: &'static str) -> Vec<Verdict> {
     let run = ctx.execute(case, ctx.request("budget")).await;
     let received = ctx.received(&run);
+    // From the first request: the execution began before it, so a request within the budget
+    // of the execution's start is within it of the first request too.
+    let first = received.first().map(|r| r.at);
     let late = received
         .iter()
-        .map(|r| r.at.saturating_duration_since(run.sent))
+        .filter_map(|r| Some(r.at.saturating_duration_since(first?)))
         .find(|at| *at > BUDGET + BUDGET_SLACK);
     vec![Verdict::check(
         case,
@@ -194,7 +208,7 @@ pub async fn budget(ctx: &Ctx, case: &'static str) -> Vec<Verdict> {
         late.is_none() && !received.is_empty(),
         || {
             format!(
-                "a retry budget of {BUDGET:?}: an attempt began {:?} after the submission",
+                "a retry budget of {BUDGET:?}: an attempt began {:?} after the first",
                 late.unwrap_or_default()
             )
         },
@@ -233,7 +247,12 @@ pub async fn capability(ctx: &Ctx, case: &'static str) -> Vec<Verdict> {
         Verdict::check(
             case,
             "ROUTE-3",
-            none_asked == 0 && (none.error.is_some() || none.failed_code() == "no_capable_target"),
+            none_asked == 0
+                && (none.failed_code() == "no_capable_target"
+                    || none.error.as_ref().is_some_and(|s| {
+                        none.events.is_empty()
+                            && matches!(s.code(), Code::InvalidArgument | Code::FailedPrecondition)
+                    })),
             || {
                 "a capability no target has: a provider was asked, or the execution did not end with `no_capable_target`".into()
             },
@@ -259,8 +278,15 @@ pub async fn order(ctx: &Ctx, case: &'static str) -> Vec<Verdict> {
     vec![Verdict::check(
         case,
         "ROUTE-4",
-        !a.is_empty() && a == b && first.attempts() == second.attempts(),
-        || format!("the same request was planned {a:?}, then {b:?}"),
+        !a.is_empty()
+            && a == b
+            && first.attempts() == ["kit-c/answer"]
+            && second.attempts() == ["kit-c/answer"],
+        || {
+            format!(
+                "the same request was planned {a:?}, then {b:?}; the policy's first target is kit-c/answer"
+            )
+        },
         || ctx.evidence(&second),
     )]
 }

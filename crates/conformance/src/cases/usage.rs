@@ -9,31 +9,30 @@ use crate::verdict::Verdict;
 
 pub async fn reported(ctx: &Ctx, case: &'static str) -> Vec<Verdict> {
     let run = ctx.execute(case, ctx.request("quiet")).await;
-    let claimed: Vec<String> = run
+    let tokens: Vec<&pb::UsageFact> = run
         .usage()
         .into_iter()
-        .filter(|f| {
-            f.source == pb::UsageSource::ProviderReported as i32 && f.unit.ends_with("tokens")
-        })
-        .map(|f| format!("{}={}", f.unit, f.quantity))
+        .filter(|f| f.unit.ends_with("tokens"))
         .collect();
-    let counted = run.usage().into_iter().any(|f| f.unit.ends_with("tokens"));
-    vec![
-        Verdict::check(
+    if tokens.is_empty() && run.result().is_some() {
+        return vec![Verdict::unsupported(
             case,
             "USAGE-3",
-            claimed.is_empty() && run.result().is_some(),
-            || format!("the provider reported no usage; facts say it reported {claimed:?}"),
-            || ctx.evidence(&run),
-        ),
-        Verdict::check(
-            case,
-            "USAGE-1",
-            counted,
-            || "the provider reported no usage, and no token fact was measured or estimated".into(),
-            || ctx.evidence(&run),
-        ),
-    ]
+            "the provider reported no usage, and the implementation measured or estimated none",
+        )];
+    }
+    let claimed: Vec<String> = tokens
+        .iter()
+        .filter(|f| f.source == pb::UsageSource::ProviderReported as i32)
+        .map(|f| format!("{}={}", f.unit, f.quantity))
+        .collect();
+    vec![Verdict::check(
+        case,
+        "USAGE-3",
+        claimed.is_empty() && run.result().is_some(),
+        || format!("the provider reported no usage; facts say it reported {claimed:?}"),
+        || ctx.evidence(&run),
+    )]
 }
 
 /// A usage record's identity in the order.

@@ -13,7 +13,7 @@ pub const USAGE: (u64, u64) = (7, 3);
 pub const SLOW_WORDS: usize = 12;
 pub const SLOW_INTERVAL: Duration = Duration::from_millis(150);
 /// How long `fail-slow` takes to fail.
-pub const FAIL_SLOW: Duration = Duration::from_millis(200);
+pub const FAIL_SLOW: Duration = Duration::from_millis(300);
 /// How long a silent or stalled reply stays open (the implementation's timeouts end it first).
 pub const HOLD: Duration = Duration::from_secs(10);
 
