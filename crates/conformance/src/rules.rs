@@ -1,5 +1,5 @@
-//! The rules the kit holds an implementation to: read from `docs/protocol.md` (the one
-//! place they are written), and for each rule no case can observe from outside, why.
+//! The rules the kit holds an implementation to, and those no case can observe from outside
+//! with why: both read from `docs/protocol.md`, the one place they are written.
 
 /// MUST or SHOULD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -43,71 +43,33 @@ pub fn all() -> Vec<Rule> {
         .collect()
 }
 
-/// The rules no case observes from outside, and why: each is held by the runtime's own
-/// tests, which can reach inside (kill a replica, fail a statement, stop the process).
-pub const UNOBSERVED: &[(&str, &str)] = &[
-    (
-        "ERR-3",
-        "needs an infrastructure fault (a failing store) the kit cannot cause from outside",
-    ),
-    (
-        "ADMIT-3",
-        "first come, first served among waiters needs a queue the kit can fill in a known order, which an address alone does not give",
-    ),
-    (
-        "ADMIT-4",
-        "priority classes need a queue the kit can fill in a known order, which an address alone does not give",
-    ),
-    (
-        "DRAIN-1",
-        "the kit does not stop the implementation it runs against",
-    ),
-    (
-        "DRAIN-2",
-        "the kit does not stop the implementation it runs against",
-    ),
-    (
-        "DRAIN-3",
-        "the kit does not stop the implementation it runs against",
-    ),
-    (
-        "STORE-1",
-        "needs a restart or a lost owner: the kit does not kill the implementation",
-    ),
-    (
-        "STORE-3",
-        "needs a replica that loses its lease: the kit does not pause or kill replicas",
-    ),
-    (
-        "STORE-4",
-        "needs a store statement whose answer is lost: the kit does not reach the store",
-    ),
-    (
-        "HTTP-1",
-        "the kit drives the gRPC API; the HTTP ingress is checked with the stock SDKs (scripts/sdk_check.sh)",
-    ),
-    (
-        "HTTP-2",
-        "the kit drives the gRPC API; the HTTP ingress is checked with the stock SDKs (scripts/sdk_check.sh)",
-    ),
-    (
-        "HTTP-3",
-        "the kit drives the gRPC API; the HTTP ingress is checked with the stock SDKs (scripts/sdk_check.sh)",
-    ),
-    (
-        "HTTP-4",
-        "the kit drives the gRPC API; the HTTP ingress is checked with the stock SDKs (scripts/sdk_check.sh)",
-    ),
-    (
-        "HTTP-5",
-        "the kit drives the gRPC API; the HTTP ingress is checked with the stock SDKs (scripts/sdk_check.sh)",
-    ),
-];
+/// The heading under which the protocol lists the rules an address alone cannot show.
+const UNOBSERVED: &str = "## What an address alone cannot show";
 
-/// Why `id` is not observed, if it is one of [`UNOBSERVED`].
-pub fn unobserved(id: &str) -> Option<&'static str> {
-    UNOBSERVED
-        .iter()
-        .find(|(rule, _)| *rule == id)
-        .map(|(_, why)| *why)
+/// The rules no case observes from outside, each with why: `- ID: why` under
+/// [`UNOBSERVED`]'s heading (a reason may continue on indented lines).
+pub fn unobservable() -> Vec<(String, String)> {
+    let mut rules: Vec<(String, String)> = Vec::new();
+    let section = PROTOCOL
+        .lines()
+        .skip_while(|line| *line != UNOBSERVED)
+        .skip(1)
+        .take_while(|line| !line.starts_with("## "));
+    for line in section {
+        if let Some((id, why)) = line.strip_prefix("- ").and_then(|l| l.split_once(": ")) {
+            rules.push((id.to_owned(), why.trim().to_owned()));
+        } else if let (Some(last), true) = (rules.last_mut(), line.starts_with("  ")) {
+            last.1.push(' ');
+            last.1.push_str(line.trim());
+        }
+    }
+    rules
+}
+
+/// Why `id` is not observed, if the protocol lists it as unobservable.
+pub fn unobserved(id: &str) -> Option<String> {
+    unobservable()
+        .into_iter()
+        .find(|(rule, _)| rule == id)
+        .map(|(_, why)| why)
 }
