@@ -1,6 +1,6 @@
-//! Compiles `proto/` with protox (pure Rust, no system `protoc`) and writes:
+//! Compiles `proto/` with protox (pure Rust, no system `protoc`) and writes (the messages and
+//! the client are `crates/client`'s, which `crate::pb` re-exports):
 //!
-//! - `model_runtime.v1.rs`: the messages and the client (`crate::pb`);
 //! - `server/model_runtime.v1.rs`: the server the runtime mounts, whose `ExecutionEvent` is the
 //!   runtime's own `crate::service::WireEvent`, encoded straight from the store (every other
 //!   message is `crate::pb`'s), and whose codec counts a request's lists before decoding it
@@ -38,10 +38,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         prost::Message::encode_to_vec(&descriptors),
     )?;
     std::fs::write(out.join("field_numbers.rs"), field_numbers(&descriptors))?;
-    tonic_prost_build::configure()
-        .build_client(true)
-        .build_server(false)
-        .compile_fds(descriptors.clone())?;
     let bare = out.join("bare");
     std::fs::create_dir_all(&bare)?;
     tonic_prost_build::configure()

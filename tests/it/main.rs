@@ -31,6 +31,7 @@ mod check_config;
 mod cli_api;
 mod cli_exec;
 mod cli_health;
+mod client_resume;
 mod compression;
 mod conformance_kit;
 mod connection_age;

@@ -44,17 +44,26 @@ impl Replica {
         replica
     }
 
+    /// [`start`](Self::start) on `listen` (a restarted server's address, which its clients
+    /// know).
+    pub async fn start_on(name: &str, toml: &str, env: &[(&str, &str)], listen: &str) -> Self {
+        let replica = Self::spawn_on(name, toml, env, listen).await;
+        replica.until_ready(START).await;
+        replica
+    }
+
     /// `serve` on the configuration `toml` with `env`, connected as soon as it logs its
     /// address (its store may not have started yet).
     pub async fn spawn(name: &str, toml: &str, env: &[(&str, &str)]) -> Self {
+        Self::spawn_on(name, toml, env, "127.0.0.1:0").await
+    }
+
+    async fn spawn_on(name: &str, toml: &str, env: &[(&str, &str)], listen: &str) -> Self {
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), toml).unwrap();
         let path = file.path().to_str().unwrap();
-        let (process, addr, log) = start_serve_logged(
-            &["serve", "--listen", "127.0.0.1:0", "--config", path],
-            env,
-            WAIT,
-        );
+        let (process, addr, log) =
+            start_serve_logged(&["serve", "--listen", listen, "--config", path], env, WAIT);
         let channel = connect(&addr).await;
         Self {
             name: name.to_owned(),

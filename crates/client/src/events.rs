@@ -1,0 +1,218 @@
+//! [`Events`]: an execution's events as one stream that outlives the calls it reads them
+//! through. When a call breaks it opens another (after a wait, within [`Retry`]'s bounds):
+//! `Watch` after the last sequence delivered once the execution's id is known, else the same
+//! `Execute` again, whose idempotency key attaches it to the execution the first call
+//! started. Events at or before the last sequence delivered are dropped, so each is seen
+//! once; the stream ends after the terminal event.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_util::Stream;
+use tonic::transport::Channel;
+use tonic::{Status, Streaming};
+
+use crate::pb::execution_event::Payload;
+use crate::pb::model_runtime_client::ModelRuntimeClient;
+use crate::pb::{self, ExecutionEvent};
+use crate::retry::{Retry, resumable};
+
+/// An execution's events, resumed across broken calls, each once, ending after the terminal
+/// event. An `Err` item is final: a failure that resuming cannot mend, or one still there
+/// when [`Retry::patience`] ran out.
+pub struct Events {
+    inner: Pin<Box<dyn Stream<Item = Result<ExecutionEvent, Status>> + Send>>,
+}
+
+/// Told of each resume: the last sequence delivered, and what broke the call.
+pub type OnResume = Box<dyn FnMut(u64, &Status) + Send + Sync>;
+
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Events").finish_non_exhaustive()
+    }
+}
+
+impl Stream for Events {
+    type Item = Result<ExecutionEvent, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+/// Where the stream stands.
+struct Reader {
+    rpc: ModelRuntimeClient<Channel>,
+    retry: Retry,
+    /// The `Execute` to send again while no event has come.
+    request: Option<pb::ExecuteRequest>,
+    /// Whether `request` may be sent again (it has an idempotency key).
+    resend: bool,
+    id: Option<String>,
+    /// The last sequence delivered.
+    last: u64,
+    call: Option<Streaming<ExecutionEvent>>,
+    /// Tries since the last event delivered, and when the first of them failed.
+    tries: u32,
+    failing_since: Option<tokio::time::Instant>,
+    on_resume: Option<OnResume>,
+    done: bool,
+}
+
+impl Events {
+    pub(crate) async fn execute(
+        rpc: ModelRuntimeClient<Channel>,
+        retry: Retry,
+        request: pb::ExecuteRequest,
+        on_resume: Option<OnResume>,
+    ) -> Result<Self, Status> {
+        // Without a key a request is never sent twice: a call that breaks before its first
+        // event is not tried again.
+        let resend = !request.idempotency_key.is_empty();
+        let mut reader = Reader::new(rpc, retry, Some(request), None, 0, on_resume);
+        reader.resend = resend;
+        Self::start(reader).await
+    }
+
+    pub(crate) async fn watch(
+        rpc: ModelRuntimeClient<Channel>,
+        retry: Retry,
+        id: String,
+        after: u64,
+        on_resume: Option<OnResume>,
+    ) -> Result<Self, Status> {
+        Self::start(Reader::new(rpc, retry, None, Some(id), after, on_resume)).await
+    }
+
+    /// Opens the first call (a request the server refuses is the caller's error now), then
+    /// reads on.
+    async fn start(mut reader: Reader) -> Result<Self, Status> {
+        reader.call = Some(reader.open_with_retries().await?);
+        let inner = futures_util::stream::unfold(reader, |mut reader| async move {
+            let item = reader.next().await?;
+            Some((item, reader))
+        });
+        Ok(Self {
+            inner: Box::pin(inner),
+        })
+    }
+}
+
+impl Reader {
+    fn new(
+        rpc: ModelRuntimeClient<Channel>,
+        retry: Retry,
+        request: Option<pb::ExecuteRequest>,
+        id: Option<String>,
+        last: u64,
+        on_resume: Option<OnResume>,
+    ) -> Self {
+        Self {
+            rpc,
+            retry,
+            request,
+            id,
+            last,
+            call: None,
+            tries: 0,
+            failing_since: None,
+            on_resume,
+            resend: true,
+            done: false,
+        }
+    }
+
+    /// One call: `Watch` after the last event when the execution is known, else `Execute`.
+    async fn open(&self) -> Result<Streaming<ExecutionEvent>, Status> {
+        let mut rpc = self.rpc.clone();
+        let call = match (&self.id, &self.request) {
+            (Some(id), _) => {
+                let watch = pb::WatchRequest {
+                    execution_id: id.clone(),
+                    after_sequence: self.last,
+                };
+                rpc.watch(watch).await?
+            }
+            (None, Some(request)) => rpc.execute(request.clone()).await?,
+            (None, None) => return Err(Status::internal("nothing to read")),
+        };
+        Ok(call.into_inner())
+    }
+
+    async fn open_with_retries(&mut self) -> Result<Streaming<ExecutionEvent>, Status> {
+        loop {
+            match self.open().await {
+                Ok(call) => return Ok(call),
+                // Refused before anything was accepted: safe to send again only with a key.
+                Err(status) if self.id.is_none() && !self.resend => return Err(status),
+                Err(status) => self.pause(status).await?,
+            }
+        }
+    }
+
+    /// Waits before the next try after `status`, or gives `status` back when it is final:
+    /// not resumable, or patience would run out during the wait.
+    async fn pause(&mut self, status: Status) -> Result<(), Status> {
+        let since = *self
+            .failing_since
+            .get_or_insert_with(tokio::time::Instant::now);
+        let wait = self.retry.wait(self.tries, &status);
+        if !resumable(&status) || since.elapsed() + wait > self.retry.patience {
+            return Err(status);
+        }
+        if let Some(told) = &mut self.on_resume {
+            told(self.last, &status);
+        }
+        tokio::time::sleep(wait).await;
+        self.tries += 1;
+        Ok(())
+    }
+
+    /// The next event to deliver, a final error, or `None` after the terminal event.
+    async fn next(&mut self) -> Option<Result<ExecutionEvent, Status>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            let call = match self.call.as_mut() {
+                Some(call) => call,
+                None => match self.open_with_retries().await {
+                    Ok(call) => self.call.insert(call),
+                    Err(status) => {
+                        self.done = true;
+                        return Some(Err(status));
+                    }
+                },
+            };
+            let broke = match call.message().await {
+                Ok(Some(event)) if event.sequence <= self.last => continue,
+                Ok(Some(event)) => {
+                    self.last = event.sequence;
+                    self.id.get_or_insert_with(|| event.execution_id.clone());
+                    self.tries = 0;
+                    self.failing_since = None;
+                    self.done = matches!(
+                        event.payload,
+                        Some(Payload::Completed(_) | Payload::Failed(_))
+                    );
+                    return Some(Ok(event));
+                }
+                // Ended before its execution did: a server going away closed it.
+                Ok(None) => Status::unavailable("the call ended before its execution did"),
+                Err(status) => status,
+            };
+            self.call = None;
+            // Broken before the first event without a key: the execution is unknown and the
+            // request may not be sent again.
+            if self.id.is_none() && !self.resend {
+                self.done = true;
+                return Some(Err(broke));
+            }
+            if let Err(status) = self.pause(broke).await {
+                self.done = true;
+                return Some(Err(status));
+            }
+        }
+    }
+}
