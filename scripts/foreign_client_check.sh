@@ -5,7 +5,8 @@
 # `grpc.default_authority`: grpcio then sends the socket's path, percent-encoded, as the
 # `:authority`, which the server must accept. Then scripts/retry_pushback.py: grpcio's retry
 # policy waits for the server's pushback; and scripts/connection_age.py: grpcio moves to a new
-# connection when the server's ages out, and resumes a stream cut by it. Used by .ci/run.
+# connection when the server's ages out, and resumes a stream cut by it; and the Python
+# client (clients/python) resumes a stream across a server's restart. Used by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,6 +46,17 @@ timeout 60 python3 scripts/retry_pushback.py "$addr"
 
 serve 127.0.0.1:0 "$dir/age.log" scripts/connection_age.toml
 timeout 60 python3 scripts/connection_age.py "$addr"
+
+# The Python client as a user installs it, its generated code current with proto/, against a
+# server killed and restarted under its stream.
+python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore 'grpcio-tools==1.85.1' ./clients/python
+python3 -m grpc_tools.protoc -I proto --python_out="$dir" --pyi_out="$dir" --grpc_python_out="$dir" proto/model_runtime/v1/*.proto
+touch "$dir/model_runtime/__init__.py" "$dir/model_runtime/v1/__init__.py"
+if ! diff -r "$dir/model_runtime" clients/python/src/model_runtime >/dev/null; then
+  echo "clients/python's generated code is behind proto/: run scripts/generate_clients.sh" >&2
+  exit 1
+fi
+timeout 120 python3 scripts/python_client_check.py "$binary"
 
 for s in "${servers[@]}"; do
   kill -TERM "$s"
