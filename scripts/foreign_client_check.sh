@@ -52,7 +52,7 @@ timeout 60 python3 scripts/connection_age.py "$addr"
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore 'grpcio-tools==1.85.1' ./clients/python
 python3 -m grpc_tools.protoc -I proto --python_out="$dir" --pyi_out="$dir" --grpc_python_out="$dir" proto/model_runtime/v1/*.proto
 touch "$dir/model_runtime/__init__.py" "$dir/model_runtime/v1/__init__.py"
-if ! diff -r "$dir/model_runtime" clients/python/src/model_runtime >/dev/null; then
+if ! diff -r -x __pycache__ "$dir/model_runtime" clients/python/src/model_runtime >/dev/null; then
   echo "clients/python's generated code is behind proto/: run scripts/generate_clients.sh" >&2
   exit 1
 fi
