@@ -1,15 +1,16 @@
 //! Following an execution's events, for `exec` and `watch`: each printed as it comes (the
 //! reply's text to stdout and a status line per event to stderr, or one JSON object per event
-//! with `--json`), and a stream that is cut resumed with `Watch` from the last event printed,
-//! so nothing is printed twice or missed. Ctrl-C stops the following; what happens to the
+//! with `--json`), and a stream that is cut resumed with `Watch` from the last event printed
+//! (`model-runtime-client`'s `Events`), so nothing is printed twice or missed. Ctrl-C stops the following; what happens to the
 //! execution then is the command's to say.
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use model_runtime_client::{Client, Events, Retry};
 use tokio::signal::unix::{Signal, SignalKind, signal};
-use tonic::{Code, Streaming};
 
 use super::client::{CallError, Server};
 use super::{exit, render};
@@ -115,10 +116,10 @@ impl Printer {
 
 /// How following stopped.
 pub enum Stopped {
-    /// The execution ended (or the server has nothing more to send).
+    /// The execution ended.
     Ended,
     /// Ctrl-C: the stream as it was, to read the rest of if the command wants it.
-    Interrupted(Option<Box<Streaming<pb::ExecutionEvent>>>),
+    Interrupted(Option<Events>),
 }
 
 /// Follows events to the execution's end, or until Ctrl-C.
@@ -147,107 +148,48 @@ impl Follow {
         })
     }
 
-    /// Prints `stream`'s events (or, with none, the execution's from `Watch`) until the
-    /// execution's end; a stream cut before it is resumed from the last event printed,
-    /// for up to `reconnect_for` without an event.
-    pub async fn run(
-        &mut self,
-        mut stream: Option<Box<Streaming<pb::ExecutionEvent>>>,
-    ) -> Result<Stopped, CallError> {
-        let mut failing_since: Option<tokio::time::Instant> = None;
-        loop {
-            let current = match stream.take() {
-                Some(current) => current,
-                None => match self.resume(&mut failing_since).await? {
-                    Some(current) => Box::new(current),
-                    None => return Ok(Stopped::Interrupted(None)),
-                },
-            };
-            let mut current = current;
-            let cut = loop {
-                tokio::select! {
-                    event = current.message() => match event {
-                        Ok(Some(event)) => {
-                            failing_since = None;
-                            self.printer.print(&event)?;
-                        }
-                        Ok(None) => break None,
-                        Err(status) => break Some(status),
-                    },
-                    _ = self.interrupt.recv() => {
-                        return Ok(Stopped::Interrupted(Some(current)));
-                    }
-                }
-            };
-            if self.printer.ended.is_some() {
-                return Ok(Stopped::Ended);
-            }
-            // Cut before the end: a server that drains, a connection lost.
-            match cut {
-                Some(status) if !resumable(&status) => return Err(status.into()),
-                _ if self.printer.id.is_none() => {
-                    return Err(CallError::Invalid(
-                        "the stream ended before its first event".to_owned(),
-                    ));
-                }
-                cut => {
-                    let why = cut.map_or_else(|| "it ended".to_owned(), |s| s.message().to_owned());
-                    eprintln!(
-                        "the stream was cut after sequence {} ({why}); resuming",
-                        self.printer.last
-                    );
-                }
-            }
-        }
+    /// A client of the server whose streams resume for up to `reconnect_for` without an
+    /// event (`model-runtime-client`: the same channel reconnects).
+    pub async fn client(&self) -> Result<Client, CallError> {
+        let retry = Retry {
+            patience: self.reconnect_for,
+            ..Retry::default()
+        };
+        Ok(Client::new(self.server.connect().await?).with_retry(retry))
     }
 
-    /// A `Watch` from the last event printed, on a new connection: tried again (for up to
-    /// `reconnect_for` since the last event) while the server cannot be reached or is
-    /// unavailable. `None` on Ctrl-C.
-    async fn resume(
-        &mut self,
-        failing_since: &mut Option<tokio::time::Instant>,
-    ) -> Result<Option<Streaming<pb::ExecutionEvent>>, CallError> {
-        let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
-        let mut pause = Duration::from_millis(100);
+    /// Prints `events` (or, with none, the execution's from `Watch` after the last event
+    /// printed) until the execution's end; the stream resumes itself when it is cut.
+    pub async fn run(&mut self, events: Option<Events>) -> Result<Stopped, CallError> {
+        let mut events = match events {
+            Some(events) => events,
+            None => {
+                let id = self.printer.id.clone().unwrap_or_default();
+                let client = self.client().await?;
+                let watched = client.watch_telling(&id, self.printer.last, Box::new(say_resuming));
+                tokio::select! {
+                    watched = watched => watched?,
+                    _ = self.interrupt.recv() => return Ok(Stopped::Interrupted(None)),
+                }
+            }
+        };
         loop {
-            let request = pb::WatchRequest {
-                execution_id: self.printer.id.clone().unwrap_or_default(),
-                after_sequence: self.printer.last,
-            };
-            let watched = async {
-                let mut client = self.server.client().await?;
-                Ok::<_, CallError>(client.watch(request).await?.into_inner())
-            };
-            let error = tokio::select! {
-                watched = watched => match watched {
-                    Ok(stream) => return Ok(Some(stream)),
-                    Err(error) => error,
-                },
-                _ = self.interrupt.recv() => return Ok(None),
-            };
-            let again = match &error {
-                CallError::Connect { .. } => true,
-                CallError::Status(status) => resumable(status),
-                _ => false,
-            };
-            if !again || since.elapsed() + pause > self.reconnect_for {
-                return Err(error);
-            }
             tokio::select! {
-                () = tokio::time::sleep(pause) => {}
-                _ = self.interrupt.recv() => return Ok(None),
+                event = events.next() => match event {
+                    Some(Ok(event)) => self.printer.print(&event)?,
+                    Some(Err(status)) => return Err(status.into()),
+                    None => return Ok(Stopped::Ended),
+                },
+                _ = self.interrupt.recv() => return Ok(Stopped::Interrupted(Some(events))),
             }
-            pause = (pause * 2).min(Duration::from_secs(2));
         }
     }
 }
 
-/// Whether a stream that failed with `status` may be followed again from its cursor: the
-/// server or the connection went away, or the server is busy; never a refusal of the request.
-fn resumable(status: &tonic::Status) -> bool {
-    matches!(
-        status.code(),
-        Code::Unavailable | Code::Unknown | Code::Cancelled | Code::Aborted | Code::Internal
-    )
+/// Says on stderr that a cut stream resumes.
+pub fn say_resuming(last: u64, why: &tonic::Status) {
+    eprintln!(
+        "the stream was cut after sequence {last} ({}); resuming",
+        why.message()
+    );
 }

@@ -6,7 +6,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tonic::Streaming;
+use futures_util::StreamExt;
+use model_runtime_client::Events;
 
 use super::client::{CallError, Server};
 use super::events::{Follow, Printer, Stopped};
@@ -51,9 +52,10 @@ pub async fn exec(args: ExecArgs) -> ExitCode {
 async fn run(args: ExecArgs) -> Result<ExitCode, CallError> {
     let request = args.request.request()?;
     let mut follow = Follow::new(args.server, Printer::new(args.json), args.reconnect_for)?;
+    let client = follow.client().await?;
     let started = async {
-        let mut client = follow.server.client().await?;
-        Ok::<_, CallError>(client.execute(request).await?.into_inner())
+        let on_resume = Box::new(super::events::say_resuming);
+        Ok::<_, CallError>(client.execute_telling(request, on_resume).await?)
     };
     let stream = tokio::select! {
         stream = started => stream?,
@@ -61,7 +63,7 @@ async fn run(args: ExecArgs) -> Result<ExitCode, CallError> {
         // way (the server sends it as soon as it has the execution).
         _ = follow.interrupt.recv() => return Ok(exit::interrupted()),
     };
-    match follow.run(Some(Box::new(stream))).await? {
+    match follow.run(Some(stream)).await? {
         Stopped::Ended => {
             follow.printer.finish()?;
             Ok(follow.printer.code())
@@ -74,13 +76,13 @@ async fn run(args: ExecArgs) -> Result<ExitCode, CallError> {
 /// its end shown.
 async fn interrupted(
     mut follow: Follow,
-    mut stream: Option<Box<Streaming<pb::ExecutionEvent>>>,
+    mut stream: Option<Events>,
     detach: bool,
 ) -> Result<ExitCode, CallError> {
     // Its id comes with its first event.
     if follow.printer.id.is_none()
         && let Some(events) = &mut stream
-        && let Ok(Ok(Some(event))) = tokio::time::timeout(AFTER_INTERRUPT, events.message()).await
+        && let Ok(Some(Ok(event))) = tokio::time::timeout(AFTER_INTERRUPT, events.next()).await
     {
         follow.printer.print(&event)?;
     }
