@@ -2,7 +2,8 @@
 # The stock SDKs against the HTTP ingress of the real binary: starts `serve` with
 # scripts/sdk_config.toml (an ingress on a free loopback port, scripted providers that fall
 # back, cut an answer and call a tool) and runs scripts/sdk_clients.py with OpenAI's and
-# Anthropic's Python SDKs. Used by .ci/run.
+# Anthropic's Python SDKs; then buf curl calls the gRPC API over gRPC-Web on the same port.
+# Used by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +28,18 @@ if [ -z "$addr" ]; then
   exit 1
 fi
 timeout 120 python3 scripts/sdk_clients.py "http://$addr/v1"
+
+# gRPC-Web on the same port, as a browser calls it: buf curl over HTTP/1.1, the schema read
+# through reflection over gRPC-Web too, an execution's events streamed to its end.
+out=$(timeout 120 npx --yes @bufbuild/buf curl --protocol grpcweb \
+  "http://$addr/model_runtime.v1.ModelRuntime/Execute" \
+  -d '{"ability":"chat","input":{"messages":[{"role":"ROLE_USER","content":[{"text":"hello over grpc-web"}]}]}}')
+if ! grep -q '"text": "hello over grpc-web"' <<<"$out" || ! grep -q '"completed"' <<<"$out"; then
+  echo "FAIL gRPC-Web Execute through the ingress:" >&2
+  echo "$out" >&2
+  exit 1
+fi
+echo "ok   gRPC-Web: buf curl streamed $(grep -c '"sequence"' <<<"$out") events through the ingress"
 kill -TERM "$server"
 wait "$server"
 server=""

@@ -15,6 +15,8 @@
 //!   and no normal end (`error.rs`).
 //! - A caller that goes away cancels its execution, at once without an `Idempotency-Key`,
 //!   after `detach_grace` with one, unless a retry attaches first (`detach.rs`).
+//! - gRPC-Web (`application/grpc-web*`, a browser's gRPC) is the gRPC server's own services,
+//!   translated by tonic's layer (`grpc_web.rs`).
 //!
 //! The drain is the gRPC server's: requests are taken while the runtime drains (new work is
 //! refused with 503), then the listener closes, and open streams get a grace to end.
@@ -25,6 +27,7 @@ mod chat;
 mod detach;
 mod error;
 mod executions;
+mod grpc_web;
 mod messages;
 mod models;
 mod request;
@@ -59,6 +62,8 @@ struct Shared {
     runtime: Runtime,
     config: IngressConfig,
     detached: detach::Detached,
+    /// The gRPC server's services, for gRPC-Web.
+    grpc_web: grpc_web::Service,
 }
 
 impl std::fmt::Debug for Shared {
@@ -80,13 +85,19 @@ pub struct Ingress {
 }
 
 impl Ingress {
-    /// Serves `runtime` over HTTP on `listener` as `config` says, from now until
-    /// [`close`](Self::close).
-    pub fn start(runtime: Runtime, config: IngressConfig, listener: TcpListener) -> Self {
+    /// Serves `runtime` over HTTP on `listener` as `config` says, and gRPC-Web onto `grpc`
+    /// (the gRPC server's services), from now until [`close`](Self::close).
+    pub fn start(
+        runtime: Runtime,
+        config: IngressConfig,
+        listener: TcpListener,
+        grpc: tonic::service::Routes,
+    ) -> Self {
         let shared = Arc::new(Shared {
             runtime,
             config,
             detached: detach::Detached::default(),
+            grpc_web: grpc_web::service(grpc),
         });
         let stop = CancellationToken::new();
         let force = CancellationToken::new();

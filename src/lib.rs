@@ -73,7 +73,8 @@
 //!   Anthropic's Messages (`messages`), answered alike (`answer`), the abilities as models (`models`), the execution as a
 //!   resource (`executions`); an execution's events as an API writes them
 //!   (`stream`) in an answer's body (`body`), the tokens an answer reports (`tokens`), errors
-//!   in each API's shape (`error`), and a caller that goes away (`detach`).
+//!   in each API's shape (`error`), a caller that goes away (`detach`), and gRPC-Web onto
+//!   the gRPC server's services (`grpc_web`).
 //! - [`server`]: the gRPC server with health and reflection, over HTTP/2 served by h2
 //!   directly so one stalled stream can be reset: where it listens (`listener`), accepted
 //!   connections (`incoming`) and their places (`places`), one connection (`connection`) and

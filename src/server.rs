@@ -87,17 +87,21 @@ pub async fn serve_with_ingress(
     ingress: Option<tokio::net::TcpListener>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServerError> {
-    let ingress = match (ingress, &runtime.config().ingress) {
-        (Some(listener), Some(config)) => {
-            Some(Ingress::start(runtime.clone(), config.clone(), listener))
-        }
-        _ => None,
-    };
     let config = &runtime.config().server;
     // A request is refused before it is decoded once it is larger than its content may be,
     // plus framing.
     let max_message = limits::max_request_bytes(config.max_input_bytes);
     let (routes, health) = routes(&runtime, max_message).await?;
+    // The ingress serves gRPC-Web onto the same services.
+    let ingress = match (ingress, &runtime.config().ingress) {
+        (Some(listener), Some(config)) => Some(Ingress::start(
+            runtime.clone(),
+            config.clone(),
+            listener,
+            routes.clone(),
+        )),
+        _ => None,
+    };
     let incoming = Incoming::new(
         accept(listener.into()),
         descriptors::client_connections(runtime.config()),

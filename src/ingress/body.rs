@@ -23,6 +23,8 @@ pub(super) enum Body {
     Whole(Option<Bytes>),
     /// An execution's events, as the API shows them.
     Events(Pin<Box<dyn Stream<Item = Bytes> + Send>>),
+    /// A gRPC-Web call's answer (`grpc_web.rs`), its trailers in its body.
+    Grpc(tonic::body::Body),
 }
 
 impl http_body::Body for Body {
@@ -39,11 +41,25 @@ impl http_body::Body for Body {
                 .as_mut()
                 .poll_next(cx)
                 .map(|bytes| bytes.map(|b| Ok(Frame::data(b)))),
+            // A body that fails ends where it is: a gRPC-Web client then sees no trailers,
+            // which it reports as the call's failure.
+            Self::Grpc(body) => Pin::new(body).poll_frame(cx).map(|frame| match frame {
+                Some(Ok(frame)) => Some(Ok(frame)),
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "a gRPC-Web answer's body failed");
+                    None
+                }
+                None => None,
+            }),
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(self, Self::Whole(None))
+        match self {
+            Self::Whole(bytes) => bytes.is_none(),
+            Self::Events(_) => false,
+            Self::Grpc(body) => body.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
@@ -52,6 +68,7 @@ impl http_body::Body for Body {
                 http_body::SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
             }
             Self::Events(_) => http_body::SizeHint::default(),
+            Self::Grpc(body) => body.size_hint(),
         }
     }
 }
@@ -79,6 +96,7 @@ impl std::fmt::Debug for Body {
         match self {
             Self::Whole(bytes) => f.debug_tuple("Whole").field(bytes).finish(),
             Self::Events(_) => f.write_str("Events"),
+            Self::Grpc(_) => f.write_str("Grpc"),
         }
     }
 }

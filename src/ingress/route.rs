@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::body::Answer;
 use super::error::{Api, Refusal};
-use super::{Shared, chat, executions, messages, models, responses};
+use super::{Shared, chat, executions, grpc_web, messages, models, responses};
 
 /// Answers one request; with `server.access_log`, a line for it once its head is sent (a
 /// streamed answer's at its first shown event).
@@ -44,6 +44,15 @@ async fn answer(shared: &Arc<Shared>, request: http::Request<Incoming>) -> Answe
     } else {
         Api::OpenAi
     };
+    if grpc_web::is_grpc_web(&request) {
+        // Refused as gRPC-Web says: a status its client reads.
+        if authorize(shared, request.headers()).is_err() {
+            return grpc_web::refused(tonic::Status::unauthenticated(
+                "this ingress needs the gateway's secret (Authorization: Bearer, or x-api-key)",
+            ));
+        }
+        return grpc_web::answer(&shared.grpc_web, request).await;
+    }
     if let Err(refusal) = authorize(shared, request.headers()) {
         return refusal.answer(api);
     }

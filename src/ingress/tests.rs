@@ -36,7 +36,9 @@ async fn serving(faults: Faults) -> (Ingress, std::net::SocketAddr) {
     let runtime = Runtime::builder(config).store(store).build().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    (Ingress::start(runtime, ingress, listener), addr)
+    // No gRPC service behind gRPC-Web here: these tests speak OpenAI's API.
+    let grpc = tonic::service::Routes::default();
+    (Ingress::start(runtime, ingress, listener, grpc), addr)
 }
 
 /// A streamed chat completion over HTTP/1.1, read to the connection's close.

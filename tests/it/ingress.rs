@@ -5,6 +5,7 @@
 //! models and the execution as a resource, and the drain. (docs/protocol.md: HTTP-1..5.)
 
 pub(crate) mod client;
+mod grpc_web;
 mod messages;
 mod responses;
 
