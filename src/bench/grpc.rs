@@ -1,10 +1,13 @@
 //! The gRPC side of the load tool: a few HTTP/2 connections shared round-robin by the
 //! workers, and calls that decode only what the measurement needs.
 //!
-//! The client must not be what is measured. A full `ExecutionEvent` decode allocates the
-//! id, type, timestamp and text of every event; here each event is decoded into [`EventHead`],
-//! which keeps only which payload it carries (and a failure's code) and skips the rest, as
-//! protobuf lets any reader skip fields it does not know.
+//! Executions go through `model-runtime-client`, as a caller's would (its resuming stream,
+//! without idempotency keys of its own, so the server does what it did before the tool used
+//! it). The client must not be what is measured: a full `ExecutionEvent` decode allocates the
+//! id, type, timestamp and text of every event; here each event is decoded into
+//! [`EventHead`], which keeps only what the stream and the measurement need (sequence, the
+//! execution's id as a slice of the frame, which payload it carries, a failure's code) and
+//! skips the rest, as protobuf lets any reader skip fields it does not know.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,16 +25,35 @@ use super::args::Rpc;
 use super::load::{Caller, Observed, Session};
 use model_runtime::pb;
 
-const EXECUTE: &str = "/model_runtime.v1.ModelRuntime/Execute";
 const SUBMIT: &str = "/model_runtime.v1.ModelRuntime/Submit";
 
 /// The parts of an `ExecutionEvent` the tool looks at; the field tags are the wire
 /// contract's (`proto/model_runtime/v1/events.proto`).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct EventHead {
+    /// `execution_id`, undecoded (a string's bytes, shared with the frame).
+    #[prost(bytes = "bytes", tag = "1")]
+    pub execution_id: bytes::Bytes,
+    /// `sequence`.
+    #[prost(uint64, tag = "2")]
+    pub sequence: u64,
     /// The payload, when it is one the tool cares about.
     #[prost(oneof = "Head", tags = "14, 19, 20")]
     pub head: Option<Head>,
+}
+
+impl model_runtime_client::Event for EventHead {
+    fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    fn execution_id(&self) -> String {
+        String::from_utf8_lossy(&self.execution_id).into_owned()
+    }
+
+    fn is_terminal(&self) -> bool {
+        matches!(self.head, Some(Head::Completed(_) | Head::Failed(_)))
+    }
 }
 
 /// The payloads that matter to the measurement.
@@ -140,8 +162,10 @@ impl Caller for GrpcCaller {
     type Session = GrpcSession;
 
     fn session(&self, worker: usize) -> GrpcSession {
+        let channel = self.channels[worker % self.channels.len()].clone();
         GrpcSession {
-            grpc: Grpc::new(self.channels[worker % self.channels.len()].clone()),
+            client: model_runtime_client::Client::new(channel.clone()).without_keys(),
+            grpc: Grpc::new(channel),
             request: self.request.clone(),
             rpc: self.rpc,
         }
@@ -150,6 +174,7 @@ impl Caller for GrpcCaller {
 
 /// One worker's client.
 pub struct GrpcSession {
+    client: model_runtime_client::Client,
     grpc: Grpc<Channel>,
     request: Arc<pb::ExecuteRequest>,
     rpc: Rpc,
@@ -162,23 +187,15 @@ fn status_key(status: &tonic::Status) -> String {
 impl GrpcSession {
     async fn execute(&mut self) -> Observed {
         let mut seen = Observed::default();
-        if let Err(e) = self.grpc.ready().await {
-            seen.failure = Some(format!("client:not_ready: {e}"));
-            return seen;
-        }
-        let codec = ProstCodec::<pb::ExecuteRequest, EventHead>::default();
-        let request = tonic::Request::new((*self.request).clone());
-        let path = PathAndQuery::from_static(EXECUTE);
-        let mut events = match self.grpc.server_streaming(request, path, codec).await {
-            Ok(response) => response.into_inner(),
+        let request = (*self.request).clone();
+        let mut events = match self.client.execute_as::<EventHead>(request).await {
+            Ok(events) => events,
             Err(status) => {
                 seen.failure = Some(status_key(&status));
                 return seen;
             }
         };
-        // Read to the end of the stream, trailers included, even after the terminal event:
-        // dropping it early resets the HTTP/2 stream, and a peer that sees too many resets
-        // (h2 allows 1024 pending) starts refusing streams.
+        // The stream ends after the terminal event, with the call read to its trailers.
         while let Some(item) = events.next().await {
             let event = match item {
                 Ok(event) => event,

@@ -9,32 +9,37 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures_util::Stream;
+use tonic::client::Grpc;
+use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::Channel;
-use tonic::{Status, Streaming};
+use tonic::{Request, Status, Streaming};
+use tonic_prost::ProstCodec;
 
-use crate::pb::execution_event::Payload;
-use crate::pb::model_runtime_client::ModelRuntimeClient;
+use crate::event::Event;
 use crate::pb::{self, ExecutionEvent};
 use crate::retry::{Retry, resumable};
+
+const EXECUTE: &str = "/model_runtime.v1.ModelRuntime/Execute";
+const WATCH: &str = "/model_runtime.v1.ModelRuntime/Watch";
 
 /// An execution's events, resumed across broken calls, each once, ending after the terminal
 /// event. An `Err` item is final: a failure that resuming cannot mend, or one still there
 /// when [`Retry::patience`] ran out.
-pub struct Events {
-    inner: Pin<Box<dyn Stream<Item = Result<ExecutionEvent, Status>> + Send>>,
+pub struct Events<E = ExecutionEvent> {
+    inner: Pin<Box<dyn Stream<Item = Result<E, Status>> + Send>>,
 }
 
 /// Told of each resume: the last sequence delivered, and what broke the call.
 pub type OnResume = Box<dyn FnMut(u64, &Status) + Send + Sync>;
 
-impl std::fmt::Debug for Events {
+impl<E> std::fmt::Debug for Events<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Events").finish_non_exhaustive()
     }
 }
 
-impl Stream for Events {
-    type Item = Result<ExecutionEvent, Status>;
+impl<E> Stream for Events<E> {
+    type Item = Result<E, Status>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.inner.as_mut().poll_next(cx)
@@ -42,8 +47,8 @@ impl Stream for Events {
 }
 
 /// Where the stream stands.
-struct Reader {
-    rpc: ModelRuntimeClient<Channel>,
+struct Reader<E> {
+    grpc: Grpc<Channel>,
     retry: Retry,
     /// The `Execute` to send again while no event has come.
     request: Option<pb::ExecuteRequest>,
@@ -52,7 +57,7 @@ struct Reader {
     id: Option<String>,
     /// The last sequence delivered.
     last: u64,
-    call: Option<Streaming<ExecutionEvent>>,
+    call: Option<Streaming<E>>,
     /// Tries since the last event delivered, and when the first of them failed.
     tries: u32,
     failing_since: Option<tokio::time::Instant>,
@@ -60,9 +65,9 @@ struct Reader {
     done: bool,
 }
 
-impl Events {
+impl<E: Event> Events<E> {
     pub(crate) async fn execute(
-        rpc: ModelRuntimeClient<Channel>,
+        channel: Channel,
         retry: Retry,
         request: pb::ExecuteRequest,
         on_resume: Option<OnResume>,
@@ -70,24 +75,32 @@ impl Events {
         // Without a key a request is never sent twice: a call that breaks before its first
         // event is not tried again.
         let resend = !request.idempotency_key.is_empty();
-        let mut reader = Reader::new(rpc, retry, Some(request), None, 0, on_resume);
+        let mut reader = Reader::new(channel, retry, Some(request), None, 0, on_resume);
         reader.resend = resend;
         Self::start(reader).await
     }
 
     pub(crate) async fn watch(
-        rpc: ModelRuntimeClient<Channel>,
+        channel: Channel,
         retry: Retry,
         id: String,
         after: u64,
         on_resume: Option<OnResume>,
     ) -> Result<Self, Status> {
-        Self::start(Reader::new(rpc, retry, None, Some(id), after, on_resume)).await
+        Self::start(Reader::new(
+            channel,
+            retry,
+            None,
+            Some(id),
+            after,
+            on_resume,
+        ))
+        .await
     }
 
     /// Opens the first call (a request the server refuses is the caller's error now), then
     /// reads on.
-    async fn start(mut reader: Reader) -> Result<Self, Status> {
+    async fn start(mut reader: Reader<E>) -> Result<Self, Status> {
         reader.call = Some(reader.open_with_retries().await?);
         let inner = futures_util::stream::unfold(reader, |mut reader| async move {
             let item = reader.next().await?;
@@ -99,9 +112,9 @@ impl Events {
     }
 }
 
-impl Reader {
+impl<E: Event> Reader<E> {
     fn new(
-        rpc: ModelRuntimeClient<Channel>,
+        channel: Channel,
         retry: Retry,
         request: Option<pb::ExecuteRequest>,
         id: Option<String>,
@@ -109,7 +122,7 @@ impl Reader {
         on_resume: Option<OnResume>,
     ) -> Self {
         Self {
-            rpc,
+            grpc: Grpc::new(channel),
             retry,
             request,
             id,
@@ -123,24 +136,44 @@ impl Reader {
         }
     }
 
-    /// One call: `Watch` after the last event when the execution is known, else `Execute`.
-    async fn open(&self) -> Result<Streaming<ExecutionEvent>, Status> {
-        let mut rpc = self.rpc.clone();
-        let call = match (&self.id, &self.request) {
-            (Some(id), _) => {
+    /// One call: `Watch` after the last event when the execution is known, else `Execute`
+    /// (the request kept for sending again only when it may be: it has a key).
+    async fn open(&mut self) -> Result<Streaming<E>, Status> {
+        self.grpc
+            .ready()
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        let call = match &self.id {
+            Some(id) => {
                 let watch = pb::WatchRequest {
                     execution_id: id.clone(),
                     after_sequence: self.last,
                 };
-                rpc.watch(watch).await?
+                let codec = ProstCodec::<pb::WatchRequest, E>::default();
+                let path = PathAndQuery::from_static(WATCH);
+                self.grpc
+                    .server_streaming(Request::new(watch), path, codec)
+                    .await?
             }
-            (None, Some(request)) => rpc.execute(request.clone()).await?,
-            (None, None) => return Err(Status::internal("nothing to read")),
+            None => {
+                let request = match (&mut self.request, self.resend) {
+                    (Some(request), true) => request.clone(),
+                    (request, false) => request.take().ok_or_else(|| {
+                        Status::unavailable("the request was sent once and has no key to resend it")
+                    })?,
+                    (None, true) => return Err(Status::internal("nothing to read")),
+                };
+                let codec = ProstCodec::<pb::ExecuteRequest, E>::default();
+                let path = PathAndQuery::from_static(EXECUTE);
+                self.grpc
+                    .server_streaming(Request::new(request), path, codec)
+                    .await?
+            }
         };
         Ok(call.into_inner())
     }
 
-    async fn open_with_retries(&mut self) -> Result<Streaming<ExecutionEvent>, Status> {
+    async fn open_with_retries(&mut self) -> Result<Streaming<E>, Status> {
         loop {
             match self.open().await {
                 Ok(call) => return Ok(call),
@@ -170,7 +203,7 @@ impl Reader {
     }
 
     /// The next event to deliver, a final error, or `None` after the terminal event.
-    async fn next(&mut self) -> Option<Result<ExecutionEvent, Status>> {
+    async fn next(&mut self) -> Option<Result<E, Status>> {
         loop {
             if self.done {
                 return None;
@@ -186,16 +219,22 @@ impl Reader {
                 },
             };
             let broke = match call.message().await {
-                Ok(Some(event)) if event.sequence <= self.last => continue,
+                Ok(Some(event)) if event.sequence() <= self.last => continue,
                 Ok(Some(event)) => {
-                    self.last = event.sequence;
-                    self.id.get_or_insert_with(|| event.execution_id.clone());
+                    self.last = event.sequence();
+                    if self.id.is_none() {
+                        self.id = Some(event.execution_id());
+                    }
                     self.tries = 0;
                     self.failing_since = None;
-                    self.done = matches!(
-                        event.payload,
-                        Some(Payload::Completed(_) | Payload::Failed(_))
-                    );
+                    self.done = event.is_terminal();
+                    if self.done {
+                        // The call's end (its trailers) follows at once: read it, so the
+                        // call ends cleanly instead of being reset when this stream is
+                        // dropped (a server counts a peer's resets).
+                        while let Ok(Some(_)) = call.message().await {}
+                        self.call = None;
+                    }
                     return Some(Ok(event));
                 }
                 // Ended before its execution did: a server going away closed it.

@@ -18,6 +18,7 @@
 //! It knows the API through `proto/` alone and imports nothing of the runtime; the runtime's
 //! `pb` is this crate's.
 
+mod event;
 mod events;
 mod retry;
 
@@ -26,6 +27,7 @@ use std::time::{Duration, SystemTime};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 
+pub use event::Event;
 pub use events::{Events, OnResume};
 pub use retry::Retry;
 
@@ -45,6 +47,7 @@ use pb::model_runtime_client::ModelRuntimeClient;
 /// A client of one runtime, or of several replicas sharing a store.
 #[derive(Debug, Clone)]
 pub struct Client {
+    channel: Channel,
     rpc: ModelRuntimeClient<Channel>,
     retry: Retry,
     /// Whether requests without an idempotency key are given one.
@@ -85,7 +88,8 @@ impl Client {
     /// A client on `channel`, however it was made (a Unix socket, TLS, a balance).
     pub fn new(channel: Channel) -> Self {
         Self {
-            rpc: ModelRuntimeClient::new(channel),
+            rpc: ModelRuntimeClient::new(channel.clone()),
+            channel,
             retry: Retry::default(),
             keys: true,
         }
@@ -137,7 +141,20 @@ impl Client {
         if self.keys {
             keyed(&mut request);
         }
-        Events::execute(self.rpc.clone(), self.retry, request, None).await
+        Events::execute(self.channel.clone(), self.retry, request, None).await
+    }
+
+    /// [`execute`](Self::execute) reading each event as `E`: a message with the tags a
+    /// resuming stream needs ([`Event`]) and whichever others the caller wants, the rest
+    /// skipped undecoded (a load tool's).
+    pub async fn execute_as<E: Event>(
+        &self,
+        mut request: pb::ExecuteRequest,
+    ) -> Result<Events<E>, Status> {
+        if self.keys {
+            keyed(&mut request);
+        }
+        Events::execute(self.channel.clone(), self.retry, request, None).await
     }
 
     /// [`execute`](Self::execute), telling `on_resume` of each resume (the last sequence
@@ -150,14 +167,14 @@ impl Client {
         if self.keys {
             keyed(&mut request);
         }
-        Events::execute(self.rpc.clone(), self.retry, request, Some(on_resume)).await
+        Events::execute(self.channel.clone(), self.retry, request, Some(on_resume)).await
     }
 
     /// The events of `execution_id` after `after_sequence`, to its end, resuming across
     /// broken calls.
     pub async fn watch(&self, execution_id: &str, after_sequence: u64) -> Result<Events, Status> {
         Events::watch(
-            self.rpc.clone(),
+            self.channel.clone(),
             self.retry,
             execution_id.to_owned(),
             after_sequence,
@@ -174,7 +191,7 @@ impl Client {
         on_resume: OnResume,
     ) -> Result<Events, Status> {
         Events::watch(
-            self.rpc.clone(),
+            self.channel.clone(),
             self.retry,
             execution_id.to_owned(),
             after_sequence,
