@@ -5,6 +5,7 @@
 #
 #   benches/instructions.sh BIN...     # each server binary: its instructions per execution
 #   benches/instructions.sh --bare     # the bare tonic baseline server's
+#   benches/instructions.sh --clients BIN...   # each binary's load tool (the client side)
 #   METRICS=1 benches/instructions.sh BIN...   # with server.metrics_listen set (metrics on)
 #   CONFIG=FILE ABILITY=NAME benches/instructions.sh BIN...   # another config (provider.sh)
 #
@@ -60,9 +61,9 @@ server_run() { # server_run BIN COUNT -> the server's total instructions
     total
 }
 
-bench_run() { # bench_run ARGS... -> the load tool's total instructions
+bench_run() { # bench_run ARGS... -> the load tool's total instructions (${TOOL:-$CLIENT}'s)
     rm -f "$work"/cg.*
-    valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p" "$CLIENT" bench --concurrency 16 --timeout 60s "$@" >/dev/null 2>"$work/vg.log"
+    valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p" "${TOOL:-$CLIENT}" bench --concurrency 16 --timeout 60s "$@" >/dev/null 2>"$work/vg.log"
     total
 }
 
@@ -77,6 +78,19 @@ if [[ $1 == --bare ]]; then
     b2=$(bench_run --baseline --deltas 16 --executions "$N")
     echo "load tool: $(((c2 - c1) / M)) instructions per execution"
     echo "bare tonic server: $((((b2 - b1) - (c2 - c1)) / M)) instructions per execution"
+    exit 0
+fi
+if [[ $1 == --clients ]]; then
+    # The same native server for every load tool: only the client side differs.
+    shift
+    serve "$CLIENT"
+    addr=$(cat "$work/addr")
+    for bin in "$@"; do
+        c1=$(TOOL=$bin bench_run --addr "$addr" --executions $((N / 4)))
+        c2=$(TOOL=$bin bench_run --addr "$addr" --executions "$N")
+        echo "$bin load tool: $(((c2 - c1) / M)) instructions per execution"
+    done
+    stop
     exit 0
 fi
 for bin in "$@"; do

@@ -102,6 +102,9 @@ impl<E: Event> Events<E> {
     /// reads on.
     async fn start(mut reader: Reader<E>) -> Result<Self, Status> {
         reader.call = Some(reader.open_with_retries().await?);
+        // Boxed: the stream's state moves into each step's future and back, and the reader
+        // (with its call) is hundreds of bytes to copy per event; a box is one word.
+        let reader = Box::new(reader);
         let inner = futures_util::stream::unfold(reader, |mut reader| async move {
             let item = reader.next().await?;
             Some((item, reader))
