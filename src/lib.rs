@@ -89,8 +89,10 @@
 //!   them.
 //!
 //! Beside it, crates that import nothing of the domain: `crates/h1` (the provider HTTP/1.1
-//! client: [`h1`]) and `crates/pricing` (prices for exported usage facts, used by the
-//! `price` command only, never by the execution path).
+//! client: [`h1`]), `crates/pricing` (prices for exported usage facts, used by the `price`
+//! command only, never by the execution path), `crates/client` (the wire types [`pb`]
+//! re-exports, and the client that resumes, which the command line and the load tool use)
+//! and `crates/conformance` (the conformance kit, which knows the API only by `proto/`).
 //!
 //! # Layers
 //! Bottom to top. A module imports only from layers below its own, never from its own layer
