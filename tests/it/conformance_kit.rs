@@ -114,3 +114,63 @@ async fn the_kit_passes_two_replicas_on_postgres() {
     let report = run(&provider, &a, Some(&b)).await;
     assert_conforms(&report, &[]);
 }
+
+/// The kit's command line (`conformance::cli::main`, all its binary does) with `args`: its
+/// exit code, what it printed, and what it complained of.
+async fn kit(args: &[&str]) -> (std::process::ExitCode, String, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let argv = std::iter::once("model-runtime-conformance").chain(args.iter().copied());
+    let code = conformance::cli::main(argv, &mut out, &mut err).await;
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+    (code, text(out), text(err))
+}
+
+/// The README's steps: `config` writes what the runtime loads, `serve` loads it, `run`
+/// checks the runtime, prints the table, writes JSON and JUnit, exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kit_runs_as_the_readme_says() {
+    use std::process::ExitCode;
+    let provider = format!("127.0.0.1:{}", crate::common::postgres::free_port());
+    let (code, printed, _) = kit(&["config", "--provider", &provider]).await;
+    assert_eq!(code, ExitCode::SUCCESS);
+    let toml = format!("[server]\ndrain_timeout = \"1s\"\n\n{printed}");
+    let server = Replica::start("runtime", &toml, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (json, junit) = (dir.path().join("kit.json"), dir.path().join("kit.xml"));
+    let (json_path, junit_path) = (json.to_str().unwrap(), junit.to_str().unwrap());
+    let args = ["run", "--target", &server.addr, "--provider", &provider];
+    let (code, table, err) =
+        kit(&[&args[..], &["--json", json_path, "--junit", junit_path]].concat()).await;
+    assert_eq!(code, ExitCode::SUCCESS, "{table}\n{err}");
+    assert!(
+        table.contains("RULE") && table.contains("COMMIT-2    MUST   pass"),
+        "{table}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["summary"]["must_failed"], 0, "{report}");
+    assert_eq!(report["summary"]["fail"], 0, "{report}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("<testsuite name=\"model-runtime-conformance\"")
+            && xml.contains("failures=\"0\""),
+        "{xml}"
+    );
+
+    // Nothing answers at the target: the run says so and exits 2, not 0 or 1.
+    let args = [
+        "run",
+        "--target",
+        "127.0.0.1:1",
+        "--provider",
+        "127.0.0.1:0",
+        "--wait",
+        "0s",
+    ];
+    let (code, _, err) = kit(&args).await;
+    assert_eq!(code, ExitCode::from(2), "{err}");
+    assert!(err.contains("cannot reach 127.0.0.1:1"), "{err}");
+    // A misspelt flag is the caller's mistake, said and exit 2.
+    let (code, _, err) = kit(&["run", "--targett", "x"]).await;
+    assert_eq!(code, ExitCode::from(2));
+    assert!(err.contains("--targett"), "{err}");
+}

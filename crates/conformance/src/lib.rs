@@ -9,9 +9,10 @@
 //! pass, fail or unsupported per rule id of `docs/protocol.md` ([`rules`], [`report`]).
 //!
 //! Layers, each importing only those before it: `pb`, `rules`, `verdict`, `provider`,
-//! `setup`, `observe`, `invariants`, `cases`, `report`, and `run` here.
+//! `setup`, `observe`, `invariants`, `cases`, `report`, `run` here, and `cli` (the binary).
 
 pub mod cases;
+pub mod cli;
 pub mod invariants;
 pub mod observe;
 pub mod provider;
