@@ -7,8 +7,6 @@
 //!   (`crate::service::codec`);
 //! - `field_numbers.rs`: the field numbers of every message, as constants the hand-written
 //!   event encoder uses, so the encoder names fields the .proto defines, never bare numbers;
-//! - `bare/model_runtime.v1.rs`: a plain server over `pb`'s messages, for the binary's bare
-//!   baseline (`src/bench/bare.rs`) only: no part of the library;
 //! - `model_runtime_descriptor.bin`: the descriptor set that server reflection serves.
 //!
 //! It also sets `MODEL_RUNTIME_COMMIT`, the commit `--version` shows: the variable of that
@@ -38,14 +36,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         prost::Message::encode_to_vec(&descriptors),
     )?;
     std::fs::write(out.join("field_numbers.rs"), field_numbers(&descriptors))?;
-    let bare = out.join("bare");
-    std::fs::create_dir_all(&bare)?;
-    tonic_prost_build::configure()
-        .build_client(false)
-        .build_server(true)
-        .out_dir(bare)
-        .extern_path(".model_runtime.v1", "::model_runtime::pb")
-        .compile_fds(descriptors.clone())?;
     let server = out.join("server");
     std::fs::create_dir_all(&server)?;
     tonic_prost_build::configure()

@@ -1,6 +1,8 @@
 //! Compiles the repository's `proto/` (protox: pure Rust, no system `protoc`) into the
-//! messages and the client of `model_runtime.v1`: the one Rust copy of the wire types, which
-//! the runtime re-exports as its own `pb`.
+//! messages, the client and a plain server trait of `model_runtime.v1`: the one Rust copy of
+//! the wire types. The runtime re-exports them as its own `pb` (its own server is encoded
+//! from its store, not this trait); the plain server serves the load tool's bare baseline and
+//! the conformance kit's broken implementations.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
@@ -13,7 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptors = protox::compile(files, ["../../proto"])?;
     tonic_prost_build::configure()
         .build_client(true)
-        .build_server(false)
+        .build_server(true)
         .compile_fds(descriptors)?;
     Ok(())
 }

@@ -161,24 +161,6 @@ pub fn prompt_of(n: usize) -> String {
         .join(" ")
 }
 
-/// The request every call sends: the prompt as one user message, everything else default.
-pub fn request(ability: &str, prompt: &str) -> pb::ExecuteRequest {
-    pb::ExecuteRequest {
-        ability: ability.to_owned(),
-        input: Some(pb::ExecutionInput {
-            messages: vec![pb::Message {
-                role: pb::Role::User.into(),
-                content: vec![pb::ContentPart {
-                    part: Some(pb::content_part::Part::Text(prompt.to_owned())),
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 impl BenchArgs {
     /// Checks the flags together.
     pub fn plan(&self) -> Result<Plan, ArgsError> {
@@ -242,7 +224,8 @@ impl BenchArgs {
             rate: self.rate,
             rpc: self.rpc,
             timeout: self.timeout,
-            request: request(&self.ability, &prompt),
+            // The prompt as one user message, everything else default.
+            request: model_runtime_client::text_request(&self.ability, &prompt),
             json: self.json,
         })
     }

@@ -71,12 +71,13 @@ impl Ctx {
 
     /// A request for `kit-{setup}` whose prompt carries a fresh nonce.
     pub fn request(&self, setup: &str) -> pb::ExecuteRequest {
-        pb::ExecuteRequest {
-            ability: Setup::ability(setup),
-            input: Some(input(&fresh_nonce())),
-            labels: HashMap::from([(LABEL.0.to_owned(), LABEL.1.to_owned())]),
-            ..Default::default()
-        }
+        let prompt = format!(
+            "A conformance check; answer as you are scripted. {}",
+            fresh_nonce()
+        );
+        let mut request = model_runtime_client::text_request(&Setup::ability(setup), &prompt);
+        request.labels = HashMap::from([(LABEL.0.to_owned(), LABEL.1.to_owned())]);
+        request
     }
 
     /// Runs `request` with `Execute` and reads its stream to the end.
@@ -193,22 +194,6 @@ pub async fn read(mut stream: Streaming<pb::ExecutionEvent>, run: &mut Run, limi
         }
     }
     run.whole = false;
-}
-
-/// A prompt carrying `nonce`.
-pub fn input(nonce: &str) -> pb::ExecutionInput {
-    pb::ExecutionInput {
-        messages: vec![pb::Message {
-            role: pb::Role::User.into(),
-            content: vec![pb::ContentPart {
-                part: Some(pb::content_part::Part::Text(format!(
-                    "A conformance check; answer as you are scripted. {nonce}"
-                ))),
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    }
 }
 
 pub fn nonce_of(request: &pb::ExecuteRequest) -> String {
