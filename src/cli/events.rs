@@ -155,7 +155,9 @@ impl Follow {
             patience: self.reconnect_for,
             ..Retry::default()
         };
-        Ok(Client::new(self.server.connect().await?).with_retry(retry))
+        Ok(Client::new(self.server.connect().await?)
+            .with_retry(retry)
+            .on_resume(say_resuming))
     }
 
     /// Prints `events` (or, with none, the execution's from `Watch` after the last event
@@ -166,7 +168,7 @@ impl Follow {
             None => {
                 let id = self.printer.id.clone().unwrap_or_default();
                 let client = self.client().await?;
-                let watched = client.watch_telling(&id, self.printer.last, Box::new(say_resuming));
+                let watched = client.watch(&id, self.printer.last);
                 tokio::select! {
                     watched = watched => watched?,
                     _ = self.interrupt.recv() => return Ok(Stopped::Interrupted(None)),
@@ -187,7 +189,7 @@ impl Follow {
 }
 
 /// Says on stderr that a cut stream resumes.
-pub fn say_resuming(last: u64, why: &tonic::Status) {
+fn say_resuming(last: u64, why: &tonic::Status) {
     eprintln!(
         "the stream was cut after sequence {last} ({}); resuming",
         why.message()

@@ -53,10 +53,7 @@ async fn run(args: ExecArgs) -> Result<ExitCode, CallError> {
     let request = args.request.request()?;
     let mut follow = Follow::new(args.server, Printer::new(args.json), args.reconnect_for)?;
     let client = follow.client().await?;
-    let started = async {
-        let on_resume = Box::new(super::events::say_resuming);
-        Ok::<_, CallError>(client.execute_telling(request, on_resume).await?)
-    };
+    let started = async { Ok::<_, CallError>(client.execute(request).await?) };
     let stream = tokio::select! {
         stream = started => stream?,
         // Nothing was answered yet: nothing may be running, or its first event is on its

@@ -13,8 +13,7 @@ use std::time::Duration;
 use common::*;
 use futures_util::StreamExt;
 use hyper_util::rt::TokioIo;
-use model_runtime::Config;
-use model_runtime::config::{AbilitySpec, ConfigBuilder, PolicySpec, ProviderSpec};
+use model_runtime::config::ConfigBuilder;
 use model_runtime::pb;
 use model_runtime::pb::model_runtime_client::ModelRuntimeClient;
 use tokio::net::TcpStream;
@@ -25,19 +24,7 @@ const AGE: Duration = Duration::from_millis(300);
 /// An echo model streaming a word every 50 ms, with connections that age at [`AGE`] and
 /// have `grace` after.
 fn aging(grace: Duration) -> ConfigBuilder {
-    Config::builder()
-        .drain_timeout(Duration::from_millis(200))
-        .max_connection_age(AGE, grace)
-        .provider(
-            "scripted",
-            ProviderSpec::scripted().scripted_model(
-                "slow",
-                &["text"],
-                script(|s| s.delta_interval_ms = 50),
-            ),
-        )
-        .policy("default", PolicySpec::new(&["scripted/slow"]))
-        .ability("chat", AbilitySpec::new("default"))
+    slow_echo(50).max_connection_age(AGE, grace)
 }
 
 /// Twenty words: a second of streaming.

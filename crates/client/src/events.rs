@@ -30,7 +30,7 @@ pub struct Events<E = ExecutionEvent> {
 }
 
 /// Told of each resume: the last sequence delivered, and what broke the call.
-pub type OnResume = Box<dyn FnMut(u64, &Status) + Send + Sync>;
+pub(crate) type OnResume = std::sync::Arc<dyn Fn(u64, &Status) + Send + Sync>;
 
 impl<E> std::fmt::Debug for Events<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -197,7 +197,7 @@ impl<E: Event> Reader<E> {
         if !resumable(&status) || since.elapsed() + wait > self.retry.patience {
             return Err(status);
         }
-        if let Some(told) = &mut self.on_resume {
+        if let Some(told) = &self.on_resume {
             told(self.last, &status);
         }
         tokio::time::sleep(wait).await;

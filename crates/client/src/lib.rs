@@ -22,13 +22,15 @@ mod event;
 mod events;
 mod retry;
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 
 pub use event::Event;
-pub use events::{Events, OnResume};
+pub use events::Events;
+use events::OnResume;
 pub use retry::Retry;
 
 /// The messages and the client stub of `model_runtime.v1`, generated from `proto/`.
@@ -45,13 +47,22 @@ pub mod pb {
 use pb::model_runtime_client::ModelRuntimeClient;
 
 /// A client of one runtime, or of several replicas sharing a store.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Client {
     channel: Channel,
-    rpc: ModelRuntimeClient<Channel>,
     retry: Retry,
     /// Whether requests without an idempotency key are given one.
     keys: bool,
+    on_resume: Option<OnResume>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("retry", &self.retry)
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
 }
 
 /// An endpoint that is not a URI.
@@ -88,10 +99,10 @@ impl Client {
     /// A client on `channel`, however it was made (a Unix socket, TLS, a balance).
     pub fn new(channel: Channel) -> Self {
         Self {
-            rpc: ModelRuntimeClient::new(channel.clone()),
             channel,
             retry: Retry::default(),
             keys: true,
+            on_resume: None,
         }
     }
 
@@ -129,19 +140,32 @@ impl Client {
         self
     }
 
-    /// The generated stub, for calls this client does not wrap.
+    /// Every stream this client opens tells `on_resume` of each resume (the last sequence
+    /// delivered, and what broke the call), as a command line says "resuming".
+    pub fn on_resume(mut self, on_resume: impl Fn(u64, &Status) + Send + Sync + 'static) -> Self {
+        self.on_resume = Some(Arc::new(on_resume));
+        self
+    }
+
+    /// The generated stub on this client's channel, for calls it does not wrap.
     pub fn rpc(&self) -> ModelRuntimeClient<Channel> {
-        self.rpc.clone()
+        ModelRuntimeClient::new(self.channel.clone())
+    }
+
+    /// `request`, given an idempotency key of this client's if it has none (unless
+    /// [`without_keys`](Self::without_keys)).
+    fn keyed(&self, mut request: pb::ExecuteRequest) -> pb::ExecuteRequest {
+        if self.keys && request.idempotency_key.is_empty() {
+            request.idempotency_key = format!("client-{}", uuid::Uuid::new_v4().simple());
+        }
+        request
     }
 
     /// Runs `request` and streams its events, resuming across broken calls (see [`Events`]).
     /// A request without an idempotency key is given one, so a call that breaks before its
     /// first event can be sent again without starting a second execution.
-    pub async fn execute(&self, mut request: pb::ExecuteRequest) -> Result<Events, Status> {
-        if self.keys {
-            keyed(&mut request);
-        }
-        Events::execute(self.channel.clone(), self.retry, request, None).await
+    pub async fn execute(&self, request: pb::ExecuteRequest) -> Result<Events, Status> {
+        self.execute_as(request).await
     }
 
     /// [`execute`](Self::execute) reading each event as `E`: a message with the tags a
@@ -149,53 +173,29 @@ impl Client {
     /// skipped undecoded (a load tool's).
     pub async fn execute_as<E: Event>(
         &self,
-        mut request: pb::ExecuteRequest,
+        request: pb::ExecuteRequest,
     ) -> Result<Events<E>, Status> {
-        if self.keys {
-            keyed(&mut request);
-        }
-        Events::execute(self.channel.clone(), self.retry, request, None).await
-    }
-
-    /// [`execute`](Self::execute), telling `on_resume` of each resume (the last sequence
-    /// delivered, and what broke the call), as a command line says "resuming".
-    pub async fn execute_telling(
-        &self,
-        mut request: pb::ExecuteRequest,
-        on_resume: OnResume,
-    ) -> Result<Events, Status> {
-        if self.keys {
-            keyed(&mut request);
-        }
-        Events::execute(self.channel.clone(), self.retry, request, Some(on_resume)).await
+        let request = self.keyed(request);
+        Events::execute(
+            self.channel.clone(),
+            self.retry,
+            request,
+            self.on_resume.clone(),
+        )
+        .await
     }
 
     /// The events of `execution_id` after `after_sequence`, to its end, resuming across
     /// broken calls.
     pub async fn watch(&self, execution_id: &str, after_sequence: u64) -> Result<Events, Status> {
+        let id = execution_id.to_owned();
+        let on_resume = self.on_resume.clone();
         Events::watch(
             self.channel.clone(),
             self.retry,
-            execution_id.to_owned(),
+            id,
             after_sequence,
-            None,
-        )
-        .await
-    }
-
-    /// [`watch`](Self::watch), telling `on_resume` of each resume.
-    pub async fn watch_telling(
-        &self,
-        execution_id: &str,
-        after_sequence: u64,
-        on_resume: OnResume,
-    ) -> Result<Events, Status> {
-        Events::watch(
-            self.channel.clone(),
-            self.retry,
-            execution_id.to_owned(),
-            after_sequence,
-            Some(on_resume),
+            on_resume,
         )
         .await
     }
@@ -203,17 +203,15 @@ impl Client {
     /// Starts `request` and returns at once. Retried on `UNAVAILABLE` (a replica stopping)
     /// and `RESOURCE_EXHAUSTED` (a full store) after the server's pushback: the request's
     /// idempotency key (given one if it has none) makes a retry attach, never start another.
-    pub async fn submit(&self, mut request: pb::ExecuteRequest) -> Result<pb::Execution, Status> {
-        if self.keys {
-            keyed(&mut request);
-        }
+    pub async fn submit(&self, request: pb::ExecuteRequest) -> Result<pb::Execution, Status> {
+        let request = self.keyed(request);
         if request.idempotency_key.is_empty() {
-            return Ok(self.rpc.clone().submit(request).await?.into_inner());
+            return Ok(self.rpc().submit(request).await?.into_inner());
         }
         let since = tokio::time::Instant::now();
         let mut tries = 0;
         loop {
-            match self.rpc.clone().submit(Request::new(request.clone())).await {
+            match self.rpc().submit(Request::new(request.clone())).await {
                 Ok(execution) => return Ok(execution.into_inner()),
                 Err(status) if retry::retriable_submit(&status) => {
                     let wait = self.retry.wait(tries, &status);
@@ -233,7 +231,7 @@ impl Client {
         let request = pb::GetExecutionRequest {
             execution_id: execution_id.to_owned(),
         };
-        Ok(self.rpc.clone().get_execution(request).await?.into_inner())
+        Ok(self.rpc().get_execution(request).await?.into_inner())
     }
 
     /// Cancels the execution, recording `reason`; an execution already ended is returned as
@@ -243,19 +241,7 @@ impl Client {
             execution_id: execution_id.to_owned(),
             reason: reason.to_owned(),
         };
-        Ok(self
-            .rpc
-            .clone()
-            .cancel_execution(request)
-            .await?
-            .into_inner())
-    }
-}
-
-/// Gives `request` an idempotency key if it has none.
-fn keyed(request: &mut pb::ExecuteRequest) {
-    if request.idempotency_key.is_empty() {
-        request.idempotency_key = format!("client-{}", uuid::Uuid::new_v4().simple());
+        Ok(self.rpc().cancel_execution(request).await?.into_inner())
     }
 }
 

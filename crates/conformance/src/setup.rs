@@ -43,9 +43,10 @@ pub const SETUPS: &[Setup] = &[
     setup("unknown", &["kit-a/silent", "kit-b/answer"]).retries(2),
     // No retries on a target: with fallback allowed the second target would be asked.
     setup("no-fallback", &["kit-a/fail-503", "kit-b/answer"]),
+    // Three retryable status classes, 429 with its `Retry-After`.
     setup(
         "attempts",
-        &["kit-a/fail-500", "kit-b/fail-500", "kit-c/fail-500"],
+        &["kit-a/fail-500", "kit-b/fail-429", "kit-c/fail-503"],
     )
     .attempts(5)
     .retries(4),

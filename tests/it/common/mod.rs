@@ -59,6 +59,22 @@ pub fn echo() -> ConfigBuilder {
         .ability("chat", AbilitySpec::new("default").requires(&["text"]))
 }
 
+/// A config whose `chat` ability echoes on `scripted/slow`, a word every `interval_ms`.
+pub fn slow_echo(interval_ms: u64) -> ConfigBuilder {
+    Config::builder()
+        .drain_timeout(Duration::from_millis(200))
+        .provider(
+            "scripted",
+            ProviderSpec::scripted().scripted_model(
+                "slow",
+                &["text"],
+                script(|s| s.delta_interval_ms = interval_ms),
+            ),
+        )
+        .policy("default", PolicySpec::new(&["scripted/slow"]))
+        .ability("chat", AbilitySpec::new("default"))
+}
+
 /// A config whose `chat` ability runs on `scripted/stuck`, a model that never answers.
 pub fn hanging() -> ConfigBuilder {
     Config::builder()

@@ -26,8 +26,6 @@ pub enum Behaviour {
     AnswerSlow,
     /// `Answer` without the usage chunk: the provider reports no usage.
     AnswerQuiet,
-    /// Streams one tool call (`lookup`, arguments in two deltas), then ends.
-    Tool,
     /// Answers with this HTTP status before any byte of a reply (`Retry-After: 0` on 429).
     Status(u16),
     /// Answers 500 after [`FAIL_SLOW`].
@@ -48,12 +46,10 @@ pub enum Behaviour {
 
 impl Behaviour {
     /// Every behaviour, as the provider models the kit's configuration declares.
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 14] = [
         Self::Answer,
         Self::AnswerSlow,
         Self::AnswerQuiet,
-        Self::Tool,
-        Self::Status(400),
         Self::Status(404),
         Self::Status(429),
         Self::Status(500),
@@ -73,7 +69,6 @@ impl Behaviour {
             Self::Answer => "answer".into(),
             Self::AnswerSlow => "answer-slow".into(),
             Self::AnswerQuiet => "answer-quiet".into(),
-            Self::Tool => "tool".into(),
             Self::Status(code) => format!("fail-{code}"),
             Self::FailSlow => "fail-slow".into(),
             Self::Silent => "silent".into(),

@@ -112,19 +112,13 @@ impl Behaviour {
 
     /// The reply to a request that does not stream: the answer whole, or broken off.
     fn whole(self) -> Response<Body> {
-        let (text, finish) = match self {
-            Self::Answer | Self::AnswerSlow | Self::AnswerQuiet => (ANSWER, "stop"),
-            Self::Tool => ("", "tool_calls"),
-            _ => return error(StatusCode::BAD_GATEWAY, "this behaviour breaks its stream"),
-        };
-        let mut message = json!({"role": "assistant", "content": text});
-        if self == Self::Tool {
-            message["tool_calls"] = json!([{"id": "call_kit", "type": "function",
-                "function": {"name": "lookup", "arguments": "{\"q\":\"x\"}"}}]);
+        if !matches!(self, Self::Answer | Self::AnswerSlow | Self::AnswerQuiet) {
+            return error(StatusCode::BAD_GATEWAY, "this behaviour breaks its stream");
         }
+        let message = json!({"role": "assistant", "content": ANSWER});
         let body = json!({
             "id": "kit", "object": "chat.completion", "created": 0, "model": self.name(),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             "usage": usage(),
         });
         let mut response = Response::new(full(body.to_string()));
@@ -183,15 +177,6 @@ impl Behaviour {
                 steps.extend([chunk(json!({}), Some("stop")), usage_chunk(), Step::Done]);
                 steps
             }
-            Self::Tool => vec![
-                role,
-                tool_start,
-                tool_args("{\"q\":"),
-                tool_args("\"x\"}"),
-                chunk(json!({}), Some("tool_calls")),
-                usage_chunk(),
-                Step::Done,
-            ],
             Self::CutText => vec![role, text(WORDS[0]), text(WORDS[1]), Step::Break],
             Self::CutTool => vec![role, tool_start, tool_args("{\"q\":"), Step::Break],
             Self::CutReasoning => vec![
