@@ -14,9 +14,10 @@
 //! timeout): the attempts still running on it count again before others start (`scripts.rs`).
 //!
 //! This replica's attempts take turns at the gate in the order they asked (one polls Redis
-//! while the others wait behind it); a permit released here wakes the head at once, one
-//! released on another replica is seen by the head's next poll, at most 20 ms later
-//! (`gate.rs`).
+//! while the others wait behind it, asking for a block of permits: its own and one for each
+//! attempt behind it, which take theirs from it in turn); a permit released here wakes the
+//! head at once, one released on another replica is seen by the head's next poll, at most
+//! 20 ms later (`gate.rs`).
 //!
 //! When Redis does not answer within `timeout`, `on_unavailable` decides: `fail_closed`
 //! refuses the attempt as a full queue does (the plan's next target is tried), `fail_open`

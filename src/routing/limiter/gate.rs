@@ -2,7 +2,7 @@
 //! permit (`shared.rs`), and what `on_unavailable` gives them while Redis does not answer.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,9 +19,14 @@ pub(crate) struct GlobalGate {
     pub(super) shared: Arc<Shared>,
     /// This replica's attempts take their turn at the gate in order.
     turn: tokio::sync::Mutex<()>,
+    /// Attempts waiting for their turn.
+    queued: AtomicUsize,
     /// `fail_open`: the permits this replica may hold alone while Redis is unreachable.
     fallback: Option<Arc<Semaphore>>,
 }
+
+/// The most permits one take asks for: the head of the turn and those waiting behind it.
+const BLOCK: usize = 64;
 
 /// The longest pause between two polls of a full gate.
 const MAX_PAUSE: Duration = Duration::from_millis(20);
@@ -86,19 +91,32 @@ impl GlobalGate {
                 unavailable: AtomicU64::new(0),
                 lost: AtomicU64::new(0),
                 lost_members: Mutex::new(HashSet::new()),
+                spare: Mutex::new(std::collections::VecDeque::new()),
                 keeper: std::sync::Once::new(),
                 stop: CancellationToken::new(),
             }),
             turn: tokio::sync::Mutex::new(()),
+            queued: AtomicUsize::new(0),
             fallback,
         })
     }
 
     /// Waits for a global permit, this replica's attempts in the order they asked. Bound
     /// the wait by dropping the future: nothing is left held.
+    ///
+    /// The one at the head of the turn asks for a permit for itself and one for each attempt
+    /// waiting behind it (up to [`BLOCK`]) in one round trip; those it gets wait as spares for
+    /// the next in turn, so a busy replica asks Redis once per block of attempts rather than
+    /// once per attempt, one after another. A spare whose attempt left is released.
     pub(crate) async fn acquire(&self) -> Result<Held, Refused> {
         self.start_keeper();
+        let queued = Queued::new(&self.queued, &self.shared);
         let _turn = self.turn.lock().await;
+        let spare = lock(&self.shared.spare).pop_front();
+        drop(queued);
+        if let Some(lease) = spare {
+            return Ok(Held::Lease(lease));
+        }
         let mut pause = Duration::from_millis(1);
         loop {
             // Listening before asking: a release between the answer and the wait is not
@@ -109,11 +127,19 @@ impl GlobalGate {
             let asked = if self.shared.resting() {
                 Err(Unreachable("it did not answer the last call".to_owned()))
             } else {
-                self.shared.take().await
+                let waiting = self.queued.load(Ordering::Acquire);
+                self.shared.take(1 + waiting.min(BLOCK - 1)).await
             };
             match asked {
-                Ok(Some(lease)) => return Ok(Held::Lease(lease)),
-                Ok(None) => {}
+                Ok(leases) => {
+                    let mut leases = leases.into_iter();
+                    if let Some(lease) = leases.next() {
+                        lock(&self.shared.spare).extend(leases);
+                        // Those that left while it asked take none.
+                        self.shared.trim_spares(self.queued.load(Ordering::Acquire));
+                        return Ok(Held::Lease(lease));
+                    }
+                }
                 Err(Unreachable(why)) => match self.unavailable(&why).await? {
                     Some(held) => return Ok(held),
                     // No local permit came free before Redis may be asked again: ask it.
@@ -192,8 +218,41 @@ impl GlobalGate {
     }
 }
 
+#[cfg(test)]
+impl GlobalGate {
+    /// An attempt in line, counted as `acquire` counts one while it waits for its turn.
+    pub(super) fn in_line(&self) -> Queued<'_> {
+        Queued::new(&self.queued, &self.shared)
+    }
+}
+
 impl Drop for GlobalGate {
     fn drop(&mut self) {
+        // The spares first: released, they go back with what the keeper gives back as it
+        // stops (and they no longer hold the shared state alive).
+        self.shared.trim_spares(0);
         self.shared.stop.cancel();
+    }
+}
+
+/// An attempt counted among those waiting for their turn while it waits. One that leaves
+/// the line (its turn came and it took its spare, or it was dropped) releases the spares
+/// beyond those still waiting.
+pub(super) struct Queued<'a> {
+    queued: &'a AtomicUsize,
+    shared: &'a Shared,
+}
+
+impl<'a> Queued<'a> {
+    fn new(queued: &'a AtomicUsize, shared: &'a Shared) -> Self {
+        queued.fetch_add(1, Ordering::AcqRel);
+        Self { queued, shared }
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        let waiting = self.queued.fetch_sub(1, Ordering::AcqRel) - 1;
+        self.shared.trim_spares(waiting);
     }
 }

@@ -58,25 +58,28 @@ end
     };
 }
 
-/// Removes this replica's released members (`ARGV[6..]`, so a permit released here goes to
-/// the next attempt in the same round trip) and the ended leases, then adds `ARGV[5]` if the
-/// permits are settled and fewer than `ARGV[1]` are held, its lease ending `ARGV[2]` ms from
-/// Redis's now. Returns `{taken (0 or 1), held, generation, ms until settled (0: settled)}`.
+/// Removes this replica's released members (`ARGV[6 + n..]`, so a permit released here goes
+/// to the next attempt in the same round trip) and the ended leases, then, if the permits are
+/// settled, adds as many of the `n` new members `ARGV[6..5 + n]` (`n` is `ARGV[5]`) as fit
+/// under the limit `ARGV[1]`, their leases ending `ARGV[2]` ms from Redis's now: a block of
+/// permits for the attempts waiting at one replica, in one round trip. Returns `{taken (0 to
+/// n), held, generation, ms until settled (0: settled)}`.
 const TAKE: &str = concat!(
     prelude!(),
     r"
-for i = 6, #ARGV do
+local n = tonumber(ARGV[5])
+for i = 6 + n, #ARGV do
   redis.call('ZREM', KEYS[1], ARGV[i])
 end
 local count = held()
 if not settled then
   return {0, count, gen - base, born + tonumber(ARGV[3]) - now}
 end
-if count >= tonumber(ARGV[1]) then
-  return {0, count, gen - base, 0}
+local taken = math.max(0, math.min(n, tonumber(ARGV[1]) - count))
+for i = 6, 5 + taken do
+  redis.call('ZADD', KEYS[1], now + lease, ARGV[i])
 end
-redis.call('ZADD', KEYS[1], now + lease, ARGV[5])
-return {1, count + 1, gen - base, 0}
+return {taken, count + taken, gen - base, 0}
 "
 );
 

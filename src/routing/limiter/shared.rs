@@ -62,6 +62,9 @@ pub(super) struct Shared {
     pub(super) lost: AtomicU64,
     /// Those still lost at the last renewal, so each is counted once.
     pub(super) lost_members: Mutex<HashSet<String>>,
+    /// Leases taken in a block for the attempts waiting behind the one that asked, each
+    /// taken by the next in turn; those whose attempts left are released (`trim_spares`).
+    pub(super) spare: Mutex<std::collections::VecDeque<Lease>>,
     pub(super) keeper: std::sync::Once,
     pub(super) stop: CancellationToken,
 }
@@ -229,19 +232,18 @@ impl Shared {
         }
     }
 
-    /// A lease if fewer than the limit are held across every replica; `None` if the gate is
-    /// full.
-    pub(super) async fn take(self: &Arc<Self>) -> Result<Option<Lease>, Unreachable> {
-        let member = self.new_member();
-        // Released members ride along, so the permit just freed here is free for this take.
-        let released = std::mem::take(&mut *lock(&self.released));
+    /// Up to `want` leases, as many as fit under the limit across every replica (none when
+    /// the gate is full).
+    pub(super) async fn take(self: &Arc<Self>, want: usize) -> Result<Vec<Lease>, Unreachable> {
         let mut args = self.args();
-        args.push(member);
-        args.extend(released);
+        args.push(want.to_string());
+        args.extend((0..want).map(|_| self.new_member()));
+        // Released members ride along, so the permit just freed here is free for this take.
+        args.extend(std::mem::take(&mut *lock(&self.released)));
         // Dropped before its answer, or answered with an error (the script may still run
-        // after a timeout), the take's member and the released ones go to the keeper.
+        // after a timeout), the take's members and the released ones go to the keeper.
         let mut asking = Asking {
-            members: Some(&args[4..]),
+            members: Some(&args[5..]),
             shared: self,
         };
         let answer = self
@@ -258,15 +260,28 @@ impl Shared {
             u32::try_from(held).unwrap_or(u32::MAX - 1),
             Ordering::Release,
         );
-        if taken != 1 {
-            return Ok(None);
-        }
-        let member = args.swap_remove(4);
-        lock(&self.held).insert(member.clone());
-        Ok(Some(Lease {
-            member,
-            shared: self.clone(),
-        }))
+        let taken = usize::try_from(taken).unwrap_or(0).min(want);
+        let members = args.drain(5..5 + taken);
+        let mut held = lock(&self.held);
+        held.extend(members.as_slice().iter().cloned());
+        drop(held);
+        Ok(members
+            .map(|member| Lease {
+                member,
+                shared: self.clone(),
+            })
+            .collect())
+    }
+
+    /// Releases the spare leases beyond the `waiting` attempts that may still take them.
+    pub(super) fn trim_spares(&self, waiting: usize) {
+        let excess = {
+            let mut spare = lock(&self.spare);
+            let keep = spare.len().min(waiting);
+            spare.split_off(keep)
+        };
+        // Dropped outside the lock: each drop gives its member back.
+        drop(excess);
     }
 }
 

@@ -1,6 +1,7 @@
 //! The gate against a real Redis (`MODEL_RUNTIME_TEST_REDIS_URL`; without it these skip, and
 //! fail under `CI=true`), and against an address where nothing answers.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
@@ -265,7 +266,7 @@ async fn a_flush_gives_released_permits_back_at_once() {
     let gate = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 1).unwrap();
     // Taken without the keeper (which a shutdown may not leave time to run).
     let lease = loop {
-        if let Some(lease) = gate.shared.take().await.unwrap() {
+        if let Some(lease) = gate.shared.take(1).await.unwrap().pop() {
             break lease;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -275,6 +276,81 @@ async fn a_flush_gives_released_permits_back_at_once() {
     let mut admin = admin(&url).await;
     let held = held(&mut admin, &key).await;
     assert_eq!(held, 0);
+}
+
+/// Attempts crowding two replicas are given permits in blocks, and never more than the limit
+/// hold one at once across both.
+#[tokio::test]
+async fn blocks_of_permits_keep_the_limit_across_replicas() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let Some(url) = redis_url() else { return };
+    let key = unique_key();
+    let limit = 4;
+    let gates: Vec<_> = (0..2)
+        .map(|_| {
+            Arc::new(
+                GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), limit)
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let holding = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let mut attempts = tokio::task::JoinSet::new();
+    for i in 0..60 {
+        let gate = gates[i % 2].clone();
+        let (holding, most) = (holding.clone(), most.clone());
+        attempts.spawn(async move {
+            let held = gate.acquire().await.unwrap();
+            let now = holding.fetch_add(1, Ordering::AcqRel) + 1;
+            most.fetch_max(now, Ordering::AcqRel);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            holding.fetch_sub(1, Ordering::AcqRel);
+            drop(held);
+        });
+    }
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(done) = attempts.join_next().await {
+            done.unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    let most = most.load(Ordering::Acquire);
+    assert!(most <= limit as usize, "{most} held at once, limit {limit}");
+    assert!(most >= 2, "the attempts never overlapped ({most})");
+    for gate in &gates {
+        assert!(lock(&gate.shared.spare).is_empty());
+    }
+}
+
+/// Spares taken for attempts that then left the line are released, not held idle.
+#[tokio::test]
+async fn spares_whose_attempts_left_are_given_back() {
+    let Some(url) = redis_url() else { return };
+    let key = unique_key();
+    let gate = GlobalGate::new("p", &config(&url, &key, OnUnavailable::FailClosed), 4).unwrap();
+    // A block of three, as the head of a line of three would take it.
+    let mut leases = loop {
+        let leases = gate.shared.take(3).await.unwrap();
+        if !leases.is_empty() {
+            break leases;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(leases.len(), 3);
+    let mine = leases.remove(0);
+    lock(&gate.shared.spare).extend(leases);
+    // The two it was for leave the line before their turn.
+    let (first, second) = (gate.in_line(), gate.in_line());
+    drop(first);
+    assert_eq!(lock(&gate.shared.spare).len(), 1, "one still waits for it");
+    drop(second);
+    assert!(lock(&gate.shared.spare).is_empty());
+    gate.flush().await;
+    let mut admin = admin(&url).await;
+    assert_eq!(held(&mut admin, &key).await, 1);
+    drop(mine);
 }
 
 /// A Redis user denied `@dangerous` (Redis's own least-privilege example), `INFO` with it, is
