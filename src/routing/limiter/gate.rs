@@ -128,7 +128,8 @@ impl GlobalGate {
                 Err(Unreachable("it did not answer the last call".to_owned()))
             } else {
                 let waiting = self.queued.load(Ordering::Acquire);
-                self.shared.take(1 + waiting.min(BLOCK - 1)).await
+                let limit = usize::try_from(self.shared.limit).unwrap_or(usize::MAX);
+                self.shared.take((1 + waiting).min(BLOCK).min(limit)).await
             };
             match asked {
                 Ok(leases) => {
