@@ -6,6 +6,7 @@
 //! without `[DONE]` is still a complete reply.
 
 mod content;
+mod fast;
 pub(super) mod request;
 
 use std::sync::Arc;
@@ -217,9 +218,13 @@ impl Decoder for ChunkDecoder {
                 self.finished(self.finish.unwrap_or(FinishReason::Other)),
             ));
         }
-        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
-            upstream.malformed_json("a chunk is not a chat completion chunk", &e, data)
-        })?;
+        // The usual chunk by hand; any other by serde (`fast.rs`).
+        let chunk = match fast::chunk(data) {
+            Some(chunk) => chunk,
+            None => serde_json::from_str(data).map_err(|e| {
+                upstream.malformed_json("a chunk is not a chat completion chunk", &e, data)
+            })?,
+        };
         if let Some(error) = &chunk.error {
             return Err(upstream.stream_error(error.get().as_bytes()));
         }
