@@ -2,11 +2,13 @@
 //! choice, with the fields every server adds around it. serde's typed decoding of such a
 //! chunk went through a visitor per key and value and scanned every string twice.
 //!
-//! It reads only that shape, and answers `None` for anything else (an escape in a string,
-//! another field, a second choice, a tool call, usage, a number it does not expect, a field
-//! twice), which serde then reads as before. So what it accepts it decodes to the very
-//! `Chunk` serde would (a test holds the two to that, on arbitrary chunks), and what it does
-//! not is no concern of its own.
+//! It reads only that shape, and answers `None` for anything else (an escape outside the
+//! delta's text, or a `\u` escape in it; another field, a second choice, a tool call, usage,
+//! a number it does not expect, a field twice), which serde then reads as before. So what it accepts it decodes to the
+//! very `Chunk` serde would (a test holds the two to that, on arbitrary chunks), and what it
+//! does not is no concern of its own.
+
+use std::borrow::Cow;
 
 use crate::execution::Text;
 
@@ -119,8 +121,8 @@ impl<'a> Cursor<'a> {
     }
 
     /// A string without escapes or control characters (serde refuses the latter; the former
-    /// it decodes, and so does it here, by declining). One pass: the strings of a chunk are
-    /// short, and a search's set-up cost more than the loop.
+    /// it decodes, and so does it here, by declining: but see `content`). One pass: the
+    /// strings of a chunk are short, and a search's set-up cost more than the loop.
     fn text(&mut self) -> Option<&'a str> {
         let rest = self.rest();
         if rest.first() != Some(&b'"') {
@@ -138,6 +140,71 @@ impl<'a> Cursor<'a> {
         self.pos = start + len + 1;
         // Cut at ASCII quotes: on character boundaries.
         self.text.get(start..start + len)
+    }
+
+    /// A delta's content: borrowed when it has no escapes, with the simple escapes decoded
+    /// when it has (a `\u` escape, and any escape serde would refuse, is left to serde). Only
+    /// here: text is where escapes come (a newline in the answer), and the other strings keep
+    /// the plain borrow, which costs less.
+    fn content(&mut self) -> Option<Option<Cow<'a, str>>> {
+        if self.null().is_some() {
+            return Some(None);
+        }
+        let rest = self.rest();
+        if rest.first() != Some(&b'"') {
+            return None;
+        }
+        let mut at = 1;
+        loop {
+            match *rest.get(at)? {
+                b'"' => break,
+                b'\\' => return self.escaped(at).map(|t| Some(Cow::Owned(t))),
+                0..0x20 => return None,
+                _ => at += 1,
+            }
+        }
+        let text = self.text.get(self.pos + 1..self.pos + at)?;
+        self.pos += at + 1;
+        Some(Some(Cow::Borrowed(text)))
+    }
+
+    /// The rest of a string whose first escape is `at` bytes in, decoded. Apart, so the usual
+    /// string's path stays small.
+    #[inline(never)]
+    fn escaped(&mut self, mut at: usize) -> Option<String> {
+        let (text, base) = (self.text, self.pos);
+        let rest = &text.as_bytes()[base..];
+        // Cut at ASCII bytes throughout: on character boundaries.
+        let piece = |from: usize, to: usize| text.get(base + from..base + to);
+        let mut decoded = String::with_capacity(rest.len().min(2 * at));
+        let mut run = 1;
+        loop {
+            match *rest.get(at)? {
+                b'"' => {
+                    decoded.push_str(piece(run, at)?);
+                    self.pos += at + 1;
+                    return Some(decoded);
+                }
+                b'\\' => {
+                    decoded.push_str(piece(run, at)?);
+                    decoded.push(match *rest.get(at + 1)? {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        _ => return None,
+                    });
+                    at += 2;
+                    run = at;
+                }
+                0..0x20 => return None,
+                _ => at += 1,
+            }
+        }
     }
 
     fn ignored_text(&mut self) -> Option<()> {
@@ -243,7 +310,7 @@ impl<'a> Cursor<'a> {
                 }
                 "content" => {
                     seen.first(1)?;
-                    delta.content = at.text_or_null()?.map(|t| Content::Text(Text::from(t)));
+                    delta.content = at.content()?.map(|t| Content::Text(Text::from(&*t)));
                 }
                 "refusal" => {
                     seen.first(2)?;

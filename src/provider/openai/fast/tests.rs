@@ -34,6 +34,8 @@ fn the_usual_chunks_are_read_by_hand_as_serde_reads_them() {
         "{}",
         r#"{"choices":[{"index":1,"delta":null,"finish_reason":"length"}]}"#,
         r#"{"choices":[{"index":0,"delta":{"refusal":"I can't help with that."}}]}"#,
+        // The simple escapes, decoded.
+        r#"{"choices":[{"index":0,"delta":{"content":"line\nnext \"quoted\" back\\slash\ttab \/ \r\b\f"}}]}"#,
     ] {
         assert!(agrees(data).is_some(), "not read by hand: {data}");
     }
@@ -42,9 +44,13 @@ fn the_usual_chunks_are_read_by_hand_as_serde_reads_them() {
 #[test]
 fn anything_else_is_left_to_serde() {
     for data in [
-        // An escape, a tool call, usage, reasoning, a second choice, an error.
-        r#"{"choices":[{"index":0,"delta":{"content":"line\nnext"}}]}"#,
-        r#"{"choices":[{"index":0,"delta":{"content":"a \"quote\""}}]}"#,
+        // A `\u` escape, an escape serde refuses, an escape outside the text, a tool call,
+        // usage, reasoning, a second choice, an error.
+        r#"{"choices":[{"index":0,"delta":{"content":"caf\u00e9"}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":"bad \x escape"}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":"cut \"#,
+        r#"{"choices":[{"index":0,"delta":{"con\/tent":"a"}}]}"#,
+        r#"{"model":"m\/1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":""}}]}}]}"#,
         r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#,
         r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]}"#,
@@ -77,6 +83,9 @@ fn value(key: &'static str) -> BoxedStrategy<String> {
     let text = prop_oneof![
         "[a-z ]{0,8}".prop_map(|s| format!("\"{s}\"")),
         any::<String>().prop_map(|s| serde_json::to_string(&s).unwrap()),
+        // The simple escapes, `/` escaped too as some servers do.
+        "[a-z\n\"\\\\/\t\r\u{8}\u{c} ]{0,12}"
+            .prop_map(|s| serde_json::to_string(&s).unwrap().replace('/', "\\/")),
     ];
     let other = prop_oneof![
         Just("null".to_owned()),
