@@ -4,9 +4,9 @@
 //!
 //! It reads only that shape, and answers `None` for anything else (an escape outside the
 //! delta's text, or a `\u` escape in it; another field, a second choice, a tool call, usage,
-//! a number it does not expect, a field twice), which serde then reads as before. So what it accepts it decodes to the
-//! very `Chunk` serde would (a test holds the two to that, on arbitrary chunks), and what it
-//! does not is no concern of its own.
+//! a number it does not expect, a field twice), which serde then reads as before. So what it
+//! accepts it decodes to the very `Chunk` serde would (a test holds the two to that, on
+//! arbitrary chunks), and what it does not is no concern of its own.
 
 use std::borrow::Cow;
 
@@ -222,8 +222,12 @@ impl<'a> Cursor<'a> {
         self.text().map(Some)
     }
 
-    /// An integer of plain digits (no sign, fraction or exponent) that fits a `u64`.
+    /// An integer of plain digits (no sign, fraction, exponent or leading zero, which JSON
+    /// does not allow) that fits a `u64`.
     fn integer(&mut self) -> Option<u64> {
+        if self.rest().starts_with(b"0") && self.rest().get(1).is_some_and(u8::is_ascii_digit) {
+            return None;
+        }
         let mut value: u64 = 0;
         let mut digits = 0;
         for &b in self.rest() {
