@@ -125,9 +125,38 @@ async fn a_take_that_timed_out_leaves_no_permit_behind() {
     answers_late.store(false, Ordering::Release);
     // The member it added is removed (once Redis answers in time), long before its lease
     // would end.
+    none_left_behind(&mut admin, &key).await;
+}
+
+/// The same for a block: every member a take of three added, its answer lost, goes back.
+#[tokio::test]
+async fn a_block_taken_whose_answer_was_lost_leaves_no_permit_behind() {
+    let Some(redis) = PrivateRedis::start() else {
+        return;
+    };
+    let key = unique_key();
+    let answers_late = Arc::new(AtomicBool::new(false));
+    let proxy = slow_proxy(&redis, answers_late.clone()).await;
+    let mut slow = config(&proxy, &key, OnUnavailable::FailClosed);
+    slow.lease = Duration::from_secs(6);
+    slow.timeout = Duration::from_millis(100);
+    let gate = GlobalGate::new("p", &slow, 4).unwrap();
+    let mut admin = admin(&redis.url()).await;
+    drop(gate.acquire().await.unwrap());
+    answers_late.store(true, Ordering::Release);
+    assert!(gate.shared.take(3).await.is_err());
+    answers_late.store(false, Ordering::Release);
+    // The keeper (started by the first acquire) gives back what the take carried, once
+    // Redis answers in time.
+    none_left_behind(&mut admin, &key).await;
+}
+
+/// Waits until no permit is held under `key` (and stays so for half a second), failing
+/// after four seconds, well within a lease of six.
+async fn none_left_behind(admin: &mut redis::aio::MultiplexedConnection, key: &str) {
     let started = std::time::Instant::now();
     loop {
-        let held = held(&mut admin, &key).await;
+        let held = held(admin, key).await;
         if held == 0 && started.elapsed() > Duration::from_millis(500) {
             break;
         }
