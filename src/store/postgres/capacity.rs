@@ -5,8 +5,15 @@
 //! plus what this replica changed since. A create that the counts say fits is written with
 //! the others waiting (`create.rs`); one that may not fit takes the store's capacity lock
 //! (an advisory lock), counts exactly, lets go of the terminal executions that ended first
-//! until it fits, and creates, in one transaction. So the tables stay within their bounds, exceeded at most by what other
-//! replicas created within one `poll_interval` while their counts said there was room.
+//! until it fits, and creates, in one transaction. So the tables stay within their bounds,
+//! exceeded at most by what other replicas created within one `poll_interval` while their
+//! counts said there was room. On a replica, creates that do not fit take turns before the
+//! lock, and find the room the one before them made.
+//!
+//! A store whose counts come within a hundredth of a bound has room made ahead of its
+//! creates (`ahead`): in the background, the same count and let-go under the same lock, a
+//! twentieth of the bounds at a time. The exact count reads the whole table, so it is made
+//! seldom; and a full store's creates seldom wait for it.
 //!
 //! An execution leaves in one statement: its row is marked gone and its idempotency key
 //! freed, which takes its usage facts out of the usage order with it. Its rows stay a while
@@ -16,8 +23,8 @@
 //! that is gone, say).
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::insert::{NewRow, Unanswered, insert};
@@ -41,6 +48,16 @@ pub(super) struct Capacity {
     /// Let go by the sweep since `expire` last asked.
     swept: AtomicUsize,
     flushing: tokio::sync::Mutex<()>,
+    /// One create at a time on this replica makes room: the others wait here, not each on a
+    /// connection of its own for the database's capacity lock, and find the room it made.
+    making_room: tokio::sync::Mutex<()>,
+    /// Whether room is being made ahead of the creates (`ahead`).
+    ahead: AtomicBool,
+    /// How many times the counts were summed (`refresh`), and one more than that when room
+    /// made ahead last found none to make or failed: it is not tried again before the next
+    /// sum.
+    sums: AtomicU64,
+    ahead_gave_up: AtomicU64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -115,6 +132,7 @@ impl Capacity {
         let mut counts = self.counts();
         counts.base = base;
         counts.local_then = then;
+        self.sums.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 
@@ -287,36 +305,125 @@ pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// This replica's turn to make room for a new execution of `bytes`, when the counts say it
+/// does not fit; `None` when it does, before or after the wait (the create or the making of
+/// room ahead before it made room for the next ones too).
+pub(super) async fn room_turn(
+    shared: &Shared,
+    bytes: i64,
+) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+    if fits(shared, bytes) {
+        return None;
+    }
+    let turn = shared.capacity.making_room.lock().await;
+    (!fits(shared, bytes)).then_some(turn)
+}
+
 /// Whether a new execution of `bytes` fits by the counts.
 pub(super) fn fits(shared: &Shared, bytes: i64) -> bool {
+    fits_with(shared, (1, bytes))
+}
+
+/// Whether `(executions, bytes)` more fit by the counts.
+fn fits_with(shared: &Shared, (more, bytes): (i64, i64)) -> bool {
     let (executions, held) = shared.capacity.counts().now();
-    executions < shared.limits.max_executions as i64
+    executions.saturating_add(more) <= shared.limits.max_executions as i64
         && held.saturating_add(bytes) <= i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX)
+}
+
+/// What a full store makes room for beyond what a create needs, so the next creates find it:
+/// a hundredth of its bounds (a small store, exactly what the create needs). Counts within it
+/// of the bounds have room made ahead.
+fn spare(shared: &Shared) -> (i64, i64) {
+    (
+        shared.limits.max_executions as i64 / 100,
+        i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX) / 100,
+    )
+}
+
+/// What room made ahead of the creates makes: a twentieth of the bounds. Each making of room
+/// counts the executions exactly, a statement that reads the whole table, so a full store
+/// makes it seldom rather than by the hundredth.
+fn ahead_room(shared: &Shared) -> (i64, i64) {
+    let (executions, bytes) = spare(shared);
+    (executions * 5, bytes * 5)
+}
+
+/// Makes room ahead of the creates once the counts come within a spare of the bounds: in the
+/// background, one at a time, so a full store's creates seldom wait for room (one that does
+/// not fit still makes room itself, `make_room`, after waiting its turn).
+pub(super) fn ahead(shared: &Arc<Shared>) {
+    let capacity = &shared.capacity;
+    let sums = capacity.sums.load(Ordering::Acquire);
+    if fits_with(shared, spare(shared))
+        || capacity.ahead_gave_up.load(Ordering::Acquire) == sums + 1
+        || capacity.ahead.swap(true, Ordering::AcqRel)
+    {
+        return;
+    }
+    let shared = shared.clone();
+    shared.handle.clone().spawn(async move {
+        {
+            let _turn = shared.capacity.making_room.lock().await;
+            if !fits_with(&shared, spare(&shared)) {
+                let made = room(&shared, None, shared.clock.now()).await;
+                if !matches!(made, Ok(Ok(_))) {
+                    // Too few ended executions to let go of, or the database failed: the
+                    // creates that do not fit make room themselves meanwhile.
+                    if let Ok(Err(error)) | Err(error) = made.map_err(PgError::into_store) {
+                        tracing::debug!(%error, "room was not made ahead of the creates");
+                    }
+                    shared
+                        .capacity
+                        .ahead_gave_up
+                        .store(sums + 1, Ordering::Release);
+                }
+            }
+        }
+        shared.capacity.ahead.store(false, Ordering::Release);
+    });
 }
 
 const CAPACITY_LOCK: &str = "/* model-runtime: capacity-lock */ \
      SELECT pg_advisory_xact_lock(hashtext('model-runtime:capacity:' || $1))";
 const OLDEST: &str = "/* model-runtime: oldest */ SELECT id, bytes FROM executions \
-     WHERE gone_at IS NULL AND ended_at IS NOT NULL ORDER BY ended_at, id LIMIT 1000 \
+     WHERE gone_at IS NULL AND ended_at IS NOT NULL ORDER BY ended_at, id LIMIT $1 \
      FOR UPDATE SKIP LOCKED";
+/// The most executions one making of room lets go of.
+const MOST: i64 = 1000;
 
 /// Creates under the capacity lock, letting go of the terminal executions that ended first
 /// until the new one fits; `Full` when only running ones are left.
 pub(super) async fn make_room(shared: &Shared, new: &NewRow, now: i64) -> Result<bool, Unanswered> {
-    let result: Result<Result<bool, StoreError>, PgError> = shared
+    match room(shared, Some(new), now).await {
+        Ok(made) => made.map_err(Unanswered::Failed),
+        Err(error) => Err(Unanswered::of(error)),
+    }
+}
+
+/// Under the capacity lock, lets go of the terminal executions that ended first until `new`
+/// fits with a spare beyond it (without `new`, until [`ahead_room`] fits), and inserts `new`,
+/// in one transaction: whether `new` was inserted; `Full` when only running ones are left.
+async fn room(
+    shared: &Shared,
+    new: Option<&NewRow>,
+    now: i64,
+) -> Result<Result<bool, StoreError>, PgError> {
+    shared
         .on_connection(async |client| {
             let tx = client.transaction().await?;
             tx.execute(CAPACITY_LOCK, &[&&*shared.options.config.schema])
                 .await?;
+            let then = shared.capacity.counts().local;
             let counts = tx.query_one(COUNT, &[]).await?;
             let (executions, bytes): (i64, i64) = (counts.try_get(0)?, counts.try_get(1)?);
             let max_bytes = i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX);
-            let mut need_executions = executions + 1 - shared.limits.max_executions as i64;
-            let mut need_bytes = bytes + new.bytes + new.input - max_bytes;
-            // A full store makes room for the next creates too (a hundredth of its bounds), so
-            // they do not all queue for this lock; a small store, exactly what this one needs.
-            let (spare_executions, spare_bytes) =
-                (shared.limits.max_executions as i64 / 100, max_bytes / 100);
+            let ((spare_executions, spare_bytes), wanted) = match new {
+                Some(new) => (spare(shared), (1, new.bytes + new.input)),
+                None => ((0, 0), ahead_room(shared)),
+            };
+            let mut need_executions = executions + wanted.0 - shared.limits.max_executions as i64;
+            let mut need_bytes = bytes + wanted.1 - max_bytes;
             let mut chosen = Vec::new();
             if need_executions > 0 || need_bytes > 0 {
                 // Room to make: what is short, and a spare of what is short.
@@ -325,7 +432,10 @@ pub(super) async fn make_room(shared: &Shared, new: &NewRow, now: i64) -> Result
                     spare(need_executions, spare_executions),
                     spare(need_bytes, spare_bytes),
                 );
-                for row in tx.query(OLDEST, &[]).await? {
+                // Each row read is locked (a record in the log): only as many as the room
+                // needs, when it is counted in executions.
+                let limit = if room.1 > 0 { MOST } else { room.0.min(MOST) };
+                for row in tx.query(OLDEST, &[&limit]).await? {
                     if room.0 <= 0 && room.1 <= 0 {
                         break;
                     }
@@ -343,18 +453,27 @@ pub(super) async fn make_room(shared: &Shared, new: &NewRow, now: i64) -> Result
                     bytes: u64::try_from(bytes).unwrap_or(0),
                 }));
             }
-            let gone = tx.query(LET_GO, &[&chosen, &now]).await?;
-            let inserted = !insert(&tx, shared, &[new]).await?.is_empty();
-            if !inserted {
+            let gone = if chosen.is_empty() {
+                Vec::new()
+            } else {
+                tx.query(LET_GO, &[&chosen, &now]).await?
+            };
+            if let Some(new) = new
+                && insert(&tx, shared, &[new]).await?.is_empty()
+            {
                 return Ok(Ok(false));
             }
             tx.commit().await?;
+            // The exact counts are the base from now on (what left and the new execution
+            // are this replica's changes since), so the creates waiting for this turn see
+            // the room it made.
+            {
+                let mut counts = shared.capacity.counts();
+                counts.base = (executions, bytes);
+                counts.local_then = then;
+            }
             left(shared, &gone)?;
             Ok(Ok(true))
         })
-        .await;
-    match result {
-        Ok(made) => made.map_err(Unanswered::Failed),
-        Err(error) => Err(Unanswered::of(error)),
-    }
+        .await
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::batch::Batched;
-use super::capacity::{fits, flush, make_room};
+use super::capacity::{fits, flush, make_room, room_turn};
 use super::insert::{NewRow, Unanswered, insert};
 use super::rows;
 use super::{PgError, Shared};
@@ -179,10 +179,9 @@ pub(super) async fn create(
     }
     let mut lost = 0;
     for _ in 0..3 {
-        let written = if fits(shared, size) {
-            batched(shared, &row).await
-        } else {
-            make_room(shared, &row, now).await
+        let written = match room_turn(shared, size).await {
+            None => batched(shared, &row).await,
+            Some(_turn) => make_room(shared, &row, now).await,
         };
         let mut inserted = match written {
             Ok(inserted) => inserted,

@@ -42,7 +42,11 @@ impl EventStore for PostgresStore {
         let shared = self.shared.clone();
         let now = shared.clock.now();
         shared.capacity.due(&shared, now);
-        self.on_store(async move { create::create(&shared, new, now).await })
+        self.on_store(async move {
+            let created = create::create(&shared, new, now).await;
+            capacity::ahead(&shared);
+            created
+        })
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {

@@ -127,6 +127,7 @@ mod conformance {
 
 mod answers;
 mod lease;
+mod room;
 
 /// Two replicas on one fresh schema within `limits`: `poll` is how often each looks for
 /// what it was not told.

@@ -123,39 +123,63 @@ async fn a_create_whose_answer_was_lost_is_driven_and_its_key_attaches() {
 /// answer is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_that_made_room_and_lost_its_commit_answer_is_driven() {
+    // Full of ended executions: the next create makes room, and its commit's answer is lost.
+    room_with_a_lost_answer(4, 4, "commit", "room").await;
+}
+
+/// Room made ahead of the creates (a store of 100 brought to 100) whose choice of what leaves
+/// loses its answer: nothing it began is kept, and the creates that follow make room
+/// themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn room_made_ahead_whose_answer_was_lost_loses_nothing() {
+    room_with_a_lost_answer(100, 99, "oldest", "ahead").await;
+}
+
+/// A store of `size` executions holding `filled` ended ones (callers of `chat` on A); then
+/// the next `kind` statement loses its answer while two more callers run, one after the other.
+/// One that arrives while the lost answer has the replica count its database unreachable is
+/// refused as `UNAVAILABLE` before anything is accepted, and asks again as a gateway does.
+/// Each completes once, with one request upstream, and the store stays within its bound.
+async fn room_with_a_lost_answer(size: usize, filled: usize, kind: &str, name: &str) {
     let upstream = Upstream::always(quick()).await;
-    let config = remote(&upstream.base_url()).max_executions(4);
+    let config = remote(&upstream.base_url()).max_executions(size);
     let Some(pair) = Pair::start(Proxied::A, &config).await else {
         return;
     };
     let callers = Callers::default();
-    let first = prompts("room-before", 4);
-    for caller in callers.start(&pair.a, "chat", &first) {
+    for caller in callers.start(&pair.a, "chat", &prompts(&format!("{name}-before"), filled)) {
         within_long(caller).await;
     }
-    // Full of ended executions: the next create makes room, and its commit's answer is lost.
-    pair.proxy.arm("commit", Fault::DropAnswer);
-    let then = prompts("room-after", 2);
+    pair.proxy.arm(kind, Fault::DropAnswer);
+    let then = prompts(&format!("{name}-after"), 2);
     for prompt in &then {
-        for caller in callers.start(&pair.a, "chat", std::slice::from_ref(prompt)) {
-            within_long(caller).await;
+        for _ in 0..10 {
+            for caller in callers.start(&pair.a, "chat", std::slice::from_ref(prompt)) {
+                within_long(caller).await;
+            }
+            let call = &callers.calls()[prompt];
+            match &call.error {
+                Some(status) if status.code() == Code::Unavailable && call.events.is_empty() => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                _ => break,
+            }
         }
     }
+    pair.proxy.until_fired(kind, LONG).await;
     assert_eq!(
-        pair.proxy.fired("commit"),
+        pair.proxy.fired(kind),
         1,
-        "the commit's answer was dropped"
+        "the {kind} answer was dropped once"
     );
     let db = pair.db().await;
     db.until_all_ended(bound()).await;
+    let requests = upstream.requests();
     for prompt in &then {
         let call = &callers.calls()[prompt];
         assert!(call.error.is_none(), "{prompt}: {:?}", call.error);
         assert_complete_sequence(&call.events);
         assert_eq!(call.events.last().unwrap().r#type, "execution.completed");
-    }
-    let requests = upstream.requests();
-    for prompt in &then {
         let quoted = format!("\"{prompt}\"");
         let sent = requests
             .iter()
@@ -163,6 +187,8 @@ async fn a_create_that_made_room_and_lost_its_commit_answer_is_driven() {
             .count();
         assert_eq!(sent, 1, "{prompt}: requests upstream");
     }
+    let held = db.executions().await.len();
+    assert!(held <= size, "{held} executions held in a store of {size}");
 }
 
 /// A count of the store's capacity that fails: the next poll counts again.
