@@ -126,7 +126,12 @@ impl Capacity {
     pub(super) async fn refresh(&self, shared: &Shared) -> Result<(), PgError> {
         let then = self.counts().local;
         let row = shared
-            .on_connection(async |client| Ok(client.query_one(COUNT, &[]).await?))
+            .on_connection(async |client| {
+                let tx = client.transaction().await?;
+                let row = count(&tx).await?;
+                tx.commit().await?;
+                Ok(row)
+            })
             .await?;
         let base = (row.try_get(0)?, row.try_get(1)?);
         let mut counts = self.counts();
@@ -230,7 +235,18 @@ const ANALYZE_FROM: i64 = 500;
 const ROWS: &str = "/* model-runtime: table-rows */ SELECT c.reltuples::int8, s.n_live_tup FROM pg_class c \
      JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.oid = 'executions'::regclass";
 
-const COUNT: &str = "/* model-runtime: count */ SELECT count(*), COALESCE(sum(bytes + CASE WHEN ended_at IS NULL \
+/// The executions still in the store, and the bytes they hold, in `tx`: read from the index
+/// of those still in the store (`executions_live`), not the table. The planner prefers to read
+/// the table whole while the rows that left and linger are not yet vacuumed, a read that grows
+/// with the linger (65 ms a count at 100 s of a full store, against 10 ms from the index).
+async fn count(tx: &deadpool_postgres::Transaction<'_>) -> Result<tokio_postgres::Row, PgError> {
+    tx.batch_execute(FROM_THE_INDEX).await?;
+    Ok(tx.query_one(COUNT, &[]).await?)
+}
+
+/// Has the count (in its transaction) read the index, not the table.
+pub(super) const FROM_THE_INDEX: &str = "SET LOCAL enable_seqscan = off";
+pub(super) const COUNT: &str = "/* model-runtime: count */ SELECT count(*), COALESCE(sum(bytes + CASE WHEN ended_at IS NULL \
      THEN input_bytes ELSE 0 END), 0)::int8 FROM executions WHERE gone_at IS NULL";
 // Rows another transaction is letting go (or locking to) are skipped, not waited for: two
 // that let go of overlapping sets never wait on each other, in any order.
@@ -415,7 +431,7 @@ async fn room(
             tx.execute(CAPACITY_LOCK, &[&&*shared.options.config.schema])
                 .await?;
             let then = shared.capacity.counts().local;
-            let counts = tx.query_one(COUNT, &[]).await?;
+            let counts = count(&tx).await?;
             let (executions, bytes): (i64, i64) = (counts.try_get(0)?, counts.try_get(1)?);
             let max_bytes = i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX);
             let ((spare_executions, spare_bytes), wanted) = match new {
