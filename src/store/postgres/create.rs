@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::batch::Batched;
-use super::capacity::{fits, flush, make_room, room_turn};
+use super::capacity::{Admission, admit, fits, flush, make_room};
 use super::insert::{NewRow, Unanswered, insert};
 use super::rows;
 use super::{PgError, Shared};
@@ -179,9 +179,10 @@ pub(super) async fn create(
     }
     let mut lost = 0;
     for _ in 0..3 {
-        let written = match room_turn(shared, size).await {
-            None => batched(shared, &row).await,
-            Some(_turn) => make_room(shared, &row, now).await,
+        // Admitted, it counts from now; made room for, it counts once it is written.
+        let (written, admitted) = match admit(shared, size).await {
+            Admission::Fits(admitted) => (batched(shared, &row).await, Some(admitted)),
+            Admission::Turn(_turn) => (make_room(shared, &row, now).await, None),
         };
         let mut inserted = match written {
             Ok(inserted) => inserted,
@@ -225,7 +226,10 @@ pub(super) async fn create(
             }
         }
         registered.created = true;
-        shared.capacity.change(1, size);
+        match admitted {
+            Some(admitted) => admitted.keep(),
+            None => shared.capacity.change(1, size),
+        }
         shared.owned.hold(
             new.id,
             lifecycle,

@@ -8,7 +8,7 @@
 //! executions  one row per execution: its identities, owner, lifecycle, last sequence, bytes,
 //!             when it ended and (once it left the store) when it went; a cancel request.
 //!             Indexed by those still in the store (in the order they ended, the running
-//!             last, with the bytes they count), the running by owner, and those gone
+//!             last), the running by owner, and those gone
 //! events      (execution_id, sequence): an event's time, state and payload, or (with a
 //!             first_sequence) a run of one append's events up to `sequence`, sharing one
 //!             time; a usage fact's position in the usage order (a fact has a row of its own)
@@ -70,12 +70,12 @@ CREATE INDEX events_usage ON {s}.events (usage_position) WHERE usage_position IS
     r"
 ALTER TABLE {s}.events ADD COLUMN first_sequence bigint;
 ",
-    // The executions still in the store, with what their count sums: the exact count reads
-    // them alone, not the rows that left and linger (a full store's count read the whole
-    // table, and its time grew with the linger). Ordered as the ended ones leave.
+    // The executions still in the store: the exact count reads them alone, not the rows
+    // that left and linger (a full store's count read the whole table, and its time grew
+    // with the linger). Ordered as the ended ones leave. Only columns an append does not
+    // change, so an append's update of the row may stay on its page (a HOT update).
     r"
-CREATE INDEX executions_live ON {s}.executions (ended_at, id) INCLUDE (bytes, input_bytes)
-    WHERE gone_at IS NULL;
+CREATE INDEX executions_live ON {s}.executions (ended_at, id) WHERE gone_at IS NULL;
 DROP INDEX {s}.executions_ended;
 ",
 ];

@@ -124,23 +124,24 @@ async fn a_create_whose_answer_was_lost_is_driven_and_its_key_attaches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_that_made_room_and_lost_its_commit_answer_is_driven() {
     // Full of ended executions: the next create makes room, and its commit's answer is lost.
-    room_with_a_lost_answer(4, 4, "commit", "room").await;
+    room_with_a_lost_answer(4, 4, "commit", "room", false).await;
 }
 
 /// Room made ahead of the creates (a store of 100 brought to 100) whose choice of what leaves
-/// loses its answer: nothing it began is kept, and the creates that follow make room
-/// themselves.
+/// loses its answer, before the next create asks: nothing it began is kept, and the creates
+/// that follow make room themselves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn room_made_ahead_whose_answer_was_lost_loses_nothing() {
-    room_with_a_lost_answer(100, 99, "oldest", "ahead").await;
+    room_with_a_lost_answer(100, 99, "oldest", "ahead", true).await;
 }
 
 /// A store of `size` executions holding `filled` ended ones (callers of `chat` on A); then
-/// the next `kind` statement loses its answer while two more callers run, one after the other.
-/// One that arrives while the lost answer has the replica count its database unreachable is
-/// refused as `UNAVAILABLE` before anything is accepted, and asks again as a gateway does.
-/// Each completes once, with one request upstream, and the store stays within its bound.
-async fn room_with_a_lost_answer(size: usize, filled: usize, kind: &str, name: &str) {
+/// the next `kind` statement loses its answer while two more callers run, one after the other
+/// (`ahead`: it is lost after the first and before the second, in the background). One that
+/// arrives while the lost answer has the replica count its database unreachable is refused
+/// as `UNAVAILABLE` before anything is accepted, and asks again as a gateway does. Each
+/// completes once, with one request upstream, and the store stays within its bound.
+async fn room_with_a_lost_answer(size: usize, filled: usize, kind: &str, name: &str, ahead: bool) {
     let upstream = Upstream::always(quick()).await;
     let config = remote(&upstream.base_url()).max_executions(size);
     let Some(pair) = Pair::start(Proxied::A, &config).await else {
@@ -164,6 +165,9 @@ async fn room_with_a_lost_answer(size: usize, filled: usize, kind: &str, name: &
                 }
                 _ => break,
             }
+        }
+        if ahead {
+            pair.proxy.until_fired(kind, LONG).await;
         }
     }
     pair.proxy.until_fired(kind, LONG).await;
