@@ -179,10 +179,11 @@ pub(super) async fn create(
     }
     let mut lost = 0;
     for _ in 0..3 {
-        // Admitted, it counts from now; made room for, it counts once it is written.
-        let (written, admitted) = match admit(shared, size).await {
-            Admission::Fits(admitted) => (batched(shared, &row).await, Some(admitted)),
-            Admission::Turn(_turn) => (make_room(shared, &row, now).await, None),
+        // Admitted, it counts from now; made room for, it counts once it is written, and
+        // the turn is held until then, so the next in turn counts it.
+        let (written, admitted, _turn) = match admit(shared, size).await {
+            Admission::Fits(admitted) => (batched(shared, &row).await, Some(admitted), None),
+            Admission::Turn(turn) => (make_room(shared, &row, now).await, None, Some(turn)),
         };
         let mut inserted = match written {
             Ok(inserted) => inserted,
