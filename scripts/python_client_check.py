@@ -27,12 +27,31 @@ def free_port() -> int:
 
 
 def serve(binary: str, config: str, addr: str) -> subprocess.Popen:
+    """Starts the server and waits until it accepts connections: first its socket (polled,
+    so the channel's first attempt does not fail and leave it in grpc's reconnect backoff),
+    then a ready channel. On failure, says why with the server's log."""
     env = dict(os.environ, MODEL_RUNTIME_CLIENT_CHECK_KEY=KEY)
+    log = tempfile.TemporaryFile()
     server = subprocess.Popen([binary, "serve", "--listen", addr, "--config", config],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    channel = grpc.insecure_channel(addr)
-    grpc.channel_ready_future(channel).result(timeout=20)
-    channel.close()
+                              env=env, stdout=subprocess.DEVNULL, stderr=log)
+    host, port = addr.rsplit(":", 1)
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            try:
+                socket.create_connection((host, int(port)), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise TimeoutError(f"the server did not listen on {addr}") from None
+                time.sleep(0.05)
+        channel = grpc.insecure_channel(addr)
+        grpc.channel_ready_future(channel).result(timeout=20)
+        channel.close()
+    except Exception:
+        log.seek(0)
+        sys.stderr.write(log.read().decode(errors="replace"))
+        raise
     return server
 
 
