@@ -1,7 +1,7 @@
 //! The gate itself: a replica's attempts take their turn at it, each asking Redis for a
 //! permit (`shared.rs`), and what `on_unavailable` gives them while Redis does not answer.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -91,7 +91,7 @@ impl GlobalGate {
                 unavailable: AtomicU64::new(0),
                 lost: AtomicU64::new(0),
                 lost_members: Mutex::new(HashSet::new()),
-                spare: Mutex::new(std::collections::VecDeque::new()),
+                spare: Mutex::new(VecDeque::new()),
                 keeper: std::sync::Once::new(),
                 stop: CancellationToken::new(),
             }),

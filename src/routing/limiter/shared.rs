@@ -1,7 +1,7 @@
 //! What a gate and its keeper share: the connection to Redis, this replica's members of the
 //! set, and one take of a permit (the `TAKE` script, `scripts.rs`).
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -64,7 +64,7 @@ pub(super) struct Shared {
     pub(super) lost_members: Mutex<HashSet<String>>,
     /// Leases taken in a block for the attempts waiting behind the one that asked, each
     /// taken by the next in turn; those whose attempts left are released (`trim_spares`).
-    pub(super) spare: Mutex<std::collections::VecDeque<Lease>>,
+    pub(super) spare: Mutex<VecDeque<Lease>>,
     pub(super) keeper: std::sync::Once,
     pub(super) stop: CancellationToken,
 }

@@ -104,51 +104,69 @@ async fn slow_proxy(redis: &PrivateRedis, slow: Arc<AtomicBool>) -> String {
     format!("redis://{address}")
 }
 
+/// A gate of `limit` permits whose Redis (its own) answers through a proxy that, while
+/// `answers_late` is set, answers after the gate's 100 ms timeout; lease 6 s. Warmed: the
+/// script is loaded, the connection made and the keeper started by a first acquire.
+struct LateAnswers {
+    _redis: PrivateRedis,
+    key: String,
+    answers_late: Arc<AtomicBool>,
+    gate: GlobalGate,
+    admin: redis::aio::MultiplexedConnection,
+}
+
+impl LateAnswers {
+    async fn start(limit: u32) -> Option<Self> {
+        let redis = PrivateRedis::start()?;
+        let key = unique_key();
+        let answers_late = Arc::new(AtomicBool::new(false));
+        let proxy = slow_proxy(&redis, answers_late.clone()).await;
+        let mut slow = config(&proxy, &key, OnUnavailable::FailClosed);
+        slow.lease = Duration::from_secs(6);
+        slow.timeout = Duration::from_millis(100);
+        let gate = GlobalGate::new("p", &slow, limit).unwrap();
+        let admin = admin(&redis.url()).await;
+        drop(gate.acquire().await.unwrap());
+        Some(Self {
+            _redis: redis,
+            key,
+            answers_late,
+            gate,
+            admin,
+        })
+    }
+
+    fn late(&self, late: bool) {
+        self.answers_late.store(late, Ordering::Release);
+    }
+}
+
 #[tokio::test]
 async fn a_take_that_timed_out_leaves_no_permit_behind() {
-    let Some(redis) = PrivateRedis::start() else {
+    let Some(mut at) = LateAnswers::start(1).await else {
         return;
     };
-    let key = unique_key();
-    let answers_late = Arc::new(AtomicBool::new(false));
-    let proxy = slow_proxy(&redis, answers_late.clone()).await;
-    let mut slow = config(&proxy, &key, OnUnavailable::FailClosed);
-    slow.lease = Duration::from_secs(6);
-    slow.timeout = Duration::from_millis(100);
-    let gate = GlobalGate::new("p", &slow, 1).unwrap();
-    let mut admin = admin(&redis.url()).await;
-    // Warm: the script is loaded and the connection made.
-    drop(gate.acquire().await.unwrap());
     // The take runs in Redis, and its answer comes after the timeout.
-    answers_late.store(true, Ordering::Release);
-    assert!(matches!(gate.acquire().await, Err(Refused::Unavailable)));
-    answers_late.store(false, Ordering::Release);
+    at.late(true);
+    assert!(matches!(at.gate.acquire().await, Err(Refused::Unavailable)));
+    at.late(false);
     // The member it added is removed (once Redis answers in time), long before its lease
     // would end.
-    none_left_behind(&mut admin, &key).await;
+    none_left_behind(&mut at.admin, &at.key).await;
 }
 
 /// The same for a block: every member a take of three added, its answer lost, goes back.
 #[tokio::test]
 async fn a_block_taken_whose_answer_was_lost_leaves_no_permit_behind() {
-    let Some(redis) = PrivateRedis::start() else {
+    let Some(mut at) = LateAnswers::start(4).await else {
         return;
     };
-    let key = unique_key();
-    let answers_late = Arc::new(AtomicBool::new(false));
-    let proxy = slow_proxy(&redis, answers_late.clone()).await;
-    let mut slow = config(&proxy, &key, OnUnavailable::FailClosed);
-    slow.lease = Duration::from_secs(6);
-    slow.timeout = Duration::from_millis(100);
-    let gate = GlobalGate::new("p", &slow, 4).unwrap();
-    let mut admin = admin(&redis.url()).await;
-    drop(gate.acquire().await.unwrap());
-    answers_late.store(true, Ordering::Release);
-    assert!(gate.shared.take(3).await.is_err());
-    answers_late.store(false, Ordering::Release);
+    at.late(true);
+    assert!(at.gate.shared.take(3).await.is_err());
+    at.late(false);
     // The keeper (started by the first acquire) gives back what the take carried, once
     // Redis answers in time.
-    none_left_behind(&mut admin, &key).await;
+    none_left_behind(&mut at.admin, &at.key).await;
 }
 
 /// Waits until no permit is held under `key` (and stays so for half a second), failing

@@ -93,18 +93,24 @@ fn fits_with(shared: &Shared, (more, bytes): (i64, i64)) -> bool {
 }
 
 fn within(shared: &Shared, (executions, bytes): (i64, i64)) -> bool {
-    executions <= shared.limits.max_executions as i64
-        && bytes <= i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX)
+    let (max_executions, max_bytes) = bounds(shared);
+    executions <= max_executions && bytes <= max_bytes
+}
+
+/// `max_executions` and `max_bytes`, as the counts are kept.
+fn bounds(shared: &Shared) -> (i64, i64) {
+    (
+        i64::try_from(shared.limits.max_executions).unwrap_or(i64::MAX),
+        i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX),
+    )
 }
 
 /// What a full store makes room for beyond what a create needs, so the next creates find it:
 /// a hundredth of its bounds (a store of fewer than 100 executions, exactly what the create
 /// needs). Counts within it of the bounds have room made ahead.
 fn spare(shared: &Shared) -> (i64, i64) {
-    (
-        shared.limits.max_executions as i64 / 100,
-        i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX) / 100,
-    )
+    let (max_executions, max_bytes) = bounds(shared);
+    (max_executions / 100, max_bytes / 100)
 }
 
 /// What room made ahead of the creates makes: a twentieth of the bounds, at most [`MOST`]
@@ -210,13 +216,12 @@ async fn room(
                 (counts.local, counts.reserved)
             };
             let (executions, bytes) = count(&tx).await?;
-            let max_bytes = i64::try_from(shared.limits.max_bytes).unwrap_or(i64::MAX);
+            let (max_executions, max_bytes) = bounds(shared);
             let ((spare_executions, spare_bytes), wanted) = match new {
                 Some(new) => (spare(shared), (1, new.bytes + new.input)),
                 None => ((0, 0), ahead_room(shared)),
             };
-            let mut need_executions =
-                executions + admitted.0 + wanted.0 - shared.limits.max_executions as i64;
+            let mut need_executions = executions + admitted.0 + wanted.0 - max_executions;
             let mut need_bytes = bytes + admitted.1 + wanted.1 - max_bytes;
             let mut chosen = Vec::new();
             if need_executions > 0 || need_bytes > 0 {
