@@ -19,6 +19,8 @@ mod wire_event;
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::SystemTime;
 
 use futures_util::{Stream, StreamExt};
 use tokio::time::Instant;
@@ -30,7 +32,7 @@ use crate::runtime::{EventStream, Runtime};
 
 pub(crate) use compression::Compression;
 pub use status::{ERROR_DOMAIN, to_status};
-pub(crate) use wire_event::WireEvent;
+pub(crate) use wire_event::{WireEvent, WireTime};
 
 /// The server code generated for the runtime: `pb`'s messages, with `ExecutionEvent` as
 /// [`WireEvent`].
@@ -130,23 +132,45 @@ fn execute_request(
     Ok(request)
 }
 
-/// The events of an execution, each with the id's text form (made once) and its append time
-/// (converted once per batch: a batch shares one).
+/// The events of an execution on their way to a client.
 fn wire(events: EventStream) -> WireEvents {
-    let id: Arc<str> = events.execution_id().to_text().into();
-    let mut time = None;
-    Box::pin(events.map(move |item| {
-        let event = item.map_err(status::to_status)?;
-        let at = match time {
-            Some((at, wire)) if at == event.time => wire,
+    let id = events.execution_id().to_text().into();
+    Box::pin(Wire {
+        events,
+        id,
+        time: None,
+    })
+}
+
+/// Each event with the id's text form (made once) and its append time (encoded once per
+/// batch: a batch shares one). A stream of its own rather than a `map` over the events: the
+/// adapter and its closure moved every item once more.
+struct Wire {
+    events: EventStream,
+    id: Arc<str>,
+    time: Option<(SystemTime, WireTime)>,
+}
+
+impl Stream for Wire {
+    type Item = Result<WireEvent, Status>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let wire = self.get_mut();
+        let event = match ready!(wire.events.poll_next_unpin(cx)) {
+            Some(Ok(event)) => event,
+            Some(Err(e)) => return Poll::Ready(Some(Err(status::to_status(e)))),
+            None => return Poll::Ready(None),
+        };
+        let at = match wire.time {
+            Some((at, time)) if at == event.time => time,
             _ => {
-                let wire = encode::timestamp(event.time);
-                time = Some((event.time, wire));
-                wire
+                let time = WireTime::of(event.time);
+                wire.time = Some((event.time, time));
+                time
             }
         };
-        Ok(WireEvent::new(id.clone(), at, event))
-    }))
+        Poll::Ready(Some(Ok(WireEvent::new(wire.id.clone(), at, event))))
+    }
 }
 
 #[tonic::async_trait]

@@ -115,6 +115,17 @@ impl<'a, B: BufMut> Put<'a, B> {
         }
     }
 
+    /// The first `len` of `bytes`, copied whole (a copy of a known size is a few moves,
+    /// one of a varying size a call).
+    #[inline(always)]
+    pub(super) fn fixed<const N: usize>(&mut self, bytes: &[u8; N], len: usize) {
+        if SCRATCH - self.used < N {
+            self.flush();
+        }
+        self.scratch[self.used..self.used + N].copy_from_slice(bytes);
+        self.used += len;
+    }
+
     /// Sends what is gathered on; returns the buffer, to write to directly.
     pub(super) fn flush(&mut self) -> &mut B {
         if self.used > 0 {

@@ -219,11 +219,7 @@ fn every_payload_encodes_exactly_as_prost_encodes_the_built_message() {
                 payload: payload.clone(),
             };
             let want = encode::event(id, &event).encode_to_vec();
-            let wire = WireEvent::new(
-                id.to_text().into(),
-                prost_types::Timestamp::from(time),
-                event.clone(),
-            );
+            let wire = WireEvent::new(id.to_text().into(), WireTime::of(time), event.clone());
             assert_eq!(wire.encoded_len(), want.len(), "length of {event:?}");
             let bytes = wire.encode_to_vec();
             let decoded = pb::ExecutionEvent::decode(bytes.as_slice()).unwrap();

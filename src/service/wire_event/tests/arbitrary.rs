@@ -399,7 +399,7 @@ proptest! {
             payload,
         };
         let id: Arc<str> = execution.to_text().into();
-        let wire = WireEvent::new(id, prost_types::Timestamp::from(time), event.clone());
+        let wire = WireEvent::new(id, WireTime::of(time), event.clone());
         let bytes = wire.encode_to_vec();
         prop_assert_eq!(bytes.len(), wire.encoded_len());
         let decoded = pb::ExecutionEvent::decode(bytes.as_slice());

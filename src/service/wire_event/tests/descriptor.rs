@@ -269,7 +269,7 @@ fn every_field_the_proto_defines_for_an_event_is_written() {
             payload,
         };
         let id: Arc<str> = ExecutionId::new().to_text().into();
-        let time = prost_types::Timestamp::from(event.time);
+        let time = WireTime::of(event.time);
         let bytes = WireEvent::new(id, time, event).encode_to_vec();
         walk(ROOT, "ExecutionEvent", &bytes, &all, &mut seen);
     }
