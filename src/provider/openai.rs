@@ -199,6 +199,8 @@ pub(super) struct ChunkDecoder {
     model: Option<Text>,
     /// Whether the reply was a refusal (`delta.refusal`): it finishes as one.
     refused: bool,
+    /// The bytes around the last chunk's text, to read the next like it at once.
+    repeat: fast::Repeat,
 }
 
 impl Decoder for ChunkDecoder {
@@ -218,8 +220,15 @@ impl Decoder for ChunkDecoder {
                 self.finished(self.finish.unwrap_or(FinishReason::Other)),
             ));
         }
-        // The usual chunk by hand; any other by serde (`fast.rs`).
-        let chunk = match fast::chunk(data) {
+        // The text of a chunk like the last at once; the usual chunk by hand; any other by
+        // serde (`fast.rs`).
+        if let Some(text) = self.repeat.again(data) {
+            if !text.is_empty() {
+                out.push(ProviderEvent::TextDelta(text));
+            }
+            return Ok(None);
+        }
+        let chunk = match self.repeat.chunk(data) {
             Some(chunk) => chunk,
             None => serde_json::from_str(data).map_err(|e| {
                 upstream.malformed_json("a chunk is not a chat completion chunk", &e, data)

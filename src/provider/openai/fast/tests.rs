@@ -3,12 +3,13 @@
 
 use proptest::prelude::*;
 
-use super::chunk;
+use super::repeat::text_chunk;
+use super::{Repeat, read, special};
 use crate::provider::openai::Chunk;
 
 /// The hand reader's answer, checked against serde's when it has one.
 fn agrees(data: &str) -> Option<String> {
-    let fast = chunk(data).map(|c| format!("{c:?}"));
+    let fast = read(data).map(|(c, _)| format!("{c:?}"));
     if let Some(fast) = &fast {
         let typed = serde_json::from_str::<Chunk>(data)
             .map(|c| format!("{c:?}"))
@@ -142,8 +143,146 @@ fn object(keys: &'static [&'static str], most: usize) -> BoxedStrategy<String> {
 proptest! {
     #[test]
     fn what_it_reads_serde_reads_the_same(
-        data in object(&["id", "object", "created", "model", "choices", "usage", "error"], 6)
+        data in object(
+            &["id", "object", "created", "model", "choices", "usage", "error", "obfuscation"],
+            6,
+        )
     ) {
         agrees(&data);
+    }
+}
+
+proptest! {
+    #[test]
+    fn the_string_search_finds_what_a_byte_loop_finds(
+        bytes in proptest::collection::vec(
+            prop_oneof![
+                4 => 0x20u8..0x80,
+                1 => 0x80u8..,
+                1 => Just(b'"'),
+                1 => Just(b'\\'),
+                1 => 0u8..0x20,
+            ],
+            0..40,
+        )
+    ) {
+        let want = bytes.iter().position(|&b| matches!(b, b'"' | b'\\' | 0..0x20));
+        prop_assert_eq!(special(&bytes), want);
+    }
+}
+
+/// `data` read as the kept chunk with another text, if it is one: the model is the kept
+/// chunk's, which this takes from reading `data` whole.
+fn again(repeat: &Repeat, data: &str) -> Option<Chunk> {
+    let text = repeat.again(data)?;
+    let model = read(data).and_then(|(c, _)| c.model);
+    Some(text_chunk(model, text))
+}
+
+/// A chunk of `model`'s `text` (any JSON value), with `tail` in its choice and `extra` at its
+/// end: the chunks of one reply, and some that are not.
+fn of_a_reply() -> impl Strategy<Value = String> {
+    (
+        prop_oneof![Just("\"m\""), Just("\"n\""), Just("null")],
+        value("content"),
+        // Each differs from another of its kind in bytes, not length.
+        prop_oneof![
+            Just(""),
+            Just(",\"finish_reason\":null"),
+            Just(",\"finish_reason\":\"ab\""),
+            Just(",\"logprobs\":null"),
+        ],
+        prop_oneof![
+            Just(String::new()),
+            Just(",\"usage\":null".to_owned()),
+            Just(",\"created\":12".to_owned()),
+            "[a-zA-Z0-9]{0,6}".prop_map(|pad| format!(",\"obfuscation\":\"{pad}\"")),
+            "[a-zA-Z0-9]{0,6}".prop_map(|pad| format!(",\"obfuscation\":\"{pad}\",\"usage\":null")),
+            "[a-zA-Z0-9]{0,6}".prop_map(|pad| format!(",\"obfuscation\":\"{pad}\",\"created\":1.5")),
+            Just(",\"obfuscation\":\"a\\nb\"".to_owned()),
+        ],
+    )
+        .prop_map(|(model, text, tail, extra)| {
+            format!(
+                r#"{{"id":"c","model":{model},"choices":[{{"index":0,"delta":{{"content":{text}}}{tail}}}]{extra}}}"#
+            )
+        })
+}
+
+proptest! {
+    #[test]
+    fn a_chunk_read_as_one_like_it_reads_as_it_reads_alone(
+        chunks in proptest::collection::vec(
+            prop_oneof![
+                4 => of_a_reply(),
+                1 => object(&["id", "model", "choices", "usage"], 4),
+            ],
+            1..12,
+        )
+    ) {
+        let mut repeat = Repeat::default();
+        for data in &chunks {
+            let alone = read(data).map(|(c, _)| c);
+            let read = match again(&repeat, data) {
+                Some(chunk) => Some(chunk),
+                None => repeat.chunk(data),
+            };
+            prop_assert_eq!(format!("{read:?}"), format!("{alone:?}"), "{}", data);
+        }
+    }
+}
+
+#[test]
+fn the_chunks_of_a_reply_are_read_as_one_like_the_last() {
+    let chunk = |text: &str| {
+        format!(
+            r#"{{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[{{"index":0,"delta":{{"content":{text}}},"logprobs":null,"finish_reason":null}}]}}"#
+        )
+    };
+    let mut repeat = Repeat::default();
+    assert!(
+        again(&repeat, &chunk("\"a\"")).is_none(),
+        "nothing kept yet"
+    );
+    repeat.chunk(&chunk("\"a\"")).unwrap();
+    for text in ["\" b\"", "\"\"", "\"line\\nnext\"", "\"héllo ✓\""] {
+        let kept = again(&repeat, &chunk(text)).map(|c| format!("{c:?}"));
+        let alone = read(&chunk(text)).map(|(c, _)| format!("{c:?}"));
+        assert!(kept.is_some(), "{text}");
+        assert_eq!(kept, alone, "{text}");
+    }
+    // OpenAI's padding, of another length in each.
+    let padded = |text: &str, pad: &str| {
+        chunk(text).replace("}]}", &format!("}}],\"obfuscation\":\"{pad}\"}}"))
+    };
+    repeat.chunk(&padded("\"a\"", "xyz")).unwrap();
+    for (text, pad) in [("\" b\"", "Q"), ("\"c\"", ""), ("\"d\"", "0123456789")] {
+        let kept = again(&repeat, &padded(text, pad)).map(|c| format!("{c:?}"));
+        let alone = read(&padded(text, pad)).map(|(c, _)| format!("{c:?}"));
+        assert!(kept.is_some(), "{text} {pad}");
+        assert_eq!(kept, alone, "{text} {pad}");
+    }
+    assert!(
+        again(&repeat, &padded("\"a\"", "x\\ny")).is_none(),
+        "an escape in the padding"
+    );
+    let after = chunk("\"a\"").replace("}]}", "}],\"obfuscation\":\"x\",\"created\":1.5}");
+    assert!(
+        again(&repeat, &after).is_none(),
+        "more after the padding: {after}"
+    );
+    assert!(again(&repeat, &chunk("\"a\"")).is_none(), "no padding");
+    repeat.chunk(&chunk("\"a\"")).unwrap();
+    // Not its text, or not the same around it.
+    for data in [
+        chunk("null"),
+        chunk("1"),
+        chunk("\"\\u00e9\""),
+        chunk("\"a\"").replace("\"logprobs\":null", "\"logprobs\":{}"),
+        chunk("\"a\"").replace("}]}", "}],\"usage\":{\"prompt_tokens\":1}}"),
+        chunk("\"a\"").replace("null}]}", "\"ab\"}]}"),
+        chunk("\"a\"").replace("gpt-4o-mini", "gpt-4o-mino"),
+    ] {
+        assert!(again(&repeat, &data).is_none(), "{data}");
     }
 }
