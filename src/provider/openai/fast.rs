@@ -18,12 +18,7 @@ use super::{Choice, Chunk, Delta};
 /// `data`, if it is a chunk of the usual shape, and where its delta's text is (from its
 /// opening quote to past its closing one), if it has one.
 fn read(data: &str) -> Option<(Chunk, Spans)> {
-    let mut at = Cursor {
-        text: data,
-        pos: 0,
-        text_at: None,
-        pad_at: None,
-    };
+    let mut at = Cursor::new(data, 0);
     let mut chunk = Chunk {
         model: None,
         choices: None,
@@ -101,6 +96,15 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    fn new(text: &'a str, pos: usize) -> Self {
+        Self {
+            text,
+            pos,
+            text_at: None,
+            pad_at: None,
+        }
+    }
+
     fn rest(&self) -> &'a [u8] {
         &self.text.as_bytes()[self.pos..]
     }
@@ -153,18 +157,32 @@ impl<'a> Cursor<'a> {
     /// A string without escapes or control characters (serde refuses the latter; the former
     /// it decodes, and so does it here, by declining: but see `content`).
     fn text(&mut self) -> Option<&'a str> {
+        match self.plain()? {
+            (end, b'"') => self.take(end),
+            _ => None,
+        }
+    }
+
+    /// Where the string at the cursor stops being plain: the offset (from its opening quote)
+    /// of its first quote, backslash or control byte, and that byte. (Inlined, as `take`:
+    /// as calls, the two cost the provider path 0.8% more instructions.)
+    #[inline(always)]
+    fn plain(&self) -> Option<(usize, u8)> {
         let rest = self.rest();
         if rest.first() != Some(&b'"') {
             return None;
         }
-        let len = special(&rest[1..])?;
-        if rest[1 + len] != b'"' {
-            return None;
-        }
+        let at = 1 + special(&rest[1..])?;
+        Some((at, rest[at]))
+    }
+
+    /// The plain string at the cursor, whose closing quote is `end` bytes in.
+    #[inline(always)]
+    fn take(&mut self, end: usize) -> Option<&'a str> {
         let start = self.pos + 1;
-        self.pos = start + len + 1;
+        self.pos += end + 1;
         // Cut at ASCII quotes: on character boundaries.
-        self.text.get(start..start + len)
+        self.text.get(start..start + end - 1)
     }
 
     /// A delta's content: borrowed when it has no escapes, with the simple escapes decoded
@@ -175,19 +193,11 @@ impl<'a> Cursor<'a> {
         if self.null().is_some() {
             return Some(None);
         }
-        let rest = self.rest();
-        if rest.first() != Some(&b'"') {
-            return None;
+        match self.plain()? {
+            (end, b'"') => self.take(end).map(|t| Some(Cow::Borrowed(t))),
+            (at, b'\\') => self.escaped(at).map(|t| Some(Cow::Owned(t))),
+            _ => None,
         }
-        let at = 1 + special(&rest[1..])?;
-        match rest[at] {
-            b'"' => {}
-            b'\\' => return self.escaped(at).map(|t| Some(Cow::Owned(t))),
-            _ => return None,
-        }
-        let text = self.text.get(self.pos + 1..self.pos + at)?;
-        self.pos += at + 1;
-        Some(Some(Cow::Borrowed(text)))
     }
 
     /// The rest of a string whose first escape is `at` bytes in, decoded. Apart, so the usual

@@ -57,12 +57,7 @@ impl Repeat {
     pub(in crate::provider::openai) fn again(&self, data: &str) -> Option<Text> {
         let around = self.around.as_ref()?;
         let rest = data.strip_prefix(&*around.before)?;
-        let mut at = Cursor {
-            text: data,
-            pos: data.len() - rest.len(),
-            text_at: None,
-            pad_at: None,
-        };
+        let mut at = Cursor::new(data, data.len() - rest.len());
         let text = at.content()??;
         let rest = data[at.pos..].strip_prefix(&*around.between)?;
         let rest = match &around.after {
