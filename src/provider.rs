@@ -18,6 +18,7 @@ mod openai;
 mod refresh;
 mod registry;
 mod responses;
+mod scan;
 mod scripted;
 mod service_account;
 mod sse;

@@ -1,12 +1,13 @@
 //! A chunk like the last one, read at once: the bytes around its text compared with the
 //! last chunk's.
 
-use super::{Cursor, read};
+use super::read;
 use crate::execution::Text;
 use crate::provider::openai::Chunk;
 use crate::provider::openai::content::Content;
 #[cfg(test)]
 use crate::provider::openai::{Choice, Delta};
+use crate::provider::scan::Cursor;
 
 /// The chunks of one reply differ in their text and little else: after a chunk of a text
 /// delta is read, the bytes around its text are kept, and a chunk that has the very same

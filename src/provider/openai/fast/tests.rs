@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use super::repeat::text_chunk;
-use super::{Repeat, read, special};
+use super::{Repeat, read};
 use crate::provider::openai::Chunk;
 
 /// The hand reader's answer, checked against serde's when it has one.
@@ -149,25 +149,6 @@ proptest! {
         )
     ) {
         agrees(&data);
-    }
-}
-
-proptest! {
-    #[test]
-    fn the_string_search_finds_what_a_byte_loop_finds(
-        bytes in proptest::collection::vec(
-            prop_oneof![
-                4 => 0x20u8..0x80,
-                1 => 0x80u8..,
-                1 => Just(b'"'),
-                1 => Just(b'\\'),
-                1 => 0u8..0x20,
-            ],
-            0..40,
-        )
-    ) {
-        let want = bytes.iter().position(|&b| matches!(b, b'"' | b'\\' | 0..0x20));
-        prop_assert_eq!(special(&bytes), want);
     }
 }
 
