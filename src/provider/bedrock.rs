@@ -3,14 +3,16 @@
 //!
 //! - **Request**: `request.rs`; the model id (or inference profile, or ARN) is percent-encoded
 //!   into the path, as AWS's SDKs do.
-//! - **Signing**: SigV4 by AWS's own signer (`sigv4.rs`) over the method, URL, `Host`, the time
-//!   and the body, for the configured region and the `bedrock` signing name. The keys come
+//! - **Signing**: SigV4 (`sigv4.rs`, held to AWS's own signer by the tests) over the method,
+//!   URL, `Host`, the time and the body, for the configured region and the `bedrock` signing
+//!   name. The keys come
 //!   from the environment or the container credentials endpoint (`credentials.rs`); a call
 //!   whose keys must be fetched first waits for them ([`deferred`](super::deferred)).
 //! - **Reply**: AWS's binary event stream (`eventstream.rs`), its messages read by
 //!   `stream.rs`.
 
 mod credentials;
+mod fast;
 mod request;
 mod sigv4;
 mod stream;

@@ -205,15 +205,19 @@ fn parse(message: &[u8], headers: usize) -> Result<Message<'_>, EventStreamError
     let mut rest = &message[PRELUDE..PRELUDE + headers];
     while !rest.is_empty() {
         let ((name, value), after) = header(rest).ok_or(EventStreamError::Header)?;
-        let name = std::str::from_utf8(name).map_err(|_| EventStreamError::Header)?;
+        let utf8 = |bytes| std::str::from_utf8(bytes).map_err(|_| EventStreamError::Header);
+        // The names read are known to be UTF-8; only another's is checked.
+        let field = match name {
+            b":message-type" => Some(&mut parsed.message_type),
+            b":event-type" => Some(&mut parsed.event_type),
+            b":exception-type" => Some(&mut parsed.exception_type),
+            b":error-code" => Some(&mut parsed.error_code),
+            _ => utf8(name).map(|_| None)?,
+        };
         if let Some(value) = value {
-            let value = std::str::from_utf8(value).map_err(|_| EventStreamError::Header)?;
-            match name {
-                ":message-type" => parsed.message_type = value,
-                ":event-type" => parsed.event_type = value,
-                ":exception-type" => parsed.exception_type = value,
-                ":error-code" => parsed.error_code = value,
-                _ => {}
+            let value = utf8(value)?;
+            if let Some(field) = field {
+                *field = value;
             }
         }
         rest = after;

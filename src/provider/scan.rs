@@ -251,6 +251,34 @@ fn special(bytes: &[u8]) -> Option<usize> {
     Some(at + tail)
 }
 
+/// Pieces of arbitrary JSON for the readers' property tests.
+#[cfg(test)]
+pub(in crate::provider) mod arbitrary {
+    use proptest::prelude::*;
+
+    /// A string value a reader may or may not take: plain, with the escapes it decodes, with
+    /// a `\u` escape, not ASCII, or null.
+    pub(in crate::provider) fn text() -> impl Strategy<Value = String> + Clone {
+        prop_oneof![
+            "[ a-z]{0,8}".prop_map(|t| format!("\"{t}\"")),
+            Just(r#""a\"b\\c\n\td\/""#.to_owned()),
+            Just(r#""\u0041""#.to_owned()),
+            Just("null".to_owned()),
+            Just("\"é\"".to_owned()),
+        ]
+    }
+
+    /// An object of `fields` (each `"key":value`, in that order), with `space` around them.
+    pub(in crate::provider) fn object(
+        fields: impl Strategy<Value = String>,
+    ) -> impl Strategy<Value = String> {
+        let space = prop_oneof![Just(""), Just(" "), Just("\n")];
+        (proptest::collection::vec(fields, 0..5), space).prop_map(|(fields, space)| {
+            format!("{{{space}{}{space}}}", fields.join(&format!(",{space}")))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

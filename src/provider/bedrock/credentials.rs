@@ -4,7 +4,7 @@
 //! error or `Debug` output.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -25,11 +25,13 @@ mod container;
 
 /// One set of AWS keys.
 pub(in crate::provider) struct AwsKeys {
-    /// The keys as AWS's signer takes them, made once (not per request).
-    signing: aws_credential_types::Credentials,
+    access_key_id: Secret,
     secret_access_key: Secret,
     session_token: Option<Secret>,
     expires: Option<SystemTime>,
+    /// The last signing key derived from these keys, and its scope (day, region, service):
+    /// a day's requests share it.
+    signing_key: Mutex<Option<(String, ring::hmac::Key)>>,
 }
 
 impl fmt::Debug for AwsKeys {
@@ -48,25 +50,47 @@ impl AwsKeys {
         session_token: Option<Secret>,
         expires: Option<SystemTime>,
     ) -> Self {
-        let signing = aws_credential_types::Credentials::new(
-            access_key_id.expose(),
-            secret_access_key.expose(),
-            session_token.as_ref().map(|t| t.expose().to_owned()),
-            expires,
-            "model-runtime",
-        );
         Self {
-            signing,
+            access_key_id: access_key_id.clone(),
             secret_access_key,
             session_token,
             expires,
+            signing_key: Mutex::new(None),
         }
     }
 
-    /// The keys as AWS's signer takes them (a cheap clone: the crate keeps them behind an
-    /// `Arc`).
-    pub(super) fn credentials(&self) -> aws_credential_types::Credentials {
-        self.signing.clone()
+    pub(super) fn access_key_id(&self) -> &str {
+        self.access_key_id.expose()
+    }
+
+    pub(super) fn secret_access_key(&self) -> &str {
+        self.secret_access_key.expose()
+    }
+
+    pub(super) fn session_token(&self) -> Option<&str> {
+        self.session_token.as_ref().map(Secret::expose)
+    }
+
+    /// The signing key of `scope`: the one kept if it is that scope's, else `derive`'s,
+    /// kept in its place.
+    pub(super) fn signing_key(
+        &self,
+        scope: &str,
+        derive: impl FnOnce() -> ring::hmac::Key,
+    ) -> ring::hmac::Key {
+        // A poisoned lock holds a whole key or none: each is written at once.
+        let mut kept = self
+            .signing_key
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*kept {
+            Some((kept_scope, key)) if kept_scope == scope => key.clone(),
+            _ => {
+                let key = derive();
+                *kept = Some((scope.to_owned(), key.clone()));
+                key
+            }
+        }
     }
 
     /// The secrets to blank out of any upstream text quoted in an error: the secret key and

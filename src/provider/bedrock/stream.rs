@@ -18,6 +18,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
+use super::fast;
 use crate::execution::{FinishReason, ReasoningPiece, Text, UsageUnit};
 use crate::provider::eventstream::{EventStreamParser, Message};
 use crate::provider::exchange::Decoder;
@@ -27,7 +28,7 @@ use crate::provider::{ProviderError, ProviderEvent};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Payload {
+pub(super) struct Payload {
     #[serde(default)]
     content_block_index: Option<u32>,
     #[serde(default)]
@@ -95,6 +96,18 @@ struct Usage {
     cache_write_input_tokens: Option<u64>,
 }
 
+#[cfg(test)]
+impl Payload {
+    /// The block index and the text of a delta of text alone (what `fast` reads).
+    pub(super) fn text_delta(&self) -> Option<(u32, &str)> {
+        let delta = self.delta.as_ref()?;
+        if delta.tool_use.is_some() || delta.reasoning_content.is_some() {
+            return None;
+        }
+        Some((self.content_block_index?, delta.text.as_deref()?))
+    }
+}
+
 /// A tool call's block: its SPI index, and whether any of its arguments came.
 #[derive(Debug)]
 struct ToolBlock {
@@ -127,6 +140,15 @@ impl Decoder for ConverseDecoder {
             }
             "error" => return Err(upstream.stream_exception(message.error_code, b"{}")),
             _ => {}
+        }
+        if message.event_type == "contentBlockDelta"
+            && let Some((_, text)) = fast::text_delta(message.payload)
+        {
+            // A delta of text alone: its block's index is not needed.
+            if !text.is_empty() {
+                out.push(ProviderEvent::TextDelta(text));
+            }
+            return Ok(None);
         }
         let payload: Payload = serde_json::from_slice(message.payload).map_err(|e| {
             let text = String::from_utf8_lossy(message.payload);
