@@ -13,6 +13,7 @@
 //! text. Block kinds it does not know are skipped with a progress note, and event types it
 //! does not know are skipped, as the protocol's versioning policy asks of clients.
 
+mod fast;
 pub(super) mod request;
 mod server_tools;
 
@@ -338,6 +339,12 @@ impl Decoder for EventDecoder {
         usage: &mut UsageTally,
         out: &mut Vec<ProviderEvent>,
     ) -> Result<Option<FinishReason>, ProviderError> {
+        if let Some((_, text)) = fast::text_delta(event.data) {
+            if !text.is_empty() {
+                out.push(ProviderEvent::TextDelta(text));
+            }
+            return Ok(None);
+        }
         let parsed: Event = serde_json::from_str(event.data).map_err(|e| {
             upstream.malformed_json("an event is not a messages stream event", &e, event.data)
         })?;

@@ -19,6 +19,7 @@
 //! Every other event type (content parts, `*.done` events, ones added later) carries nothing
 //! for the reply and is skipped.
 
+mod fast;
 pub(super) mod request;
 
 use std::borrow::Cow;
@@ -193,6 +194,12 @@ impl Decoder for ResponseDecoder {
         usage: &mut UsageTally,
         out: &mut Vec<ProviderEvent>,
     ) -> Result<Option<FinishReason>, ProviderError> {
+        if let Some(text) = fast::text_delta(event.data) {
+            if !text.is_empty() {
+                out.push(ProviderEvent::TextDelta(text));
+            }
+            return Ok(None);
+        }
         let parsed: Event = serde_json::from_str(event.data).map_err(|e| {
             upstream.malformed_json(
                 "an event is not a Responses API stream event",

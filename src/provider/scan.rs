@@ -23,6 +23,16 @@ impl Seen {
         self.0 |= bit;
         Some(())
     }
+
+    /// Whether field `bit` was read.
+    pub(in crate::provider) fn has(&self, bit: u32) -> bool {
+        self.0 & (1 << bit) != 0
+    }
+
+    /// Whether each of the fields `0..count` was read.
+    pub(in crate::provider) fn all(&self, count: u32) -> bool {
+        self.0 == (1 << count) - 1
+    }
 }
 
 /// A place in one JSON text, read forward.
@@ -178,6 +188,12 @@ impl<'a> Cursor<'a> {
                 _ => at += 1,
             }
         }
+    }
+
+    /// An empty array (`[]`, maybe with whitespace within).
+    pub(in crate::provider) fn empty_array(&mut self) -> Option<()> {
+        self.expect(b'[')?;
+        self.expect(b']')
     }
 
     pub(in crate::provider) fn ignored_text(&mut self) -> Option<()> {
