@@ -28,7 +28,8 @@ pub(super) fn client_connections(config: &Config) -> usize {
     let Some(limit) = raise_to(wanted.saturating_add(others)) else {
         return config.server.max_connections;
     };
-    let fit = limit.saturating_sub(others).min(wanted);
+    // At least one, so a server in a tight limit still answers; it may then run short.
+    let fit = limit.saturating_sub(others).min(wanted).max(1);
     if fit < wanted {
         tracing::warn!(
             max_connections = wanted,
@@ -40,8 +41,7 @@ pub(super) fn client_connections(config: &Config) -> usize {
              providers keep their descriptors; raise the limit to `needed` to serve them all"
         );
     }
-    // At least one, so a server in a tight limit still answers; it may then run short.
-    usize::try_from(fit.max(1)).unwrap_or(usize::MAX)
+    usize::try_from(fit).unwrap_or(usize::MAX)
 }
 
 /// Descriptors needed besides client connections: the reserve, metrics connections, and a
