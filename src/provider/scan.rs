@@ -272,26 +272,58 @@ fn special(bytes: &[u8]) -> Option<usize> {
 pub(in crate::provider) mod arbitrary {
     use proptest::prelude::*;
 
-    /// A string value a reader may or may not take: plain, with the escapes it decodes, with
-    /// a `\u` escape, not ASCII, or null.
+    /// A string value a reader may or may not take: mostly plain or with the escapes it
+    /// decodes, now and then not ASCII, with a `\u` escape, or null.
     pub(in crate::provider) fn text() -> impl Strategy<Value = String> + Clone {
         prop_oneof![
-            "[ a-z]{0,8}".prop_map(|t| format!("\"{t}\"")),
-            Just(r#""a\"b\\c\n\td\/""#.to_owned()),
-            Just(r#""\u0041""#.to_owned()),
-            Just("null".to_owned()),
-            Just("\"é\"".to_owned()),
+            6 => "[ a-z]{0,8}".prop_map(|t| format!("\"{t}\"")),
+            2 => Just(r#""a\"b\\c\n\td\/""#.to_owned()),
+            1 => Just("\"é\"".to_owned()),
+            1 => Just(r#""\u0041""#.to_owned()),
+            1 => Just("null".to_owned()),
         ]
     }
 
-    /// An object of `fields` (each `"key":value`, in that order), with `space` around them.
-    pub(in crate::provider) fn object(
-        fields: impl Strategy<Value = String>,
-    ) -> impl Strategy<Value = String> {
+    /// A number a reader may or may not take: mostly a plain integer, now and then one with a
+    /// leading zero or a sign, a fraction, an exponent, one past a `u32`, or null.
+    pub(in crate::provider) fn number() -> impl Strategy<Value = &'static str> + Clone {
+        prop_oneof![
+            8 => Just("0"),
+            6 => Just("7"),
+            4 => Just("123"),
+            1 => Just("01"),
+            1 => Just("-1"),
+            1 => Just("1.5"),
+            1 => Just("1e0"),
+            1 => Just("4294967296"),
+            1 => Just("null"),
+        ]
+    }
+
+    /// An object of the `usual` fields (each `"key":value`) in any order, each left out now
+    /// and then, and now and then an `odd` field among them: mostly the shape a reader takes,
+    /// and its near misses.
+    pub(in crate::provider) fn shaped(
+        usual: Vec<BoxedStrategy<String>>,
+        odd: impl Strategy<Value = String> + 'static,
+    ) -> BoxedStrategy<String> {
+        let kept = proptest::collection::vec(proptest::bool::weighted(0.95), usual.len());
+        let odd = proptest::option::weighted(0.2, odd);
         let space = prop_oneof![Just(""), Just(" "), Just("\n")];
-        (proptest::collection::vec(fields, 0..5), space).prop_map(|(fields, space)| {
-            format!("{{{space}{}{space}}}", fields.join(&format!(",{space}")))
-        })
+        let fields = (usual, kept, odd)
+            .prop_map(|(usual, kept, odd)| {
+                let kept = usual
+                    .into_iter()
+                    .zip(kept)
+                    .filter_map(|(f, k)| k.then_some(f));
+                kept.chain(odd).collect::<Vec<String>>()
+            })
+            .prop_shuffle();
+        (fields, space)
+            .prop_map(|(fields, space)| {
+                format!("{{{space}{}{space}}}", fields.join(&format!(",{space}")))
+            })
+            .boxed()
     }
 }
 

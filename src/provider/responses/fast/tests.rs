@@ -54,41 +54,50 @@ fn output_text_deltas_are_read_by_hand() {
     }
 }
 
-/// A field of an event: one of the usual ones or something else, well formed or not.
-fn field() -> impl Strategy<Value = String> {
-    let number = prop_oneof![
-        Just("0"),
-        Just("7"),
-        Just("01"),
-        Just("-1"),
-        Just("2.5"),
-        Just("4294967296"),
-        Just("null"),
-    ];
-    prop_oneof![
-        3 => prop_oneof![
-            Just("\"response.output_text.delta\""),
-            Just("\"response.refusal.delta\""),
-            Just("null"),
-        ]
-        .prop_map(|k| format!("\"type\":{k}")),
-        3 => arbitrary::text().prop_map(|t| format!("\"delta\":{t}")),
-        2 => (
-            prop_oneof![Just("output_index"), Just("sequence_number"), Just("content_index")],
-            number,
-        )
-            .prop_map(|(k, n)| format!("\"{k}\":{n}")),
-        1 => arbitrary::text().prop_map(|t| format!("\"item_id\":{t}")),
-        1 => arbitrary::text().prop_map(|t| format!("\"obfuscation\":{t}")),
-        1 => prop_oneof![Just("[]"), Just("[ ]"), Just("[1]"), Just("null")]
-            .prop_map(|l| format!("\"logprobs\":{l}")),
-        1 => Just(r#""response":{"model":"m"}"#.to_owned()),
-    ]
+/// An event: mostly an output text delta, and its near misses.
+fn event() -> impl Strategy<Value = String> {
+    let number = |key: &'static str| {
+        arbitrary::number()
+            .prop_map(move |n| format!("\"{key}\":{n}"))
+            .boxed()
+    };
+    let text = |key: &'static str| {
+        arbitrary::text()
+            .prop_map(move |t| format!("\"{key}\":{t}"))
+            .boxed()
+    };
+    arbitrary::shaped(
+        vec![
+            prop_oneof![
+                9 => Just("\"response.output_text.delta\""),
+                1 => Just("\"response.refusal.delta\""),
+                1 => Just("null"),
+            ]
+            .prop_map(|k| format!("\"type\":{k}"))
+            .boxed(),
+            text("delta"),
+            number("sequence_number"),
+            text("item_id"),
+            number("output_index"),
+            number("content_index"),
+            prop_oneof![4 => Just("[]"), 1 => Just("[ ]"), 1 => Just("[1]"), 1 => Just("null")]
+                .prop_map(|l| format!("\"logprobs\":{l}"))
+                .boxed(),
+            text("obfuscation"),
+        ],
+        prop_oneof![
+            Just(r#""response":{"model":"m"}"#.to_owned()),
+            Just(r#""delta":"again""#.to_owned()),
+        ],
+    )
 }
 
+// The usual shape comes out of the strategy about one in sixteen times, so many cases.
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
     #[test]
-    fn what_the_hand_reader_reads_serde_reads_the_same(data in arbitrary::object(field())) {
+    fn what_the_hand_reader_reads_serde_reads_the_same(data in event()) {
         agrees(&data);
     }
 }
