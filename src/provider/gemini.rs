@@ -15,6 +15,7 @@
 //! - `promptFeedback.blockReason` is a refusal of the prompt: `content_filtered`;
 //! - an `error` object in the stream is classified like an error body.
 
+mod fast;
 pub(super) mod request;
 
 use std::collections::HashMap;
@@ -181,6 +182,18 @@ impl Decoder for ChunkDecoder {
         usage: &mut UsageTally,
         out: &mut Vec<ProviderEvent>,
     ) -> Result<Option<FinishReason>, ProviderError> {
+        if let Some(chunk) = fast::text_chunk(event.data) {
+            if self.model.is_none() {
+                self.model = chunk.model.filter(|m| !m.is_empty());
+            }
+            if let Some(reported) = &chunk.usage {
+                report(usage, reported);
+            }
+            if !chunk.text.is_empty() {
+                out.push(ProviderEvent::TextDelta(chunk.text));
+            }
+            return Ok(None);
+        }
         let chunk: Chunk = serde_json::from_str(event.data).map_err(|e| {
             upstream.malformed_json("an event is not a GenerateContentResponse", &e, event.data)
         })?;
