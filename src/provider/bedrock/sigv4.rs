@@ -10,7 +10,7 @@
 //! the adapter sends: headers, a path encoded twice (as AWS signs every service's but S3's),
 //! the body's hash, no query string.
 
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use http::header::{HeaderName, HeaderValue};
 use ring::{digest, hmac};
@@ -40,9 +40,10 @@ pub(super) struct Signing<'a> {
 }
 
 /// The headers a request with `method`, `uri` (scheme, authority and path, as sent),
-/// `headers` (those signed, `host` among them) and `body` must carry: `x-amz-date`, the
-/// session token when there is one, and `authorization`, those with a secret marked
-/// sensitive. `Err` says why it cannot be signed, without any of its inputs.
+/// `headers` (those signed, `host` among them; an `x-amz-date` or `x-amz-security-token`
+/// among them is left out, the signer's own taking its place) and `body` must carry:
+/// `x-amz-date`, the session token when there is one, and `authorization`, those with a
+/// secret marked sensitive. `Err` says why it cannot be signed, without any of its inputs.
 pub(super) fn sign_request(
     signing: &Signing<'_>,
     method: &str,
@@ -51,7 +52,7 @@ pub(super) fn sign_request(
     body: &[u8],
 ) -> Result<Vec<(HeaderName, HeaderValue)>, &'static str> {
     let path = path_of(uri)?;
-    let time = amz_date(signing.time);
+    let time = amz_date(signing.time)?;
     let day = &time[..8];
     let token = signing.keys.session_token();
     let signed = signed_headers(headers, &time, token);
@@ -200,14 +201,23 @@ fn path_of(uri: &str) -> Result<&str, &'static str> {
     Ok(path)
 }
 
-/// `time` as SigV4 writes it: `20150830T123600Z`.
-fn amz_date(time: SystemTime) -> String {
+/// `time` as SigV4 writes it: `20150830T123600Z`. A clock that reads before 1970 or after
+/// 9999 (a host whose clock was reset) cannot sign.
+fn amz_date(time: SystemTime) -> Result<String, &'static str> {
+    /// 10000-01-01T00:00:00Z.
+    const YEAR_10000: u64 = 253_402_300_800;
+    let since = time
+        .duration_since(UNIX_EPOCH)
+        .map_err(|_| "the system clock reads before 1970")?;
+    if since.as_secs() >= YEAR_10000 {
+        return Err("the system clock reads after 9999");
+    }
     // `2015-08-30T12:36:00Z`, without its separators.
-    humantime::format_rfc3339_seconds(time)
+    Ok(humantime::format_rfc3339_seconds(time)
         .to_string()
         .chars()
         .filter(|c| !matches!(c, '-' | ':'))
-        .collect()
+        .collect())
 }
 
 /// `path` with its dot segments and empty segments removed, each byte but the unreserved

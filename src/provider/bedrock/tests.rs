@@ -243,6 +243,34 @@ fn a_new_day_has_a_new_signing_key() {
 }
 
 #[test]
+fn a_clock_outside_1970_to_9999_fails_the_signing_without_a_panic() {
+    let keys = KeySource::fixed(&Secret::new("AKID"), &Secret::new("secret"), None)
+        .at_hand()
+        .unwrap();
+    let uri = "https://example.amazonaws.com/model/m/converse-stream";
+    let day = std::time::Duration::from_secs(86_400);
+    for time in [
+        SystemTime::UNIX_EPOCH - day,
+        SystemTime::UNIX_EPOCH + 3_000_000 * day,
+    ] {
+        let signing = Signing {
+            keys: &keys,
+            region: "us-east-1",
+            service: "bedrock",
+            time,
+        };
+        let refused = sign_request(
+            &signing,
+            "POST",
+            uri,
+            &[("host", "example.amazonaws.com")],
+            b"",
+        );
+        assert!(refused.is_err(), "{time:?}");
+    }
+}
+
+#[test]
 fn a_uri_with_a_query_is_not_signed() {
     let keys = KeySource::fixed(&Secret::new("AKID"), &Secret::new("secret"), None)
         .at_hand()
