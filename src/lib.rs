@@ -48,9 +48,10 @@
 //!   the registry (`registry`); what the HTTP adapters share: the client and TLS (`http`), one
 //!   streaming exchange (`exchange`), the reply's framing (`framing`) as server-sent events
 //!   (`sse`) or AWS's event stream (`eventstream`), the usual events' JSON read by hand
-//!   (`scan`), request pieces (`wire`), usage as it becomes known (`tally`); credentials: from files (`token_file`), minted with a service account
-//!   (`service_account`), fetched (`fetch`) and refreshed before they expire (`refresh`), and a
-//!   call that waits for them (`deferred`); the fuzzers' entry points (`fuzz`).
+//!   (`scan`), request pieces (`wire`), usage as it becomes known (`tally`); credentials: from
+//!   files (`token_file`), minted with a service account (`service_account`), fetched
+//!   (`fetch`) and refreshed before they expire (`refresh`), and a call that waits for them
+//!   (`deferred`); the fuzzers' entry points (`fuzz`).
 //! - `routing`: the candidate plan, capability filter and deterministic order (`plan`); the
 //!   attempt budget with its retry and fallback decisions (`budget`); per-provider admission
 //!   (`admission`); provider health, which ejects a failing target for a while (`health`); the
