@@ -183,12 +183,7 @@ impl Decoder for ChunkDecoder {
         out: &mut Vec<ProviderEvent>,
     ) -> Result<Option<FinishReason>, ProviderError> {
         if let Some(chunk) = fast::text_chunk(event.data) {
-            if self.model.is_none() {
-                self.model = chunk.model.filter(|m| !m.is_empty());
-            }
-            if let Some(reported) = &chunk.usage {
-                report(usage, reported);
-            }
+            self.heard(chunk.model, chunk.usage.as_ref(), usage);
             if !chunk.text.is_empty() {
                 out.push(ProviderEvent::TextDelta(chunk.text));
             }
@@ -207,12 +202,7 @@ impl Decoder for ChunkDecoder {
                 format!("{} blocked the prompt ({reason})", upstream.label()),
             ));
         }
-        if self.model.is_none() {
-            self.model = chunk.model_version.filter(|m| !m.is_empty());
-        }
-        if let Some(reported) = &chunk.usage_metadata {
-            report(usage, reported);
-        }
+        self.heard(chunk.model_version, chunk.usage_metadata.as_ref(), usage);
         // Only one candidate is asked for; another is not this call's reply.
         for candidate in chunk
             .candidates
@@ -246,6 +236,17 @@ impl Decoder for ChunkDecoder {
 }
 
 impl ChunkDecoder {
+    /// What any chunk may say besides its parts: the model version (the first one kept) and
+    /// the usage so far.
+    fn heard(&mut self, model: Option<Text>, reported: Option<&Usage>, usage: &mut UsageTally) {
+        if self.model.is_none() {
+            self.model = model.filter(|m| !m.is_empty());
+        }
+        if let Some(reported) = reported {
+            report(usage, reported);
+        }
+    }
+
     fn part(&mut self, part: Part, out: &mut Vec<ProviderEvent>) {
         if let Some(text) = part.text.filter(|t| !t.is_empty()) {
             out.push(if part.thought {

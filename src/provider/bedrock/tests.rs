@@ -1,10 +1,11 @@
 use std::path::Path;
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use proptest::prelude::*;
 use serde_json::Value;
 
-use super::credentials::KeySource;
+use super::credentials::{AwsKeys, KeySource};
 use super::fast::text_delta;
 use super::sigv4::{Signing, sign_request};
 use super::stream::Payload;
@@ -122,6 +123,33 @@ fn keys_and_sources_never_show_in_debug() {
     }
 }
 
+/// AWS's example keys, with `token` for the session token if there is one.
+fn example_keys(token: Option<String>) -> Arc<AwsKeys> {
+    KeySource::fixed(
+        &Secret::new("AKIDEXAMPLE"),
+        &Secret::new("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
+        token.map(Secret::new).as_ref(),
+    )
+    .at_hand()
+    .unwrap()
+}
+
+/// Bedrock's signing in `region` with `keys`, `seconds` after 1970 (before it if negative).
+fn bedrock<'a>(keys: &'a AwsKeys, region: &'a str, seconds: i64) -> Signing<'a> {
+    let since = Duration::from_secs(seconds.unsigned_abs());
+    let time = if seconds < 0 {
+        SystemTime::UNIX_EPOCH - since
+    } else {
+        SystemTime::UNIX_EPOCH + since
+    };
+    Signing {
+        keys,
+        region,
+        service: "bedrock",
+        time,
+    }
+}
+
 /// AWS's own signer's headers for the same request: what `sign_request` is held to.
 fn awss(
     signing: &Signing<'_>,
@@ -178,17 +206,11 @@ proptest! {
         port in prop_oneof![Just(""), Just(":8443")],
         token in proptest::option::of("[A-Za-z0-9+/=]{1,40}"),
         region in prop_oneof![Just("us-east-1"), Just("eu-west-3")],
-        seconds in 0u64..4_000_000_000,
+        seconds in 0i64..4_000_000_000,
         body in proptest::collection::vec(any::<u8>(), 0..300),
         extra in proptest::option::of(("[A-Z][a-z-]{0,8}", "[ a-z]{0,10}")),
     ) {
-        let keys = KeySource::fixed(
-            &Secret::new("AKIDEXAMPLE"),
-            &Secret::new("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
-            token.map(Secret::new).as_ref(),
-        )
-        .at_hand()
-        .unwrap();
+        let keys = example_keys(token);
         // The adapter's path: the model id percent-encoded into it.
         let id = percent_encoding::utf8_percent_encode(&model, super::PATH_KEEPS);
         let host = format!("bedrock-runtime.{region}.amazonaws.com{port}");
@@ -199,12 +221,7 @@ proptest! {
         }
         // Twice: the second with the signing key kept from the first.
         for _ in 0..2 {
-            let signing = Signing {
-                keys: &keys,
-                region,
-                service: "bedrock",
-                time: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(seconds),
-            };
+            let signing = bedrock(&keys, region, seconds);
             let ours = sign_request(&signing, "POST", &uri, &headers, &body).unwrap();
             let mut ours: Vec<(String, String)> = ours
                 .iter()
@@ -218,22 +235,11 @@ proptest! {
 
 #[test]
 fn a_new_day_has_a_new_signing_key() {
-    let keys = KeySource::fixed(
-        &Secret::new("AKIDEXAMPLE"),
-        &Secret::new("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
-        None,
-    )
-    .at_hand()
-    .unwrap();
+    let keys = example_keys(None);
     let uri = "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse-stream";
     let headers = [("host", "bedrock-runtime.us-east-1.amazonaws.com")];
     for seconds in [86_399, 86_400, 86_399, 3 * 86_400 - 1] {
-        let signing = Signing {
-            keys: &keys,
-            region: "us-east-1",
-            service: "bedrock",
-            time: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(seconds),
-        };
+        let signing = bedrock(&keys, "us-east-1", seconds);
         let ours = sign_request(&signing, "POST", uri, &headers, b"{}").unwrap();
         let authorization = ours.iter().find(|(n, _)| n == "authorization").unwrap();
         let awss = awss(&signing, "POST", uri, &headers, b"{}");
@@ -244,51 +250,28 @@ fn a_new_day_has_a_new_signing_key() {
 
 #[test]
 fn a_clock_outside_1970_to_9999_fails_the_signing_without_a_panic() {
-    let keys = KeySource::fixed(&Secret::new("AKID"), &Secret::new("secret"), None)
-        .at_hand()
-        .unwrap();
+    let keys = example_keys(None);
     let uri = "https://example.amazonaws.com/model/m/converse-stream";
-    let day = std::time::Duration::from_secs(86_400);
-    for time in [
-        SystemTime::UNIX_EPOCH - day,
-        SystemTime::UNIX_EPOCH + 3_000_000 * day,
-    ] {
-        let signing = Signing {
-            keys: &keys,
-            region: "us-east-1",
-            service: "bedrock",
-            time,
-        };
+    let host = [("host", "example.amazonaws.com")];
+    // A day before 1970, and about 8 200 years after it.
+    for seconds in [-86_400, 3_000_000 * 86_400] {
         let refused = sign_request(
-            &signing,
+            &bedrock(&keys, "us-east-1", seconds),
             "POST",
             uri,
-            &[("host", "example.amazonaws.com")],
+            &host,
             b"",
         );
-        assert!(refused.is_err(), "{time:?}");
+        assert!(refused.is_err(), "{seconds}");
     }
 }
 
 #[test]
 fn a_uri_with_a_query_is_not_signed() {
-    let keys = KeySource::fixed(&Secret::new("AKID"), &Secret::new("secret"), None)
-        .at_hand()
-        .unwrap();
-    let signing = Signing {
-        keys: &keys,
-        region: "us-east-1",
-        service: "bedrock",
-        time: SystemTime::UNIX_EPOCH,
-    };
+    let keys = example_keys(None);
     let uri = "https://example.amazonaws.com/model/m/converse-stream?x=1";
-    let refused = sign_request(
-        &signing,
-        "POST",
-        uri,
-        &[("host", "example.amazonaws.com")],
-        b"",
-    );
+    let host = [("host", "example.amazonaws.com")];
+    let refused = sign_request(&bedrock(&keys, "us-east-1", 0), "POST", uri, &host, b"");
     assert!(refused.is_err());
 }
 
