@@ -65,6 +65,10 @@ def check(channel, classes, role, ready) -> int:
     metadata(metadata_request(), timeout=10)
     time.sleep(1.5)  # past the age (at most 1.1 s) and its grace: GOAWAY came
     metadata(metadata_request(), timeout=10)
+    # The subscription's thread delivers state changes on its own time: wait for the READY.
+    waited = time.monotonic() + 2
+    while len(ready) < 2 and time.monotonic() < waited:
+        time.sleep(0.02)
     if len(ready) < 2:
         print(f"FAIL the channel was READY {len(ready)} times: no new connection after the age")
         return 1
