@@ -80,6 +80,30 @@ impl Pieces {
         self.at >= self.source.as_str().len()
     }
 
+    /// At least how many pieces are left (each whitespace character ends a word), counted
+    /// over no more than [`HINT_SCAN`] bytes.
+    fn at_least(&self) -> usize {
+        let rest = self
+            .source
+            .as_str()
+            .as_bytes()
+            .get(self.at..)
+            .unwrap_or_default();
+        let seen = &rest[..rest.len().min(HINT_SCAN)];
+        match self.chunk {
+            // A character is at most four bytes.
+            Chunk::Char => seen.len().div_ceil(4),
+            // ASCII whitespace only: other whitespace ends more words, never fewer. A last
+            // word with no ASCII whitespace after it counts once the text was read to its end.
+            Chunk::Word => {
+                let ended = |b: &u8| b.is_ascii_whitespace() || *b == 0x0b;
+                let last = seen.len() == rest.len() && seen.last().is_some_and(|b| !ended(b));
+                let words = seen.iter().filter(|b| ended(b)).count() + usize::from(last);
+                words.max(usize::from(!seen.is_empty()))
+            }
+        }
+    }
+
     fn next(&mut self) -> Option<Text> {
         let text = self.source.as_str();
         let rest = text.get(self.at..).filter(|rest| !rest.is_empty())?;
@@ -91,6 +115,10 @@ impl Pieces {
         Some(Text::from(&rest[..len]))
     }
 }
+
+/// The most bytes of a reply's text its length hint reads: more than any batch its reader
+/// takes at once needs.
+const HINT_SCAN: usize = 4096;
 
 /// The length of the first word of `text` with the whitespace character after it, as
 /// `split_inclusive(char::is_whitespace)` cuts: ASCII a byte at a time, the rest decoded.
@@ -218,6 +246,28 @@ impl Reply {
         self.tail.pop_front()
     }
 
+    /// At least how many items are left: the deltas (up to a scripted failure), then the
+    /// usage and the finish (or the failure), besides what is waiting or made already.
+    fn at_least(&self) -> usize {
+        let made = self.tail.len() + usize::from(self.waiting.is_some());
+        if self.ended {
+            return made;
+        }
+        let deltas = match &self.deltas {
+            Deltas::Events(events) => events.len(),
+            Deltas::Text(pieces) => pieces.at_least(),
+        };
+        match &self.fail_after {
+            // Usage only if billed: the failure at least.
+            Some((after, _)) => {
+                let left = usize::try_from(after.saturating_sub(self.sent)).unwrap_or(usize::MAX);
+                made + deltas.min(left) + 1
+            }
+            // Input and output tokens, and the finish.
+            None => made + deltas + 3,
+        }
+    }
+
     /// The deltas ended: usage (every delta an output token), then the scripted failure if
     /// some were left (a provider that fails mid-stream has still billed what it streamed,
     /// as the HTTP adapters report), else the finish.
@@ -289,6 +339,11 @@ impl Stream for Reply {
             reply.waiting = Some((Box::pin(tokio::time::sleep(delay)), item));
         }
     }
+
+    /// A lower bound, so that a reader taking what is ready makes room once.
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.at_least(), None)
+    }
 }
 
 #[cfg(test)]
@@ -317,5 +372,68 @@ mod tests {
             let got: Vec<Text> = std::iter::from_fn(|| pieces.next()).collect();
             assert_eq!(got, want, "{text:?}");
         }
+    }
+
+    #[test]
+    fn the_length_hint_never_exceeds_the_items_left() {
+        use crate::execution::AttemptCode;
+        use futures_util::{FutureExt, StreamExt};
+
+        let long = "word ".repeat(2000);
+        let texts = [
+            "",
+            "a",
+            "hello big  world ",
+            "é ü\tß\n",
+            "nb\u{a0}sp x",
+            &long,
+        ];
+        let failures = [None, Some(0), Some(2)];
+        for (text, chunk, fail) in cases(&texts, &failures) {
+            let fail_after = fail.map(|n| {
+                (
+                    n,
+                    ProviderError::retryable(AttemptCode::Unavailable, "scripted"),
+                )
+            });
+            let pieces = Pieces::new(Source::Owned(text.to_owned()), chunk);
+            let mut reply = Reply::new(
+                Deltas::Text(pieces),
+                fail_after,
+                3,
+                FinishReason::Stop,
+                (Duration::ZERO, Duration::ZERO),
+            );
+            let mut hints = vec![reply.size_hint().0];
+            while reply.next().now_or_never().expect("no delay").is_some() {
+                hints.push(reply.size_hint().0);
+            }
+            let items = hints.len() - 1;
+            for (read, hint) in hints.iter().enumerate() {
+                assert!(
+                    *hint <= items - read,
+                    "{text:?} {chunk:?} {fail:?}: {hints:?}"
+                );
+            }
+            // Enough to take a usual reply, or a batch of a long one, in one allocation.
+            if fail.is_none() && chunk == Chunk::Word && text == "hello big  world " {
+                assert_eq!(hints[0], 7, "four words, two usage facts and the finish");
+            }
+            if fail.is_none() && text == long {
+                assert!(hints[0] > 64, "{chunk:?}: {}", hints[0]);
+            }
+        }
+    }
+
+    /// Every text with either way of cutting it and each failure.
+    fn cases<'a>(
+        texts: &'a [&'a str],
+        failures: &'a [Option<u64>],
+    ) -> impl Iterator<Item = (&'a str, Chunk, Option<u64>)> + 'a {
+        texts.iter().flat_map(move |text| {
+            [Chunk::Word, Chunk::Char]
+                .into_iter()
+                .flat_map(move |chunk| failures.iter().map(move |fail| (*text, chunk, *fail)))
+        })
     }
 }
