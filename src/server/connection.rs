@@ -209,7 +209,9 @@ impl Http2 {
                         };
                         let open = activity.stream();
                         let span = (self.spans)(request.uri().path(), request.headers());
-                        self.tasks.spawn(stream::serve(
+                        // Boxed as it is made: the task then moves a pointer, not the
+                        // future's state, into its cell and out again.
+                        self.tasks.spawn(Box::pin(stream::serve(
                             request,
                             respond,
                             routes.clone(),
@@ -217,7 +219,7 @@ impl Http2 {
                             unsent.clone(),
                             open,
                             span,
-                        ));
+                        )));
                     }
                     Some(Err(e)) => {
                         tracing::debug!(error = %e, "connection ended with an error");
