@@ -63,9 +63,10 @@ async fn an_aged_connection_is_replaced_and_its_stream_finishes_within_the_grace
         "the stream stayed on its connection"
     );
 
-    // The next call, past the age, opens a new connection. tonic's channel may hand it to
-    // the old connection before it has read that connection's GOAWAY, which fails it unsent
-    // (hyperium/hyper#2500): tried again, as a tonic client must.
+    // The next call, past the age, opens a new connection. The old connection closed when
+    // its last stream ended (it had sent GOAWAY), and tonic's channel may still hand the
+    // call to it, which fails it unsent (hyperium/hyper#2500): tried again, as a tonic
+    // client must.
     let metadata = within(unsent_again(|| {
         let mut client = client.clone();
         async move {
@@ -107,6 +108,10 @@ async fn a_stream_cut_after_the_grace_resumes_with_watch_and_loses_nothing() {
     .await;
     let status = cut.expect("the stream outlived its connection's age and grace");
     assert!(
+        transport(&status),
+        "cut by the connection's close: {status:?}"
+    );
+    assert!(
         seen.last().is_some_and(|e| e.r#type == "output.text.delta"),
         "cut mid-answer: {status:?} after {} events",
         seen.len()
@@ -117,7 +122,7 @@ async fn a_stream_cut_after_the_grace_resumes_with_watch_and_loses_nothing() {
     // from the last event seen, as every resuming client does. Every event comes once.
     let id = seen[0].execution_id.clone();
     within(async {
-        while seen.last().unwrap().r#type != "execution.completed" {
+        while !is_terminal(seen.last().unwrap()) {
             let after = seen.last().unwrap().sequence;
             let resumed = unsent_again(|| {
                 let mut client = client.clone();
@@ -133,8 +138,17 @@ async fn a_stream_cut_after_the_grace_resumes_with_watch_and_loses_nothing() {
             })
             .await;
             let mut stream = resumed.expect("watch accepted").into_inner();
-            while let Some(Ok(event)) = stream.next().await {
-                seen.push(event);
+            loop {
+                match stream.next().await {
+                    Some(Ok(event)) => seen.push(event),
+                    Some(Err(status)) if transport(&status) => break,
+                    Some(Err(status)) => panic!("watch failed: {status:?}"),
+                    None => {
+                        let last = seen.last().unwrap();
+                        assert!(is_terminal(last), "watch ended after {}", last.r#type);
+                        break;
+                    }
+                }
             }
         }
     })
@@ -146,8 +160,9 @@ async fn a_stream_cut_after_the_grace_resumes_with_watch_and_loses_nothing() {
     server.stop().await;
 }
 
-/// Runs `call` again while it fails as a call the channel sent down a closing connection:
-/// `Cancelled` or `Unavailable` before any response (the GOAWAY or the cut raced it).
+/// Runs `call` again while it fails in the client's own transport before any response
+/// (sent down a connection that was closing: the GOAWAY or the cut raced it). A status the
+/// server sent is returned.
 async fn unsent_again<T, F, Fut>(mut call: F) -> Result<T, tonic::Status>
 where
     F: FnMut() -> Fut,
@@ -155,15 +170,16 @@ where
 {
     loop {
         match call().await {
-            Err(status)
-                if matches!(
-                    status.code(),
-                    tonic::Code::Cancelled | tonic::Code::Unavailable
-                ) =>
-            {
+            Err(status) if transport(&status) => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             done => return done,
         }
     }
+}
+
+/// Whether `status` is the client's transport failing (a closed connection, a cut stream),
+/// not a status the server sent: only the former carries the error beneath it.
+fn transport(status: &tonic::Status) -> bool {
+    std::error::Error::source(status).is_some()
 }

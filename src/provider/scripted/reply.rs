@@ -116,8 +116,8 @@ impl Pieces {
     }
 }
 
-/// The most bytes of a reply's text its length hint reads: more than any batch its reader
-/// takes at once needs.
+/// The most bytes of a reply's text its length hint reads: the words of a usual reply, and
+/// a batch's worth (the driver takes 64 items at most) of most longer ones.
 const HINT_SCAN: usize = 4096;
 
 /// The length of the first word of `text` with the whitespace character after it, as
@@ -374,66 +374,121 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_length_hint_never_exceeds_the_items_left() {
-        use crate::execution::AttemptCode;
+    /// Every kind of reply read item by item, its delays waited out on a paused clock: the
+    /// hint, before each item and while one waits, is never more than the items left.
+    #[tokio::test(start_paused = true)]
+    async fn the_length_hint_never_exceeds_the_items_left() {
         use futures_util::{FutureExt, StreamExt};
 
+        for (case, mut reply) in replies() {
+            // (items read so far, the hint then)
+            let mut hints = vec![(0, reply.size_hint().0)];
+            let mut read = 0;
+            loop {
+                let item = match reply.next().now_or_never() {
+                    Some(item) => item,
+                    None => {
+                        hints.push((read, reply.size_hint().0));
+                        reply.next().await
+                    }
+                };
+                if item.is_none() {
+                    break;
+                }
+                read += 1;
+                hints.push((read, reply.size_hint().0));
+            }
+            for (before, hint) in &hints {
+                assert!(
+                    *hint <= read - before,
+                    "{case}: {read} items, hints {hints:?}"
+                );
+            }
+            // Enough to take a usual reply, or a batch of a long one, in one allocation.
+            if case == "hello big  world  Word None 0ms" {
+                assert_eq!(hints[0].1, 7, "four words, two usage facts and the finish");
+            }
+            if case.starts_with("word word") && case.contains("None") {
+                assert!(hints[0].1 > 64, "{case}: {hints:?}");
+            }
+        }
+    }
+
+    /// Replies of every kind: texts cut both ways, with and without a failure, reasoning or
+    /// delays; a tool call's events; a failure before output.
+    fn replies() -> Vec<(String, Reply)> {
+        let error = || ProviderError::retryable(crate::execution::AttemptCode::Unavailable, "x");
         let long = "word ".repeat(2000);
         let texts = [
             "",
             "a",
             "hello big  world ",
             "é ü\tß\n",
-            "nb\u{a0}sp x",
+            "x \u{a0}",
+            "x\u{3000}",
+            "v\x0btab\x0cfeed\rret",
+            "nb\u{a0}sp\u{3000}wide\u{2028}line\u{85}next",
             &long,
         ];
-        let failures = [None, Some(0), Some(2)];
-        for (text, chunk, fail) in cases(&texts, &failures) {
-            let fail_after = fail.map(|n| {
-                (
-                    n,
-                    ProviderError::retryable(AttemptCode::Unavailable, "scripted"),
-                )
-            });
-            let pieces = Pieces::new(Source::Owned(text.to_owned()), chunk);
-            let mut reply = Reply::new(
-                Deltas::Text(pieces),
-                fail_after,
-                3,
-                FinishReason::Stop,
-                (Duration::ZERO, Duration::ZERO),
-            );
-            let mut hints = vec![reply.size_hint().0];
-            while reply.next().now_or_never().expect("no delay").is_some() {
-                hints.push(reply.size_hint().0);
-            }
-            let items = hints.len() - 1;
-            for (read, hint) in hints.iter().enumerate() {
-                assert!(
-                    *hint <= items - read,
-                    "{text:?} {chunk:?} {fail:?}: {hints:?}"
-                );
-            }
-            // Enough to take a usual reply, or a batch of a long one, in one allocation.
-            if fail.is_none() && chunk == Chunk::Word && text == "hello big  world " {
-                assert_eq!(hints[0], 7, "four words, two usage facts and the finish");
-            }
-            if fail.is_none() && text == long {
-                assert!(hints[0] > 64, "{chunk:?}: {}", hints[0]);
+        let mut replies = Vec::new();
+        for text in texts {
+            for chunk in [Chunk::Word, Chunk::Char] {
+                for fail in [None, Some(0), Some(2), Some(10_000)] {
+                    for delay in [Duration::ZERO, Duration::from_millis(3)] {
+                        let pieces = Pieces::new(Source::Owned(text.to_owned()), chunk);
+                        let reply = Reply::new(
+                            Deltas::Text(pieces),
+                            fail.map(|n| (n, error())),
+                            3,
+                            FinishReason::Stop,
+                            (delay, delay),
+                        );
+                        let head: String = text.chars().take(18).collect();
+                        let case = format!("{head} {chunk:?} {fail:?} {}ms", delay.as_millis());
+                        let thinks = Pieces::new(Source::Owned("so then ".into()), chunk);
+                        replies.push((format!("{case} reasoning"), {
+                            let pieces = Pieces::new(Source::Owned(text.to_owned()), chunk);
+                            Reply::new(
+                                Deltas::Text(pieces),
+                                fail.map(|n| (n, error())),
+                                3,
+                                FinishReason::Stop,
+                                (delay, delay),
+                            )
+                            .with_reasoning(Some(thinks))
+                        }));
+                        replies.push((case, reply));
+                    }
+                }
             }
         }
-    }
-
-    /// Every text with either way of cutting it and each failure.
-    fn cases<'a>(
-        texts: &'a [&'a str],
-        failures: &'a [Option<u64>],
-    ) -> impl Iterator<Item = (&'a str, Chunk, Option<u64>)> + 'a {
-        texts.iter().flat_map(move |text| {
-            [Chunk::Word, Chunk::Char]
-                .into_iter()
-                .flat_map(move |chunk| failures.iter().map(move |fail| (*text, chunk, *fail)))
-        })
+        for fail in [None, Some(1)] {
+            let events = VecDeque::from([
+                ProviderEvent::ToolCallStarted {
+                    index: 0,
+                    id: "call_1".into(),
+                    name: "lookup".into(),
+                },
+                ProviderEvent::ToolCallArgumentsDelta {
+                    index: 0,
+                    delta: "{\"q\":".into(),
+                },
+                ProviderEvent::ToolCallArgumentsDelta {
+                    index: 0,
+                    delta: "\"x\"}".into(),
+                },
+            ]);
+            let reply = Reply::new(
+                Deltas::Events(events),
+                fail.map(|n| (n, error())),
+                3,
+                FinishReason::ToolCalls,
+                (Duration::ZERO, Duration::from_millis(1)),
+            );
+            replies.push((format!("tool call {fail:?}"), reply));
+        }
+        let failed = Reply::failed(Duration::from_millis(2), error(), 3);
+        replies.push(("failed before output".into(), failed));
+        replies
     }
 }
