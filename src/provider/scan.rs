@@ -211,6 +211,16 @@ impl<'a> Cursor<'a> {
         self.text().map(Some)
     }
 
+    /// A plain string that is `expected` (an event's `type`, say).
+    pub(in crate::provider) fn tag(&mut self, expected: &str) -> Option<()> {
+        (self.text()? == expected).then_some(())
+    }
+
+    /// An [`integer`](Self::integer) that fits a `u32` (an index, as serde reads it).
+    pub(in crate::provider) fn u32(&mut self) -> Option<u32> {
+        u32::try_from(self.integer()?).ok()
+    }
+
     /// An integer of plain digits (no sign, fraction, exponent or leading zero, which JSON
     /// does not allow) that fits a `u64`.
     pub(in crate::provider) fn integer(&mut self) -> Option<u64> {

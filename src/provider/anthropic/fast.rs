@@ -17,21 +17,17 @@ pub(super) fn text_delta(data: &str) -> Option<(u32, Text)> {
     let (mut index, mut text) = (None, None);
     let mut seen = Seen::default();
     at.object(|at, key| match key {
-        "type" => seen
-            .first(0)
-            .and_then(|()| (at.text()? == "content_block_delta").then_some(())),
+        "type" => seen.first(0).and_then(|()| at.tag("content_block_delta")),
         "index" => {
             seen.first(1)?;
-            index = Some(u32::try_from(at.integer()?).ok()?);
+            index = Some(at.u32()?);
             Some(())
         }
         "delta" => {
             seen.first(2)?;
             let mut inner = Seen::default();
             at.object(|at, key| match key {
-                "type" => inner
-                    .first(0)
-                    .and_then(|()| (at.text()? == "text_delta").then_some(())),
+                "type" => inner.first(0).and_then(|()| at.tag("text_delta")),
                 "text" => {
                     inner.first(1)?;
                     text = Some(Text::from(&*at.written()?));

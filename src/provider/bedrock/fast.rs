@@ -21,7 +21,7 @@ pub(super) fn text_delta(payload: &[u8]) -> Option<(u32, Text)> {
     at.object(|at, key| match key {
         "contentBlockIndex" => {
             seen.first(0)?;
-            index = Some(u32::try_from(at.integer()?).ok()?);
+            index = Some(at.u32()?);
             Some(())
         }
         "delta" => {

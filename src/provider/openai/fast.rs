@@ -95,7 +95,7 @@ fn choice(at: &mut Cursor<'_>, text_at: &mut Option<(usize, usize)>) -> Option<C
         match key {
             "index" => {
                 seen.first(0)?;
-                choice.index = u32::try_from(at.integer()?).ok()?;
+                choice.index = at.u32()?;
             }
             "delta" => {
                 seen.first(1)?;

@@ -21,16 +21,14 @@ pub(super) fn text_delta(data: &str) -> Option<Text> {
     at.object(|at, key| match key {
         "type" => seen
             .first(0)
-            .and_then(|()| (at.text()? == "response.output_text.delta").then_some(())),
+            .and_then(|()| at.tag("response.output_text.delta")),
         "delta" => {
             seen.first(1)?;
             text = Some(Text::from(&*at.written()?));
             Some(())
         }
         // serde reads it as a `u32`.
-        "output_index" => seen
-            .first(2)
-            .and_then(|()| u32::try_from(at.integer()?).ok().map(drop)),
+        "output_index" => seen.first(2).and_then(|()| at.u32().map(drop)),
         "sequence_number" => seen.first(3).and_then(|()| at.integer().map(drop)),
         "content_index" => seen.first(4).and_then(|()| at.integer().map(drop)),
         "item_id" => seen.first(5).and_then(|()| at.text().map(drop)),

@@ -96,9 +96,8 @@ impl Pieces {
             // ASCII whitespace only: other whitespace ends more words, never fewer. A last
             // word with no ASCII whitespace after it counts once the text was read to its end.
             Chunk::Word => {
-                let ended = |b: &u8| b.is_ascii_whitespace() || *b == 0x0b;
-                let last = seen.len() == rest.len() && seen.last().is_some_and(|b| !ended(b));
-                let words = seen.iter().filter(|b| ended(b)).count() + usize::from(last);
+                let last = seen.len() == rest.len() && seen.last().is_some_and(|&b| !ends_word(b));
+                let words = seen.iter().filter(|&&b| ends_word(b)).count() + usize::from(last);
                 words.max(usize::from(!seen.is_empty()))
             }
         }
@@ -120,6 +119,12 @@ impl Pieces {
 /// a batch's worth (the driver takes 64 items at most) of most longer ones.
 const HINT_SCAN: usize = 4096;
 
+/// Whether an ASCII byte is whitespace as `char::is_whitespace` has it (which also counts the
+/// vertical tab, unlike `u8::is_ascii_whitespace`), so ends a word.
+fn ends_word(byte: u8) -> bool {
+    byte.is_ascii_whitespace() || byte == 0x0b
+}
+
 /// The length of the first word of `text` with the whitespace character after it, as
 /// `split_inclusive(char::is_whitespace)` cuts: ASCII a byte at a time, the rest decoded.
 fn word_len(text: &str) -> usize {
@@ -128,9 +133,7 @@ fn word_len(text: &str) -> usize {
     while i < bytes.len() {
         let byte = bytes[i];
         if byte.is_ascii() {
-            // `char::is_whitespace` on ASCII also counts the vertical tab, unlike
-            // `u8::is_ascii_whitespace`.
-            if byte.is_ascii_whitespace() || byte == 0x0b {
+            if ends_word(byte) {
                 return i + 1;
             }
             i += 1;
@@ -435,18 +438,7 @@ mod tests {
             for chunk in [Chunk::Word, Chunk::Char] {
                 for fail in [None, Some(0), Some(2), Some(10_000)] {
                     for delay in [Duration::ZERO, Duration::from_millis(3)] {
-                        let pieces = Pieces::new(Source::Owned(text.to_owned()), chunk);
-                        let reply = Reply::new(
-                            Deltas::Text(pieces),
-                            fail.map(|n| (n, error())),
-                            3,
-                            FinishReason::Stop,
-                            (delay, delay),
-                        );
-                        let head: String = text.chars().take(18).collect();
-                        let case = format!("{head} {chunk:?} {fail:?} {}ms", delay.as_millis());
-                        let thinks = Pieces::new(Source::Owned("so then ".into()), chunk);
-                        replies.push((format!("{case} reasoning"), {
+                        let reply = || {
                             let pieces = Pieces::new(Source::Owned(text.to_owned()), chunk);
                             Reply::new(
                                 Deltas::Text(pieces),
@@ -455,9 +447,13 @@ mod tests {
                                 FinishReason::Stop,
                                 (delay, delay),
                             )
-                            .with_reasoning(Some(thinks))
-                        }));
-                        replies.push((case, reply));
+                        };
+                        let head: String = text.chars().take(18).collect();
+                        let case = format!("{head} {chunk:?} {fail:?} {}ms", delay.as_millis());
+                        let thinks = Pieces::new(Source::Owned("so then ".into()), chunk);
+                        let thinking = reply().with_reasoning(Some(thinks));
+                        replies.push((format!("{case} reasoning"), thinking));
+                        replies.push((case, reply()));
                     }
                 }
             }
