@@ -32,10 +32,10 @@ use crate::config::Config;
 use crate::execution::{ExecuteRequest, Execution, ExecutionId, IdMap};
 use crate::provider::{Provider, ProviderInitError};
 use crate::routing::Plans;
-use crate::store::{self, EventStore, OpenStoreError, UsageCursor};
+use crate::store::{self, EventStore, Follower, OpenStoreError, StoreError, UsageCursor};
 use cancel::CANCEL_GRACE;
 use driver::{Deps, DriverHandle};
-use submit::{Accepted, Follow};
+use submit::{Accepted, Follow, Step};
 use targets::Slots;
 use validate::validate;
 
@@ -208,7 +208,11 @@ impl Runtime {
     /// drops this future: a store whose create waits (for I/O) finishes the submission in a
     /// task of its own.
     pub async fn submit(&self, request: ExecuteRequest) -> Result<Execution, RuntimeError> {
-        match self.accept(request, Follow::No).await? {
+        let accepted = match self.accept(request, Follow::No)? {
+            Step::Now(accepted) => accepted,
+            Step::Later(rest) => rest.await?,
+        };
+        match accepted {
             Accepted::Viewed(view) => Ok(view),
             Accepted::Following(events) => self.get(events.execution_id()).await,
         }
@@ -218,7 +222,11 @@ impl Runtime {
     /// driver takes a step, so the store cannot let a quick execution go before its own
     /// caller reads it.
     pub async fn execute(&self, request: ExecuteRequest) -> Result<EventStream, RuntimeError> {
-        match self.accept(request, Follow::FromStart).await? {
+        let accepted = match self.accept(request, Follow::FromStart)? {
+            Step::Now(accepted) => accepted,
+            Step::Later(rest) => rest.await?,
+        };
+        match accepted {
             Accepted::Following(events) => Ok(events),
             Accepted::Viewed(view) => self.watch(view.id, 0).await,
         }
@@ -231,12 +239,23 @@ impl Runtime {
         id: ExecutionId,
         after_sequence: u64,
     ) -> Result<EventStream, RuntimeError> {
-        let max_watchers = self.inner.config.server.max_watchers_per_execution;
+        let follower = self.inner.deps.store.follow(id).await;
+        self.events(follower, id, after_sequence)
+    }
+
+    /// The events of `id` after `after`, read through a follower the store made.
+    fn events(
+        &self,
+        follower: Result<Follower, StoreError>,
+        id: ExecutionId,
+        after: u64,
+    ) -> Result<EventStream, RuntimeError> {
+        let follower = follower.map_err(|e| RuntimeError::from_store(e, None))?;
         let inner = &self.inner;
-        watch::follow(&*inner.deps.store, id, after_sequence, max_watchers, || {
+        let max_watchers = inner.config.server.max_watchers_per_execution;
+        watch::events(follower, id, after, max_watchers, || {
             inner.metrics.as_ref().map(|m| m.open_stream())
         })
-        .await
     }
 
     /// Every usage fact the store holds after `after` (from the first without one), in the

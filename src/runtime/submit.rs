@@ -4,9 +4,10 @@
 //! already holds, the execution it names.
 
 use std::borrow::Cow;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 use std::time::SystemTime;
 
 use tokio::time::Instant;
@@ -39,18 +40,34 @@ pub(super) enum Accepted {
     Following(EventStream),
 }
 
+/// A submission accepted at once, or the rest of it to wait for: its store's create or its
+/// follower, when the store answers over the network.
+///
+/// Accepting is a plain function that polls the store's futures once in place: an `async`
+/// one would keep every value it moves on (the request, the execution as the store takes
+/// it, the driver's job, the view) beside the others in its state, kilobytes that every
+/// `Execute` future would carry and be copied with.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "as `Accepted`: returned once per submission and matched at once"
+)]
+pub(super) enum Step<'a> {
+    Now(Accepted),
+    Later(Pin<Box<dyn Future<Output = Result<Accepted, RuntimeError>> + Send + 'a>>),
+}
+
 impl Runtime {
-    pub(super) async fn accept(
+    pub(super) fn accept(
         &self,
         request: ExecuteRequest,
         follow: Follow,
-    ) -> Result<Accepted, RuntimeError> {
+    ) -> Result<Step<'_>, RuntimeError> {
         if let Some(refusal) = NotReady::of(self.state()) {
             return Err(RuntimeError::Unavailable(refusal));
         }
         self.start_expiry();
         let (new, job, key) = self.prepare(request)?;
-        self.create_and_start(new, job, key, follow).await
+        self.create_and_start(new, job, key, follow)
     }
 
     /// A valid request as the store takes it and as its driver will run it, and its
@@ -128,13 +145,13 @@ impl Runtime {
     }
 
     /// Stores a new execution and starts its driver (or answers for the one its key names).
-    async fn create_and_start(
+    fn create_and_start(
         &self,
         new: NewExecution,
         job: Job,
         key: Option<String>,
         follow: Follow,
-    ) -> Result<Accepted, RuntimeError> {
+    ) -> Result<Step<'_>, RuntimeError> {
         // The gate to the store: either shutdown has begun (nothing is stored) or this
         // submission counts among the work shutdown drains, from before its create until its
         // driver is registered, so an execution stored is always driven, never refused.
@@ -146,41 +163,43 @@ impl Runtime {
             self.inner.tasks.token()
         };
         let mut created = self.inner.deps.store.create(new);
-        let created = match futures_util::poll!(created.as_mut()) {
-            Poll::Ready(created) => created,
-            Poll::Pending => {
-                // The store waits for I/O; the record may exist already. From here on a
-                // dropped caller must not leave it with nobody driving it, so creating and
-                // starting the driver finish in a task the caller cannot cancel.
-                let runtime = self.clone();
-                // In the caller's span, so the execution's span is still its child.
-                let finish = self.inner.tasks.spawn(
-                    async move {
-                        let created = created.await;
-                        let started = Box::pin(runtime.start(job, created, key, follow)).await;
-                        drop(draining);
-                        started
+        let Poll::Ready(created) = poll_once(created.as_mut()) else {
+            // The store waits for I/O; the record may exist already. From here on a dropped
+            // caller must not leave it with nobody driving it, so creating and starting the
+            // driver finish in a task the caller cannot cancel.
+            let runtime = self.clone();
+            // In the caller's span, so the execution's span is still its child.
+            let finish = self.inner.tasks.spawn(
+                async move {
+                    let started = runtime.start(job, created.await, key, follow);
+                    drop(draining);
+                    match started? {
+                        Step::Now(accepted) => Ok(accepted),
+                        Step::Later(rest) => rest.await,
                     }
-                    .in_current_span(),
-                );
-                return finish
+                }
+                .in_current_span(),
+            );
+            let finished = async {
+                finish
                     .await
-                    .unwrap_or_else(|e| Err(RuntimeError::internal(&e)));
-            }
+                    .unwrap_or_else(|e| Err(RuntimeError::internal(&e)))
+            };
+            return Ok(Step::Later(Box::pin(finished)));
         };
-        let started = self.start(job, created, key, follow).await;
+        let started = self.start(job, created, key, follow);
         drop(draining);
         started
     }
 
     /// Starts driving a stored execution, or answers for one that was not stored.
-    async fn start(
+    fn start(
         &self,
         job: Job,
         created: Result<Created, StoreError>,
         key: Option<String>,
         follow: Follow,
-    ) -> Result<Accepted, RuntimeError> {
+    ) -> Result<Step<'_>, RuntimeError> {
         let view = match created {
             Ok(Created::New(view)) => {
                 if let Some(metrics) = &self.inner.metrics {
@@ -190,10 +209,13 @@ impl Runtime {
             }
             Ok(Created::Existing(view)) => {
                 // An idempotent repeat: the execution was there already.
-                return match follow {
-                    Follow::FromStart => self.watch(view.id, 0).await.map(Accepted::Following),
-                    Follow::No => Ok(Accepted::Viewed(view)),
-                };
+                let id = view.id;
+                return Ok(match follow {
+                    Follow::FromStart => Step::Later(Box::pin(async move {
+                        self.watch(id, 0).await.map(Accepted::Following)
+                    })),
+                    Follow::No => Step::Now(Accepted::Viewed(view)),
+                });
             }
             Err(e) => return Err(RuntimeError::from_store(e, key.as_deref())),
         };
@@ -201,9 +223,7 @@ impl Runtime {
         // The submission got in before shutdown began (the gate in `admit`): it is driven,
         // and drained or cancelled like any other. Registered under the drivers' lock, so a
         // shutdown that is already cancelling every driver cancels this one too.
-        // The driver is boxed as soon as it is made: this future holds a pointer to it, not
-        // the driver's own state (which would make every `Submit` and `Execute` future as
-        // large as the driver's, copied whole into its box on every call).
+        // The driver is boxed as soon as it is made, so its state is made in place.
         let mut driver = {
             let mut drivers = self.drivers();
             // A cancellation that came first left its handle here, cancelled: the driver
@@ -233,14 +253,16 @@ impl Runtime {
         };
         let events = match follow {
             Follow::FromStart => {
-                let mut watching = std::pin::pin!(self.watch(id, 0));
-                match futures_util::poll!(watching.as_mut()) {
-                    Poll::Ready(events) => Some(events?),
+                let mut follower = self.inner.deps.store.follow(id);
+                match poll_once(follower.as_mut()) {
+                    Poll::Ready(follower) => Some(self.events(follower, id, 0)),
                     Poll::Pending => {
                         // The store answers over the network: the driver goes to its task
                         // first, so a caller who leaves meanwhile leaves it driven.
                         spawn_tracked(driver);
-                        return watching.await.map(Accepted::Following);
+                        return Ok(Step::Later(Box::pin(async move {
+                            self.events(follower.await, id, 0).map(Accepted::Following)
+                        })));
                     }
                 }
             }
@@ -249,14 +271,21 @@ impl Runtime {
         // The driver's first step runs here, up to its first wait (admission, the provider's
         // first byte, a backoff), and only then moves to a task of its own. A provider that
         // answers at once is served without a task hop, and a follower of this execution
-        // finds the events of that step already stored, to send as one message batch.
-        if futures_util::poll!(driver.as_mut()).is_pending() {
+        // finds the events of that step already stored, to send as one message batch. A
+        // follower the store could not make leaves the execution driven all the same.
+        if poll_once(driver.as_mut()).is_pending() {
             spawn_tracked(driver);
         }
         tracing::debug!(execution_id = %id, ability = %view.ability, "accepted");
-        Ok(match events {
-            Some(events) => Accepted::Following(events),
+        Ok(Step::Now(match events {
+            Some(events) => Accepted::Following(events?),
             None => Accepted::Viewed(view),
-        })
+        }))
     }
+}
+
+/// Polls `future` once, in place. Its wake-up goes nowhere: a future still pending is given
+/// to a task or a caller that polls it again, with a waker of its own, before waiting.
+fn poll_once<F: Future + ?Sized>(future: Pin<&mut F>) -> Poll<F::Output> {
+    future.poll(&mut Context::from_waker(Waker::noop()))
 }

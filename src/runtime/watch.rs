@@ -12,7 +12,7 @@ use futures_util::Stream;
 use super::metrics::OpenStream;
 use super::{Exhausted, FieldViolation, NotReady, RuntimeError};
 use crate::execution::{Event, ExecutionId};
-use crate::store::{Closed, EventStore, Fetch, Follower};
+use crate::store::{Closed, Fetch, Follower};
 
 /// Events read from the store at a time.
 const PAGE: usize = 256;
@@ -52,16 +52,15 @@ impl std::fmt::Debug for EventStream {
     }
 }
 
-pub(super) async fn follow(
-    store: &dyn EventStore,
+/// The stream of a follower the store made (following before looking, so no append can fall
+/// between the look and the wait).
+pub(super) fn events(
+    follower: Follower,
     id: ExecutionId,
     after: u64,
     max_watchers: usize,
     open: impl FnOnce() -> Option<OpenStream>,
 ) -> Result<EventStream, RuntimeError> {
-    let from_store = |e| RuntimeError::from_store(e, None);
-    // Following before looking, so no append can fall between the look and the wait.
-    let follower = store.follow(id).await.map_err(from_store)?;
     if follower.readers() > max_watchers {
         return Err(RuntimeError::ResourceExhausted(Exhausted::Watchers {
             max: max_watchers,

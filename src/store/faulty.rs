@@ -1,7 +1,7 @@
 //! A store that wraps another and injects faults on request, to drive the runtime through the
 //! paths a real store's failures take: a write that fails (and poisons the store, as a
 //! journal's failed write or fsync does), a create that waits for I/O, a subscription the
-//! store drops, an append held back until the test lets it through. With no fault set it is
+//! store drops, an append held back until the test lets it through, a follow that fails. With no fault set it is
 //! the store it wraps, and passes the conformance suite as that store does.
 
 #![allow(
@@ -49,6 +49,9 @@ pub struct Faults {
     /// states, followers, and the events and usage facts read through them come as pending
     /// fetches (read when asked for, handed over later), so readers take their waiting paths.
     pub pending_reads: u32,
+    /// The first this many follows fail with `StoreError::Unavailable`, as a read that lost
+    /// its connection does (the store is not failed by it).
+    pub fail_follows: u32,
 }
 
 /// A store with [`Faults`].
@@ -56,6 +59,7 @@ pub struct FaultyStore {
     inner: Arc<dyn EventStore>,
     faults: Faults,
     writes: AtomicU64,
+    follows: AtomicU64,
     failed: AtomicBool,
     created: Arc<Mutex<Vec<ExecutionId>>>,
 }
@@ -67,6 +71,7 @@ impl FaultyStore {
             inner,
             faults,
             writes: AtomicU64::new(0),
+            follows: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             created: Arc::default(),
         }
@@ -232,6 +237,11 @@ impl EventStore for FaultyStore {
     }
 
     fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
+        if self.follows.fetch_add(1, Ordering::AcqRel) < u64::from(self.faults.fail_follows) {
+            return Box::pin(std::future::ready(Err(StoreError::Unavailable(
+                Unavailable::Backend("injected fault on a follow".into()),
+            ))));
+        }
         let follow = self.inner.follow(id);
         let pending = self.faults.pending_reads;
         if !self.faults.drop_subscriptions && pending == 0 {

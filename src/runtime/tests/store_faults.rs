@@ -1,7 +1,7 @@
 //! The runtime over a store that fails: a failed write turns the runtime unavailable, a
 //! create that waits for I/O cannot strand an execution when its caller goes away nor let a
-//! cancellation in its window reach the provider, and a subscription the store drops ends a
-//! watch with a clear error.
+//! cancellation in its window reach the provider, a follower it could not make cannot strand
+//! one either, and a subscription the store drops ends a watch with a clear error.
 
 use std::pin::pin;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -266,6 +266,25 @@ async fn an_execute_dropped_while_the_store_reads_is_still_driven_to_its_end() {
         let mut execute = pin!(rt.execute(request("fallback", "hello there")));
         assert!(futures_util::poll!(execute.as_mut()).is_pending());
     }
+    the_one_created_is_driven_to_its_end(&rt, &store).await;
+}
+
+/// An `Execute` whose follower the store could not make is refused, and the execution it
+/// stored is driven to its end all the same.
+#[tokio::test(start_paused = true)]
+async fn an_execute_whose_follow_fails_still_drives_what_it_stored() {
+    let (rt, store) = with_faults(Faults {
+        fail_follows: 1,
+        ..Faults::default()
+    });
+    let refused = rt
+        .execute(request("fallback", "hello there"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, RuntimeError::Unavailable(_)),
+        "{refused:?}"
+    );
     the_one_created_is_driven_to_its_end(&rt, &store).await;
 }
 
