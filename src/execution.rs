@@ -26,8 +26,8 @@ pub use event::{
     Acceptance, AttemptStart, EffectiveLimits, Event, EventPayload, ExecutionFailure,
     ReasoningPiece, Text, ToolCallStart,
 };
-pub(crate) use id::IdMap;
 pub use id::{ExecutionId, MalformedId};
+pub(crate) use id::{IdMap, NameMap};
 pub use idempotency::{Fingerprint, Idempotency};
 pub(crate) use interrupted::{Interruption, interrupted, outcome_of};
 pub use outcome::{

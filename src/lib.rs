@@ -24,12 +24,13 @@
 //!
 //! # Layout
 //! Every module, with its parts (`tests/it/layers/map.rs` holds this list to the tree).
-//! - [`execution`]: the domain, and the leaf: ids (`id`), the request (`request`), events
-//!   (`event`), the state machine, one transition function (`state`), the materialized view
-//!   (`view`), outcomes and their codes (`outcome`, `code`), plans and usage facts as events
-//!   record them (`plan`, `usage`), the commit rule (`commit`), idempotency (`idempotency`),
-//!   the trace context a request came with (`trace`), how an execution no driver ends is ended
-//!   (`interrupted`), and payloads for tests (`fixtures`).
+//! - [`execution`]: the domain, and the leaf: ids and the maps keyed by ids or configured
+//!   names (`id`), the request (`request`), events (`event`), the state machine, one
+//!   transition function (`state`), the materialized view (`view`), outcomes and their codes
+//!   (`outcome`, `code`), plans and usage facts as events record them (`plan`, `usage`), the
+//!   commit rule (`commit`), idempotency (`idempotency`), the trace context a request came
+//!   with (`trace`), how an execution no driver ends is ended (`interrupted`), and payloads
+//!   for tests (`fixtures`).
 //! - [`config`]: the TOML file as written (`raw`) -> validated types (`validate`), one field's
 //!   check (`field`) and the bounds of every duration and count (`bounds`); one file per
 //!   provider adapter, listed in one table (`adapter`); health (`health`), secrets from the

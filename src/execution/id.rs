@@ -1,10 +1,12 @@
-//! Execution ids: a random UUID shown as `ex_` followed by 32 lowercase hex digits.
+//! Execution ids: a random UUID shown as `ex_` followed by 32 lowercase hex digits; and the
+//! maps keyed by ids or by configured names, which need no flood-resistant hash.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -95,14 +97,20 @@ impl fmt::Debug for ExecutionId {
 
 /// A map keyed by execution id. Ids are the OS's random bytes and nobody outside chooses
 /// them, so their own bits are a good hash and SipHash's flood resistance buys nothing here.
-pub(crate) type IdMap<V> = HashMap<ExecutionId, V, BuildHasherDefault<IdHasher>>;
+pub(crate) type IdMap<V> = HashMap<ExecutionId, V, BuildHasherDefault<FoldHasher>>;
 
-/// Folds what it is fed into a word (an id: its 16 bytes and their length), multiplying to
-/// spread the bits, as `FxHasher` does.
+/// A map keyed by a configured name (an ability, a policy, a model). Only the configuration
+/// puts names in it; a caller's request only looks one up, and a lookup cannot flood a table,
+/// so SipHash's flood resistance buys nothing here either.
+pub(crate) type NameMap<V> = HashMap<Arc<str>, V, BuildHasherDefault<FoldHasher>>;
+
+/// Folds what it is fed into a word, eight bytes at a time (an id: its 16 bytes and their
+/// length; a name: its bytes and an end mark), multiplying to spread the bits, as
+/// `FxHasher` does.
 #[derive(Debug, Default)]
-pub(crate) struct IdHasher(u64);
+pub(crate) struct FoldHasher(u64);
 
-impl Hasher for IdHasher {
+impl Hasher for FoldHasher {
     fn finish(&self) -> u64 {
         self.0
     }

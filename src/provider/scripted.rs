@@ -1,7 +1,7 @@
 //! The `scripted` provider: deterministic behaviour from a typed [`Script`] per model, for the
 //! embedded default, tests and benchmarks. It reports usage like a real provider.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,12 +9,14 @@ use futures_util::stream;
 
 use super::{Provider, ProviderCall, ProviderError, ProviderEvent, ProviderStream, plain_stream};
 use crate::config::{FailError, Script, ScriptedToolCall};
-use crate::execution::{AttemptCode, ContentPart, ExecutionInput, FinishReason, Message, Role};
+use crate::execution::{
+    AttemptCode, ContentPart, ExecutionInput, FinishReason, Message, NameMap, Role,
+};
 
 /// The scripted provider: one script per model.
 #[derive(Debug, Default)]
 pub(super) struct ScriptedProvider {
-    scripts: HashMap<Arc<str>, Script>,
+    scripts: NameMap<Script>,
 }
 
 impl ScriptedProvider {

@@ -29,7 +29,6 @@ mod signal;
 pub use plan::with_health;
 use signal::Signal;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -37,7 +36,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::config::{HealthConfig, ProviderConfig};
-use crate::execution::{AttemptError, Ejection, ExecutionId};
+use crate::execution::{AttemptError, Ejection, ExecutionId, NameMap};
 
 /// The health of one provider's targets.
 #[derive(Debug)]
@@ -45,7 +44,7 @@ pub struct Health {
     provider: Arc<str>,
     /// `None` with `health = "off"`: nothing is counted or ejected.
     config: Option<HealthConfig>,
-    breakers: HashMap<Arc<str>, Arc<Breaker>>,
+    breakers: NameMap<Arc<Breaker>>,
     /// Breakers not closed: while none is, planning asks no breaker.
     ejected: Arc<AtomicU32>,
 }

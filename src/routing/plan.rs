@@ -2,23 +2,23 @@
 //! with the capabilities it lacks. Same config + same request = same plan: nothing here reads
 //! a clock, a random source or a caller weight.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::config::{Config, PolicyConfig, Target};
-use crate::execution::{PlanTarget, RoutingPlan};
+use crate::execution::{NameMap, PlanTarget, RoutingPlan};
 
 /// The plan of every (ability, policy) pair a request may name, for requests that add no
 /// capability of their own (nearly all): made once at start-up instead of per execution.
 #[derive(Debug, Default)]
 pub struct Plans {
-    by_ability: HashMap<Arc<str>, HashMap<Arc<str>, Arc<RoutingPlan>>>,
+    by_ability: NameMap<NameMap<Arc<RoutingPlan>>>,
 }
 
 impl Plans {
     /// The plans of `config`'s abilities with their own requirements.
     pub fn new(config: &Config) -> Self {
-        let mut by_ability = HashMap::new();
+        let mut by_ability = NameMap::default();
         for ability in config.abilities.values() {
             let plans = ability
                 .allowed_policies
