@@ -8,6 +8,8 @@
 # (MODEL_RUNTIME_BENCH_REDIS_URL, default this machine's): the global limiter's cost.
 #
 #   benches/stores.sh [BIN]        DUR=5s by default; STORES="memory file postgres memory+redis"
+#   PROVIDER=openai benches/stores.sh [BIN]   # each store behind the openai adapter instead,
+#                                   # at `model-runtime mock-upstream` (20 chunks, zero delay)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source benches/lib.sh
@@ -24,11 +26,21 @@ PROMPT="one two three four five six seven eight nine ten eleven twelve thirteen 
 work=$(mktemp -d)
 schema="mr_bench_$(date +%s)"
 pid=""
+mock=""
+mock_pid=""
 cleanup() {
-    if [[ -n "$pid" ]]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+    for p in $pid $mock_pid; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
     rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
+
+if [[ ${PROVIDER:-scripted} == openai ]]; then
+    "$BIN" mock-upstream --listen 127.0.0.1:0 >"$work/mock.log" 2>&1 &
+    mock_pid=$!
+    for _ in $(seq 50); do grep -q "addr=" "$work/mock.log" && break; sleep 0.1; done
+    mock=$(sed -n 's/.*addr=\([0-9.:]*\).*/\1/p' "$work/mock.log")
+    [[ -n "$mock" ]] || { echo "the mock did not start" >&2; cat "$work/mock.log" >&2; exit 1; }
+fi
 
 store_table() {
     case $1 in
@@ -48,6 +60,11 @@ for store in $STORES; do
         /^kind = "memory"$/ && !done { print table; done = 1; next }
         /^queue_capacity/ && limiter != "" { print; print limiter; next }
         { print }' benches/bench.toml > "$work/$store.toml"
+    if [[ -n "$mock" ]]; then
+        # The scripted provider replaced by the openai adapter at the mock, same names.
+        sed -i -e 's|^adapter = "scripted"$|adapter = "openai"\nbase_url = "http://'"$mock"'/v1"|' \
+            -e '/^script = /d' "$work/$store.toml"
+    fi
     RUST_LOG=warn,model_runtime=info "$BIN" serve --config "$work/$store.toml" 2>"$work/$store.log" &
     pid=$!
     addr=$(server_addr "$work/$store.log" "$pid") || exit 1
