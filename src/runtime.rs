@@ -218,9 +218,15 @@ impl Runtime {
         }
     }
 
-    /// Submits and follows from the first event. The stream follows the execution before its
-    /// driver takes a step, so the store cannot let a quick execution go before its own
-    /// caller reads it.
+    /// Submits and follows from the first event. With a store that makes its follower at once
+    /// (memory, file), the stream follows the execution before its driver takes a step, so
+    /// the store cannot let a quick execution go before its own caller reads it; a store that
+    /// makes it over the network has the driver started first, and the stream reads the
+    /// events back from the store.
+    ///
+    /// When the store stored the execution but could not make its follower, this returns
+    /// the store's error while the execution is driven to its end: a retry with the same
+    /// idempotency key follows that execution instead of starting another.
     pub async fn execute(&self, request: ExecuteRequest) -> Result<EventStream, RuntimeError> {
         let accepted = match self.accept(request, Follow::FromStart)? {
             Step::Now(accepted) => accepted,

@@ -42,11 +42,6 @@ pub(super) enum Accepted {
 
 /// A submission accepted at once, or the rest of it to wait for: its store's create or its
 /// follower, when the store answers over the network.
-///
-/// Accepting is a plain function that polls the store's futures once in place: an `async`
-/// one would keep every value it moves on (the request, the execution as the store takes
-/// it, the driver's job, the view) beside the others in its state, kilobytes that every
-/// `Execute` future would carry and be copied with.
 #[expect(
     clippy::large_enum_variant,
     reason = "as `Accepted`: returned once per submission and matched at once"
@@ -57,6 +52,11 @@ pub(super) enum Step<'a> {
 }
 
 impl Runtime {
+    /// Validates, stores and starts a submission. A plain function that polls the store's
+    /// futures once in place: an `async` one would keep every value it moves on (the
+    /// request, the execution as the store takes it, the driver's job, the view) beside the
+    /// others in its state, kilobytes that every `Execute` future would carry and be copied
+    /// with.
     pub(super) fn accept(
         &self,
         request: ExecuteRequest,
@@ -180,7 +180,7 @@ impl Runtime {
                 }
                 .in_current_span(),
             );
-            let finished = async {
+            let finished = async move {
                 finish
                     .await
                     .unwrap_or_else(|e| Err(RuntimeError::internal(&e)))
@@ -207,23 +207,17 @@ impl Runtime {
                 }
                 view
             }
-            Ok(Created::Existing(view)) => {
-                // An idempotent repeat: the execution was there already.
-                let id = view.id;
-                return Ok(match follow {
-                    Follow::FromStart => Step::Later(Box::pin(async move {
-                        self.watch(id, 0).await.map(Accepted::Following)
-                    })),
-                    Follow::No => Step::Now(Accepted::Viewed(view)),
-                });
-            }
+            // An idempotent repeat: the execution was there already, and its caller follows
+            // it as any other (`Runtime::execute`).
+            Ok(Created::Existing(view)) => return Ok(Step::Now(Accepted::Viewed(view))),
             Err(e) => return Err(RuntimeError::from_store(e, key.as_deref())),
         };
         let id = job.id;
-        // The submission got in before shutdown began (the gate in `admit`): it is driven,
-        // and drained or cancelled like any other. Registered under the drivers' lock, so a
-        // shutdown that is already cancelling every driver cancels this one too.
-        // The driver is boxed as soon as it is made, so its state is made in place.
+        // The submission got in before shutdown began (the gate in `create_and_start`): it is
+        // driven, and drained or cancelled like any other. Registered under the drivers' lock,
+        // so a shutdown that is already cancelling every driver cancels this one too.
+        // Boxed (pinned on the heap) as it is made, so it can be polled here and then handed,
+        // unmoved, to a task of its own.
         let mut driver = {
             let mut drivers = self.drivers();
             // A cancellation that came first left its handle here, cancelled: the driver
@@ -275,6 +269,12 @@ impl Runtime {
         // follower the store could not make leaves the execution driven all the same.
         if poll_once(driver.as_mut()).is_pending() {
             spawn_tracked(driver);
+        }
+        if let Some(Err(e)) = &events {
+            tracing::warn!(
+                execution_id = %id, error = %e,
+                "stored and driven, but its follower could not be made: the caller gets the error"
+            );
         }
         tracing::debug!(execution_id = %id, ability = %view.ability, "accepted");
         Ok(Step::Now(match events {

@@ -1,8 +1,9 @@
 //! A store that wraps another and injects faults on request, to drive the runtime through the
 //! paths a real store's failures take: a write that fails (and poisons the store, as a
 //! journal's failed write or fsync does), a create that waits for I/O, a subscription the
-//! store drops, an append held back until the test lets it through, a follow that fails. With no fault set it is
-//! the store it wraps, and passes the conformance suite as that store does.
+//! store drops, an append held back until the test lets it through, a follow that fails.
+//! With no fault set it is the store it wraps, and passes the conformance suite as that store
+//! does.
 
 #![allow(
     clippy::unwrap_used,

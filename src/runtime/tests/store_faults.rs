@@ -270,22 +270,27 @@ async fn an_execute_dropped_while_the_store_reads_is_still_driven_to_its_end() {
 }
 
 /// An `Execute` whose follower the store could not make is refused, and the execution it
-/// stored is driven to its end all the same.
+/// stored is driven to its end all the same, whether its create answered at once or waited.
 #[tokio::test(start_paused = true)]
 async fn an_execute_whose_follow_fails_still_drives_what_it_stored() {
-    let (rt, store) = with_faults(Faults {
-        fail_follows: 1,
-        ..Faults::default()
-    });
-    let refused = rt
-        .execute(request("fallback", "hello there"))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(refused, RuntimeError::Unavailable(_)),
-        "{refused:?}"
-    );
-    the_one_created_is_driven_to_its_end(&rt, &store).await;
+    for create_pending_polls in [0, 3] {
+        let (rt, store) = with_faults(Faults {
+            fail_follows: 1,
+            create_pending_polls,
+            ..Faults::default()
+        });
+        let refused = rt
+            .execute(request("fallback", "hello there"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(refused, RuntimeError::Unavailable(NotReady::StorageFailed)),
+            "{refused:?}"
+        );
+        // A failed read does not fail the store.
+        assert_eq!(rt.state(), RuntimeState::Ready);
+        the_one_created_is_driven_to_its_end(&rt, &store).await;
+    }
 }
 
 /// `work`, which must end within 30 seconds of (paused) time.
