@@ -106,7 +106,8 @@ pub(crate) type NameMap<V> = HashMap<Arc<str>, V, BuildHasherDefault<FoldHasher>
 
 /// Folds what it is fed into a word, eight bytes at a time (an id: its 16 bytes and their
 /// length; a name: its bytes and an end mark), multiplying to spread the bits, as
-/// `FxHasher` does.
+/// `FxHasher` does. A last piece shorter than eight bytes is padded with zeros, so a name
+/// and the same name with a NUL after it collide: a collision, never a wrong answer.
 #[derive(Debug, Default)]
 pub(crate) struct FoldHasher(u64);
 

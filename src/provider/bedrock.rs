@@ -17,7 +17,6 @@ mod request;
 mod sigv4;
 mod stream;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -31,7 +30,7 @@ use super::{
     unsent,
 };
 use crate::config::{AwsCredentials, BedrockConfig, HttpEndpointConfig, ModelConfig};
-use crate::execution::AttemptCode;
+use crate::execution::{AttemptCode, NameMap};
 
 /// The name Bedrock's runtime endpoints sign with.
 const SIGNING_NAME: &str = "bedrock";
@@ -50,7 +49,7 @@ pub(super) struct BedrockProvider {
     region: String,
     keys: Arc<KeySource>,
     /// By model: the model is in the path.
-    targets: HashMap<Arc<str>, Arc<Target>>,
+    targets: NameMap<Arc<Target>>,
 }
 
 /// Where one model's calls go.
@@ -93,7 +92,7 @@ impl BedrockProvider {
         let base = url::Url::parse(&config.endpoint.base_url)
             .map_err(|e| ProviderInitError::new(&name, format!("base_url: {e}")))?;
         let (scheme, base_path) = (base.scheme(), base.path().trim_end_matches('/'));
-        let mut targets = HashMap::new();
+        let mut targets = NameMap::default();
         for model in models {
             let id = percent_encoding::utf8_percent_encode(&model.name, PATH_KEEPS);
             let path = format!("/model/{id}/converse-stream");

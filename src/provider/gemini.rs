@@ -18,7 +18,6 @@
 mod fast;
 pub(super) mod request;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use http::header::HeaderMap;
@@ -33,12 +32,12 @@ use super::{
     Provider, ProviderCall, ProviderError, ProviderEvent, ProviderInitError, ProviderStream, unsent,
 };
 use crate::config::{GeminiConfig, ModelConfig};
-use crate::execution::{AttemptCode, FinishReason, ReasoningPiece, Text, UsageUnit};
+use crate::execution::{AttemptCode, FinishReason, NameMap, ReasoningPiece, Text, UsageUnit};
 
 /// A Gemini API endpoint: one client per model, whose name is in the URL.
 #[derive(Debug)]
 pub(super) struct GeminiProvider {
-    upstreams: HashMap<Arc<str>, Upstream>,
+    upstreams: NameMap<Upstream>,
 }
 
 impl GeminiProvider {
@@ -56,7 +55,7 @@ impl GeminiProvider {
             "x-goog-api-key",
             secret_header(&name, config.api_key.expose())?,
         );
-        let mut upstreams = HashMap::new();
+        let mut upstreams = NameMap::default();
         for model in models {
             let path = format!("/models/{}:streamGenerateContent?alt=sse", model.name);
             let client = clients.client(&name, &config.endpoint, &path, max_concurrency)?;

@@ -12,7 +12,6 @@
 //!   `service_account.rs`). A call whose minted token is cached is sent at once, as any
 //!   other; one that must fetch a token first sends its request after it (`deferred.rs`).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::anthropic::EventDecoder;
@@ -23,7 +22,7 @@ use super::token_file::{Auth, TokenFile, authorized};
 use super::{Provider, ProviderCall, ProviderError, ProviderInitError, ProviderStream, unsent};
 use super::{deferred, exchange};
 use crate::config::{Credentials, ModelConfig, VertexConfig, VertexPublisher};
-use crate::execution::AttemptCode;
+use crate::execution::{AttemptCode, NameMap};
 
 /// The `anthropic_version` Vertex AI's Claude models take in the body.
 const ANTHROPIC_VERTEX_VERSION: &str = "vertex-2023-10-16";
@@ -33,7 +32,7 @@ const ANTHROPIC_VERTEX_VERSION: &str = "vertex-2023-10-16";
 pub(super) struct VertexProvider {
     protocol: Protocol,
     /// By model: the model is in the path.
-    upstreams: HashMap<Arc<str>, Upstream>,
+    upstreams: NameMap<Upstream>,
     token_file: Option<TokenFile>,
     /// The service account's tokens, shared with the calls that wait for one.
     service_account: Option<Arc<TokenSource>>,
@@ -63,7 +62,7 @@ impl VertexProvider {
             VertexPublisher::Google => ("google", "streamGenerateContent?alt=sse"),
             VertexPublisher::Anthropic => ("anthropic", "streamRawPredict"),
         };
-        let mut upstreams = HashMap::new();
+        let mut upstreams = NameMap::default();
         for model in models {
             let path = format!(
                 "/projects/{}/locations/{}/publishers/{publisher}/models/{}:{method}",

@@ -17,9 +17,6 @@ mod histogram;
 mod metered;
 mod scrape;
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
@@ -28,7 +25,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::config::Config;
-use crate::execution::{ErrorClass, ErrorCode, NextAction, Priority, UsageUnit};
+use crate::execution::{ErrorClass, ErrorCode, NameMap, NextAction, Priority, UsageUnit};
 use crate::routing::HealthState;
 
 pub(crate) use histogram::Histogram;
@@ -36,32 +33,8 @@ pub(crate) use metered::Metered;
 
 type Labels = Vec<(&'static str, String)>;
 
-/// Maps keyed by config names, looked up on every counted event: hashed with the Fx
-/// function (a multiply and a rotate per word), not SipHash, whose flood resistance these
-/// keys (names from the config, never a caller's text) do not need.
-type ByName<T> = HashMap<Arc<str>, T, BuildHasherDefault<NameHasher>>;
-
-#[derive(Default)]
-struct NameHasher(u64);
-
-impl Hasher for NameHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
-        }
-        for byte in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(*byte)).wrapping_mul(K);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
+/// Maps keyed by config names, looked up on every counted event.
+type ByName<T> = NameMap<T>;
 
 /// Series of `ended` per ability: `completed`, then every error code.
 const ENDINGS: usize = ErrorCode::ALL.len() + 1;
