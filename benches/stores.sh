@@ -27,19 +27,15 @@ work=$(mktemp -d)
 schema="mr_bench_$(date +%s)"
 pid=""
 mock=""
-mock_pid=""
+pids=()
 cleanup() {
-    for p in $pid $mock_pid; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    for p in $pid "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
     rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
 
 if [[ ${PROVIDER:-scripted} == openai ]]; then
-    "$BIN" mock-upstream --listen 127.0.0.1:0 >"$work/mock.log" 2>&1 &
-    mock_pid=$!
-    for _ in $(seq 50); do grep -q "addr=" "$work/mock.log" && break; sleep 0.1; done
-    mock=$(sed -n 's/.*addr=\([0-9.:]*\).*/\1/p' "$work/mock.log")
-    [[ -n "$mock" ]] || { echo "the mock did not start" >&2; cat "$work/mock.log" >&2; exit 1; }
+    CLIENT=$BIN start_mock
 fi
 
 store_table() {

@@ -7,9 +7,9 @@ use std::borrow::Cow;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll, Waker};
 use std::time::SystemTime;
 
+use futures_util::FutureExt;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -53,10 +53,11 @@ pub(super) enum Step<'a> {
 
 impl Runtime {
     /// Validates, stores and starts a submission. A plain function that polls the store's
-    /// futures once in place: an `async` one would keep every value it moves on (the
-    /// request, the execution as the store takes it, the driver's job, the view) beside the
-    /// others in its state, kilobytes that every `Execute` future would carry and be copied
-    /// with.
+    /// futures once in place (`now_or_never`: a future still pending goes to a task or to the
+    /// caller, which polls it again before waiting): an `async` one would keep every value it
+    /// moves on (the request, the execution as the store takes it, the driver's job, the
+    /// view) beside the others in its state, kilobytes that every `Execute` future would
+    /// carry and be copied with.
     pub(super) fn accept(
         &self,
         request: ExecuteRequest,
@@ -163,7 +164,7 @@ impl Runtime {
             self.inner.tasks.token()
         };
         let mut created = self.inner.deps.store.create(new);
-        let Poll::Ready(created) = poll_once(created.as_mut()) else {
+        let Some(created) = created.as_mut().now_or_never() else {
             // The store waits for I/O; the record may exist already. From here on a dropped
             // caller must not leave it with nobody driving it, so creating and starting the
             // driver finish in a task the caller cannot cancel.
@@ -248,9 +249,9 @@ impl Runtime {
         let events = match follow {
             Follow::FromStart => {
                 let mut follower = self.inner.deps.store.follow(id);
-                match poll_once(follower.as_mut()) {
-                    Poll::Ready(follower) => Some(self.events(follower, id, 0)),
-                    Poll::Pending => {
+                match follower.as_mut().now_or_never() {
+                    Some(follower) => Some(self.events(follower, id, 0)),
+                    None => {
                         // The store answers over the network: the driver goes to its task
                         // first, so a caller who leaves meanwhile leaves it driven.
                         spawn_tracked(driver);
@@ -267,7 +268,7 @@ impl Runtime {
         // answers at once is served without a task hop, and a follower of this execution
         // finds the events of that step already stored, to send as one message batch. A
         // follower the store could not make leaves the execution driven all the same.
-        if poll_once(driver.as_mut()).is_pending() {
+        if driver.as_mut().now_or_never().is_none() {
             spawn_tracked(driver);
         }
         if let Some(Err(e)) = &events {
@@ -282,10 +283,4 @@ impl Runtime {
             None => Accepted::Viewed(view),
         }))
     }
-}
-
-/// Polls `future` once, in place. Its wake-up goes nowhere: a future still pending is given
-/// to a task or a caller that polls it again, with a waker of its own, before waiting.
-fn poll_once<F: Future + ?Sized>(future: Pin<&mut F>) -> Poll<F::Output> {
-    future.poll(&mut Context::from_waker(Waker::noop()))
 }
