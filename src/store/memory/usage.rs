@@ -6,7 +6,8 @@
 //! order with its execution (or, not yet shown, when the journal could not keep it); a
 //! reader stopped at a fact that leaves is woken to read past it.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
+use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
@@ -39,13 +40,88 @@ pub(in crate::store) struct UsageLog {
 struct Inner {
     /// The next position to give.
     next: u64,
-    entries: BTreeMap<u64, Held>,
+    entries: Order,
 }
 
 #[derive(Debug)]
 struct Held {
     entry: UsageEntry,
     shown: bool,
+}
+
+/// The facts by position, ascending: a deque rather than a search tree, since a new fact's
+/// position is almost always the greatest (only a replayed one may come lower), and facts
+/// leave roughly oldest first. A fact that leaves from the middle leaves a hole, found by
+/// position like a fact; holes go from the ends at once, and all of them once they
+/// outnumber the facts, so the deque stays within twice the facts it holds.
+#[derive(Debug, Default)]
+struct Order {
+    slots: VecDeque<(u64, Option<Held>)>,
+    holes: usize,
+}
+
+impl Order {
+    /// Where `position` is, or would go.
+    fn find(&self, position: u64) -> Result<usize, usize> {
+        // The common case first: past the last.
+        match self.slots.back() {
+            None => Err(0),
+            Some((last, _)) if *last < position => Err(self.slots.len()),
+            _ => self.slots.binary_search_by_key(&position, |(p, _)| *p),
+        }
+    }
+
+    fn insert(&mut self, position: u64, held: Held) {
+        match self.find(position) {
+            Ok(at) => {
+                let slot = &mut self.slots[at].1;
+                if slot.is_none() {
+                    self.holes -= 1;
+                }
+                *slot = Some(held);
+            }
+            Err(at) if at == self.slots.len() => self.slots.push_back((position, Some(held))),
+            Err(at) => self.slots.insert(at, (position, Some(held))),
+        }
+    }
+
+    fn remove(&mut self, position: u64) -> Option<Held> {
+        let at = self.find(position).ok()?;
+        let held = self.slots[at].1.take()?;
+        self.holes += 1;
+        while self.slots.front().is_some_and(|(_, slot)| slot.is_none()) {
+            self.slots.pop_front();
+            self.holes -= 1;
+        }
+        while self.slots.back().is_some_and(|(_, slot)| slot.is_none()) {
+            self.slots.pop_back();
+            self.holes -= 1;
+        }
+        if self.holes > self.slots.len() / 2 {
+            self.slots.retain(|(_, slot)| slot.is_some());
+            self.holes = 0;
+        }
+        Some(held)
+    }
+
+    /// The facts at `positions`, in order.
+    fn within_mut(&mut self, positions: RangeInclusive<u64>) -> impl Iterator<Item = &mut Held> {
+        let (from, to) = positions.into_inner();
+        let at = self.find(from).unwrap_or_else(|at| at);
+        self.slots
+            .range_mut(at..)
+            .take_while(move |(position, _)| *position <= to)
+            .filter_map(|(_, slot)| slot.as_mut())
+    }
+
+    /// The facts after position `after`, in order.
+    fn after(&self, after: u64) -> impl Iterator<Item = &Held> {
+        let at = match self.find(after) {
+            Ok(at) => at + 1,
+            Err(at) => at,
+        };
+        self.slots.range(at..).filter_map(|(_, slot)| slot.as_ref())
+    }
 }
 
 impl UsageLog {
@@ -131,7 +207,7 @@ impl UsageLog {
             // Taken back; the positions given stay spent (an order may skip positions,
             // never reuse one).
             for (_, position) in positions.drain(before..) {
-                inner.entries.remove(&position);
+                inner.entries.remove(position);
             }
             return appended;
         }
@@ -145,10 +221,10 @@ impl UsageLog {
 
     /// Shows the facts at `positions` (a journaled append's, kept together): the journal
     /// has them on disk.
-    pub(in crate::store) fn reveal(&self, positions: std::ops::RangeInclusive<u64>) {
+    pub(in crate::store) fn reveal(&self, positions: RangeInclusive<u64>) {
         let mut inner = self.lock();
         let mut shown = false;
-        for (_, held) in inner.entries.range_mut(positions) {
+        for held in inner.entries.within_mut(positions) {
             shown |= !held.shown;
             held.shown = true;
         }
@@ -170,7 +246,7 @@ impl UsageLog {
         for position in positions {
             unblocked |= inner
                 .entries
-                .remove(&position)
+                .remove(position)
                 .is_some_and(|held| !held.shown);
         }
         drop(inner);
@@ -185,8 +261,7 @@ impl UsageLog {
         let inner = self.lock();
         let shown = inner
             .entries
-            .range(after.saturating_add(1)..)
-            .map(|(_, held)| held)
+            .after(after)
             .take_while(|held| held.shown)
             .take(limit);
         into.extend(shown.map(|held| held.entry.clone()));
@@ -245,6 +320,76 @@ mod tests {
         log.forget(lost.iter().map(|(_, position)| *position));
         assert!(changes.changed().now_or_never().is_some(), "woken");
         assert_eq!(read(2), [4]);
+    }
+
+    fn held(position: u64) -> Held {
+        let EventPayload::Usage(mut fact) = fixtures::usage(1) else {
+            unreachable!("fixtures::usage is a usage fact")
+        };
+        Arc::make_mut(&mut fact).position = position;
+        Held {
+            entry: UsageEntry {
+                fact,
+                execution_id: ExecutionId::new(),
+                sequence: 1,
+                time: SystemTime::UNIX_EPOCH,
+            },
+            shown: !position.is_multiple_of(3),
+        }
+    }
+
+    proptest::proptest! {
+        /// The deque answers as a map by position would, whatever the order of keeping and
+        /// leaving (a replayed fact may come below the greatest), and holds at most twice the
+        /// facts it keeps.
+        #[test]
+        fn the_order_answers_as_a_map_and_stays_within_twice_its_facts(
+            ops in proptest::collection::vec((proptest::bool::weighted(0.6), 1u64..200), 1..400)
+        ) {
+            let mut order = Order::default();
+            let mut model = std::collections::BTreeMap::new();
+            for (keep, position) in ops {
+                if keep {
+                    order.insert(position, held(position));
+                    model.insert(position, !position.is_multiple_of(3));
+                } else {
+                    let left = order.remove(position).map(|h| h.entry.fact.position);
+                    proptest::prop_assert_eq!(left, model.remove(&position).map(|_| position));
+                }
+                proptest::prop_assert!(order.slots.len() <= 2 * model.len());
+                let after = position / 2;
+                let read: Vec<_> = order.after(after).map(|h| h.entry.fact.position).collect();
+                let expected: Vec<_> = model.range(after + 1..).map(|(p, _)| *p).collect();
+                proptest::prop_assert_eq!(read, expected);
+                let within = after..=after + 50;
+                let shown: Vec<_> = order
+                    .within_mut(within.clone())
+                    .map(|h| (h.entry.fact.position, h.shown))
+                    .collect();
+                let expected: Vec<_> = model.range(within).map(|(p, s)| (*p, *s)).collect();
+                proptest::prop_assert_eq!(shown, expected);
+            }
+        }
+    }
+
+    #[test]
+    fn a_fact_that_stays_long_does_not_keep_the_holes_behind_it() {
+        // A running execution's early fact stays while thousands of later ones come and go.
+        let mut order = Order::default();
+        order.insert(1, held(1));
+        for position in 2..10_000 {
+            order.insert(position, held(position));
+            if position > 2 {
+                order.remove(position - 1);
+            }
+        }
+        assert!(
+            order.slots.len() <= 4,
+            "{} slots for 2 facts",
+            order.slots.len()
+        );
+        let left: Vec<_> = order.after(0).map(|h| h.entry.fact.position).collect();
+        assert_eq!(left, [1, 9_999]);
     }
 
     #[test]
