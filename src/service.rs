@@ -76,7 +76,7 @@ impl ModelRuntimeService {
         if !self.access {
             return wire(events);
         }
-        let id: Arc<str> = events.execution_id().to_text().into();
+        let id = events.execution_id().to_shared_text();
         access::stream(method, start, id, wire(events))
     }
 
@@ -134,7 +134,7 @@ fn execute_request(
 
 /// The events of an execution on their way to a client.
 fn wire(events: EventStream) -> WireEvents {
-    let id = events.execution_id().to_text().into();
+    let id = events.execution_id().to_shared_text();
     Box::pin(Wire {
         events,
         id,

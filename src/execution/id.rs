@@ -42,6 +42,17 @@ impl ExecutionId {
         text.push_str(self.0.simple().encode_lower(&mut Uuid::encode_buffer()));
         text
     }
+
+    /// The text form in one shared allocation (the events of a stream share it), written
+    /// on the stack first rather than into a `String` that would be copied again.
+    pub fn to_shared_text(self) -> Arc<str> {
+        let mut text = [0u8; PREFIX.len() + 32];
+        let (prefix, hex) = text.split_at_mut(PREFIX.len());
+        prefix.copy_from_slice(PREFIX.as_bytes());
+        self.0.simple().encode_lower(hex);
+        // ASCII throughout.
+        Arc::from(std::str::from_utf8(&text).unwrap_or_default())
+    }
 }
 
 /// Random bytes for ids, fetched from the OS a few kilobytes at a time per thread instead of
@@ -165,6 +176,7 @@ mod tests {
         assert!(text.starts_with("ex_") && text.len() == 35, "{text}");
         assert_eq!(text.parse::<ExecutionId>(), Ok(id));
         assert_eq!(id.to_text(), text);
+        assert_eq!(&*id.to_shared_text(), text);
     }
 
     #[test]
