@@ -5,6 +5,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
+use smallvec::SmallVec;
+
 use super::log::{Log, Nanos};
 use super::size;
 use crate::execution::{
@@ -49,8 +51,11 @@ pub(super) struct Record {
     close_when_visible: bool,
     /// Its usage facts' `(sequence, position)`s in the store's usage order, which they leave
     /// with the record.
-    usage: Vec<(u64, u64)>,
+    usage: Positions,
 }
+
+/// A record's usage positions: inline for the usual few (a reply's input and output tokens).
+pub(super) type Positions = SmallVec<[(u64, u64); 2]>;
 
 /// A panic while a lock is held cannot leave a record half-updated in a way a later reader
 /// would misread (each update is one push or one fold), so keep serving.
@@ -95,7 +100,7 @@ impl Slot {
             counted: true,
             visible: 0,
             close_when_visible: false,
-            usage: Vec::new(),
+            usage: Positions::new(),
         };
         record.push(Nanos::of(first.time), first.state, first.payload);
         let slot = Self {
@@ -261,11 +266,11 @@ impl Record {
     }
 
     /// Its usage facts' `(sequence, position)`s, to add to while appending (then put back).
-    pub(super) fn take_positions(&mut self) -> Vec<(u64, u64)> {
+    pub(super) fn take_positions(&mut self) -> Positions {
         std::mem::take(&mut self.usage)
     }
 
-    pub(super) fn put_positions(&mut self, positions: Vec<(u64, u64)>) {
+    pub(super) fn put_positions(&mut self, positions: Positions) {
         self.usage = positions;
     }
 

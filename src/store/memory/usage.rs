@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
+use super::record::Positions;
 use crate::execution::{EventPayload, ExecutionId};
 use crate::store::{ChangeSignal, Changes, UsageEntry};
 
@@ -174,7 +175,7 @@ impl UsageLog {
         &self,
         batch: Batch,
         mut payloads: Vec<EventPayload>,
-        positions: &mut Vec<(u64, u64)>,
+        positions: &mut Positions,
         append: impl FnOnce(Vec<EventPayload>) -> Result<T, E>,
     ) -> Result<T, E> {
         let Batch {
@@ -280,8 +281,8 @@ mod tests {
     use super::*;
     use crate::execution::fixtures;
 
-    fn keep(log: &UsageLog, id: ExecutionId, shown: bool) -> Vec<(u64, u64)> {
-        let mut positions = Vec::new();
+    fn keep(log: &UsageLog, id: ExecutionId, shown: bool) -> Positions {
+        let mut positions = Positions::new();
         let batch = Batch {
             id,
             first: 1,
@@ -395,7 +396,7 @@ mod tests {
     #[test]
     fn a_failed_append_takes_its_facts_back_and_spends_their_positions() {
         let log = UsageLog::new();
-        let mut positions = Vec::new();
+        let mut positions = Positions::new();
         let batch = Batch {
             id: ExecutionId::new(),
             first: 1,
