@@ -1,6 +1,8 @@
 //! A response head: the status line and headers, parsed with `httparse`, and what they say
 //! about the body that follows (RFC 9112 section 6.3) and the connection after it.
 
+use std::mem::MaybeUninit;
+
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::framing::{Chunked, Framing};
@@ -54,9 +56,21 @@ pub enum HeadError {
 pub(crate) fn parse(input: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
     let mut taken = 0;
     loop {
-        let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut response = httparse::Response::new(&mut slots);
-        let size = match response.parse(&input[taken..]) {
+        if input.len() == taken {
+            // Nothing to parse yet (a poll before the answer came): partial, as the parser
+            // would say.
+            return Ok(None);
+        }
+        // Slots left uninitialised: the parser writes each one it fills, and 100 empty ones
+        // written first cost more than parsing a provider's usual head.
+        let mut slots = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+        let mut response = httparse::Response::new(&mut []);
+        let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut response,
+            &input[taken..],
+            &mut slots,
+        );
+        let size = match parsed {
             Ok(httparse::Status::Complete(size)) => size,
             Ok(httparse::Status::Partial) if input.len() > MAX_HEAD_BYTES => {
                 return Err(HeadError::TooLarge);
