@@ -227,36 +227,45 @@ impl SseParser {
         Ok(())
     }
 
-    /// Handles one complete line (without its terminator).
+    /// Handles one complete line (without its terminator). The field's name is found in
+    /// the bytes; only a kept value (`data`, `event`) must be UTF-8, so the bytes of an
+    /// ignored line (a comment, `id`, an unknown field) are not checked, as the format
+    /// ignores them whatever they hold.
     fn line(&mut self, line: &[u8], on: &mut dyn FnMut(SseEvent<'_>)) -> Result<(), SseError> {
-        let mut line = std::str::from_utf8(line).map_err(|_| SseError::InvalidUtf8 {
-            line: String::from_utf8_lossy(&line[..line.len().min(OFFENDING_BYTES)]).into_owned(),
-        })?;
+        let mut line = line;
         if std::mem::take(&mut self.at_start) {
-            line = line.strip_prefix('\u{feff}').unwrap_or(line);
+            line = line.strip_prefix("\u{feff}".as_bytes()).unwrap_or(line);
         }
-        if line.is_empty() {
-            self.dispatch(on);
-            return Ok(());
-        }
-        if line.starts_with(':') {
-            return Ok(());
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
-            None => (line, ""),
+        let (field, value) = match memchr::memchr(b':', line) {
+            Some(0) => return Ok(()),
+            Some(at) => {
+                let value = &line[at + 1..];
+                (&line[..at], value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None if line.is_empty() => {
+                self.dispatch(on);
+                return Ok(());
+            }
+            None => (line, &[][..]),
+        };
+        let utf8 = |value| {
+            std::str::from_utf8(value).map_err(|_| SseError::InvalidUtf8 {
+                line: String::from_utf8_lossy(&line[..line.len().min(OFFENDING_BYTES)])
+                    .into_owned(),
+            })
         };
         match field {
-            "event" => {
+            b"event" => {
+                let value = utf8(value)?;
                 self.event.clear();
                 self.event.push_str(value);
                 self.has_event = true;
             }
-            "data" => {
+            b"data" => {
                 if self.data.len() + value.len() >= self.limit {
                     return Err(SseError::TooLarge);
                 }
-                self.data.push_str(value);
+                self.data.push_str(utf8(value)?);
                 self.data.push('\n');
             }
             // `id` and `retry` steer browser reconnection, which a model call never does;

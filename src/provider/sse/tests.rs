@@ -118,6 +118,14 @@ fn invalid_utf8_is_malformed_and_keeps_the_line_for_the_log() {
         other => panic!("unexpected {other:?}"),
     }
     assert!(!error.what().contains("bad"));
+    let error = parse_pieces([&b"event: \xff\n"[..]]).unwrap_err();
+    assert!(matches!(error, SseError::InvalidUtf8 { .. }), "{error:?}");
+}
+
+#[test]
+fn an_ignored_line_is_ignored_whatever_its_bytes() {
+    let events = parse_pieces([&b": \xff comment\nid: \xfe\n\xff: x\ndata: ok\n\n"[..]]).unwrap();
+    assert_eq!(events, vec![ev(None, "ok")]);
 }
 
 #[test]
