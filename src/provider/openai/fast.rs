@@ -2,9 +2,10 @@
 //! choice, with the fields every server adds around it. serde's typed decoding of such a
 //! chunk went through a visitor per key and value and scanned every string twice.
 //!
-//! It reads only that shape, and answers `None` for anything else (an escape outside the
-//! delta's text, or a `\u` escape in it; another field, a second choice, a tool call, usage,
-//! a number it does not expect, a field twice), which serde then reads as before. So what it
+//! It reads only that shape, and the last chunk's token counts, and answers `None` for
+//! anything else (an escape outside the delta's text, or a `\u` escape in it; another field,
+//! a second choice, a tool call, a count that is not a plain integer, a number it does not
+//! expect, a field twice), which serde then reads as before. So what it
 //! accepts it decodes to the very `Chunk` serde would (a test holds the two to that, on
 //! arbitrary chunks), and what it does not is no concern of its own.
 
@@ -12,7 +13,7 @@ use crate::execution::Text;
 use crate::provider::scan::{Cursor, Seen};
 
 use super::content::Content;
-use super::{Choice, Chunk, Delta};
+use super::{Choice, Chunk, CompletionDetails, Delta, PromptDetails, Usage};
 
 /// `data`, if it is a chunk of the usual shape, and where its delta's text is (from its
 /// opening quote to past its closing one), if it has one.
@@ -43,7 +44,11 @@ fn read(data: &str) -> Option<(Chunk, Spans)> {
             chunk.choices = choices(at, &mut spans.text)?;
             Some(())
         }
-        "usage" => seen.first(7).and_then(|()| at.null()),
+        "usage" => {
+            seen.first(7)?;
+            chunk.usage = usage(at)?;
+            Some(())
+        }
         // OpenAI's padding, a string of random length on every chunk.
         "obfuscation" => {
             seen.first(8)?;
@@ -150,6 +155,65 @@ fn delta(at: &mut Cursor<'_>, text_at: &mut Option<(usize, usize)>) -> Option<De
         Some(())
     })?;
     Some(delta)
+}
+
+/// `usage`: null, or the token counts (and their details) as plain integers. Any other
+/// field (`total_tokens`, `audio_tokens`) must be an integer too, and is skipped as serde
+/// skips it.
+fn usage(at: &mut Cursor<'_>) -> Option<Option<Usage>> {
+    if at.null().is_some() {
+        return Some(None);
+    }
+    let mut usage = Usage {
+        prompt_tokens: None,
+        completion_tokens: None,
+        prompt_tokens_details: None,
+        completion_tokens_details: None,
+    };
+    let mut seen = Seen::default();
+    at.object(|at, key| {
+        match key {
+            "prompt_tokens" => {
+                seen.first(0)?;
+                usage.prompt_tokens = Some(at.integer()?);
+            }
+            "completion_tokens" => {
+                seen.first(1)?;
+                usage.completion_tokens = Some(at.integer()?);
+            }
+            "prompt_tokens_details" => {
+                seen.first(2)?;
+                let cached_tokens = counts(at, "cached_tokens")?;
+                usage.prompt_tokens_details = Some(PromptDetails { cached_tokens });
+            }
+            "completion_tokens_details" => {
+                seen.first(3)?;
+                let reasoning_tokens = counts(at, "reasoning_tokens")?;
+                usage.completion_tokens_details = Some(CompletionDetails { reasoning_tokens });
+            }
+            _ => {
+                at.integer()?;
+            }
+        }
+        Some(())
+    })?;
+    Some(Some(usage))
+}
+
+/// An object of counts, each a plain integer: the one named `kept`, if it is there (once).
+fn counts(at: &mut Cursor<'_>, kept: &str) -> Option<Option<u64>> {
+    let mut count = None;
+    at.object(|at, key| {
+        let n = at.integer()?;
+        if key == kept {
+            if count.is_some() {
+                return None;
+            }
+            count = Some(n);
+        }
+        Some(())
+    })?;
+    Some(count)
 }
 
 mod repeat;

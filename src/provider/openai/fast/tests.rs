@@ -37,6 +37,10 @@ fn the_usual_chunks_are_read_by_hand_as_serde_reads_them() {
         r#"{"choices":[{"index":0,"delta":{"refusal":"I can't help with that."}}]}"#,
         // The simple escapes, decoded.
         r#"{"choices":[{"index":0,"delta":{"content":"line\nnext \"quoted\" back\\slash\ttab \/ \r\b\f"}}]}"#,
+        // The last chunk's counts: the bench mock's, and OpenAI's with their details.
+        r#"{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":1700000000,"model":"mock-model","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":20,"total_tokens":40}}"#,
+        r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12,"total_tokens":21,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}"#,
+        r#"{"choices":[],"usage":{}}"#,
     ] {
         assert!(agrees(data).is_some(), "not read by hand: {data}");
     }
@@ -46,14 +50,19 @@ fn the_usual_chunks_are_read_by_hand_as_serde_reads_them() {
 fn anything_else_is_left_to_serde() {
     for data in [
         // A `\u` escape, an escape serde refuses, an escape outside the text, a tool call,
-        // usage, reasoning, a second choice, an error.
+        // counts that are not plain integers or named twice, reasoning, a second choice, an
+        // error.
         r#"{"choices":[{"index":0,"delta":{"content":"caf\u00e9"}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":"bad \x escape"}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":"cut \"#,
         r#"{"choices":[{"index":0,"delta":{"con\/tent":"a"}}]}"#,
         r#"{"model":"m\/1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":""}}]}}]}"#,
-        r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":null,"completion_tokens":2}}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":1,"prompt_tokens":2}}"#,
+        r#"{"choices":[],"usage":{"total_tokens":1.5}}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":1,"cached_tokens":1}}}"#,
+        r#"{"choices":[],"usage":{"completion_tokens_details":null}}"#,
         r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}"#,
         r#"{"error":{"message":"boom"}}"#,
@@ -102,8 +111,9 @@ fn value(key: &'static str) -> BoxedStrategy<String> {
         text,
     ];
     match key {
-        "created" | "index" => {
-            prop_oneof![(0..5_000_000_000u64).prop_map(|n| n.to_string()), other].boxed()
+        "created" | "index" | "prompt_tokens" | "completion_tokens" | "total_tokens"
+        | "cached_tokens" | "reasoning_tokens" | "audio_tokens" => {
+            prop_oneof![3 => (0..5_000_000_000u64).prop_map(|n| n.to_string()), 1 => other].boxed()
         }
         "delta" => prop_oneof![
             object(&["role", "content", "refusal", "tool_calls"], 3),
@@ -119,6 +129,26 @@ fn value(key: &'static str) -> BoxedStrategy<String> {
             other
         ]
         .boxed(),
+        "usage" => prop_oneof![
+            object(
+                &[
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "total_tokens",
+                    "prompt_tokens_details",
+                    "completion_tokens_details",
+                ],
+                5
+            ),
+            other
+        ]
+        .boxed(),
+        "prompt_tokens_details" => {
+            prop_oneof![object(&["cached_tokens", "audio_tokens"], 3), other].boxed()
+        }
+        "completion_tokens_details" => {
+            prop_oneof![object(&["reasoning_tokens", "audio_tokens"], 3), other].boxed()
+        }
         _ => other.boxed(),
     }
 }
@@ -141,6 +171,11 @@ fn object(keys: &'static [&'static str], most: usize) -> BoxedStrategy<String> {
 }
 
 proptest! {
+    #[test]
+    fn the_counts_are_read_as_serde_reads_them(usage in value("usage")) {
+        agrees(&format!(r#"{{"choices":[],"usage":{usage}}}"#));
+    }
+
     #[test]
     fn what_it_reads_serde_reads_the_same(
         data in object(
