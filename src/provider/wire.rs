@@ -11,7 +11,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use super::ProviderError;
-use crate::execution::{AttemptCode, Image, ToolDefinition};
+use crate::execution::{AttemptCode, ExecutionInput, Image, ToolDefinition};
 
 /// The request field `field` cannot be sent to any target, because `reason`.
 pub(crate) fn invalid(field: impl Display, reason: impl Display) -> ProviderError {
@@ -100,20 +100,51 @@ pub(crate) fn arguments_object(field: &str, text: &str) -> Result<Value, Provide
     json_object(field, text).map_err(|e| ProviderError::rejected(e.code, e.message))
 }
 
-/// The request body's bytes.
-pub(crate) fn encode(body: Map<String, Value>) -> Result<Vec<u8>, ProviderError> {
-    serde_json::to_vec(&Value::Object(body)).map_err(|e| {
+/// The request body's bytes, for `input`: written into room for its content and the JSON
+/// around it (a conversation's body is its content and a little more), so a long one is not
+/// copied again at each doubling of a buffer that began at 128 bytes.
+pub(crate) fn encode(
+    body: Map<String, Value>,
+    input: &ExecutionInput,
+) -> Result<Vec<u8>, ProviderError> {
+    let room = input.content_bytes() + 64 * input.messages.len() + 256;
+    let mut bytes = Vec::with_capacity(room);
+    serde_json::to_writer(&mut bytes, &Value::Object(body)).map_err(|e| {
         ProviderError::invalid(
             AttemptCode::InvalidRequest,
             format!("the request could not be encoded: {e}"),
         )
-    })
+    })?;
+    Ok(bytes)
 }
 
 #[cfg(test)]
 mod tests {
 
     use super::*;
+
+    #[test]
+    fn a_conversation_is_encoded_in_the_room_made_for_it() {
+        // Forty turns of half a kilobyte each, as a chat body carries them: no regrowth.
+        let input = ExecutionInput {
+            messages: (0..40)
+                .map(|i| crate::execution::Message::user(format!("turn {i} ").repeat(64)))
+                .collect(),
+            ..ExecutionInput::default()
+        };
+        let messages: Vec<Value> = input
+            .messages
+            .iter()
+            .map(|m| serde_json::json!({"role": "user", "content": m.text()}))
+            .collect();
+        let mut body = Map::new();
+        body.insert("model".into(), "m".into());
+        body.insert("messages".into(), Value::Array(messages));
+        let bytes = encode(body, &input).unwrap();
+        let room = input.content_bytes() + 64 * input.messages.len() + 256;
+        assert!(bytes.len() <= room, "{} bytes in {room}", bytes.len());
+        assert_eq!(bytes.capacity(), room, "grown");
+    }
 
     #[test]
     fn numbers_are_the_shortest_decimal() {

@@ -76,7 +76,7 @@ pub(in crate::provider) fn body(
     body.insert("stream".into(), true.into());
     // Without this the stream carries no usage at all.
     body.insert("stream_options".into(), json!({"include_usage": true}));
-    encode(body)
+    encode(body, input)
 }
 
 fn message(at: &str, m: &Message) -> Result<Value, ProviderError> {
