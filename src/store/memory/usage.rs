@@ -51,18 +51,23 @@ struct Held {
 }
 
 /// The facts by position, ascending: a deque rather than a search tree, since a new fact's
-/// position is almost always the greatest (only a replayed one may come lower), and facts
-/// leave roughly oldest first. A fact that leaves from the middle leaves a hole, found by
-/// position like a fact; holes go from the ends at once, and all of them once they
-/// outnumber the facts, so the deque stays within twice the facts it holds.
+/// position is almost always the greatest, and facts leave roughly oldest first. A fact
+/// kept below the greatest (a replayed one: a restart replays executions in the order they
+/// ended, then the running ones) is pushed at the back all the same, and the deque sorted
+/// once when next looked at, so a replay in any order costs one sort. A fact that leaves
+/// from the middle leaves a hole, found by position like a fact; holes go from the ends at
+/// once, and all of them once they outnumber the facts, so the deque stays within twice
+/// the facts it holds.
 #[derive(Debug, Default)]
 struct Order {
     slots: VecDeque<(u64, Option<Held>)>,
     holes: usize,
+    /// A fact was pushed at the back below the greatest: sort before looking.
+    unsorted: bool,
 }
 
 impl Order {
-    /// Where `position` is, or would go.
+    /// Where `position` is, or would go (in a sorted deque).
     fn find(&self, position: u64) -> Result<usize, usize> {
         // The common case first: past the last.
         match self.slots.back() {
@@ -73,20 +78,35 @@ impl Order {
     }
 
     fn insert(&mut self, position: u64, held: Held) {
-        match self.find(position) {
-            Ok(at) => {
-                let slot = &mut self.slots[at].1;
-                if slot.is_none() {
-                    self.holes -= 1;
-                }
-                *slot = Some(held);
-            }
-            Err(at) if at == self.slots.len() => self.slots.push_back((position, Some(held))),
-            Err(at) => self.slots.insert(at, (position, Some(held))),
+        if self.slots.back().is_some_and(|(last, _)| *last >= position) {
+            self.unsorted = true;
         }
+        self.slots.push_back((position, Some(held)));
+    }
+
+    /// Sorts what was pushed out of order; of facts at one position the last kept stays,
+    /// as a map's insert replaces.
+    fn settle(&mut self) {
+        if !std::mem::take(&mut self.unsorted) {
+            return;
+        }
+        // Stable: facts at one position stay in the order they were kept.
+        self.slots
+            .make_contiguous()
+            .sort_by_key(|(position, _)| *position);
+        let mut settled: VecDeque<(u64, Option<Held>)> = VecDeque::with_capacity(self.slots.len());
+        for slot in self.slots.drain(..) {
+            match settled.back_mut() {
+                Some(last) if last.0 == slot.0 => *last = slot,
+                _ => settled.push_back(slot),
+            }
+        }
+        self.holes = settled.iter().filter(|(_, slot)| slot.is_none()).count();
+        self.slots = settled;
     }
 
     fn remove(&mut self, position: u64) -> Option<Held> {
+        self.settle();
         let at = self.find(position).ok()?;
         let held = self.slots[at].1.take()?;
         self.holes += 1;
@@ -101,12 +121,17 @@ impl Order {
         if self.holes > self.slots.len() / 2 {
             self.slots.retain(|(_, slot)| slot.is_some());
             self.holes = 0;
+            // After a burst, the room it needed goes too.
+            if self.slots.capacity() > 4 * self.slots.len().max(64) {
+                self.slots.shrink_to(2 * self.slots.len());
+            }
         }
         Some(held)
     }
 
     /// The facts at `positions`, in order.
     fn within_mut(&mut self, positions: RangeInclusive<u64>) -> impl Iterator<Item = &mut Held> {
+        self.settle();
         let (from, to) = positions.into_inner();
         let at = self.find(from).unwrap_or_else(|at| at);
         self.slots
@@ -116,7 +141,8 @@ impl Order {
     }
 
     /// The facts after position `after`, in order.
-    fn after(&self, after: u64) -> impl Iterator<Item = &Held> {
+    fn after(&mut self, after: u64) -> impl Iterator<Item = &Held> {
+        self.settle();
         let at = match self.find(after) {
             Ok(at) => at + 1,
             Err(at) => at,
@@ -259,7 +285,7 @@ impl UsageLog {
     /// Up to `limit` facts after position `after`, to the back of `into`, stopping before
     /// the first one not yet shown.
     pub(in crate::store) fn read(&self, after: u64, limit: usize, into: &mut Vec<UsageEntry>) {
-        let inner = self.lock();
+        let mut inner = self.lock();
         let shown = inner
             .entries
             .after(after)
@@ -357,7 +383,6 @@ mod tests {
                     let left = order.remove(position).map(|h| h.entry.fact.position);
                     proptest::prop_assert_eq!(left, model.remove(&position).map(|_| position));
                 }
-                proptest::prop_assert!(order.slots.len() <= 2 * model.len());
                 let after = position / 2;
                 let read: Vec<_> = order.after(after).map(|h| h.entry.fact.position).collect();
                 let expected: Vec<_> = model.range(after + 1..).map(|(p, _)| *p).collect();
@@ -369,6 +394,9 @@ mod tests {
                     .collect();
                 let expected: Vec<_> = model.range(within).map(|(p, s)| (*p, *s)).collect();
                 proptest::prop_assert_eq!(shown, expected);
+                let holes = order.slots.iter().filter(|(_, slot)| slot.is_none()).count();
+                proptest::prop_assert_eq!(order.holes, holes);
+                proptest::prop_assert!(order.slots.len() <= 2 * model.len());
             }
         }
     }
