@@ -54,8 +54,9 @@ pub(super) struct Record {
     usage: Positions,
 }
 
-/// A record's usage positions: inline for the usual few (a reply's input and output tokens).
-pub(super) type Positions = SmallVec<[(u64, u64); 2]>;
+/// A record's usage positions: inline for the usual few (a reply's input and output tokens,
+/// and the cached and reasoning counts OpenAI and Anthropic report with them).
+pub(super) type Positions = SmallVec<[(u64, u64); 4]>;
 
 /// A panic while a lock is held cannot leave a record half-updated in a way a later reader
 /// would misread (each update is one push or one fold), so keep serving.
