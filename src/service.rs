@@ -73,11 +73,11 @@ impl ModelRuntimeService {
     /// `events` of a stream call that began at `start`, logged at their end when the access
     /// log is on.
     fn streamed(&self, method: &'static str, start: Instant, events: EventStream) -> WireEvents {
-        if !self.access {
-            return wire(events);
-        }
         let id = events.execution_id().to_shared_text();
-        access::stream(method, start, id, wire(events))
+        if !self.access {
+            return wire(events, id);
+        }
+        access::stream(method, start, id.clone(), wire(events, id))
     }
 
     /// A unary call's answer, logged when the access log is on.
@@ -132,9 +132,8 @@ fn execute_request(
     Ok(request)
 }
 
-/// The events of an execution on their way to a client.
-fn wire(events: EventStream) -> WireEvents {
-    let id = events.execution_id().to_shared_text();
+/// The events of an execution (`id` its text form) on their way to a client.
+fn wire(events: EventStream, id: Arc<str>) -> WireEvents {
     Box::pin(Wire {
         events,
         id,

@@ -11,6 +11,8 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 const PREFIX: &str = "ex_";
+/// The text form's length: the prefix and a UUID's 32 hex digits.
+const TEXT_LEN: usize = PREFIX.len() + 32;
 
 /// The identity of one execution. Cheap to copy; unguessable.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,24 +36,24 @@ impl ExecutionId {
         Self(Uuid::from_bytes(bytes))
     }
 
-    /// The text form, written straight into a string of the right size: the wire carries it
-    /// on every event, and `to_string` would go through the formatting machinery.
+    /// The text form, written on the stack and copied once into its string (`to_string`
+    /// would go through the formatting machinery).
     pub fn to_text(self) -> String {
-        let mut text = String::with_capacity(PREFIX.len() + 32);
-        text.push_str(PREFIX);
-        text.push_str(self.0.simple().encode_lower(&mut Uuid::encode_buffer()));
-        text
+        self.write_text(&mut [0; TEXT_LEN]).to_owned()
     }
 
-    /// The text form in one shared allocation (the events of a stream share it), written
-    /// on the stack first rather than into a `String` that would be copied again.
+    /// The text form in one shared allocation (the events of a stream share it).
     pub fn to_shared_text(self) -> Arc<str> {
-        let mut text = [0u8; PREFIX.len() + 32];
-        let (prefix, hex) = text.split_at_mut(PREFIX.len());
+        Arc::from(self.write_text(&mut [0; TEXT_LEN]))
+    }
+
+    /// Writes the text form into `buf`: the prefix, then 32 lowercase hex digits.
+    fn write_text(self, buf: &mut [u8; TEXT_LEN]) -> &str {
+        let (prefix, hex) = buf.split_at_mut(PREFIX.len());
         prefix.copy_from_slice(PREFIX.as_bytes());
         self.0.simple().encode_lower(hex);
-        // ASCII throughout.
-        Arc::from(std::str::from_utf8(&text).unwrap_or_default())
+        // ASCII throughout, so never the fallback.
+        std::str::from_utf8(buf).unwrap_or(PREFIX)
     }
 }
 
