@@ -191,6 +191,11 @@ mod tests {
     #[test]
     fn an_incomplete_head_waits_and_a_huge_one_is_refused() {
         assert!(parse(b"HTTP/1.1 200 OK\r\nA: b\r\n").unwrap().is_none());
+        assert!(parse(b"").unwrap().is_none(), "nothing yet");
+        assert!(
+            parse(b"HTTP/1.1 100 Continue\r\n\r\n").unwrap().is_none(),
+            "an interim response, and nothing after it yet"
+        );
         let mut huge = b"HTTP/1.1 200 OK\r\n".to_vec();
         huge.extend(b"x-filler: ".iter().chain(&vec![b'a'; MAX_HEAD_BYTES]));
         assert_eq!(parse(&huge).unwrap_err(), HeadError::TooLarge);
