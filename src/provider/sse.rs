@@ -55,7 +55,8 @@ impl OwnedEvent {
 /// Why the bytes are not an event stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum SseError {
-    /// A line is not UTF-8.
+    /// A `data` or `event` value is not UTF-8 (the bytes of a line the format ignores are
+    /// not looked at).
     InvalidUtf8 {
         /// The line, lossily decoded, for the log.
         line: String,
@@ -68,7 +69,7 @@ impl SseError {
     /// A short description for the error message.
     pub(super) fn what(&self) -> &'static str {
         match self {
-            Self::InvalidUtf8 { .. } => "an event-stream line is not UTF-8",
+            Self::InvalidUtf8 { .. } => "an event-stream data or event value is not UTF-8",
             Self::TooLarge => "an event-stream event is larger than the limit",
         }
     }

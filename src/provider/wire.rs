@@ -11,7 +11,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use super::ProviderError;
-use crate::execution::{AttemptCode, ExecutionInput, Image, ToolDefinition};
+use crate::execution::{AttemptCode, ContentPart, ExecutionInput, Image, ToolDefinition};
 
 /// The request field `field` cannot be sent to any target, because `reason`.
 pub(crate) fn invalid(field: impl Display, reason: impl Display) -> ProviderError {
@@ -100,15 +100,12 @@ pub(crate) fn arguments_object(field: &str, text: &str) -> Result<Value, Provide
     json_object(field, text).map_err(|e| ProviderError::rejected(e.code, e.message))
 }
 
-/// The request body's bytes, for `input`: written into room for its content and the JSON
-/// around it (a conversation's body is its content and a little more), so a long one is not
-/// copied again at each doubling of a buffer that began at 128 bytes.
+/// The request body's bytes, for `input`, written into the room its [`room`] makes.
 pub(crate) fn encode(
     body: Map<String, Value>,
     input: &ExecutionInput,
 ) -> Result<Vec<u8>, ProviderError> {
-    let room = input.content_bytes() + 64 * input.messages.len() + 256;
-    let mut bytes = Vec::with_capacity(room);
+    let mut bytes = Vec::with_capacity(room(input));
     serde_json::to_writer(&mut bytes, &Value::Object(body)).map_err(|e| {
         ProviderError::invalid(
             AttemptCode::InvalidRequest,
@@ -118,6 +115,19 @@ pub(crate) fn encode(
     Ok(bytes)
 }
 
+/// Room for `input`'s body: its content and the JSON around it (a conversation's body is its
+/// content and a little more, its images a third more in base64), so a long one is not
+/// copied again at each doubling of a buffer that began at 128 bytes.
+fn room(input: &ExecutionInput) -> usize {
+    let images: usize = (input.messages.iter().flat_map(|m| &m.content))
+        .map(|part| match part {
+            ContentPart::Image(image) => image.data.len() / 3 + 4,
+            _ => 0,
+        })
+        .sum();
+    input.content_bytes() + images + 64 * input.messages.len() + 256
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -125,25 +135,41 @@ mod tests {
 
     #[test]
     fn a_conversation_is_encoded_in_the_room_made_for_it() {
-        // Forty turns of half a kilobyte each, as a chat body carries them: no regrowth.
-        let input = ExecutionInput {
+        // Forty turns of half a kilobyte each and a 30 KB image, as a chat body carries them
+        // (the image base64 in a data URL): no regrowth.
+        let mut input = ExecutionInput {
             messages: (0..40)
                 .map(|i| crate::execution::Message::user(format!("turn {i} ").repeat(64)))
                 .collect(),
             ..ExecutionInput::default()
         };
-        let messages: Vec<Value> = input
+        let image = Image {
+            data: vec![7; 30_000],
+            media_type: "image/png".into(),
+            ..Image::default()
+        };
+        let url = image_url("image", &image).unwrap();
+        input.messages[39].content.push(ContentPart::Image(image));
+        let mut messages: Vec<Value> = input
             .messages
             .iter()
             .map(|m| serde_json::json!({"role": "user", "content": m.text()}))
             .collect();
+        messages.push(serde_json::json!({
+            "role": "user",
+            "content": [{"type": "image_url", "image_url": {"url": url}}],
+        }));
         let mut body = Map::new();
         body.insert("model".into(), "m".into());
         body.insert("messages".into(), Value::Array(messages));
         let bytes = encode(body, &input).unwrap();
-        let room = input.content_bytes() + 64 * input.messages.len() + 256;
-        assert!(bytes.len() <= room, "{} bytes in {room}", bytes.len());
-        assert_eq!(bytes.capacity(), room, "grown");
+        assert!(
+            bytes.len() <= room(&input),
+            "{} in {}",
+            bytes.len(),
+            room(&input)
+        );
+        assert_eq!(bytes.capacity(), room(&input), "grown");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! It reads only that shape, and the last chunk's token counts, and answers `None` for
 //! anything else (an escape outside the delta's text, or a `\u` escape in it; another field,
 //! a second choice, a tool call, a count that is not a plain integer, a number it does not
-//! expect, a field twice), which serde then reads as before. So what it
+//! expect, a known field twice), which serde then reads as before. So what it
 //! accepts it decodes to the very `Chunk` serde would (a test holds the two to that, on
 //! arbitrary chunks), and what it does not is no concern of its own.
 
