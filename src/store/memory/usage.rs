@@ -90,19 +90,19 @@ impl Order {
         if !std::mem::take(&mut self.unsorted) {
             return;
         }
-        // Stable: facts at one position stay in the order they were kept.
-        self.slots
-            .make_contiguous()
-            .sort_by_key(|(position, _)| *position);
-        let mut settled: VecDeque<(u64, Option<Held>)> = VecDeque::with_capacity(self.slots.len());
-        for slot in self.slots.drain(..) {
-            match settled.back_mut() {
-                Some(last) if last.0 == slot.0 => *last = slot,
-                _ => settled.push_back(slot),
+        // The deque's buffer becomes a vector's and back, with no new allocation.
+        let mut slots = Vec::from(std::mem::take(&mut self.slots));
+        // Stable, so that of facts at one position the last kept is the last of its run.
+        slots.sort_by_key(|(position, _)| *position);
+        slots.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                std::mem::swap(later, kept);
             }
-        }
-        self.holes = settled.iter().filter(|(_, slot)| slot.is_none()).count();
-        self.slots = settled;
+            same
+        });
+        self.holes = slots.iter().filter(|(_, slot)| slot.is_none()).count();
+        self.slots = slots.into();
     }
 
     fn remove(&mut self, position: u64) -> Option<Held> {
