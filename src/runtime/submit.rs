@@ -20,7 +20,7 @@ use crate::config::HealthMode;
 use crate::execution::idempotency::{Idempotency, Resolved};
 use crate::execution::{Acceptance, EventPayload, ExecuteRequest, Execution, ExecutionId};
 use crate::routing::{self, AttemptBudget};
-use crate::store::{Created, NewExecution, StoreError};
+use crate::store::{Created, Follower, NewExecution, StoreError};
 
 /// Whether a submission also follows its execution.
 #[derive(Debug, Clone, Copy)]
@@ -250,13 +250,13 @@ impl Runtime {
             Follow::FromStart => {
                 let mut follower = self.inner.deps.store.follow(id);
                 match follower.as_mut().now_or_never() {
-                    Some(follower) => Some(self.events(follower, id, 0)),
+                    Some(follower) => Some(self.following(follower, id)),
                     None => {
                         // The store answers over the network: the driver goes to its task
                         // first, so a caller who leaves meanwhile leaves it driven.
                         spawn_tracked(driver);
                         return Ok(Step::Later(Box::pin(async move {
-                            self.events(follower.await, id, 0).map(Accepted::Following)
+                            self.following(follower.await, id).map(Accepted::Following)
                         })));
                     }
                 }
@@ -271,16 +271,26 @@ impl Runtime {
         if driver.as_mut().now_or_never().is_none() {
             spawn_tracked(driver);
         }
-        if let Some(Err(e)) = &events {
-            tracing::warn!(
-                execution_id = %id, error = %e,
-                "stored and driven, but its follower could not be made: the caller gets the error"
-            );
-        }
         tracing::debug!(execution_id = %id, ability = %view.ability, "accepted");
         Ok(Step::Now(match events {
             Some(events) => Accepted::Following(events?),
             None => Accepted::Viewed(view),
         }))
+    }
+
+    /// The events of stored and driven execution `id`, through the follower the store made
+    /// for it; one it could not make is logged, since the execution goes on without its
+    /// caller, who gets the store's error.
+    fn following(
+        &self,
+        follower: Result<Follower, StoreError>,
+        id: ExecutionId,
+    ) -> Result<EventStream, RuntimeError> {
+        self.events(follower, id, 0).inspect_err(|e| {
+            tracing::warn!(
+                execution_id = %id, error = %e,
+                "stored and driven, but its follower could not be made: the caller gets the error"
+            );
+        })
     }
 }

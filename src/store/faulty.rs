@@ -239,9 +239,10 @@ impl EventStore for FaultyStore {
 
     fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
         if self.follows.fetch_add(1, Ordering::AcqRel) < u64::from(self.faults.fail_follows) {
-            return Box::pin(std::future::ready(Err(StoreError::Unavailable(
+            // After `pending_reads` polls, as a remote store's failed read answers.
+            return self.answer(Box::pin(std::future::ready(Err(StoreError::Unavailable(
                 Unavailable::Backend("injected fault on a follow".into()),
-            ))));
+            )))));
         }
         let follow = self.inner.follow(id);
         let pending = self.faults.pending_reads;

@@ -270,13 +270,15 @@ async fn an_execute_dropped_while_the_store_reads_is_still_driven_to_its_end() {
 }
 
 /// An `Execute` whose follower the store could not make is refused, and the execution it
-/// stored is driven to its end all the same, whether its create answered at once or waited.
+/// stored is driven to its end all the same, whether its create and its failed follow
+/// answered at once or waited.
 #[tokio::test(start_paused = true)]
 async fn an_execute_whose_follow_fails_still_drives_what_it_stored() {
-    for create_pending_polls in [0, 3] {
+    for (create_pending_polls, pending_reads) in [(0, 0), (3, 0), (0, 3), (3, 3)] {
         let (rt, store) = with_faults(Faults {
             fail_follows: 1,
             create_pending_polls,
+            pending_reads,
             ..Faults::default()
         });
         let refused = rt
