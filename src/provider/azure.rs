@@ -15,7 +15,6 @@
 //!   stopped finishes `content_filter`, and a prompt it blocked (a 400 with code
 //!   `content_filter`) is `content_filtered`, as `docs/providers.md` says.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::exchange;
@@ -25,7 +24,7 @@ use super::responses::ResponseDecoder;
 use super::token_file::{Auth, TokenFile, authorized};
 use super::{Provider, ProviderCall, ProviderError, ProviderInitError, ProviderStream, unsent};
 use crate::config::{AzureApi, AzureOpenAiConfig, MaxTokensField, ModelConfig};
-use crate::execution::AttemptCode;
+use crate::execution::{AttemptCode, NameMap};
 
 /// An Azure OpenAI resource.
 #[derive(Debug)]
@@ -38,9 +37,13 @@ pub(super) struct AzureProvider {
 }
 
 #[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per provider, made at start-up; boxing `One` would add a hop to every call"
+)]
 enum Upstreams {
     One(Upstream),
-    PerModel(HashMap<Arc<str>, Upstream>),
+    PerModel(NameMap<Upstream>),
 }
 
 impl AzureProvider {
@@ -67,7 +70,7 @@ impl AzureProvider {
         };
         let upstreams = match (&config.api_version, config.api) {
             (Some(version), AzureApi::ChatCompletions) => {
-                let mut each = HashMap::new();
+                let mut each = NameMap::default();
                 for model in models {
                     let path = format!(
                         "/openai/deployments/{}/chat/completions?api-version={version}",

@@ -33,9 +33,6 @@ pub(crate) use metered::Metered;
 
 type Labels = Vec<(&'static str, String)>;
 
-/// Maps keyed by config names, looked up on every counted event.
-type ByName<T> = NameMap<T>;
-
 /// Series of `ended` per ability: `completed`, then every error code.
 const ENDINGS: usize = ErrorCode::ALL.len() + 1;
 
@@ -103,11 +100,11 @@ fn next(next: Option<NextAction>) -> usize {
 /// The runtime's metrics.
 pub(crate) struct Metrics {
     registry: Registry,
-    abilities: ByName<families::AbilityMetrics>,
+    abilities: NameMap<families::AbilityMetrics>,
     /// By provider, then model.
-    targets: ByName<ByName<families::TargetMetrics>>,
+    targets: NameMap<NameMap<families::TargetMetrics>>,
     /// By provider.
-    providers: ByName<families::ProviderMetrics>,
+    providers: NameMap<families::ProviderMetrics>,
     /// Units no adapter of this version reports: found under a lock, once per fact.
     other_usage: Family<Labels, Counter>,
     /// Execute and Watch streams open now.

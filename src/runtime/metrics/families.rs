@@ -9,9 +9,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::{Metric, Registry};
 
-use super::{ByName, CLASSES, ENDINGS, Histogram, Labels, NEXT, UNIT_COUNT, UNITS, ending_name};
+use super::{CLASSES, ENDINGS, Histogram, Labels, NEXT, UNIT_COUNT, UNITS, ending_name};
 use crate::config::Config;
-use crate::execution::Priority;
+use crate::execution::{NameMap, Priority};
 
 /// A family of `T` registered as `name` with `help`, and a handle to it.
 pub(super) fn family<T: Metric + TypedMetric + Clone + Default>(
@@ -55,7 +55,7 @@ pub(super) struct ProviderMetrics {
 }
 
 /// Every ability's series.
-pub(super) fn abilities(config: &Config, registry: &mut Registry) -> ByName<AbilityMetrics> {
+pub(super) fn abilities(config: &Config, registry: &mut Registry) -> NameMap<AbilityMetrics> {
     let started = family::<Counter>(registry, "executions_started", "Executions accepted");
     let ended = family::<Counter>(
         registry,
@@ -92,8 +92,8 @@ pub(super) fn providers(
     config: &Config,
     registry: &mut Registry,
 ) -> (
-    ByName<ProviderMetrics>,
-    ByName<ByName<TargetMetrics>>,
+    NameMap<ProviderMetrics>,
+    NameMap<NameMap<TargetMetrics>>,
     Family<Labels, Counter>,
 ) {
     let attempts = family::<Counter>(
@@ -127,8 +127,8 @@ pub(super) fn providers(
         "target_skips",
         "Plans that skipped a target because its health had it ejected",
     );
-    let mut targets = ByName::default();
-    let mut providers = ByName::default();
+    let mut targets = NameMap::default();
+    let mut providers = NameMap::default();
     for (provider, spec) in &config.providers {
         let provider: Arc<str> = Arc::from(provider.as_ref());
         let labels = vec![("provider", provider.to_string())];
@@ -170,7 +170,7 @@ pub(super) fn providers(
             };
             targets
                 .entry(provider.clone())
-                .or_insert_with(ByName::default)
+                .or_insert_with(NameMap::default)
                 .insert(Arc::from(model.name.as_ref()), metrics);
         }
     }
