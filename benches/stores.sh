@@ -29,8 +29,8 @@ pid=""
 mock=""
 pids=()
 cleanup() {
-    for p in $pid "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
+    [[ -z "$pid" ]] || pids+=("$pid")
+    load_cleanup
 }
 trap cleanup EXIT INT TERM
 
