@@ -5,16 +5,28 @@
 
 use std::time::{Duration, Instant};
 
-use super::{at, created, fresh_schema, options, url};
+use super::{at, connect_config, created, fresh_schema, options, url};
 use crate::execution::fixtures::{attempt_started, routing};
 use crate::store::conformance::{limits, new_execution};
 use crate::store::postgres::{PostgresStore, create, writer};
 use crate::store::{Created, EventStore, StoreError};
 
-/// A store alone on a fresh schema, `statement_timeout` as given.
+/// A store alone on a fresh schema, `statement_timeout` as given. The schema is made first
+/// under the default timeout: a short one is for the requests under test, and a database
+/// busy with the other tests' schemas can take longer than that to make one.
 async fn lone(statement_timeout: Duration) -> Option<std::sync::Arc<PostgresStore>> {
     let url = url()?;
     let mut options = options(&url, &fresh_schema());
+    let (mut client, connection) = connect_config(&options)
+        .connect(tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    crate::store::postgres::schema::migrate(&mut client, &options.schema)
+        .await
+        .unwrap();
+    drop(client);
+    let _ = connection.await;
     options.statement_timeout = statement_timeout;
     let limits = limits(1000, Duration::from_secs(3600));
     Some(PostgresStore::connect(&options, limits).await.unwrap())
