@@ -78,10 +78,18 @@ ALTER TABLE {s}.events ADD COLUMN first_sequence bigint;
 CREATE INDEX executions_live ON {s}.executions (ended_at, id) WHERE gone_at IS NULL;
 DROP INDEX {s}.executions_ended;
 ",
+    // Idempotency keys unique among the rows that have one: most executions have none, and
+    // a key is freed when its execution leaves, yet every row had an entry in the key's
+    // index, written by its create, its end and its leaving.
+    r"
+CREATE UNIQUE INDEX executions_key ON {s}.executions (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+ALTER TABLE {s}.executions DROP CONSTRAINT executions_idempotency_key_key;
+",
 ];
 
 /// The schema version this binary writes.
-pub(super) const VERSION: i32 = 3;
+pub(super) const VERSION: i32 = 4;
 
 /// Creates the schema or brings it to [`VERSION`], under an advisory lock held for the
 /// transaction; returns the usage order's epoch.
