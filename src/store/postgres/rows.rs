@@ -68,8 +68,8 @@ pub(super) fn labels_of(text: &str) -> Result<Arc<Labels>, PgError> {
         .map_err(|e| RowError::Labels(e.to_string()).into())
 }
 
-/// Events one row holds at most: an append's events (after the first) share one row, but
-/// a usage fact has a row of its own (its position orders it in the usage export).
+/// Events one row holds at most: an append's events (after the create's first) share rows of
+/// this many.
 pub(super) const MAX_RUN: usize = 64;
 
 /// The payload column of a row holding several events: per event, its state's code (one
@@ -90,7 +90,8 @@ pub(super) fn run_bytes<'a>(events: impl Iterator<Item = (ExecutionState, &'a [u
 
 /// The events of a row of `sequence, time, state, payload, usage_position, first_sequence`
 /// (in that order from column `at`) after `after`, appended to `into`: one event when
-/// `first_sequence` is null, else events `first_sequence..=sequence` ([`run_bytes`]).
+/// `first_sequence` is null, else events `first_sequence..=sequence` ([`run_bytes`]). A row's
+/// usage facts take `labels`, and positions one apart up to the row's `usage_position`.
 pub(super) fn events_of(
     row: &Row,
     at: usize,
@@ -105,6 +106,8 @@ pub(super) fn events_of(
     let last: i64 = row.try_get(at)?;
     let time = time_of(row.try_get(at + 1)?);
     let mut bytes: &[u8] = row.try_get(at + 3)?;
+    let position: Option<i64> = row.try_get(at + 4)?;
+    let start = into.len();
     let broken = || PgError::Row(RowError::Run { first, last });
     for sequence in first.cast_unsigned()..=last.cast_unsigned() {
         let (&[code], rest) = bytes.split_first_chunk::<1>().ok_or_else(broken)?;
@@ -122,16 +125,26 @@ pub(super) fn events_of(
             payload: codec::decode_event(payload).map_err(RowError::Payload)?,
         });
     }
-    if bytes.is_empty() {
-        Ok(())
-    } else {
-        Err(broken())
+    if !bytes.is_empty() {
+        return Err(broken());
     }
+    // The last fact is at the row's position, each one before it one below: the ones skipped
+    // come first, so counting from the end needs none of them.
+    let mut position = position.unwrap_or(0).cast_unsigned();
+    for event in into[start..].iter_mut().rev() {
+        if let EventPayload::Usage(fact) = &mut event.payload {
+            let fact = Arc::make_mut(fact);
+            fact.labels = labels.clone();
+            fact.position = position;
+            position = position.saturating_sub(1);
+        }
+    }
+    Ok(())
 }
 
 /// An event from a row of `sequence, time, state, payload, usage_position` (in that order
 /// from column `at`), its usage fact given `labels` and its position.
-pub(super) fn event_of(row: &Row, at: usize, labels: &Arc<Labels>) -> Result<Event, PgError> {
+fn event_of(row: &Row, at: usize, labels: &Arc<Labels>) -> Result<Event, PgError> {
     let sequence: i64 = row.try_get(at)?;
     let time: i64 = row.try_get(at + 1)?;
     let state: i16 = row.try_get(at + 2)?;

@@ -11,20 +11,21 @@
 //! until the transactions below its own last fact have ended, so a fact it kept and
 //! answered for is in the next read on it.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::error::RowError;
-use super::rows::{event_of, labels_of};
+use super::rows::{events_of, labels_of};
 use super::{PgError, Shared};
 use crate::execution::{EventPayload, ExecutionId};
 use crate::store::{StoreError, UsageEntry};
 
+/// The rows holding facts after a position, in the order of their last facts' (a row's facts
+/// are one apart up to its `usage_position`), so `LIMIT` rows hold that many facts or more.
 const READ: &str = "/* model-runtime: usage */ SELECT e.execution_id, x.labels, e.sequence, e.time, e.state, e.payload, \
-     e.usage_position FROM events e JOIN executions x ON x.id = e.execution_id \
+     e.usage_position, e.first_sequence FROM events e JOIN executions x ON x.id = e.execution_id \
      WHERE e.usage_position > $1 AND x.gone_at IS NULL \
      AND e.usage_position < (pg_snapshot_xmin(pg_current_snapshot())::text::int8 << 20) \
      ORDER BY e.usage_position LIMIT $2";
@@ -76,20 +77,32 @@ async fn read_rows(shared: &Shared, after: u64, limit: usize) -> Result<Vec<Usag
             Ok(client.query(&statement, &[&after, &limit]).await?)
         })
         .await?;
-    let mut entries = Vec::with_capacity(rows.len());
+    let mut entries = Vec::with_capacity(rows.len().min(limit));
+    let mut events = Vec::new();
     for row in rows {
         let id: uuid::Uuid = row.try_get(0)?;
+        let execution_id = ExecutionId::from_bytes(id.into_bytes());
         let labels = labels_of(row.try_get(1)?)?;
-        let event = event_of(&row, 2, &labels)?;
-        let EventPayload::Usage(fact) = event.payload else {
+        events.clear();
+        events_of(&row, 2, &labels, 0, &mut events)?;
+        let mut facts = 0;
+        for event in events.drain(..) {
+            let EventPayload::Usage(fact) = event.payload else {
+                continue;
+            };
+            facts += 1;
+            if fact.position > after && entries.len() < limit {
+                entries.push(UsageEntry {
+                    fact,
+                    execution_id,
+                    sequence: event.sequence,
+                    time: event.time,
+                });
+            }
+        }
+        if facts == 0 {
             return Err(RowError::NotUsage.into());
-        };
-        entries.push(UsageEntry {
-            fact: Arc::clone(&fact),
-            execution_id: ExecutionId::from_bytes(id.into_bytes()),
-            sequence: event.sequence,
-            time: event.time,
-        });
+        }
     }
     Ok(entries)
 }

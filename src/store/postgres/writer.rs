@@ -222,6 +222,8 @@ struct Part {
     encoded: Vec<Vec<u8>>,
     lifecycle: Lifecycle,
     bytes: i64,
+    /// Its first usage fact's number in the statement (`statement.rs`), the others after it.
+    first_fact: i64,
 }
 
 /// Checks each append against its execution's lifecycle, writes those that pass, and answers
@@ -268,6 +270,7 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
                         encoded,
                         lifecycle,
                         bytes,
+                        first_fact: 0,
                         request,
                     });
                 }
@@ -366,16 +369,14 @@ fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
             let _ = part.request.reply.send(Err(Outcome::Stale));
             continue;
         }
-        if let Some(positions) = stored.positions.get(&id) {
-            for event in &mut part.events {
-                if let EventPayload::Usage(fact) = &mut event.payload
-                    && let Some((_, position)) =
-                        positions.iter().find(|(s, _)| *s == event.sequence)
-                {
-                    Arc::make_mut(fact).position = *position;
-                    shared.kept.kept(*position);
-                    usage = true;
-                }
+        let mut number = part.first_fact.cast_unsigned();
+        for event in &mut part.events {
+            if let EventPayload::Usage(fact) = &mut event.payload {
+                let position = stored.base | number;
+                number += 1;
+                Arc::make_mut(fact).position = position;
+                shared.kept.kept(position);
+                usage = true;
             }
         }
         shared.capacity.added(part.bytes);

@@ -2,18 +2,24 @@
 //! commit; per execution it updates the row only if its last sequence is the one expected,
 //! this replica still owns it and its lease is current (the fence), and inserts the events
 //! only for the rows it updated.
+//!
+//! The statement's usage facts are numbered in order from 1 (`ord`), an append's facts one
+//! after another; a fact's position is the statement's transaction id shifted left 20 bits,
+//! plus its number (`usage.rs`). A row keeps its last fact's position; the facts before it in
+//! the row have the positions just before.
 
 use std::collections::HashSet;
 
 use super::Part;
-use crate::execution::{Event, EventPayload, ExecutionId, ExecutionState, IdMap};
+use crate::execution::{Event, EventPayload, ExecutionState};
 use crate::store::postgres::rows;
 use crate::store::postgres::{PgError, Shared, uuid};
 
-/// What the statement stored: the executions it updated, and the usage positions it gave.
+/// What the statement stored: the executions it updated, and its transaction's first usage
+/// position (a fact numbered `n` is at `base | n`).
 pub(super) struct Stored {
     pub(super) updated: HashSet<uuid::Uuid>,
-    pub(super) positions: IdMap<Vec<(u64, u64)>>,
+    pub(super) base: u64,
 }
 
 const WRITE: &str = "/* model-runtime: append */
@@ -48,7 +54,6 @@ WITH lease AS (
                 $19::int8[])
         AS e(id, sequence, time, state, payload, ord, first)
     JOIN upd ON upd.id = e.id
-    RETURNING execution_id, sequence, usage_position
 ), note AS (
     -- One notification per hundred executions (a payload holds 8000 bytes).
     SELECT count(pg_notify($17, lines)) FROM (
@@ -58,9 +63,7 @@ WITH lease AS (
         GROUP BY chunk
     ) chunks
 )
-SELECT id, 0::int8, NULL::int8 FROM upd, note
-UNION ALL
-SELECT execution_id, sequence, usage_position FROM ins WHERE usage_position IS NOT NULL
+SELECT id, pg_current_xact_id()::text::int8 << 20 FROM upd, note
 ";
 
 /// Columns of the write, built from the parts.
@@ -76,8 +79,9 @@ struct Columns {
     ended_at: Vec<Option<i64>>,
     /// Whether the execution's part keeps usage facts (its notification says so).
     usage: Vec<bool>,
-    /// The event rows: one per usage fact, one per run of other events ([`rows::MAX_RUN`]
-    /// at most); `first` is the run's first sequence (none for a row of one event).
+    /// The event rows: one per run of an append's events ([`rows::MAX_RUN`] at most);
+    /// `first` is the run's first sequence (none for a row of one event), `ord` its last
+    /// usage fact's number (none without one).
     event_ids: Vec<uuid::Uuid>,
     sequence: Vec<i64>,
     time: Vec<i64>,
@@ -88,7 +92,8 @@ struct Columns {
 }
 
 impl Columns {
-    /// The row of `events` (one usage fact, or a run of others) with their payloads.
+    /// The row of a run of `events` with their payloads; `ord` is the statement's last usage
+    /// fact's number before them, and after.
     fn row(&mut self, id: uuid::Uuid, events: &[Event], payloads: &mut [Vec<u8>], ord: &mut i64) {
         let (Some(first), Some(last)) = (events.first(), events.last()) else {
             return;
@@ -97,14 +102,14 @@ impl Columns {
         self.sequence.push(last.sequence.cast_signed());
         self.time.push(rows::micros(last.time));
         self.event_state.push(rows::state_code(last.state));
-        if let [event] = events {
+        let count = facts(events) as i64;
+        self.ord.push((count > 0).then(|| {
+            *ord += count;
+            *ord
+        }));
+        if let [_] = events {
             self.payload.push(std::mem::take(&mut payloads[0]));
             self.first.push(None);
-            self.ord
-                .push(matches!(event.payload, EventPayload::Usage(_)).then(|| {
-                    *ord += 1;
-                    *ord
-                }));
         } else {
             self.payload.push(rows::run_bytes(
                 events
@@ -113,9 +118,16 @@ impl Columns {
                     .map(|(e, p)| (e.state, p.as_slice())),
             ));
             self.first.push(Some(first.sequence.cast_signed()));
-            self.ord.push(None);
         }
     }
+}
+
+/// How many of `events` are usage facts.
+fn facts(events: &[Event]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e.payload, EventPayload::Usage(_)))
+        .count()
 }
 
 fn columns(parts: &mut [Part]) -> Columns {
@@ -135,36 +147,12 @@ fn columns(parts: &mut [Part]) -> Columns {
         c.bytes.push(part.bytes);
         c.ended_at
             .push(state.is_terminal().then_some(part.request.now));
-        c.usage.push(
-            part.events
-                .iter()
-                .any(|e| matches!(e.payload, EventPayload::Usage(_))),
-        );
-        // Runs of events up to each usage fact, which has a row of its own.
-        let mut start = 0;
-        for (i, event) in part.events.iter().enumerate() {
-            let usage = matches!(event.payload, EventPayload::Usage(_));
-            if usage || i - start == rows::MAX_RUN {
-                c.row(
-                    id,
-                    &part.events[start..i],
-                    &mut part.encoded[start..i],
-                    &mut ord,
-                );
-                start = i;
-            }
-            if usage {
-                c.row(id, &part.events[i..=i], &mut part.encoded[i..=i], &mut ord);
-                start = i + 1;
-            }
+        c.usage.push(facts(&part.events) > 0);
+        part.first_fact = ord + 1;
+        let runs = part.events.chunks(rows::MAX_RUN);
+        for (events, payloads) in runs.zip(part.encoded.chunks_mut(rows::MAX_RUN)) {
+            c.row(id, events, payloads, &mut ord);
         }
-        let end = part.events.len();
-        c.row(
-            id,
-            &part.events[start..end],
-            &mut part.encoded[start..end],
-            &mut ord,
-        );
     }
     c
 }
@@ -208,22 +196,12 @@ pub(super) async fn statement(
         })
         .await?;
     let mut stored = Stored {
-        updated: HashSet::new(),
-        positions: IdMap::default(),
+        updated: HashSet::with_capacity(rows.len()),
+        base: 0,
     };
     for row in rows {
-        let id: uuid::Uuid = row.try_get(0)?;
-        let sequence: i64 = row.try_get(1)?;
-        match row.try_get::<_, Option<i64>>(2)? {
-            None => {
-                stored.updated.insert(id);
-            }
-            Some(position) => stored
-                .positions
-                .entry(ExecutionId::from_bytes(id.into_bytes()))
-                .or_default()
-                .push((sequence.cast_unsigned(), position.cast_unsigned())),
-        }
+        stored.updated.insert(row.try_get(0)?);
+        stored.base = row.try_get::<_, i64>(1)?.cast_unsigned();
     }
     Ok(stored)
 }
