@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use super::PostgresStore;
 use crate::config::{PostgresStoreConfig, Secret};
 use crate::execution::fixtures::{attempt_started, failed, routing, text, usage};
-use crate::execution::{ErrorCode, EventPayload, ExecutionId, ExecutionState};
+use crate::execution::{ErrorCode, ExecutionId, ExecutionState};
 use crate::store::conformance::new_execution;
 use crate::store::{Created, EventStore, StoreLimits};
 
@@ -128,6 +128,7 @@ mod conformance {
 mod answers;
 mod lease;
 mod room;
+mod runs;
 
 /// Two replicas on one fresh schema within `limits`: `poll` is how often each looks for
 /// what it was not told.
@@ -198,76 +199,6 @@ async fn a_follower_wakes_on_another_replicas_appends() {
     assert_eq!(events.len(), 4);
     // The owner's follower reads its own appends from memory: the same events, time and all.
     assert_eq!(owners.read(1, usize::MAX).await.unwrap(), events[1..]);
-    assert_eq!(b.get(id).await.unwrap(), a.get(id).await.unwrap());
-}
-
-/// One append's events share rows (runs of `MAX_RUN` at most, usage facts among them);
-/// another replica reads them back one by one from any cursor, at any limit, and the facts
-/// in the usage order, as the owner handed them out.
-#[tokio::test]
-async fn an_appends_events_read_back_from_any_cursor() {
-    let Some((a, b)) = pair(Duration::from_secs(60)).await else {
-        return;
-    };
-    let id = created(&a, None).await;
-    let mut payloads = vec![routing(), attempt_started(1)];
-    payloads.extend((0..70).map(|i| text(1, &format!("w{i} "))));
-    payloads.extend([usage(7), usage(8)]);
-    payloads.extend((0..140).map(|i| text(1, &format!("v{i} "))));
-    payloads.push(usage(9));
-    payloads.push(text(1, "last"));
-    let last = a.append_all(id, payloads).await.unwrap();
-    assert_eq!(last, 217);
-    let all = every_event(&a, id).await;
-    assert_eq!(all.len(), 217);
-    // The first event; 2..=65, 66..=129 (with two facts), 130..=193 and 194..=217 (with one).
-    let client = a.shared.client().await.unwrap();
-    let rows: i64 = client
-        .query_one(
-            &at(
-                &a,
-                "SELECT count(*) FROM {s}.events WHERE execution_id = $1",
-            ),
-            &[&super::uuid(id)],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(rows, 5);
-    drop(client);
-    let follower = b.follow(id).await.unwrap();
-    for after in [
-        0u64, 1, 2, 3, 40, 66, 67, 72, 73, 74, 75, 150, 213, 214, 215, 216, 217,
-    ] {
-        for limit in [1usize, 5, 64, 65, 1000] {
-            let read = follower.read(after, limit).await.unwrap();
-            let start = usize::try_from(after).unwrap();
-            let end = (start + limit).min(all.len());
-            assert_eq!(read, all[start..end], "after {after}, limit {limit}");
-        }
-    }
-    let handed_out: Vec<_> = all
-        .iter()
-        .filter_map(|e| match &e.payload {
-            EventPayload::Usage(fact) => Some((e.sequence, fact.clone())),
-            _ => None,
-        })
-        .collect();
-    let positions: Vec<u64> = handed_out.iter().map(|(_, f)| f.position).collect();
-    assert_eq!(
-        positions[1],
-        positions[0] + 1,
-        "one append's facts are one apart"
-    );
-    assert!(positions[2] > positions[1]);
-    for (i, after) in [0].into_iter().chain(positions.iter().copied()).enumerate() {
-        let read: Vec<_> = read_all(&b, after)
-            .await
-            .into_iter()
-            .map(|entry| (entry.sequence, entry.fact))
-            .collect();
-        assert_eq!(read, handed_out[i..], "facts after {after}");
-    }
     assert_eq!(b.get(id).await.unwrap(), a.get(id).await.unwrap());
 }
 

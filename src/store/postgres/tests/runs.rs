@@ -1,0 +1,118 @@
+//! An append's events in rows of runs, usage facts among them: read back on another replica
+//! as the owner handed them out, events and usage order alike.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{at, created, every_event, pair};
+use crate::execution::EventPayload;
+use crate::execution::fixtures::{attempt_started, routing, text, usage};
+use crate::store::postgres::PostgresStore;
+use crate::store::{EventStore, UsageEntry};
+
+/// One append's events share rows (runs of `MAX_RUN` at most, usage facts among them);
+/// another replica reads them back one by one from any cursor, at any limit, and the facts
+/// in the usage order, at the positions the owner handed out.
+#[tokio::test]
+async fn an_appends_events_read_back_from_any_cursor() {
+    let Some((a, b)) = pair(Duration::from_secs(60)).await else {
+        return;
+    };
+    let id = created(&a, None).await;
+    // Following from before the append: the owner's follower hands out the events as the
+    // append answered them, not as the rows read back.
+    let owners = a.follow(id).await.unwrap();
+    let mut payloads = vec![routing(), attempt_started(1)];
+    payloads.extend((0..70).map(|i| text(1, &format!("w{i} "))));
+    payloads.extend([usage(7), usage(8)]);
+    payloads.extend((0..140).map(|i| text(1, &format!("v{i} "))));
+    payloads.push(usage(9));
+    payloads.push(text(1, "last"));
+    let last = a.append_all(id, payloads).await.unwrap();
+    assert_eq!(last, 217);
+    let all = owners.read(0, usize::MAX).await.unwrap();
+    assert_eq!(all.len(), 217);
+    assert_eq!(
+        every_event(&a, id).await,
+        all,
+        "the rows read back as handed out"
+    );
+    // The first event; 2..=65, 66..=129 (with two facts), 130..=193 and 194..=217 (with one).
+    let client = a.shared.client().await.unwrap();
+    let rows: i64 = client
+        .query_one(
+            &at(
+                &a,
+                "SELECT count(*) FROM {s}.events WHERE execution_id = $1",
+            ),
+            &[&super::super::uuid(id)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 5);
+    drop(client);
+    let follower = b.follow(id).await.unwrap();
+    for after in [
+        0u64, 1, 2, 3, 40, 66, 67, 72, 73, 74, 75, 150, 213, 214, 215, 216, 217,
+    ] {
+        for limit in [1usize, 5, 64, 65, 1000] {
+            let read = follower.read(after, limit).await.unwrap();
+            let start = usize::try_from(after).unwrap();
+            let end = (start + limit).min(all.len());
+            assert_eq!(read, all[start..end], "after {after}, limit {limit}");
+        }
+    }
+    assert_eq!(b.get(id).await.unwrap(), a.get(id).await.unwrap());
+
+    let handed_out: Vec<_> = all
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::Usage(fact) => Some((e.sequence, fact.clone())),
+            _ => None,
+        })
+        .collect();
+    let positions: Vec<u64> = handed_out.iter().map(|(_, f)| f.position).collect();
+    assert_eq!(
+        positions[1],
+        positions[0] + 1,
+        "one append's facts are one apart"
+    );
+    assert!(positions[2] > positions[1]);
+    // Every cursor at every limit, the first two facts' cut in the row they share among them.
+    for (i, after) in [0].into_iter().chain(positions.iter().copied()).enumerate() {
+        for limit in [1, 2, usize::MAX] {
+            let read: Vec<_> = usage_on(&b, after, limit, handed_out.len() - i)
+                .await
+                .into_iter()
+                .map(|entry| (entry.sequence, entry.fact))
+                .collect();
+            let end = (i + limit.min(handed_out.len())).min(handed_out.len());
+            assert_eq!(read, handed_out[i..end], "after {after}, limit {limit}");
+        }
+    }
+}
+
+/// Up to `limit` facts after `after` on `store`, read again until at least `expected` (or
+/// `limit`) are there: a replica that kept none of them reads only below the oldest
+/// transaction still running on the server, which other tests' may hold back for a while.
+async fn usage_on(
+    store: &PostgresStore,
+    after: u64,
+    limit: usize,
+    expected: usize,
+) -> Vec<UsageEntry> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut facts = Vec::new();
+        let facts = match store.read_usage(after, limit, &mut facts) {
+            None => facts,
+            Some(fetch) => fetch.await.unwrap(),
+        };
+        if facts.len() >= expected.min(limit) || Instant::now() > deadline {
+            return facts;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
