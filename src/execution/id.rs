@@ -24,7 +24,7 @@ impl ExecutionId {
     /// A fresh id: a version 7 UUID, the millisecond it was made and then 74 bits of the
     /// operating system's random source. Ids made close in time sit close in a B-tree, so a
     /// database's indexes of them take new ones at one end, not at random pages (a
-    /// PostgreSQL replica's creates wrote half as much that way; BENCHMARKS.md).
+    /// PostgreSQL replica's creates took the database half the time that way; BENCHMARKS.md).
     pub fn new() -> Self {
         let bytes = random_pool::next().unwrap_or_else(|| Uuid::new_v4().into_bytes());
         let millis = std::time::SystemTime::now()
@@ -117,8 +117,9 @@ impl fmt::Debug for ExecutionId {
     }
 }
 
-/// A map keyed by execution id. Ids are the OS's random bytes and nobody outside chooses
-/// them, so their own bits are a good hash and SipHash's flood resistance buys nothing here.
+/// A map keyed by execution id. Nobody outside chooses ids, and each ends in 62 of the OS's
+/// random bits (the last word the hasher folds in), so their own bits are a good hash and
+/// SipHash's flood resistance buys nothing here.
 pub(crate) type IdMap<V> = HashMap<ExecutionId, V, BuildHasherDefault<FoldHasher>>;
 
 /// A map keyed by a configured name (an ability, a policy, a model). Only the configuration

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use super::Shared;
 
 /// Requests written together at most.
-const MAX_BATCH: usize = 256;
+pub(super) const MAX_BATCH: usize = 256;
 
 /// A request written in batches.
 pub(super) trait Batched: Send + Sized + 'static {

@@ -123,8 +123,8 @@ pub(in crate::store) enum RowError {
     /// An event's payload.
     #[error(transparent)]
     Payload(#[from] crate::store::Malformed),
-    /// A usage position on an event that is not a usage fact.
-    #[error("a usage position on an event that is not usage")]
+    /// A usage position on a row that holds no usage fact.
+    #[error("a usage position on a row of events that holds no usage")]
     NotUsage,
 }
 

@@ -11,7 +11,8 @@
 //!             last), the running by owner, and those gone
 //! events      (execution_id, sequence): an event's time, state and payload, or (with a
 //!             first_sequence) a run of one append's events up to `sequence`, sharing one
-//!             time; a usage fact's position in the usage order (a fact has a row of its own)
+//!             time; its last usage fact's position in the usage order (the facts before
+//!             it in the row are at the positions just below)
 //! ```
 
 use tokio_postgres::Client;

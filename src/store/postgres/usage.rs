@@ -80,6 +80,9 @@ async fn read_rows(shared: &Shared, after: u64, limit: usize) -> Result<Vec<Usag
     let mut entries = Vec::with_capacity(rows.len().min(limit));
     let mut events = Vec::new();
     for row in rows {
+        if entries.len() == limit {
+            break;
+        }
         let id: uuid::Uuid = row.try_get(0)?;
         let execution_id = ExecutionId::from_bytes(id.into_bytes());
         let labels = labels_of(row.try_get(1)?)?;

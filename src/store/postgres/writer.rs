@@ -20,9 +20,9 @@ use super::rows::{self, EVENT_OVERHEAD};
 use super::{PgError, Shared, uuid};
 use crate::execution::{Event, EventPayload, ExecutionId, ExecutionState, Lifecycle};
 use crate::store::{Inconsistency, StoreError, Unavailable};
-use statement::{Stored, statement};
+use statement::{MAX_FACTS, Stored, statement};
 
-mod statement;
+pub(super) mod statement;
 
 /// One append on its way to the writer.
 pub(super) struct Request {
@@ -62,6 +62,16 @@ pub(super) async fn append(
     payloads: Vec<EventPayload>,
     now: i64,
 ) -> Result<Vec<Event>, StoreError> {
+    let facts = payloads
+        .iter()
+        .filter(|p| matches!(p, EventPayload::Usage(_)))
+        .count();
+    if facts > MAX_FACTS {
+        return Err(StoreError::Unavailable(Unavailable::Backend(format!(
+            "an append of {facts} usage facts is more than the PostgreSQL store keeps at \
+             once ({MAX_FACTS})"
+        ))));
+    }
     let count = payloads.len() as u64;
     let mut retries = 0u32;
     // A statement that may have committed: the last sequence before it.
@@ -81,6 +91,9 @@ pub(super) async fn append(
             match written(shared, id, expected, count).await {
                 Ok(Some((events, input))) => {
                     kept(shared, id, &events, now, input);
+                    if facts_kept(shared, &events) {
+                        shared.usage.publish();
+                    }
                     return Ok(events);
                 }
                 Ok(None) => unsure = None,
@@ -359,6 +372,19 @@ fn kept(shared: &Shared, id: ExecutionId, events: &[Event], now: i64, input: i64
     shared.watched.appended(id, events);
 }
 
+/// Whether `events`, stored, keep usage facts: then this replica's next read of the usage
+/// order waits for them (`usage.rs`).
+fn facts_kept(shared: &Shared, events: &[Event]) -> bool {
+    let mut any = false;
+    for event in events {
+        if let EventPayload::Usage(fact) = &event.payload {
+            shared.kept.kept(fact.position);
+            any = true;
+        }
+    }
+    any
+}
+
 /// Answers each part: stored (its followers on this replica are told at once), or stale.
 fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
     let mut usage = false;
@@ -372,13 +398,11 @@ fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
         let mut number = part.first_fact.cast_unsigned();
         for event in &mut part.events {
             if let EventPayload::Usage(fact) = &mut event.payload {
-                let position = stored.base | number;
+                Arc::make_mut(fact).position = stored.base | number;
                 number += 1;
-                Arc::make_mut(fact).position = position;
-                shared.kept.kept(position);
-                usage = true;
             }
         }
+        usage |= facts_kept(shared, &part.events);
         shared.capacity.added(part.bytes);
         kept(shared, id, &part.events, part.request.now, part.input);
         let _ = part.request.reply.send(Ok(part.events));

@@ -116,3 +116,38 @@ async fn usage_on(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// An append of more usage facts than a statement can number for each of its appends is
+/// refused, naming the bound, and stores nothing; one of as many is kept, its facts one apart.
+#[tokio::test]
+async fn an_append_of_more_facts_than_a_statement_numbers_is_refused() {
+    let Some((a, _b)) = pair(Duration::from_secs(60)).await else {
+        return;
+    };
+    let most = crate::store::postgres::writer::statement::MAX_FACTS;
+    let id = created(&a, None).await;
+    a.append_all(id, vec![routing(), attempt_started(1)])
+        .await
+        .unwrap();
+    let refused = a
+        .append_all(id, vec![usage(1); most + 1])
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains(&format!("({most})")),
+        "{refused}"
+    );
+    assert_eq!(every_event(&a, id).await.len(), 3, "nothing stored");
+    let last = a.append_all(id, vec![usage(1); most]).await.unwrap();
+    assert_eq!(last, 3 + most as u64);
+    let positions: Vec<u64> = every_event(&a, id)
+        .await
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::Usage(fact) => Some(fact.position),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(positions.len(), most);
+    assert!(positions.windows(2).all(|w| w[1] == w[0] + 1));
+}

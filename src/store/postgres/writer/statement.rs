@@ -12,11 +12,16 @@ use std::collections::HashSet;
 
 use super::Part;
 use crate::execution::{Event, EventPayload, ExecutionState};
+use crate::store::postgres::batch::MAX_BATCH;
 use crate::store::postgres::rows;
 use crate::store::postgres::{PgError, Shared, uuid};
 
-/// What the statement stored: the executions it updated, and its transaction's first usage
-/// position (a fact numbered `n` is at `base | n`).
+/// Usage facts one append may keep: a statement numbers its facts in 20 bits, and holds
+/// [`MAX_BATCH`] appends at most.
+pub(in crate::store::postgres) const MAX_FACTS: usize = ((1 << 20) - 1) / MAX_BATCH;
+
+/// What the statement stored: the executions it updated, and its transaction's id shifted
+/// left 20 bits (its fact numbered `n` is at `base | n`).
 pub(super) struct Stored {
     pub(super) updated: HashSet<uuid::Uuid>,
     pub(super) base: u64,
