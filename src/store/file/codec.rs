@@ -233,6 +233,14 @@ pub(super) fn encode(record: &Record, out: &mut Vec<u8>) {
     }
 }
 
+/// Whether an event's bytes, as [`event`] wrote them, may hold a usage fact: the streamed
+/// deltas, written compact, never do (a fact is written as the other events are). The
+/// PostgreSQL store's usage order skips them unread.
+#[cfg(feature = "postgres")]
+pub(in crate::store) fn may_be_usage(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&OTHER)
+}
+
 /// One event's payload as [`event`] wrote it (`execution.accepted` included); the error says
 /// what is wrong. The PostgreSQL store keeps events in this form.
 #[cfg(feature = "postgres")]

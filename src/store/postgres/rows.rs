@@ -99,6 +99,28 @@ pub(super) fn events_of(
     after: u64,
     into: &mut Vec<Event>,
 ) -> Result<(), PgError> {
+    read_row(row, at, labels, after, false, into)
+}
+
+/// [`events_of`] for the usage order: every usage fact of the row, with the events its
+/// codec cannot tell from one without decoding them (a run's deltas are skipped unread).
+pub(super) fn facts_of(
+    row: &Row,
+    at: usize,
+    labels: &Arc<Labels>,
+    into: &mut Vec<Event>,
+) -> Result<(), PgError> {
+    read_row(row, at, labels, 0, true, into)
+}
+
+fn read_row(
+    row: &Row,
+    at: usize,
+    labels: &Arc<Labels>,
+    after: u64,
+    facts_only: bool,
+    into: &mut Vec<Event>,
+) -> Result<(), PgError> {
     let Some(first) = row.try_get::<_, Option<i64>>(at + 5)? else {
         into.push(event_of(row, at, labels)?);
         return Ok(());
@@ -115,7 +137,7 @@ pub(super) fn events_of(
         let length = usize::try_from(u32::from_le_bytes(*length)).map_err(|_| broken())?;
         let (payload, rest) = rest.split_at_checked(length).ok_or_else(broken)?;
         bytes = rest;
-        if sequence <= after {
+        if sequence <= after || (facts_only && !codec::may_be_usage(payload)) {
             continue;
         }
         into.push(Event {

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::error::RowError;
-use super::rows::{events_of, labels_of};
+use super::rows::{facts_of, labels_of};
 use super::{PgError, Shared};
 use crate::execution::{EventPayload, ExecutionId};
 use crate::store::{StoreError, UsageEntry};
@@ -87,7 +87,7 @@ async fn read_rows(shared: &Shared, after: u64, limit: usize) -> Result<Vec<Usag
         let execution_id = ExecutionId::from_bytes(id.into_bytes());
         let labels = labels_of(row.try_get(1)?)?;
         events.clear();
-        events_of(&row, 2, &labels, 0, &mut events)?;
+        facts_of(&row, 2, &labels, &mut events)?;
         let mut facts = 0;
         for event in events.drain(..) {
             let EventPayload::Usage(fact) = event.payload else {
