@@ -345,7 +345,8 @@ impl Decoder for EventDecoder {
             }
             return Ok(None);
         }
-        let parsed: Event = serde_json::from_str(event.data).map_err(|e| {
+        let parsed = fast::event(event.data).map_or_else(|| serde_json::from_str(event.data), Ok);
+        let parsed: Event = parsed.map_err(|e| {
             upstream.malformed_json("an event is not a messages stream event", &e, event.data)
         })?;
         let missing = |what: &str| {
