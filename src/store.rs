@@ -157,7 +157,8 @@ pub trait EventStore: Send + Sync + 'static {
     /// (one sequence number each, one state-machine step each), with one wake-up of the
     /// followers for the lot; returns the last sequence. A batch is how a burst of provider
     /// output costs one lock (memory) or one write and sync (a durable store) instead of one
-    /// per event. An empty batch changes nothing.
+    /// per event. An empty batch changes nothing. The PostgreSQL store refuses a batch of
+    /// more than 4095 usage facts ([`StoreError::Backend`]); the runtime's keep a few.
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64>;
 
     /// The materialized view.

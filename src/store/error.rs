@@ -45,10 +45,11 @@ pub enum StoreError {
     /// never the caller's doing.
     #[error("event store failed: {0}")]
     Inconsistent(Inconsistency),
-    /// A store outside this crate failed in a way of its own (a bug, or a fault it cannot
-    /// say more of), in its own words. The runtime logs the message and answers
+    /// A store failed in a way of its own (a bug, a fault it cannot say more of, a write it
+    /// cannot take), in its own words. The runtime logs the message and answers
     /// `internal_error`; a backend that is down, which callers should retry, is
-    /// [`Unavailable::Backend`] instead. This crate's stores never return it.
+    /// [`Unavailable::Backend`] instead. Of this crate's stores only PostgreSQL returns it,
+    /// for an append of more usage facts than it numbers at once (4095).
     #[error("event store failed: {0}")]
     Backend(String),
 }

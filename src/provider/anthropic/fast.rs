@@ -5,10 +5,10 @@
 //! serde's typed decoding of them went through a visitor per key and value, and every field
 //! any event has.
 //!
-//! They read only those shapes, their fields once each in any order, and answer `None` for
-//! anything else (another event or delta type, another field, text with a `\u` escape, a
-//! number that is not a plain integer), which serde then reads as before: what they accept
-//! they decode to what serde would (tests hold them to that, on arbitrary events).
+//! They read only those fields, each once in any order, and answer `None` for anything else
+//! (another field, text with a `\u` escape, a number that is not a plain integer; and for
+//! the text delta, another event or delta type), which serde then reads as before: what they
+//! accept they decode to what serde would (tests hold them to that, on arbitrary events).
 
 use std::borrow::Cow;
 

@@ -234,8 +234,8 @@ pub(super) fn encode(record: &Record, out: &mut Vec<u8>) {
 }
 
 /// Whether an event's bytes, as [`event`] wrote them, may hold a usage fact: the streamed
-/// deltas, written compact, never do (a fact is written as the other events are). The
-/// PostgreSQL store's usage order skips them unread.
+/// deltas and progress notes, written compact, never do (a fact is written as the other
+/// events are). The PostgreSQL store's usage order skips them unread.
 #[cfg(feature = "postgres")]
 pub(in crate::store) fn may_be_usage(bytes: &[u8]) -> bool {
     bytes.first() == Some(&OTHER)

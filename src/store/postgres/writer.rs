@@ -66,11 +66,12 @@ pub(super) async fn append(
         .iter()
         .filter(|p| matches!(p, EventPayload::Usage(_)))
         .count();
+    // Not a store that is down: the same append is refused again.
     if facts > MAX_FACTS {
-        return Err(StoreError::Unavailable(Unavailable::Backend(format!(
+        return Err(StoreError::Backend(format!(
             "an append of {facts} usage facts is more than the PostgreSQL store keeps at \
              once ({MAX_FACTS})"
-        ))));
+        )));
     }
     let count = payloads.len() as u64;
     let mut retries = 0u32;
