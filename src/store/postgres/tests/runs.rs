@@ -151,3 +151,49 @@ async fn an_append_of_more_facts_than_a_statement_numbers_is_refused() {
     assert_eq!(positions.len(), most);
     assert!(positions.windows(2).all(|w| w[1] == w[0] + 1));
 }
+
+/// Another replica's usage readers are woken by the owner's append that keeps a fact,
+/// through its notification (the poll is a minute away), and not by one that keeps none.
+#[tokio::test]
+async fn another_replicas_usage_readers_wake_on_an_append_of_facts_alone() {
+    let Some((a, b)) = pair(Duration::from_secs(60)).await else {
+        return;
+    };
+    let id = created(&a, None).await;
+    let mut follower = b.follow(id).await.unwrap();
+    let mut readers = b.usage_changes();
+    // Heard by `b` (its follower is at the append's end) before the usage readers are looked
+    // at: the same notification would have woken both.
+    let heard = async |follower: &mut crate::store::Follower, at: u64| {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                follower.changes().mark_seen();
+                if follower.position().0 >= at {
+                    return;
+                }
+                follower.changes().changed().await.unwrap();
+            }
+        })
+        .await
+        .expect("woken by the notification");
+    };
+    readers.mark_seen();
+    let at = a
+        .append_all(id, vec![routing(), attempt_started(1), text(1, "a")])
+        .await
+        .unwrap();
+    heard(&mut follower, at).await;
+    assert!(
+        futures_util::FutureExt::now_or_never(readers.changed()).is_none(),
+        "an append without facts wakes no usage reader"
+    );
+    let at = a
+        .append_all(id, vec![text(1, "b"), usage(3)])
+        .await
+        .unwrap();
+    heard(&mut follower, at).await;
+    assert!(
+        futures_util::FutureExt::now_or_never(readers.changed()).is_some(),
+        "an append with a fact wakes them"
+    );
+}

@@ -152,12 +152,13 @@ fn columns(parts: &mut [Part]) -> Columns {
         c.bytes.push(part.bytes);
         c.ended_at
             .push(state.is_terminal().then_some(part.request.now));
-        c.usage.push(facts(&part.events) > 0);
         part.first_fact = ord + 1;
         let runs = part.events.chunks(rows::MAX_RUN);
         for (events, payloads) in runs.zip(part.encoded.chunks_mut(rows::MAX_RUN)) {
             c.row(id, events, payloads, &mut ord);
         }
+        // Its rows numbered facts: it keeps some.
+        c.usage.push(ord >= part.first_fact);
     }
     c
 }
