@@ -171,7 +171,7 @@ impl Protocol {
                 let body = super::anthropic::request::fields(&call.input, self.default_max_tokens)
                     .and_then(|mut body| {
                         body.insert("anthropic_version".into(), ANTHROPIC_VERTEX_VERSION.into());
-                        super::wire::encode(body, &call.input)
+                        super::wire::encode(&body, &call.input)
                     });
                 exchange::post(upstream, body, call, EventDecoder::default())
             }

@@ -102,11 +102,11 @@ pub(crate) fn arguments_object(field: &str, text: &str) -> Result<Value, Provide
 
 /// The request body's bytes, for `input`, written into the room its [`room`] makes.
 pub(crate) fn encode(
-    body: Map<String, Value>,
+    body: &impl serde::Serialize,
     input: &ExecutionInput,
 ) -> Result<Vec<u8>, ProviderError> {
     let mut bytes = Vec::with_capacity(room(input));
-    serde_json::to_writer(&mut bytes, &Value::Object(body)).map_err(|e| {
+    serde_json::to_writer(&mut bytes, body).map_err(|e| {
         ProviderError::invalid(
             AttemptCode::InvalidRequest,
             format!("the request could not be encoded: {e}"),
@@ -162,7 +162,7 @@ mod tests {
         let mut body = Map::new();
         body.insert("model".into(), "m".into());
         body.insert("messages".into(), Value::Array(messages));
-        let bytes = encode(body, &input).unwrap();
+        let bytes = encode(&body, &input).unwrap();
         assert!(
             bytes.len() <= room(&input),
             "{} in {}",

@@ -22,7 +22,7 @@ pub(in crate::provider) fn body(
 ) -> Result<Vec<u8>, ProviderError> {
     let mut body = fields(input, default_max_tokens)?;
     body.insert("model".into(), model.into());
-    encode(body, input)
+    encode(&body, input)
 }
 
 /// The body's fields but `model`: Vertex AI names the model in the path, and adds a field of

@@ -73,7 +73,7 @@ pub(super) fn body(input: &ExecutionInput) -> Result<Vec<u8>, ProviderError> {
         body.insert("toolConfig".into(), json!({"tools": tools}));
     }
     parameters(input, &mut body)?;
-    encode(body, input)
+    encode(&body, input)
 }
 
 /// `inferenceConfig`, and the reasoning budget.

@@ -51,7 +51,7 @@ pub(in crate::provider) fn body(input: &ExecutionInput) -> Result<Vec<u8>, Provi
     if !config.is_empty() {
         body.insert("generationConfig".into(), Value::Object(config));
     }
-    encode(body, input)
+    encode(&body, input)
 }
 
 /// The tools, as one set of function declarations.

@@ -96,7 +96,7 @@ pub(in crate::provider) fn body(
     body.insert("store".into(), false.into());
     body.insert("include".into(), json!(["reasoning.encrypted_content"]));
     body.insert("stream".into(), true.into());
-    encode(body, input)
+    encode(&body, input)
 }
 
 /// The items of one message: a message item with its text and images; an assistant's
