@@ -167,64 +167,64 @@ fn input(bytes: &[u8], counts: &mut Counts) {
 pub(super) fn execute_request(bytes: &[u8]) -> Result<(), Status> {
     let counts = count(bytes);
     let mut v = Violations::new();
-    let mut over = |field: String, len: usize, max: usize, what: &str| {
-        if len > max {
-            v.push(
-                field,
-                format!("has {len} {what}; at most {max} are allowed"),
-            );
-        }
-    };
     over(
-        "input.messages".into(),
+        &mut v,
+        "input.messages",
         counts.messages,
         MAX_MESSAGES,
         "entries",
     );
     if let Some((i, parts)) = counts.parts_in_one {
         let field = format!("input.messages[{i}].content");
-        over(field, parts, MAX_CONTENT_PARTS, "entries");
+        over(&mut v, field, parts, MAX_CONTENT_PARTS, "entries");
     }
     // The list already named for its length is not named again for what it holds in all.
     let messages_fit = counts.messages <= MAX_MESSAGES;
     if messages_fit {
-        over(
-            "input.messages".into(),
-            counts.parts,
-            MAX_CONTENT_PARTS_IN_ALL,
-            "content parts in all",
-        );
+        let (parts, max) = (counts.parts, MAX_CONTENT_PARTS_IN_ALL);
+        over(&mut v, "input.messages", parts, max, "content parts in all");
     }
     if let Some((i, calls)) = counts.calls_in_one {
         let field = format!("input.messages[{i}].tool_calls");
-        over(field, calls, MAX_MESSAGE_TOOL_CALLS, "entries");
+        over(&mut v, field, calls, MAX_MESSAGE_TOOL_CALLS, "entries");
     }
     if messages_fit {
-        over(
-            "input.messages".into(),
-            counts.tool_calls,
-            MAX_TOOL_CALLS_IN_ALL,
-            "tool calls in all",
-        );
+        let (calls, max) = (counts.tool_calls, MAX_TOOL_CALLS_IN_ALL);
+        over(&mut v, "input.messages", calls, max, "tool calls in all");
     }
-    over("input.tools".into(), counts.tools, MAX_TOOLS, "entries");
+    over(&mut v, "input.tools", counts.tools, MAX_TOOLS, "entries");
+    let stops = counts.stop_sequences;
     over(
-        "input.parameters.stop_sequences".into(),
-        counts.stop_sequences,
+        &mut v,
+        "input.parameters.stop_sequences",
+        stops,
         MAX_STOP_SEQUENCES,
         "entries",
     );
+    let capabilities = counts.capabilities;
     over(
-        "requirements.capabilities".into(),
-        counts.capabilities,
+        &mut v,
+        "requirements.capabilities",
+        capabilities,
         MAX_CAPABILITIES,
         "entries",
     );
-    over("labels".into(), counts.labels, MAX_LABELS, "entries");
+    over(&mut v, "labels", counts.labels, MAX_LABELS, "entries");
     if v.is_empty() {
         return Ok(());
     }
     Err(to_status(RuntimeError::InvalidArgument(v)))
+}
+
+/// A violation of `field` when it holds `len` of `what`, over `max`. The field's name
+/// becomes a `String` only then: a request within its caps allocates nothing here.
+fn over(v: &mut Violations, field: impl Into<String>, len: usize, max: usize, what: &str) {
+    if len > max {
+        v.push(
+            field,
+            format!("has {len} {what}; at most {max} are allowed"),
+        );
+    }
 }
 
 #[cfg(test)]
