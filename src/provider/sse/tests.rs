@@ -1,3 +1,5 @@
+use proptest::prelude::*;
+
 use super::*;
 
 fn parse_pieces<'a>(
@@ -180,4 +182,42 @@ fn the_default_limit_is_one_mebibyte_for_data_and_line_together() {
     assert_eq!(out.len(), 3);
     // Once they are out, their memory is let go: a call keeps what a usual event needs.
     assert!(parser.data.capacity() <= KEPT_BYTES && parser.buf.capacity() <= KEPT_BYTES);
+}
+
+/// Lines an event stream is made of, each with its own line end: every field the parser
+/// tells apart, and bytes that are not UTF-8.
+fn stream() -> impl Strategy<Value = Vec<u8>> {
+    let line = prop_oneof![
+        Just(&b""[..]),
+        Just(&b"data: {\"a\":1}"[..]),
+        Just(&b"data:x"[..]),
+        Just(&b"data:  two"[..]),
+        Just(&b"data"[..]),
+        Just(&b"data: "[..]),
+        Just(&b"data: \xff"[..]),
+        Just(&b"event: ping"[..]),
+        Just(&b"event: \xfe"[..]),
+        Just(&b": comment \xff"[..]),
+        Just(&b"id: 7"[..]),
+        Just(&b"\xef\xbb\xbfdata: bom"[..]),
+    ];
+    let end = prop_oneof![Just(&b"\n"[..]), Just(&b"\r\n"[..]), Just(&b"\r"[..])];
+    prop::collection::vec((line, end), 0..24).prop_map(|lines| {
+        lines
+            .into_iter()
+            .flat_map(|(line, end)| [line, end].concat())
+            .collect()
+    })
+}
+
+proptest! {
+    /// Read whole, an event of one data line and its blank line goes out from the piece
+    /// itself; read a byte at a time, every event is gathered line by line. Both give the
+    /// same events, or the same error.
+    #[test]
+    fn an_event_read_in_place_is_the_event_gathered(text in stream()) {
+        let whole = parse_pieces([&text[..]]);
+        let one_by_one = parse_pieces(text.chunks(1));
+        prop_assert_eq!(whole, one_by_one);
+    }
 }
