@@ -117,13 +117,6 @@ pub(in crate::provider) fn body(
     input: &ExecutionInput,
     max_tokens_field: MaxTokensField,
 ) -> Result<Vec<u8>, ProviderError> {
-    let p = &input.parameters;
-    if p.reasoning_budget_tokens.is_some() {
-        return Err(unsupported(
-            "input.parameters.reasoning_budget_tokens",
-            "the openai chat completions protocol takes no reasoning budget",
-        ));
-    }
     let messages = (input.messages.iter().enumerate())
         .map(|(i, m)| message(i, m))
         .collect::<Result<Vec<_>, _>>()?;
@@ -136,6 +129,13 @@ pub(in crate::provider) fn body(
             })
         })
         .collect::<Result<Vec<_>, ProviderError>>()?;
+    let p = &input.parameters;
+    if p.reasoning_budget_tokens.is_some() {
+        return Err(unsupported(
+            "input.parameters.reasoning_budget_tokens",
+            "the openai chat completions protocol takes no reasoning budget",
+        ));
+    }
     let (max_tokens, max_completion_tokens) = match max_tokens_field {
         MaxTokensField::MaxTokens => (p.max_output_tokens, None),
         MaxTokensField::MaxCompletionTokens => (None, p.max_output_tokens),
