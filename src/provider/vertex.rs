@@ -170,7 +170,7 @@ impl Protocol {
             VertexPublisher::Anthropic => {
                 let body = super::anthropic::request::fields(&call.input, self.default_max_tokens)
                     .and_then(|mut body| {
-                        body.insert("anthropic_version".into(), ANTHROPIC_VERTEX_VERSION.into());
+                        body.anthropic_version = Some(ANTHROPIC_VERTEX_VERSION);
                         super::wire::encode(&body, &call.input)
                     });
                 exchange::post(upstream, body, call, EventDecoder::default())

@@ -5,13 +5,99 @@
 //! arguments are JSON objects, `max_tokens` is required, `temperature` stops at 1, and there
 //! is no JSON response format. What it cannot express is refused, naming the field.
 //!
+//! The body borrows the input and is written as it is read: no JSON tree is built for it (a
+//! tree of maps and owned strings cost more than the writing, on every call).
+//!
 //! [`ExecutionInput`]: crate::execution::ExecutionInput
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
-use crate::execution::{ContentPart, ExecutionInput, Message, ResponseFormatKind, Role};
+use crate::execution::{
+    ContentPart, ExecutionInput, Message, ResponseFormatKind, Role, ToolDefinition,
+};
 use crate::provider::ProviderError;
 use crate::provider::wire::{arguments_object, encode, function, image_data, number, unsupported};
+
+/// A messages request, in the order its fields are written.
+#[derive(Serialize)]
+pub(in crate::provider) struct Body<'a> {
+    /// Left out where the path names the model (Vertex AI).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a str>,
+    /// Vertex AI takes the protocol's version in the body; Anthropic's own API, in a header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(in crate::provider) anthropic_version: Option<&'static str>,
+    /// The leading system messages' text.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<Block<'a>>,
+    messages: Vec<Turn<'a>>,
+    /// Function declarations: made from the caller's schema text, so owned.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Map<String, Value>>,
+    /// Required by the protocol.
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<Value>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
+    stream: bool,
+}
+
+/// One turn: consecutive messages that map to the same role share one.
+#[derive(Serialize)]
+struct Turn<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+/// A content block, by its `type`.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: &'a str,
+    },
+    Image {
+        source: Source<'a>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        /// The arguments as an object: parsed from the caller's text, so owned.
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: Vec<Block<'a>>,
+    },
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
+}
+
+/// Where an image's bytes are: a URL the provider fetches, or inline (base64, so made here).
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Source<'a> {
+    Url { url: &'a str },
+    Base64 { media_type: &'a str, data: String },
+}
+
+/// Extended thinking, with the tokens it may spend.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Thinking {
+    Enabled { budget_tokens: u32 },
+}
 
 /// The body of a streaming request for `model`; `default_max_tokens` when the input sets no
 /// limit.
@@ -21,60 +107,26 @@ pub(in crate::provider) fn body(
     default_max_tokens: u32,
 ) -> Result<Vec<u8>, ProviderError> {
     let mut body = fields(input, default_max_tokens)?;
-    body.insert("model".into(), model.into());
+    body.model = Some(model);
     encode(&body, input)
 }
 
-/// The body's fields but `model`: Vertex AI names the model in the path, and adds a field of
-/// its own.
+/// The body without `model`: Vertex AI names the model in the path, and sets a field of its
+/// own (`anthropic_version`) before writing it.
 pub(in crate::provider) fn fields(
     input: &ExecutionInput,
     default_max_tokens: u32,
-) -> Result<Map<String, Value>, ProviderError> {
-    let mut body = Map::new();
-    let (system, turns) = conversation(input)?;
-    if !system.is_empty() {
-        body.insert("system".into(), Value::Array(system));
-    }
-    body.insert("messages".into(), Value::Array(turns));
-    if !input.tools.is_empty() {
-        let mut tools = Vec::with_capacity(input.tools.len());
-        for (i, tool) in input.tools.iter().enumerate() {
-            let mut out = function(i, tool, "input_schema")?;
-            // The protocol requires an object schema; none means "no arguments".
-            let schema = out
-                .entry("input_schema")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(map) = schema {
-                map.entry("type").or_insert_with(|| "object".into());
-            }
-            tools.push(Value::Object(out));
-        }
-        body.insert("tools".into(), Value::Array(tools));
-    }
+) -> Result<Body<'_>, ProviderError> {
+    let (system, messages) = conversation(input)?;
+    let tools = (input.tools.iter().enumerate())
+        .map(|(i, tool)| declaration(i, tool))
+        .collect::<Result<Vec<_>, _>>()?;
     let p = &input.parameters;
-    // Thinking comes out of `max_tokens`: with no limit set, the default is room for the
-    // answer beyond the reasoning budget.
-    let default_max_tokens =
-        default_max_tokens.saturating_add(p.reasoning_budget_tokens.unwrap_or(0));
-    body.insert(
-        "max_tokens".into(),
-        p.max_output_tokens.unwrap_or(default_max_tokens).into(),
-    );
-    if let Some(t) = p.temperature {
-        if t > 1.0 {
-            return Err(unsupported(
-                "input.parameters.temperature",
-                "the anthropic messages protocol accepts 0 to 1",
-            ));
-        }
-        body.insert("temperature".into(), number(t));
-    }
-    if let Some(t) = p.top_p {
-        body.insert("top_p".into(), number(t));
-    }
-    if !p.stop_sequences.is_empty() {
-        body.insert("stop_sequences".into(), p.stop_sequences.clone().into());
+    if p.temperature.is_some_and(|t| t > 1.0) {
+        return Err(unsupported(
+            "input.parameters.temperature",
+            "the anthropic messages protocol accepts 0 to 1",
+        ));
     }
     if let Some(format) = &p.response_format
         && format.kind != ResponseFormatKind::Text
@@ -85,54 +137,72 @@ pub(in crate::provider) fn fields(
              shape in the prompt or use a tool",
         ));
     }
-    if let Some(budget) = p.reasoning_budget_tokens {
-        body.insert(
-            "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": budget}),
-        );
+    // Thinking comes out of `max_tokens`: with no limit set, the default is room for the
+    // answer beyond the reasoning budget.
+    let default_max_tokens =
+        default_max_tokens.saturating_add(p.reasoning_budget_tokens.unwrap_or(0));
+    let thinking = p
+        .reasoning_budget_tokens
+        .map(|budget_tokens| Thinking::Enabled { budget_tokens });
+    Ok(Body {
+        model: None,
+        anthropic_version: None,
+        system,
+        messages,
+        tools,
+        max_tokens: p.max_output_tokens.unwrap_or(default_max_tokens),
+        temperature: p.temperature.map(number),
+        top_p: p.top_p.map(number),
+        stop_sequences: &p.stop_sequences,
+        thinking,
+        stream: true,
+    })
+}
+
+/// `tools[i]` as a function declaration. The protocol requires an object schema; none means
+/// "no arguments".
+fn declaration(i: usize, tool: &ToolDefinition) -> Result<Map<String, Value>, ProviderError> {
+    let mut out = function(i, tool, "input_schema")?;
+    let schema = out
+        .entry("input_schema")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(map) = schema {
+        map.entry("type").or_insert_with(|| "object".into());
     }
-    body.insert("stream".into(), true.into());
-    Ok(body)
+    Ok(out)
 }
 
 /// The leading system messages as text blocks, then the turns. Consecutive messages that map
 /// to the same role (e.g. several tool results) share one turn, as the protocol wants.
-fn conversation(input: &ExecutionInput) -> Result<(Vec<Value>, Vec<Value>), ProviderError> {
+fn conversation(input: &ExecutionInput) -> Result<(Vec<Block<'_>>, Vec<Turn<'_>>), ProviderError> {
     let mut system = Vec::new();
-    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut turns: Vec<Turn<'_>> = Vec::new();
     for (i, m) in input.messages.iter().enumerate() {
-        let at = format!("input.messages[{i}]");
         if m.role == Role::System {
             if !turns.is_empty() {
                 return Err(unsupported(
-                    format!("{at}.role"),
+                    format_args!("input.messages[{i}].role"),
                     "the anthropic messages protocol takes system instructions only before \
                      the conversation",
                 ));
             }
             for (j, part) in m.content.iter().enumerate() {
-                match part {
-                    ContentPart::Text(text) => system.push(json!({"type": "text", "text": text})),
-                    ContentPart::Image(_) | ContentPart::Reasoning(_) => {
-                        return Err(unsupported(
-                            format!("{at}.content[{j}]"),
-                            "the anthropic messages protocol takes only text in system instructions",
-                        ));
-                    }
-                }
+                let ContentPart::Text(text) = part else {
+                    return Err(unsupported(
+                        format_args!("input.messages[{i}].content[{j}]"),
+                        "the anthropic messages protocol takes only text in system instructions",
+                    ));
+                };
+                system.push(Block::Text { text });
             }
             continue;
         }
-        let (role, blocks) = turn(&at, m)?;
+        let next = turn(i, m)?;
         match turns.last_mut() {
-            Some((last, existing)) if *last == role => merge(existing, blocks),
-            _ => turns.push((role, blocks)),
+            Some(last) if last.role == next.role => merge(&mut last.content, next.content),
+            _ => turns.push(next),
         }
     }
-    let turns = turns
-        .into_iter()
-        .map(|(role, content)| json!({"role": role, "content": content}))
-        .collect();
     Ok((system, turns))
 }
 
@@ -140,8 +210,8 @@ fn conversation(input: &ExecutionInput) -> Result<(Vec<Value>, Vec<Value>), Prov
 /// before its `tool_result` blocks, so a result joins the turn after the results already
 /// there and ahead of text or images (a user message followed by tool messages); the order
 /// within each kind is kept.
-fn merge(turn: &mut Vec<Value>, blocks: Vec<Value>) {
-    let is_result = |block: &Value| block["type"] == "tool_result";
+fn merge<'a>(turn: &mut Vec<Block<'a>>, blocks: Vec<Block<'a>>) {
+    let is_result = |block: &Block<'_>| matches!(block, Block::ToolResult { .. });
     for block in blocks {
         if is_result(&block) {
             let at = turn
@@ -155,67 +225,77 @@ fn merge(turn: &mut Vec<Value>, blocks: Vec<Value>) {
     }
 }
 
-/// One non-system message as a role and its content blocks.
-fn turn(at: &str, m: &Message) -> Result<(&'static str, Vec<Value>), ProviderError> {
-    let mut blocks = parts(at, m)?;
+/// `input.messages[i]`, not a system message, as a role and its content blocks.
+fn turn(i: usize, m: &Message) -> Result<Turn<'_>, ProviderError> {
+    let mut content = parts(i, m)?;
     match m.role {
-        Role::User | Role::System => Ok(("user", blocks)),
+        Role::User | Role::System => Ok(Turn {
+            role: "user",
+            content,
+        }),
         Role::Assistant => {
             for (k, call) in m.tool_calls.iter().enumerate() {
-                let field = format!("{at}.tool_calls[{k}].arguments_json");
+                let field = format!("input.messages[{i}].tool_calls[{k}].arguments_json");
                 let input = arguments_object(&field, &call.arguments_json)?;
-                blocks.push(json!({
-                    "type": "tool_use",
-                    "id": call.id,
-                    "name": call.name,
-                    "input": input,
-                }));
+                content.push(Block::ToolUse {
+                    id: &call.id,
+                    name: &call.name,
+                    input,
+                });
             }
-            Ok(("assistant", blocks))
+            Ok(Turn {
+                role: "assistant",
+                content,
+            })
         }
         Role::Tool => {
-            let id = m.tool_call_id.clone().unwrap_or_default();
-            let result = json!({"type": "tool_result", "tool_use_id": id, "content": blocks});
-            Ok(("user", vec![result]))
+            let result = Block::ToolResult {
+                tool_use_id: m.tool_call_id.as_deref().unwrap_or_default(),
+                content,
+            };
+            Ok(Turn {
+                role: "user",
+                content: vec![result],
+            })
         }
     }
 }
 
-/// A message's content blocks; in an assistant message its thinking blocks go first, as the
-/// protocol wants them.
-fn parts(at: &str, m: &Message) -> Result<Vec<Value>, ProviderError> {
+/// The content blocks of `input.messages[i]`; in an assistant message its thinking blocks go
+/// first, as the protocol wants them.
+fn parts(i: usize, m: &Message) -> Result<Vec<Block<'_>>, ProviderError> {
     let mut blocks = Vec::with_capacity(m.content.len());
     let mut thinking = Vec::new();
     for (j, part) in m.content.iter().enumerate() {
-        let field = format!("{at}.content[{j}]");
         let block = match part {
-            ContentPart::Text(text) => json!({"type": "text", "text": text}),
+            ContentPart::Text(text) => Block::Text { text },
             ContentPart::Image(_) if m.role == Role::Assistant => {
                 return Err(unsupported(
-                    field,
+                    format_args!("input.messages[{i}].content[{j}]"),
                     "the anthropic messages protocol takes no images in assistant messages",
                 ));
             }
-            ContentPart::Image(image) if !image.url.is_empty() => {
-                json!({"type": "image", "source": {"type": "url", "url": image.url}})
-            }
+            ContentPart::Image(image) if !image.url.is_empty() => Block::Image {
+                source: Source::Url { url: &image.url },
+            },
             ContentPart::Image(image) => {
-                let (media_type, data) = image_data(&format!("{field}.image"), image)?;
-                json!({
-                    "type": "image",
-                    "source": {"type": "base64", "media_type": media_type, "data": data},
-                })
+                let field = format!("input.messages[{i}].content[{j}].image");
+                let (media_type, data) = image_data(&field, image)?;
+                Block::Image {
+                    source: Source::Base64 { media_type, data },
+                }
             }
             // Thinking blocks go back as they came, signature and all, so the model can
             // check and continue its reasoning (required for tool use with thinking).
             ContentPart::Reasoning(r) if !r.redacted.is_empty() => {
-                thinking.push(json!({"type": "redacted_thinking", "data": r.redacted}));
+                thinking.push(Block::RedactedThinking { data: &r.redacted });
                 continue;
             }
             ContentPart::Reasoning(r) if !r.signature.is_empty() => {
-                thinking.push(
-                    json!({"type": "thinking", "thinking": r.text, "signature": r.signature}),
-                );
+                thinking.push(Block::Thinking {
+                    thinking: &r.text,
+                    signature: &r.signature,
+                });
                 continue;
             }
             // Unsigned reasoning (another provider's) is nothing this protocol can check:

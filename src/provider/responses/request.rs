@@ -2,15 +2,125 @@
 //! (`store: false`) with the reasoning's encrypted content asked for, so that it can come
 //! back on the next turn.
 //!
+//! The body borrows the input and is written as it is read, as the chat completions body is:
+//! no JSON tree is built for it (a tree of maps and owned strings cost more than the writing,
+//! on every call).
+//!
 //! [`ExecutionInput`]: crate::execution::ExecutionInput
 
-use serde_json::{Map, Value, json};
+use std::borrow::Cow;
 
-use crate::execution::{ContentPart, ExecutionInput, Message, Reasoning, ResponseFormatKind, Role};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::execution::{
+    ContentPart, ExecutionInput, Message, Reasoning, ResponseFormat, ResponseFormatKind, Role,
+    ToolDefinition,
+};
 use crate::provider::ProviderError;
 use crate::provider::wire::{
     encode, function, image_url, invalid, json_object, number, unsupported,
 };
+
+/// A Responses API request, in the order its fields are written.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    input: Vec<Item<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<Effort>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<Text<'a>>,
+    /// Stateless: nothing is kept at OpenAI, and reasoning comes back encrypted (`include`)
+    /// to be sent again on the next turn.
+    store: bool,
+    include: [&'static str; 1],
+    stream: bool,
+}
+
+/// The reasoning asked for: an effort (the API takes no budget), and its summary.
+#[derive(Serialize)]
+struct Effort {
+    effort: &'static str,
+    summary: &'static str,
+}
+
+/// The reply's format, when it is not plain text.
+#[derive(Serialize)]
+struct Text<'a> {
+    format: Format<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Format<'a> {
+    JsonObject,
+    JsonSchema { name: &'a str, schema: Value },
+}
+
+/// One input item: a message (which has no `type`), or an item of a type of its own.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Item<'a> {
+    Message {
+        role: &'static str,
+        content: Content<'a>,
+    },
+    Typed(Typed<'a>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Typed<'a> {
+    Reasoning {
+        id: &'a str,
+        encrypted_content: &'a str,
+        summary: Vec<Summary<'a>>,
+    },
+    FunctionCall {
+        call_id: &'a str,
+        name: &'a str,
+        arguments: &'a str,
+    },
+    /// A tool's output: its one text part borrowed, several joined.
+    FunctionCallOutput {
+        call_id: &'a str,
+        output: Cow<'a, str>,
+    },
+}
+
+/// A reasoning item's summary text.
+#[derive(Serialize)]
+struct Summary<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+}
+
+/// A message's text and images: one text part as a string, else a list of typed parts.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(&'a str),
+    Parts(Vec<Part<'a>>),
+}
+
+/// A typed part; an assistant's text is output text, anyone else's input text.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    InputText { text: &'a str },
+    OutputText { text: &'a str },
+    InputImage { image_url: String },
+}
 
 /// The reasoning effort a `reasoning_budget_tokens` asks for: the Responses API takes an
 /// effort, not a budget. Up to 2 048 tokens is `low`, up to 8 192 `medium`, more `high`.
@@ -27,29 +137,13 @@ pub(in crate::provider) fn body(
     model: &str,
     input: &ExecutionInput,
 ) -> Result<Vec<u8>, ProviderError> {
-    let mut body = Map::new();
-    body.insert("model".into(), model.into());
     let mut items = Vec::with_capacity(input.messages.len());
     for (i, m) in input.messages.iter().enumerate() {
-        message(&format!("input.messages[{i}]"), m, &mut items)?;
+        message(i, m, &mut items)?;
     }
-    body.insert("input".into(), Value::Array(items));
-    if !input.tools.is_empty() {
-        let mut tools = Vec::with_capacity(input.tools.len());
-        for (i, tool) in input.tools.iter().enumerate() {
-            let mut function = function(i, tool, "parameters")?;
-            function.insert("type".into(), "function".into());
-            // The API requires parameters: none is an object without properties.
-            function
-                .entry("parameters")
-                .or_insert_with(|| Value::Object(Map::new()));
-            // The API's default is strict, which refuses schemas that do not list every
-            // property as required: callers' schemas are sent as they wrote them.
-            function.insert("strict".into(), false.into());
-            tools.push(Value::Object(function));
-        }
-        body.insert("tools".into(), Value::Array(tools));
-    }
+    let tools = (input.tools.iter().enumerate())
+        .map(|(i, definition)| tool(i, definition))
+        .collect::<Result<Vec<_>, _>>()?;
     let p = &input.parameters;
     if !p.stop_sequences.is_empty() {
         return Err(unsupported(
@@ -57,64 +151,75 @@ pub(in crate::provider) fn body(
             "the openai Responses API takes no stop sequences",
         ));
     }
-    if let Some(max) = p.max_output_tokens {
-        body.insert("max_output_tokens".into(), max.into());
-    }
-    if let Some(t) = p.temperature {
-        body.insert("temperature".into(), number(t));
-    }
-    if let Some(t) = p.top_p {
-        body.insert("top_p".into(), number(t));
-    }
-    if let Some(budget) = p.reasoning_budget_tokens {
-        body.insert(
-            "reasoning".into(),
-            json!({"effort": effort(budget), "summary": "auto"}),
-        );
-    }
-    if let Some(format) = &p.response_format {
-        let field = "input.parameters.response_format";
-        let format = match format.kind {
-            ResponseFormatKind::Text => None,
-            ResponseFormatKind::JsonObject => Some(json!({"type": "json_object"})),
-            ResponseFormatKind::JsonSchema => {
-                let schema = json_object(&format!("{field}.json_schema"), &format.json_schema)?;
-                let name = if format.schema_name.is_empty() {
-                    "response"
-                } else {
-                    &format.schema_name
-                };
-                Some(json!({"type": "json_schema", "name": name, "schema": schema}))
-            }
-        };
-        if let Some(format) = format {
-            body.insert("text".into(), json!({"format": format}));
-        }
-    }
-    // Stateless: nothing is kept at OpenAI, and reasoning comes back encrypted to be sent
-    // again on the next turn.
-    body.insert("store".into(), false.into());
-    body.insert("include".into(), json!(["reasoning.encrypted_content"]));
-    body.insert("stream".into(), true.into());
+    let format = (p.response_format.as_ref())
+        .map(response_format)
+        .transpose()?
+        .flatten();
+    let body = Body {
+        model,
+        input: items,
+        tools,
+        max_output_tokens: p.max_output_tokens,
+        temperature: p.temperature.map(number),
+        top_p: p.top_p.map(number),
+        reasoning: p.reasoning_budget_tokens.map(|budget| Effort {
+            effort: effort(budget),
+            summary: "auto",
+        }),
+        text: format.map(|format| Text { format }),
+        store: false,
+        include: ["reasoning.encrypted_content"],
+        stream: true,
+    };
     encode(&body, input)
 }
 
-/// The items of one message: a message item with its text and images; an assistant's
+/// The caller's `tools[i]` as a function tool (a tool definition is rare enough to be built
+/// as the map [`function`] makes).
+fn tool(i: usize, definition: &ToolDefinition) -> Result<Map<String, Value>, ProviderError> {
+    let mut function = function(i, definition, "parameters")?;
+    function.insert("type".into(), "function".into());
+    // The API requires parameters: none is an object without properties.
+    function
+        .entry("parameters")
+        .or_insert_with(|| Value::Object(Map::new()));
+    // The API's default is strict, which refuses schemas that do not list every property as
+    // required: callers' schemas are sent as they wrote them.
+    function.insert("strict".into(), false.into());
+    Ok(function)
+}
+
+/// The reply's format to ask for; plain text is the default and is not sent.
+fn response_format(format: &ResponseFormat) -> Result<Option<Format<'_>>, ProviderError> {
+    Ok(match format.kind {
+        ResponseFormatKind::Text => None,
+        ResponseFormatKind::JsonObject => Some(Format::JsonObject),
+        ResponseFormatKind::JsonSchema => {
+            let field = "input.parameters.response_format.json_schema";
+            let schema = json_object(field, &format.json_schema)?;
+            let name = if format.schema_name.is_empty() {
+                "response"
+            } else {
+                &format.schema_name
+            };
+            Some(Format::JsonSchema { name, schema })
+        }
+    })
+}
+
+/// The items of `messages[i]`: a message item with its text and images; an assistant's
 /// reasoning (before it) and tool calls (after it) as items of their own; a tool result as a
 /// function call's output.
-fn message(at: &str, m: &Message, items: &mut Vec<Value>) -> Result<(), ProviderError> {
+fn message<'a>(i: usize, m: &'a Message, items: &mut Vec<Item<'a>>) -> Result<(), ProviderError> {
     if m.role == Role::Tool {
-        let Some(call_id) = &m.tool_call_id else {
+        let Some(call_id) = m.tool_call_id.as_deref() else {
             return Err(invalid(
-                format!("{at}.tool_call_id"),
+                format_args!("input.messages[{i}].tool_call_id"),
                 "is required on a tool message",
             ));
         };
-        items.push(json!({
-            "type": "function_call_output",
-            "call_id": call_id,
-            "output": text_of(at, m)?,
-        }));
+        let output = text_of(i, m)?;
+        items.push(Item::Typed(Typed::FunctionCallOutput { call_id, output }));
         return Ok(());
     }
     if m.role == Role::Assistant {
@@ -122,18 +227,17 @@ fn message(at: &str, m: &Message, items: &mut Vec<Value>) -> Result<(), Provider
             if let ContentPart::Reasoning(reasoning) = part
                 && let Some(item) = reasoning_item(reasoning)
             {
-                items.push(item);
+                items.push(Item::Typed(item));
             }
         }
     }
-    let content = content(at, m)?;
-    if !content.is_null() {
+    if let Some(content) = content(i, m)? {
         let role = match m.role {
             Role::System => "system",
             Role::User => "user",
             Role::Assistant | Role::Tool => "assistant",
         };
-        items.push(json!({"role": role, "content": content}));
+        items.push(Item::Message { role, content });
     }
     for call in &m.tool_calls {
         let arguments = if call.arguments_json.is_empty() {
@@ -141,11 +245,10 @@ fn message(at: &str, m: &Message, items: &mut Vec<Value>) -> Result<(), Provider
         } else {
             &call.arguments_json
         };
-        items.push(json!({
-            "type": "function_call",
-            "call_id": call.id,
-            "name": call.name,
-            "arguments": arguments,
+        items.push(Item::Typed(Typed::FunctionCall {
+            call_id: &call.id,
+            name: &call.name,
+            arguments,
         }));
     }
     Ok(())
@@ -154,70 +257,70 @@ fn message(at: &str, m: &Message, items: &mut Vec<Value>) -> Result<(), Provider
 /// A reasoning item of this adapter's making, sent back as it came: its signature is
 /// `ID:ENCRYPTED_CONTENT`. Reasoning another protocol made (Anthropic's signed thinking) means
 /// nothing to this one and is left out, as the chat completions adapter leaves out all.
-fn reasoning_item(reasoning: &Reasoning) -> Option<Value> {
-    let (id, encrypted) = reasoning.signature.split_once(':')?;
-    if !id.starts_with("rs_") || encrypted.is_empty() {
+fn reasoning_item(reasoning: &Reasoning) -> Option<Typed<'_>> {
+    let (id, encrypted_content) = reasoning.signature.split_once(':')?;
+    if !id.starts_with("rs_") || encrypted_content.is_empty() {
         return None;
     }
-    let summary: Vec<Value> = if reasoning.text.is_empty() {
+    let summary = if reasoning.text.is_empty() {
         Vec::new()
     } else {
-        vec![json!({"type": "summary_text", "text": reasoning.text})]
+        vec![Summary {
+            kind: "summary_text",
+            text: &reasoning.text,
+        }]
     };
-    Some(json!({
-        "type": "reasoning",
-        "id": id,
-        "encrypted_content": encrypted,
-        "summary": summary,
-    }))
+    Some(Typed::Reasoning {
+        id,
+        encrypted_content,
+        summary,
+    })
 }
 
-/// A message's text and images: one text part as a string, else a list of typed parts;
-/// `null` when it has neither (an assistant message with only tool calls).
-fn content(at: &str, m: &Message) -> Result<Value, ProviderError> {
+/// A message's text and images; `None` when it has neither (an assistant message with only
+/// tool calls), and no message item is sent.
+fn content(i: usize, m: &Message) -> Result<Option<Content<'_>>, ProviderError> {
     let shown = |part: &&ContentPart| !matches!(part, ContentPart::Reasoning(_));
     let mut kept = m.content.iter().filter(shown);
     match (kept.next(), kept.next()) {
-        (None, _) => return Ok(Value::Null),
-        (Some(ContentPart::Text(text)), None) => return Ok(text.clone().into()),
+        (None, _) => return Ok(None),
+        (Some(ContentPart::Text(text)), None) => return Ok(Some(Content::Text(text))),
         _ => {}
     }
-    let text_type = if m.role == Role::Assistant {
-        "output_text"
-    } else {
-        "input_text"
-    };
     let mut parts = Vec::with_capacity(m.content.len());
     for (j, part) in m.content.iter().enumerate() {
-        let field = format!("{at}.content[{j}]");
         parts.push(match part {
             ContentPart::Reasoning(_) => continue,
-            ContentPart::Text(text) => json!({"type": text_type, "text": text}),
+            ContentPart::Text(text) if m.role == Role::Assistant => Part::OutputText { text },
+            ContentPart::Text(text) => Part::InputText { text },
             ContentPart::Image(_) if m.role != Role::User => {
                 return Err(unsupported(
-                    field,
+                    format_args!("input.messages[{i}].content[{j}]"),
                     "the openai Responses API takes images only in user messages",
                 ));
             }
             ContentPart::Image(image) => {
-                let url = image_url(&format!("{field}.image"), image)?;
-                json!({"type": "input_image", "image_url": url})
+                let field = format!("input.messages[{i}].content[{j}].image");
+                Part::InputImage {
+                    image_url: image_url(&field, image)?,
+                }
             }
         });
     }
-    Ok(Value::Array(parts))
+    Ok(Some(Content::Parts(parts)))
 }
 
-/// A tool message's text: its text parts, joined.
-fn text_of(at: &str, m: &Message) -> Result<String, ProviderError> {
-    let mut text = String::new();
+/// A tool message's text: its text parts, joined (one is borrowed as it is).
+fn text_of(i: usize, m: &Message) -> Result<Cow<'_, str>, ProviderError> {
+    let mut text = Cow::Borrowed("");
     for (j, part) in m.content.iter().enumerate() {
         match part {
-            ContentPart::Text(t) => text.push_str(t),
+            ContentPart::Text(t) if text.is_empty() => text = Cow::Borrowed(t.as_str()),
+            ContentPart::Text(t) => text.to_mut().push_str(t),
             ContentPart::Reasoning(_) => {}
             ContentPart::Image(_) => {
                 return Err(unsupported(
-                    format!("{at}.content[{j}]"),
+                    format_args!("input.messages[{i}].content[{j}]"),
                     "the openai Responses API takes a tool's output as text",
                 ));
             }
