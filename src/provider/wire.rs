@@ -11,7 +11,9 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use super::ProviderError;
-use crate::execution::{AttemptCode, ContentPart, ExecutionInput, Image, ToolDefinition};
+use crate::execution::{
+    AttemptCode, ContentPart, ExecutionInput, Image, ResponseFormat, ToolDefinition,
+};
 
 /// The request field `field` cannot be sent to any target, because `reason`.
 pub(crate) fn invalid(field: impl Display, reason: impl Display) -> ProviderError {
@@ -33,6 +35,19 @@ pub(crate) fn json_object(field: &str, text: &str) -> Result<Value, ProviderErro
         Ok(_) => Err(invalid(field, "is not a JSON object")),
         Err(e) => Err(invalid(field, format_args!("is not JSON: {e}"))),
     }
+}
+
+/// A JSON-schema response format's name and schema: the caller's name, or `response` where
+/// the caller left it empty (the OpenAI protocols require one).
+pub(crate) fn named_schema(format: &ResponseFormat) -> Result<(&str, Value), ProviderError> {
+    let field = "input.parameters.response_format.json_schema";
+    let schema = json_object(field, &format.json_schema)?;
+    let name = if format.schema_name.is_empty() {
+        "response"
+    } else {
+        &format.schema_name
+    };
+    Ok((name, schema))
 }
 
 /// A sampling parameter as the shortest decimal that reads back as the same `f32` (`0.7`,

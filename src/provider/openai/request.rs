@@ -13,7 +13,7 @@ use crate::execution::{
     ContentPart, ExecutionInput, Message, ResponseFormat, ResponseFormatKind, Role,
 };
 use crate::provider::ProviderError;
-use crate::provider::wire::{encode, function, image_url, json_object, number, unsupported};
+use crate::provider::wire::{encode, function, image_url, named_schema, number, unsupported};
 
 /// A chat completions request, in the order its fields are written.
 #[derive(Serialize)]
@@ -169,14 +169,7 @@ fn response_format(format: &ResponseFormat) -> Result<Option<Format<'_>>, Provid
         ResponseFormatKind::Text => None,
         ResponseFormatKind::JsonObject => Some(Format::JsonObject),
         ResponseFormatKind::JsonSchema => {
-            let field = "input.parameters.response_format.json_schema";
-            let schema = json_object(field, &format.json_schema)?;
-            // The protocol requires a name; callers often leave it empty.
-            let name = if format.schema_name.is_empty() {
-                "response"
-            } else {
-                &format.schema_name
-            };
+            let (name, schema) = named_schema(format)?;
             Some(Format::JsonSchema {
                 json_schema: Schema { name, schema },
             })

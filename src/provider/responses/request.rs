@@ -19,7 +19,7 @@ use crate::execution::{
 };
 use crate::provider::ProviderError;
 use crate::provider::wire::{
-    encode, function, image_url, invalid, json_object, number, unsupported,
+    encode, function, image_url, invalid, named_schema, number, unsupported,
 };
 
 /// A Responses API request, in the order its fields are written.
@@ -195,13 +195,7 @@ fn response_format(format: &ResponseFormat) -> Result<Option<Format<'_>>, Provid
         ResponseFormatKind::Text => None,
         ResponseFormatKind::JsonObject => Some(Format::JsonObject),
         ResponseFormatKind::JsonSchema => {
-            let field = "input.parameters.response_format.json_schema";
-            let schema = json_object(field, &format.json_schema)?;
-            let name = if format.schema_name.is_empty() {
-                "response"
-            } else {
-                &format.schema_name
-            };
+            let (name, schema) = named_schema(format)?;
             Some(Format::JsonSchema { name, schema })
         }
     })
