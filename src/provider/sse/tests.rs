@@ -85,6 +85,12 @@ fn field_rules_follow_the_format() {
 #[test]
 fn a_byte_order_mark_at_the_start_is_skipped() {
     assert_eq!(parse("\u{feff}data: hi\n\n"), vec![ev(None, "hi")]);
+    // Only there: further on it is part of a field's name (an unknown one, ignored), even
+    // after an event that went out from where it lay.
+    assert_eq!(
+        parse("data: hi\n\n\u{feff}data: later\n\n"),
+        vec![ev(None, "hi")]
+    );
 }
 
 /// At a whole body's end, an event whose last line is complete goes out without its blank
@@ -170,16 +176,20 @@ fn the_default_limit_is_one_mebibyte_for_data_and_line_together() {
         Err(SseError::TooLarge)
     );
     assert!(out.is_empty());
-    // Events of 900 KiB each pass, one after another.
+    // Events of 900 KiB each pass, one after another: whole (read where they lie), then in
+    // pieces (gathered in the parser's line buffer and its data).
     let mut parser = SseParser::default();
     let event = format!("data: {}\n\n", "w".repeat(900 * 1024));
-    for _ in 0..3 {
-        assert_eq!(
-            parser.push(event.as_bytes(), &mut |e| out.push(OwnedEvent::of(e))),
-            Ok(())
-        );
+    for piece in [event.len(), 64 * 1024, 64 * 1024] {
+        for piece in event.as_bytes().chunks(piece) {
+            assert_eq!(
+                parser.push(piece, &mut |e| out.push(OwnedEvent::of(e))),
+                Ok(())
+            );
+        }
     }
     assert_eq!(out.len(), 3);
+    assert!(out.iter().all(|e| e.data.len() == 900 * 1024));
     // Once they are out, their memory is let go: a call keeps what a usual event needs.
     assert!(parser.data.capacity() <= KEPT_BYTES && parser.buf.capacity() <= KEPT_BYTES);
 }
@@ -194,6 +204,7 @@ fn stream() -> impl Strategy<Value = Vec<u8>> {
         Just(&b"data:  two"[..]),
         Just(&b"data"[..]),
         Just(&b"data: "[..]),
+        Just(&b"data:"[..]),
         Just(&b"data: \xff"[..]),
         Just(&b"event: ping"[..]),
         Just(&b"event: \xfe"[..]),
@@ -213,11 +224,20 @@ fn stream() -> impl Strategy<Value = Vec<u8>> {
 proptest! {
     /// Read whole, an event of one data line and its blank line goes out from the piece
     /// itself; read a byte at a time, every event is gathered line by line. Both give the
-    /// same events, or the same error.
+    /// same events, or the same error, and so does the stream cut anywhere (where an event
+    /// may go out from the parser's own buffer, the rest of its line having come before).
     #[test]
-    fn an_event_read_in_place_is_the_event_gathered(text in stream()) {
-        let whole = parse_pieces([&text[..]]);
+    fn an_event_read_in_place_is_the_event_gathered(
+        text in stream(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+    ) {
         let one_by_one = parse_pieces(text.chunks(1));
-        prop_assert_eq!(whole, one_by_one);
+        prop_assert_eq!(&parse_pieces([&text[..]]), &one_by_one);
+        let mut at: Vec<usize> = cuts.iter().map(|cut| cut.index(text.len() + 1)).collect();
+        at.sort_unstable();
+        let ends = at.iter().copied().chain([text.len()]);
+        let pieces = [0].into_iter().chain(at.iter().copied()).zip(ends);
+        let cut = parse_pieces(pieces.map(|(from, to)| &text[from..to]));
+        prop_assert_eq!(cut, one_by_one);
     }
 }
