@@ -92,10 +92,10 @@ enum Source<'a> {
     Base64 { media_type: &'a str, data: String },
 }
 
-/// Extended thinking, with the tokens it may spend.
+/// Extended thinking, with the tokens it may spend (Bedrock passes the same to Claude).
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum Thinking {
+pub(in crate::provider) enum Thinking {
     Enabled { budget_tokens: u32 },
 }
 

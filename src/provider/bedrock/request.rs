@@ -23,6 +23,7 @@ use crate::execution::{
     ToolDefinition,
 };
 use crate::provider::ProviderError;
+use crate::provider::anthropic::request::Thinking;
 use crate::provider::wire::{arguments_object, encode, function, image_data, number, unsupported};
 
 /// The image formats Converse takes, by media type.
@@ -132,13 +133,6 @@ struct InferenceConfig<'a> {
 #[derive(Serialize)]
 struct Additional {
     thinking: Thinking,
-}
-
-/// Extended thinking, with the tokens it may spend.
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Thinking {
-    Enabled { budget_tokens: u32 },
 }
 
 /// The body of a streaming Converse request.
