@@ -179,8 +179,9 @@ impl SseParser {
                 self.buf = Vec::new();
             }
         }
-        // One budget for the event: what it has gathered and the line still coming.
-        if self.buf.len() + self.data.len() > self.limit {
+        // One budget for the event: what it has gathered and the line still coming (up to
+        // `scanned`: a CR held back as a possible CRLF half ends the line, it is not in it).
+        if self.scanned + self.data.len() > self.limit {
             return Err(SseError::TooLarge);
         }
         Ok(())
@@ -205,6 +206,7 @@ impl SseParser {
                 _ => 1,
             };
             let line = &bytes[start..end];
+            self.fits(line)?;
             start = end + terminator;
             // The usual event, one `data` line and the blank line after it, both here: its
             // value goes out from where it lies, without a copy or another search.
@@ -219,9 +221,6 @@ impl SseParser {
                 && let Some(value) = line.strip_prefix(b"data:")
             {
                 let value = value.strip_prefix(b" ").unwrap_or(value);
-                if value.len() >= self.limit {
-                    return Err(SseError::TooLarge);
-                }
                 on(SseEvent {
                     event: self.has_event.then_some(self.event.as_str()),
                     data: utf8(line, value)?,
@@ -244,11 +243,21 @@ impl SseParser {
     pub(super) fn finish(&mut self, on: &mut dyn FnMut(SseEvent<'_>)) -> Result<(), SseError> {
         if self.buf.get(self.scanned) == Some(&b'\r') {
             let buf = std::mem::take(&mut self.buf);
+            self.fits(&buf[..self.scanned])?;
             self.line(&buf[..self.scanned], on)?;
             self.scanned = 0;
         }
         if self.buf.is_empty() {
             self.dispatch(on);
+        }
+        Ok(())
+    }
+
+    /// Whether the complete `line` fits beside the event's data so far: the bound a line
+    /// still coming is held to in `push`, so a stream is refused whatever its pieces.
+    fn fits(&self, line: &[u8]) -> Result<(), SseError> {
+        if self.data.len() + line.len() > self.limit {
+            return Err(SseError::TooLarge);
         }
         Ok(())
     }
@@ -282,9 +291,6 @@ impl SseParser {
                 self.has_event = true;
             }
             b"data" => {
-                if self.data.len() + value.len() >= self.limit {
-                    return Err(SseError::TooLarge);
-                }
                 self.data.push_str(utf8(line, value)?);
                 self.data.push('\n');
             }

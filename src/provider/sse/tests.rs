@@ -5,7 +5,14 @@ use super::*;
 fn parse_pieces<'a>(
     pieces: impl IntoIterator<Item = &'a [u8]>,
 ) -> Result<Vec<OwnedEvent>, SseError> {
-    let mut parser = SseParser::default();
+    parse_limited(MAX_EVENT_BYTES, pieces)
+}
+
+fn parse_limited<'a>(
+    limit: usize,
+    pieces: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<OwnedEvent>, SseError> {
+    let mut parser = SseParser::with_limit(limit);
     let mut out = Vec::new();
     for piece in pieces {
         parser.push(piece, &mut |e| out.push(OwnedEvent::of(e)))?;
@@ -225,19 +232,21 @@ proptest! {
     /// Read whole, an event of one data line and its blank line goes out from the piece
     /// itself; read a byte at a time, every event is gathered line by line. Both give the
     /// same events, or the same error, and so does the stream cut anywhere (where an event
-    /// may go out from the parser's own buffer, the rest of its line having come before).
+    /// may go out from the parser's own buffer, the rest of its line having come before),
+    /// under the default limit and under limits the lines reach.
     #[test]
     fn an_event_read_in_place_is_the_event_gathered(
         text in stream(),
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+        limit in prop_oneof![Just(MAX_EVENT_BYTES), 1..48usize],
     ) {
-        let one_by_one = parse_pieces(text.chunks(1));
-        prop_assert_eq!(&parse_pieces([&text[..]]), &one_by_one);
+        let one_by_one = parse_limited(limit, text.chunks(1));
+        prop_assert_eq!(&parse_limited(limit, [&text[..]]), &one_by_one);
         let mut at: Vec<usize> = cuts.iter().map(|cut| cut.index(text.len() + 1)).collect();
         at.sort_unstable();
         let ends = at.iter().copied().chain([text.len()]);
         let pieces = [0].into_iter().chain(at.iter().copied()).zip(ends);
-        let cut = parse_pieces(pieces.map(|(from, to)| &text[from..to]));
+        let cut = parse_limited(limit, pieces.map(|(from, to)| &text[from..to]));
         prop_assert_eq!(cut, one_by_one);
     }
 }
