@@ -193,19 +193,17 @@ pub(super) fn execute_request(bytes: &[u8]) -> Result<(), Status> {
         over(&mut v, "input.messages", calls, max, "tool calls in all");
     }
     over(&mut v, "input.tools", counts.tools, MAX_TOOLS, "entries");
-    let stops = counts.stop_sequences;
     over(
         &mut v,
         "input.parameters.stop_sequences",
-        stops,
+        counts.stop_sequences,
         MAX_STOP_SEQUENCES,
         "entries",
     );
-    let capabilities = counts.capabilities;
     over(
         &mut v,
         "requirements.capabilities",
-        capabilities,
+        counts.capabilities,
         MAX_CAPABILITIES,
         "entries",
     );
