@@ -8,6 +8,7 @@
 #   benches/instructions.sh --clients BIN...   # each binary's load tool (the client side)
 #   METRICS=1 benches/instructions.sh BIN...   # with server.metrics_listen set (metrics on)
 #   CONFIG=FILE ABILITY=NAME benches/instructions.sh BIN...   # another config (provider.sh)
+#   EXTRA="--label tenant=acme" benches/instructions.sh BIN...  # more load tool arguments
 #
 # A server runs under valgrind --tool=callgrind with benches/bench.toml; this tree's load tool
 # (native) sends N executions at concurrency 16; the figure is the difference between runs of
@@ -50,7 +51,9 @@ serve() { # serve LAUNCHER... : start a server, its address in $work/addr
 stop() { kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
 
 drive() { # drive COUNT: COUNT executions against the server at $work/addr
-    "$CLIENT" bench --addr "$(cat "$work/addr")" --ability "${ABILITY:-chat}" --concurrency 16 --executions "$1" --timeout 60s >/dev/null
+    local extra
+    read -ra extra <<<"${EXTRA:-}"
+    "$CLIENT" bench --addr "$(cat "$work/addr")" --ability "${ABILITY:-chat}" --concurrency 16 --executions "$1" --timeout 60s "${extra[@]}" >/dev/null
 }
 
 server_run() { # server_run BIN COUNT -> the server's total instructions

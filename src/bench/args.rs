@@ -45,6 +45,10 @@ pub struct BenchArgs {
     /// The user prompt (default: a 16-word sentence, or --deltas words).
     #[arg(long)]
     pub prompt: Option<String>,
+    /// A label on every execution, as KEY=VALUE (repeatable), as a gateway sends its tenant
+    /// and route: what the runtime keeps and copies per execution grows with them.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = crate::cli::request::label)]
+    pub labels: Vec<(String, String)>,
     /// Drive a bare in-process tonic server streaming the same messages the runtime sends
     /// for this prompt, and nothing else: the floor of what gRPC costs here.
     #[arg(long, conflicts_with_all = ["addr", "embedded"])]
@@ -224,8 +228,11 @@ impl BenchArgs {
             rate: self.rate,
             rpc: self.rpc,
             timeout: self.timeout,
-            // The prompt as one user message, everything else default.
-            request: model_runtime_client::text_request(&self.ability, &prompt),
+            // The prompt as one user message and the labels, everything else default.
+            request: model_runtime_client::pb::ExecuteRequest {
+                labels: self.labels.iter().cloned().collect(),
+                ..model_runtime_client::text_request(&self.ability, &prompt)
+            },
             json: self.json,
         })
     }
@@ -273,6 +280,16 @@ mod tests {
         assert_eq!(p.rpc, Rpc::Execute);
         assert_eq!(p.request.ability, "chat");
         assert_eq!(text(&p).split(' ').count(), 16);
+    }
+
+    #[test]
+    fn labels_go_on_every_request() {
+        assert!(plan(&[]).unwrap().request.labels.is_empty());
+        let p = plan(&["--label", "tenant=acme", "--label", "route=a=b"]).unwrap();
+        let mut labels: Vec<_> = p.request.labels.iter().map(|(k, v)| (&**k, &**v)).collect();
+        labels.sort_unstable();
+        assert_eq!(labels, [("route", "a=b"), ("tenant", "acme")]);
+        assert!(plan(&["--label", "tenant"]).is_err());
     }
 
     #[test]

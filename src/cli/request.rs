@@ -43,7 +43,7 @@ pub struct RequestArgs {
 }
 
 /// A `--label`: `KEY=VALUE`, split at the first `=`.
-fn label(text: &str) -> Result<(String, String), String> {
+pub(crate) fn label(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
         _ => Err("expected KEY=VALUE, like tenant=acme".to_owned()),
