@@ -75,7 +75,7 @@ impl Runtime {
     /// idempotency key.
     fn prepare(
         &self,
-        request: ExecuteRequest,
+        mut request: ExecuteRequest,
     ) -> Result<(NewExecution, Job, Option<String>), RuntimeError> {
         let config = &self.inner.config;
         let now = SystemTime::now();
@@ -100,7 +100,6 @@ impl Runtime {
             .with_health(plan, validated.policy);
         let health_gate = validated.policy.health == HealthMode::On && !plan.tried_anyway;
         let id = ExecutionId::new();
-        let labels = Arc::new(request.labels.clone());
         let idempotency = Idempotency::of(
             &request,
             Resolved {
@@ -110,6 +109,8 @@ impl Runtime {
                 delivery: validated.limits.delivery,
             },
         );
+        // Fingerprinted above; moved, not copied, from here on.
+        let labels = Arc::new(std::mem::take(&mut request.labels));
         let new = NewExecution {
             id,
             accepted: EventPayload::Accepted(Arc::new(Acceptance {
