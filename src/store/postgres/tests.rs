@@ -162,6 +162,22 @@ pub(crate) async fn replicas(
     Some((a, b))
 }
 
+/// Waits until `follower` (of another replica) is woken to position `at`: perhaps more than
+/// once, as a wake-up says "read again", not what changed. Panics after 5 s.
+async fn woken_to(follower: &mut crate::store::Follower, at: u64) {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            follower.changes().mark_seen();
+            if follower.position().0 >= at {
+                return;
+            }
+            follower.changes().changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("woken by the notification");
+}
+
 async fn created(store: &PostgresStore, key: Option<(&str, u128)>) -> ExecutionId {
     match store.create(new_execution(key)).await.unwrap() {
         Created::New(view) => view.id,
@@ -181,19 +197,7 @@ async fn a_follower_wakes_on_another_replicas_appends() {
     let owners = a.follow(id).await.unwrap();
     for payload in [routing(), attempt_started(1), text(1, "hi")] {
         let at = a.append(id, payload).await.unwrap().sequence;
-        // Woken (perhaps more than once: a wake-up says "read again", not what changed)
-        // until the follower's position is the append's.
-        tokio::time::timeout(Duration::from_secs(5), async {
-            loop {
-                follower.changes().mark_seen();
-                if follower.position().0 >= at {
-                    return;
-                }
-                follower.changes().changed().await.unwrap();
-            }
-        })
-        .await
-        .expect("woken by the notification");
+        woken_to(&mut follower, at).await;
     }
     let events = follower.read(0, usize::MAX).await.unwrap();
     assert_eq!(events.len(), 4);

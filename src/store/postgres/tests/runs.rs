@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{at, created, every_event, pair};
+use super::{at, created, every_event, pair, woken_to};
 use crate::execution::EventPayload;
 use crate::execution::fixtures::{attempt_started, routing, text, usage};
 use crate::store::postgres::PostgresStore;
@@ -164,25 +164,12 @@ async fn another_replicas_usage_readers_wake_on_an_append_of_facts_alone() {
     let mut readers = b.usage_changes();
     // Heard by `b` (its follower is at the append's end) before the usage readers are looked
     // at: the same notification would have woken both.
-    let heard = async |follower: &mut crate::store::Follower, at: u64| {
-        tokio::time::timeout(Duration::from_secs(5), async {
-            loop {
-                follower.changes().mark_seen();
-                if follower.position().0 >= at {
-                    return;
-                }
-                follower.changes().changed().await.unwrap();
-            }
-        })
-        .await
-        .expect("woken by the notification");
-    };
     readers.mark_seen();
     let at = a
         .append_all(id, vec![routing(), attempt_started(1), text(1, "a")])
         .await
         .unwrap();
-    heard(&mut follower, at).await;
+    woken_to(&mut follower, at).await;
     assert!(
         futures_util::FutureExt::now_or_never(readers.changed()).is_none(),
         "an append without facts wakes no usage reader"
@@ -191,7 +178,7 @@ async fn another_replicas_usage_readers_wake_on_an_append_of_facts_alone() {
         .append_all(id, vec![text(1, "b"), usage(3)])
         .await
         .unwrap();
-    heard(&mut follower, at).await;
+    woken_to(&mut follower, at).await;
     assert!(
         futures_util::FutureExt::now_or_never(readers.changed()).is_some(),
         "an append with a fact wakes them"
