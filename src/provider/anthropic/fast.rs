@@ -68,7 +68,11 @@ pub(super) fn event(data: &str) -> Option<Event<'_>> {
     at.object(|at, key| match key {
         "type" => {
             seen.first(0)?;
-            event.kind = Cow::Borrowed(at.text()?);
+            let kind = at.text()?;
+            // A block's deltas are not read here: a text delta is `text_delta`'s, and the
+            // others (thinking, tool arguments, signatures) are serde's, not read twice.
+            (kind != "content_block_delta").then_some(())?;
+            event.kind = Cow::Borrowed(kind);
             Some(())
         }
         "index" => {
@@ -131,7 +135,7 @@ fn block(at: &mut Cursor<'_>) -> Option<Block> {
     })
 }
 
-/// A text delta, or the message's (its stop reason).
+/// The message's delta: its stop reason.
 fn delta(at: &mut Cursor<'_>) -> Option<Delta> {
     let mut delta = Delta {
         kind: None,
@@ -148,18 +152,13 @@ fn delta(at: &mut Cursor<'_>) -> Option<Delta> {
             delta.kind = at.text_or_null()?.map(str::to_owned);
             Some(())
         }
-        "text" => {
-            seen.first(1)?;
-            delta.text = at.content()?.map(|t| Text::from(&*t));
-            Some(())
-        }
         "stop_reason" => {
-            seen.first(2)?;
+            seen.first(1)?;
             delta.stop_reason = at.text_or_null()?.map(str::to_owned);
             Some(())
         }
         // Not read: serde skips it.
-        "stop_sequence" => seen.first(3).and_then(|()| at.ignored_text()),
+        "stop_sequence" => seen.first(2).and_then(|()| at.ignored_text()),
         _ => None,
     })?;
     Some(delta)

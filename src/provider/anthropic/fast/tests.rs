@@ -136,6 +136,9 @@ fn the_events_around_a_reply_are_read_by_hand() {
         r#"{"type":"content_block_stop","index":0,"index":1}"#,
         r#"{"index":0}"#,
         r#"{"type":"message_stop"} x"#,
+        // A block's deltas: text_delta's, or serde's.
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"x"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"text":"a"}}"#,
     ];
     for data in left {
         assert!(!agrees_on_event(data), "left to serde: {data}");
