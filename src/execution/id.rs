@@ -14,6 +14,8 @@ use uuid::Uuid;
 const PREFIX: &str = "ex_";
 /// The text form's length: the prefix and a UUID's 32 hex digits.
 const TEXT_LEN: usize = PREFIX.len() + 32;
+/// The random bytes a version 7 UUID takes (74 bits of them are kept).
+const RANDOM_BYTES: usize = 10;
 
 /// The identity of one execution. Cheap to copy; unguessable (74 random bits); ids made in a
 /// later millisecond order after.
@@ -26,12 +28,19 @@ impl ExecutionId {
     /// database's indexes of them take new ones at one end, not at random pages (a
     /// PostgreSQL replica's creates took the database half the time that way; BENCHMARKS.md).
     pub fn new() -> Self {
-        let bytes = random_pool::next().unwrap_or_else(|| Uuid::new_v4().into_bytes());
-        let millis = std::time::SystemTime::now()
+        Self::at(std::time::SystemTime::now())
+    }
+
+    /// A fresh id made at `time` (a caller that has read the clock already passes its time).
+    pub fn at(time: std::time::SystemTime) -> Self {
+        let random = random_pool::next().unwrap_or_else(|| {
+            let mut random = [0; RANDOM_BYTES];
+            random.copy_from_slice(&Uuid::new_v4().as_bytes()[..RANDOM_BYTES]);
+            random
+        });
+        let millis = time
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let mut random = [0; 10];
-        random.copy_from_slice(&bytes[..10]);
         Self(uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid())
     }
 
@@ -69,23 +78,23 @@ impl ExecutionId {
 /// Random bytes for ids, fetched from the OS a few kilobytes at a time per thread instead of
 /// one `getrandom` system call per id. The bytes are the OS's own, each used once.
 mod random_pool {
-    use super::RefCell;
+    use super::{RANDOM_BYTES, RefCell};
 
     const IDS: usize = 256;
 
     struct Pool {
-        bytes: [[u8; 16]; IDS],
+        bytes: [[u8; RANDOM_BYTES]; IDS],
         used: usize,
     }
 
     thread_local! {
         static POOL: RefCell<Pool> = const {
-            RefCell::new(Pool { bytes: [[0; 16]; IDS], used: IDS })
+            RefCell::new(Pool { bytes: [[0; RANDOM_BYTES]; IDS], used: IDS })
         };
     }
 
-    /// 16 fresh random bytes, or `None` if the OS would not give any.
-    pub(super) fn next() -> Option<[u8; 16]> {
+    /// An id's fresh random bytes, or `None` if the OS would not give any.
+    pub(super) fn next() -> Option<[u8; RANDOM_BYTES]> {
         POOL.with_borrow_mut(|pool| {
             if pool.used == IDS {
                 getrandom::fill(pool.bytes.as_flattened_mut()).ok()?;

@@ -99,7 +99,7 @@ impl Runtime {
             .providers
             .with_health(plan, validated.policy);
         let health_gate = validated.policy.health == HealthMode::On && !plan.tried_anyway;
-        let id = ExecutionId::new();
+        let id = ExecutionId::at(now);
         let idempotency = Idempotency::of(
             &request,
             Resolved {
