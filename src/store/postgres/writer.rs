@@ -20,9 +20,10 @@ use super::rows::{self, EVENT_OVERHEAD};
 use super::{PgError, Shared, uuid};
 use crate::execution::{Event, EventPayload, ExecutionId, ExecutionState, Lifecycle};
 use crate::store::{Inconsistency, StoreError, Unavailable};
-use statement::{MAX_FACTS, Stored, statement};
+pub(super) use statement::MAX_FACTS;
+use statement::{Stored, statement};
 
-pub(super) mod statement;
+mod statement;
 
 /// One append on its way to the writer.
 pub(super) struct Request {
@@ -236,8 +237,6 @@ struct Part {
     encoded: Vec<Vec<u8>>,
     lifecycle: Lifecycle,
     bytes: i64,
-    /// Its first usage fact's number in the statement (`statement.rs`), the others after it.
-    first_fact: i64,
 }
 
 /// Checks each append against its execution's lifecycle, writes those that pass, and answers
@@ -284,7 +283,6 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
                         encoded,
                         lifecycle,
                         bytes,
-                        first_fact: 0,
                         request,
                     });
                 }
@@ -376,27 +374,34 @@ fn kept(shared: &Shared, id: ExecutionId, events: &[Event], now: i64, input: i64
 /// Whether `events`, stored, keep usage facts: then this replica's next read of the usage
 /// order waits for them (`usage.rs`).
 fn facts_kept(shared: &Shared, events: &[Event]) -> bool {
-    let mut any = false;
-    for event in events {
-        if let EventPayload::Usage(fact) = &event.payload {
-            shared.kept.kept(fact.position);
-            any = true;
-        }
+    let greatest = (events.iter())
+        .filter_map(|event| match &event.payload {
+            EventPayload::Usage(fact) => Some(fact.position),
+            _ => None,
+        })
+        .max();
+    // The greatest is what the mark keeps: one atomic update for the append, not one a fact.
+    if let Some(position) = greatest {
+        shared.kept.kept(position);
     }
-    any
+    greatest.is_some()
 }
 
 /// Answers each part: stored (its followers on this replica are told at once), or stale.
 fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
     let mut usage = false;
+    // The number of the next fact: the statement numbered every part's facts in this order,
+    // stale parts' too (`statement.rs`).
+    let mut next = 1;
     for mut part in parts {
         let id = part.request.id;
+        let mut number = next;
+        next += statement::facts(&part.events) as u64;
         if !stored.updated.contains(&uuid(id)) {
             shared.owned.forget(id);
             let _ = part.request.reply.send(Err(Outcome::Stale));
             continue;
         }
-        let mut number = part.first_fact.cast_unsigned();
         for event in &mut part.events {
             if let EventPayload::Usage(fact) = &mut event.payload {
                 Arc::make_mut(fact).position = stored.base | number;

@@ -124,7 +124,7 @@ async fn an_append_of_more_facts_than_a_statement_numbers_is_refused() {
     let Some((a, _b)) = pair(Duration::from_secs(60)).await else {
         return;
     };
-    let most = crate::store::postgres::writer::statement::MAX_FACTS;
+    let most = crate::store::postgres::writer::MAX_FACTS;
     let id = created(&a, None).await;
     a.append_all(id, vec![routing(), attempt_started(1)])
         .await

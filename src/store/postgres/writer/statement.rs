@@ -128,7 +128,7 @@ impl Columns {
 }
 
 /// How many of `events` are usage facts.
-fn facts(events: &[Event]) -> usize {
+pub(super) fn facts(events: &[Event]) -> usize {
     events
         .iter()
         .filter(|e| matches!(e.payload, EventPayload::Usage(_)))
@@ -152,13 +152,13 @@ fn columns(parts: &mut [Part]) -> Columns {
         c.bytes.push(part.bytes);
         c.ended_at
             .push(state.is_terminal().then_some(part.request.now));
-        part.first_fact = ord + 1;
+        let before = ord;
         let runs = part.events.chunks(rows::MAX_RUN);
         for (events, payloads) in runs.zip(part.encoded.chunks_mut(rows::MAX_RUN)) {
             c.row(id, events, payloads, &mut ord);
         }
         // Its rows numbered facts: it keeps some.
-        c.usage.push(ord >= part.first_fact);
+        c.usage.push(ord > before);
     }
     c
 }
