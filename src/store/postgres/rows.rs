@@ -121,15 +121,54 @@ fn read_row(
     facts_only: bool,
     into: &mut Vec<Event>,
 ) -> Result<(), PgError> {
-    let Some(first) = row.try_get::<_, Option<i64>>(at + 5)? else {
-        into.push(event_of(row, at, labels)?);
-        return Ok(());
-    };
+    let start = into.len();
+    match row.try_get::<_, Option<i64>>(at + 5)? {
+        None => into.push(event_of(row, at)?),
+        Some(first) => read_run(row, at, first, after, facts_only, into)?,
+    }
+    // The last fact is at the row's position, each one before it one below: the ones skipped
+    // come first, so counting from the end needs none of them.
+    let position: Option<i64> = row.try_get(at + 4)?;
+    let mut position = position.unwrap_or(0).cast_unsigned();
+    for event in into[start..].iter_mut().rev() {
+        if let EventPayload::Usage(fact) = &mut event.payload {
+            let fact = Arc::make_mut(fact);
+            fact.labels = labels.clone();
+            fact.position = position;
+            position = position.saturating_sub(1);
+        }
+    }
+    Ok(())
+}
+
+/// The event of a row of one, from `sequence, time, state, payload` (in that order from
+/// column `at`).
+fn event_of(row: &Row, at: usize) -> Result<Event, PgError> {
+    let sequence: i64 = row.try_get(at)?;
+    let time: i64 = row.try_get(at + 1)?;
+    let state: i16 = row.try_get(at + 2)?;
+    let bytes: &[u8] = row.try_get(at + 3)?;
+    Ok(Event {
+        sequence: sequence.cast_unsigned(),
+        time: time_of(time),
+        state: state_of(state)?,
+        payload: codec::decode_event(bytes).map_err(RowError::Payload)?,
+    })
+}
+
+/// The events of a run's row, from sequence `first` to the row's own, past `after` (and
+/// when `facts_only`, those that may be usage facts).
+fn read_run(
+    row: &Row,
+    at: usize,
+    first: i64,
+    after: u64,
+    facts_only: bool,
+    into: &mut Vec<Event>,
+) -> Result<(), PgError> {
     let last: i64 = row.try_get(at)?;
     let time = time_of(row.try_get(at + 1)?);
     let mut bytes: &[u8] = row.try_get(at + 3)?;
-    let position: Option<i64> = row.try_get(at + 4)?;
-    let start = into.len();
     let broken = || PgError::Row(RowError::Run { first, last });
     for sequence in first.cast_unsigned()..=last.cast_unsigned() {
         let (&[code], rest) = bytes.split_first_chunk::<1>().ok_or_else(broken)?;
@@ -150,38 +189,5 @@ fn read_row(
     if !bytes.is_empty() {
         return Err(broken());
     }
-    // The last fact is at the row's position, each one before it one below: the ones skipped
-    // come first, so counting from the end needs none of them.
-    let mut position = position.unwrap_or(0).cast_unsigned();
-    for event in into[start..].iter_mut().rev() {
-        if let EventPayload::Usage(fact) = &mut event.payload {
-            let fact = Arc::make_mut(fact);
-            fact.labels = labels.clone();
-            fact.position = position;
-            position = position.saturating_sub(1);
-        }
-    }
     Ok(())
-}
-
-/// An event from a row of `sequence, time, state, payload, usage_position` (in that order
-/// from column `at`), its usage fact given `labels` and its position.
-fn event_of(row: &Row, at: usize, labels: &Arc<Labels>) -> Result<Event, PgError> {
-    let sequence: i64 = row.try_get(at)?;
-    let time: i64 = row.try_get(at + 1)?;
-    let state: i16 = row.try_get(at + 2)?;
-    let bytes: &[u8] = row.try_get(at + 3)?;
-    let position: Option<i64> = row.try_get(at + 4)?;
-    let mut payload = codec::decode_event(bytes).map_err(RowError::Payload)?;
-    if let EventPayload::Usage(fact) = &mut payload {
-        let fact = Arc::make_mut(fact);
-        fact.labels = labels.clone();
-        fact.position = position.unwrap_or(0).cast_unsigned();
-    }
-    Ok(Event {
-        sequence: sequence.cast_unsigned(),
-        time: time_of(time),
-        state: state_of(state)?,
-        payload,
-    })
 }
