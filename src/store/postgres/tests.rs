@@ -373,7 +373,7 @@ async fn usage_is_read_in_order_when_transactions_commit_out_of_order() {
     .unwrap();
     // A later transaction keeps a fact and commits.
     a.append(late, usage(2)).await.unwrap();
-    let cursor_then: Vec<u64> = read_all(&a, 0)
+    let cursor_then: Vec<u64> = read_usage(&a, 0, usize::MAX)
         .await
         .iter()
         .map(|f| f.fact.quantity)
@@ -398,7 +398,7 @@ async fn usage_is_read_in_order_when_transactions_commit_out_of_order() {
     open.commit().await.unwrap();
     drop(client);
     let _ = connection.await;
-    let facts = read_all(&a, 0).await;
+    let facts = read_usage(&a, 0, usize::MAX).await;
     let order: Vec<(ExecutionId, u64)> = facts
         .iter()
         .map(|f| (f.execution_id, f.fact.quantity))
@@ -425,9 +425,14 @@ fn at(store: &PostgresStore, text: &str) -> String {
     )
 }
 
-async fn read_all(store: &PostgresStore, after: u64) -> Vec<crate::store::UsageEntry> {
+/// Up to `limit` usage facts after `after`, as `store` reads them now.
+async fn read_usage(
+    store: &PostgresStore,
+    after: u64,
+    limit: usize,
+) -> Vec<crate::store::UsageEntry> {
     let mut facts = Vec::new();
-    match store.read_usage(after, usize::MAX, &mut facts) {
+    match store.read_usage(after, limit, &mut facts) {
         None => facts,
         Some(fetch) => fetch.await.unwrap(),
     }

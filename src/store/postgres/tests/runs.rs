@@ -105,11 +105,7 @@ async fn usage_on(
 ) -> Vec<UsageEntry> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let mut facts = Vec::new();
-        let facts = match store.read_usage(after, limit, &mut facts) {
-            None => facts,
-            Some(fetch) => fetch.await.unwrap(),
-        };
+        let facts = super::read_usage(store, after, limit).await;
         if facts.len() >= expected.min(limit) || Instant::now() > deadline {
             return facts;
         }
