@@ -328,13 +328,14 @@ fn heard_append(shared: &Shared, payload: &str) {
         return;
     };
     let id = ExecutionId::from_bytes(id.into_bytes());
+    // The usage readers first: whoever sees a follower moved by this append sees them woken.
+    if words.next() == Some("u") {
+        shared.usage.publish();
+    }
     // This replica's own append: woken by a notification that may come before the append's
     // answer, its followers would read from the database what the answer brings them.
     if !shared.owned.wrote(id, last) {
         shared.watched.advance(id, last, state);
-    }
-    if words.next() == Some("u") {
-        shared.usage.publish();
     }
 }
 
