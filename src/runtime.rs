@@ -35,7 +35,7 @@ use crate::routing::Plans;
 use crate::store::{self, EventStore, Follower, OpenStoreError, StoreError, UsageCursor};
 use cancel::CANCEL_GRACE;
 use driver::{Deps, DriverHandle};
-use submit::{Accepted, Follow, Step};
+use submit::{Accepted, Follow, Step, Then};
 use targets::Slots;
 use validate::validate;
 
@@ -208,14 +208,21 @@ impl Runtime {
     /// drops this future: a store whose create waits (for I/O) finishes the submission in a
     /// task of its own.
     pub async fn submit(&self, request: ExecuteRequest) -> Result<Execution, RuntimeError> {
-        let accepted = match self.accept(request, Follow::No)? {
-            Step::Now(accepted) => accepted,
-            Step::Later(rest) => rest.await?,
+        // Matched in statements of their own, so that no step (half a kilobyte, and as much
+        // again for its temporaries) is held across an await in this future's state.
+        let later = match self.accept(request, Follow::No)? {
+            Step::Now(Accepted::Viewed(view)) => return Ok(view),
+            Step::Now(Accepted::Following(events)) => Then::Look(events.execution_id()),
+            Step::Later(rest) => Then::Wait(rest),
         };
-        match accepted {
-            Accepted::Viewed(view) => Ok(view),
-            Accepted::Following(events) => self.get(events.execution_id()).await,
-        }
+        let id = match later {
+            Then::Look(id) => id,
+            Then::Wait(rest) => match rest.await? {
+                Accepted::Viewed(view) => return Ok(view),
+                Accepted::Following(events) => events.execution_id(),
+            },
+        };
+        self.get(id).await
     }
 
     /// Submits and follows from the first event. With a store that makes its follower at once
@@ -228,14 +235,20 @@ impl Runtime {
     /// the store's error while the execution is driven to its end: a retry with the same
     /// idempotency key follows that execution instead of starting another.
     pub async fn execute(&self, request: ExecuteRequest) -> Result<EventStream, RuntimeError> {
-        let accepted = match self.accept(request, Follow::FromStart)? {
-            Step::Now(accepted) => accepted,
-            Step::Later(rest) => rest.await?,
+        // As in `submit`: no step held across an await. The usual answer returns at once.
+        let later = match self.accept(request, Follow::FromStart)? {
+            Step::Now(Accepted::Following(events)) => return Ok(events),
+            Step::Now(Accepted::Viewed(view)) => Then::Look(view.id),
+            Step::Later(rest) => Then::Wait(rest),
         };
-        match accepted {
-            Accepted::Following(events) => Ok(events),
-            Accepted::Viewed(view) => self.watch(view.id, 0).await,
-        }
+        let id = match later {
+            Then::Look(id) => id,
+            Then::Wait(rest) => match rest.await? {
+                Accepted::Following(events) => return Ok(events),
+                Accepted::Viewed(view) => view.id,
+            },
+        };
+        self.watch(id, 0).await
     }
 
     /// Every event with `sequence > after_sequence`, then live events, ending after the

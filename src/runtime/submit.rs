@@ -48,7 +48,18 @@ pub(super) enum Accepted {
 )]
 pub(super) enum Step<'a> {
     Now(Accepted),
-    Later(Pin<Box<dyn Future<Output = Result<Accepted, RuntimeError>> + Send + 'a>>),
+    Later(Rest<'a>),
+}
+
+/// The rest of a submission, to wait for.
+pub(super) type Rest<'a> =
+    Pin<Box<dyn Future<Output = Result<Accepted, RuntimeError>> + Send + 'a>>;
+
+/// What a submission not answered at once waits for: the rest of its [`Step`], or a look
+/// at an execution by its id (an idempotent repeat's, or one the caller did not follow).
+pub(super) enum Then<'a> {
+    Wait(Rest<'a>),
+    Look(ExecutionId),
 }
 
 impl Runtime {
