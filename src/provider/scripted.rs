@@ -29,8 +29,10 @@ impl ScriptedProvider {
 }
 
 mod reply;
+mod words;
 
 use reply::{Deltas, Pieces, Reply, Source};
+use words::count_words;
 
 /// An item of the reply and the wait before it.
 type Step = (Duration, Result<ProviderEvent, ProviderError>);
@@ -119,8 +121,8 @@ fn echo(input: &Arc<ExecutionInput>) -> Source {
 /// joining the text when it is one part, as it nearly always is.
 fn words(message: &Message) -> usize {
     match message.content.as_slice() {
-        [ContentPart::Text(text)] => text.split_whitespace().count(),
-        _ => message.text().split_whitespace().count(),
+        [ContentPart::Text(text)] => count_words(text),
+        _ => count_words(&message.text()),
     }
 }
 

@@ -12,6 +12,7 @@ use futures_util::Stream;
 use tokio::time::Sleep;
 
 use super::Step;
+use super::words::{ends_word, tally, word_len};
 use crate::config::Chunk;
 use crate::execution::{
     ContentPart, ExecutionInput, FinishReason, ReasoningPiece, Text, UsageQuantity, UsageSource,
@@ -97,7 +98,7 @@ impl Pieces {
             // word with no ASCII whitespace after it counts once the text was read to its end.
             Chunk::Word => {
                 let last = seen.len() == rest.len() && seen.last().is_some_and(|&b| !ends_word(b));
-                let words = seen.iter().filter(|&&b| ends_word(b)).count() + usize::from(last);
+                let words = tally(seen, |_, byte| ends_word(byte)) + usize::from(last);
                 words.max(usize::from(!seen.is_empty()))
             }
         }
@@ -118,35 +119,6 @@ impl Pieces {
 /// The most bytes of a reply's text its length hint reads: the words of a usual reply, and
 /// a batch's worth (the driver takes 64 items at most) of most longer ones.
 const HINT_SCAN: usize = 4096;
-
-/// Whether an ASCII byte is whitespace as `char::is_whitespace` has it (which also counts the
-/// vertical tab, unlike `u8::is_ascii_whitespace`), so ends a word.
-fn ends_word(byte: u8) -> bool {
-    byte.is_ascii_whitespace() || byte == 0x0b
-}
-
-/// The length of the first word of `text` with the whitespace character after it, as
-/// `split_inclusive(char::is_whitespace)` cuts: ASCII a byte at a time, the rest decoded.
-fn word_len(text: &str) -> usize {
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let byte = bytes[i];
-        if byte.is_ascii() {
-            if ends_word(byte) {
-                return i + 1;
-            }
-            i += 1;
-        } else {
-            let c = text[i..].chars().next().unwrap_or_default();
-            i += c.len_utf8();
-            if c.is_whitespace() {
-                return i;
-            }
-        }
-    }
-    bytes.len()
-}
 
 /// The reply: its deltas (the first after `first`, the rest `interval` apart), up to a
 /// scripted failure; then usage and the finish, or the failure if deltas were left.
