@@ -184,12 +184,13 @@ pub trait CallStream: Stream<Item = Result<ProviderEvent, ProviderError>> + Send
 pub type ProviderStream = Pin<Box<dyn CallStream>>;
 
 /// A [`ProviderStream`] of a stream that keeps no usage back, so has none to hand over when
-/// cut (the scripted provider, one-item error streams, test fakes).
+/// cut (the scripted provider, one-item error streams, test fakes). One that is not `Unpin`
+/// comes pinned in a box of its own (`Box::pin`).
 pub fn plain_stream<S>(stream: S) -> ProviderStream
 where
-    S: Stream<Item = Result<ProviderEvent, ProviderError>> + Send + 'static,
+    S: Stream<Item = Result<ProviderEvent, ProviderError>> + Send + Unpin + 'static,
 {
-    Box::pin(Plain(Box::pin(stream)))
+    Box::pin(Plain(stream))
 }
 
 /// A call that failed before its request could go out (its body could not be built, its
@@ -215,14 +216,17 @@ impl CallStream for Unsent {
     }
 }
 
-/// See [`plain_stream`]. The inner box pins any stream without `unsafe` projection.
-struct Plain(Pin<Box<dyn Stream<Item = Result<ProviderEvent, ProviderError>> + Send>>);
+/// See [`plain_stream`]. `Unpin`, so polled in place: one box (the call's), not two.
+struct Plain<S>(S);
 
-impl Stream for Plain {
+impl<S> Stream for Plain<S>
+where
+    S: Stream<Item = Result<ProviderEvent, ProviderError>> + Unpin,
+{
     type Item = Result<ProviderEvent, ProviderError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.0.as_mut().poll_next(cx)
+        Pin::new(&mut self.0).poll_next(cx)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -230,7 +234,10 @@ impl Stream for Plain {
     }
 }
 
-impl CallStream for Plain {}
+impl<S> CallStream for Plain<S> where
+    S: Stream<Item = Result<ProviderEvent, ProviderError>> + Send + Unpin
+{
+}
 
 /// A model provider.
 pub trait Provider: Send + Sync + fmt::Debug + 'static {

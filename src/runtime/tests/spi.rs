@@ -73,7 +73,8 @@ impl Provider for Counting {
             })
             .chain(stream::iter([Ok(ProviderEvent::Finished(
                 FinishReason::Stop,
-            ))])),
+            ))]))
+            .boxed(),
         )
     }
 }
@@ -83,7 +84,7 @@ struct Panicking;
 
 impl Provider for Panicking {
     fn call(&self, _call: ProviderCall) -> ProviderStream {
-        plain_stream(stream::once(async { panic!("adapter bug") }))
+        plain_stream(stream::once(async { panic!("adapter bug") }).boxed())
     }
 }
 
@@ -189,7 +190,8 @@ impl Provider for PanicsMidStream {
             .chain(stream::once(async {
                 tokio::task::yield_now().await;
                 panic!("adapter bug mid-stream")
-            })),
+            }))
+            .boxed(),
         )
     }
 }
@@ -246,7 +248,8 @@ impl Provider for ReasonsThenPanics {
             .chain(stream::once(async {
                 tokio::task::yield_now().await;
                 panic!("adapter bug after output")
-            })),
+            }))
+            .boxed(),
         )
     }
 }
