@@ -193,6 +193,12 @@ impl<D: Decoder> Stream for Exchange<D> {
             }
         }
     }
+
+    /// The items parsed and not yet handed out: a reader taking what is ready makes room
+    /// for them once.
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.reply.pending.len(), None)
+    }
 }
 
 impl<D: Decoder> CallStream for Exchange<D> {

@@ -40,7 +40,9 @@ impl<D: Decoder> Reply<D> {
             decoder,
             parser: D::Framing::default(),
             usage: UsageTally::default(),
-            pending: VecDeque::new(),
+            // A reply's events often come several to a piece of the body (all of them, from
+            // a quick upstream): room for a usual burst at once, not grown from four.
+            pending: VecDeque::with_capacity(16),
             output_started: false,
             settled: None,
             out: Vec::new(),

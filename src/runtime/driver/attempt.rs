@@ -137,8 +137,8 @@ impl Driver {
             trace: crate::runtime::trace::outgoing(&self.span, self.job.trace.as_ref()),
         });
         // A stream that knows its length (the scripted provider) fills the buffer without
-        // growing it; others start small.
-        let mut items = Vec::with_capacity(stream.size_hint().0.clamp(4, batch::MAX));
+        // growing it; others make room as their first items come (`batch::ready`).
+        let mut items = Vec::with_capacity(stream.size_hint().0.min(batch::MAX));
         loop {
             let ready = self
                 .wait(race, batch::ready(&mut stream, &mut items))

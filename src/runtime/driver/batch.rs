@@ -32,6 +32,11 @@ pub(super) fn ready<'a>(
                 break;
             };
             let last = !matches!(item, Some(Ok(ref event)) if !matches!(event, ProviderEvent::Finished(_)));
+            if items.len() == items.capacity() {
+                // Out of room: the item may have come with others the stream holds ready (a
+                // piece of a body parsed at once), room for them in one step.
+                items.reserve(stream.size_hint().0.saturating_add(1).min(MAX));
+            }
             items.push(item);
             if last {
                 break;
@@ -208,6 +213,7 @@ mod tests {
         let mut items = Vec::new();
         ready(&mut stream, &mut items).await;
         assert_eq!(items.len(), MAX);
+        assert_eq!(items.capacity(), MAX, "room made once, for what was ready");
         items.clear();
         ready(&mut stream, &mut items).await;
         assert_eq!(items.len(), 5 + 1, "the rest, then the stream's end");
