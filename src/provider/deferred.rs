@@ -39,6 +39,13 @@ impl Stream for Deferred {
             }
         }
     }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            Self::Waiting(_) => (0, None),
+            Self::Started(stream) => stream.size_hint(),
+        }
+    }
 }
 
 impl CallStream for Deferred {

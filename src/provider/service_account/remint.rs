@@ -86,6 +86,19 @@ impl Stream for Remint {
             }
         }
     }
+
+    /// The call's own, once it is the one answering: while a refusal may still make a
+    /// second call, what the first holds ready may never be read.
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            Self::First {
+                stream,
+                again: None,
+            }
+            | Self::Then(stream) => stream.size_hint(),
+            Self::First { .. } | Self::Minting(_) => (0, None),
+        }
+    }
 }
 
 /// The refused token forgotten, a new one, and the call sent with it.

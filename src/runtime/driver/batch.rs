@@ -34,8 +34,11 @@ pub(super) fn ready<'a>(
             let last = !matches!(item, Some(Ok(ref event)) if !matches!(event, ProviderEvent::Finished(_)));
             if items.len() == items.capacity() {
                 // Out of room: the item may have come with others the stream holds ready (a
-                // piece of a body parsed at once), room for them in one step.
-                items.reserve(stream.size_hint().0.saturating_add(1).min(MAX));
+                // piece of a body parsed at once), room for them in one step, and never for
+                // more than a batch.
+                let ready = stream.size_hint().0.saturating_add(1);
+                let room = (items.len().saturating_add(ready)).max(2 * items.len());
+                items.reserve_exact(room.clamp(4, MAX) - items.len());
             }
             items.push(item);
             if last {
@@ -213,11 +216,49 @@ mod tests {
         let mut items = Vec::new();
         ready(&mut stream, &mut items).await;
         assert_eq!(items.len(), MAX);
-        assert_eq!(items.capacity(), MAX, "room made once, for what was ready");
         items.clear();
         ready(&mut stream, &mut items).await;
         assert_eq!(items.len(), 5 + 1, "the rest, then the stream's end");
         assert!(items[5].is_none());
+    }
+
+    /// Bursts of items, each ready at once (the size hint says how much of it is left), a
+    /// wait between them.
+    struct Bursts(std::collections::VecDeque<std::collections::VecDeque<Item>>);
+
+    impl futures_util::Stream for Bursts {
+        type Item = Result<ProviderEvent, ProviderError>;
+
+        fn poll_next(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> Poll<Option<Self::Item>> {
+            let Some(burst) = self.0.front_mut() else {
+                return Poll::Ready(None);
+            };
+            if let Some(item) = burst.pop_front() {
+                return Poll::Ready(item);
+            }
+            self.0.pop_front();
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+
+        fn size_hint(&self) -> (usize, Option<usize>) {
+            (self.0.front().map_or(0, |burst| burst.len()), None)
+        }
+    }
+
+    #[tokio::test]
+    async fn room_is_made_for_a_burst_at_once_and_never_past_a_batch() {
+        let burst = |n| (0..n).map(|_| Some(text("x"))).collect();
+        let mut stream = plain_stream(Bursts([burst(1), burst(40), burst(100)].into()));
+        let mut items = Vec::new();
+        for (taken, room) in [(1, 4), (40, 40), (MAX, MAX)] {
+            ready(&mut stream, &mut items).await;
+            assert_eq!((items.len(), items.capacity()), (taken, room));
+            items.clear();
+        }
     }
 
     #[tokio::test(start_paused = true)]

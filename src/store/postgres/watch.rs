@@ -286,10 +286,11 @@ async fn listen_once(shared: &Shared) -> Result<(), PgError> {
             schema::quote(&shared.channel)
         ))
         .await?;
-    // Listening now: what was announced before is read by everyone again.
-    shared.listening.notify_waiters();
+    // Listening now: what was announced before is read by everyone again; then whoever
+    // waits for the listening goes on, woken by notifications alone from here.
     shared.watched.wake_all();
     shared.usage.publish();
+    shared.listening.notify_waiters();
     while let Some(note) = notes.recv().await {
         heard(shared, note.payload());
     }
@@ -328,7 +329,8 @@ fn heard_append(shared: &Shared, payload: &str) {
         return;
     };
     let id = ExecutionId::from_bytes(id.into_bytes());
-    // The usage readers first: whoever sees a follower moved by this append sees them woken.
+    // The usage readers first: whoever sees a follower moved by another replica's append
+    // sees them woken too. (This replica's own appends wake both as their answer comes.)
     if words.next() == Some("u") {
         shared.usage.publish();
     }
