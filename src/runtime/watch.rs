@@ -91,16 +91,37 @@ pub(super) fn events(
 impl Stream for EventStream {
     type Item = Result<Event, RuntimeError>;
 
+    /// An event read already, the usual case, in a few lines the caller's poll takes in
+    /// (inlined across the crate: it saves moving each event through one more return); the
+    /// rest in `poll_more`.
+    #[inline]
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let c = self.get_mut();
+        match c.buffer.pop_front() {
+            Some(event) => Poll::Ready(Some(Ok(c.hand_out(event)))),
+            None => c.poll_more(cx),
+        }
+    }
+}
+
+impl EventStream {
+    /// `event`, the next to go: the cursor moves past it, and past the end nothing is read.
+    #[inline]
+    fn hand_out(&mut self, event: Event) -> Event {
+        self.after = event.sequence;
+        if event.is_terminal() {
+            self.done = true;
+            self.buffer.clear();
+        }
+        event
+    }
+
+    /// Reads more when the buffer is empty, or waits for a change.
+    fn poll_more(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Event, RuntimeError>>> {
+        let c = self;
         loop {
             if let Some(event) = c.buffer.pop_front() {
-                c.after = event.sequence;
-                if event.is_terminal() {
-                    c.done = true;
-                    c.buffer.clear();
-                }
-                return Poll::Ready(Some(Ok(event)));
+                return Poll::Ready(Some(Ok(c.hand_out(event))));
             }
             if c.done {
                 return Poll::Ready(None);
