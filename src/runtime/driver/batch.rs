@@ -37,7 +37,7 @@ pub(super) fn ready<'a>(
                 // piece of a body parsed at once), room for them in one step, and never for
                 // more than a batch.
                 let ready = stream.size_hint().0.saturating_add(1);
-                let room = (items.len().saturating_add(ready)).max(2 * items.len());
+                let room = items.len().saturating_add(ready).max(2 * items.len());
                 items.reserve_exact(room.clamp(4, MAX) - items.len());
             }
             items.push(item);
