@@ -395,20 +395,25 @@ fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
     let mut next = 1;
     for mut part in parts {
         let id = part.request.id;
-        let mut number = next;
-        next += statement::facts(&part.events) as u64;
         if !stored.updated.contains(&uuid(id)) {
+            next += statement::facts(&part.events) as u64;
             shared.owned.forget(id);
             let _ = part.request.reply.send(Err(Outcome::Stale));
             continue;
         }
+        let first = next;
         for event in &mut part.events {
             if let EventPayload::Usage(fact) = &mut event.payload {
-                Arc::make_mut(fact).position = stored.base | number;
-                number += 1;
+                Arc::make_mut(fact).position = stored.base | next;
+                next += 1;
             }
         }
-        usage |= facts_kept(shared, &part.events);
+        // Numbered in order: the last is the greatest, which the mark keeps (one atomic
+        // update for the append, as `facts_kept`).
+        if next > first {
+            shared.kept.kept(stored.base | (next - 1));
+            usage = true;
+        }
         shared.capacity.added(part.bytes);
         kept(shared, id, &part.events, part.request.now, part.input);
         let _ = part.request.reply.send(Ok(part.events));
