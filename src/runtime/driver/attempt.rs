@@ -136,9 +136,9 @@ impl Driver {
             deadline: self.job.budget.deadline,
             trace: crate::runtime::trace::outgoing(&self.span, self.job.trace.as_ref()),
         });
-        // A stream that knows its length (the scripted provider) fills the buffer without
-        // growing it; others make room as their first items come (`batch::ready`).
-        let mut items = Vec::with_capacity(stream.size_hint().0.min(batch::MAX));
+        // Sized by `batch::ready` as items come, from what the stream says it holds ready: a
+        // stream that knows its length (the scripted provider) fills it without growing it.
+        let mut items = Vec::new();
         loop {
             let ready = self
                 .wait(race, batch::ready(&mut stream, &mut items))
