@@ -1,5 +1,6 @@
 //! What a caller asks for: the transport-free form of `ExecuteRequest`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
@@ -180,7 +181,7 @@ impl ExecutionInput {
             .iter()
             .rev()
             .find(|m| m.role == Role::User)
-            .map(Message::text)
+            .map(|m| m.text().into_owned())
     }
 }
 
@@ -208,15 +209,18 @@ impl Message {
         }
     }
 
-    /// The concatenation of the message's text parts.
-    pub fn text(&self) -> String {
-        self.content
-            .iter()
-            .filter_map(|p| match p {
-                ContentPart::Text(t) => Some(t.as_str()),
-                ContentPart::Image(_) | ContentPart::Reasoning(_) => None,
-            })
-            .collect()
+    /// The concatenation of the message's text parts: borrowed when there is one, as there
+    /// nearly always is.
+    pub fn text(&self) -> Cow<'_, str> {
+        let mut text = Cow::Borrowed("");
+        for part in &self.content {
+            match part {
+                ContentPart::Text(t) if text.is_empty() => text = Cow::Borrowed(t.as_str()),
+                ContentPart::Text(t) => text.to_mut().push_str(t),
+                ContentPart::Image(_) | ContentPart::Reasoning(_) => {}
+            }
+        }
+        text
     }
 }
 

@@ -117,13 +117,9 @@ fn echo(input: &Arc<ExecutionInput>) -> Source {
     }
 }
 
-/// Whitespace-separated words of a message's text, the scripted stand-in for tokens; without
-/// joining the text when it is one part, as it nearly always is.
+/// Whitespace-separated words of a message's text, the scripted stand-in for tokens.
 fn words(message: &Message) -> usize {
-    match message.content.as_slice() {
-        [ContentPart::Text(text)] => count_words(text),
-        _ => count_words(&message.text()),
-    }
+    count_words(&message.text())
 }
 
 fn tool_call_events(tool: &ScriptedToolCall, attempt: u32, mut event: impl FnMut(ProviderEvent)) {

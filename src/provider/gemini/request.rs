@@ -337,7 +337,7 @@ fn tool_result<'a>(
             "names no tool call of an earlier assistant message",
         ));
     };
-    let text = text_of(m);
+    let text = m.text();
     let response = match serde_json::from_str::<Value>(&text) {
         Ok(object @ Value::Object(_)) => Response::Object(object),
         _ => Response::Text { result: text },
@@ -347,17 +347,4 @@ fn tool_result<'a>(
         role: "user",
         parts: vec![Part::new(Kind::FunctionResponse(answer))],
     })
-}
-
-/// A message's text parts, joined (one is borrowed as it is).
-fn text_of(m: &Message) -> Cow<'_, str> {
-    let mut text = Cow::Borrowed("");
-    for part in &m.content {
-        match part {
-            ContentPart::Text(t) if text.is_empty() => text = Cow::Borrowed(t.as_str()),
-            ContentPart::Text(t) => text.to_mut().push_str(t),
-            ContentPart::Image(_) | ContentPart::Reasoning(_) => {}
-        }
-    }
-    text
 }

@@ -306,19 +306,15 @@ fn content(i: usize, m: &Message) -> Result<Option<Content<'_>>, ProviderError> 
 
 /// A tool message's text: its text parts, joined (one is borrowed as it is).
 fn text_of(i: usize, m: &Message) -> Result<Cow<'_, str>, ProviderError> {
-    let mut text = Cow::Borrowed("");
-    for (j, part) in m.content.iter().enumerate() {
-        match part {
-            ContentPart::Text(t) if text.is_empty() => text = Cow::Borrowed(t.as_str()),
-            ContentPart::Text(t) => text.to_mut().push_str(t),
-            ContentPart::Reasoning(_) => {}
-            ContentPart::Image(_) => {
-                return Err(unsupported(
-                    format_args!("input.messages[{i}].content[{j}]"),
-                    "the openai Responses API takes a tool's output as text",
-                ));
-            }
-        }
+    let image = m
+        .content
+        .iter()
+        .position(|part| matches!(part, ContentPart::Image(_)));
+    if let Some(j) = image {
+        return Err(unsupported(
+            format_args!("input.messages[{i}].content[{j}]"),
+            "the openai Responses API takes a tool's output as text",
+        ));
     }
-    Ok(text)
+    Ok(m.text())
 }
