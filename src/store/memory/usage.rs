@@ -69,11 +69,34 @@ struct Order {
 impl Order {
     /// Where `position` is, or would go (in a sorted deque).
     fn find(&self, position: u64) -> Result<usize, usize> {
-        // The common case first: past the last.
+        // The common cases first: past the last (a new fact), and near the front (facts
+        // leave about oldest first). The search widens from the front, so a fact that leaves
+        // touches a few entries next to each other, not a binary search's path through the
+        // whole deque, whose entries the cache has long let go in a full store.
         match self.slots.back() {
-            None => Err(0),
-            Some((last, _)) if *last < position => Err(self.slots.len()),
-            _ => self.slots.binary_search_by_key(&position, |(p, _)| *p),
+            None => return Err(0),
+            Some((last, _)) if *last < position => return Err(self.slots.len()),
+            _ => {}
+        }
+        let before = |at: usize| self.slots[at].0 < position;
+        let (mut low, mut high) = (0, 1);
+        while high < self.slots.len() && before(high) {
+            (low, high) = (high, high * 2);
+        }
+        // The answer is in `low..=high`: every entry below `low` is before `position`, and
+        // the one at `high` (or the end) is not.
+        let mut high = high.min(self.slots.len());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if before(mid) {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        match self.slots.get(low) {
+            Some((at, _)) if *at == position => Ok(low),
+            _ => Err(low),
         }
     }
 
