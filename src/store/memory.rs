@@ -158,25 +158,9 @@ impl MemoryStore {
         journal: Option<&dyn Journal>,
         evicted: &mut Vec<Arc<Slot>>,
     ) -> Result<(Created, u64), StoreError> {
-        let mut index = self.write_index();
-        let expired = index.retention.expired(Instant::now());
-        for id in expired {
-            evicted.extend(self.evict(&mut index, id, journal));
-        }
-        if let Some(identity) = &new.idempotency
-            && let Some(existing) = index.idempotency.get(&identity.key)
-            && let Some(slot) = index.slots.get(existing)
-        {
-            let same = slot
-                .idempotency
-                .as_ref()
-                .is_some_and(|first| first.same_request(identity));
-            if !same {
-                return Err(StoreError::IdempotencyConflict(*existing));
-            }
-            let view = slot.view(|delta| self.add_bytes(delta))?;
-            return Ok((Created::Existing(view), 0));
-        }
+        // The record and its view are made before the index lock, which every other
+        // execution's lookup waits for while it is held: their allocations (and the fresh
+        // pages they may fault in) are no part of it. A repeat of a key drops them unused.
         let (slot, view) = Slot::new(
             new.id,
             at,
@@ -186,6 +170,26 @@ impl MemoryStore {
             new.input_bytes,
         )?;
         let needed = slot.record().bytes() as u64;
+        let slot = Arc::new(slot);
+        let mut index = self.write_index();
+        let expired = index.retention.expired(Instant::now());
+        for id in expired {
+            evicted.extend(self.evict(&mut index, id, journal));
+        }
+        if let Some(identity) = &slot.idempotency
+            && let Some(existing) = index.idempotency.get(&identity.key)
+            && let Some(held) = index.slots.get(existing)
+        {
+            let same = held
+                .idempotency
+                .as_ref()
+                .is_some_and(|first| first.same_request(identity));
+            if !same {
+                return Err(StoreError::IdempotencyConflict(*existing));
+            }
+            let view = held.view(|delta| self.add_bytes(delta))?;
+            return Ok((Created::Existing(view), 0));
+        }
         // Room by count and by bytes, from the terminal executions that ended first.
         while index.slots.len() >= self.limits.max_executions
             || self.bytes().saturating_add(needed) > self.limits.max_bytes
@@ -202,7 +206,6 @@ impl MemoryStore {
             index.idempotency.insert(identity.key.clone(), new.id);
         }
         self.add_bytes(i64::try_from(needed).unwrap_or(i64::MAX));
-        let slot = Arc::new(slot);
         // The journal hears of the execution before anyone can find it to append to it.
         let ticket = match journal {
             Some(journal) => {
