@@ -48,8 +48,52 @@ pub use postgres::{PgInitError, PgStartError, PostgresStore};
 pub(crate) use retention::Retention;
 pub use usage::{MalformedCursor, UsageCursor, UsageEntry};
 
-/// A boxed future, so the SPI stays object-safe.
-pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+/// A store's answer: there at once ([`StoreFuture::ready`], a store that holds what it is
+/// asked, with no allocation), or a future to wait for ([`StoreFuture::new`], boxed so the
+/// SPI stays object-safe). Awaited as any future; it is `Unpin`, so it can be polled in place.
+#[must_use = "a store's answer does nothing unless it is polled or awaited"]
+pub struct StoreFuture<'a, T>(Answer<'a, T>);
+
+enum Answer<'a, T> {
+    Ready(std::future::Ready<Result<T, StoreError>>),
+    Waiting(Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>),
+}
+
+impl<'a, T> StoreFuture<'a, T> {
+    /// An answer there already.
+    pub fn ready(answer: Result<T, StoreError>) -> Self {
+        Self(Answer::Ready(std::future::ready(answer)))
+    }
+
+    /// An answer `future` will give.
+    pub fn new(future: impl Future<Output = Result<T, StoreError>> + Send + 'a) -> Self {
+        Self(Answer::Waiting(Box::pin(future)))
+    }
+}
+
+impl<T> std::fmt::Debug for StoreFuture<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            Answer::Ready(_) => "StoreFuture::Ready",
+            Answer::Waiting(_) => "StoreFuture::Waiting",
+        })
+    }
+}
+
+impl<T> Future for StoreFuture<'_, T> {
+    type Output = Result<T, StoreError>;
+
+    #[inline]
+    fn poll(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match &mut self.get_mut().0 {
+            Answer::Ready(answer) => Pin::new(answer).poll(cx),
+            Answer::Waiting(future) => future.as_mut().poll(cx),
+        }
+    }
+}
 
 /// A read a store must fetch (a remote store's), borrowing nothing of it; `None` when the
 /// store copied what was read to the caller's buffer at once (the memory and file stores).
@@ -124,9 +168,9 @@ pub struct StoreStats {
 /// Every operation that reads or writes an execution returns a future (a [`StoreFuture`],
 /// or for reads through a [`Follower`] and of usage facts, an optional fetch), so that a
 /// store several replicas share over the network can answer without blocking a runtime
-/// thread. The memory and file stores answer reads with a future that is ready at once
-/// (and reads through a follower and of usage with no future at all), so the async shape
-/// costs them no waiting and, per event, no allocation.
+/// thread. The memory store answers every operation at once ([`StoreFuture::ready`]), as
+/// the file store answers reads (and both answer reads through a follower and of usage with
+/// no future at all), so the async shape costs them no waiting and no allocation.
 ///
 /// What stays synchronous are figures the runtime reads on timers, in health checks and on
 /// every stream's wake-up: [`usage_epoch`](Self::usage_epoch),
@@ -167,14 +211,14 @@ pub trait EventStore: Send + Sync + 'static {
     /// The state after the last event: what [`get`](Self::get) would say, without building
     /// the view. A driver reads it before it calls a provider.
     fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
-        Box::pin(async move { self.get(id).await.map(|view| view.state) })
+        StoreFuture::new(async move { self.get(id).await.map(|view| view.state) })
     }
 
     /// The execution's first event (`execution.accepted`, which names the ability and the
     /// time it was accepted), once readers can see it: what the runtime's metrics read when
     /// an execution ends, without following it.
     fn first(&self, id: ExecutionId) -> StoreFuture<'_, Event> {
-        Box::pin(async move {
+        StoreFuture::new(async move {
             self.follow(id)
                 .await?
                 .read(0, 1)
@@ -223,7 +267,7 @@ pub trait EventStore: Send + Sync + 'static {
     /// execution itself (always, for a store of one process: the default).
     fn cancel_elsewhere(&self, id: ExecutionId, reason: Option<String>) -> StoreFuture<'_, bool> {
         let _ = (id, reason);
-        Box::pin(std::future::ready(Ok(false)))
+        StoreFuture::ready(Ok(false))
     }
 
     /// The cancels other replicas record for executions this replica owns, each delivered

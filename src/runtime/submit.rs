@@ -176,7 +176,7 @@ impl Runtime {
             self.inner.tasks.token()
         };
         let mut created = self.inner.deps.store.create(new);
-        let Some(created) = created.as_mut().now_or_never() else {
+        let Some(created) = (&mut created).now_or_never() else {
             // The store waits for I/O; the record may exist already. From here on a dropped
             // caller must not leave it with nobody driving it, so creating and starting the
             // driver finish in a task the caller cannot cancel.
@@ -261,7 +261,7 @@ impl Runtime {
         let events = match follow {
             Follow::FromStart => {
                 let mut follower = self.inner.deps.store.follow(id);
-                match follower.as_mut().now_or_never() {
+                match (&mut follower).now_or_never() {
                     Some(follower) => Some(self.following(follower, id)),
                     None => {
                         // The store answers over the network: the driver goes to its task

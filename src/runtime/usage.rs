@@ -96,7 +96,7 @@ impl Stream for UsageStream {
                 return Poll::Ready(Some(Ok(UsageRecord { cursor, entry })));
             }
             if let Some(fetch) = s.fetching.as_mut() {
-                let fetched = ready!(fetch.as_mut().poll(cx));
+                let fetched = ready!(fetch.poll_unpin(cx));
                 s.fetching = None;
                 match fetched {
                     Ok(facts) => s.buffer.extend(facts),

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use futures_util::Stream;
+use futures_util::{FutureExt, Stream};
 
 use super::metrics::OpenStream;
 use super::{Exhausted, FieldViolation, NotReady, RuntimeError};
@@ -130,7 +130,7 @@ impl EventStream {
                 return Poll::Ready(None);
             };
             if let Some(fetch) = c.fetching.as_mut() {
-                let fetched = ready!(fetch.as_mut().poll(cx));
+                let fetched = ready!(fetch.poll_unpin(cx));
                 c.fetching = None;
                 match fetched {
                     Ok(events) => c.buffer.extend(events),

@@ -114,7 +114,7 @@ impl EventSource for Through {
         let mut events = VecDeque::new();
         let fetch = self.source.read(after, limit, &mut events);
         let polls = self.pending;
-        Some(Box::pin(async move {
+        Some(StoreFuture::new(async move {
             later(polls).await;
             match fetch {
                 Some(fetch) => fetch.await,
@@ -143,7 +143,7 @@ impl FaultyStore {
         if polls == 0 {
             return read;
         }
-        Box::pin(async move {
+        StoreFuture::new(async move {
             later(polls).await;
             read.await
         })
@@ -180,13 +180,13 @@ impl EventStore for FaultyStore {
 
     fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
         if let Err(e) = self.write() {
-            return Box::pin(std::future::ready(Err(e)));
+            return StoreFuture::ready(Err(e));
         }
         let id = new.id;
         let inner = self.inner.create(new);
         let created = self.created.clone();
         let polls = self.faults.create_pending_polls;
-        Box::pin(async move {
+        StoreFuture::new(async move {
             let result = inner.await;
             if matches!(result, Ok(Created::New(_))) {
                 created.lock().expect("not poisoned").push(id);
@@ -202,10 +202,10 @@ impl EventStore for FaultyStore {
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
         if let Err(e) = self.write() {
-            return Box::pin(std::future::ready(Err(e)));
+            return StoreFuture::ready(Err(e));
         }
         match &self.faults.hold_single_appends {
-            Some(gate) => Box::pin(async move {
+            Some(gate) => StoreFuture::new(async move {
                 let _open = gate.acquire().await;
                 self.inner.append(id, payload).await
             }),
@@ -215,13 +215,13 @@ impl EventStore for FaultyStore {
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
         if let Err(e) = self.write() {
-            return Box::pin(std::future::ready(Err(e)));
+            return StoreFuture::ready(Err(e));
         }
         let held = payloads
             .iter()
             .any(|p| matches!(p, EventPayload::Routing(_)));
         match (&self.faults.hold_routing, held) {
-            (Some(gate), true) => Box::pin(async move {
+            (Some(gate), true) => StoreFuture::new(async move {
                 let _open = gate.acquire().await;
                 self.inner.append_all(id, payloads).await
             }),
@@ -240,9 +240,9 @@ impl EventStore for FaultyStore {
     fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
         if self.follows.fetch_add(1, Ordering::AcqRel) < u64::from(self.faults.fail_follows) {
             // After `pending_reads` polls, as a remote store's failed read answers.
-            return self.answer(Box::pin(std::future::ready(Err(StoreError::Unavailable(
+            return self.answer(StoreFuture::ready(Err(StoreError::Unavailable(
                 Unavailable::Backend("injected fault on a follow".into()),
-            )))));
+            ))));
         }
         let follow = self.inner.follow(id);
         let pending = self.faults.pending_reads;
@@ -250,7 +250,7 @@ impl EventStore for FaultyStore {
             return follow;
         }
         let drop_subscriptions = self.faults.drop_subscriptions;
-        self.answer(Box::pin(async move {
+        self.answer(StoreFuture::new(async move {
             let (changes, source) = follow.await?.into_parts();
             // The events stay readable; the wake-up is closed, as when the store lets go.
             let (changes, held) = if drop_subscriptions {
@@ -285,7 +285,7 @@ impl EventStore for FaultyStore {
         }
         let mut facts = Vec::new();
         let fetch = self.inner.read_usage(after, limit, &mut facts);
-        Some(Box::pin(async move {
+        Some(StoreFuture::new(async move {
             later(polls).await;
             match fetch {
                 Some(fetch) => fetch.await,

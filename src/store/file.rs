@@ -245,16 +245,16 @@ impl EventStore for FileStore {
         let memory = self.memory.clone();
         let writer = self.writer.clone();
         if self.closed.load(Ordering::Acquire) {
-            return Box::pin(std::future::ready(Err(closed())));
+            return StoreFuture::ready(Err(closed()));
         }
         if self.writer.failed() {
-            return Box::pin(std::future::ready(Err(self.unavailable())));
+            return StoreFuture::ready(Err(self.unavailable()));
         }
         if let Err(full) = self.room_on_disk() {
-            return Box::pin(std::future::ready(Err(full)));
+            return StoreFuture::ready(Err(full));
         }
         let created = memory.create_journaled(new);
-        Box::pin(async move {
+        StoreFuture::new(async move {
             match created? {
                 (Created::New(view), ticket) => {
                     if let Err(failed) = writer.durable(ticket).await {
@@ -274,11 +274,11 @@ impl EventStore for FileStore {
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
-        Box::pin(async move { self.append_durably(id, vec![payload]).await?.event(id) })
+        StoreFuture::new(async move { self.append_durably(id, vec![payload]).await?.event(id) })
     }
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
-        Box::pin(async move { Ok(self.append_durably(id, payloads).await?.last) })
+        StoreFuture::new(async move { Ok(self.append_durably(id, payloads).await?.last) })
     }
 
     /// After a failure, an execution that has not ended has no state to tell: it stays at
@@ -290,7 +290,7 @@ impl EventStore for FileStore {
             }
             Ok(view)
         });
-        Box::pin(std::future::ready(view))
+        StoreFuture::ready(view)
     }
 
     fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
@@ -300,7 +300,7 @@ impl EventStore for FileStore {
             }
             Ok(state)
         });
-        Box::pin(std::future::ready(state))
+        StoreFuture::ready(state)
     }
 
     fn first(&self, id: ExecutionId) -> StoreFuture<'_, Event> {

@@ -396,36 +396,36 @@ impl EventStore for MemoryStore {
 
     fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
         let result = self.create_journaled(new).map(|(created, _)| created);
-        Box::pin(std::future::ready(result))
+        StoreFuture::ready(result)
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {
         let result = self
             .append_journaled(id, vec![payload])
             .and_then(|appended| appended.event(id));
-        Box::pin(std::future::ready(result))
+        StoreFuture::ready(result)
     }
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
         let result = self
             .append_journaled(id, payloads)
             .map(|appended| appended.last);
-        Box::pin(std::future::ready(result))
+        StoreFuture::ready(result)
     }
 
     fn get(&self, id: ExecutionId) -> StoreFuture<'_, Execution> {
-        Box::pin(std::future::ready(self.view(id)))
+        StoreFuture::ready(self.view(id))
     }
 
     fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
-        Box::pin(std::future::ready(self.state_now(id)))
+        StoreFuture::ready(self.state_now(id))
     }
 
     fn first(&self, id: ExecutionId) -> StoreFuture<'_, Event> {
         let first = self
             .slot(id)
             .and_then(|slot| slot.first().ok_or(StoreError::NotFound(id)));
-        Box::pin(std::future::ready(first))
+        StoreFuture::ready(first)
     }
 
     fn follow(&self, id: ExecutionId) -> StoreFuture<'_, Follower> {
@@ -433,7 +433,7 @@ impl EventStore for MemoryStore {
             let changes = slot.changes.subscribe();
             Follower::new(changes, slot)
         });
-        Box::pin(std::future::ready(follower))
+        StoreFuture::ready(follower)
     }
 
     fn usage_epoch(&self) -> u64 {

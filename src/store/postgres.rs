@@ -276,17 +276,15 @@ pub(super) fn on_store<T: Send + 'static>(
     work: impl Future<Output = Result<T, StoreError>> + Send + 'static,
 ) -> StoreFuture<'static, T> {
     if shared.closed.load(Ordering::Acquire) {
-        return Box::pin(std::future::ready(Err(StoreError::Unavailable(
-            Unavailable::Closed,
-        ))));
+        return StoreFuture::ready(Err(StoreError::Unavailable(Unavailable::Closed)));
     }
     if !shared.ready.load(Ordering::Acquire) {
-        return Box::pin(std::future::ready(Err(StoreError::Unavailable(
-            Unavailable::Backend("the event store's database has not been reached yet".into()),
+        return StoreFuture::ready(Err(StoreError::Unavailable(Unavailable::Backend(
+            "the event store's database has not been reached yet".into(),
         ))));
     }
     let task = shared.handle.spawn(work);
-    Box::pin(async move {
+    StoreFuture::new(async move {
         task.await.unwrap_or_else(|_| {
             Err(StoreError::Unavailable(Unavailable::Backend(
                 "the event store stopped".into(),

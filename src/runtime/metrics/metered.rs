@@ -29,7 +29,7 @@ impl Metered {
     }
 
     /// `append`, timed when the store is durable.
-    fn timed<'a, T: 'a>(&'a self, append: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
+    fn timed<'a, T: Send + 'a>(&'a self, append: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
         if !self.metrics.times_appends() {
             return append;
         }
@@ -38,7 +38,7 @@ impl Metered {
             reason = "an append's real duration: a paused test clock would show a sync as free"
         )]
         let start = Instant::now();
-        Box::pin(async move {
+        StoreFuture::new(async move {
             let appended = append.await;
             self.metrics.appended(start.elapsed());
             appended
@@ -109,7 +109,7 @@ impl Metered {
             return self.timed(append());
         }
         let append = self.timed(append());
-        Box::pin(async move {
+        StoreFuture::new(async move {
             let (first, appended) = futures_util::future::join(first, append).await;
             self.ended(first, code);
             appended

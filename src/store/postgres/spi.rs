@@ -23,7 +23,7 @@ impl PostgresStore {
     ) -> Result<uuid::Uuid, StoreFuture<'static, T>> {
         let current = self.shared.replica.id().0;
         if self.shared.driven.fenced(id, current) {
-            return Err(Box::pin(std::future::ready(Err(writer::not_owner(id)))));
+            return Err(StoreFuture::ready(Err(writer::not_owner(id))));
         }
         Ok(current)
     }
@@ -93,7 +93,7 @@ impl EventStore for PostgresStore {
 
     fn state(&self, id: ExecutionId) -> StoreFuture<'_, ExecutionState> {
         if let Some(held) = self.held(id) {
-            return Box::pin(std::future::ready(Ok(held.state)));
+            return StoreFuture::ready(Ok(held.state));
         }
         let shared = self.shared.clone();
         self.on_store(async move {
@@ -110,7 +110,7 @@ impl EventStore for PostgresStore {
             if let Some(first) = &held.first {
                 self.shared.watched.first(id, first);
             }
-            return Box::pin(std::future::ready(Ok(follower)));
+            return StoreFuture::ready(Ok(follower));
         }
         let shared = self.shared.clone();
         self.on_store(async move {
