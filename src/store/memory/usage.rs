@@ -66,26 +66,49 @@ struct Order {
     unsorted: bool,
 }
 
+/// The end of the order a search starts from.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    Front,
+    Back,
+}
+
 impl Order {
-    /// Where `position` is, or would go (in a sorted deque).
-    fn find(&self, position: u64) -> Result<usize, usize> {
-        // The common cases first: past the last (a new fact), and near the front (facts
-        // leave about oldest first). The search widens from the front, so a fact that leaves
-        // touches a few entries next to each other, not a binary search's path through the
-        // whole deque, whose entries the cache has long let go in a full store.
-        match self.slots.back() {
-            None => return Err(0),
-            Some((last, _)) if *last < position => return Err(self.slots.len()),
-            _ => {}
-        }
+    /// Where `position` is, or would go (in a sorted deque), looked for from the end it is
+    /// likely near: the front for a fact that leaves (facts leave about oldest first), the
+    /// back for a reveal or a reader that keeps up (the newest facts). The search widens
+    /// from that end (1, 2, 4, ... entries in) and then halves within the last step, so a
+    /// position near it touches a few neighbouring entries, not a binary search's path
+    /// through the whole deque, whose entries the cache has long let go in a full store.
+    fn find(&self, position: u64, end: End) -> Result<usize, usize> {
         let before = |at: usize| self.slots[at].0 < position;
-        let (mut low, mut high) = (0, 1);
-        while high < self.slots.len() && before(high) {
-            (low, high) = (high, high * 2);
+        // Every entry below `low` is before `position`; none from `high` on is.
+        let (mut low, mut high) = (0, self.slots.len());
+        let mut step = 1;
+        match end {
+            End::Front => {
+                while low + step <= high {
+                    let probe = low + step - 1;
+                    if !before(probe) {
+                        high = probe;
+                        break;
+                    }
+                    low = probe + 1;
+                    step *= 2;
+                }
+            }
+            End::Back => {
+                while step <= high - low {
+                    let probe = high - step;
+                    if before(probe) {
+                        low = probe + 1;
+                        break;
+                    }
+                    high = probe;
+                    step *= 2;
+                }
+            }
         }
-        // The answer is in `low..=high`: every entry below `low` is before `position`, and
-        // the one at `high` (or the end) is not.
-        let mut high = high.min(self.slots.len());
         while low < high {
             let mid = low + (high - low) / 2;
             if before(mid) {
@@ -130,7 +153,7 @@ impl Order {
 
     fn remove(&mut self, position: u64) -> Option<Held> {
         self.settle();
-        let at = self.find(position).ok()?;
+        let at = self.find(position, End::Front).ok()?;
         let held = self.slots[at].1.take()?;
         self.holes += 1;
         while self.slots.front().is_some_and(|(_, slot)| slot.is_none()) {
@@ -156,7 +179,7 @@ impl Order {
     fn within_mut(&mut self, positions: RangeInclusive<u64>) -> impl Iterator<Item = &mut Held> {
         self.settle();
         let (from, to) = positions.into_inner();
-        let at = self.find(from).unwrap_or_else(|at| at);
+        let at = self.find(from, End::Back).unwrap_or_else(|at| at);
         self.slots
             .range_mut(at..)
             .take_while(move |(position, _)| *position <= to)
@@ -166,7 +189,7 @@ impl Order {
     /// The facts after position `after`, in order.
     fn after(&mut self, after: u64) -> impl Iterator<Item = &Held> {
         self.settle();
-        let at = match self.find(after) {
+        let at = match self.find(after, End::Back) {
             Ok(at) => at + 1,
             Err(at) => at,
         };
@@ -417,6 +440,13 @@ mod tests {
                     .collect();
                 let expected: Vec<_> = model.range(within).map(|(p, s)| (*p, *s)).collect();
                 proptest::prop_assert_eq!(shown, expected);
+                // Settled by the reads above: from either end, a search answers as a
+                // binary search does.
+                for wanted in [0, after, position, position + 1, 250] {
+                    let expected = order.slots.binary_search_by_key(&wanted, |(p, _)| *p);
+                    proptest::prop_assert_eq!(order.find(wanted, End::Front), expected);
+                    proptest::prop_assert_eq!(order.find(wanted, End::Back), expected);
+                }
                 let holes = order.slots.iter().filter(|(_, slot)| slot.is_none()).count();
                 proptest::prop_assert_eq!(order.holes, holes);
                 proptest::prop_assert!(order.slots.len() <= 2 * model.len());
