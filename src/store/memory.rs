@@ -160,7 +160,9 @@ impl MemoryStore {
     ) -> Result<(Created, u64), StoreError> {
         // The record and its view are made before the index lock, which every other
         // execution's lookup waits for while it is held: their allocations (and the fresh
-        // pages they may fault in) are no part of it. A repeat of a key drops them unused.
+        // pages they may fault in) are no part of it. A create that stores nothing (a
+        // repeat of a key, a conflict, a full store) drops them unused, after the lock: the
+        // slot is declared before the guard, so it is dropped after it. Keep that order.
         let (slot, view) = Slot::new(
             new.id,
             at,
