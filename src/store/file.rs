@@ -253,9 +253,12 @@ impl EventStore for FileStore {
         if let Err(full) = self.room_on_disk() {
             return StoreFuture::ready(Err(full));
         }
-        let created = memory.create_journaled(new);
+        let created = match memory.create_journaled(new) {
+            Ok(created) => created,
+            Err(refused) => return StoreFuture::ready(Err(refused)),
+        };
         StoreFuture::new(async move {
-            match created? {
+            match created {
                 (Created::New(view), ticket) => {
                     if let Err(failed) = writer.durable(ticket).await {
                         // Never durable, never seen: it leaves the store.
