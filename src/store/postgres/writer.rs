@@ -380,7 +380,12 @@ fn facts_kept(shared: &Shared, events: &[Event]) -> bool {
             _ => None,
         })
         .max();
-    // The greatest is what the mark keeps: one atomic update for the append, not one a fact.
+    mark_kept(shared, greatest)
+}
+
+/// Marks the usage order kept up to `greatest`, the greatest position an append's facts
+/// took (one atomic update for the append, not one a fact); whether it had any.
+fn mark_kept(shared: &Shared, greatest: Option<u64>) -> bool {
     if let Some(position) = greatest {
         shared.kept.kept(position);
     }
@@ -408,12 +413,8 @@ fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
                 next += 1;
             }
         }
-        // Numbered in order: the last is the greatest, which the mark keeps (one atomic
-        // update for the append, as `facts_kept`).
-        if next > first {
-            shared.kept.kept(stored.base | (next - 1));
-            usage = true;
-        }
+        // Numbered in order: the last is the greatest.
+        usage |= mark_kept(shared, (next > first).then(|| stored.base | (next - 1)));
         shared.capacity.added(part.bytes);
         kept(shared, id, &part.events, part.request.now, part.input);
         let _ = part.request.reply.send(Ok(part.events));
