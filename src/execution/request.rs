@@ -174,15 +174,6 @@ impl ExecutionInput {
             + calls * size_of::<ToolCall>()
             + self.tools.len() * size_of::<ToolDefinition>()
     }
-
-    /// The text of the last user message, if any.
-    pub(crate) fn last_user_text(&self) -> Option<String> {
-        self.messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map(|m| m.text().into_owned())
-    }
 }
 
 /// One chat message.

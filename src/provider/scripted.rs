@@ -106,14 +106,16 @@ fn plan(script: &Script, call: &ProviderCall) -> Reply {
 
 /// The last user message's text: in place when it is one text part, as it nearly always is.
 fn echo(input: &Arc<ExecutionInput>) -> Source {
-    let last = input.messages.iter().rposition(|m| m.role == Role::User);
-    match last.map(|i| (i, input.messages[i].content.as_slice())) {
-        Some((message, [ContentPart::Text(_)])) => Source::Part {
+    let Some(message) = input.messages.iter().rposition(|m| m.role == Role::User) else {
+        return Source::Owned(String::new());
+    };
+    match input.messages[message].content.as_slice() {
+        [ContentPart::Text(_)] => Source::Part {
             input: input.clone(),
             message,
             part: 0,
         },
-        _ => Source::Owned(input.last_user_text().unwrap_or_default()),
+        _ => Source::Owned(input.messages[message].text().into_owned()),
     }
 }
 
