@@ -242,8 +242,6 @@ impl EventStore for FileStore {
     }
 
     fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
-        let memory = self.memory.clone();
-        let writer = self.writer.clone();
         if self.closed.load(Ordering::Acquire) {
             return StoreFuture::ready(Err(closed()));
         }
@@ -253,10 +251,12 @@ impl EventStore for FileStore {
         if let Err(full) = self.room_on_disk() {
             return StoreFuture::ready(Err(full));
         }
-        let created = match memory.create_journaled(new) {
+        let created = match self.memory.create_journaled(new) {
             Ok(created) => created,
             Err(refused) => return StoreFuture::ready(Err(refused)),
         };
+        let memory = self.memory.clone();
+        let writer = self.writer.clone();
         StoreFuture::new(async move {
             match created {
                 (Created::New(view), ticket) => {
