@@ -149,8 +149,8 @@ impl MemoryStore {
         count
     }
 
-    /// Creates under the index lock; slots evicted to make room go to `evicted`, for the
-    /// caller to free once the lock is released.
+    /// Makes the record, then stores it under the index lock; slots evicted to make room go
+    /// to `evicted`, for the caller to free once the lock is released.
     fn create_now(
         &self,
         new: NewExecution,

@@ -103,7 +103,7 @@ impl Metered {
         };
         let mut first = self.inner.first(id);
         // A store that answers at once (memory, file): counted now, as the events are, and
-        // with no second allocation. One that fetches: counted once its answer comes.
+        // with no allocation of its own. One that fetches: counted once its answer comes.
         if let Some(first) = (&mut first).now_or_never() {
             self.ended(first, code);
             return self.timed(append());
