@@ -32,6 +32,7 @@ mod listener;
 mod metrics;
 mod places;
 mod rpc_span;
+mod services;
 mod stream;
 mod unsent;
 
@@ -39,6 +40,7 @@ use connection::Http2;
 use incoming::{Accept, Incoming};
 pub use listener::{Listener, UnixPath};
 pub use metrics::serve_metrics;
+use services::Services;
 
 /// The largest header list a client may send (hyper's default): h2's bound
 /// (`connection.rs`), and what the Unix socket's `:authority` shim may hold (`authority.rs`).
@@ -91,14 +93,14 @@ pub async fn serve_with_ingress(
     // A request is refused before it is decoded once it is larger than its content may be,
     // plus framing.
     let max_message = limits::max_request_bytes(config.max_input_bytes);
-    let (routes, health) = routes(&runtime, max_message).await?;
+    let (services, health) = services(&runtime, max_message).await?;
     // The ingress serves gRPC-Web onto the same services.
     let ingress = match (ingress, &runtime.config().ingress) {
         (Some(listener), Some(config)) => Some(Ingress::start(
             runtime.clone(),
             config.clone(),
             listener,
-            routes.clone(),
+            services.routes().clone(),
         )),
         _ => None,
     };
@@ -112,7 +114,7 @@ pub async fn serve_with_ingress(
             rpc_span::rpc_span,
             TaskTracker::new(),
         ),
-        routes,
+        services,
         stop: CancellationToken::new(),
         force: CancellationToken::new(),
         // Every connection's unsent bytes, counted when metrics are on.
@@ -146,12 +148,12 @@ pub async fn serve_with_ingress(
     Ok(())
 }
 
-/// The services on one set of routes: health, reflection (`v1` and `v1alpha`) and the
-/// runtime's; and the health reporter that says whether the runtime serves.
-async fn routes(
+/// The services: health, reflection (`v1` and `v1alpha`) and the runtime's; and the health
+/// reporter that says whether the runtime serves.
+async fn services(
     runtime: &Runtime,
     max_message: usize,
-) -> Result<(Routes, tonic_health::server::HealthReporter), ServerError> {
+) -> Result<(Services, tonic_health::server::HealthReporter), ServerError> {
     let (health, health_service) = tonic_health::server::health_reporter();
     // A store that has not reached its database yet (PostgreSQL) is not serving from the
     // first check on; `storage_health` says SERVING once it is.
@@ -174,9 +176,9 @@ async fn routes(
     let routes = Routes::new(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(service)
+        .add_service(service.clone())
         .prepare();
-    Ok((routes, health))
+    Ok((Services::new(service, routes), health))
 }
 
 /// Where connections come from: TCP with no Nagle delay (deltas are forwarded the moment
@@ -221,7 +223,7 @@ async fn storage_health(runtime: &Runtime, health: &tonic_health::server::Health
     let mut check = tokio::time::interval(STORAGE_CHECK);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // What health says now, once set here (the first check sets it whatever it was, so a
-    // store that became ready between `routes` and here is reported SERVING).
+    // store that became ready between `services` and here is reported SERVING).
     let mut serving: Option<bool> = None;
     loop {
         check.tick().await;
@@ -254,7 +256,7 @@ async fn storage_health(runtime: &Runtime, health: &tonic_health::server::Health
 /// The server's connections: how each is served, and the signals that end them.
 struct Connections {
     http2: Http2,
-    routes: Routes,
+    services: Services,
     /// GOAWAY to every connection: open streams may finish.
     stop: CancellationToken,
     /// Every connection closed at once.
@@ -282,7 +284,7 @@ impl Connections {
                     Some(Ok(accepted)) => {
                         self.http2.tasks().spawn(self.http2.clone().serve(
                             accepted,
-                            self.routes.clone(),
+                            self.services.clone(),
                             self.stop.clone(),
                             self.force.clone(),
                             self.unsent.clone(),

@@ -15,7 +15,6 @@ use bytes::Bytes;
 use h2::{Ping, PingPong, Reason};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::service::Routes;
 
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::time::Instant;
@@ -25,6 +24,7 @@ use super::idle;
 use super::incoming::Accepted;
 use super::listener::Conn;
 use super::places::Activity;
+use super::services::Services;
 use super::stream;
 use super::unsent::{Counted, Unsent};
 
@@ -107,7 +107,7 @@ impl Http2 {
     pub(super) async fn serve(
         self,
         accepted: Accepted,
-        routes: Routes,
+        services: Services,
         stop: CancellationToken,
         force: CancellationToken,
         unsent: Option<Gauge>,
@@ -125,7 +125,7 @@ impl Http2 {
         self.drive(
             conn,
             Connection {
-                routes,
+                services,
                 stop,
                 force,
                 unsent,
@@ -167,7 +167,7 @@ impl Http2 {
     /// Serves the streams of a connection whose handshake is done, until it ends.
     async fn drive(&self, mut conn: h2::server::Connection<Io, Bytes>, c: Connection) {
         let Connection {
-            routes,
+            services,
             stop,
             force,
             unsent,
@@ -214,7 +214,7 @@ impl Http2 {
                         self.tasks.spawn(Box::pin(stream::serve(
                             request,
                             respond,
-                            routes.clone(),
+                            services.clone(),
                             limits,
                             unsent.clone(),
                             open,
@@ -256,7 +256,7 @@ type Io = Coalesced<Counted<Conn>>;
 
 /// What one connection is served with, past its handshake.
 struct Connection {
-    routes: Routes,
+    services: Services,
     stop: CancellationToken,
     force: CancellationToken,
     unsent: Arc<Unsent>,

@@ -1,4 +1,4 @@
-//! One HTTP/2 stream: the request handed to the gRPC routes, and the response sent back
+//! One HTTP/2 stream: the request handed to the service its path names, and the response sent back
 //! frame by frame. A client that accepts nothing for `server.stream_idle_timeout` while a
 //! frame waits for it has its stream reset, which frees what the stream held; so is one whose
 //! connection holds its bound of unsent data ([`super::unsent`]) for as long. A request's
@@ -17,11 +17,10 @@ use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, Request, Response};
 use http_body::{Body, Frame};
 use tokio::time::Instant;
-use tonic::codegen::Service;
-use tonic::service::Routes;
 use tracing::Instrument;
 
 use super::places::OpenStream;
+use super::services::Services;
 use super::unsent::Unsent;
 
 /// A stream's bounds.
@@ -35,11 +34,11 @@ pub(super) struct Limits {
     pub body_bytes: usize,
 }
 
-/// Serves one request: calls the routes, then sends the response; a client reset ends both.
+/// Serves one request: calls its service, then sends the response; a client reset ends both.
 pub(super) async fn serve(
     request: Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
-    mut routes: Routes,
+    mut services: Services,
     limits: Limits,
     unsent: Arc<Unsent>,
     // Counts the stream open on its connection until the stream ends.
@@ -57,16 +56,11 @@ pub(super) async fn serve(
             let bound = bounded.then(|| (limits.body_bytes, Instant::now() + limits.request));
             tonic::body::Body::new(RequestBody::new(recv, bound))
         });
-        // Routes are always ready.
-        let Ok(()) = future::poll_fn(|cx| {
-            Service::<Request<tonic::body::Body>>::poll_ready(&mut routes, cx)
-        })
-        .await;
         let limit = request
             .headers()
             .get("grpc-timeout")
             .and_then(|value| grpc_timeout(value.as_bytes()));
-        let call = routes.call(request);
+        let call = services.call(request);
         // The caller's deadline bounds the wait for the answer (its headers; a stream then
         // runs on its own terms), as tonic's server did.
         let answer = async {

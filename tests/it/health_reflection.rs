@@ -154,3 +154,37 @@ macro_rules! reflection_suite {
 
 reflection_suite!(v1);
 reflection_suite!(v1alpha);
+
+/// A method the server does not have is `UNIMPLEMENTED`, whether its service is the
+/// runtime's (answered by the runtime's server directly) or one the server does not serve.
+#[tokio::test]
+async fn a_method_the_server_does_not_have_is_unimplemented() {
+    let server = start(echo()).await;
+    for path in [
+        "/model_runtime.v1.ModelRuntime/NoSuchMethod",
+        "/model_runtime.v1.ModelRuntimeX/Execute",
+        "/no.such.v1.Service/Check",
+    ] {
+        let mut grpc = tonic::client::Grpc::new(server.channel.clone());
+        within(grpc.ready()).await.expect("the channel is ready");
+        let status =
+            within(
+                grpc.unary(
+                    tonic::Request::new(HealthCheckRequest::default()),
+                    http::uri::PathAndQuery::from_static(path),
+                    tonic_prost::ProstCodec::<
+                        HealthCheckRequest,
+                        tonic_health::pb::HealthCheckResponse,
+                    >::default(),
+                ),
+            )
+            .await
+            .expect_err(path);
+        assert_eq!(
+            status.code(),
+            tonic::Code::Unimplemented,
+            "{path}: {status:?}"
+        );
+    }
+    server.stop().await;
+}
