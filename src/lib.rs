@@ -80,11 +80,11 @@
 //! - [`server`]: the gRPC server with health and reflection, over HTTP/2 served by h2
 //!   directly so one stalled stream can be reset: where it listens (`listener`), accepted
 //!   connections (`incoming`) and their places (`places`), one connection (`connection`) and
-//!   its idle watchdog (`idle`), one stream (`stream`), the service that answers it
-//!   (`services`) and its span (`rpc_span`), writes shared by streams (`coalesce`), what a
-//!   connection has not sent (`unsent`), any `:authority` on a Unix socket (`authority`), the
-//!   open-file limit (`descriptors`); `GET /metrics` (`metrics`) on the one HTTP/1.1 request
-//!   reader (`http1`, public for the binary's mock upstream and the tests' fake provider).
+//!   its idle watchdog (`idle`), one stream (`stream`) and its span (`rpc_span`), the service
+//!   that answers it (`services`), writes shared by streams (`coalesce`), what a connection
+//!   has not sent (`unsent`), any `:authority` on a Unix socket (`authority`), the open-file
+//!   limit (`descriptors`); `GET /metrics` (`metrics`) on the one HTTP/1.1 request reader
+//!   (`http1`, public for the binary's mock upstream and the tests' fake provider).
 //! - [`telemetry`]: logs, and trace export over OTLP (`traces`).
 //! - `fuzz` (feature `fuzzing`): the fuzz targets' entry points, gathered for `fuzz/`;
 //!   `fuzz_regressions` (tests only): every input under `fuzz/regressions/` replayed through

@@ -16,7 +16,7 @@ use crate::config::ServerConfig;
 use crate::ingress::Ingress;
 use crate::pb;
 use crate::runtime::{Runtime, RuntimeState, limits};
-use crate::service::ModelRuntimeService;
+use crate::service::{Compression, ModelRuntimeServer, ModelRuntimeService};
 
 mod authority;
 #[cfg(any(test, feature = "fuzzing"))]
@@ -52,6 +52,9 @@ const CONNECTION_GRACE: Duration = Duration::from_secs(5);
 
 /// How often the server checks whether the event store has failed, for health.
 const STORAGE_CHECK: Duration = Duration::from_millis(250);
+
+/// The runtime's generated server, as it is served: its calls reach it past the routes.
+type RuntimeServer = Compression<ModelRuntimeServer<ModelRuntimeService>>;
 
 /// How long the server waits after failing to accept a connection before it tries again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
@@ -153,7 +156,13 @@ pub async fn serve_with_ingress(
 async fn services(
     runtime: &Runtime,
     max_message: usize,
-) -> Result<(Services, tonic_health::server::HealthReporter), ServerError> {
+) -> Result<
+    (
+        Services<RuntimeServer>,
+        tonic_health::server::HealthReporter,
+    ),
+    ServerError,
+> {
     let (health, health_service) = tonic_health::server::health_reporter();
     // A store that has not reached its database yet (PostgreSQL) is not serving from the
     // first check on; `storage_health` says SERVING once it is.
@@ -256,7 +265,7 @@ async fn storage_health(runtime: &Runtime, health: &tonic_health::server::Health
 /// The server's connections: how each is served, and the signals that end them.
 struct Connections {
     http2: Http2,
-    services: Services,
+    services: Services<RuntimeServer>,
     /// GOAWAY to every connection: open streams may finish.
     stop: CancellationToken,
     /// Every connection closed at once.

@@ -24,7 +24,7 @@ use super::idle;
 use super::incoming::Accepted;
 use super::listener::Conn;
 use super::places::Activity;
-use super::services::Services;
+use super::services::{Direct, Services};
 use super::stream;
 use super::unsent::{Counted, Unsent};
 
@@ -104,10 +104,10 @@ impl Http2 {
 
     /// Serves one connection until the client closes it, its keepalive fails, or the server
     /// stops: on `stop` it sends GOAWAY and lets open streams finish; on `force` it closes.
-    pub(super) async fn serve(
+    pub(super) async fn serve<S: Direct>(
         self,
         accepted: Accepted,
-        services: Services,
+        services: Services<S>,
         stop: CancellationToken,
         force: CancellationToken,
         unsent: Option<Gauge>,
@@ -165,7 +165,11 @@ impl Http2 {
     }
 
     /// Serves the streams of a connection whose handshake is done, until it ends.
-    async fn drive(&self, mut conn: h2::server::Connection<Io, Bytes>, c: Connection) {
+    async fn drive<S: Direct>(
+        &self,
+        mut conn: h2::server::Connection<Io, Bytes>,
+        c: Connection<S>,
+    ) {
         let Connection {
             services,
             stop,
@@ -255,8 +259,8 @@ impl Http2 {
 type Io = Coalesced<Counted<Conn>>;
 
 /// What one connection is served with, past its handshake.
-struct Connection {
-    services: Services,
+struct Connection<S> {
+    services: Services<S>,
     stop: CancellationToken,
     force: CancellationToken,
     unsent: Arc<Unsent>,

@@ -54,7 +54,7 @@ pub(super) fn rpc_span(path: &str, headers: &HeaderMap) -> tracing::Span {
     span
 }
 
-/// The services this server routes (health aside).
+/// The services this server serves (health aside).
 const SERVICES: [&str; 3] = [
     super::SERVICE_NAME,
     "grpc.reflection.v1.ServerReflection",

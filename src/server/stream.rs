@@ -1,5 +1,5 @@
-//! One HTTP/2 stream: the request handed to the service its path names, and the response sent back
-//! frame by frame. A client that accepts nothing for `server.stream_idle_timeout` while a
+//! One HTTP/2 stream: the request handed to the service its path names, and the response sent
+//! back frame by frame. A client that accepts nothing for `server.stream_idle_timeout` while a
 //! frame waits for it has its stream reset, which frees what the stream held; so is one whose
 //! connection holds its bound of unsent data ([`super::unsent`]) for as long. A request's
 //! body is bounded in bytes (the largest request, framed) and, but for reflection's streams,
@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::places::OpenStream;
-use super::services::Services;
+use super::services::{Direct, Services};
 use super::unsent::Unsent;
 
 /// A stream's bounds.
@@ -35,10 +35,10 @@ pub(super) struct Limits {
 }
 
 /// Serves one request: calls its service, then sends the response; a client reset ends both.
-pub(super) async fn serve(
+pub(super) async fn serve<S: Direct>(
     request: Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
-    mut services: Services,
+    mut services: Services<S>,
     limits: Limits,
     unsent: Arc<Unsent>,
     // Counts the stream open on its connection until the stream ends.

@@ -156,14 +156,15 @@ reflection_suite!(v1);
 reflection_suite!(v1alpha);
 
 /// A method the server does not have is `UNIMPLEMENTED`, whether its service is the
-/// runtime's (answered by the runtime's server directly) or one the server does not serve.
+/// runtime's (answered by the runtime's server directly, which advertises its compression on
+/// every answer) or one the server does not serve (answered by the routes, which do not).
 #[tokio::test]
 async fn a_method_the_server_does_not_have_is_unimplemented() {
     let server = start(echo()).await;
-    for path in [
-        "/model_runtime.v1.ModelRuntime/NoSuchMethod",
-        "/model_runtime.v1.ModelRuntimeX/Execute",
-        "/no.such.v1.Service/Check",
+    for (path, runtimes) in [
+        ("/model_runtime.v1.ModelRuntime/NoSuchMethod", true),
+        ("/model_runtime.v1.ModelRuntimeX/Execute", false),
+        ("/no.such.v1.Service/Check", false),
     ] {
         let mut grpc = tonic::client::Grpc::new(server.channel.clone());
         within(grpc.ready()).await.expect("the channel is ready");
@@ -184,6 +185,11 @@ async fn a_method_the_server_does_not_have_is_unimplemented() {
             status.code(),
             tonic::Code::Unimplemented,
             "{path}: {status:?}"
+        );
+        assert_eq!(
+            status.metadata().get("grpc-accept-encoding").is_some(),
+            runtimes,
+            "{path}: answered by the runtime's server or the routes: {status:?}"
         );
     }
     server.stop().await;
