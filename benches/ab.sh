@@ -8,6 +8,7 @@
 #   benches/ab.sh /tmp/before target/release/model-runtime
 #   DURATION=3s ROUNDS=4 LEVELS="64" benches/ab.sh A B
 #   CONFIG_B=/tmp/off.toml benches/ab.sh BIN BIN   # one binary, two configs (default: bench.toml)
+#   WARMUP=5s benches/ab.sh A B       # how long each server runs before the rounds (2s)
 #
 # Needs jq. Loopback only; each run bounded by DURATION.
 set -euo pipefail
@@ -48,6 +49,12 @@ start a "$A" "${CONFIG_A:-benches/bench.toml}"
 start b "$B" "${CONFIG_B:-benches/bench.toml}"
 addr_a=$(cat "$work/a.addr")
 addr_b=$(cat "$work/b.addr")
+
+# Warm-up, not measured: each server fills its store first (the bench config's 20 000
+# executions), so the first round does not pay for the pages a filling store faults in.
+for addr in "$addr_a" "$addr_b"; do
+    "$CLIENT" bench --addr "$addr" --concurrency 64 --duration "${WARMUP:-2s}" >/dev/null
+done
 
 echo "A = $A ($addr_a)"
 echo "B = $B ($addr_b)"
