@@ -53,11 +53,11 @@ const CONNECTION_GRACE: Duration = Duration::from_secs(5);
 /// How often the server checks whether the event store has failed, for health.
 const STORAGE_CHECK: Duration = Duration::from_millis(250);
 
-/// The runtime's generated server, as it is served: its calls reach it past the routes.
-type RuntimeServer = Compression<ModelRuntimeServer<ModelRuntimeService>>;
-
 /// How long the server waits after failing to accept a connection before it tries again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
+/// The runtime's generated server, as it is served: its calls reach it past the routes.
+type RuntimeServer = Compression<ModelRuntimeServer<ModelRuntimeService>>;
 
 /// The fully-qualified name of the service, as health and reflection report it.
 pub const SERVICE_NAME: &str = "model_runtime.v1.ModelRuntime";
