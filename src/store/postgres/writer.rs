@@ -30,23 +30,35 @@ pub(super) struct Request {
     id: ExecutionId,
     /// The registration it was asked under: it is written under that one or not at all.
     registration: uuid::Uuid,
+    /// Moved into the events the writer stores, and handed back with an outcome that may be
+    /// asked again: an append's payloads are never copied.
     payloads: Vec<EventPayload>,
     /// When (retention's clock) it was asked for.
     now: i64,
-    reply: oneshot::Sender<Result<Vec<Event>, Outcome>>,
+    reply: Reply,
 }
+
+/// The events stored, or why not.
+type Reply = oneshot::Sender<Result<Vec<Event>, Outcome>>;
 
 /// Why the writer did not store an append.
 enum Outcome {
     /// The state machine refuses it (nothing was sent).
     Refused(StoreError),
-    /// This replica does not hold the execution (any more): look at its row.
-    Unheld,
-    /// The database did not update the row: not the sequence, owner or lease expected.
-    Stale,
+    /// This replica does not hold the execution (any more): look at its row. With the
+    /// payloads, to ask again.
+    Unheld(Vec<EventPayload>),
+    /// The database did not update the row: not the sequence, owner or lease expected. With
+    /// the payloads, to ask again.
+    Stale(Vec<EventPayload>),
     /// The statement failed; `expected` is the last sequence before it, and it may have
-    /// committed (the answer may be what was lost); whether asking again may help.
-    Unknown { expected: u64, transient: bool },
+    /// committed (the answer may be what was lost); whether asking again may help, and the
+    /// payloads to ask with.
+    Unknown {
+        expected: u64,
+        transient: bool,
+        payloads: Vec<EventPayload>,
+    },
 }
 
 /// Appends `payloads` to `id`, on the store's runtime, under `registration` (this replica's
@@ -75,6 +87,7 @@ pub(super) async fn append(
         )));
     }
     let count = payloads.len() as u64;
+    let mut payloads = payloads;
     let mut retries = 0u32;
     // A statement that may have committed: the last sequence before it.
     let mut unsure: Option<u64> = None;
@@ -114,7 +127,7 @@ pub(super) async fn append(
         let request = Request {
             id,
             registration,
-            payloads: payloads.clone(),
+            payloads,
             now,
             reply,
         };
@@ -126,17 +139,21 @@ pub(super) async fn append(
             Ok(Err(outcome)) => outcome,
             Err(_) => return Err(StoreError::Unavailable(Unavailable::Closed)),
         };
-        match outcome {
+        payloads = match outcome {
             Outcome::Refused(error) => return Err(error),
-            Outcome::Unheld | Outcome::Stale => {}
+            Outcome::Unheld(payloads) | Outcome::Stale(payloads) => payloads,
             Outcome::Unknown {
                 expected,
                 transient: true,
-            } => unsure = Some(expected),
+                payloads,
+            } => {
+                unsure = Some(expected);
+                payloads
+            }
             Outcome::Unknown {
                 transient: false, ..
             } => return Err(StoreError::Inconsistent(Inconsistency::Database)),
-        }
+        };
     }
 }
 
@@ -229,7 +246,10 @@ impl Batched for Request {
 
 /// One execution's part of a statement.
 struct Part {
-    request: Request,
+    id: ExecutionId,
+    /// When (retention's clock) its append was asked for.
+    now: i64,
+    reply: Reply,
     expected: u64,
     input: i64,
     events: Vec<Event>,
@@ -249,17 +269,22 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
     {
         let mut owned = shared.owned.lock();
         for request in batch {
-            if request.registration != identity.0 {
-                let _ = request
-                    .reply
-                    .send(Err(Outcome::Refused(not_owner(request.id))));
+            let Request {
+                id,
+                registration,
+                payloads,
+                now,
+                reply,
+            } = request;
+            if registration != identity.0 {
+                let _ = reply.send(Err(Outcome::Refused(not_owner(id))));
                 continue;
             }
-            let Some(held) = owned.get(&request.id).cloned() else {
-                let _ = request.reply.send(Err(Outcome::Unheld));
+            let Some(held) = owned.get(&id).cloned() else {
+                let _ = reply.send(Err(Outcome::Unheld(payloads)));
                 continue;
             };
-            match check(&held, &request, time) {
+            match check(id, &held, payloads, time) {
                 Ok(Checked {
                     events,
                     encoded,
@@ -269,7 +294,7 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
                     // Tentatively: the next append of this execution waits for this one's
                     // answer (one per execution per statement), and a failure forgets it.
                     owned.insert(
-                        request.id,
+                        id,
                         Held {
                             lifecycle,
                             last: held.last + events.len() as u64,
@@ -277,17 +302,19 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
                         },
                     );
                     parts.push(Part {
+                        id,
+                        now,
+                        reply,
                         expected: held.last,
                         input: held.input,
                         events,
                         encoded,
                         lifecycle,
                         bytes,
-                        request,
                     });
                 }
                 Err(error) => {
-                    let _ = request.reply.send(Err(Outcome::Refused(error)));
+                    let _ = reply.send(Err(Outcome::Refused(error)));
                 }
             }
         }
@@ -301,10 +328,11 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
             let transient = error.transient();
             tracing::warn!(%error, appends = parts.len(), "an append statement failed");
             for part in parts {
-                shared.owned.forget(part.request.id);
-                let _ = part.request.reply.send(Err(Outcome::Unknown {
+                shared.owned.forget(part.id);
+                let _ = part.reply.send(Err(Outcome::Unknown {
                     expected: part.expected,
                     transient,
+                    payloads: payloads_of(part.events),
                 }));
             }
         }
@@ -321,29 +349,35 @@ struct Checked {
     bytes: i64,
 }
 
-/// The events `request` would store after `held`, or why the state machine refuses them.
-fn check(held: &Held, request: &Request, time: SystemTime) -> Result<Checked, StoreError> {
+/// The events `payloads` would store after `held` (of execution `id`), or why the state
+/// machine refuses them.
+fn check(
+    id: ExecutionId,
+    held: &Held,
+    payloads: Vec<EventPayload>,
+    time: SystemTime,
+) -> Result<Checked, StoreError> {
     if held
         .lifecycle
         .state()
         .is_some_and(ExecutionState::is_terminal)
     {
-        return Err(StoreError::AlreadyTerminal(request.id));
+        return Err(StoreError::AlreadyTerminal(id));
     }
     let mut lifecycle = held.lifecycle;
-    let mut events = Vec::with_capacity(request.payloads.len());
-    let mut encoded = Vec::with_capacity(request.payloads.len());
+    let mut events = Vec::with_capacity(payloads.len());
+    let mut encoded = Vec::with_capacity(payloads.len());
     let mut bytes = 0i64;
-    for (i, payload) in request.payloads.iter().enumerate() {
-        let state = lifecycle.apply(payload)?;
-        let payload_bytes = rows::payload_bytes(payload);
+    for (sequence, payload) in (held.last + 1..).zip(payloads) {
+        let state = lifecycle.apply(&payload)?;
+        let payload_bytes = rows::payload_bytes(&payload);
         bytes += (payload_bytes.len() + EVENT_OVERHEAD) as i64;
         encoded.push(payload_bytes);
         events.push(Event {
-            sequence: held.last + 1 + i as u64,
+            sequence,
             time,
             state,
-            payload: payload.clone(),
+            payload,
         });
     }
     Ok(Checked {
@@ -399,11 +433,13 @@ fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
     // stale parts' too (`statement.rs`).
     let mut next = 1;
     for mut part in parts {
-        let id = part.request.id;
+        let id = part.id;
         if !stored.updated.contains(&uuid(id)) {
             next += statement::facts(&part.events) as u64;
             shared.owned.forget(id);
-            let _ = part.request.reply.send(Err(Outcome::Stale));
+            let _ = part
+                .reply
+                .send(Err(Outcome::Stale(payloads_of(part.events))));
             continue;
         }
         let first = next;
@@ -416,10 +452,15 @@ fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
         // Numbered in order: the last is the greatest.
         usage |= mark_kept(shared, (next > first).then(|| stored.base | (next - 1)));
         shared.capacity.added(part.bytes);
-        kept(shared, id, &part.events, part.request.now, part.input);
-        let _ = part.request.reply.send(Ok(part.events));
+        kept(shared, id, &part.events, part.now, part.input);
+        let _ = part.reply.send(Ok(part.events));
     }
     if usage {
         shared.usage.publish();
     }
+}
+
+/// The payloads of `events` the writer did not store, to be asked with again.
+fn payloads_of(events: Vec<Event>) -> Vec<EventPayload> {
+    events.into_iter().map(|event| event.payload).collect()
 }

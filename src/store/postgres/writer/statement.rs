@@ -139,7 +139,7 @@ fn columns(parts: &mut [Part]) -> Columns {
     let mut c = Columns::default();
     let mut ord = 0i64;
     for part in parts {
-        let id = uuid(part.request.id);
+        let id = uuid(part.id);
         let last = part.events.last().map_or(part.expected, |e| e.sequence);
         let state = part.lifecycle.state().unwrap_or(ExecutionState::Accepted);
         let (committed, stopping) = part.lifecycle.parts();
@@ -150,8 +150,7 @@ fn columns(parts: &mut [Part]) -> Columns {
         c.committed.push(committed);
         c.stopping.push(stopping);
         c.bytes.push(part.bytes);
-        c.ended_at
-            .push(state.is_terminal().then_some(part.request.now));
+        c.ended_at.push(state.is_terminal().then_some(part.now));
         let before = ord;
         let runs = part.events.chunks(rows::MAX_RUN);
         for (events, payloads) in runs.zip(part.encoded.chunks_mut(rows::MAX_RUN)) {
