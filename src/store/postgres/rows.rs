@@ -72,25 +72,59 @@ pub(super) fn labels_of(text: &str) -> Result<Arc<Labels>, PgError> {
 /// this many.
 pub(super) const MAX_RUN: usize = 64;
 
-/// The payload column of a row holding several events: per event, its state's code (one
-/// byte), its payload's length (four bytes, little-endian) and its payload.
-pub(super) fn run_bytes<'a>(events: impl Iterator<Item = (ExecutionState, &'a [u8])>) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (state, payload) in events {
-        out.push(state_code(state).to_le_bytes()[0]);
-        out.extend_from_slice(
-            &u32::try_from(payload.len())
-                .unwrap_or(u32::MAX)
-                .to_le_bytes(),
-        );
-        out.extend_from_slice(payload);
+/// An append's events as its rows keep them, written once into one buffer: each event framed
+/// as a run's row frames it (its state's code in one byte, its payload's length in four bytes,
+/// little-endian, then its payload), one after another. A run's row is then one slice of it,
+/// and a row of one event the slice past its frame.
+pub(super) struct Framed {
+    bytes: Vec<u8>,
+    /// Where each event's frame ends.
+    ends: Vec<usize>,
+}
+
+/// A frame's bytes before its payload.
+const FRAME: usize = 5;
+
+impl Framed {
+    pub(super) fn with_capacity(events: usize) -> Self {
+        Self {
+            bytes: Vec::with_capacity(events * 16),
+            ends: Vec::with_capacity(events),
+        }
     }
-    out
+
+    /// Adds an event of `state` with `payload`; the bytes its payload takes.
+    pub(super) fn push(&mut self, state: ExecutionState, payload: &EventPayload) -> usize {
+        let start = self.bytes.len();
+        self.bytes.push(state_code(state).to_le_bytes()[0]);
+        self.bytes.extend_from_slice(&[0; 4]);
+        codec::event(payload, &mut self.bytes);
+        let length = self.bytes.len() - start - FRAME;
+        let framed = u32::try_from(length).unwrap_or(u32::MAX).to_le_bytes();
+        self.bytes[start + 1..start + FRAME].copy_from_slice(&framed);
+        self.ends.push(self.bytes.len());
+        length
+    }
+
+    /// The payload column of the row of events `events` (positions in the order they were
+    /// pushed): a run's frames, or a lone event's payload alone.
+    pub(super) fn row(&self, events: std::ops::Range<usize>) -> &[u8] {
+        let start = events
+            .start
+            .checked_sub(1)
+            .map_or(0, |before| self.ends[before]);
+        let end = self.ends[events.end - 1];
+        if events.len() == 1 {
+            &self.bytes[start + FRAME..end]
+        } else {
+            &self.bytes[start..end]
+        }
+    }
 }
 
 /// The events of a row of `sequence, time, state, payload, usage_position, first_sequence`
 /// (in that order from column `at`) after `after`, appended to `into`: one event when
-/// `first_sequence` is null, else events `first_sequence..=sequence` ([`run_bytes`]). A row's
+/// `first_sequence` is null, else events `first_sequence..=sequence` ([`Framed`]). A row's
 /// usage facts take `labels`, and positions one apart up to the row's `usage_position`.
 pub(super) fn events_of(
     row: &Row,
@@ -190,4 +224,42 @@ fn read_run(
         return Err(broken());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::execution::fixtures;
+
+    /// A lone event's row is its payload as `payload_bytes` writes it; a run's is each
+    /// event's state, length and payload, one after another.
+    #[test]
+    fn a_row_of_framed_events_is_a_lone_payload_or_a_run() {
+        let events = [
+            (ExecutionState::Running, fixtures::attempt_started(1)),
+            (ExecutionState::Running, fixtures::text(1, "héllo")),
+            (ExecutionState::Running, fixtures::usage(7)),
+            (ExecutionState::Succeeded, fixtures::completed(1, "héllo")),
+        ];
+        let mut framed = Framed::with_capacity(1);
+        for (state, payload) in &events {
+            assert_eq!(framed.push(*state, payload), payload_bytes(payload).len());
+        }
+        for (i, (_, payload)) in events.iter().enumerate() {
+            assert_eq!(framed.row(i..i + 1), payload_bytes(payload));
+        }
+        let run = |from: usize, to: usize| {
+            let mut bytes = Vec::new();
+            for (state, payload) in &events[from..to] {
+                let payload = payload_bytes(payload);
+                bytes.push(state_code(*state).to_le_bytes()[0]);
+                bytes.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_le_bytes());
+                bytes.extend_from_slice(&payload);
+            }
+            bytes
+        };
+        assert_eq!(framed.row(0..4), run(0, 4));
+        assert_eq!(framed.row(1..3), run(1, 3));
+        assert_eq!(framed.row(2..4), run(2, 4));
+    }
 }

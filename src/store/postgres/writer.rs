@@ -72,7 +72,7 @@ pub(super) async fn append(
     shared: &Shared,
     id: ExecutionId,
     registration: uuid::Uuid,
-    payloads: Vec<EventPayload>,
+    mut payloads: Vec<EventPayload>,
     now: i64,
 ) -> Result<Vec<Event>, StoreError> {
     let facts = payloads
@@ -87,7 +87,6 @@ pub(super) async fn append(
         )));
     }
     let count = payloads.len() as u64;
-    let mut payloads = payloads;
     let mut retries = 0u32;
     // A statement that may have committed: the last sequence before it.
     let mut unsure: Option<u64> = None;
@@ -253,8 +252,8 @@ struct Part {
     expected: u64,
     input: i64,
     events: Vec<Event>,
-    /// Each event's payload as a row keeps it (taken when the statement is built).
-    encoded: Vec<Vec<u8>>,
+    /// The events as their rows keep them.
+    framed: rows::Framed,
     lifecycle: Lifecycle,
     bytes: i64,
 }
@@ -287,7 +286,7 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
             match check(id, &held, payloads, time) {
                 Ok(Checked {
                     events,
-                    encoded,
+                    framed,
                     lifecycle,
                     bytes,
                 }) => {
@@ -308,7 +307,7 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
                         expected: held.last,
                         input: held.input,
                         events,
-                        encoded,
+                        framed,
                         lifecycle,
                         bytes,
                     });
@@ -322,7 +321,7 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
     if parts.is_empty() {
         return;
     }
-    match statement(shared, identity, &mut parts).await {
+    match statement(shared, identity, &parts).await {
         Ok(stored) => answer(shared, parts, &stored),
         Err(error) => {
             let transient = error.transient();
@@ -342,7 +341,7 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
 /// What an append would store.
 struct Checked {
     events: Vec<Event>,
-    encoded: Vec<Vec<u8>>,
+    framed: rows::Framed,
     /// The lifecycle after the events.
     lifecycle: Lifecycle,
     /// The bytes they add.
@@ -366,13 +365,11 @@ fn check(
     }
     let mut lifecycle = held.lifecycle;
     let mut events = Vec::with_capacity(payloads.len());
-    let mut encoded = Vec::with_capacity(payloads.len());
+    let mut framed = rows::Framed::with_capacity(payloads.len());
     let mut bytes = 0i64;
     for (sequence, payload) in (held.last + 1..).zip(payloads) {
         let state = lifecycle.apply(&payload)?;
-        let payload_bytes = rows::payload_bytes(&payload);
-        bytes += (payload_bytes.len() + EVENT_OVERHEAD) as i64;
-        encoded.push(payload_bytes);
+        bytes += (framed.push(state, &payload) + EVENT_OVERHEAD) as i64;
         events.push(Event {
             sequence,
             time,
@@ -382,7 +379,7 @@ fn check(
     }
     Ok(Checked {
         events,
-        encoded,
+        framed,
         lifecycle,
         bytes,
     })

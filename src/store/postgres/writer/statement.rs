@@ -71,9 +71,9 @@ WITH lease AS (
 SELECT id, pg_current_xact_id()::text::int8 << 20 FROM upd, note
 ";
 
-/// Columns of the write, built from the parts.
+/// Columns of the write, built from the parts (whose events' bytes they borrow).
 #[derive(Default)]
-struct Columns {
+struct Columns<'a> {
     ids: Vec<uuid::Uuid>,
     expected: Vec<i64>,
     last: Vec<i64>,
@@ -91,15 +91,15 @@ struct Columns {
     sequence: Vec<i64>,
     time: Vec<i64>,
     event_state: Vec<i16>,
-    payload: Vec<Vec<u8>>,
+    payload: Vec<&'a [u8]>,
     ord: Vec<Option<i64>>,
     first: Vec<Option<i64>>,
 }
 
-impl Columns {
-    /// The row of a run of `events` with their payloads; `ord` is the statement's last usage
-    /// fact's number before them, and after.
-    fn row(&mut self, id: uuid::Uuid, events: &[Event], payloads: &mut [Vec<u8>], ord: &mut i64) {
+impl<'a> Columns<'a> {
+    /// The row of a run of `events` with its payload column ([`rows::Framed::row`]); `ord` is
+    /// the statement's last usage fact's number before them, and after.
+    fn row(&mut self, id: uuid::Uuid, events: &[Event], payload: &'a [u8], ord: &mut i64) {
         let (Some(first), Some(last)) = (events.first(), events.last()) else {
             return;
         };
@@ -112,18 +112,9 @@ impl Columns {
             *ord += count;
             *ord
         }));
-        if let [_] = events {
-            self.payload.push(std::mem::take(&mut payloads[0]));
-            self.first.push(None);
-        } else {
-            self.payload.push(rows::run_bytes(
-                events
-                    .iter()
-                    .zip(payloads)
-                    .map(|(e, p)| (e.state, p.as_slice())),
-            ));
-            self.first.push(Some(first.sequence.cast_signed()));
-        }
+        self.payload.push(payload);
+        self.first
+            .push((events.len() > 1).then(|| first.sequence.cast_signed()));
     }
 }
 
@@ -135,7 +126,7 @@ pub(super) fn facts(events: &[Event]) -> usize {
         .count()
 }
 
-fn columns(parts: &mut [Part]) -> Columns {
+fn columns(parts: &[Part]) -> Columns<'_> {
     let mut c = Columns::default();
     let mut ord = 0i64;
     for part in parts {
@@ -152,9 +143,11 @@ fn columns(parts: &mut [Part]) -> Columns {
         c.bytes.push(part.bytes);
         c.ended_at.push(state.is_terminal().then_some(part.now));
         let before = ord;
-        let runs = part.events.chunks(rows::MAX_RUN);
-        for (events, payloads) in runs.zip(part.encoded.chunks_mut(rows::MAX_RUN)) {
-            c.row(id, events, payloads, &mut ord);
+        let mut at = 0;
+        for events in part.events.chunks(rows::MAX_RUN) {
+            let payload = part.framed.row(at..at + events.len());
+            c.row(id, events, payload, &mut ord);
+            at += events.len();
         }
         // Its rows numbered facts: it keeps some.
         c.usage.push(ord > before);
@@ -165,7 +158,7 @@ fn columns(parts: &mut [Part]) -> Columns {
 pub(super) async fn statement(
     shared: &Shared,
     (me, epoch): (uuid::Uuid, i64),
-    parts: &mut [Part],
+    parts: &[Part],
 ) -> Result<Stored, PgError> {
     let c = columns(parts);
     let rows = shared
