@@ -86,9 +86,11 @@ pub(super) struct Framed {
 const FRAME: usize = 5;
 
 impl Framed {
+    /// Room for `events` events of a few words each (a text delta's frame is 14 bytes and its
+    /// text); larger payloads grow it.
     pub(super) fn with_capacity(events: usize) -> Self {
         Self {
-            bytes: Vec::with_capacity(events * 16),
+            bytes: Vec::with_capacity(events * 32),
             ends: Vec::with_capacity(events),
         }
     }
@@ -107,7 +109,8 @@ impl Framed {
     }
 
     /// The payload column of the row of events `events` (positions in the order they were
-    /// pushed): a run's frames, or a lone event's payload alone.
+    /// pushed, not empty): a run's frames, or a lone event's payload alone (its row has no
+    /// first sequence, which is how `read_row` tells the two apart).
     pub(super) fn row(&self, events: std::ops::Range<usize>) -> &[u8] {
         let start = events
             .start
@@ -259,6 +262,15 @@ mod tests {
             bytes
         };
         assert_eq!(framed.row(0..4), run(0, 4));
+        // And each frame's payload decodes to its event.
+        let mut bytes = framed.row(0..4);
+        for (_, payload) in &events {
+            let (length, rest) = bytes[1..].split_first_chunk::<4>().unwrap();
+            let (encoded, rest) = rest.split_at(u32::from_le_bytes(*length) as usize);
+            assert_eq!(&codec::decode_event(encoded).unwrap(), payload);
+            bytes = rest;
+        }
+        assert!(bytes.is_empty());
         assert_eq!(framed.row(1..3), run(1, 3));
         assert_eq!(framed.row(2..4), run(2, 4));
     }
