@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tonic::server::NamedService;
 use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
@@ -59,8 +60,9 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 /// The runtime's generated server, as it is served: its calls reach it past the routes.
 type RuntimeServer = Compression<ModelRuntimeServer<ModelRuntimeService>>;
 
-/// The fully-qualified name of the service, as health and reflection report it.
-pub const SERVICE_NAME: &str = "model_runtime.v1.ModelRuntime";
+/// The fully-qualified name of the service, as health and reflection report it (and as its
+/// calls are told from the others').
+pub const SERVICE_NAME: &str = <RuntimeServer as NamedService>::NAME;
 
 /// Why the server could not run.
 #[derive(Debug, thiserror::Error)]

@@ -1,8 +1,7 @@
-//! Which service answers a stream. The server's own service (the runtime's generated server)
-//! takes the calls on its path directly, which saves each a path lookup in tonic's routes (an
-//! axum router), an extensions map for its (absent) path parameters, and two boxed layers
-//! around its response body, polled on every frame. Health, reflection and unknown services go
-//! through the routes.
+//! Which service answers a stream. The server's own service takes the calls on its path
+//! directly, which saves each a path lookup in tonic's routes (an axum router), an extensions
+//! map for its (absent) path parameters, and two boxed layers around its response body,
+//! polled on every frame. Every other service, and any unknown one, goes through the routes.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -52,7 +51,7 @@ impl<S: Direct> Services<S> {
         Self { direct, routes }
     }
 
-    /// Every service on one set of routes, `S`'s among them (gRPC-Web serves them so).
+    /// Every service on one set of routes, `S`'s among them.
     pub(super) fn routes(&self) -> &Routes {
         &self.routes
     }

@@ -161,12 +161,12 @@ reflection_suite!(v1alpha);
 #[tokio::test]
 async fn a_method_the_server_does_not_have_is_unimplemented() {
     let server = start(echo()).await;
+    let mut grpc = tonic::client::Grpc::new(server.channel.clone());
     for (path, runtimes) in [
         ("/model_runtime.v1.ModelRuntime/NoSuchMethod", true),
         ("/model_runtime.v1.ModelRuntimeX/Execute", false),
         ("/no.such.v1.Service/Check", false),
     ] {
-        let mut grpc = tonic::client::Grpc::new(server.channel.clone());
         within(grpc.ready()).await.expect("the channel is ready");
         let status =
             within(

@@ -109,18 +109,17 @@ impl Framed {
     }
 
     /// The payload column of the row of events `events` (positions in the order they were
-    /// pushed, not empty): a run's frames, or a lone event's payload alone (its row has no
-    /// first sequence, which is how `read_row` tells the two apart).
-    pub(super) fn row(&self, events: std::ops::Range<usize>) -> &[u8] {
+    /// pushed, not empty), and whether the row is a run: a run's frames, or a lone event's
+    /// payload alone.
+    pub(super) fn row(&self, events: std::ops::Range<usize>) -> (&[u8], bool) {
         let start = events
             .start
             .checked_sub(1)
             .map_or(0, |before| self.ends[before]);
         let end = self.ends[events.end - 1];
-        if events.len() == 1 {
-            &self.bytes[start + FRAME..end]
-        } else {
-            &self.bytes[start..end]
+        match events.len() {
+            1 => (&self.bytes[start + FRAME..end], false),
+            _ => (&self.bytes[start..end], true),
         }
     }
 }
@@ -249,7 +248,10 @@ mod tests {
             assert_eq!(framed.push(*state, payload), payload_bytes(payload).len());
         }
         for (i, (_, payload)) in events.iter().enumerate() {
-            assert_eq!(framed.row(i..i + 1), payload_bytes(payload));
+            assert_eq!(
+                framed.row(i..i + 1),
+                (payload_bytes(payload).as_slice(), false)
+            );
         }
         let run = |from: usize, to: usize| {
             let mut bytes = Vec::new();
@@ -261,9 +263,9 @@ mod tests {
             }
             bytes
         };
-        assert_eq!(framed.row(0..4), run(0, 4));
+        assert_eq!(framed.row(0..4), (run(0, 4).as_slice(), true));
         // And each frame's payload decodes to its event.
-        let mut bytes = framed.row(0..4);
+        let (mut bytes, _) = framed.row(0..4);
         for (_, payload) in &events {
             let (length, rest) = bytes[1..].split_first_chunk::<4>().unwrap();
             let (encoded, rest) = rest.split_at(u32::from_le_bytes(*length) as usize);
@@ -271,7 +273,7 @@ mod tests {
             bytes = rest;
         }
         assert!(bytes.is_empty());
-        assert_eq!(framed.row(1..3), run(1, 3));
-        assert_eq!(framed.row(2..4), run(2, 4));
+        assert_eq!(framed.row(1..3), (run(1, 3).as_slice(), true));
+        assert_eq!(framed.row(2..4), (run(2, 4).as_slice(), true));
     }
 }

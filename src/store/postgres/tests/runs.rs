@@ -12,8 +12,9 @@ use crate::store::postgres::PostgresStore;
 use crate::store::{EventStore, StoreError, UsageEntry};
 
 /// One append's events share rows (runs of `MAX_RUN` at most, usage facts among them; its last
-/// event, after three full runs, a row of its own); another replica reads them back one by one from any cursor, at any limit, and the facts
-/// in the usage order, at the positions the owner handed out.
+/// event, after three full runs, a row of its own); another replica reads them back one by one
+/// from any cursor, at any limit, and the facts in the usage order, at the positions the owner
+/// handed out.
 #[tokio::test]
 async fn an_appends_events_read_back_from_any_cursor() {
     let Some((a, b)) = pair(Duration::from_secs(60)).await else {

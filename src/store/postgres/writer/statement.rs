@@ -97,9 +97,16 @@ struct Columns<'a> {
 }
 
 impl<'a> Columns<'a> {
-    /// The row of a run of `events` with its payload column ([`rows::Framed::row`]); `ord` is
-    /// the statement's last usage fact's number before them, and after.
-    fn row(&mut self, id: uuid::Uuid, events: &[Event], payload: &'a [u8], ord: &mut i64) {
+    /// The row of a run of `events` with its payload column and whether it is a run
+    /// ([`rows::Framed::row`]); `ord` is the statement's last usage fact's number before them,
+    /// and after.
+    fn row(
+        &mut self,
+        id: uuid::Uuid,
+        events: &[Event],
+        (payload, run): (&'a [u8], bool),
+        ord: &mut i64,
+    ) {
         let (Some(first), Some(last)) = (events.first(), events.last()) else {
             return;
         };
@@ -113,8 +120,7 @@ impl<'a> Columns<'a> {
             *ord
         }));
         self.payload.push(payload);
-        self.first
-            .push((events.len() > 1).then(|| first.sequence.cast_signed()));
+        self.first.push(run.then(|| first.sequence.cast_signed()));
     }
 }
 
@@ -143,11 +149,9 @@ fn columns(parts: &[Part]) -> Columns<'_> {
         c.bytes.push(part.bytes);
         c.ended_at.push(state.is_terminal().then_some(part.now));
         let before = ord;
-        let mut at = 0;
-        for events in part.events.chunks(rows::MAX_RUN) {
-            let payload = part.framed.row(at..at + events.len());
-            c.row(id, events, payload, &mut ord);
-            at += events.len();
+        for (n, events) in part.events.chunks(rows::MAX_RUN).enumerate() {
+            let at = n * rows::MAX_RUN;
+            c.row(id, events, part.framed.row(at..at + events.len()), &mut ord);
         }
         // Its rows numbered facts: it keeps some.
         c.usage.push(ord > before);
