@@ -16,8 +16,9 @@
 //! (`capacity.rs`).
 //!
 //! All of the store's database work runs on a runtime of its own (one thread): the callers'
-//! runtime only awaits its answers. So a caller's timers (a test's paused clock) never race
-//! the store's I/O, and the store's timeouts are its own: no statement is waited for longer
+//! runtime only awaits its answers (an append to an execution this replica holds is put on
+//! the writer's queue from the caller's thread, with no task of its own). So a caller's
+//! timers (a test's paused clock) never race the store's I/O, and the store's timeouts are its own: no statement is waited for longer
 //! than [`Shared::patience`]. Every statement begins with `/* model-runtime: KIND */`, which
 //! the database's views of what runs show (and the tests' fault proxy picks statements by).
 
@@ -275,13 +276,8 @@ pub(super) fn on_store<T: Send + 'static>(
     shared: &Shared,
     work: impl Future<Output = Result<T, StoreError>> + Send + 'static,
 ) -> StoreFuture<'static, T> {
-    if shared.closed.load(Ordering::Acquire) {
-        return StoreFuture::ready(Err(StoreError::Unavailable(Unavailable::Closed)));
-    }
-    if !shared.ready.load(Ordering::Acquire) {
-        return StoreFuture::ready(Err(StoreError::Unavailable(Unavailable::Backend(
-            "the event store's database has not been reached yet".into(),
-        ))));
+    if let Err(closed) = shared.open() {
+        return StoreFuture::ready(Err(closed));
     }
     let task = shared.handle.spawn(work);
     StoreFuture::new(async move {
@@ -294,6 +290,19 @@ pub(super) fn on_store<T: Send + 'static>(
 }
 
 impl Shared {
+    /// Whether the store takes operations: not closed, and started (its database reached).
+    pub(super) fn open(&self) -> Result<(), StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Unavailable(Unavailable::Closed));
+        }
+        if !self.ready.load(Ordering::Acquire) {
+            return Err(StoreError::Unavailable(Unavailable::Backend(
+                "the event store's database has not been reached yet".into(),
+            )));
+        }
+        Ok(())
+    }
+
     /// A connection from the pool; whether the database answers is noted for `failed`.
     pub(super) async fn client(&self) -> Result<Object, PgError> {
         let client = self.pool.get().await;

@@ -23,7 +23,7 @@ pub(super) trait Batched: Send + Sized + 'static {
     fn key(&self) -> Self::Key;
 
     /// Writes `batch` and answers each request.
-    fn write(shared: &Shared, batch: Vec<Self>) -> impl Future<Output = ()> + Send;
+    fn write(shared: &Arc<Shared>, batch: Vec<Self>) -> impl Future<Output = ()> + Send;
 }
 
 /// Takes the requests as they come and writes them in batches, one statement at a time,

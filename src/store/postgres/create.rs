@@ -47,7 +47,7 @@ impl Batched for Request {
         }
     }
 
-    fn write(shared: &Shared, batch: Vec<Self>) -> impl Future<Output = ()> + Send {
+    fn write(shared: &Arc<Shared>, batch: Vec<Self>) -> impl Future<Output = ()> + Send {
         write(shared, batch)
     }
 }

@@ -1,6 +1,7 @@
 //! The EventStore SPI on the PostgreSQL store: each operation runs on the store's runtime
 //! (`on_store`), except what this replica knows of an execution it holds.
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 
 use super::{
@@ -26,6 +27,30 @@ impl PostgresStore {
             return Err(StoreFuture::ready(Err(writer::not_owner(id))));
         }
         Ok(current)
+    }
+
+    /// Sends an append of `payloads` to `id` under `registration` on its way (`writer.rs`):
+    /// its answer, or the store's refusal when it is closed or not started.
+    fn sent<T: Send + 'static>(
+        &self,
+        id: ExecutionId,
+        registration: uuid::Uuid,
+        payloads: Vec<EventPayload>,
+    ) -> Result<
+        impl Future<Output = Result<Vec<Event>, StoreError>> + Send + 'static,
+        StoreFuture<'static, T>,
+    > {
+        if let Err(closed) = self.shared.open() {
+            return Err(StoreFuture::ready(Err(closed)));
+        }
+        let now = self.shared.clock.now();
+        Ok(writer::append(
+            &self.shared,
+            id,
+            registration,
+            payloads,
+            now,
+        ))
     }
 }
 
@@ -54,10 +79,12 @@ impl EventStore for PostgresStore {
             Ok(registration) => registration,
             Err(fenced) => return fenced,
         };
-        let shared = self.shared.clone();
-        let now = shared.clock.now();
-        self.on_store(async move {
-            let mut events = writer::append(&shared, id, registration, vec![payload], now).await?;
+        let appended = match self.sent(id, registration, vec![payload]) {
+            Ok(appended) => appended,
+            Err(refused) => return refused,
+        };
+        StoreFuture::new(async move {
+            let mut events = appended.await?;
             events.pop().ok_or(StoreError::NotFound(id))
         })
     }
@@ -67,15 +94,20 @@ impl EventStore for PostgresStore {
             Ok(registration) => registration,
             Err(fenced) => return fenced,
         };
-        let shared = self.shared.clone();
-        let now = shared.clock.now();
-        self.on_store(async move {
-            if payloads.is_empty() {
+        if payloads.is_empty() {
+            let shared = self.shared.clone();
+            return self.on_store(async move {
                 capacity::flush_for(&shared, id).await?;
                 let row = shared.row(id).await.map_err(PgError::into_store)?;
-                return row.map(|r| r.last).ok_or(StoreError::NotFound(id));
-            }
-            let events = writer::append(&shared, id, registration, payloads, now).await?;
+                row.map(|r| r.last).ok_or(StoreError::NotFound(id))
+            });
+        }
+        let appended = match self.sent(id, registration, payloads) {
+            Ok(appended) => appended,
+            Err(refused) => return refused,
+        };
+        StoreFuture::new(async move {
+            let events = appended.await?;
             events
                 .last()
                 .map(|e| e.sequence)

@@ -18,7 +18,7 @@
 //! replica's executions end within a lease of its last renewal (its registration lapses) and
 //! a third (the next round), plus the time its batches take.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use super::owned::Row;
@@ -87,7 +87,7 @@ impl Takeover {
 }
 
 /// The takeover's task: a round every third of a lease, or when woken.
-pub(super) async fn run(shared: std::sync::Arc<Shared>) {
+pub(super) async fn run(shared: Arc<Shared>) {
     let every = shared.replica.lease / 3;
     let mut failures = 0u32;
     loop {
@@ -113,7 +113,7 @@ pub(super) async fn run(shared: std::sync::Arc<Shared>) {
     }
 }
 
-async fn round(shared: &Shared) -> Result<(), PgError> {
+async fn round(shared: &Arc<Shared>) -> Result<(), PgError> {
     while claim(shared).await? {}
     adopt(shared).await?;
     reconcile(shared).await
@@ -164,7 +164,7 @@ async fn adopt(shared: &Shared) -> Result<(), PgError> {
 }
 
 /// Ends every unfinished execution this replica owns that no driver here runs.
-async fn reconcile(shared: &Shared) -> Result<(), PgError> {
+async fn reconcile(shared: &Arc<Shared>) -> Result<(), PgError> {
     let (me, epoch) = shared.replica.identity();
     let mine = shared
         .on_connection(async |client| {
@@ -216,7 +216,7 @@ fn why(taken: bool) -> Interruption {
 }
 
 /// Ends `ids` (unfinished, this replica's, undriven) as a restart would.
-async fn end(shared: &Shared, ids: &[ExecutionId]) -> Result<(), PgError> {
+async fn end(shared: &Arc<Shared>, ids: &[ExecutionId]) -> Result<(), PgError> {
     let uuids: Vec<uuid::Uuid> = ids.iter().map(|id| uuid(*id)).collect();
     let (heads, bodies) = shared
         .on_connection(async |client| {

@@ -5,8 +5,8 @@
 //! execution the statement updates the row only if its last sequence is the one expected,
 //! this replica still owns it and its lease is current (the fence), and inserts the events
 //! only for the rows it updated, so each execution's events go in whole or not at all. Rows
-//! it did not update are looked at again by their own append: not found, ended, owned by
-//! another replica, or (after a lost answer) already written.
+//! it did not update are looked at again, on the store's runtime ([`again`]): not found,
+//! ended, owned by another replica, or (after a lost answer) already written.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -30,130 +30,125 @@ pub(super) struct Request {
     id: ExecutionId,
     /// The registration it was asked under: it is written under that one or not at all.
     registration: uuid::Uuid,
-    /// Moved into the events the writer stores, and handed back with an outcome that may be
-    /// asked again: an append's payloads are never copied.
+    /// Moved into the events the writer stores, and back into the request when it is asked
+    /// again: an append's payloads are never copied.
     payloads: Vec<EventPayload>,
     /// When (retention's clock) it was asked for.
     now: i64,
+    /// How often it was asked before.
+    tries: u32,
+    /// After a statement that may have committed it (its answer was lost): the last
+    /// sequence before that statement.
+    unsure: Option<u64>,
     reply: Reply,
 }
 
-/// The events stored, or why not.
-type Reply = oneshot::Sender<Result<Vec<Event>, Outcome>>;
+/// The events stored, or why not: the append's one answer, after however many tries.
+type Reply = oneshot::Sender<Result<Vec<Event>, StoreError>>;
 
-/// Why the writer did not store an append.
-enum Outcome {
-    /// The state machine refuses it (nothing was sent).
-    Refused(StoreError),
-    /// This replica does not hold the execution (any more): look at its row. With the
-    /// payloads, to ask again.
-    Unheld(Vec<EventPayload>),
-    /// The database did not update the row: not the sequence, owner or lease expected. With
-    /// the payloads, to ask again.
-    Stale(Vec<EventPayload>),
-    /// The statement failed; `expected` is the last sequence before it, and it may have
-    /// committed (the answer may be what was lost); whether asking again may help, and the
-    /// payloads to ask with.
-    Unknown {
-        expected: u64,
-        transient: bool,
-        payloads: Vec<EventPayload>,
-    },
-}
-
-/// Appends `payloads` to `id`, on the store's runtime, under `registration` (this replica's
-/// when the append was asked for): through the writer, then (if it could not store them) by
-/// looking at the row again. While the database does not answer, it asks again as long as
-/// this replica's lease is current (past it, a survivor ends the execution); a statement
-/// whose answer was lost is never sent again before the row says it did not commit. Once the
-/// replica has registered again, the append is refused: what was asked under a lost lease is
-/// never written under the next one.
-pub(super) async fn append(
-    shared: &Shared,
+/// Appends `payloads` to `id` under `registration` (this replica's when the append was asked
+/// for). The request leaves at once, whether or not the answer is awaited: an execution this
+/// replica holds goes straight to the writer, from the caller's thread; any other, and an
+/// append the writer could not store (not held, stale, its statement failed), is looked at
+/// again on the store's runtime ([`again`]).
+pub(super) fn append(
+    shared: &Arc<Shared>,
     id: ExecutionId,
     registration: uuid::Uuid,
-    mut payloads: Vec<EventPayload>,
+    payloads: Vec<EventPayload>,
     now: i64,
-) -> Result<Vec<Event>, StoreError> {
+) -> impl Future<Output = Result<Vec<Event>, StoreError>> + Send + 'static {
+    let (reply, answer) = oneshot::channel();
     let facts = payloads
         .iter()
         .filter(|p| matches!(p, EventPayload::Usage(_)))
         .count();
     // Not a store that is down: the same append is refused again.
     if facts > MAX_FACTS {
-        return Err(StoreError::Backend(format!(
+        let _ = reply.send(Err(StoreError::Backend(format!(
             "an append of {facts} usage facts is more than the PostgreSQL store keeps at \
              once ({MAX_FACTS})"
-        )));
-    }
-    let count = payloads.len() as u64;
-    let mut retries = 0u32;
-    // A statement that may have committed: the last sequence before it.
-    let mut unsure: Option<u64> = None;
-    loop {
-        if retries > 0 {
-            if !shared.replica.current() {
-                return Err(unreachable_db());
-            }
-            tokio::time::sleep(backoff(retries)).await;
-        }
-        if shared.replica.id().0 != registration {
-            return Err(not_owner(id));
-        }
-        retries += 1;
-        if let Some(expected) = unsure {
-            match written(shared, id, expected, count).await {
-                Ok(Some((events, input))) => {
-                    kept(shared, id, &events, now, input);
-                    if facts_kept(shared, &events) {
-                        shared.usage.publish();
-                    }
-                    return Ok(events);
-                }
-                Ok(None) => unsure = None,
-                Err(e) if e.transient() => continue,
-                Err(e) => return Err(e.into_store()),
-            }
-        }
-        if !shared.owned.held(id) {
-            match hold(shared, id).await {
-                Ok(()) => {}
-                Err(e) if e.transient() => continue,
-                Err(e) => return Err(e.into_store_or_refusal()),
-            }
-        }
-        let (reply, answer) = oneshot::channel();
+        ))));
+    } else {
         let request = Request {
             id,
             registration,
             payloads,
             now,
+            tries: 0,
+            unsure: None,
             reply,
         };
-        if shared.writer.send(request).is_err() {
-            return Err(StoreError::Unavailable(Unavailable::Closed));
+        if shared.owned.held(id) {
+            send(shared, request);
+        } else {
+            shared.handle.spawn(again(shared.clone(), request));
         }
-        let outcome = match answer.await {
-            Ok(Ok(events)) => return Ok(events),
-            Ok(Err(outcome)) => outcome,
-            Err(_) => return Err(StoreError::Unavailable(Unavailable::Closed)),
-        };
-        payloads = match outcome {
-            Outcome::Refused(error) => return Err(error),
-            Outcome::Unheld(payloads) | Outcome::Stale(payloads) => payloads,
-            Outcome::Unknown {
-                expected,
-                transient: true,
-                payloads,
-            } => {
-                unsure = Some(expected);
-                payloads
-            }
-            Outcome::Unknown {
-                transient: false, ..
-            } => return Err(StoreError::Inconsistent(Inconsistency::Database)),
-        };
     }
+    async move {
+        answer
+            .await
+            .unwrap_or(Err(StoreError::Unavailable(Unavailable::Closed)))
+    }
+}
+
+/// Hands `request` to the writer: one try more.
+fn send(shared: &Shared, mut request: Request) {
+    request.tries += 1;
+    if let Err(refused) = shared.writer.send(request) {
+        let _ = (refused.0.reply).send(Err(StoreError::Unavailable(Unavailable::Closed)));
+    }
+}
+
+/// Asks again, on the store's runtime, for an append the writer could not store, or for one
+/// of an execution this replica does not hold (yet): while the database does not answer, as
+/// long as this replica's lease is current (past it, a survivor ends the execution). A
+/// statement whose answer was lost is never sent again before the row says it did not
+/// commit. Once the replica has registered again, the append is refused: what was asked
+/// under a lost lease is never written under the next one.
+async fn again(shared: Arc<Shared>, mut request: Request) {
+    let id = request.id;
+    let answer = loop {
+        if request.tries > 0 {
+            if !shared.replica.current() {
+                break Err(unreachable_db());
+            }
+            tokio::time::sleep(backoff(request.tries)).await;
+        }
+        if shared.replica.id().0 != request.registration {
+            break Err(not_owner(id));
+        }
+        if let Some(expected) = request.unsure {
+            let count = request.payloads.len() as u64;
+            match written(&shared, id, expected, count).await {
+                Ok(Some((events, input))) => {
+                    kept(&shared, id, &events, request.now, input);
+                    if facts_kept(&shared, &events) {
+                        shared.usage.publish();
+                    }
+                    break Ok(events);
+                }
+                Ok(None) => request.unsure = None,
+                Err(e) if e.transient() => {
+                    request.tries += 1;
+                    continue;
+                }
+                Err(e) => break Err(e.into_store()),
+            }
+        }
+        if !shared.owned.held(id) {
+            match hold(&shared, id).await {
+                Ok(()) => {}
+                Err(e) if e.transient() => {
+                    request.tries += 1;
+                    continue;
+                }
+                Err(e) => break Err(e.into_store_or_refusal()),
+            }
+        }
+        return send(&shared, request);
+    };
+    let _ = request.reply.send(answer);
 }
 
 /// Whether the statement that followed `expected` committed `count` events: them (and the
@@ -238,7 +233,7 @@ impl Batched for Request {
         self.id
     }
 
-    fn write(shared: &Shared, batch: Vec<Self>) -> impl Future<Output = ()> + Send {
+    fn write(shared: &Arc<Shared>, batch: Vec<Self>) -> impl Future<Output = ()> + Send {
         write(shared, batch)
     }
 }
@@ -246,8 +241,10 @@ impl Batched for Request {
 /// One execution's part of a statement.
 struct Part {
     id: ExecutionId,
+    registration: uuid::Uuid,
     /// When (retention's clock) its append was asked for.
     now: i64,
+    tries: u32,
     reply: Reply,
     expected: u64,
     input: i64,
@@ -258,65 +255,31 @@ struct Part {
     bytes: i64,
 }
 
+impl Part {
+    /// The writer did not store it: it is asked again ([`again`]), with its payloads and
+    /// (after a statement whose answer was lost) the last sequence before that statement.
+    fn again(self, shared: &Arc<Shared>, unsure: Option<u64>) {
+        let request = Request {
+            id: self.id,
+            registration: self.registration,
+            payloads: payloads_of(self.events),
+            now: self.now,
+            tries: self.tries,
+            unsure,
+            reply: self.reply,
+        };
+        shared.handle.spawn(again(shared.clone(), request));
+    }
+}
+
 /// Checks each append against its execution's lifecycle, writes those that pass, and answers
-/// each.
-async fn write(shared: &Shared, batch: Vec<Request>) {
-    let time = rows::now();
+/// each, or asks again for those it could not store.
+async fn write(shared: &Arc<Shared>, batch: Vec<Request>) {
     // The one registration the statement is fenced by.
     let identity = shared.replica.identity();
-    let mut parts = Vec::with_capacity(batch.len());
-    {
-        let mut owned = shared.owned.lock();
-        for request in batch {
-            let Request {
-                id,
-                registration,
-                payloads,
-                now,
-                reply,
-            } = request;
-            if registration != identity.0 {
-                let _ = reply.send(Err(Outcome::Refused(not_owner(id))));
-                continue;
-            }
-            let Some(held) = owned.get(&id).cloned() else {
-                let _ = reply.send(Err(Outcome::Unheld(payloads)));
-                continue;
-            };
-            match check(id, &held, payloads, time) {
-                Ok(Checked {
-                    events,
-                    framed,
-                    lifecycle,
-                    bytes,
-                }) => {
-                    // Tentatively: the next append of this execution waits for this one's
-                    // answer (one per execution per statement), and a failure forgets it.
-                    owned.insert(
-                        id,
-                        Held {
-                            lifecycle,
-                            last: held.last + events.len() as u64,
-                            ..held.clone()
-                        },
-                    );
-                    parts.push(Part {
-                        id,
-                        now,
-                        reply,
-                        expected: held.last,
-                        input: held.input,
-                        events,
-                        framed,
-                        lifecycle,
-                        bytes,
-                    });
-                }
-                Err(error) => {
-                    let _ = reply.send(Err(Outcome::Refused(error)));
-                }
-            }
-        }
+    let (parts, unheld) = checked(shared, identity.0, batch);
+    for request in unheld {
+        shared.handle.spawn(again(shared.clone(), request));
     }
     if parts.is_empty() {
         return;
@@ -324,18 +287,89 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
     match statement(shared, identity, &parts).await {
         Ok(stored) => answer(shared, parts, &stored),
         Err(error) => {
-            let transient = error.transient();
             tracing::warn!(%error, appends = parts.len(), "an append statement failed");
+            let transient = error.transient();
             for part in parts {
                 shared.owned.forget(part.id);
-                let _ = part.reply.send(Err(Outcome::Unknown {
-                    expected: part.expected,
-                    transient,
-                    payloads: payloads_of(part.events),
-                }));
+                if transient {
+                    let expected = part.expected;
+                    part.again(shared, Some(expected));
+                } else {
+                    let _ =
+                        (part.reply).send(Err(StoreError::Inconsistent(Inconsistency::Database)));
+                }
             }
         }
     }
+}
+
+/// The parts of `batch` the state machine lets through (each held tentatively), and the
+/// appends of executions this replica does not hold, to be looked at again; the rest are
+/// answered here: asked under another registration than `registration`, or refused.
+fn checked(
+    shared: &Shared,
+    registration: uuid::Uuid,
+    batch: Vec<Request>,
+) -> (Vec<Part>, Vec<Request>) {
+    let time = rows::now();
+    let mut parts = Vec::with_capacity(batch.len());
+    let mut unheld = Vec::new();
+    let mut owned = shared.owned.lock();
+    for request in batch {
+        if request.registration != registration {
+            let _ = request.reply.send(Err(not_owner(request.id)));
+            continue;
+        }
+        let Some(held) = owned.get(&request.id).cloned() else {
+            unheld.push(request);
+            continue;
+        };
+        let Request {
+            id,
+            registration,
+            payloads,
+            now,
+            tries,
+            unsure: _,
+            reply,
+        } = request;
+        match check(id, &held, payloads, time) {
+            Ok(Checked {
+                events,
+                framed,
+                lifecycle,
+                bytes,
+            }) => {
+                // Tentatively: the next append of this execution waits for this one's
+                // answer (one per execution per statement), and a failure forgets it.
+                owned.insert(
+                    id,
+                    Held {
+                        lifecycle,
+                        last: held.last + events.len() as u64,
+                        ..held.clone()
+                    },
+                );
+                parts.push(Part {
+                    id,
+                    registration,
+                    now,
+                    tries,
+                    reply,
+                    expected: held.last,
+                    input: held.input,
+                    events,
+                    framed,
+                    lifecycle,
+                    bytes,
+                });
+            }
+            Err(error) => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
+    (parts, unheld)
 }
 
 /// What an append would store.
@@ -424,7 +458,7 @@ fn mark_kept(shared: &Shared, greatest: Option<u64>) -> bool {
 }
 
 /// Answers each part: stored (its followers on this replica are told at once), or stale.
-fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
+fn answer(shared: &Arc<Shared>, parts: Vec<Part>, stored: &Stored) {
     let mut usage = false;
     // The number of the next fact: the statement numbered every part's facts in this order,
     // stale parts' too (`statement.rs`).
@@ -434,9 +468,7 @@ fn answer(shared: &Shared, parts: Vec<Part>, stored: &Stored) {
         if !stored.updated.contains(&uuid(id)) {
             next += statement::facts(&part.events) as u64;
             shared.owned.forget(id);
-            let _ = part
-                .reply
-                .send(Err(Outcome::Stale(payloads_of(part.events))));
+            part.again(shared, None);
             continue;
         }
         let first = next;
