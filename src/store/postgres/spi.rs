@@ -37,7 +37,7 @@ impl PostgresStore {
         registration: uuid::Uuid,
         payloads: Vec<EventPayload>,
     ) -> Result<
-        impl Future<Output = Result<Vec<Event>, StoreError>> + Send + 'static,
+        impl Future<Output = Result<Event, StoreError>> + Send + 'static,
         StoreFuture<'static, T>,
     > {
         if let Err(closed) = self.shared.open() {
@@ -83,10 +83,7 @@ impl EventStore for PostgresStore {
             Ok(appended) => appended,
             Err(refused) => return refused,
         };
-        StoreFuture::new(async move {
-            let mut events = appended.await?;
-            events.pop().ok_or(StoreError::NotFound(id))
-        })
+        StoreFuture::new(appended)
     }
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
@@ -106,13 +103,7 @@ impl EventStore for PostgresStore {
             Ok(appended) => appended,
             Err(refused) => return refused,
         };
-        StoreFuture::new(async move {
-            let events = appended.await?;
-            events
-                .last()
-                .map(|e| e.sequence)
-                .ok_or(StoreError::NotFound(id))
-        })
+        StoreFuture::new(async move { Ok(appended.await?.sequence) })
     }
 
     fn get(&self, id: ExecutionId) -> StoreFuture<'_, Execution> {

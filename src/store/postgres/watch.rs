@@ -111,24 +111,22 @@ impl Registry {
 
     /// This replica appended `events` to `id`: its followers here are told, and read them
     /// from the tail.
-    pub(super) fn appended(&self, id: ExecutionId, events: &[Event]) {
+    pub(super) fn appended(&self, id: ExecutionId, events: Vec<Event>) {
         let (Some(watch), Some(first), Some(last)) = (self.get(id), events.first(), events.last())
         else {
             return;
         };
+        let (first, last, state) = (first.sequence, last.sequence, last.state);
         {
             let mut tail = watch.tail();
-            if tail
-                .back()
-                .is_some_and(|e| e.sequence + 1 != first.sequence)
-            {
+            if tail.back().is_some_and(|e| e.sequence + 1 != first) {
                 tail.clear();
             }
-            tail.extend(events.iter().cloned());
+            tail.extend(events);
         }
         // The tail has what a reader may not have seen, even where a notification of the
         // same append moved the position first: always a wake-up.
-        watch.moved(last.sequence, last.state);
+        watch.moved(last, state);
         watch.signal.publish();
     }
 

@@ -43,8 +43,8 @@ pub(super) struct Request {
     reply: Reply,
 }
 
-/// The events stored, or why not: the append's one answer, after however many tries.
-type Reply = oneshot::Sender<Result<Vec<Event>, StoreError>>;
+/// The last event stored, or why none was: the append's one answer, after however many tries.
+type Reply = oneshot::Sender<Result<Event, StoreError>>;
 
 /// Appends `payloads` to `id` under `registration` (this replica's when the append was asked
 /// for). The request leaves at once, whether or not the answer is awaited: an execution this
@@ -57,7 +57,7 @@ pub(super) fn append(
     registration: uuid::Uuid,
     payloads: Vec<EventPayload>,
     now: i64,
-) -> impl Future<Output = Result<Vec<Event>, StoreError>> + Send + 'static {
+) -> impl Future<Output = Result<Event, StoreError>> + Send + 'static {
     let (reply, answer) = oneshot::channel();
     let facts = payloads
         .iter()
@@ -122,11 +122,12 @@ async fn again(shared: Arc<Shared>, mut request: Request) {
             let count = request.payloads.len() as u64;
             match written(&shared, id, expected, count).await {
                 Ok(Some((events, input))) => {
-                    kept(&shared, id, &events, request.now, input);
-                    if facts_kept(&shared, &events) {
+                    let usage = facts_kept(&shared, &events);
+                    let last = kept(&shared, id, events, request.now, input);
+                    if usage {
                         shared.usage.publish();
                     }
-                    break Ok(events);
+                    break last;
                 }
                 Ok(None) => request.unsure = None,
                 Err(e) if e.transient() => {
@@ -419,13 +420,18 @@ fn check(
     })
 }
 
-/// `events` of `id` are in the database: what this replica knows of it follows, and its
-/// followers here are told at once. At its end it is no longer held or driven here, and its
-/// retention begins (`now`; its `input` no longer counts).
-fn kept(shared: &Shared, id: ExecutionId, events: &[Event], now: i64, input: i64) {
-    let Some(last) = events.last() else {
-        return;
-    };
+/// `events` of `id` (not empty) are in the database: what this replica knows of it follows,
+/// and its followers here are told at once (the events go to them). At its end it is no
+/// longer held or driven here, and its retention begins (`now`; its `input` no longer
+/// counts). The append's answer: its last event.
+fn kept(
+    shared: &Shared,
+    id: ExecutionId,
+    events: Vec<Event>,
+    now: i64,
+    input: i64,
+) -> Result<Event, StoreError> {
+    let last = events.last().cloned().ok_or(StoreError::NotFound(id))?;
     shared.owned.stored(id, last.sequence, last.state);
     if last.state.is_terminal() {
         shared.owned.forget(id);
@@ -434,6 +440,7 @@ fn kept(shared: &Shared, id: ExecutionId, events: &[Event], now: i64, input: i64
         shared.capacity.ended(id, now, input);
     }
     shared.watched.appended(id, events);
+    Ok(last)
 }
 
 /// Whether `events`, stored, keep usage facts: then this replica's next read of the usage
@@ -481,8 +488,7 @@ fn answer(shared: &Arc<Shared>, parts: Vec<Part>, stored: &Stored) {
         // Numbered in order: the last is the greatest.
         usage |= mark_kept(shared, (next > first).then(|| stored.base | (next - 1)));
         shared.capacity.added(part.bytes);
-        kept(shared, id, &part.events, part.now, part.input);
-        let _ = part.reply.send(Ok(part.events));
+        let _ = (part.reply).send(kept(shared, id, part.events, part.now, part.input));
     }
     if usage {
         shared.usage.publish();
