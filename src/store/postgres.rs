@@ -18,9 +18,10 @@
 //! All of the store's database work runs on a runtime of its own (one thread): the callers'
 //! runtime only awaits its answers (an append to an execution this replica holds is put on
 //! the writer's queue from the caller's thread, with no task of its own). So a caller's
-//! timers (a test's paused clock) never race the store's I/O, and the store's timeouts are its own: no statement is waited for longer
-//! than [`Shared::patience`]. Every statement begins with `/* model-runtime: KIND */`, which
-//! the database's views of what runs show (and the tests' fault proxy picks statements by).
+//! timers (a test's paused clock) never race the store's I/O, and the store's timeouts are
+//! its own: no statement is waited for longer than [`Shared::patience`]. Every statement
+//! begins with `/* model-runtime: KIND */`, which the database's views of what runs show (and
+//! the tests' fault proxy picks statements by).
 
 mod batch;
 mod cancel;
@@ -276,7 +277,7 @@ pub(super) fn on_store<T: Send + 'static>(
     shared: &Shared,
     work: impl Future<Output = Result<T, StoreError>> + Send + 'static,
 ) -> StoreFuture<'static, T> {
-    if let Err(closed) = shared.open() {
+    if let Err(closed) = shared.usable() {
         return StoreFuture::ready(Err(closed));
     }
     let task = shared.handle.spawn(work);
@@ -290,8 +291,9 @@ pub(super) fn on_store<T: Send + 'static>(
 }
 
 impl Shared {
-    /// Whether the store takes operations: not closed, and started (its database reached).
-    pub(super) fn open(&self) -> Result<(), StoreError> {
+    /// Whether the store takes operations (not closed, and started: its database reached), or
+    /// why not.
+    pub(super) fn usable(&self) -> Result<(), StoreError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Unavailable(Unavailable::Closed));
         }

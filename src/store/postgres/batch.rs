@@ -22,12 +22,12 @@ pub(super) trait Batched: Send + Sized + 'static {
 
     fn key(&self) -> Self::Key;
 
-    /// Writes `batch` and answers each request.
+    /// Writes `batch` and answers each request, or hands it on to be asked again.
     fn write(shared: &Arc<Shared>, batch: Vec<Self>) -> impl Future<Output = ()> + Send;
 }
 
 /// Takes the requests as they come and writes them in batches, one statement at a time,
-/// until the senders are gone and every request is answered. One at a time: what arrives
+/// until the senders are gone and no request is left. One at a time: what arrives
 /// while a statement runs waits for the next, which takes it all. More statements in flight
 /// would split the same requests over more statements and commits, and when the database is
 /// what limits, that costs more than the wait (measured in BENCHMARKS.md, "The PostgreSQL

@@ -1,7 +1,7 @@
 //! The EventStore SPI on the PostgreSQL store: each operation runs on the store's runtime
-//! (`on_store`), except what this replica knows of an execution it holds.
+//! (`on_store`), except what this replica knows of an execution it holds and an append to one
+//! (put on the writer's queue from the caller's thread, `writer.rs`).
 
-use std::future::Future;
 use std::sync::atomic::Ordering;
 
 use super::{
@@ -27,30 +27,6 @@ impl PostgresStore {
             return Err(StoreFuture::ready(Err(writer::not_owner(id))));
         }
         Ok(current)
-    }
-
-    /// Sends an append of `payloads` to `id` under `registration` on its way (`writer.rs`):
-    /// its answer, or the store's refusal when it is closed or not started.
-    fn sent<T: Send + 'static>(
-        &self,
-        id: ExecutionId,
-        registration: uuid::Uuid,
-        payloads: Vec<EventPayload>,
-    ) -> Result<
-        impl Future<Output = Result<Event, StoreError>> + Send + 'static,
-        StoreFuture<'static, T>,
-    > {
-        if let Err(closed) = self.shared.open() {
-            return Err(StoreFuture::ready(Err(closed)));
-        }
-        let now = self.shared.clock.now();
-        Ok(writer::append(
-            &self.shared,
-            id,
-            registration,
-            payloads,
-            now,
-        ))
     }
 }
 
@@ -79,11 +55,14 @@ impl EventStore for PostgresStore {
             Ok(registration) => registration,
             Err(fenced) => return fenced,
         };
-        let appended = match self.sent(id, registration, vec![payload]) {
-            Ok(appended) => appended,
-            Err(refused) => return refused,
-        };
-        StoreFuture::new(appended)
+        let now = self.shared.clock.now();
+        StoreFuture::new(writer::append(
+            &self.shared,
+            id,
+            registration,
+            vec![payload],
+            now,
+        ))
     }
 
     fn append_all(&self, id: ExecutionId, payloads: Vec<EventPayload>) -> StoreFuture<'_, u64> {
@@ -99,10 +78,8 @@ impl EventStore for PostgresStore {
                 row.map(|r| r.last).ok_or(StoreError::NotFound(id))
             });
         }
-        let appended = match self.sent(id, registration, payloads) {
-            Ok(appended) => appended,
-            Err(refused) => return refused,
-        };
+        let now = self.shared.clock.now();
+        let appended = writer::append(&self.shared, id, registration, payloads, now);
         StoreFuture::new(async move { Ok(appended.await?.sequence) })
     }
 

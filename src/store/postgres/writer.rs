@@ -35,11 +35,9 @@ pub(super) struct Request {
     payloads: Vec<EventPayload>,
     /// When (retention's clock) it was asked for.
     now: i64,
-    /// How often it was asked before.
+    /// How many times it was sent to the writer or looked at again, this time included: the
+    /// backoff before the next.
     tries: u32,
-    /// After a statement that may have committed it (its answer was lost): the last
-    /// sequence before that statement.
-    unsure: Option<u64>,
     reply: Reply,
 }
 
@@ -50,7 +48,7 @@ type Reply = oneshot::Sender<Result<Event, StoreError>>;
 /// for). The request leaves at once, whether or not the answer is awaited: an execution this
 /// replica holds goes straight to the writer, from the caller's thread; any other, and an
 /// append the writer could not store (not held, stale, its statement failed), is looked at
-/// again on the store's runtime ([`again`]).
+/// again on the store's runtime ([`again`]). A store closed or not started refuses it.
 pub(super) fn append(
     shared: &Arc<Shared>,
     id: ExecutionId,
@@ -63,12 +61,24 @@ pub(super) fn append(
         .iter()
         .filter(|p| matches!(p, EventPayload::Usage(_)))
         .count();
-    // Not a store that is down: the same append is refused again.
-    if facts > MAX_FACTS {
+    if let Err(refused) = shared.usable() {
+        let _ = reply.send(Err(refused));
+    } else if facts > MAX_FACTS {
+        // Not a store that is down: the same append is refused again.
         let _ = reply.send(Err(StoreError::Backend(format!(
             "an append of {facts} usage facts is more than the PostgreSQL store keeps at \
              once ({MAX_FACTS})"
         ))));
+    } else if shared.owned.held(id) {
+        let request = Request {
+            id,
+            registration,
+            payloads,
+            now,
+            tries: 1,
+            reply,
+        };
+        send(shared, request);
     } else {
         let request = Request {
             id,
@@ -76,14 +86,9 @@ pub(super) fn append(
             payloads,
             now,
             tries: 0,
-            unsure: None,
             reply,
         };
-        if shared.owned.held(id) {
-            send(shared, request);
-        } else {
-            shared.handle.spawn(again(shared.clone(), request));
-        }
+        ask_again(shared, request, None);
     }
     async move {
         answer
@@ -92,21 +97,26 @@ pub(super) fn append(
     }
 }
 
-/// Hands `request` to the writer: one try more.
-fn send(shared: &Shared, mut request: Request) {
-    request.tries += 1;
+/// Hands `request` to the writer.
+fn send(shared: &Shared, request: Request) {
     if let Err(refused) = shared.writer.send(request) {
         let _ = (refused.0.reply).send(Err(StoreError::Unavailable(Unavailable::Closed)));
     }
 }
 
-/// Asks again, on the store's runtime, for an append the writer could not store, or for one
-/// of an execution this replica does not hold (yet): while the database does not answer, as
-/// long as this replica's lease is current (past it, a survivor ends the execution). A
-/// statement whose answer was lost is never sent again before the row says it did not
-/// commit. Once the replica has registered again, the append is refused: what was asked
-/// under a lost lease is never written under the next one.
-async fn again(shared: Arc<Shared>, mut request: Request) {
+/// Looks at `request` again on the store's runtime ([`again`]); `unsure`: the last sequence
+/// before a statement that may have committed it (its answer was lost).
+fn ask_again(shared: &Arc<Shared>, request: Request, unsure: Option<u64>) {
+    shared.handle.spawn(again(shared.clone(), request, unsure));
+}
+
+/// Asks again for an append the writer could not store, or for one of an execution this
+/// replica does not hold (yet): while the database does not answer, as long as this
+/// replica's lease is current (past it, a survivor ends the execution). A statement whose
+/// answer was lost (`unsure`) is never sent again before the row says it did not commit.
+/// Once the replica has registered again, the append is refused: what was asked under a
+/// lost lease is never written under the next one.
+async fn again(shared: Arc<Shared>, mut request: Request, mut unsure: Option<u64>) {
     let id = request.id;
     let answer = loop {
         if request.tries > 0 {
@@ -118,7 +128,8 @@ async fn again(shared: Arc<Shared>, mut request: Request) {
         if shared.replica.id().0 != request.registration {
             break Err(not_owner(id));
         }
-        if let Some(expected) = request.unsure {
+        request.tries += 1;
+        if let Some(expected) = unsure {
             let count = request.payloads.len() as u64;
             match written(&shared, id, expected, count).await {
                 Ok(Some((events, input))) => {
@@ -129,21 +140,15 @@ async fn again(shared: Arc<Shared>, mut request: Request) {
                     }
                     break last;
                 }
-                Ok(None) => request.unsure = None,
-                Err(e) if e.transient() => {
-                    request.tries += 1;
-                    continue;
-                }
+                Ok(None) => unsure = None,
+                Err(e) if e.transient() => continue,
                 Err(e) => break Err(e.into_store()),
             }
         }
         if !shared.owned.held(id) {
             match hold(&shared, id).await {
                 Ok(()) => {}
-                Err(e) if e.transient() => {
-                    request.tries += 1;
-                    continue;
-                }
+                Err(e) if e.transient() => continue,
                 Err(e) => break Err(e.into_store_or_refusal()),
             }
         }
@@ -266,10 +271,9 @@ impl Part {
             payloads: payloads_of(self.events),
             now: self.now,
             tries: self.tries,
-            unsure,
             reply: self.reply,
         };
-        shared.handle.spawn(again(shared.clone(), request));
+        ask_again(shared, request, unsure);
     }
 }
 
@@ -280,7 +284,7 @@ async fn write(shared: &Arc<Shared>, batch: Vec<Request>) {
     let identity = shared.replica.identity();
     let (parts, unheld) = checked(shared, identity.0, batch);
     for request in unheld {
-        shared.handle.spawn(again(shared.clone(), request));
+        ask_again(shared, request, None);
     }
     if parts.is_empty() {
         return;
@@ -304,9 +308,10 @@ async fn write(shared: &Arc<Shared>, batch: Vec<Request>) {
     }
 }
 
-/// The parts of `batch` the state machine lets through (each held tentatively), and the
-/// appends of executions this replica does not hold, to be looked at again; the rest are
-/// answered here: asked under another registration than `registration`, or refused.
+/// The parts of `batch` the state machine lets through (each held tentatively, then framed
+/// once the lock is let go: callers of `held` wait for the lock), and the appends of
+/// executions this replica does not hold, to be looked at again; the rest are answered here:
+/// asked under another registration than `registration`, or refused.
 fn checked(
     shared: &Shared,
     registration: uuid::Uuid,
@@ -331,16 +336,10 @@ fn checked(
             payloads,
             now,
             tries,
-            unsure: _,
             reply,
         } = request;
         match check(id, &held, payloads, time) {
-            Ok(Checked {
-                events,
-                framed,
-                lifecycle,
-                bytes,
-            }) => {
+            Ok((events, lifecycle)) => {
                 // Tentatively: the next append of this execution waits for this one's
                 // answer (one per execution per statement), and a failure forgets it.
                 owned.insert(
@@ -360,9 +359,9 @@ fn checked(
                     expected: held.last,
                     input: held.input,
                     events,
-                    framed,
+                    framed: rows::Framed::with_capacity(0),
                     lifecycle,
-                    bytes,
+                    bytes: 0,
                 });
             }
             Err(error) => {
@@ -370,27 +369,25 @@ fn checked(
             }
         }
     }
+    drop(owned);
+    for part in &mut parts {
+        let mut framed = rows::Framed::with_capacity(part.events.len());
+        for event in &part.events {
+            part.bytes += (framed.push(event.state, &event.payload) + EVENT_OVERHEAD) as i64;
+        }
+        part.framed = framed;
+    }
     (parts, unheld)
 }
 
-/// What an append would store.
-struct Checked {
-    events: Vec<Event>,
-    framed: rows::Framed,
-    /// The lifecycle after the events.
-    lifecycle: Lifecycle,
-    /// The bytes they add.
-    bytes: i64,
-}
-
-/// The events `payloads` would store after `held` (of execution `id`), or why the state
-/// machine refuses them.
+/// The events `payloads` would store after `held` (of execution `id`) and the lifecycle
+/// after them, or why the state machine refuses them.
 fn check(
     id: ExecutionId,
     held: &Held,
     payloads: Vec<EventPayload>,
     time: SystemTime,
-) -> Result<Checked, StoreError> {
+) -> Result<(Vec<Event>, Lifecycle), StoreError> {
     if held
         .lifecycle
         .state()
@@ -400,11 +397,8 @@ fn check(
     }
     let mut lifecycle = held.lifecycle;
     let mut events = Vec::with_capacity(payloads.len());
-    let mut framed = rows::Framed::with_capacity(payloads.len());
-    let mut bytes = 0i64;
     for (sequence, payload) in (held.last + 1..).zip(payloads) {
         let state = lifecycle.apply(&payload)?;
-        bytes += (framed.push(state, &payload) + EVENT_OVERHEAD) as i64;
         events.push(Event {
             sequence,
             time,
@@ -412,18 +406,13 @@ fn check(
             payload,
         });
     }
-    Ok(Checked {
-        events,
-        framed,
-        lifecycle,
-        bytes,
-    })
+    Ok((events, lifecycle))
 }
 
-/// `events` of `id` (not empty) are in the database: what this replica knows of it follows,
-/// and its followers here are told at once (the events go to them). At its end it is no
-/// longer held or driven here, and its retention begins (`now`; its `input` no longer
-/// counts). The append's answer: its last event.
+/// `events` of `id` are in the database: what this replica knows of it follows, and its
+/// followers here are told at once (the events go to them). At its end it is no longer held
+/// or driven here, and its retention begins (`now`; its `input` no longer counts). The
+/// append's answer: its last event (`NotFound` for no events, which no append stores).
 fn kept(
     shared: &Shared,
     id: ExecutionId,
@@ -464,7 +453,8 @@ fn mark_kept(shared: &Shared, greatest: Option<u64>) -> bool {
     greatest.is_some()
 }
 
-/// Answers each part: stored (its followers on this replica are told at once), or stale.
+/// Answers each part stored (its followers on this replica are told at once), and asks again
+/// for each stale one.
 fn answer(shared: &Arc<Shared>, parts: Vec<Part>, stored: &Stored) {
     let mut usage = false;
     // The number of the next fact: the statement numbered every part's facts in this order,
