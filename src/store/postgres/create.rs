@@ -2,6 +2,11 @@
 //! create waiting at the moment in one statement (`batch.rs`), one commit for all. A create
 //! the store's counts say may not fit makes room first, on its own (`capacity.rs`).
 //!
+//! A create without an idempotency key that the counts admit at once is put on the batch's
+//! queue from its caller's thread ([`at_once`]); the batch finishes it when it is inserted,
+//! and carries it on, on the store's runtime, when it is not. Every other create runs on the
+//! store's runtime from the start ([`create`]).
+//!
 //! A statement whose answer was lost (the connection broke or went silent while it ran) may
 //! have committed. Before its caller is answered, each create looks its id up: there, it is
 //! the caller's new execution and is driven (nothing was sent to a provider yet, so driving it
@@ -17,17 +22,36 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::batch::Batched;
-use super::capacity::{Admission, admit, fits, flush, make_room};
+use super::capacity::{Admission, Reservation, admit, fits, flush, make_room, reserve};
 use super::insert::{NewRow, Unanswered, insert};
-use super::rows;
-use super::{PgError, Shared};
+use super::{PgError, Shared, capacity, on_store, rows};
 use crate::execution::{Event, Execution, ExecutionId, Idempotency, Lifecycle};
-use crate::store::{Created, Inconsistency, NewExecution, StoreError, Unavailable};
+use crate::store::{Created, Inconsistency, NewExecution, StoreError, StoreFuture, Unavailable};
 
 /// One create on its way to the batch.
 pub(super) struct Request {
     row: Arc<NewRow>,
-    reply: oneshot::Sender<Result<bool, Unanswered>>,
+    reply: Reply,
+}
+
+/// Who is told what a create's statement did.
+enum Reply {
+    /// The create's task on the store's runtime, which waits for it ([`create`]).
+    Waiting(oneshot::Sender<Result<bool, Unanswered>>),
+    /// Nobody waits: a create sent from its caller's thread ([`at_once`]), finished by the
+    /// batch.
+    AtOnce(Box<AtOnce>),
+}
+
+impl Request {
+    fn answer(self, shared: &Arc<Shared>, written: Result<bool, Unanswered>) {
+        match self.reply {
+            Reply::Waiting(reply) => {
+                let _ = reply.send(written);
+            }
+            Reply::AtOnce(at_once) => at_once.answer(shared, self.row, written),
+        }
+    }
 }
 
 /// What one statement may hold of each: an idempotency key, or (without one) an id.
@@ -54,7 +78,7 @@ impl Batched for Request {
 
 /// Inserts a batch and answers each create: inserted or not (its key taken, the lease
 /// lapsed), or why the statement gave no answer (told once in the log).
-async fn write(shared: &Shared, batch: Vec<Request>) {
+async fn write(shared: &Arc<Shared>, batch: Vec<Request>) {
     let rows: Vec<&NewRow> = batch.iter().map(|r| &*r.row).collect();
     let result = shared
         .on_connection(async |client| insert(client, shared, &rows).await)
@@ -62,14 +86,15 @@ async fn write(shared: &Shared, batch: Vec<Request>) {
     match result {
         Ok(inserted) => {
             for request in batch {
-                let _ = request.reply.send(Ok(inserted.contains(&request.row.id)));
+                let written = Ok(inserted.contains(&request.row.id));
+                request.answer(shared, written);
             }
         }
         Err(error) => {
             tracing::warn!(%error, creates = batch.len(), "a create statement failed");
             let unanswered = Unanswered::of(error);
             for request in batch {
-                let _ = request.reply.send(Err(unanswered.clone()));
+                request.answer(shared, Err(unanswered.clone()));
             }
         }
     }
@@ -80,6 +105,7 @@ async fn batched(shared: &Shared, row: &Arc<NewRow>) -> Result<bool, Unanswered>
     let (reply, answer) = oneshot::channel();
     let row = row.clone();
     let closed = || Unanswered::Failed(StoreError::Unavailable(Unavailable::Closed));
+    let reply = Reply::Waiting(reply);
     if shared.creator.send(Request { row, reply }).is_err() {
         return Err(closed());
     }
@@ -124,6 +150,11 @@ impl<'a> Registered<'a> {
     fn new(shared: &'a Shared, id: ExecutionId) -> Self {
         let registration = shared.replica.id().0;
         shared.driven.insert(id, registration);
+        Self::adopt(shared, id, registration)
+    }
+
+    /// The registration of a create counted as driven earlier ([`Pledge`]).
+    fn adopt(shared: &'a Shared, id: ExecutionId, registration: uuid::Uuid) -> Self {
         Self {
             shared,
             id,
@@ -146,6 +177,17 @@ impl Drop for Registered<'_> {
     }
 }
 
+/// A new execution as a create begins it: its first event, the lifecycle after it, and the
+/// view of the execution it begins.
+struct Begun {
+    new: NewExecution,
+    first: Event,
+    lifecycle: Lifecycle,
+    view: Execution,
+    /// When (retention's clock) it was asked for.
+    now: i64,
+}
+
 /// `new`'s first event, the lifecycle after it, and the view of the execution it begins.
 fn first_of(new: &NewExecution) -> Result<(Event, Lifecycle, Execution), StoreError> {
     let mut lifecycle = Lifecycle::default();
@@ -161,29 +203,110 @@ fn first_of(new: &NewExecution) -> Result<(Event, Lifecycle, Execution), StoreEr
     Ok((first, lifecycle, view))
 }
 
-/// Stores a new execution, or finds the one its idempotency key names.
-pub(super) async fn create(
-    shared: &Shared,
+impl Begun {
+    /// Its row, asked for under `registration`.
+    fn row(&self, registration: uuid::Uuid) -> Arc<NewRow> {
+        let key = self.new.idempotency.as_ref().map(|i| i.key.clone());
+        Arc::new(NewRow::of(&self.new, key, &self.first, registration))
+    }
+
+    /// It is stored (with `input` bytes of input): held here from now on.
+    fn stored(self, shared: &Shared, input: i64) -> Created {
+        let id = self.new.id;
+        let labels = self.new.labels;
+        (shared.owned).hold(id, self.lifecycle, 1, input, labels, Some(self.first));
+        Created::New(self.view)
+    }
+}
+
+/// Stores a new execution, or finds the one its idempotency key names. A create without a
+/// key that the counts admit at once is put on the batch's queue from the caller's thread
+/// ([`AtOnce`]); any other runs on the store's runtime.
+pub(super) fn create(
+    shared: &Arc<Shared>,
     new: NewExecution,
     now: i64,
-) -> Result<Created, StoreError> {
+) -> StoreFuture<'static, Created> {
+    if new.idempotency.is_none()
+        && shared.usable().is_ok()
+        && let Ok((first, lifecycle, view)) = first_of(&new)
+    {
+        let mut registered = Registered::new(shared, new.id);
+        let row = Arc::new(NewRow::of(&new, None, &first, registered.registration));
+        if let Some(reserved) = reserve(shared, row.bytes + row.input) {
+            registered.created = true;
+            let pledge = Pledge {
+                shared: shared.clone(),
+                id: new.id,
+                registration: registered.registration,
+                size: reserved.detach(),
+                open: true,
+            };
+            let begun = Begun {
+                new,
+                first,
+                lifecycle,
+                view,
+                now,
+            };
+            let answer = AtOnce::send(shared, row, pledge, begun);
+            return StoreFuture::new(async move {
+                (answer.await).unwrap_or(Err(StoreError::Unavailable(Unavailable::Closed)))
+            });
+        }
+    }
+    let owned = shared.clone();
+    on_store(shared, async move {
+        let created = on_its_own(&owned, new, now).await;
+        capacity::ahead(&owned);
+        created
+    })
+}
+
+/// A create on the store's runtime from the start.
+async fn on_its_own(shared: &Shared, new: NewExecution, now: i64) -> Result<Created, StoreError> {
     let (first, lifecycle, view) = first_of(&new)?;
-    let key = new.idempotency.as_ref().map(|i| i.key.clone());
-    let mut registered = Registered::new(shared, new.id);
-    let row = Arc::new(NewRow::of(&new, key, &first, registered.registration));
-    let size = row.bytes + row.input;
+    let begun = Begun {
+        new,
+        first,
+        lifecycle,
+        view,
+        now,
+    };
+    let registered = Registered::new(shared, begun.new.id);
+    let row = begun.row(registered.registration);
     // What is due leaves first when it could matter: its key may be this one, its room
     // may be needed.
-    if new.idempotency.is_some() || !fits(shared, size) {
+    if begun.new.idempotency.is_some() || !fits(shared, row.bytes + row.input) {
         flush(shared).await?;
     }
+    carry_on(shared, begun, &row, registered, None).await
+}
+
+/// A create from its statements on: written (made room for, when the counts do not admit it)
+/// until its row is there or its key names another execution. `given`: what a statement
+/// already sent for it did, and the reservation it was admitted under.
+async fn carry_on<'a>(
+    shared: &'a Shared,
+    begun: Begun,
+    row: &Arc<NewRow>,
+    mut registered: Registered<'a>,
+    mut given: Option<(Result<bool, Unanswered>, Reservation<'a>)>,
+) -> Result<Created, StoreError> {
+    let new = &begun.new;
+    let size = row.bytes + row.input;
     let mut lost = 0;
     for _ in 0..3 {
         // Admitted, it counts from now; made room for, it counts once it is written, and
         // the turn is held until then, so the next in turn counts it.
-        let (written, admitted, _turn) = match admit(shared, size).await {
-            Admission::Fits(admitted) => (batched(shared, &row).await, Some(admitted), None),
-            Admission::Turn(turn) => (make_room(shared, &row, now).await, None, Some(turn)),
+        let (written, admitted, _turn) = match given.take() {
+            Some((written, admitted)) => (written, Some(admitted), None),
+            None => match admit(shared, size).await {
+                Admission::Fits(admitted) => (batched(shared, row).await, Some(admitted), None),
+                Admission::Turn(turn) => {
+                    (make_room(shared, row, begun.now).await, None, Some(turn))
+                }
+            },
         };
         let mut inserted = match written {
             Ok(inserted) => inserted,
@@ -231,15 +354,7 @@ pub(super) async fn create(
             Some(admitted) => admitted.keep(),
             None => shared.capacity.change(1, size),
         }
-        shared.owned.hold(
-            new.id,
-            lifecycle,
-            1,
-            row.input,
-            new.labels.clone(),
-            Some(first.clone()),
-        );
-        return Ok(Created::New(view));
+        return Ok(begun.stored(shared, row.input));
     }
     if lost > 0 {
         return Err(StoreError::Unavailable(Unavailable::Backend(
@@ -249,6 +364,89 @@ pub(super) async fn create(
     Err(StoreError::Unavailable(Unavailable::Backend(
         "the idempotency key's execution kept leaving the store".into(),
     )))
+}
+
+/// What a create sent from its caller's thread holds from then on: it counts as driven here
+/// and as reserved in the store's counts. Dropped unfinished (the store stopped with it
+/// queued), it gives both back.
+struct Pledge {
+    shared: Arc<Shared>,
+    id: ExecutionId,
+    registration: uuid::Uuid,
+    size: i64,
+    open: bool,
+}
+
+impl Pledge {
+    /// Its registration and reserved size, now someone else's to keep or give back.
+    fn take(mut self) -> (uuid::Uuid, i64) {
+        self.open = false;
+        (self.registration, self.size)
+    }
+}
+
+impl Drop for Pledge {
+    fn drop(&mut self) {
+        if self.open {
+            drop(Registered::adopt(&self.shared, self.id, self.registration));
+            drop(Reservation::adopt(&self.shared, self.size));
+        }
+    }
+}
+
+/// A create sent from its caller's thread, and who waits for it.
+pub(super) struct AtOnce {
+    pledge: Pledge,
+    begun: Begun,
+    reply: oneshot::Sender<Result<Created, StoreError>>,
+}
+
+impl AtOnce {
+    /// Puts the create of `begun`'s `row` on the batch's queue: its answer. Refused (the store
+    /// stopped), the pledge is given back and the answer says so.
+    fn send(
+        shared: &Shared,
+        row: Arc<NewRow>,
+        pledge: Pledge,
+        begun: Begun,
+    ) -> oneshot::Receiver<Result<Created, StoreError>> {
+        let (reply, answer) = oneshot::channel();
+        let at_once = Self {
+            pledge,
+            begun,
+            reply,
+        };
+        let reply = Reply::AtOnce(Box::new(at_once));
+        let _ = shared.creator.send(Request { row, reply });
+        answer
+    }
+
+    /// Inserted under the registration it was asked under, it is stored; otherwise it is
+    /// carried on, on the store's runtime, from what its statement did.
+    fn answer(self, shared: &Arc<Shared>, row: Arc<NewRow>, written: Result<bool, Unanswered>) {
+        let Self {
+            pledge,
+            begun,
+            reply,
+        } = self;
+        let id = begun.new.id;
+        let (registration, size) = pledge.take();
+        if matches!(written, Ok(true)) && shared.replica.id().0 == registration {
+            Reservation::adopt(shared, size).keep();
+            let _ = reply.send(Ok(begun.stored(shared, row.input)));
+            capacity::ahead(shared);
+            return;
+        }
+        let shared = shared.clone();
+        shared.handle.clone().spawn(async move {
+            let registered = Registered::adopt(&shared, id, registration);
+            let admitted = Reservation::adopt(&shared, size);
+            let given = Some((written, admitted));
+            let created = carry_on(&shared, begun, &row, registered, given).await;
+            capacity::ahead(&shared);
+            let _ = reply.send(created);
+        });
+    }
 }
 
 /// What the key of a create that was not inserted names.

@@ -1,6 +1,7 @@
 //! The EventStore SPI on the PostgreSQL store: each operation runs on the store's runtime
-//! (`on_store`), except what this replica knows of an execution it holds and an append to one
-//! (put on the writer's queue from the caller's thread, `writer.rs`).
+//! (`on_store`), except what this replica knows of an execution it holds, an append to one
+//! and a create the counts admit at once (put on their batch's queue from the caller's
+//! thread: `writer.rs`, `create.rs`).
 
 use std::sync::atomic::Ordering;
 
@@ -40,14 +41,9 @@ impl EventStore for PostgresStore {
     }
 
     fn create(&self, new: NewExecution) -> StoreFuture<'static, Created> {
-        let shared = self.shared.clone();
-        let now = shared.clock.now();
-        shared.capacity.due(&shared, now);
-        self.on_store(async move {
-            let created = create::create(&shared, new, now).await;
-            capacity::ahead(&shared);
-            created
-        })
+        let now = self.shared.clock.now();
+        self.shared.capacity.due(&self.shared, now);
+        create::create(&self.shared, new, now)
     }
 
     fn append(&self, id: ExecutionId, payload: EventPayload) -> StoreFuture<'_, Event> {

@@ -28,7 +28,23 @@ pub(in crate::store::postgres) struct Reservation<'a> {
     kept: bool,
 }
 
-impl Reservation<'_> {
+impl<'a> Reservation<'a> {
+    /// A reservation of `bytes` made earlier and [detached](Self::detach) since.
+    pub(in crate::store::postgres) fn adopt(shared: &'a Shared, bytes: i64) -> Self {
+        Self {
+            shared,
+            bytes,
+            kept: false,
+        }
+    }
+
+    /// Lets the reservation outlive this borrow of the store: it stays counted until
+    /// [adopted](Self::adopt) again and kept or dropped. Its bytes.
+    pub(in crate::store::postgres) fn detach(mut self) -> i64 {
+        self.kept = true;
+        self.bytes
+    }
+
     /// The create was written: it counts as this replica's change from now on.
     pub(in crate::store::postgres) fn keep(mut self) {
         let mut counts = self.shared.capacity.counts();
@@ -63,7 +79,8 @@ pub(in crate::store::postgres) async fn admit(shared: &Shared, bytes: i64) -> Ad
     }
 }
 
-fn reserve(shared: &Shared, bytes: i64) -> Option<Reservation<'_>> {
+/// Admits a new execution of `bytes` when the counts have room for it, without waiting.
+pub(in crate::store::postgres) fn reserve(shared: &Shared, bytes: i64) -> Option<Reservation<'_>> {
     let mut counts = shared.capacity.counts();
     let (executions, held) = counts.now();
     if !within(shared, (executions + 1, held.saturating_add(bytes))) {
