@@ -3,9 +3,9 @@
 //! the store's counts say may not fit makes room first, on its own (`capacity.rs`).
 //!
 //! A create without an idempotency key that the counts admit at once is put on the batch's
-//! queue from its caller's thread ([`at_once`]); the batch finishes it when it is inserted,
+//! queue from its caller's thread ([`AtOnce`]); the batch finishes it when it is inserted,
 //! and carries it on, on the store's runtime, when it is not. Every other create runs on the
-//! store's runtime from the start ([`create`]).
+//! store's runtime from its first statement ([`on_its_own`]).
 //!
 //! A statement whose answer was lost (the connection broke or went silent while it ran) may
 //! have committed. Before its caller is answered, each create looks its id up: there, it is
@@ -16,7 +16,7 @@
 //! reconciliation (or, past the lease, by whoever takes the registration over).
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -36,9 +36,9 @@ pub(super) struct Request {
 
 /// Who is told what a create's statement did.
 enum Reply {
-    /// The create's task on the store's runtime, which waits for it ([`create`]).
+    /// The create's task on the store's runtime, which waits for it ([`batched`]).
     Waiting(oneshot::Sender<Result<bool, Unanswered>>),
-    /// Nobody waits: a create sent from its caller's thread ([`at_once`]), finished by the
+    /// Nobody waits: a create sent from its caller's thread ([`AtOnce`]), finished by the
     /// batch.
     AtOnce(Box<AtOnce>),
 }
@@ -147,8 +147,8 @@ struct Registered<'a> {
 }
 
 impl<'a> Registered<'a> {
-    fn new(shared: &'a Shared, id: ExecutionId) -> Self {
-        let registration = shared.replica.id().0;
+    /// Counts `id` as driven under `registration` (the one its row was asked under).
+    fn new(shared: &'a Shared, id: ExecutionId, registration: uuid::Uuid) -> Self {
         shared.driven.insert(id, registration);
         Self::adopt(shared, id, registration)
     }
@@ -188,22 +188,27 @@ struct Begun {
     now: i64,
 }
 
-/// `new`'s first event, the lifecycle after it, and the view of the execution it begins.
-fn first_of(new: &NewExecution) -> Result<(Event, Lifecycle, Execution), StoreError> {
-    let mut lifecycle = Lifecycle::default();
-    let first = Event {
-        sequence: 1,
-        time: rows::now(),
-        state: lifecycle.apply(&new.accepted)?,
-        payload: new.accepted.clone(),
-    };
-    let key = new.idempotency.as_ref().map(|i| i.key.clone());
-    let view = Execution::from_accepted(&first, new.id, new.labels.clone(), key)
-        .ok_or(StoreError::Inconsistent(Inconsistency::NotAccepted(new.id)))?;
-    Ok((first, lifecycle, view))
-}
-
 impl Begun {
+    fn of(new: NewExecution, now: i64) -> Result<Self, StoreError> {
+        let mut lifecycle = Lifecycle::default();
+        let first = Event {
+            sequence: 1,
+            time: rows::now(),
+            state: lifecycle.apply(&new.accepted)?,
+            payload: new.accepted.clone(),
+        };
+        let key = new.idempotency.as_ref().map(|i| i.key.clone());
+        let view = Execution::from_accepted(&first, new.id, new.labels.clone(), key)
+            .ok_or(StoreError::Inconsistent(Inconsistency::NotAccepted(new.id)))?;
+        Ok(Self {
+            new,
+            first,
+            lifecycle,
+            view,
+            now,
+        })
+    }
+
     /// Its row, asked for under `registration`.
     fn row(&self, registration: uuid::Uuid) -> Arc<NewRow> {
         let key = self.new.idempotency.as_ref().map(|i| i.key.clone());
@@ -221,60 +226,49 @@ impl Begun {
 
 /// Stores a new execution, or finds the one its idempotency key names. A create without a
 /// key that the counts admit at once is put on the batch's queue from the caller's thread
-/// ([`AtOnce`]); any other runs on the store's runtime.
+/// ([`AtOnce`]); any other runs on the store's runtime ([`on_its_own`]).
 pub(super) fn create(
     shared: &Arc<Shared>,
     new: NewExecution,
     now: i64,
 ) -> StoreFuture<'static, Created> {
-    if new.idempotency.is_none()
-        && shared.usable().is_ok()
-        && let Ok((first, lifecycle, view)) = first_of(&new)
+    // The refusals `on_store` would give, given here.
+    let begun = match shared.usable().and_then(|()| Begun::of(new, now)) {
+        Ok(begun) => begun,
+        Err(refused) => return StoreFuture::ready(Err(refused)),
+    };
+    let row = begun.row(shared.replica.id().0);
+    if begun.new.idempotency.is_none()
+        && let Some(reserved) = reserve(shared, row.bytes + row.input)
     {
-        let mut registered = Registered::new(shared, new.id);
-        let row = Arc::new(NewRow::of(&new, None, &first, registered.registration));
-        if let Some(reserved) = reserve(shared, row.bytes + row.input) {
-            registered.created = true;
-            let pledge = Pledge {
-                shared: shared.clone(),
-                id: new.id,
-                registration: registered.registration,
-                size: reserved.detach(),
-                open: true,
-            };
-            let begun = Begun {
-                new,
-                first,
-                lifecycle,
-                view,
-                now,
-            };
-            let answer = AtOnce::send(shared, row, pledge, begun);
-            return StoreFuture::new(async move {
-                (answer.await).unwrap_or(Err(StoreError::Unavailable(Unavailable::Closed)))
-            });
-        }
+        shared.driven.insert(begun.new.id, row.registration);
+        let pledge = Pledge {
+            shared: Arc::downgrade(shared),
+            id: begun.new.id,
+            registration: row.registration,
+            size: reserved.detach(),
+            open: true,
+        };
+        let answer = AtOnce::send(shared, row, pledge, begun);
+        return StoreFuture::new(async move {
+            (answer.await).unwrap_or(Err(StoreError::Unavailable(Unavailable::Closed)))
+        });
     }
     let owned = shared.clone();
     on_store(shared, async move {
-        let created = on_its_own(&owned, new, now).await;
+        let created = on_its_own(&owned, begun, row).await;
         capacity::ahead(&owned);
         created
     })
 }
 
-/// A create on the store's runtime from the start.
-async fn on_its_own(shared: &Shared, new: NewExecution, now: i64) -> Result<Created, StoreError> {
-    let (first, lifecycle, view) = first_of(&new)?;
-    let begun = Begun {
-        new,
-        first,
-        lifecycle,
-        view,
-        now,
-    };
-    let registered = Registered::new(shared, begun.new.id);
-    let row = begun.row(registered.registration);
+/// A create on the store's runtime from its first statement on.
+async fn on_its_own(
+    shared: &Shared,
+    begun: Begun,
+    row: Arc<NewRow>,
+) -> Result<Created, StoreError> {
+    let registered = Registered::new(shared, begun.new.id, row.registration);
     // What is due leaves first when it could matter: its key may be this one, its room
     // may be needed.
     if begun.new.idempotency.is_some() || !fits(shared, row.bytes + row.input) {
@@ -370,7 +364,8 @@ async fn carry_on<'a>(
 /// and as reserved in the store's counts. Dropped unfinished (the store stopped with it
 /// queued), it gives both back.
 struct Pledge {
-    shared: Arc<Shared>,
+    /// Weak: a create queued when the store stops must not keep it.
+    shared: Weak<Shared>,
     id: ExecutionId,
     registration: uuid::Uuid,
     size: i64,
@@ -387,15 +382,17 @@ impl Pledge {
 
 impl Drop for Pledge {
     fn drop(&mut self) {
-        if self.open {
-            drop(Registered::adopt(&self.shared, self.id, self.registration));
-            drop(Reservation::adopt(&self.shared, self.size));
+        if self.open
+            && let Some(shared) = self.shared.upgrade()
+        {
+            drop(Registered::adopt(&shared, self.id, self.registration));
+            drop(Reservation::adopt(&shared, self.size));
         }
     }
 }
 
 /// A create sent from its caller's thread, and who waits for it.
-pub(super) struct AtOnce {
+struct AtOnce {
     pledge: Pledge,
     begun: Begun,
     reply: oneshot::Sender<Result<Created, StoreError>>,
@@ -429,9 +426,8 @@ impl AtOnce {
             begun,
             reply,
         } = self;
-        let id = begun.new.id;
-        let (registration, size) = pledge.take();
-        if matches!(written, Ok(true)) && shared.replica.id().0 == registration {
+        if matches!(written, Ok(true)) && shared.replica.id().0 == pledge.registration {
+            let (_, size) = pledge.take();
             Reservation::adopt(shared, size).keep();
             let _ = reply.send(Ok(begun.stored(shared, row.input)));
             capacity::ahead(shared);
@@ -439,7 +435,9 @@ impl AtOnce {
         }
         let shared = shared.clone();
         shared.handle.clone().spawn(async move {
-            let registered = Registered::adopt(&shared, id, registration);
+            // Taken here: a task dropped before it runs (the store stopping) gives it back.
+            let (registration, size) = pledge.take();
+            let registered = Registered::adopt(&shared, begun.new.id, registration);
             let admitted = Reservation::adopt(&shared, size);
             let given = Some((written, admitted));
             let created = carry_on(&shared, begun, &row, registered, given).await;

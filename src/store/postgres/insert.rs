@@ -17,7 +17,7 @@ pub(super) struct NewRow {
     pub(super) id: uuid::Uuid,
     /// The registration the create was asked under: the row is written under that one or
     /// not at all.
-    registration: uuid::Uuid,
+    pub(super) registration: uuid::Uuid,
     pub(super) key: Option<String>,
     fingerprint: Option<Vec<u8>>,
     labels: String,

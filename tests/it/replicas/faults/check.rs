@@ -145,13 +145,34 @@ impl Callers {
         ability: &str,
         prompts: &[String],
     ) -> Vec<JoinHandle<()>> {
+        self.start_keyed(replica, ability, prompts, true)
+    }
+
+    /// The same without idempotency keys: a create the replica may send from its caller's
+    /// thread.
+    pub(super) fn start_without_keys(
+        &self,
+        replica: &Replica,
+        ability: &str,
+        prompts: &[String],
+    ) -> Vec<JoinHandle<()>> {
+        self.start_keyed(replica, ability, prompts, false)
+    }
+
+    fn start_keyed(
+        &self,
+        replica: &Replica,
+        ability: &str,
+        prompts: &[String],
+        keyed: bool,
+    ) -> Vec<JoinHandle<()>> {
         prompts
             .iter()
             .map(|prompt| {
                 let (calls, mut client, prompt) =
                     (self.0.clone(), replica.client.clone(), prompt.clone());
                 let request = pb::ExecuteRequest {
-                    idempotency_key: prompt.clone(),
+                    idempotency_key: if keyed { prompt.clone() } else { String::new() },
                     ..ask(ability, &prompt)
                 };
                 calls

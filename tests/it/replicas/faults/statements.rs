@@ -119,6 +119,46 @@ async fn a_create_whose_answer_was_lost_is_driven_and_its_key_attaches() {
     }
 }
 
+/// A create without an idempotency key goes to its batch from the caller's thread; its
+/// statement's answer is lost. It is looked up, found and driven: each caller completes once,
+/// the store holds one execution per caller, and the provider hears each prompt once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_without_a_key_whose_answer_was_lost_is_driven_once() {
+    let upstream = Upstream::always(steady()).await;
+    let Some(pair) = Pair::start(Proxied::A, &remote(&upstream.base_url())).await else {
+        return;
+    };
+    pair.proxy.arm("create", Fault::DropAnswer);
+    let callers = Callers::default();
+    let all = prompts("create-lost-unkeyed", 4);
+    for caller in callers.start_without_keys(&pair.a, "chat", &all) {
+        within_long(caller).await;
+    }
+    assert_eq!(pair.proxy.fired("create"), 1);
+    let expect = Expect {
+        completed: Vec::new(),
+        callers_whole: true,
+    };
+    let db = pair.db().await;
+    holds(&db, &pair.b, &callers, Some(&upstream), bound(), &expect).await;
+    assert_eq!(
+        db.executions().await.len(),
+        all.len(),
+        "one execution a caller"
+    );
+    let requests = upstream.requests();
+    for (prompt, call) in callers.calls() {
+        let last = call.events.last().map(|e| e.r#type.as_str());
+        assert_eq!(last, Some("execution.completed"), "{prompt}");
+        let quoted = format!("\"{prompt}\"");
+        let sent = (requests.iter())
+            .filter(|r| String::from_utf8_lossy(&r.body).contains(&quoted))
+            .count();
+        assert_eq!(sent, 1, "{prompt}: requests sent to the provider");
+    }
+    assert!(lease_kept(&pair.a), "A lost its lease");
+}
+
 /// The same through the capacity path: a full store makes room in a transaction whose commit
 /// answer is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
