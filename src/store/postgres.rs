@@ -17,8 +17,8 @@
 //!
 //! All of the store's database work runs on a runtime of its own (one thread): the callers'
 //! runtime only awaits its answers (an append to an execution this replica holds, and a
-//! create the counts admit at once, are put on their batch's queue from the caller's thread,
-//! with no task of their own). So a caller's timers (a test's paused clock) never race the
+//! create without an idempotency key that the counts admit at once, are put on their batch's
+//! queue from the caller's thread, with no task of their own). So a caller's timers (a test's paused clock) never race the
 //! store's I/O, and the store's timeouts are its own: no statement is waited for longer than
 //! [`Shared::patience`]. Every statement begins with `/* model-runtime: KIND */`, which the
 //! database's views of what runs show (and the tests' fault proxy picks statements by).

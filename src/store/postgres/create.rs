@@ -17,13 +17,12 @@
 
 use std::future::Future;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use tokio::sync::oneshot;
 
 use super::batch::Batched;
 use super::capacity::{Admission, Reservation, admit, fits, flush, make_room, reserve};
-use super::insert::{NewRow, Unanswered, insert};
+use super::insert::{NewRow, Unanswered, insert, landed};
 use super::{PgError, Shared, capacity, on_store, rows};
 use crate::execution::{Event, Execution, ExecutionId, Idempotency, Lifecycle};
 use crate::store::{Created, Inconsistency, NewExecution, StoreError, StoreFuture, Unavailable};
@@ -38,8 +37,8 @@ pub(super) struct Request {
 enum Reply {
     /// The create's task on the store's runtime, which waits for it ([`batched`]).
     Waiting(oneshot::Sender<Result<bool, Unanswered>>),
-    /// Nobody waits: a create sent from its caller's thread ([`AtOnce`]), finished by the
-    /// batch.
+    /// No task waits for the statement: a create sent from its caller's thread ([`AtOnce`]),
+    /// finished by the batch.
     AtOnce(Box<AtOnce>),
 }
 
@@ -114,27 +113,6 @@ async fn batched(shared: &Shared, row: &Arc<NewRow>) -> Result<bool, Unanswered>
 
 const KEYED: &str = "/* model-runtime: keyed */ SELECT id, fingerprint FROM executions \
      WHERE idempotency_key = $1 AND gone_at IS NULL";
-
-const LANDED: &str = "/* model-runtime: landed */ SELECT 1 FROM executions WHERE id = $1";
-
-/// Whether the execution `id` is in the database, asked until it answers while this
-/// replica's lease is current: what a create whose answer was lost did.
-async fn landed(shared: &Shared, id: uuid::Uuid) -> Result<bool, StoreError> {
-    let mut tries = 0u32;
-    loop {
-        let found = shared
-            .on_connection(async |client| Ok(client.query_opt(LANDED, &[&id]).await?))
-            .await;
-        match found {
-            Ok(found) => return Ok(found.is_some()),
-            Err(error) if error.transient() && shared.replica.current() => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(10 << tries.min(6))).await;
-            }
-            Err(error) => return Err(error.into_store()),
-        }
-    }
-}
 
 /// Counts an execution as driven here, under the registration current when its create was
 /// asked for, from before its create is sent until the create stored it (then its end, or its
@@ -241,14 +219,7 @@ pub(super) fn create(
     if begun.new.idempotency.is_none()
         && let Some(reserved) = reserve(shared, row.bytes + row.input)
     {
-        shared.driven.insert(begun.new.id, row.registration);
-        let pledge = Pledge {
-            shared: Arc::downgrade(shared),
-            id: begun.new.id,
-            registration: row.registration,
-            size: reserved.detach(),
-            open: true,
-        };
+        let pledge = Pledge::new(shared, begun.new.id, &row, reserved);
         let answer = AtOnce::send(shared, row, pledge, begun);
         return StoreFuture::new(async move {
             (answer.await).unwrap_or(Err(StoreError::Unavailable(Unavailable::Closed)))
@@ -364,7 +335,7 @@ async fn carry_on<'a>(
 /// and as reserved in the store's counts. Dropped unfinished (the store stopped with it
 /// queued), it gives both back.
 struct Pledge {
-    /// Weak: a create queued when the store stops must not keep it.
+    /// Weak: a request the store's queue holds does not hold the store.
     shared: Weak<Shared>,
     id: ExecutionId,
     registration: uuid::Uuid,
@@ -373,6 +344,19 @@ struct Pledge {
 }
 
 impl Pledge {
+    /// Counts the create of `id` (its `row`) as driven here, under the registration its row
+    /// was asked under, and keeps its reservation.
+    fn new(shared: &Arc<Shared>, id: ExecutionId, row: &NewRow, reserved: Reservation<'_>) -> Self {
+        shared.driven.insert(id, row.registration);
+        Self {
+            shared: Arc::downgrade(shared),
+            id,
+            registration: row.registration,
+            size: reserved.detach(),
+            open: true,
+        }
+    }
+
     /// Its registration and reserved size, now someone else's to keep or give back.
     fn take(mut self) -> (uuid::Uuid, i64) {
         self.open = false;

@@ -4,6 +4,7 @@
 //! whether it committed.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
 
@@ -138,6 +139,27 @@ impl NewRow {
             input: i64::try_from(new.input_bytes).unwrap_or(i64::MAX),
             time: rows::micros(first.time),
             payload,
+        }
+    }
+}
+
+const LANDED: &str = "/* model-runtime: landed */ SELECT 1 FROM executions WHERE id = $1";
+
+/// Whether the execution `id` is in the database, asked until it answers while this
+/// replica's lease is current: what a create whose answer was lost did.
+pub(super) async fn landed(shared: &Shared, id: uuid::Uuid) -> Result<bool, StoreError> {
+    let mut tries = 0u32;
+    loop {
+        let found = shared
+            .on_connection(async |client| Ok(client.query_opt(LANDED, &[&id]).await?))
+            .await;
+        match found {
+            Ok(found) => return Ok(found.is_some()),
+            Err(error) if error.transient() && shared.replica.current() => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(10 << tries.min(6))).await;
+            }
+            Err(error) => return Err(error.into_store()),
         }
     }
 }

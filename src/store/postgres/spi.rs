@@ -1,7 +1,7 @@
 //! The EventStore SPI on the PostgreSQL store: each operation runs on the store's runtime
 //! (`on_store`), except what this replica knows of an execution it holds, an append to one
-//! and a create the counts admit at once (put on their batch's queue from the caller's
-//! thread: `writer.rs`, `create.rs`).
+//! and a create without an idempotency key that the counts admit at once (put on their
+//! batch's queue from the caller's thread: `writer.rs`, `create.rs`).
 
 use std::sync::atomic::Ordering;
 
@@ -18,7 +18,7 @@ impl PostgresStore {
     /// The registration an append to `id` is made under: this replica's now, unless the
     /// driver of `id` runs under a former one (its lease was lost). Then it appends nothing
     /// more, whoever owns the execution now (this replica, under its new registration,
-    /// included: its takeover ends it).
+    /// included: its takeover ends it). A store closed or not started refuses the append.
     fn registration<T: Send + 'static>(
         &self,
         id: ExecutionId,
@@ -27,6 +27,9 @@ impl PostgresStore {
         if self.shared.driven.fenced(id, current) {
             return Err(StoreFuture::ready(Err(writer::not_owner(id))));
         }
+        self.shared
+            .usable()
+            .map_err(|refused| StoreFuture::ready(Err(refused)))?;
         Ok(current)
     }
 }

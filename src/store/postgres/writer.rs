@@ -48,7 +48,7 @@ type Reply = oneshot::Sender<Result<Event, StoreError>>;
 /// for). The request leaves at once, whether or not the answer is awaited: an execution this
 /// replica holds goes straight to the writer, from the caller's thread; any other, and an
 /// append the writer could not store (not held, stale, its statement failed), is looked at
-/// again on the store's runtime ([`again`]). A store closed or not started refuses it.
+/// again on the store's runtime ([`again`]).
 pub(super) fn append(
     shared: &Arc<Shared>,
     id: ExecutionId,
@@ -61,34 +61,28 @@ pub(super) fn append(
         .iter()
         .filter(|p| matches!(p, EventPayload::Usage(_)))
         .count();
-    if let Err(refused) = shared.usable() {
-        let _ = reply.send(Err(refused));
-    } else if facts > MAX_FACTS {
+    if facts > MAX_FACTS {
         // Not a store that is down: the same append is refused again.
         let _ = reply.send(Err(StoreError::Backend(format!(
             "an append of {facts} usage facts is more than the PostgreSQL store keeps at \
              once ({MAX_FACTS})"
         ))));
-    } else if shared.owned.held(id) {
-        let request = Request {
-            id,
-            registration,
-            payloads,
-            now,
-            tries: 1,
-            reply,
-        };
-        send(shared, request);
     } else {
+        let held = shared.owned.held(id);
         let request = Request {
             id,
             registration,
             payloads,
             now,
-            tries: 0,
+            // Sent to the writer at once, it is tried once.
+            tries: u32::from(held),
             reply,
         };
-        ask_again(shared, request, None);
+        if held {
+            send(shared, request);
+        } else {
+            ask_again(shared, request, None);
+        }
     }
     async move {
         answer
@@ -326,7 +320,7 @@ fn checked(
             let _ = request.reply.send(Err(not_owner(request.id)));
             continue;
         }
-        let Some(held) = owned.get(&request.id).cloned() else {
+        let Some(held) = owned.get_mut(&request.id) else {
             unheld.push(request);
             continue;
         };
@@ -338,25 +332,20 @@ fn checked(
             tries,
             reply,
         } = request;
-        match check(id, &held, payloads, time) {
+        match check(id, held, payloads, time) {
             Ok((events, lifecycle)) => {
+                let expected = held.last;
                 // Tentatively: the next append of this execution waits for this one's
                 // answer (one per execution per statement), and a failure forgets it.
-                owned.insert(
-                    id,
-                    Held {
-                        lifecycle,
-                        last: held.last + events.len() as u64,
-                        ..held.clone()
-                    },
-                );
+                held.lifecycle = lifecycle;
+                held.last += events.len() as u64;
                 parts.push(Part {
                     id,
                     registration,
                     now,
                     tries,
                     reply,
-                    expected: held.last,
+                    expected,
                     input: held.input,
                     events,
                     framed: rows::Framed::with_capacity(0),

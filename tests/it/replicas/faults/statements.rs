@@ -135,6 +135,7 @@ async fn a_create_without_a_key_whose_answer_was_lost_is_driven_once() {
         within_long(caller).await;
     }
     assert_eq!(pair.proxy.fired("create"), 1);
+    assert!(pair.proxy.seen("landed") >= 1, "the create was looked up");
     let expect = Expect {
         completed: Vec::new(),
         callers_whole: true,
