@@ -272,6 +272,12 @@ impl PostgresStore {
     }
 }
 
+/// How long a statement the database did not answer waits before it is asked again, after
+/// `tries` tries: 20 ms, doubling, up to 640 ms.
+pub(super) fn backoff(tries: u32) -> Duration {
+    Duration::from_millis(10u64 << tries.min(6))
+}
+
 /// Runs `work` on the store's runtime; its answer is awaited wherever the caller is.
 pub(super) fn on_store<T: Send + 'static>(
     shared: &Shared,

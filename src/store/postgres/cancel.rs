@@ -9,11 +9,10 @@
 
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::{PgError, Shared, uuid};
+use super::{PgError, Shared, backoff, uuid};
 use crate::execution::ExecutionId;
 use crate::store::{CancelRequest, CancelRequests, StoreError};
 
@@ -104,7 +103,7 @@ pub(super) async fn elsewhere(
         match requested {
             Err(error) if error.transient() && since.elapsed() < shared.replica.lease => {
                 tries += 1;
-                tokio::time::sleep(Duration::from_millis(10 << tries.min(6))).await;
+                tokio::time::sleep(backoff(tries)).await;
             }
             requested => return requested.map_err(PgError::into_store),
         }

@@ -32,7 +32,7 @@ mod room;
 
 #[cfg(test)]
 pub(super) use room::count_plan;
-pub(super) use room::{Admission, Reservation, admit, ahead, fits, make_room, reserve};
+pub(super) use room::{Admission, Reservation, admit, ahead, make_room, reserve};
 
 use super::{PgError, Shared, uuid};
 use crate::execution::ExecutionId;

@@ -21,7 +21,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::oneshot;
 
 use super::batch::Batched;
-use super::capacity::{Admission, Reservation, admit, fits, flush, make_room, reserve};
+use super::capacity::{Admission, Reservation, admit, flush, make_room, reserve};
 use super::insert::{NewRow, Unanswered, insert, landed};
 use super::{PgError, Shared, capacity, on_store, rows};
 use crate::execution::{Event, Execution, ExecutionId, Idempotency, Lifecycle};
@@ -141,6 +141,13 @@ impl<'a> Registered<'a> {
         }
     }
 
+    /// Lets the count outlive this borrow of the store: it stays until [adopted](Self::adopt)
+    /// again and dropped (or kept). Its registration.
+    fn detach(mut self) -> uuid::Uuid {
+        self.created = true;
+        self.registration
+    }
+
     /// Whether the replica has registered again since: the create may not be driven.
     fn former(&self) -> bool {
         self.shared.replica.id().0 != self.registration
@@ -189,8 +196,7 @@ impl Begun {
 
     /// Its row, asked for under `registration`.
     fn row(&self, registration: uuid::Uuid) -> Arc<NewRow> {
-        let key = self.new.idempotency.as_ref().map(|i| i.key.clone());
-        Arc::new(NewRow::of(&self.new, key, &self.first, registration))
+        Arc::new(NewRow::of(&self.new, &self.first, registration))
     }
 
     /// It is stored (with `input` bytes of input): held here from now on.
@@ -219,7 +225,8 @@ pub(super) fn create(
     if begun.new.idempotency.is_none()
         && let Some(reserved) = reserve(shared, row.bytes + row.input)
     {
-        let pledge = Pledge::new(shared, begun.new.id, &row, reserved);
+        let registered = Registered::new(shared, begun.new.id, row.registration);
+        let pledge = Pledge::new(shared, registered, reserved);
         let answer = AtOnce::send(shared, row, pledge, begun);
         return StoreFuture::new(async move {
             (answer.await).unwrap_or(Err(StoreError::Unavailable(Unavailable::Closed)))
@@ -233,18 +240,17 @@ pub(super) fn create(
     })
 }
 
-/// A create on the store's runtime from its first statement on.
+/// A create on the store's runtime from its first statement on: one with a key, or one the
+/// counts did not admit at once ([`create`]).
 async fn on_its_own(
     shared: &Shared,
     begun: Begun,
     row: Arc<NewRow>,
 ) -> Result<Created, StoreError> {
     let registered = Registered::new(shared, begun.new.id, row.registration);
-    // What is due leaves first when it could matter: its key may be this one, its room
-    // may be needed.
-    if begun.new.idempotency.is_some() || !fits(shared, row.bytes + row.input) {
-        flush(shared).await?;
-    }
+    // What is due leaves first, as it matters to both: a key may be this one's, room may be
+    // needed.
+    flush(shared).await?;
     carry_on(shared, begun, &row, registered, None).await
 }
 
@@ -344,14 +350,12 @@ struct Pledge {
 }
 
 impl Pledge {
-    /// Counts the create of `id` (its `row`) as driven here, under the registration its row
-    /// was asked under, and keeps its reservation.
-    fn new(shared: &Arc<Shared>, id: ExecutionId, row: &NewRow, reserved: Reservation<'_>) -> Self {
-        shared.driven.insert(id, row.registration);
+    /// Keeps a create's count as driven here and its reservation.
+    fn new(shared: &Arc<Shared>, registered: Registered<'_>, reserved: Reservation<'_>) -> Self {
         Self {
             shared: Arc::downgrade(shared),
-            id,
-            registration: row.registration,
+            id: registered.id,
+            registration: registered.detach(),
             size: reserved.detach(),
             open: true,
         }

@@ -4,12 +4,11 @@
 //! whether it committed.
 
 use std::collections::HashSet;
-use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
 
 use super::rows::{self, EVENT_OVERHEAD};
-use super::{PgError, Shared, uuid};
+use super::{PgError, Shared, backoff, uuid};
 use crate::execution::Event;
 use crate::store::{NewExecution, StoreError};
 
@@ -119,17 +118,12 @@ impl Unanswered {
 
 impl NewRow {
     /// The row of `new`, whose first event is `first`, asked for under `registration`.
-    pub(super) fn of(
-        new: &NewExecution,
-        key: Option<String>,
-        first: &Event,
-        registration: uuid::Uuid,
-    ) -> Self {
+    pub(super) fn of(new: &NewExecution, first: &Event, registration: uuid::Uuid) -> Self {
         let payload = rows::payload_bytes(&first.payload);
         Self {
             id: uuid(new.id),
             registration,
-            key,
+            key: new.idempotency.as_ref().map(|i| i.key.clone()),
             fingerprint: new
                 .idempotency
                 .as_ref()
@@ -157,7 +151,7 @@ pub(super) async fn landed(shared: &Shared, id: uuid::Uuid) -> Result<bool, Stor
             Ok(found) => return Ok(found.is_some()),
             Err(error) if error.transient() && shared.replica.current() => {
                 tries += 1;
-                tokio::time::sleep(Duration::from_millis(10 << tries.min(6))).await;
+                tokio::time::sleep(backoff(tries)).await;
             }
             Err(error) => return Err(error.into_store()),
         }

@@ -10,14 +10,14 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use tokio::sync::oneshot;
 
 use super::batch::Batched;
 use super::owned::Held;
 use super::rows::{self, EVENT_OVERHEAD};
-use super::{PgError, Shared, uuid};
+use super::{PgError, Shared, backoff, uuid};
 use crate::execution::{Event, EventPayload, ExecutionId, ExecutionState, Lifecycle};
 use crate::store::{Inconsistency, StoreError, Unavailable};
 pub(super) use statement::MAX_FACTS;
@@ -176,10 +176,6 @@ fn unreachable_db() -> StoreError {
     ))
 }
 
-fn backoff(retries: u32) -> Duration {
-    Duration::from_millis(10u64 << retries.min(6))
-}
-
 /// Why an execution could not be held.
 enum Unheld {
     /// The database did not answer.
@@ -305,18 +301,14 @@ async fn write(shared: &Arc<Shared>, batch: Vec<Request>) {
 /// The parts of `batch` the state machine lets through (each held tentatively, then framed
 /// once the lock is let go: callers of `held` wait for the lock), and the appends of
 /// executions this replica does not hold, to be looked at again; the rest are answered here:
-/// asked under another registration than `registration`, or refused.
-fn checked(
-    shared: &Shared,
-    registration: uuid::Uuid,
-    batch: Vec<Request>,
-) -> (Vec<Part>, Vec<Request>) {
+/// asked under another registration than `current`, or refused.
+fn checked(shared: &Shared, current: uuid::Uuid, batch: Vec<Request>) -> (Vec<Part>, Vec<Request>) {
     let time = rows::now();
     let mut parts = Vec::with_capacity(batch.len());
     let mut unheld = Vec::new();
     let mut owned = shared.owned.lock();
     for request in batch {
-        if request.registration != registration {
+        if request.registration != current {
             let _ = request.reply.send(Err(not_owner(request.id)));
             continue;
         }

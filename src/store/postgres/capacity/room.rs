@@ -95,11 +95,6 @@ pub(in crate::store::postgres) fn reserve(shared: &Shared, bytes: i64) -> Option
     })
 }
 
-/// Whether a new execution of `bytes` fits by the counts.
-pub(in crate::store::postgres) fn fits(shared: &Shared, bytes: i64) -> bool {
-    fits_with(shared, (1, bytes))
-}
-
 /// Whether `(executions, bytes)` more fit by the counts.
 fn fits_with(shared: &Shared, (more, bytes): (i64, i64)) -> bool {
     let (executions, held) = shared.capacity.counts().now();
