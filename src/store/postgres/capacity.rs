@@ -30,9 +30,9 @@ use std::time::Duration;
 
 mod room;
 
-#[cfg(test)]
-pub(super) use room::count_plan;
 pub(super) use room::{Admission, Reservation, admit, ahead, make_room, reserve};
+#[cfg(test)]
+pub(super) use room::{count_plan, let_go_plans};
 
 use super::{PgError, Shared, uuid};
 use crate::execution::ExecutionId;
@@ -212,13 +212,9 @@ impl Capacity {
             let _flushing = self.flushing.lock().await;
             let gone = shared
                 .on_connection(async |client| {
-                    let gone = client
+                    Ok(client
                         .query(SWEEP, &[&now, &now.saturating_sub(retention)])
-                        .await?;
-                    client
-                        .execute(PURGE, &[&now.saturating_sub(linger)])
-                        .await?;
-                    Ok(gone)
+                        .await?)
                 })
                 .await?;
             if !gone.is_empty() {
@@ -226,6 +222,7 @@ impl Capacity {
                 left(shared, &gone)?;
             }
         }
+        purge(shared, now.saturating_sub(linger)).await?;
         self.refresh(shared).await?;
         self.analyze(shared).await
     }
@@ -281,18 +278,52 @@ async fn counted(
 
 const COUNT: &str = "/* model-runtime: count */ SELECT count(*), COALESCE(sum(bytes + CASE WHEN ended_at IS NULL \
      THEN input_bytes ELSE 0 END), 0)::int8 FROM executions WHERE gone_at IS NULL";
+// Each statement that lets executions go or deletes them finds its rows first, each by an
+// index, locking them where it will change them; then changes them where they lie: by `ctid`,
+// which a row's lock keeps still, in one read (`ctid = ANY`). However many rows the planner
+// expects (a new table has no statistics; rows that left linger), it has no join to make by
+// reading a whole table.
+//
 // Rows another transaction is letting go (or locking to) are skipped, not waited for: two
-// that let go of overlapping sets never wait on each other, in any order.
+// that let go of overlapping sets never wait on each other, in any order. Each id is looked
+// up alone (a subquery with a limit is not merged into a join).
 const LET_GO: &str = "/* model-runtime: let-go */ UPDATE executions SET gone_at = $2, idempotency_key = NULL \
-     WHERE id IN (SELECT id FROM executions WHERE id = ANY($1) AND gone_at IS NULL \
-     FOR UPDATE SKIP LOCKED) RETURNING id, bytes";
+     WHERE ctid = ANY (ARRAY(SELECT l.ctid FROM unnest($1::uuid[]) AS u(id), LATERAL \
+     (SELECT ctid FROM executions WHERE id = u.id AND gone_at IS NULL LIMIT 1 \
+     FOR UPDATE SKIP LOCKED) l)) RETURNING id, bytes";
 const SWEEP: &str = "/* model-runtime: retention */ UPDATE executions SET gone_at = $1, idempotency_key = NULL \
-     WHERE id IN (SELECT id FROM executions WHERE gone_at IS NULL \
-     AND ended_at IS NOT NULL AND ended_at <= $2 LIMIT 1000 FOR UPDATE SKIP LOCKED) \
-     RETURNING id, bytes";
-const PURGE: &str = "/* model-runtime: purge */ WITH old AS (SELECT id FROM executions WHERE gone_at < $1 LIMIT 1000), \
-     events AS (DELETE FROM events WHERE execution_id IN (SELECT id FROM old)) \
-     DELETE FROM executions WHERE id IN (SELECT id FROM old)";
+     WHERE ctid = ANY (ARRAY(SELECT ctid FROM executions WHERE gone_at IS NULL \
+     AND ended_at IS NOT NULL AND ended_at <= $2 ORDER BY ended_at, id LIMIT 1000 \
+     FOR UPDATE SKIP LOCKED)) RETURNING id, bytes";
+/// Deletes the rows of at most `$2` executions that left before `$1`, the earliest first, and
+/// their events, each execution's read by the events' key (a subquery with an offset is not
+/// merged into a join).
+const PURGE: &str = "/* model-runtime: purge */ WITH old AS (SELECT ctid, id FROM executions \
+     WHERE gone_at < $1 ORDER BY gone_at LIMIT $2 FOR UPDATE SKIP LOCKED), \
+     events AS (DELETE FROM events WHERE ctid = ANY (ARRAY(SELECT l.ctid FROM old, LATERAL \
+     (SELECT ctid FROM events WHERE execution_id = old.id OFFSET 0) l))) \
+     DELETE FROM executions WHERE ctid = ANY (ARRAY(SELECT ctid FROM old))";
+/// The most executions one purge deletes; a poll purges again while one deletes as many.
+const PURGED: i64 = 1000;
+/// The most purges in one poll: a replica deletes up to this many times [`PURGED`]
+/// executions' rows a poll.
+const PURGES: usize = 100;
+
+/// Deletes the rows of the executions that left before `before` (by the callers' clock), at
+/// most [`PURGES`] times [`PURGED`] of them; returns how many.
+pub(super) async fn purge(shared: &Shared, before: i64) -> Result<u64, PgError> {
+    let mut purged = 0;
+    for _ in 0..PURGES {
+        let deleted = shared
+            .on_connection(async |client| Ok(client.execute(PURGE, &[&before, &PURGED]).await?))
+            .await?;
+        purged += deleted;
+        if deleted < PURGED.cast_unsigned() {
+            break;
+        }
+    }
+    Ok(purged)
+}
 
 /// Executions that left (rows of `id, bytes`): counted out, their followers told.
 fn left(shared: &Shared, rows: &[tokio_postgres::Row]) -> Result<(), PgError> {

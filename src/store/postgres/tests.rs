@@ -127,6 +127,7 @@ mod conformance {
 
 mod answers;
 mod lease;
+mod lingering;
 mod room;
 mod runs;
 

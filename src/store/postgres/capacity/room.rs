@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{LET_GO, count, left};
+use super::{count, left};
 use crate::store::StoreError;
 use crate::store::postgres::insert::{NewRow, Unanswered, insert};
 use crate::store::postgres::{PgError, Shared};
@@ -183,9 +183,24 @@ impl Drop for Ahead<'_> {
 
 const CAPACITY_LOCK: &str = "/* model-runtime: capacity-lock */ \
      SELECT pg_advisory_xact_lock(hashtext('model-runtime:capacity:' || $1))";
-const OLDEST: &str = "/* model-runtime: oldest */ SELECT id, bytes FROM executions \
-     WHERE gone_at IS NULL AND ended_at IS NOT NULL ORDER BY ended_at, id LIMIT $1 \
-     FOR UPDATE SKIP LOCKED";
+/// Lets go of the terminal executions that ended first, at most `$1`: as many as `$2`
+/// executions, or as it takes to reach `$3` bytes, whichever is more (a row goes while
+/// either is short before it). Each row read is locked, then changed where it lies, as the
+/// let-go's statements do (`capacity.rs`).
+const LET_GO_OLDEST: &str = "/* model-runtime: let-go-oldest */
+WITH oldest AS (
+    SELECT ctid, bytes, ended_at, id FROM executions
+    WHERE gone_at IS NULL AND ended_at IS NOT NULL ORDER BY ended_at, id LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE executions SET gone_at = $4, idempotency_key = NULL WHERE ctid = ANY (ARRAY(
+    SELECT ctid FROM (
+        SELECT ctid, row_number() OVER w AS n, (sum(bytes) OVER w)::int8 - bytes AS before
+        FROM oldest WINDOW w AS (ORDER BY ended_at, id)
+    ) o
+    WHERE n <= $2 OR before < $3
+))
+RETURNING id, bytes";
 /// The most executions one making of room lets go of.
 const MOST: i64 = 1000;
 
@@ -235,27 +250,23 @@ async fn room(
             };
             let mut need_executions = executions + admitted.0 + wanted.0 - max_executions;
             let mut need_bytes = bytes + admitted.1 + wanted.1 - max_bytes;
-            let mut chosen = Vec::new();
+            let mut gone = Vec::new();
             if need_executions > 0 || need_bytes > 0 {
                 // Room to make: what is short, and a spare of what is short.
                 let and_spare = |need: i64, spare: i64| if need > 0 { need + spare } else { 0 };
-                let mut room = (
+                let room = (
                     and_spare(need_executions, spare_executions),
                     and_spare(need_bytes, spare_bytes),
                 );
                 // Each row read is locked (a record in the log): only as many as the room
                 // needs, when it is counted in executions.
                 let limit = if room.1 > 0 { MOST } else { room.0.min(MOST) };
-                for row in tx.query(OLDEST, &[&limit]).await? {
-                    if room.0 <= 0 && room.1 <= 0 {
-                        break;
-                    }
-                    let size = row.try_get::<_, i64>(1)?;
-                    room.0 -= 1;
-                    room.1 -= size;
+                gone = tx
+                    .query(LET_GO_OLDEST, &[&limit, &room.0, &room.1, &now])
+                    .await?;
+                for row in &gone {
                     need_executions -= 1;
-                    need_bytes -= size;
-                    chosen.push(row.try_get::<_, uuid::Uuid>(0)?);
+                    need_bytes -= row.try_get::<_, i64>(1)?;
                 }
             }
             if new.is_some() && (need_executions > 0 || need_bytes > 0) {
@@ -264,11 +275,6 @@ async fn room(
                     bytes: u64::try_from(bytes).unwrap_or(0),
                 }));
             }
-            let gone = if chosen.is_empty() {
-                Vec::new()
-            } else {
-                tx.query(LET_GO, &[&chosen, &now]).await?
-            };
             if let Some(new) = new
                 && insert(&tx, shared, &[new]).await?.is_empty()
             {
@@ -295,4 +301,35 @@ pub(in crate::store::postgres) async fn count_plan(shared: &Shared) -> Vec<Strin
         .iter()
         .map(|row| row.get(0))
         .collect()
+}
+
+/// The plans of the statements that let executions go or delete their rows, each with its
+/// name, as the store runs them (`ids` to let go; the room, at most [`MOST`] executions): for
+/// the test that none reads a whole table.
+#[cfg(test)]
+pub(in crate::store::postgres) async fn let_go_plans(
+    shared: &Shared,
+    ids: &[uuid::Uuid],
+) -> Vec<(&'static str, String)> {
+    use tokio_postgres::types::ToSql;
+
+    use super::{LET_GO, PURGE, PURGED, SWEEP};
+    let client = shared.client().await.expect("a connection");
+    let now = shared.clock.now();
+    let statements: [(&str, &str, &[&(dyn ToSql + Sync)]); 4] = [
+        ("let-go", LET_GO, &[&ids, &now]),
+        ("retention", SWEEP, &[&now, &now]),
+        ("purge", PURGE, &[&now, &PURGED]),
+        ("let-go-oldest", LET_GO_OLDEST, &[&MOST, &MOST, &0i64, &now]),
+    ];
+    let mut plans = Vec::new();
+    for (name, statement, params) in statements {
+        let rows = client
+            .query(&format!("EXPLAIN {statement}"), params)
+            .await
+            .expect("a plan");
+        let plan: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
+        plans.push((name, plan.join("\n")));
+    }
+    plans
 }

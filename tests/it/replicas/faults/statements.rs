@@ -168,12 +168,12 @@ async fn a_create_that_made_room_and_lost_its_commit_answer_is_driven() {
     room_with_a_lost_answer(4, 4, "commit", "room", false).await;
 }
 
-/// Room made ahead of the creates (a store of 100 brought to 100) whose choice of what leaves
-/// loses its answer, before the next create asks: nothing it began is kept, and the creates
-/// that follow make room themselves.
+/// Room made ahead of the creates (a store of 100 brought to 100) whose letting go of the
+/// executions that ended first loses its answer, before the next create asks: nothing it began
+/// is kept, and the creates that follow make room themselves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn room_made_ahead_whose_answer_was_lost_loses_nothing() {
-    room_with_a_lost_answer(100, 99, "oldest", "ahead", true).await;
+    room_with_a_lost_answer(100, 99, "let-go-oldest", "ahead", true).await;
 }
 
 /// A store of `size` executions holding `filled` ended ones (callers of `chat` on A); then
