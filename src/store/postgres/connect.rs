@@ -1,6 +1,6 @@
 //! How the store's connections are made: the pool's and the lease keeper's with the store's
-//! settings (statement timeout, keep-alives on both ends, the schema as the search path), the
-//! notification connection's with the keep-alives alone, and TLS for all of them.
+//! settings (statement timeout, keep-alives on both ends, no JIT, the schema as the search
+//! path), the notification connection's with the keep-alives alone, and TLS for all of them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,7 @@ const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 const KEEPALIVE_RETRIES: u32 = 3;
 
 /// How every connection of the store's (the pool's and the lease's) is made: the statement
-/// timeout, keep-alives on both ends, and the schema as its search path.
+/// timeout, keep-alives on both ends, no JIT, and the schema as its search path.
 ///
 /// A replica that is lost in the middle of a transaction (the capacity lock's, `capacity.rs`)
 /// must not hold its locks for as long as the server's TCP takes to notice (two hours by the
@@ -29,8 +29,11 @@ pub(super) fn settings(options: &Options) -> tokio_postgres::Config {
     connect.keepalives_retries(KEEPALIVE_RETRIES);
     let statement_timeout = options.config.statement_timeout.as_millis();
     // The schema is every connection's search path: statements name tables alone, and are
-    // the same text (prepared once per connection) whatever the schema. Options the
-    // connection string sets come first; these are the store's own.
+    // the same text (prepared once per connection) whatever the schema. The store's
+    // statements are short, yet a plan's estimated cost can pass JIT's threshold (a new
+    // table has no statistics, and rows that left linger): compiling one takes longer than
+    // running it (tens of milliseconds, for a purge that found nothing to delete). Options
+    // the connection string sets come first; these are the store's own.
     let mut server = options
         .connect
         .get_options()
@@ -39,7 +42,7 @@ pub(super) fn settings(options: &Options) -> tokio_postgres::Config {
     server.push_str(&format!(
         "-c statement_timeout={statement_timeout} -c lock_timeout={statement_timeout} \
          -c idle_in_transaction_session_timeout={} -c tcp_keepalives_idle={} \
-         -c tcp_keepalives_interval={} -c tcp_keepalives_count={} -c search_path={}",
+         -c tcp_keepalives_interval={} -c tcp_keepalives_count={} -c jit=off -c search_path={}",
         statement_timeout + 1000,
         KEEPALIVE_IDLE.as_secs(),
         KEEPALIVE_INTERVAL.as_secs(),
