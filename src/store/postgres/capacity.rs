@@ -30,9 +30,9 @@ use std::time::Duration;
 
 mod room;
 
-pub(super) use room::{Admission, Reservation, admit, ahead, make_room, reserve};
 #[cfg(test)]
-pub(super) use room::{count_plan, let_go_plans};
+pub(super) use room::count_plan;
+pub(super) use room::{Admission, Reservation, admit, ahead, make_room, reserve};
 
 use super::{PgError, Shared, uuid};
 use crate::execution::ExecutionId;
@@ -222,9 +222,9 @@ impl Capacity {
                 left(shared, &gone)?;
             }
         }
-        purge(shared, now.saturating_sub(linger)).await?;
         self.refresh(shared).await?;
-        self.analyze(shared).await
+        self.analyze(shared).await?;
+        purge(shared, now.saturating_sub(linger)).await.map(drop)
     }
 
     /// Analyzes the executions table when its rows (those that left and linger included)
@@ -279,14 +279,18 @@ async fn counted(
 const COUNT: &str = "/* model-runtime: count */ SELECT count(*), COALESCE(sum(bytes + CASE WHEN ended_at IS NULL \
      THEN input_bytes ELSE 0 END), 0)::int8 FROM executions WHERE gone_at IS NULL";
 // Each statement that lets executions go or deletes them finds its rows first, each by an
-// index, locking them where it will change them; then changes them where they lie: by `ctid`,
-// which a row's lock keeps still, in one read (`ctid = ANY`). However many rows the planner
-// expects (a new table has no statistics; rows that left linger), it has no join to make by
-// reading a whole table.
+// index (a subquery with a limit or an offset, which the planner does not merge into a
+// join), locking the executions' rows; then changes them where they lie: by `ctid`, which a
+// row's lock keeps still, in one read (`ctid = ANY`). However many rows the planner expects
+// (a new table has no statistics; rows that left linger), it has no join to make by reading
+// a whole table.
 //
 // Rows another transaction is letting go (or locking to) are skipped, not waited for: two
-// that let go of overlapping sets never wait on each other, in any order. Each id is looked
-// up alone (a subquery with a limit is not merged into a join).
+// that let go of overlapping sets never wait on each other, in any order. A row another
+// let-go marked gone since the statement began is skipped as it is locked (it is no longer
+// `gone_at IS NULL`). A row changed otherwise since then would be skipped too, its new
+// version not the statement's to change; none is: cancels and takeovers change running
+// executions alone, and the writer refuses appends to ended ones.
 const LET_GO: &str = "/* model-runtime: let-go */ UPDATE executions SET gone_at = $2, idempotency_key = NULL \
      WHERE ctid = ANY (ARRAY(SELECT l.ctid FROM unnest($1::uuid[]) AS u(id), LATERAL \
      (SELECT ctid FROM executions WHERE id = u.id AND gone_at IS NULL LIMIT 1 \
@@ -296,13 +300,15 @@ const SWEEP: &str = "/* model-runtime: retention */ UPDATE executions SET gone_a
      AND ended_at IS NOT NULL AND ended_at <= $2 ORDER BY ended_at, id LIMIT 1000 \
      FOR UPDATE SKIP LOCKED)) RETURNING id, bytes";
 /// Deletes the rows of at most `$2` executions that left before `$1`, the earliest first, and
-/// their events, each execution's read by the events' key (a subquery with an offset is not
-/// merged into a join).
-const PURGE: &str = "/* model-runtime: purge */ WITH old AS (SELECT ctid, id FROM executions \
+/// the events of those it deleted; answers how many. An execution's events are read by the
+/// events' key and deleted where they lie: nothing changes an event, and two purges never
+/// take one execution (its row is locked first, or skipped).
+const PURGE: &str = "/* model-runtime: purge */ WITH old AS (SELECT ctid FROM executions \
      WHERE gone_at < $1 ORDER BY gone_at LIMIT $2 FOR UPDATE SKIP LOCKED), \
-     events AS (DELETE FROM events WHERE ctid = ANY (ARRAY(SELECT l.ctid FROM old, LATERAL \
-     (SELECT ctid FROM events WHERE execution_id = old.id OFFSET 0) l))) \
-     DELETE FROM executions WHERE ctid = ANY (ARRAY(SELECT ctid FROM old))";
+     gone AS (DELETE FROM executions WHERE ctid = ANY (ARRAY(SELECT ctid FROM old)) RETURNING id), \
+     events AS (DELETE FROM events WHERE ctid = ANY (ARRAY(SELECT l.ctid FROM gone, LATERAL \
+     (SELECT ctid FROM events WHERE execution_id = gone.id OFFSET 0) l))) \
+     SELECT count(*) FROM gone";
 /// The most executions one purge deletes; a poll purges again while one deletes as many.
 const PURGED: i64 = 1000;
 /// The most purges in one poll: a replica deletes up to this many times [`PURGED`]
@@ -314,15 +320,52 @@ const PURGES: usize = 100;
 pub(super) async fn purge(shared: &Shared, before: i64) -> Result<u64, PgError> {
     let mut purged = 0;
     for _ in 0..PURGES {
-        let deleted = shared
-            .on_connection(async |client| Ok(client.execute(PURGE, &[&before, &PURGED]).await?))
+        let deleted: i64 = shared
+            .on_connection(async |client| {
+                Ok(client
+                    .query_one(PURGE, &[&before, &PURGED])
+                    .await?
+                    .try_get(0)?)
+            })
             .await?;
-        purged += deleted;
-        if deleted < PURGED.cast_unsigned() {
+        purged += deleted.cast_unsigned();
+        if deleted < PURGED {
             break;
         }
     }
     Ok(purged)
+}
+
+/// The plans of the statements that let executions go or delete their rows, each with its
+/// name and with the planner's defaults (`ids` to let go; the room, at most
+/// [`room::MOST`] executions): for the test that none reads a whole table. (Room runs its
+/// statement with sequential scans off, which could only help.)
+#[cfg(test)]
+pub(super) async fn let_go_plans(
+    shared: &Shared,
+    ids: &[uuid::Uuid],
+) -> Vec<(&'static str, String)> {
+    use tokio_postgres::types::ToSql;
+
+    use room::{LET_GO_OLDEST, MOST};
+    let client = shared.client().await.expect("a connection");
+    let now = shared.clock.now();
+    let statements: [(&str, &str, &[&(dyn ToSql + Sync)]); 4] = [
+        ("let-go", LET_GO, &[&ids, &now]),
+        ("retention", SWEEP, &[&now, &now]),
+        ("purge", PURGE, &[&now, &PURGED]),
+        ("let-go-oldest", LET_GO_OLDEST, &[&MOST, &MOST, &0i64, &now]),
+    ];
+    let mut plans = Vec::new();
+    for (name, statement, params) in statements {
+        let rows = client
+            .query(&format!("EXPLAIN {statement}"), params)
+            .await
+            .expect("a plan");
+        let plan: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
+        plans.push((name, plan.join("\n")));
+    }
+    plans
 }
 
 /// Executions that left (rows of `id, bytes`): counted out, their followers told.

@@ -9,7 +9,7 @@ use super::PostgresStore;
 use crate::config::{PostgresStoreConfig, Secret};
 use crate::execution::fixtures::{attempt_started, failed, routing, text, usage};
 use crate::execution::{ErrorCode, ExecutionId, ExecutionState};
-use crate::store::conformance::new_execution;
+use crate::store::conformance::{limits, new_execution};
 use crate::store::{Created, EventStore, StoreLimits};
 
 const URL_ENV: &str = "MODEL_RUNTIME_TEST_POSTGRES_URL";
@@ -184,6 +184,31 @@ async fn created(store: &PostgresStore, key: Option<(&str, u128)>) -> ExecutionI
         Created::New(view) => view.id,
         Created::Existing(view) => panic!("existing: {view:?}"),
     }
+}
+
+/// A store of 100 executions on a fresh schema.
+async fn of_100() -> Option<Arc<PostgresStore>> {
+    let url = url()?;
+    let limits = limits(100, Duration::from_secs(3600));
+    Some(
+        PostgresStore::connect(&options(&url, &fresh_schema()), limits)
+            .await
+            .unwrap(),
+    )
+}
+
+/// Creates and ends `n` executions, in order.
+async fn ended(store: &PostgresStore, n: usize) -> Vec<ExecutionId> {
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        let id = created(store, None).await;
+        store
+            .append(id, failed(ErrorCode::Cancelled))
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    ids
 }
 
 /// A follower on one replica wakes on the other's appends by notification: the poll is far

@@ -187,7 +187,7 @@ const CAPACITY_LOCK: &str = "/* model-runtime: capacity-lock */ \
 /// executions, or as it takes to reach `$3` bytes, whichever is more (a row goes while
 /// either is short before it). Each row read is locked, then changed where it lies, as the
 /// let-go's statements do (`capacity.rs`).
-const LET_GO_OLDEST: &str = "/* model-runtime: let-go-oldest */
+pub(super) const LET_GO_OLDEST: &str = "/* model-runtime: let-go-oldest */
 WITH oldest AS (
     SELECT ctid, bytes, ended_at, id FROM executions
     WHERE gone_at IS NULL AND ended_at IS NOT NULL ORDER BY ended_at, id LIMIT $1
@@ -202,7 +202,7 @@ UPDATE executions SET gone_at = $4, idempotency_key = NULL WHERE ctid = ANY (ARR
 ))
 RETURNING id, bytes";
 /// The most executions one making of room lets go of.
-const MOST: i64 = 1000;
+pub(super) const MOST: i64 = 1000;
 
 /// Creates under the capacity lock, letting go of the terminal executions that ended first
 /// until the new one fits; `Full` when only running ones are left. The caller holds this
@@ -250,8 +250,7 @@ async fn room(
             };
             let mut need_executions = executions + admitted.0 + wanted.0 - max_executions;
             let mut need_bytes = bytes + admitted.1 + wanted.1 - max_bytes;
-            let mut gone = Vec::new();
-            if need_executions > 0 || need_bytes > 0 {
+            let gone = if need_executions > 0 || need_bytes > 0 {
                 // Room to make: what is short, and a spare of what is short.
                 let and_spare = |need: i64, spare: i64| if need > 0 { need + spare } else { 0 };
                 let room = (
@@ -261,13 +260,14 @@ async fn room(
                 // Each row read is locked (a record in the log): only as many as the room
                 // needs, when it is counted in executions.
                 let limit = if room.1 > 0 { MOST } else { room.0.min(MOST) };
-                gone = tx
-                    .query(LET_GO_OLDEST, &[&limit, &room.0, &room.1, &now])
-                    .await?;
-                for row in &gone {
-                    need_executions -= 1;
-                    need_bytes -= row.try_get::<_, i64>(1)?;
-                }
+                tx.query(LET_GO_OLDEST, &[&limit, &room.0, &room.1, &now])
+                    .await?
+            } else {
+                Vec::new()
+            };
+            for row in &gone {
+                need_executions -= 1;
+                need_bytes -= row.try_get::<_, i64>(1)?;
             }
             if new.is_some() && (need_executions > 0 || need_bytes > 0) {
                 return Ok(Err(StoreError::Full {
@@ -301,35 +301,4 @@ pub(in crate::store::postgres) async fn count_plan(shared: &Shared) -> Vec<Strin
         .iter()
         .map(|row| row.get(0))
         .collect()
-}
-
-/// The plans of the statements that let executions go or delete their rows, each with its
-/// name, as the store runs them (`ids` to let go; the room, at most [`MOST`] executions): for
-/// the test that none reads a whole table.
-#[cfg(test)]
-pub(in crate::store::postgres) async fn let_go_plans(
-    shared: &Shared,
-    ids: &[uuid::Uuid],
-) -> Vec<(&'static str, String)> {
-    use tokio_postgres::types::ToSql;
-
-    use super::{LET_GO, PURGE, PURGED, SWEEP};
-    let client = shared.client().await.expect("a connection");
-    let now = shared.clock.now();
-    let statements: [(&str, &str, &[&(dyn ToSql + Sync)]); 4] = [
-        ("let-go", LET_GO, &[&ids, &now]),
-        ("retention", SWEEP, &[&now, &now]),
-        ("purge", PURGE, &[&now, &PURGED]),
-        ("let-go-oldest", LET_GO_OLDEST, &[&MOST, &MOST, &0i64, &now]),
-    ];
-    let mut plans = Vec::new();
-    for (name, statement, params) in statements {
-        let rows = client
-            .query(&format!("EXPLAIN {statement}"), params)
-            .await
-            .expect("a plan");
-        let plan: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
-        plans.push((name, plan.join("\n")));
-    }
-    plans
 }

@@ -3,24 +3,16 @@
 //! rows linger and whatever the planner expects of the tables.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::{created, every_event, fresh_schema, options, url};
-use crate::execution::fixtures::failed;
-use crate::execution::{ErrorCode, ExecutionId};
+use super::{ended, every_event, of_100};
 use crate::store::EventStore;
-use crate::store::conformance::limits;
 use crate::store::postgres::{PostgresStore, capacity, uuid};
 
 /// A store of 100 on a fresh schema whose tables hold `n` executions that left a second ago
 /// (within their linger, so the store's own purge leaves them), with two events each,
 /// written straight into the tables; analyzed, or not (a new table's planner knows nothing).
 async fn with_lingering(n: i64, analyzed: bool) -> Option<Arc<PostgresStore>> {
-    let url = url()?;
-    let limits = limits(100, Duration::from_secs(3600));
-    let store = PostgresStore::connect(&options(&url, &fresh_schema()), limits)
-        .await
-        .unwrap();
+    let store = of_100().await?;
     let left = store.shared.clock.now() - 1_000_000;
     let client = store.shared.client().await.unwrap();
     client
@@ -49,20 +41,6 @@ async fn with_lingering(n: i64, analyzed: bool) -> Option<Arc<PostgresStore>> {
     }
     drop(client);
     Some(store)
-}
-
-/// Creates and ends `n` executions.
-async fn ended(store: &PostgresStore, n: usize) -> Vec<ExecutionId> {
-    let mut ids = Vec::with_capacity(n);
-    for _ in 0..n {
-        let id = created(store, None).await;
-        store
-            .append(id, failed(ErrorCode::Cancelled))
-            .await
-            .unwrap();
-        ids.push(id);
-    }
-    ids
 }
 
 /// The rows of executions and of events in the tables, and the events' rows of executions

@@ -1,40 +1,12 @@
 //! A nearly full store makes room ahead of its creates: in the background, a twentieth of its
 //! bounds at a time, the executions that ended first.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::{created, fresh_schema, options, url};
-use crate::execution::fixtures::failed;
-use crate::execution::{ErrorCode, ExecutionId};
-use crate::store::conformance::{limits, new_execution};
+use super::{ended, of_100};
+use crate::store::conformance::new_execution;
 use crate::store::postgres::{PostgresStore, capacity};
 use crate::store::{EventStore, StoreError};
-
-/// A store of 100 executions on a fresh schema.
-async fn of_100() -> Option<Arc<PostgresStore>> {
-    let url = url()?;
-    let limits = limits(100, Duration::from_secs(3600));
-    Some(
-        PostgresStore::connect(&options(&url, &fresh_schema()), limits)
-            .await
-            .unwrap(),
-    )
-}
-
-/// Creates and ends `n` executions, in order.
-async fn ended(store: &PostgresStore, n: usize) -> Vec<ExecutionId> {
-    let mut ids = Vec::with_capacity(n);
-    for _ in 0..n {
-        let id = created(store, None).await;
-        store
-            .append(id, failed(ErrorCode::Cancelled))
-            .await
-            .unwrap();
-        ids.push(id);
-    }
-    ids
-}
 
 /// Waits (within 5 s) until the store counts at most `executions`.
 async fn until_at_most(store: &PostgresStore, executions: usize) {
