@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Where one PostgreSQL replica's time goes (issue 45): N executions of the scripted echo of a
+# 20-word prompt at concurrency 64, after WARM of warm-up, on benches/bench.toml with a
+# PostgreSQL store (its 20 000 executions fill after 20 000, so a larger N measures a full
+# store, which lets executions go as it creates). Per execution: the CPU of the server, of
+# every PostgreSQL process on this machine (so nothing else should use that server), and the
+# machine's idle time; and executions/s. When the server loads pg_stat_statements
+# (`shared_preload_libraries`), also each statement's executor time per execution and its
+# calls, by its `/* model-runtime: KIND */` tag. PostgreSQL is the one at
+# MODEL_RUNTIME_BENCH_POSTGRES_URL (default: this machine's), in a fresh schema dropped after.
+#
+#   benches/postgres_cpu.sh [BIN]        N=30000 WARM=5000
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source benches/lib.sh
+
+load_setup "$@"
+N=${N:-30000}
+WARM=${WARM:-5000}
+export MODEL_RUNTIME_BENCH_POSTGRES_URL=${MODEL_RUNTIME_BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
+PROMPT="one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"
+command -v psql >/dev/null || { echo "psql is needed to read the database" >&2; exit 1; }
+sql() { psql "$MODEL_RUNTIME_BENCH_POSTGRES_URL" -tAqc "$1"; }
+
+schema="mr_cpu_$(date +%s)"
+trap 'sql "DROP SCHEMA IF EXISTS \"$schema\" CASCADE" >/dev/null 2>&1 || true; load_cleanup' EXIT INT TERM
+awk -v schema="$schema" '
+    /^kind = "memory"$/ && !done {
+        printf "kind = \"postgres\"\nurl_env = \"MODEL_RUNTIME_BENCH_POSTGRES_URL\"\n"
+        printf "schema = \"%s\"\npool_size = 16\n", schema
+        done = 1; next
+    }
+    { print }' benches/bench.toml > "$work/postgres.toml"
+RUST_LOG=warn,model_runtime=info "$BIN" serve --config "$work/postgres.toml" 2>"$work/server.log" &
+server=$!
+pids+=("$server")
+addr=$(server_addr "$work/server.log" "$server") || exit 1
+"$CLIENT" bench --addr "$addr" --concurrency 64 --executions "$WARM" --prompt "$PROMPT" >/dev/null
+
+# CPU ticks: the server's, every PostgreSQL process's alive at both ends (a backend is one
+# per connection, all opened by the warm-up), and the machine's idle.
+server_ticks() { awk '{ print $14 + $15 }' "/proc/$server/stat"; }
+postgres_ticks() {
+    local total=0 pid
+    for pid in $(pgrep -x postgres); do
+        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+    done
+    echo "$total"
+}
+idle_ticks() { awk '/^cpu / { print $5 + $6 }' /proc/stat; }
+statements=false
+if sql "SELECT pg_stat_statements_reset()" >/dev/null 2>&1; then statements=true; fi
+
+s0=$(server_ticks); p0=$(postgres_ticks); i0=$(idle_ticks); t0=$(date +%s.%N)
+"$CLIENT" bench --addr "$addr" --concurrency 64 --executions "$N" --prompt "$PROMPT" >"$work/bench.txt"
+s1=$(server_ticks); p1=$(postgres_ticks); i1=$(idle_ticks); t1=$(date +%s.%N)
+grep -q "errors *none" "$work/bench.txt" || { cat "$work/bench.txt" >&2; exit 1; }
+
+awk -v n="$N" -v tick="$(getconf CLK_TCK)" -v s=$((s1 - s0)) -v p=$((p1 - p0)) \
+    -v i=$((i1 - i0)) -v t0="$t0" -v t1="$t1" 'BEGIN {
+        us = 1e6 / tick / n
+        printf "executions/s %.0f\n", n / (t1 - t0)
+        printf "per execution: server %.1f us, PostgreSQL %.1f us, idle %.1f us\n", s * us, p * us, i * us
+    }'
+if $statements; then
+    echo "executor time per execution by statement (pg_stat_statements):"
+    sql "SELECT coalesce(substring(query from '/\* model-runtime: ([a-z-]+) \*/'), 'other'),
+                sum(calls), round((sum(total_exec_time) * 1000 / $N)::numeric, 2)
+         FROM pg_stat_statements GROUP BY 1 ORDER BY 3 DESC LIMIT 12" |
+        awk -F'|' '{ printf "  %-16s %8.2f us  (%d calls)\n", $1, $3, $2 }'
+fi
