@@ -126,6 +126,9 @@ const EVENTS: &str = "/* model-runtime: events */ SELECT sequence, time, state, 
 /// What the store's tasks share.
 pub(super) struct Shared {
     pool: Pool,
+    /// TLS for the connections made outside the pool (the lease keeper's, the
+    /// notifications'), made once: it reads the platform's roots.
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
     options: Options,
     /// The schema's notification channel.
     channel: String,
@@ -212,11 +215,13 @@ impl PostgresStore {
         let options = Options::of(config)?;
         let stop = CancellationToken::new();
         let handle = store_runtime(stop.clone()).map_err(PgInitError::Thread)?;
-        let pool = pool(&options)?;
+        let tls = connect::tls()?;
+        let pool = pool(&options, tls.clone())?;
         let (writer, appends) = mpsc::unbounded_channel();
         let (creator, creates) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             pool,
+            tls,
             channel: channel(&options.config.schema),
             limits: StoreLimits {
                 max_executions: limits.max_executions.max(1),

@@ -154,7 +154,7 @@ async fn renew(
 /// A connection of the keeper's own (not the pool's: a pool at its limit would make it wait).
 async fn connect(shared: &Shared) -> Result<Connection, PgError> {
     let config = super::connect::settings(&shared.options);
-    let (client, connection) = config.connect(super::connect::tls()?).await?;
+    let (client, connection) = config.connect(shared.tls.clone()).await?;
     let task = shared
         .handle
         .spawn(async move {

@@ -11,7 +11,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::connect::{settings, tls};
+use super::connect::settings;
 use super::{
     Options, PgError, PgInitError, Shared, batch, create, lease, schema, takeover, watch, writer,
 };
@@ -100,10 +100,13 @@ pub(super) fn store_runtime(stop: CancellationToken) -> std::io::Result<tokio::r
 
 /// The pool: at most `pool_size` connections (`connect::settings`), checked only for being
 /// open when reused (a query would arm a timer on every checkout).
-pub(super) fn pool(options: &Options) -> Result<Pool, PgInitError> {
+pub(super) fn pool(
+    options: &Options,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+) -> Result<Pool, PgInitError> {
     let manager = Manager::from_config(
         settings(options),
-        tls()?,
+        tls,
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },

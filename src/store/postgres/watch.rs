@@ -262,7 +262,7 @@ pub(super) async fn listen(shared: Arc<Shared>) {
 
 async fn listen_once(shared: &Shared) -> Result<(), PgError> {
     let config = super::connect::notifications(&shared.options);
-    let (client, mut connection) = config.connect(super::connect::tls()?).await?;
+    let (client, mut connection) = config.connect(shared.tls.clone()).await?;
     let (tx, mut notes) = mpsc::unbounded_channel();
     let pump = shared.handle.spawn(async move {
         while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
