@@ -435,9 +435,11 @@ fn mark_kept(shared: &Shared, greatest: Option<u64>) -> bool {
 }
 
 /// Answers each part stored (its followers on this replica are told at once), and asks again
-/// for each stale one.
+/// for each stale one. Usage readers are told before any caller is answered: a caller that
+/// kept a fact finds its readers woken.
 fn answer(shared: &Arc<Shared>, parts: Vec<Part>, stored: &Stored) {
     let mut usage = false;
+    let mut answers = Vec::with_capacity(parts.len());
     // The number of the next fact: the statement numbered every part's facts in this order,
     // stale parts' too (`statement.rs`).
     let mut next = 1;
@@ -459,10 +461,16 @@ fn answer(shared: &Arc<Shared>, parts: Vec<Part>, stored: &Stored) {
         // Numbered in order: the last is the greatest.
         usage |= mark_kept(shared, (next > first).then(|| stored.base | (next - 1)));
         shared.capacity.added(part.bytes);
-        let _ = (part.reply).send(kept(shared, id, part.events, part.now, part.input));
+        answers.push((
+            part.reply,
+            kept(shared, id, part.events, part.now, part.input),
+        ));
     }
     if usage {
         shared.usage.publish();
+    }
+    for (reply, answer) in answers {
+        let _ = reply.send(answer);
     }
 }
 
