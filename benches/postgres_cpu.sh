@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Where one PostgreSQL replica's time goes (issue 45): N executions of the scripted echo of a
 # 20-word prompt at concurrency 64, after WARM of warm-up, on benches/bench.toml with a
-# PostgreSQL store (its 20 000 executions fill after 20 000, so a larger N measures a full
-# store, which lets executions go as it creates). Per execution: the CPU of the server, of
-# every PostgreSQL process on this machine (so nothing else should use that server), and the
-# machine's idle time; and executions/s. When the server loads pg_stat_statements
-# (`shared_preload_libraries`), also each statement's executor time per execution and its
-# calls, by its `/* model-runtime: KIND */` tag. PostgreSQL is the one at
-# MODEL_RUNTIME_BENCH_POSTGRES_URL (default: this machine's), in a fresh schema dropped after.
+# PostgreSQL store. The store holds 20 000 executions: with the defaults it fills 15 000 into
+# the run, and lets executions go as it creates from then on. Per execution: the CPU of the
+# server, of every `postgres` process on this machine (the database must be this machine's,
+# and nothing else should use it), and the machine's idle time; and executions/s. When the
+# database has the pg_stat_statements extension (preloaded, and created in the URL's
+# database), also each statement's executor time per execution and its calls, by its
+# `/* model-runtime: KIND */` tag. PostgreSQL is the one at MODEL_RUNTIME_BENCH_POSTGRES_URL
+# (default: this machine's), in a fresh schema dropped after.
 #
 #   benches/postgres_cpu.sh [BIN]        N=30000 WARM=5000
 set -euo pipefail
@@ -23,7 +24,12 @@ command -v psql >/dev/null || { echo "psql is needed to read the database" >&2; 
 sql() { psql "$MODEL_RUNTIME_BENCH_POSTGRES_URL" -tAqc "$1"; }
 
 schema="mr_cpu_$(date +%s)"
-trap 'sql "DROP SCHEMA IF EXISTS \"$schema\" CASCADE" >/dev/null 2>&1 || true; load_cleanup' EXIT INT TERM
+cleanup() {
+    load_cleanup
+    sql "DROP SCHEMA IF EXISTS \"$schema\" CASCADE" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 awk -v schema="$schema" '
     /^kind = "memory"$/ && !done {
         printf "kind = \"postgres\"\nurl_env = \"MODEL_RUNTIME_BENCH_POSTGRES_URL\"\n"
@@ -35,25 +41,36 @@ RUST_LOG=warn,model_runtime=info "$BIN" serve --config "$work/postgres.toml" 2>"
 server=$!
 pids+=("$server")
 addr=$(server_addr "$work/server.log" "$server") || exit 1
-"$CLIENT" bench --addr "$addr" --concurrency 64 --executions "$WARM" --prompt "$PROMPT" >/dev/null
+for _ in $(seq 100); do "$CLIENT" health --addr "$addr" >/dev/null 2>&1 && break; sleep 0.1; done
+"$CLIENT" bench --addr "$addr" --concurrency 64 --executions "$WARM" --prompt "$PROMPT" >"$work/bench.txt" ||
+    { cat "$work/bench.txt" >&2; exit 1; }
 
-# CPU ticks: the server's, every PostgreSQL process's alive at both ends (a backend is one
-# per connection, all opened by the warm-up), and the machine's idle.
+# CPU ticks: the server's, every PostgreSQL process's with its reaped children's (so a
+# backend or worker that ends within the run still counts, through the postmaster), and the
+# machine's idle.
 server_ticks() { awk '{ print $14 + $15 }' "/proc/$server/stat"; }
 postgres_ticks() {
-    local total=0 pid
-    for pid in $(pgrep -x postgres); do
-        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+    local total=0 pid pids
+    pids=$(pgrep -x postgres) || { echo "no postgres process on this machine" >&2; exit 1; }
+    for pid in $pids; do
+        total=$((total + $(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
     done
     echo "$total"
 }
 idle_ticks() { awk '/^cpu / { print $5 + $6 }' /proc/stat; }
 statements=false
-if sql "SELECT pg_stat_statements_reset()" >/dev/null 2>&1; then statements=true; fi
+if sql "SELECT pg_stat_statements_reset()" >/dev/null 2>&1; then
+    statements=true
+else
+    echo "(no pg_stat_statements in that database: no time by statement)"
+fi
 
-s0=$(server_ticks); p0=$(postgres_ticks); i0=$(idle_ticks); t0=$(date +%s.%N)
-"$CLIENT" bench --addr "$addr" --concurrency 64 --executions "$N" --prompt "$PROMPT" >"$work/bench.txt"
-s1=$(server_ticks); p1=$(postgres_ticks); i1=$(idle_ticks); t1=$(date +%s.%N)
+s0=$(server_ticks); p0=$(postgres_ticks); i0=$(idle_ticks)
+t0=$(date +%s.%N)
+"$CLIENT" bench --addr "$addr" --concurrency 64 --executions "$N" --prompt "$PROMPT" >"$work/bench.txt" ||
+    { cat "$work/bench.txt" >&2; exit 1; }
+t1=$(date +%s.%N)
+s1=$(server_ticks); p1=$(postgres_ticks); i1=$(idle_ticks)
 grep -q "errors *none" "$work/bench.txt" || { cat "$work/bench.txt" >&2; exit 1; }
 
 awk -v n="$N" -v tick="$(getconf CLK_TCK)" -v s=$((s1 - s0)) -v p=$((p1 - p0)) \

@@ -126,8 +126,7 @@ const EVENTS: &str = "/* model-runtime: events */ SELECT sequence, time, state, 
 /// What the store's tasks share.
 pub(super) struct Shared {
     pool: Pool,
-    /// TLS for the connections made outside the pool (the lease keeper's, the
-    /// notifications'), made once: it reads the platform's roots.
+    /// The pool's TLS, kept for the lease keeper's and the notifications' connections.
     tls: tokio_postgres_rustls::MakeRustlsConnect,
     options: Options,
     /// The schema's notification channel.

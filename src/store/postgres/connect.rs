@@ -71,7 +71,8 @@ pub(super) fn notifications(options: &Options) -> tokio_postgres::Config {
 }
 
 /// TLS as the connection string's `sslmode` asks (`prefer`, the default, tries it first):
-/// rustls with the platform's roots.
+/// rustls with the platform's roots. It reads them from disk, so a store makes one and
+/// shares it.
 pub(super) fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, rustls::Error> {
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()

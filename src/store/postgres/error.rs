@@ -46,8 +46,6 @@ pub(in crate::store) enum PgError {
     Db(#[from] tokio_postgres::Error),
     #[error("connection pool: {0}")]
     Pool(#[from] deadpool_postgres::PoolError),
-    #[error("setting up TLS: {0}")]
-    Tls(#[from] rustls::Error),
     #[error("schema: {0}")]
     Schema(#[from] SchemaError),
     #[error("a row does not decode: {0}")]
@@ -85,7 +83,6 @@ impl PgError {
     pub(super) fn transient(&self) -> bool {
         match self {
             Self::Pool(_) | Self::NoAnswer(_) => true,
-            Self::Tls(_) => false,
             Self::Db(e) => match e.as_db_error() {
                 None => true,
                 Some(db) => e.is_closed() || passing(db.code().code()),
