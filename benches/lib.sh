@@ -19,6 +19,18 @@ server_addr() {
     return 1
 }
 
+# until_healthy BIN ADDR: waits until the server at ADDR says it serves, at most 10 s (then
+# the run goes on, and its calls say why).
+until_healthy() {
+    for _ in $(seq 100); do "$1" health --addr "$2" >/dev/null 2>&1 && break; sleep 0.1; done
+}
+
+# postgres_table SCHEMA: a config's [store] keys for a PostgreSQL store in SCHEMA, at
+# MODEL_RUNTIME_BENCH_POSTGRES_URL, with a pool of 16.
+postgres_table() {
+    printf 'kind = "postgres"\nurl_env = "MODEL_RUNTIME_BENCH_POSTGRES_URL"\nschema = "%s"\npool_size = 16\n' "$1"
+}
+
 # resident_setup [BIN]: for the resident-memory scripts: BIN (the argument, or this tree's
 # release binary), CLIENT (this tree's release binary, built when missing or when BIN is),
 # a work directory $work, and on every way out the server $pid killed and $work removed.

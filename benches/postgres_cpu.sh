@@ -30,18 +30,14 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-awk -v schema="$schema" '
-    /^kind = "memory"$/ && !done {
-        printf "kind = \"postgres\"\nurl_env = \"MODEL_RUNTIME_BENCH_POSTGRES_URL\"\n"
-        printf "schema = \"%s\"\npool_size = 16\n", schema
-        done = 1; next
-    }
+awk -v table="$(postgres_table "$schema")" '
+    /^kind = "memory"$/ && !done { print table; done = 1; next }
     { print }' benches/bench.toml > "$work/postgres.toml"
 RUST_LOG=warn,model_runtime=info "$BIN" serve --config "$work/postgres.toml" 2>"$work/server.log" &
 server=$!
 pids+=("$server")
 addr=$(server_addr "$work/server.log" "$server") || exit 1
-for _ in $(seq 100); do "$CLIENT" health --addr "$addr" >/dev/null 2>&1 && break; sleep 0.1; done
+until_healthy "$CLIENT" "$addr"
 "$CLIENT" bench --addr "$addr" --concurrency 64 --executions "$WARM" --prompt "$PROMPT" >"$work/bench.txt" ||
     { cat "$work/bench.txt" >&2; exit 1; }
 

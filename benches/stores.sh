@@ -42,7 +42,7 @@ store_table() {
     case $1 in
         memory | memory+redis) printf 'kind = "memory"\n' ;;
         file) printf 'kind = "file"\npath = "%s/journal"\nkey_env = "MODEL_RUNTIME_BENCH_STORE_KEY"\n' "$work" ;;
-        postgres) printf 'kind = "postgres"\nurl_env = "MODEL_RUNTIME_BENCH_POSTGRES_URL"\nschema = "%s"\npool_size = 16\n' "$schema" ;;
+        postgres) postgres_table "$schema" ;;
     esac
 }
 
@@ -64,7 +64,7 @@ for store in $STORES; do
     RUST_LOG=warn,model_runtime=info "$BIN" serve --config "$work/$store.toml" 2>"$work/$store.log" &
     pid=$!
     addr=$(server_addr "$work/$store.log" "$pid") || exit 1
-    for _ in $(seq 100); do "$BIN" health --addr "$addr" >/dev/null 2>&1 && break; sleep 0.1; done
+    until_healthy "$BIN" "$addr"
     # One execution first: a new limiter key gives its first permit only after a third of
     # its lease (README, "What Redis must keep"), which is not what is measured.
     "$BIN" bench --addr "$addr" --concurrency 1 --executions 1 >/dev/null 2>&1

@@ -67,7 +67,7 @@ EOF
         RUST_LOG=warn,model_runtime=info "$BIN" serve --config "$work/config.toml" 2>"$work/$name.log" &
         pids+=($!)
         addr=$(server_addr "$work/$name.log" "$!") || exit 1
-        for _ in $(seq 100); do "$BIN" health --addr "$addr" >/dev/null 2>&1 && break; sleep 0.1; done
+        until_healthy "$BIN" "$addr"
         [[ $name == a ]] && a_addr=$addr
     done
     "$BIN" bench --addr "$a_addr" --rpc submit --concurrency 64 --executions "$N" >/dev/null

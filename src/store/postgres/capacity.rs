@@ -299,6 +299,23 @@ const SWEEP: &str = "/* model-runtime: retention */ UPDATE executions SET gone_a
      WHERE ctid = ANY (ARRAY(SELECT ctid FROM executions WHERE gone_at IS NULL \
      AND ended_at IS NOT NULL AND ended_at <= $2 ORDER BY ended_at, id LIMIT 1000 \
      FOR UPDATE SKIP LOCKED)) RETURNING id, bytes";
+/// Lets go of the terminal executions that ended first, at most `$1`: as many as `$2`
+/// executions, or as it takes to reach `$3` bytes, whichever is more (a row goes while
+/// either is short before it).
+const LET_GO_OLDEST: &str = "/* model-runtime: let-go-oldest */
+WITH oldest AS (
+    SELECT ctid, bytes, ended_at, id FROM executions
+    WHERE gone_at IS NULL AND ended_at IS NOT NULL ORDER BY ended_at, id LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE executions SET gone_at = $4, idempotency_key = NULL WHERE ctid = ANY (ARRAY(
+    SELECT ctid FROM (
+        SELECT ctid, row_number() OVER w AS n, (sum(bytes) OVER w)::int8 - bytes AS before
+        FROM oldest WINDOW w AS (ORDER BY ended_at, id)
+    ) o
+    WHERE n <= $2 OR before < $3
+))
+RETURNING id, bytes";
 /// Deletes the rows of at most `$2` executions that left before `$1`, the earliest first, and
 /// the events of those it deleted; answers how many. An execution's events are read by the
 /// events' key and deleted where they lie: nothing changes an event, and two purges never
@@ -347,7 +364,7 @@ pub(super) async fn let_go_plans(
 ) -> Vec<(&'static str, String)> {
     use tokio_postgres::types::ToSql;
 
-    use room::{LET_GO_OLDEST, MOST};
+    use room::MOST;
     let client = shared.client().await.expect("a connection");
     let now = shared.clock.now();
     let statements: [(&str, &str, &[&(dyn ToSql + Sync)]); 4] = [

@@ -88,6 +88,8 @@ async fn write(shared: &Arc<Shared>, batch: Vec<Request>) {
                 let written = Ok(inserted.contains(&request.row.id));
                 request.answer(shared, written);
             }
+            // Once for the statement: what was inserted counts now.
+            capacity::ahead(shared);
         }
         Err(error) => {
             tracing::warn!(%error, creates = batch.len(), "a create statement failed");
@@ -418,7 +420,6 @@ impl AtOnce {
             let (_, size) = pledge.take();
             Reservation::adopt(shared, size).keep();
             let _ = reply.send(Ok(begun.stored(shared, row.input)));
-            capacity::ahead(shared);
             return;
         }
         let shared = shared.clone();

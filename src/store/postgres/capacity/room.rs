@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{count, left};
+use super::{LET_GO_OLDEST, count, left};
 use crate::store::StoreError;
 use crate::store::postgres::insert::{NewRow, Unanswered, insert};
 use crate::store::postgres::{PgError, Shared};
@@ -88,11 +88,7 @@ pub(in crate::store::postgres) fn reserve(shared: &Shared, bytes: i64) -> Option
     }
     counts.reserved.0 += 1;
     counts.reserved.1 += bytes;
-    Some(Reservation {
-        shared,
-        bytes,
-        kept: false,
-    })
+    Some(Reservation::adopt(shared, bytes))
 }
 
 /// Whether `(executions, bytes)` more fit by the counts.
@@ -183,24 +179,6 @@ impl Drop for Ahead<'_> {
 
 const CAPACITY_LOCK: &str = "/* model-runtime: capacity-lock */ \
      SELECT pg_advisory_xact_lock(hashtext('model-runtime:capacity:' || $1))";
-/// Lets go of the terminal executions that ended first, at most `$1`: as many as `$2`
-/// executions, or as it takes to reach `$3` bytes, whichever is more (a row goes while
-/// either is short before it). Each row read is locked, then changed where it lies, as the
-/// let-go's statements do (`capacity.rs`).
-pub(super) const LET_GO_OLDEST: &str = "/* model-runtime: let-go-oldest */
-WITH oldest AS (
-    SELECT ctid, bytes, ended_at, id FROM executions
-    WHERE gone_at IS NULL AND ended_at IS NOT NULL ORDER BY ended_at, id LIMIT $1
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE executions SET gone_at = $4, idempotency_key = NULL WHERE ctid = ANY (ARRAY(
-    SELECT ctid FROM (
-        SELECT ctid, row_number() OVER w AS n, (sum(bytes) OVER w)::int8 - bytes AS before
-        FROM oldest WINDOW w AS (ORDER BY ended_at, id)
-    ) o
-    WHERE n <= $2 OR before < $3
-))
-RETURNING id, bytes";
 /// The most executions one making of room lets go of.
 pub(super) const MOST: i64 = 1000;
 
