@@ -27,6 +27,15 @@ impl UsageUnit {
     pub const REASONING_TOKENS: Self = Self::known("reasoning_tokens");
     /// Provider requests.
     pub const REQUESTS: Self = Self::known("requests");
+    /// Every unit this version's adapters report.
+    pub const KNOWN: [Self; 6] = [
+        Self::INPUT_TOKENS,
+        Self::OUTPUT_TOKENS,
+        Self::CACHED_INPUT_TOKENS,
+        Self::CACHE_WRITE_INPUT_TOKENS,
+        Self::REASONING_TOKENS,
+        Self::REQUESTS,
+    ];
 
     const fn known(name: &'static str) -> Self {
         Self(Cow::Borrowed(name))

@@ -68,14 +68,7 @@ const HEALTH_STATES: [HealthState; 4] = [
 /// How many [`UNITS`] there are.
 const UNIT_COUNT: usize = 6;
 /// Every unit an adapter of this version reports.
-const UNITS: [UsageUnit; UNIT_COUNT] = [
-    UsageUnit::INPUT_TOKENS,
-    UsageUnit::OUTPUT_TOKENS,
-    UsageUnit::CACHED_INPUT_TOKENS,
-    UsageUnit::CACHE_WRITE_INPUT_TOKENS,
-    UsageUnit::REASONING_TOKENS,
-    UsageUnit::REQUESTS,
-];
+const UNITS: [UsageUnit; UNIT_COUNT] = UsageUnit::KNOWN;
 
 fn class(class: Option<ErrorClass>) -> usize {
     match class {

@@ -1,8 +1,9 @@
 //! What a journal record says, before it is sealed: an execution created, events appended to
 //! one, or one expired. Events that stream by the thousand (text, tool-argument and reasoning
-//! deltas, progress notes) are written in a compact binary form; the rest, a few per
-//! attempt, as the JSON of their payload. States are not written: replay recomputes them
-//! through the state machine, as the store did when it appended.
+//! deltas, progress notes) and those every execution has (its acceptance, each attempt's
+//! start and usage facts, its result) are written in a compact binary form; the rest (routing,
+//! tool calls, failures) as the JSON of their payload. States are not written: replay recomputes them through the state machine, as the
+//! store did when it appended.
 //!
 //! ```text
 //! create: 1 | id [16] | time u64 | idempotent u8 | fingerprint [16] | key str | labels json | accepted json
@@ -13,11 +14,22 @@
 //!         2 arguments delta | attempt u32 | index u32 | delta str
 //!         3 reasoning delta | attempt u32 | piece u8 | text str
 //!         4 progress        | attempt u32 | message str
+//!         5 usage fact      | attempt u32 | quantity u64 | position u64 | source u8
+//!                           | unit str | provider str | model str
+//!         6 attempt started | attempt u32 | started at u64 | provider str | model str
+//!         7 completed       | attempt u32 | finish reason u8 | provider str | model str
+//!                           | text str | count u32 | (id str | name str | arguments str)*
+//!                           | count u32 | (text str | signature str | redacted str)*
+//!         8 accepted        | deadline u64 | max attempts u32 | fallback u8 | retry budget
+//!                           | delivery u8 | priority u8 | ability str | policy str
+//!                             (an event row of the PostgreSQL store; never in an append)
 //!         0 other           | payload json
-//! str, json: length u32 | bytes
+//! str, json: length u32 | bytes; a duration: seconds u64 | nanoseconds u32
 //! ```
 //! Integers are little-endian; times are nanoseconds since the Unix epoch. Decoding never
-//! panics: any input is a record or an error.
+//! panics: any input is a record or an error. Kinds 5 to 8 came with the journal's format 3
+//! and the PostgreSQL schema's version 5: before them, these events were written as other
+//! events are, and are read so still.
 
 use std::borrow::Borrow;
 use std::sync::Arc;
@@ -29,6 +41,8 @@ use crate::execution::{
 };
 use crate::store::memory::Kept;
 
+mod compact;
+
 const CREATE: u8 = 1;
 const APPEND: u8 = 2;
 const EXPIRE: u8 = 3;
@@ -39,6 +53,10 @@ const TEXT: u8 = 1;
 const ARGUMENTS: u8 = 2;
 const REASONING: u8 = 3;
 const PROGRESS: u8 = 4;
+const USAGE: u8 = 5;
+const STARTED: u8 = 6;
+const COMPLETED: u8 = 7;
+const ACCEPTED: u8 = 8;
 
 /// A decoded record.
 #[derive(Debug, Clone, PartialEq)]
@@ -186,11 +204,24 @@ pub(in crate::store) fn event(payload: &EventPayload, out: &mut Vec<u8>) {
             out.extend_from_slice(&attempt.to_le_bytes());
             put_str(out, message.as_bytes());
         }
+        EventPayload::Accepted(acceptance) => compact::accepted(acceptance, out),
+        EventPayload::Usage(fact) => compact::usage(fact, out),
+        EventPayload::AttemptStarted(start) => compact::started(start, out),
+        EventPayload::Completed(result) => compact::completed(result, out),
         other => {
             out.push(OTHER);
             put_json(out, other);
         }
     }
+}
+
+/// `payload` as releases before the journal's format 3 wrote any event but a delta or a note:
+/// its JSON.
+#[cfg(test)]
+pub(in crate::store) fn as_json(payload: &EventPayload) -> Vec<u8> {
+    let mut out = vec![OTHER];
+    put_json(&mut out, payload);
+    out
 }
 
 /// An expire record.
@@ -233,12 +264,12 @@ pub(super) fn encode(record: &Record, out: &mut Vec<u8>) {
     }
 }
 
-/// Whether an event's bytes, as [`event`] wrote them, may hold a usage fact: the streamed
-/// deltas and progress notes, written compact, never do (a fact is written as the other
-/// events are). The PostgreSQL store's usage order skips them unread.
+/// Whether an event's bytes, as [`event`] wrote them, may hold a usage fact: a compact fact,
+/// or (as earlier releases wrote facts) another event's JSON. The PostgreSQL store's usage
+/// order skips the rest unread.
 #[cfg(feature = "postgres")]
 pub(in crate::store) fn may_be_usage(bytes: &[u8]) -> bool {
-    bytes.first() == Some(&OTHER)
+    matches!(bytes.first(), Some(&(USAGE | OTHER)))
 }
 
 /// One event's payload as [`event`] wrote it (`execution.accepted` included); the error says
@@ -246,11 +277,16 @@ pub(in crate::store) fn may_be_usage(bytes: &[u8]) -> bool {
 #[cfg(feature = "postgres")]
 pub(in crate::store) fn decode_event(bytes: &[u8]) -> Result<EventPayload, Malformed> {
     let mut r = Reader(bytes);
-    let payload = if r.0.first() == Some(&OTHER) {
-        r.u8()?;
-        r.json()?
-    } else {
-        r.event()?
+    let payload = match r.0.first() {
+        Some(&OTHER) => {
+            r.u8()?;
+            r.json()?
+        }
+        Some(&ACCEPTED) => {
+            r.u8()?;
+            EventPayload::Accepted(Arc::new(r.accepted()?))
+        }
+        _ => r.event()?,
     };
     if !r.0.is_empty() {
         return Err(Malformed::Trailing {
@@ -413,6 +449,10 @@ impl<'a> Reader<'a> {
                 attempt: self.u32()?,
                 message: self.text()?,
             },
+            USAGE => EventPayload::Usage(Arc::new(self.usage()?)),
+            STARTED => EventPayload::AttemptStarted(Arc::new(self.started()?)),
+            COMPLETED => EventPayload::Completed(Arc::new(self.completed()?)),
+            ACCEPTED => return Err(Malformed::AcceptedInAppend),
             OTHER => {
                 let payload: EventPayload = self.json()?;
                 if matches!(payload, EventPayload::Accepted(_)) {
@@ -426,70 +466,4 @@ impl<'a> Reader<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::execution::fixtures;
-
-    #[test]
-    fn every_record_reads_back_as_written() {
-        let id = ExecutionId::new();
-        let at = SystemTime::UNIX_EPOCH + Duration::new(1_780_000_000, 123_456_789);
-        let accepted = fixtures::accepted();
-        let labels: Labels = [("tenant".to_owned(), "acme".to_owned())].into();
-        let idempotency = Idempotency {
-            key: "order-7".into(),
-            fingerprint: Fingerprint(u128::MAX - 5),
-        };
-        let mut body = Vec::new();
-        create(id, at, Some(&idempotency), &labels, &accepted, &mut body);
-        assert_eq!(
-            decode(&body).unwrap(),
-            Record::Create {
-                id,
-                at,
-                idempotency: Some(idempotency),
-                labels: Arc::new(labels),
-                accepted,
-            }
-        );
-        let payloads = fixtures::every_kind_but_accepted();
-        body.clear();
-        append(id, 3, at, u32::try_from(payloads.len()).unwrap(), &mut body);
-        for payload in &payloads {
-            event(payload, &mut body);
-        }
-        assert_eq!(
-            decode(&body).unwrap(),
-            Record::Append {
-                id,
-                first: 3,
-                at,
-                payloads,
-            }
-        );
-        body.clear();
-        expire(id, &mut body);
-        assert_eq!(decode(&body).unwrap(), Record::Expire { id });
-    }
-
-    #[test]
-    fn any_cut_of_a_record_is_an_error_not_a_panic() {
-        let mut body = Vec::new();
-        let payloads = fixtures::every_kind_but_accepted();
-        append(
-            ExecutionId::new(),
-            1,
-            SystemTime::now(),
-            u32::try_from(payloads.len()).unwrap(),
-            &mut body,
-        );
-        for payload in &payloads {
-            event(payload, &mut body);
-        }
-        for cut in 0..body.len() {
-            assert!(decode(&body[..cut]).is_err(), "cut at {cut}");
-        }
-        assert!(decode(&[APPEND]).is_err());
-        assert_eq!(decode(&[9, 9, 9]).unwrap_err(), Malformed::RecordKind(9));
-    }
-}
+mod tests;

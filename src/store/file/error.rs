@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::seal::{KeyId, RECORDS_AT, VERSION};
+use super::seal::{EARLIEST, KeyId, RECORDS_AT, VERSION};
 use crate::execution::ExecutionId;
 use crate::store::memory::Unrestorable;
 use crate::store::{IoAt, StoreError};
@@ -296,8 +296,8 @@ pub enum Header {
     NotJournal,
     /// A journal file of another format.
     #[error(
-        "a journal file of format {found}, which this version does not read (it reads format \
-         {VERSION}): start it on an empty directory"
+        "a journal file of format {found}, which this version does not read (it reads formats \
+         {EARLIEST} to {VERSION}): start it on an empty directory"
     )]
     Format {
         /// Its format.
@@ -399,4 +399,7 @@ pub enum Malformed {
     /// A reasoning piece of a kind this build does not know.
     #[error("unknown reasoning piece {0}")]
     ReasoningPiece(u8),
+    /// A field's code this build does not know: the field, and the code.
+    #[error("unknown {0} {1}")]
+    Code(&'static str, u8),
 }

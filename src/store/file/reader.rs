@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use super::error::{Damage, Header, Missing, OpenError, Tear};
 use super::seal::{
-    self, HEADER_LEN, Kind, MAGIC, RECORD_HEAD, RECORDS_AT, Sealer, TAG_LEN, TALLY_LEN, Tally,
-    VERSION,
+    self, EARLIEST, HEADER_LEN, Kind, MAGIC, RECORD_HEAD, RECORDS_AT, Sealer, TAG_LEN, TALLY_LEN,
+    Tally, VERSION,
 };
 use crate::store::{At, IoOp};
 
@@ -73,8 +73,8 @@ impl<'k> SegmentReader<'k> {
         if header[..8] != MAGIC {
             return Err(bad(0, Header::NotJournal.into()));
         }
-        if header[8..12] != VERSION.to_le_bytes() {
-            let found = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+        let found = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+        if !(EARLIEST..=VERSION).contains(&found) {
             return Err(bad(0, Header::Format { found }.into()));
         }
         let key = seal::header_key(&header);

@@ -33,8 +33,12 @@ use chacha20poly1305::{Key, Tag, XChaCha20Poly1305, XNonce};
 use crate::config::StoreKey;
 
 pub(super) const MAGIC: [u8; 8] = *b"MRJRNL\0\x01";
-/// Version 2 added the tally. Version 1 (an unreleased development format) is refused.
-pub(super) const VERSION: u32 = 2;
+/// The format new segments are written in. Version 2 added the tally; version 3 writes
+/// attempt starts and usage facts compact (`codec.rs`), and reads version 2's segments as they
+/// are. Version 1 (an unreleased development format) is refused.
+pub(super) const VERSION: u32 = 3;
+/// The earliest format read.
+pub(super) const EARLIEST: u32 = 2;
 pub(super) const HEADER_LEN: usize = 64;
 /// The header's authenticated fields end here; its tag follows.
 const FIELDS: usize = 48;
@@ -142,6 +146,18 @@ impl Sealer {
         let tag = self.seal(&nonce(prefix, u64::MAX), &header[..FIELDS], &mut []);
         header[FIELDS..].copy_from_slice(&tag);
         header
+    }
+
+    /// `header` (as [`Sealer::header`] made it) as a segment of format `version` has it.
+    #[cfg(test)]
+    pub(super) fn restamp(&self, header: &mut [u8; HEADER_LEN], version: u32) {
+        header[8..12].copy_from_slice(&version.to_le_bytes());
+        let tag = self.seal(
+            &nonce(header_prefix(header), u64::MAX),
+            &header[..FIELDS],
+            &mut [],
+        );
+        header[FIELDS..].copy_from_slice(&tag);
     }
 
     /// Whether `header` (as [`Sealer::header`] made it) is authentic under this key.

@@ -87,10 +87,17 @@ CREATE UNIQUE INDEX executions_key ON {s}.executions (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 ALTER TABLE {s}.executions DROP CONSTRAINT executions_idempotency_key_key;
 ",
+    // Attempt starts and usage facts in the events' payloads are written compact (the file
+    // journal's event codec, kinds 5 and 6), which a replica of an earlier release cannot
+    // read: the version alone keeps it from starting. Rows written before are read as they are.
+    r"
+COMMENT ON COLUMN {s}.events.payload IS
+    'model-runtime event codec: attempt starts and usage facts compact since version 5';
+",
 ];
 
 /// The schema version this binary writes.
-pub(super) const VERSION: i32 = 4;
+pub(super) const VERSION: i32 = 5;
 
 /// Creates the schema or brings it to [`VERSION`], under an advisory lock held for the
 /// transaction; returns the usage order's epoch.

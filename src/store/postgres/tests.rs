@@ -278,7 +278,8 @@ async fn a_version_1_schema_is_upgraded_and_reads_as_written() {
                     &super::uuid(id),
                     &(i as i64 + 1),
                     &state,
-                    &super::rows::payload_bytes(payload),
+                    // As a version-1 binary wrote them: each payload's JSON.
+                    &crate::store::file::codec::as_json(payload),
                 ],
             )
             .await

@@ -117,8 +117,8 @@ fn a_bad_header_is_named_with_its_file() {
         (
             Header::Format { found: 1 },
             0,
-            "a journal file of format 1, which this version does not read (it reads format 2): \
-             start it on an empty directory",
+            "a journal file of format 1, which this version does not read (it reads formats 2 \
+             to 3): start it on an empty directory",
         ),
         (
             Header::Altered,

@@ -188,6 +188,44 @@ async fn a_segment_cut_at_a_record_boundary_or_gone_is_damage() {
 }
 
 #[tokio::test]
+async fn a_journal_of_an_earlier_format_opens_and_one_of_a_later_format_is_refused() {
+    use crate::store::file::seal::{EARLIEST, HEADER_LEN, VERSION};
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_ok(dir.path());
+    let id = create(&store, None).await;
+    succeed(&store, id, 2).await;
+    let before = everything(&store, id).await;
+    store.close();
+    drop(store);
+    let sealer = Sealer::new(&key(1));
+    let restamp = |version: u32| {
+        for path in segments(dir.path()) {
+            let mut bytes = fs::read(&path).unwrap();
+            let mut header = [0u8; HEADER_LEN];
+            header.copy_from_slice(&bytes[..HEADER_LEN]);
+            sealer.restamp(&mut header, version);
+            bytes[..HEADER_LEN].copy_from_slice(&header);
+            fs::write(&path, bytes).unwrap();
+        }
+    };
+    restamp(EARLIEST);
+    let store = open_ok(dir.path());
+    assert_eq!(everything(&store, id).await, before);
+    store.close();
+    drop(store);
+    restamp(VERSION + 1);
+    let error = open(dir.path(), vec![key(1)]).unwrap_err();
+    assert!(
+        error.to_string().contains(&format!(
+            "a journal file of format {}, which this version does not read (it reads formats \
+             {EARLIEST} to {VERSION})",
+            VERSION + 1
+        )),
+        "{error}"
+    );
+}
+
+#[tokio::test]
 async fn a_wrong_key_is_refused_by_its_id() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_ok(dir.path());
