@@ -1,9 +1,10 @@
 //! What a journal record says, before it is sealed: an execution created, events appended to
 //! one, or one expired. Events that stream by the thousand (text, tool-argument and reasoning
-//! deltas, progress notes) and those every execution has (its acceptance, each attempt's
-//! start and usage facts, its result) are written in a compact binary form; the rest (routing,
-//! tool calls, failures) as the JSON of their payload. States are not written: replay recomputes them through the state machine, as the
-//! store did when it appended.
+//! deltas, progress notes) and those every execution has (its acceptance and routing plan,
+//! each attempt's start and usage facts, its result) are written in a compact binary form; the
+//! rest (tool calls, failures, a failed attempt's record) as the JSON of their payload. States
+//! are not written: replay recomputes them through the state machine, as the store did when it
+//! appended.
 //!
 //! ```text
 //! create: 1 | id [16] | time u64 | idempotent u8 | fingerprint [16] | key str | labels json | accepted json
@@ -23,11 +24,16 @@
 //!         8 accepted        | deadline u64 | max attempts u32 | fallback u8 | retry budget
 //!                           | delivery u8 | priority u8 | ability str | policy str
 //!                             (an event row of the PostgreSQL store; never in an append)
+//!         9 routing         | policy str | tried anyway u8 | ended before routing maybe
+//!                           | capabilities names | count u32 | (provider str | model str
+//!                           | kept u8 | reason maybe | missing names
+//!                           | ejected u8 [reason str | until u8 [u64]])*
 //!         0 other           | payload json
-//! str, json: length u32 | bytes; a duration: seconds u64 | nanoseconds u32
+//! str, json: length u32 | bytes; a duration: seconds u64 | nanoseconds u32; maybe: 0, or 1
+//! and a str; names: count u32 | str*
 //! ```
 //! Integers are little-endian; times are nanoseconds since the Unix epoch. Decoding never
-//! panics: any input is a record or an error. Kinds 5 to 8 came with the journal's format 3
+//! panics: any input is a record or an error. Kinds 5 to 9 came with the journal's format 3
 //! and the PostgreSQL schema's version 5: before them, these events were written as other
 //! events are, and are read so still.
 
@@ -57,6 +63,7 @@ const USAGE: u8 = 5;
 const STARTED: u8 = 6;
 const COMPLETED: u8 = 7;
 const ACCEPTED: u8 = 8;
+const ROUTING: u8 = 9;
 
 /// A decoded record.
 #[derive(Debug, Clone, PartialEq)]
@@ -208,6 +215,7 @@ pub(in crate::store) fn event(payload: &EventPayload, out: &mut Vec<u8>) {
         EventPayload::Usage(fact) => compact::usage(fact, out),
         EventPayload::AttemptStarted(start) => compact::started(start, out),
         EventPayload::Completed(result) => compact::completed(result, out),
+        EventPayload::Routing(plan) => compact::routing(plan, out),
         other => {
             out.push(OTHER);
             put_json(out, other);
@@ -452,6 +460,7 @@ impl<'a> Reader<'a> {
             USAGE => EventPayload::Usage(Arc::new(self.usage()?)),
             STARTED => EventPayload::AttemptStarted(Arc::new(self.started()?)),
             COMPLETED => EventPayload::Completed(Arc::new(self.completed()?)),
+            ROUTING => EventPayload::Routing(Arc::new(self.routing()?)),
             ACCEPTED => return Err(Malformed::AcceptedInAppend),
             OTHER => {
                 let payload: EventPayload = self.json()?;

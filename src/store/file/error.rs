@@ -382,10 +382,11 @@ pub enum Malformed {
     /// An append record starts at sequence 0.
     #[error("an append record starts at sequence 0")]
     SequenceZero,
-    /// An append record counts more events than its bytes could hold.
-    #[error("{count} events cannot fit in {bytes} bytes")]
+    /// An append record counts more events, or an event more items (tool calls, targets,
+    /// names), than its bytes could hold.
+    #[error("{count} events or items cannot fit in {bytes} bytes")]
     Count {
-        /// Events it counts.
+        /// Events or items it counts.
         count: u32,
         /// Bytes left for them.
         bytes: usize,

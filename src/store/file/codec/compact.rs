@@ -1,15 +1,16 @@
-//! The compact forms of the events every execution writes: its acceptance, each attempt's
-//! start and usage facts (a reply has a few: its input and output tokens, often more), and its
-//! result. Each names every field of its type, so a field added to one does not build until it
+//! The compact forms of the events every execution writes: its acceptance, its routing plan,
+//! each attempt's start and usage facts (a reply has a few: its input and output tokens, often
+//! more), and its result. Each names every field of its type, so a field added to one does not build until it
 //! is written here.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{ACCEPTED, COMPLETED, Reader, STARTED, USAGE, nanos, put_str};
+use super::{ACCEPTED, COMPLETED, ROUTING, Reader, STARTED, USAGE, nanos, put_str};
 use crate::execution::{
-    Acceptance, AttemptStart, Delivery, EffectiveLimits, ExecutionResult, FinishReason, Output,
-    Priority, Reasoning, ToolCall, UsageFact, UsageSource, UsageUnit,
+    Acceptance, AttemptStart, Delivery, EffectiveLimits, Ejection, ExecutionResult, FinishReason,
+    Output, PlanTarget, Priority, Reasoning, RoutingPlan, ToolCall, UsageFact, UsageSource,
+    UsageUnit,
 };
 use crate::store::file::error::Malformed;
 
@@ -43,6 +44,70 @@ pub(super) fn accepted(acceptance: &Acceptance, out: &mut Vec<u8>) {
     });
     put_str(out, ability.as_bytes());
     put_str(out, policy.as_bytes());
+}
+
+pub(super) fn routing(plan: &RoutingPlan, out: &mut Vec<u8>) {
+    let RoutingPlan {
+        policy,
+        required_capabilities,
+        targets,
+        ended_before_routing,
+        tried_anyway,
+    } = plan;
+    out.push(ROUTING);
+    put_str(out, policy.as_bytes());
+    out.push(u8::from(*tried_anyway));
+    put_maybe(out, ended_before_routing.as_deref());
+    put_names(out, required_capabilities);
+    put_count(out, targets.len());
+    for PlanTarget {
+        provider,
+        model,
+        kept,
+        reason,
+        missing_capabilities,
+        ejected,
+    } in targets
+    {
+        put_str(out, provider.as_bytes());
+        put_str(out, model.as_bytes());
+        out.push(u8::from(*kept));
+        put_maybe(out, reason.as_deref());
+        put_names(out, missing_capabilities);
+        match ejected {
+            None => out.push(0),
+            Some(Ejection { reason, until }) => {
+                out.push(1);
+                put_str(out, reason.as_bytes());
+                match until {
+                    None => out.push(0),
+                    Some(until) => {
+                        out.push(1);
+                        out.extend_from_slice(&nanos(*until).to_le_bytes());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A string that may be absent: 0, or 1 and the string.
+fn put_maybe(out: &mut Vec<u8>, text: Option<&str>) {
+    match text {
+        None => out.push(0),
+        Some(text) => {
+            out.push(1);
+            put_str(out, text.as_bytes());
+        }
+    }
+}
+
+/// A list of names: its count, then each.
+fn put_names(out: &mut Vec<u8>, names: &[String]) {
+    put_count(out, names.len());
+    for name in names {
+        put_str(out, name.as_bytes());
+    }
 }
 
 pub(super) fn completed(result: &ExecutionResult, out: &mut Vec<u8>) {
@@ -152,7 +217,7 @@ impl Reader<'_> {
     pub(super) fn accepted(&mut self) -> Result<Acceptance, Malformed> {
         let deadline = self.time()?;
         let max_attempts = self.u32()?;
-        let allow_fallback = self.u8()? != 0;
+        let allow_fallback = self.flag()?;
         let retry_budget = Duration::new(self.u64()?, self.u32()?);
         let delivery = match self.u8()? {
             0 => Delivery::Streamed,
@@ -179,6 +244,67 @@ impl Reader<'_> {
         })
     }
 
+    pub(super) fn routing(&mut self) -> Result<RoutingPlan, Malformed> {
+        let policy = self.str()?.into();
+        let tried_anyway = self.flag()?;
+        let ended_before_routing = self.maybe()?.map(Arc::from);
+        let required_capabilities = self.names()?;
+        // A target takes at least 15 bytes: two strings, three flags and a count.
+        let mut targets = Vec::with_capacity(self.count(15)?);
+        for _ in 0..targets.capacity() {
+            targets.push(PlanTarget {
+                provider: self.str()?.into(),
+                model: self.str()?.into(),
+                kept: self.flag()?,
+                reason: self.maybe()?.map(str::to_owned),
+                missing_capabilities: self.names()?,
+                ejected: if self.flag()? {
+                    Some(Ejection {
+                        reason: self.str()?.to_owned(),
+                        until: if self.flag()? {
+                            Some(self.time()?)
+                        } else {
+                            None
+                        },
+                    })
+                } else {
+                    None
+                },
+            });
+        }
+        Ok(RoutingPlan {
+            policy,
+            required_capabilities,
+            targets,
+            ended_before_routing,
+            tried_anyway,
+        })
+    }
+
+    fn flag(&mut self) -> Result<bool, Malformed> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(Malformed::Code("flag", other)),
+        }
+    }
+
+    fn maybe(&mut self) -> Result<Option<&str>, Malformed> {
+        Ok(if self.flag()? {
+            Some(self.str()?)
+        } else {
+            None
+        })
+    }
+
+    fn names(&mut self) -> Result<Vec<String>, Malformed> {
+        let mut names = Vec::with_capacity(self.count(4)?);
+        for _ in 0..names.capacity() {
+            names.push(self.str()?.to_owned());
+        }
+        Ok(names)
+    }
+
     pub(super) fn completed(&mut self) -> Result<ExecutionResult, Malformed> {
         let attempt = self.u32()?;
         let finish_reason = match self.u8()? {
@@ -193,7 +319,7 @@ impl Reader<'_> {
         let provider = self.str()?.into();
         let model = self.str()?.into();
         let text = self.str()?.to_owned();
-        let mut tool_calls = Vec::with_capacity(self.count()?);
+        let mut tool_calls = Vec::with_capacity(self.count(12)?);
         for _ in 0..tool_calls.capacity() {
             let [id, name, arguments_json] = self.strings()?;
             tool_calls.push(ToolCall {
@@ -202,7 +328,7 @@ impl Reader<'_> {
                 arguments_json,
             });
         }
-        let mut reasoning = Vec::with_capacity(self.count()?);
+        let mut reasoning = Vec::with_capacity(self.count(12)?);
         for _ in 0..reasoning.capacity() {
             let [text, signature, redacted] = self.strings()?;
             reasoning.push(Reasoning {
@@ -232,13 +358,13 @@ impl Reader<'_> {
         ])
     }
 
-    /// A count of items of three strings each (at least 12 bytes): one the bytes left cannot
-    /// hold is damage, not an allocation.
-    fn count(&mut self) -> Result<usize, Malformed> {
+    /// A count of items of at least `least` bytes each: one the bytes left cannot hold is
+    /// damage, not an allocation.
+    fn count(&mut self, least: usize) -> Result<usize, Malformed> {
         let count = self.u32()?;
         let bytes = self.0.len();
         match usize::try_from(count) {
-            Ok(count) if count <= bytes / 12 => Ok(count),
+            Ok(count) if count <= bytes / least => Ok(count),
             _ => Err(Malformed::Count { count, bytes }),
         }
     }

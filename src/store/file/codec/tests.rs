@@ -1,7 +1,7 @@
 use super::*;
 use crate::execution::{
-    Acceptance, AttemptStart, Delivery, EffectiveLimits, Priority, UsageFact, UsageSource,
-    UsageUnit, fixtures,
+    Acceptance, AttemptStart, Delivery, EffectiveLimits, Ejection, PlanTarget, Priority,
+    RoutingPlan, UsageFact, UsageSource, UsageUnit, fixtures,
 };
 
 #[test]
@@ -86,8 +86,8 @@ fn read_back(bytes: &[u8]) -> EventPayload {
     payload
 }
 
-#[test]
-fn the_events_every_execution_writes_read_back_exactly_and_compact() {
+/// One of each event written compact, with every option set and unset.
+fn every_compact_kind() -> Vec<EventPayload> {
     let started = SystemTime::UNIX_EPOCH + Duration::new(1_780_000_000, 123_456_789);
     let mut payloads = vec![
         fixtures::accepted(),
@@ -134,7 +134,53 @@ fn the_events_every_execution_writes_read_back_exactly_and_compact() {
             .filter(|p| matches!(p, EventPayload::Completed(_))),
     );
     payloads.push(fixtures::completed(1, "a reply"));
-    assert_eq!(payloads.len(), 8);
+    payloads.push(fixtures::routing());
+    payloads.push(routing(started));
+    assert_eq!(payloads.len(), 10);
+    payloads
+}
+
+/// A routing plan with targets kept, filtered and ejected (until a time, and open).
+fn routing(until: SystemTime) -> EventPayload {
+    let target = |provider: &str, kept: bool, ejected: Option<Ejection>| PlanTarget {
+        provider: provider.into(),
+        model: "m".into(),
+        kept,
+        reason: (!kept).then(|| "lacks vision".to_owned()),
+        missing_capabilities: if kept { vec![] } else { vec!["vision".into()] },
+        ejected,
+    };
+    EventPayload::Routing(Arc::new(RoutingPlan {
+        policy: "default".into(),
+        required_capabilities: vec!["text".into(), "vision".into()],
+        targets: vec![
+            target("a", true, None),
+            target("b", false, None),
+            target(
+                "c",
+                true,
+                Some(Ejection {
+                    reason: "5 failures".into(),
+                    until: Some(until),
+                }),
+            ),
+            target(
+                "d",
+                true,
+                Some(Ejection {
+                    reason: "open".into(),
+                    until: None,
+                }),
+            ),
+        ],
+        ended_before_routing: Some("cancelled".into()),
+        tried_anyway: true,
+    }))
+}
+
+#[test]
+fn the_events_every_execution_writes_read_back_exactly_and_compact() {
+    let payloads = every_compact_kind();
     for payload in &payloads {
         let mut compact = Vec::new();
         event(payload, &mut compact);
