@@ -65,7 +65,8 @@ const HEALTH_STATES: [HealthState; 4] = [
     HealthState::Open,
     HealthState::HalfOpen,
 ];
-/// How many [`UNITS`] there are.
+/// How many [`UNITS`] there are (`UsageUnit::KNOWN.len()` is not a constant expression: the
+/// array's strings have a destructor).
 const UNIT_COUNT: usize = 6;
 /// Every unit an adapter of this version reports.
 const UNITS: [UsageUnit; UNIT_COUNT] = UsageUnit::KNOWN;

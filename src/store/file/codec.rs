@@ -1,10 +1,11 @@
 //! What a journal record says, before it is sealed: an execution created, events appended to
 //! one, or one expired. Events that stream by the thousand (text, tool-argument and reasoning
-//! deltas, progress notes) and those every execution has (its acceptance and routing plan,
-//! each attempt's start and usage facts, its result) are written in a compact binary form; the
-//! rest (tool calls, failures, a failed attempt's record) as the JSON of their payload. States
-//! are not written: replay recomputes them through the state machine, as the store did when it
-//! appended.
+//! deltas, progress notes) and those every execution has (its routing plan, each attempt's
+//! start and usage facts, its result) are written in a compact binary form; the rest (tool
+//! calls, failures, a failed attempt's record) as the JSON of their payload, as is the
+//! acceptance in a create record (the PostgreSQL store, which keeps it as an event row, writes
+//! it compact). States are not written: replay recomputes them through the state machine, as
+//! the store did when it appended.
 //!
 //! ```text
 //! create: 1 | id [16] | time u64 | idempotent u8 | fingerprint [16] | key str | labels json | accepted json
@@ -17,25 +18,26 @@
 //!         4 progress        | attempt u32 | message str
 //!         5 usage fact      | attempt u32 | quantity u64 | position u64 | source u8
 //!                           | unit str | provider str | model str
-//!         6 attempt started | attempt u32 | started at u64 | provider str | model str
+//!         6 attempt started | attempt u32 | started at instant | provider str | model str
 //!         7 completed       | attempt u32 | finish reason u8 | provider str | model str
 //!                           | text str | count u32 | (id str | name str | arguments str)*
 //!                           | count u32 | (text str | signature str | redacted str)*
-//!         8 accepted        | deadline u64 | max attempts u32 | fallback u8 | retry budget
-//!                           | delivery u8 | priority u8 | ability str | policy str
-//!                             (an event row of the PostgreSQL store; never in an append)
+//!         8 accepted        | deadline instant | max attempts u32 | fallback u8
+//!                           | retry budget duration | delivery u8 | priority u8
+//!                           | ability str | policy str
+//!                             (the PostgreSQL store's first event row; never in an append)
 //!         9 routing         | policy str | tried anyway u8 | ended before routing maybe
 //!                           | capabilities names | count u32 | (provider str | model str
 //!                           | kept u8 | reason maybe | missing names
-//!                           | ejected u8 [reason str | until u8 [u64]])*
+//!                           | ejected u8 [reason str | until u8 [instant]])*
 //!         0 other           | payload json
-//! str, json: length u32 | bytes; a duration: seconds u64 | nanoseconds u32; maybe: 0, or 1
-//! and a str; names: count u32 | str*
+//! str, json: length u32 | bytes; duration: seconds u64 | nanoseconds u32; instant: the
+//! duration since the Unix epoch; maybe: 0, or 1 and a str; names: count u32 | str*
 //! ```
-//! Integers are little-endian; times are nanoseconds since the Unix epoch. Decoding never
-//! panics: any input is a record or an error. Kinds 5 to 9 came with the journal's format 3
-//! and the PostgreSQL schema's version 5: before them, these events were written as other
-//! events are, and are read so still.
+//! Integers are little-endian; a record's times are nanoseconds since the Unix epoch. Decoding
+//! never panics: any input is a record or an error. Kinds 5 to 9 came with the journal's
+//! format 3 and the PostgreSQL schema's version 5: before them, these events were written as
+//! other events are, and are read so still.
 
 use std::borrow::Borrow;
 use std::sync::Arc;
@@ -282,7 +284,7 @@ pub(in crate::store) fn may_be_usage(bytes: &[u8]) -> bool {
 
 /// One event's payload as [`event`] wrote it (`execution.accepted` included); the error says
 /// what is wrong. The PostgreSQL store keeps events in this form.
-#[cfg(feature = "postgres")]
+#[cfg(any(test, feature = "postgres", feature = "fuzzing"))]
 pub(in crate::store) fn decode_event(bytes: &[u8]) -> Result<EventPayload, Malformed> {
     let mut r = Reader(bytes);
     let payload = match r.0.first() {

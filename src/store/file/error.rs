@@ -403,4 +403,7 @@ pub enum Malformed {
     /// A field's code this build does not know: the field, and the code.
     #[error("unknown {0} {1}")]
     Code(&'static str, u8),
+    /// A value no time or duration can hold: which.
+    #[error("{0} out of range")]
+    OutOfRange(&'static str),
 }

@@ -13,8 +13,8 @@ use crate::config::StoreKey;
 use crate::store::{MemoryStore, StoreLimits};
 
 /// A fuzzer's input. The first byte picks what it is:
-/// - even: a record's plaintext, decoded (an error or a record; what decodes must encode
-///   back to something that decodes the same);
+/// - even: a record's plaintext, decoded, and the same bytes as one event's payload (an error
+///   or a record or event; what decodes must encode back to something that decodes the same);
 /// - odd: a segment's records area after a genuine header, with every record whose head
 ///   says so sealed genuinely (so a reader gets past authentication to decoding and to the
 ///   memory store's state machine), replayed into a store. Replay may refuse it, never panic.
@@ -30,6 +30,16 @@ pub fn journal(input: &[u8]) {
 }
 
 fn plaintext(bytes: &[u8]) {
+    // The same bytes as one event's payload, as the PostgreSQL store keeps it.
+    if let Ok(payload) = codec::decode_event(bytes) {
+        let mut again = Vec::new();
+        codec::event(&payload, &mut again);
+        assert_eq!(
+            codec::decode_event(&again).as_ref(),
+            Ok(&payload),
+            "a decoded event encodes to one that decodes differently"
+        );
+    }
     let Ok(record) = codec::decode(bytes) else {
         return;
     };

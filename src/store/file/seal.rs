@@ -33,9 +33,10 @@ use chacha20poly1305::{Key, Tag, XChaCha20Poly1305, XNonce};
 use crate::config::StoreKey;
 
 pub(super) const MAGIC: [u8; 8] = *b"MRJRNL\0\x01";
-/// The format new segments are written in. Version 2 added the tally; version 3 writes
-/// attempt starts and usage facts compact (`codec.rs`), and reads version 2's segments as they
-/// are. Version 1 (an unreleased development format) is refused.
+/// The format new segments are written in. Version 2 added the tally; version 3 writes the
+/// events every execution appends (its routing plan, each attempt's start and usage facts, its
+/// result) compact (`codec.rs`), and reads version 2's segments as they are. Version 1 (an
+/// unreleased development format) is refused.
 pub(super) const VERSION: u32 = 3;
 /// The earliest format read.
 pub(super) const EARLIEST: u32 = 2;
@@ -143,21 +144,25 @@ impl Sealer {
         header[16..24].copy_from_slice(&self.id.0);
         header[24..32].copy_from_slice(&segment.to_le_bytes());
         header[32..FIELDS].copy_from_slice(&prefix);
-        let tag = self.seal(&nonce(prefix, u64::MAX), &header[..FIELDS], &mut []);
-        header[FIELDS..].copy_from_slice(&tag);
+        self.tag_header(&mut header);
         header
     }
 
-    /// `header` (as [`Sealer::header`] made it) as a segment of format `version` has it.
-    #[cfg(test)]
-    pub(super) fn restamp(&self, header: &mut [u8; HEADER_LEN], version: u32) {
-        header[8..12].copy_from_slice(&version.to_le_bytes());
+    /// Authenticates `header`'s fields with its tag.
+    fn tag_header(&self, header: &mut [u8; HEADER_LEN]) {
         let tag = self.seal(
             &nonce(header_prefix(header), u64::MAX),
             &header[..FIELDS],
             &mut [],
         );
         header[FIELDS..].copy_from_slice(&tag);
+    }
+
+    /// `header` (as [`Sealer::header`] made it) as a segment of format `version` has it.
+    #[cfg(test)]
+    pub(super) fn restamp(&self, header: &mut [u8; HEADER_LEN], version: u32) {
+        header[8..12].copy_from_slice(&version.to_le_bytes());
+        self.tag_header(header);
     }
 
     /// Whether `header` (as [`Sealer::header`] made it) is authentic under this key.

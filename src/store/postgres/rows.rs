@@ -1,6 +1,7 @@
 //! How the store's values are written to and read from its rows: states as small integers,
 //! times as microseconds since the Unix epoch, payloads in the file journal's event codec
-//! (compact for the deltas that stream by the thousand, JSON for the rest), labels as JSON.
+//! (compact for the deltas that stream by the thousand and the events every execution has,
+//! JSON for the rest), labels as JSON.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -87,12 +87,14 @@ CREATE UNIQUE INDEX executions_key ON {s}.executions (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 ALTER TABLE {s}.executions DROP CONSTRAINT executions_idempotency_key_key;
 ",
-    // Attempt starts and usage facts in the events' payloads are written compact (the file
-    // journal's event codec, kinds 5 and 6), which a replica of an earlier release cannot
-    // read: the version alone keeps it from starting. Rows written before are read as they are.
+    // The events every execution has (its acceptance and routing plan, each attempt's start
+    // and usage facts, its result) are written compact in the events' payloads (the event
+    // codec's kinds 5 to 9), which a replica of an earlier release cannot read: the version
+    // alone keeps it from starting. Rows written before are read as they are.
     r"
 COMMENT ON COLUMN {s}.events.payload IS
-    'model-runtime event codec: attempt starts and usage facts compact since version 5';
+    'model-runtime event codec: since version 5 the acceptance, routing plan, attempt starts,
+    usage facts and result are compact (kinds 5 to 9)';
 ",
 ];
 

@@ -4,9 +4,9 @@
 //! is written here.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use super::{ACCEPTED, COMPLETED, ROUTING, Reader, STARTED, USAGE, nanos, put_str};
+use super::{ACCEPTED, COMPLETED, ROUTING, Reader, STARTED, USAGE, put_str};
 use crate::execution::{
     Acceptance, AttemptStart, Delivery, EffectiveLimits, Ejection, ExecutionResult, FinishReason,
     Output, PlanTarget, Priority, Reasoning, RoutingPlan, ToolCall, UsageFact, UsageSource,
@@ -29,7 +29,7 @@ pub(super) fn accepted(acceptance: &Acceptance, out: &mut Vec<u8>) {
             },
     } = acceptance;
     out.push(ACCEPTED);
-    out.extend_from_slice(&nanos(*deadline).to_le_bytes());
+    put_instant(out, *deadline);
     out.extend_from_slice(&max_attempts.to_le_bytes());
     out.push(u8::from(*allow_fallback));
     put_duration(out, *retry_budget);
@@ -83,7 +83,7 @@ pub(super) fn routing(plan: &RoutingPlan, out: &mut Vec<u8>) {
                     None => out.push(0),
                     Some(until) => {
                         out.push(1);
-                        out.extend_from_slice(&nanos(*until).to_le_bytes());
+                        put_instant(out, *until);
                     }
                 }
             }
@@ -160,6 +160,16 @@ fn put_duration(out: &mut Vec<u8>, duration: Duration) {
     out.extend_from_slice(&duration.subsec_nanos().to_le_bytes());
 }
 
+/// A time as the duration since the Unix epoch: every time the JSON form could write, to the
+/// nanosecond, however far ahead (the JSON form could not write one before the epoch).
+fn put_instant(out: &mut Vec<u8>, time: SystemTime) {
+    put_duration(
+        out,
+        time.duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default(),
+    );
+}
+
 /// An item of a completion's lists: three strings.
 fn put_strings(out: &mut Vec<u8>, strings: [&String; 3]) {
     for string in strings {
@@ -180,7 +190,7 @@ pub(super) fn started(start: &AttemptStart, out: &mut Vec<u8>) {
     } = start;
     out.push(STARTED);
     out.extend_from_slice(&attempt.to_le_bytes());
-    out.extend_from_slice(&nanos(*started_at).to_le_bytes());
+    put_instant(out, *started_at);
     put_str(out, provider.as_bytes());
     put_str(out, model.as_bytes());
 }
@@ -213,12 +223,12 @@ pub(super) fn usage(fact: &UsageFact, out: &mut Vec<u8>) {
 
 impl Reader<'_> {
     /// Only the PostgreSQL store keeps an acceptance in this form (its first event row).
-    #[cfg(any(test, feature = "postgres"))]
+    #[cfg(any(test, feature = "postgres", feature = "fuzzing"))]
     pub(super) fn accepted(&mut self) -> Result<Acceptance, Malformed> {
-        let deadline = self.time()?;
+        let deadline = self.instant()?;
         let max_attempts = self.u32()?;
         let allow_fallback = self.flag()?;
-        let retry_budget = Duration::new(self.u64()?, self.u32()?);
+        let retry_budget = self.duration()?;
         let delivery = match self.u8()? {
             0 => Delivery::Streamed,
             1 => Delivery::Buffered,
@@ -262,7 +272,7 @@ impl Reader<'_> {
                     Some(Ejection {
                         reason: self.str()?.to_owned(),
                         until: if self.flag()? {
-                            Some(self.time()?)
+                            Some(self.instant()?)
                         } else {
                             None
                         },
@@ -279,6 +289,19 @@ impl Reader<'_> {
             ended_before_routing,
             tried_anyway,
         })
+    }
+
+    fn duration(&mut self) -> Result<Duration, Malformed> {
+        let (secs, nanos) = (self.u64()?, self.u32()?);
+        if nanos >= 1_000_000_000 {
+            return Err(Malformed::OutOfRange("a duration's nanoseconds"));
+        }
+        Ok(Duration::new(secs, nanos))
+    }
+
+    fn instant(&mut self) -> Result<SystemTime, Malformed> {
+        let since = self.duration()?;
+        (SystemTime::UNIX_EPOCH.checked_add(since)).ok_or(Malformed::OutOfRange("a time"))
     }
 
     fn flag(&mut self) -> Result<bool, Malformed> {
@@ -372,7 +395,7 @@ impl Reader<'_> {
     pub(super) fn started(&mut self) -> Result<AttemptStart, Malformed> {
         Ok(AttemptStart {
             attempt: self.u32()?,
-            started_at: self.time()?,
+            started_at: self.instant()?,
             provider: self.str()?.into(),
             model: self.str()?.into(),
         })

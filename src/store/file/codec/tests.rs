@@ -67,25 +67,6 @@ fn any_cut_of_a_record_is_an_error_not_a_panic() {
     assert_eq!(decode(&[9, 9, 9]).unwrap_err(), Malformed::RecordKind(9));
 }
 
-/// An event's payload as [`event`] wrote it, `execution.accepted` included (which only the
-/// PostgreSQL store keeps in this form).
-fn read_back(bytes: &[u8]) -> EventPayload {
-    let mut r = Reader(bytes);
-    let payload = match bytes.first() {
-        Some(&ACCEPTED) => {
-            r.u8().unwrap();
-            EventPayload::Accepted(Arc::new(r.accepted().unwrap()))
-        }
-        Some(&OTHER) => {
-            r.u8().unwrap();
-            r.json().unwrap()
-        }
-        _ => r.event().unwrap(),
-    };
-    assert!(r.0.is_empty(), "{} bytes left", r.0.len());
-    payload
-}
-
 /// One of each event written compact, with every option set and unset.
 fn every_compact_kind() -> Vec<EventPayload> {
     let started = SystemTime::UNIX_EPOCH + Duration::new(1_780_000_000, 123_456_789);
@@ -186,10 +167,42 @@ fn the_events_every_execution_writes_read_back_exactly_and_compact() {
         event(payload, &mut compact);
         let json = as_json(payload);
         assert!(compact.len() * 3 < json.len() * 2, "{payload:?}");
-        assert_eq!(read_back(&compact), *payload);
+        assert_eq!(decode_event(&compact).unwrap(), *payload);
         // As earlier releases wrote them: still read.
-        assert_eq!(read_back(&json), *payload);
+        assert_eq!(decode_event(&json).unwrap(), *payload);
+        for cut in 0..compact.len() {
+            assert!(decode_event(&compact[..cut]).is_err(), "cut at {cut}");
+        }
     }
+}
+
+#[test]
+fn times_and_durations_read_back_exactly_however_far_ahead_and_out_of_range_is_an_error() {
+    // Past what nanoseconds in 64 bits reach (2554).
+    let far = SystemTime::UNIX_EPOCH + Duration::new(40_000_000_000, 999_999_999);
+    let started = EventPayload::AttemptStarted(Arc::new(AttemptStart {
+        attempt: 1,
+        provider: "p".into(),
+        model: "m".into(),
+        started_at: far,
+    }));
+    let mut bytes = Vec::new();
+    event(&started, &mut bytes);
+    assert_eq!(decode_event(&bytes).unwrap(), started);
+    // Nanoseconds of a second or more, and a time no clock holds.
+    let at = 1 + 4;
+    let mut nanos = bytes.clone();
+    nanos[at + 8..at + 12].copy_from_slice(&1_000_000_000u32.to_le_bytes());
+    assert_eq!(
+        decode_event(&nanos).unwrap_err(),
+        Malformed::OutOfRange("a duration's nanoseconds")
+    );
+    let mut never = bytes;
+    never[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert_eq!(
+        decode_event(&never).unwrap_err(),
+        Malformed::OutOfRange("a time")
+    );
 }
 
 #[test]
