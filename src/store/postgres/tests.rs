@@ -188,13 +188,16 @@ async fn created(store: &PostgresStore, key: Option<(&str, u128)>) -> ExecutionI
 
 /// A store of 100 executions on a fresh schema.
 async fn of_100() -> Option<Arc<PostgresStore>> {
+    of_100_polled(options(&url()?, &fresh_schema()).poll_interval).await
+}
+
+/// [`of_100`], polling every `poll`: each poll sums the counts again.
+async fn of_100_polled(poll: Duration) -> Option<Arc<PostgresStore>> {
     let url = url()?;
     let limits = limits(100, Duration::from_secs(3600));
-    Some(
-        PostgresStore::connect(&options(&url, &fresh_schema()), limits)
-            .await
-            .unwrap(),
-    )
+    let mut options = options(&url, &fresh_schema());
+    options.poll_interval = poll;
+    Some(PostgresStore::connect(&options, limits).await.unwrap())
 }
 
 /// Creates and ends `n` executions, in order.
