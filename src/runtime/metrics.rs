@@ -65,11 +65,9 @@ const HEALTH_STATES: [HealthState; 4] = [
     HealthState::Open,
     HealthState::HalfOpen,
 ];
-/// How many [`UNITS`] there are (`UsageUnit::KNOWN.len()` is not a constant expression: the
-/// array's strings have a destructor).
+/// How many units an adapter of this version reports ([`UsageUnit::KNOWN`]; its `len()` is
+/// not a constant expression, as the array's strings have a destructor).
 const UNIT_COUNT: usize = 6;
-/// Every unit an adapter of this version reports.
-const UNITS: [UsageUnit; UNIT_COUNT] = UsageUnit::KNOWN;
 
 fn class(class: Option<ErrorClass>) -> usize {
     match class {
@@ -245,7 +243,7 @@ impl Metrics {
     }
 
     fn usage(&self, target: (&str, &str), unit: &UsageUnit, quantity: u64) {
-        let known = UNITS.iter().position(|u| u == unit);
+        let known = UsageUnit::KNOWN.iter().position(|u| u == unit);
         match (self.target(target), known) {
             (Some(t), Some(i)) => {
                 t.usage[i].inc_by(quantity);

@@ -9,9 +9,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::{Metric, Registry};
 
-use super::{CLASSES, ENDINGS, Histogram, Labels, NEXT, UNIT_COUNT, UNITS, ending_name};
+use super::{CLASSES, ENDINGS, Histogram, Labels, NEXT, UNIT_COUNT, ending_name};
 use crate::config::Config;
-use crate::execution::{NameMap, Priority};
+use crate::execution::{NameMap, Priority, UsageUnit};
 
 /// A family of `T` registered as `name` with `help`, and a handle to it.
 pub(super) fn family<T: Metric + TypedMetric + Clone + Default>(
@@ -161,7 +161,7 @@ pub(super) fn providers(
                         attempts.get_or_create_owned(&labels)
                     })
                 }),
-                usage: UNITS.map(|unit| {
+                usage: UsageUnit::KNOWN.map(|unit| {
                     let mut labels = target();
                     labels.push(("unit", unit.as_str().to_owned()));
                     usage.get_or_create_owned(&labels)

@@ -97,8 +97,13 @@ fn nanos(time: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// A length or a count, in four bytes.
+fn put_count(out: &mut Vec<u8>, count: usize) {
+    out.extend_from_slice(&u32::try_from(count).unwrap_or(u32::MAX).to_le_bytes());
+}
+
 fn put_str(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_le_bytes());
+    put_count(out, bytes.len());
     out.extend_from_slice(bytes);
 }
 

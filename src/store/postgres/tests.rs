@@ -49,7 +49,7 @@ pub(super) fn options(url: &str, schema: &str) -> PostgresStoreConfig {
         acquire_timeout: Duration::from_secs(5),
         statement_timeout: Duration::from_secs(10),
         lease: Duration::from_secs(3),
-        poll_interval: Duration::from_millis(200),
+        poll_interval: POLL,
     }
 }
 
@@ -159,7 +159,7 @@ async fn pair(poll: Duration) -> Option<(Arc<PostgresStore>, Arc<PostgresStore>)
 pub(crate) async fn replicas(
     limits: StoreLimits,
 ) -> Option<(Arc<dyn EventStore>, Arc<dyn EventStore>)> {
-    let (a, b) = replicas_of(limits, Duration::from_millis(200)).await?;
+    let (a, b) = replicas_of(limits, POLL).await?;
     Some((a, b))
 }
 
@@ -186,9 +186,12 @@ async fn created(store: &PostgresStore, key: Option<(&str, u128)>) -> ExecutionI
     }
 }
 
+/// How often the tests' stores poll, unless a test says otherwise.
+const POLL: Duration = Duration::from_millis(200);
+
 /// A store of 100 executions on a fresh schema.
 async fn of_100() -> Option<Arc<PostgresStore>> {
-    of_100_polled(options(&url()?, &fresh_schema()).poll_interval).await
+    of_100_polled(POLL).await
 }
 
 /// [`of_100`], polling every `poll`: each poll sums the counts again.

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::{ACCEPTED, COMPLETED, ROUTING, Reader, STARTED, USAGE, put_str};
+use super::{ACCEPTED, COMPLETED, ROUTING, Reader, STARTED, USAGE, put_count, put_str};
 use crate::execution::{
     Acceptance, AttemptStart, Delivery, EffectiveLimits, Ejection, ExecutionResult, FinishReason,
     Output, PlanTarget, Priority, Reasoning, RoutingPlan, ToolCall, UsageFact, UsageSource,
@@ -175,10 +175,6 @@ fn put_strings(out: &mut Vec<u8>, strings: [&String; 3]) {
     for string in strings {
         put_str(out, string.as_bytes());
     }
-}
-
-fn put_count(out: &mut Vec<u8>, count: usize) {
-    out.extend_from_slice(&u32::try_from(count).unwrap_or(u32::MAX).to_le_bytes());
 }
 
 pub(super) fn started(start: &AttemptStart, out: &mut Vec<u8>) {
