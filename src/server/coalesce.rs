@@ -1,42 +1,80 @@
-//! Writes to a client gathered across streams. Each stream runs as a task of its own and
-//! wakes the connection's task when it has something to send; tokio runs the task woken last
-//! first, so without this the connection would write (one `writev`, a loopback send and the
-//! client's wake-up) as soon as the first stream had a frame, once per stream. Here the first
-//! write of a flush steps aside once, to the back of the run queue: the streams that are
-//! ready run first and add their frames, and one write carries them all. With nothing else
-//! ready the task is polled again at once, so a lone call waits for no one.
+//! Writes to a client gathered across streams and frames. Each stream runs as a task of its
+//! own and wakes the connection's task when it has something to send; tokio runs the task
+//! woken last first, so without this the connection would write (one `writev`, a loopback
+//! send and the client's wake-up) as soon as the first stream had a frame, once per stream.
+//! And h2 writes out every DATA frame of 256 bytes or more before it takes the next frame, so
+//! even one task's turn would write once per such frame: a call's first events, its output,
+//! then its trailers.
+//!
+//! Here the frames h2 writes are gathered in a buffer, and a flush steps aside once, to the
+//! back of the run queue: the streams that are ready run first and add their frames, and one
+//! write carries them all when h2 flushes in the connection's next turn. That turn comes at
+//! once when nothing else is ready, so a lone call waits for no one. h2 reads the socket in
+//! every turn before it flushes at the turn's end, so a read tells this turn from the one
+//! that stepped aside. The buffer holds at most [`HOLD`] bytes (past that, it is written
+//! before it takes more), and keeps at most [`KEEP`] of its room between flushes.
 
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// An I/O stream whose writes are held back for one turn of the scheduler per flush.
+/// The most a connection gathers before it writes.
+const HOLD: usize = 64 * 1024;
+/// The most room a connection's buffer keeps between flushes: an idle connection holds no
+/// more than this for its next writes.
+const KEEP: usize = 16 * 1024;
+
+/// An I/O stream whose writes are gathered and sent one turn of the scheduler after a flush.
 #[derive(Debug)]
 pub(super) struct Coalesced<T> {
     inner: T,
-    /// Whether this flush has stepped aside already (until it completes).
-    yielded: bool,
+    /// What was written and not yet sent, from `sent` on.
+    held: Vec<u8>,
+    sent: usize,
+    /// Whether a flush stepped aside, and whether the connection has read since (its next
+    /// turn).
+    stepped_aside: bool,
+    read_since: bool,
 }
 
 impl<T> Coalesced<T> {
     pub(super) fn new(inner: T) -> Self {
         Self {
             inner,
-            yielded: false,
+            held: Vec::new(),
+            sent: 0,
+            stepped_aside: false,
+            read_since: false,
         }
     }
+}
 
-    /// Ready to write once this flush has stepped aside.
-    fn poll_turn(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.yielded {
-            return Poll::Ready(());
+impl<T: AsyncWrite + Unpin> Coalesced<T> {
+    /// Sends what is held.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.sent < self.held.len() {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.held[self.sent..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.sent += n;
         }
-        self.yielded = true;
-        // A task that wakes itself goes to the back of the run queue.
-        cx.waker().wake_by_ref();
-        Poll::Pending
+        self.held.clear();
+        self.sent = 0;
+        if self.held.capacity() > KEEP {
+            self.held = Vec::new();
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Room to hold more: what is held is sent first when it is [`HOLD`] or more.
+    fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.held.len() >= HOLD {
+            ready!(self.poll_send(cx))?;
+        }
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -46,7 +84,9 @@ impl<T: AsyncRead + Unpin> AsyncRead for Coalesced<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        let this = self.get_mut();
+        this.read_since = true;
+        Pin::new(&mut this.inner).poll_read(cx, buf)
     }
 }
 
@@ -57,8 +97,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesced<T> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        std::task::ready!(this.poll_turn(cx));
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        ready!(this.poll_room(cx))?;
+        this.held.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
     }
 
     fn poll_write_vectored(
@@ -67,29 +108,50 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesced<T> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        std::task::ready!(this.poll_turn(cx));
-        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+        ready!(this.poll_room(cx))?;
+        let len = bufs.iter().map(|b| b.len()).sum();
+        this.held.reserve(len);
+        for buf in bufs {
+            this.held.extend_from_slice(buf);
+        }
+        Poll::Ready(Ok(len))
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        // Many pieces are gathered as cheaply as one: h2 then copies fewer frames itself.
+        true
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let flushed = std::task::ready!(Pin::new(&mut this.inner).poll_flush(cx));
-        this.yielded = false;
-        Poll::Ready(flushed)
+        if this.sent < this.held.len() {
+            if !this.stepped_aside {
+                // A task that wakes itself goes to the back of the run queue; h2 flushes
+                // again in its next turn.
+                this.stepped_aside = true;
+                this.read_since = false;
+                cx.waker().wake_by_ref();
+                return Poll::Ready(Ok(()));
+            }
+            if !this.read_since {
+                // The same turn: more frames are still to come into the buffer.
+                return Poll::Ready(Ok(()));
+            }
+            ready!(this.poll_send(cx))?;
+        }
+        this.stepped_aside = false;
+        Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        let this = self.get_mut();
+        ready!(this.poll_send(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
     }
 }
 
 #[cfg(test)]
 mod tests {
-
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::task::{Wake, Waker};
@@ -104,30 +166,183 @@ mod tests {
         }
     }
 
-    #[test]
-    fn each_flush_steps_aside_once_then_writes_through() {
-        let wakes = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(wakes.clone());
-        let mut cx = Context::from_waker(&waker);
-        let mut io = Coalesced::new(Vec::<u8>::new());
-        let mut write = |io: &mut Coalesced<Vec<u8>>, bytes: &[u8]| {
+    /// A socket that takes at most `per_write` bytes a write, or nothing while `full`.
+    #[derive(Default)]
+    struct Socket {
+        sent: Vec<u8>,
+        writes: usize,
+        per_write: Option<usize>,
+        full: bool,
+        shut: bool,
+    }
+
+    impl AsyncRead for Socket {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            Poll::Pending
+        }
+    }
+
+    impl AsyncWrite for Socket {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let this = self.get_mut();
+            if this.full {
+                return Poll::Pending;
+            }
+            let n = this.per_write.map_or(buf.len(), |most| most.min(buf.len()));
+            this.sent.extend_from_slice(&buf[..n]);
+            this.writes += 1;
+            Poll::Ready(Ok(n))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.get_mut().shut = true;
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    struct Turn {
+        wakes: Arc<Count>,
+        waker: Waker,
+    }
+
+    impl Turn {
+        fn new() -> Self {
+            let wakes = Arc::new(Count(AtomicUsize::new(0)));
+            let waker = Waker::from(wakes.clone());
+            Self { wakes, waker }
+        }
+
+        fn wakes(&self) -> usize {
+            self.wakes.0.load(Ordering::SeqCst)
+        }
+
+        fn write(&self, io: &mut Coalesced<Socket>, bytes: &[u8]) -> Poll<usize> {
+            let mut cx = Context::from_waker(&self.waker);
             Pin::new(io).poll_write(&mut cx, bytes).map(Result::unwrap)
-        };
-        // The first write of a flush waits one turn, and has its task woken for it.
-        assert_eq!(write(&mut io, b"ab"), Poll::Pending);
-        assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
-        assert_eq!(write(&mut io, b"ab"), Poll::Ready(2));
+        }
+
+        fn write_vectored(&self, io: &mut Coalesced<Socket>, pieces: &[&[u8]]) -> Poll<usize> {
+            let mut cx = Context::from_waker(&self.waker);
+            let slices: Vec<_> = pieces.iter().map(|p| io::IoSlice::new(p)).collect();
+            Pin::new(io)
+                .poll_write_vectored(&mut cx, &slices)
+                .map(Result::unwrap)
+        }
+
+        fn flush(&self, io: &mut Coalesced<Socket>) -> Poll<()> {
+            let mut cx = Context::from_waker(&self.waker);
+            Pin::new(io).poll_flush(&mut cx).map(Result::unwrap)
+        }
+
+        /// What h2 does first in each turn of the connection's task.
+        fn read(&self, io: &mut Coalesced<Socket>) {
+            let mut cx = Context::from_waker(&self.waker);
+            let mut bytes = [0u8; 8];
+            let mut buf = ReadBuf::new(&mut bytes);
+            assert!(Pin::new(io).poll_read(&mut cx, &mut buf).is_pending());
+        }
+    }
+
+    #[test]
+    fn a_turns_frames_go_out_in_one_write_in_the_next_turn() {
+        let turn = Turn::new();
+        let mut io = Coalesced::new(Socket::default());
+        turn.read(&mut io);
+        assert_eq!(turn.write(&mut io, b"ab"), Poll::Ready(2));
+        // The first flush steps aside: nothing is written, and the task is woken for its
+        // next turn.
+        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        assert_eq!((io.inner.writes, turn.wakes()), (0, 1));
+        // h2 flushes after each large DATA frame: within the turn, they are all gathered.
         assert_eq!(
-            write(&mut io, b"cd"),
-            Poll::Ready(2),
-            "the rest of the flush writes"
+            turn.write_vectored(&mut io, &[b"cd", b"ef"]),
+            Poll::Ready(4)
         );
-        let mut cx = Context::from_waker(&waker);
-        assert!(Pin::new(&mut io).poll_flush(&mut cx).is_ready());
+        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        assert_eq!(turn.write(&mut io, b"gh"), Poll::Ready(2));
+        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        assert_eq!((io.inner.writes, turn.wakes()), (0, 1));
+        // The next turn reads, then flushes: one write carries everything.
+        turn.read(&mut io);
+        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        assert_eq!(io.inner.sent, b"abcdefgh");
+        assert_eq!(io.inner.writes, 1);
+        // A flush with nothing held writes nothing and wakes no one.
+        turn.read(&mut io);
+        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        assert_eq!((io.inner.writes, turn.wakes()), (1, 1));
         // The next flush steps aside again.
-        let mut cx = Context::from_waker(&waker);
-        assert!(Pin::new(&mut io).poll_write(&mut cx, b"ef").is_pending());
-        assert_eq!(io.inner, b"abcd");
-        assert_eq!(wakes.0.load(Ordering::SeqCst), 2);
+        assert_eq!(turn.write(&mut io, b"ij"), Poll::Ready(2));
+        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        assert_eq!((io.inner.writes, turn.wakes()), (1, 2));
+    }
+
+    #[test]
+    fn a_socket_that_takes_part_or_nothing_is_written_from_where_it_stopped() {
+        let turn = Turn::new();
+        let mut io = Coalesced::new(Socket {
+            per_write: Some(3),
+            full: true,
+            ..Socket::default()
+        });
+        assert_eq!(turn.write(&mut io, b"abcdefgh"), Poll::Ready(8));
+        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        turn.read(&mut io);
+        assert_eq!(
+            turn.flush(&mut io),
+            Poll::Pending,
+            "the socket takes nothing"
+        );
+        io.inner.full = false;
+        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        assert_eq!(io.inner.sent, b"abcdefgh");
+        assert_eq!(io.inner.writes, 3);
+    }
+
+    #[test]
+    fn past_its_bound_the_buffer_is_written_before_it_takes_more() {
+        let turn = Turn::new();
+        let mut io = Coalesced::new(Socket::default());
+        let piece = vec![7u8; HOLD / 2];
+        for _ in 0..2 {
+            assert_eq!(turn.write(&mut io, &piece), Poll::Ready(piece.len()));
+        }
+        assert_eq!(io.inner.writes, 0);
+        io.inner.full = true;
+        assert_eq!(
+            turn.write(&mut io, b"x"),
+            Poll::Pending,
+            "full, and held at its bound"
+        );
+        assert_eq!(io.held.len(), HOLD);
+        io.inner.full = false;
+        assert_eq!(turn.write(&mut io, b"x"), Poll::Ready(1));
+        assert_eq!(io.inner.sent.len(), HOLD);
+        // What it sent, it no longer keeps room for.
+        assert!(io.held.capacity() <= KEEP);
+    }
+
+    #[test]
+    fn a_shutdown_sends_what_is_held_first() {
+        let turn = Turn::new();
+        let mut io = Coalesced::new(Socket::default());
+        assert_eq!(turn.write(&mut io, b"goaway"), Poll::Ready(6));
+        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        let mut cx = Context::from_waker(&turn.waker);
+        assert!(Pin::new(&mut io).poll_shutdown(&mut cx).is_ready());
+        assert_eq!(io.inner.sent, b"goaway");
+        assert!(io.inner.shut);
     }
 }
