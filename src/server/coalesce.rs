@@ -13,6 +13,14 @@
 //! every turn before it flushes at the turn's end, so a read tells this turn from the one
 //! that stepped aside. The buffer holds at most [`HOLD`] bytes (past that, it is written
 //! before it takes more), and keeps at most [`KEEP`] of its room between flushes.
+//!
+//! A flush that returns with bytes still held breaks what `AsyncWrite` usually promises; it
+//! holds only because h2 alone writes to this, and polls the connection again in the turn it
+//! was woken for. Frames go out sooner, never later: the accept loop polls the connection
+//! again after each new call, whose read ends the gathering of that turn. A connection that
+//! is dropped rather than closed (a forced stop, a broken socket) loses what its last turn
+//! held, where before that would have reached the kernel; one closed through h2 (a drain's
+//! GOAWAY, an unanswered keepalive) sends it first.
 
 use std::io;
 use std::pin::Pin;
@@ -63,9 +71,7 @@ impl<T: AsyncWrite + Unpin> Coalesced<T> {
         }
         self.held.clear();
         self.sent = 0;
-        if self.held.capacity() > KEEP {
-            self.held = Vec::new();
-        }
+        self.held.shrink_to(KEEP);
         Poll::Ready(Ok(()))
     }
 
@@ -134,7 +140,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesced<T> {
                 return Poll::Ready(Ok(()));
             }
             if !this.read_since {
-                // The same turn: more frames are still to come into the buffer.
+                // The same turn: more frames are still to come into the buffer. Woken again
+                // all the same: should h2 ever flush in a turn without reading first (it
+                // does not today), what is held waits one more turn, never for a wake that
+                // does not come.
+                cx.waker().wake_by_ref();
                 return Poll::Ready(Ok(()));
             }
             ready!(this.poll_send(cx))?;
@@ -173,6 +183,7 @@ mod tests {
         writes: usize,
         per_write: Option<usize>,
         full: bool,
+        broken: bool,
         shut: bool,
     }
 
@@ -193,6 +204,9 @@ mod tests {
             buf: &[u8],
         ) -> Poll<io::Result<usize>> {
             let this = self.get_mut();
+            if this.broken {
+                return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+            }
             if this.full {
                 return Poll::Pending;
             }
@@ -273,20 +287,21 @@ mod tests {
         assert_eq!(turn.flush(&mut io), Poll::Ready(()));
         assert_eq!(turn.write(&mut io, b"gh"), Poll::Ready(2));
         assert_eq!(turn.flush(&mut io), Poll::Ready(()));
-        assert_eq!((io.inner.writes, turn.wakes()), (0, 1));
+        assert_eq!(io.inner.writes, 0);
         // The next turn reads, then flushes: one write carries everything.
         turn.read(&mut io);
         assert_eq!(turn.flush(&mut io), Poll::Ready(()));
         assert_eq!(io.inner.sent, b"abcdefgh");
         assert_eq!(io.inner.writes, 1);
         // A flush with nothing held writes nothing and wakes no one.
+        let wakes = turn.wakes();
         turn.read(&mut io);
         assert_eq!(turn.flush(&mut io), Poll::Ready(()));
-        assert_eq!((io.inner.writes, turn.wakes()), (1, 1));
+        assert_eq!((io.inner.writes, turn.wakes()), (1, wakes));
         // The next flush steps aside again.
         assert_eq!(turn.write(&mut io, b"ij"), Poll::Ready(2));
         assert_eq!(turn.flush(&mut io), Poll::Ready(()));
-        assert_eq!((io.inner.writes, turn.wakes()), (1, 2));
+        assert_eq!((io.inner.writes, turn.wakes()), (1, wakes + 1));
     }
 
     #[test]
@@ -335,14 +350,55 @@ mod tests {
     }
 
     #[test]
-    fn a_shutdown_sends_what_is_held_first() {
+    fn a_flush_in_a_turn_that_did_not_read_still_wakes_for_the_next() {
         let turn = Turn::new();
         let mut io = Coalesced::new(Socket::default());
+        assert_eq!(turn.write(&mut io, b"ab"), Poll::Ready(2));
+        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        assert_eq!(turn.wakes(), 1);
+        // A later flush before any read: nothing is written, and the task is woken again, so
+        // what is held never waits for a wake that does not come.
+        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        assert_eq!((io.inner.writes, turn.wakes()), (0, 2));
+        turn.read(&mut io);
+        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        assert_eq!(io.inner.sent, b"ab");
+    }
+
+    #[test]
+    fn a_shutdown_sends_what_is_held_first() {
+        let turn = Turn::new();
+        let mut io = Coalesced::new(Socket {
+            per_write: Some(4),
+            full: true,
+            ..Socket::default()
+        });
         assert_eq!(turn.write(&mut io, b"goaway"), Poll::Ready(6));
         assert_eq!(turn.flush(&mut io), Poll::Ready(()));
         let mut cx = Context::from_waker(&turn.waker);
+        assert!(Pin::new(&mut io).poll_shutdown(&mut cx).is_pending());
+        assert!(!io.inner.shut, "not shut while the socket takes nothing");
+        io.inner.full = false;
         assert!(Pin::new(&mut io).poll_shutdown(&mut cx).is_ready());
         assert_eq!(io.inner.sent, b"goaway");
         assert!(io.inner.shut);
+    }
+
+    #[test]
+    fn a_broken_socket_fails_the_flush_that_sends() {
+        let turn = Turn::new();
+        let mut io = Coalesced::new(Socket {
+            broken: true,
+            ..Socket::default()
+        });
+        assert_eq!(turn.write(&mut io, b"ab"), Poll::Ready(2));
+        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        turn.read(&mut io);
+        let mut cx = Context::from_waker(&turn.waker);
+        let flushed = Pin::new(&mut io).poll_flush(&mut cx);
+        assert!(
+            matches!(flushed, Poll::Ready(Err(ref e)) if e.kind() == io::ErrorKind::BrokenPipe),
+            "{flushed:?}"
+        );
     }
 }

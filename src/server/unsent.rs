@@ -3,10 +3,12 @@
 //! HTTP/2 for a socket the client does not read. Each stream counts what it takes; the
 //! socket's writer reads the frames it writes and counts off each DATA frame's payload for
 //! its stream; a stream that is reset has whatever it still held dropped by HTTP/2, and is
-//! counted off whole. So the count is exact, and a stream takes nothing more while its
-//! connection holds `server.max_unsent_bytes` or more: a client that stops reading holds at
-//! most that, plus the one piece each of its streams was taking when the bound was reached,
-//! until `server.stream_idle_timeout` resets its streams.
+//! counted off whole. So the count is exact but for a reset stream's frames that HTTP/2 had
+//! already handed to the connection's gathered writes (`coalesce.rs`, at most one turn's, sent
+//! in the next): counted off at the reset, not when they go. A stream takes nothing more
+//! while its connection holds `server.max_unsent_bytes` or more: a client that stops reading
+//! holds at most that, plus the one piece each of its streams was taking when the bound was
+//! reached, until `server.stream_idle_timeout` resets its streams.
 
 use std::io;
 use std::pin::Pin;
