@@ -7,9 +7,9 @@
 #
 # For each adapter (`openai` chat completions, `openai-responses`, `anthropic`, `gemini`,
 # `bedrock`: SigV4-signed, its reply in AWS's binary event stream): executions/s and the
-# server's CPU per execution at concurrency 32 (from
-# its /proc times over the run), and time to first output at concurrency 1. INSTR=1 also
-# gives instructions per execution under callgrind (benches/instructions.sh's method).
+# server's CPU per execution at concurrency 32 (from its /proc times over the run, and
+# split into user and system time), and time to first output at concurrency 1. INSTR=1
+# also gives instructions per execution under callgrind (benches/instructions.sh's method).
 # Knobs: DUR (10s), CONC (32), SERVER_CPU (0), OTHER_CPU (1), ABILITIES (all five).
 # Loopback only; bounded.
 set -euo pipefail
@@ -64,26 +64,29 @@ server=$!
 pids+=("$server")
 addr=$(server_addr "$work/server.log" "$server")
 
-# cpu_ticks PID: user + system clock ticks the process has used.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# cpu_ticks PID: user and system clock ticks the process has used.
+cpu_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
 tick=$(getconf CLK_TCK)
 
 drive() { # drive ABILITY CONC DURATION: the load tool's report
     taskset -c "$OTHER_CPU" "$CLIENT" bench --addr "$addr" --ability "$1" --concurrency "$2" --duration "$3"
 }
 
-printf "%-10s %12s %14s %16s\n" adapter "exec/s c=$CONC" "server cpu/exec" "first output c=1"
+printf "%-10s %12s %15s %15s %16s\n" adapter "exec/s c=$CONC" "server cpu/exec" "(user + system)" "first output c=1"
 ABILITIES=${ABILITIES:-openai responses anthropic gemini bedrock}
 for ability in $ABILITIES; do
     drive "$ability" 4 1s >/dev/null # warm the connections
-    before=$(cpu_ticks "$server")
+    read -r user0 system0 < <(cpu_ticks "$server")
     report=$(drive "$ability" "$CONC" "$DUR")
-    after=$(cpu_ticks "$server")
+    read -r user1 system1 < <(cpu_ticks "$server")
     executions=$(awk '/^  executions/ {print $2}' <<<"$report")
     rate=$(awk '/^  executions/ {print $(NF-1)}' <<<"$report")
-    cpu=$(awk -v t=$((after - before)) -v hz="$tick" -v n="$executions" 'BEGIN {printf "%.0f us", t / hz / n * 1e6}')
+    # The system part (the socket calls, and on loopback the peer's receive they pay for)
+    # is not in callgrind's counts (INSTR=1).
+    read -r cpu split < <(awk -v u=$((user1 - user0)) -v s=$((system1 - system0)) -v hz="$tick" -v n="$executions" \
+        'BEGIN {f = 1e6 / hz / n; printf "%.0f_us %.0f+%.0f_us\n", (u + s) * f, u * f, s * f}')
     first=$(drive "$ability" 1 3s | awk '/^  first output/ {print $3 " us p50"}')
-    printf "%-10s %12s %14s %16s\n" "$ability" "$rate" "$cpu" "$first"
+    printf "%-10s %12s %15s %15s %16s\n" "$ability" "$rate" "${cpu/_/ }" "${split/_/ }" "$first"
 done
 
 if [[ ${INSTR:-0} == 1 ]]; then
