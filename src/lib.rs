@@ -178,7 +178,7 @@
 //!   `max_connections`, and whether it has a call open.
 //! - *Unsent* and *Counted* (`server/unsent.rs`): a connection's response bytes its socket
 //!   has not taken, and the I/O that counts them off.
-//! - *Coalesced* (`server/coalesce.rs`): writes that step aside a turn so streams share one.
+//! - *Coalesced* (`server/coalesce.rs`): a connection's writes gathered and sent once a turn.
 //! # One execution
 //! `Execute` -> `service` (decode) -> [`Runtime::submit`] (validate, store
 //! `execution.accepted`, start the driver) -> driver (plan, attempts, provider stream, commit

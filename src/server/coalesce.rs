@@ -8,19 +8,21 @@
 //!
 //! Here the frames h2 writes are gathered in a buffer, and a flush steps aside once, to the
 //! back of the run queue: the streams that are ready run first and add their frames, and one
-//! write carries them all when h2 flushes in the connection's next turn. That turn comes at
+//! write carries them all when h2 flushes in the connection's next task. That turn comes at
 //! once when nothing else is ready, so a lone call waits for no one. h2 reads the socket in
 //! every turn before it flushes at the turn's end, so a read tells this turn from the one
-//! that stepped aside. The buffer holds at most [`HOLD`] bytes (past that, it is written
-//! before it takes more), and keeps at most [`KEEP`] of its room between flushes.
+//! that stepped aside. Once the buffer holds [`HOLD`] bytes it is written before it takes
+//! more, so it holds at most that and one of h2's writes (its buffer and one DATA frame's
+//! payload); it keeps at most [`KEEP`] of its room between flushes.
 //!
 //! A flush that returns with bytes still held breaks what `AsyncWrite` usually promises; it
 //! holds only because h2 alone writes to this, and polls the connection again in the turn it
-//! was woken for. Frames go out sooner, never later: the accept loop polls the connection
-//! again after each new call, whose read ends the gathering of that turn. A connection that
-//! is dropped rather than closed (a forced stop, a broken socket) loses what its last turn
-//! held, where before that would have reached the kernel; one closed through h2 (a drain's
-//! GOAWAY, an unanswered keepalive) sends it first.
+//! was woken for. A turn's gathering can end early: the accept loop polls the connection
+//! again after each new call, and that poll's read lets the flush after it send. A
+//! connection that is dropped rather than closed (a forced stop, an idle connection's close
+//! after its GOAWAY, a broken socket) loses what its last turn held, where before that would
+//! have reached the kernel; one closed through h2 (a drain's GOAWAY, an unanswered keepalive)
+//! sends it first.
 
 use std::io;
 use std::pin::Pin;
@@ -28,7 +30,7 @@ use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// The most a connection gathers before it writes.
+/// What a connection gathers before it writes ahead of a flush.
 const HOLD: usize = 64 * 1024;
 /// The most room a connection's buffer keeps between flushes: an idle connection holds no
 /// more than this for its next writes.
@@ -40,10 +42,11 @@ pub(super) struct Coalesced<T> {
     inner: T,
     /// What was written and not yet sent, from `sent` on.
     held: Vec<u8>,
+    /// How much of `held` the socket has taken.
     sent: usize,
-    /// Whether a flush stepped aside, and whether the connection has read since (its next
-    /// turn).
+    /// Whether a flush with bytes held stepped aside (until they are sent).
     stepped_aside: bool,
+    /// Whether the connection has read since it stepped aside: its next task.
     read_since: bool,
 }
 
@@ -75,7 +78,8 @@ impl<T: AsyncWrite + Unpin> Coalesced<T> {
         Poll::Ready(Ok(()))
     }
 
-    /// Room to hold more: what is held is sent first when it is [`HOLD`] or more.
+    /// Room to hold more: what is held is sent first when it is [`HOLD`] or more (one write
+    /// may take it past that).
     fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.held.len() >= HOLD {
             ready!(self.poll_send(cx))?;
@@ -133,7 +137,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesced<T> {
         if this.sent < this.held.len() {
             if !this.stepped_aside {
                 // A task that wakes itself goes to the back of the run queue; h2 flushes
-                // again in its next turn.
+                // again in its next task.
                 this.stepped_aside = true;
                 this.read_since = false;
                 cx.waker().wake_by_ref();
@@ -226,12 +230,13 @@ mod tests {
         }
     }
 
-    struct Turn {
+    /// The connection's task as the tests play it: its waker, and how often it was woken.
+    struct Task {
         wakes: Arc<Count>,
         waker: Waker,
     }
 
-    impl Turn {
+    impl Task {
         fn new() -> Self {
             let wakes = Arc::new(Count(AtomicUsize::new(0)));
             let waker = Waker::from(wakes.clone());
@@ -271,111 +276,115 @@ mod tests {
 
     #[test]
     fn a_turns_frames_go_out_in_one_write_in_the_next_turn() {
-        let turn = Turn::new();
+        let task = Task::new();
         let mut io = Coalesced::new(Socket::default());
-        turn.read(&mut io);
-        assert_eq!(turn.write(&mut io, b"ab"), Poll::Ready(2));
+        task.read(&mut io);
+        assert_eq!(task.write(&mut io, b"ab"), Poll::Ready(2));
         // The first flush steps aside: nothing is written, and the task is woken for its
-        // next turn.
-        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
-        assert_eq!((io.inner.writes, turn.wakes()), (0, 1));
+        // next task.
+        assert_eq!(task.flush(&mut io), Poll::Ready(()));
+        assert_eq!((io.inner.writes, task.wakes()), (0, 1));
         // h2 flushes after each large DATA frame: within the turn, they are all gathered.
         assert_eq!(
-            turn.write_vectored(&mut io, &[b"cd", b"ef"]),
+            task.write_vectored(&mut io, &[b"cd", b"ef"]),
             Poll::Ready(4)
         );
-        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
-        assert_eq!(turn.write(&mut io, b"gh"), Poll::Ready(2));
-        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        assert_eq!(task.flush(&mut io), Poll::Ready(()));
+        assert_eq!(task.write(&mut io, b"gh"), Poll::Ready(2));
+        assert_eq!(task.flush(&mut io), Poll::Ready(()));
         assert_eq!(io.inner.writes, 0);
         // The next turn reads, then flushes: one write carries everything.
-        turn.read(&mut io);
-        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        task.read(&mut io);
+        assert_eq!(task.flush(&mut io), Poll::Ready(()));
         assert_eq!(io.inner.sent, b"abcdefgh");
         assert_eq!(io.inner.writes, 1);
         // A flush with nothing held writes nothing and wakes no one.
-        let wakes = turn.wakes();
-        turn.read(&mut io);
-        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
-        assert_eq!((io.inner.writes, turn.wakes()), (1, wakes));
+        let wakes = task.wakes();
+        task.read(&mut io);
+        assert_eq!(task.flush(&mut io), Poll::Ready(()));
+        assert_eq!((io.inner.writes, task.wakes()), (1, wakes));
         // The next flush steps aside again.
-        assert_eq!(turn.write(&mut io, b"ij"), Poll::Ready(2));
-        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
-        assert_eq!((io.inner.writes, turn.wakes()), (1, wakes + 1));
+        assert_eq!(task.write(&mut io, b"ij"), Poll::Ready(2));
+        assert_eq!(task.flush(&mut io), Poll::Ready(()));
+        assert_eq!((io.inner.writes, task.wakes()), (1, wakes + 1));
     }
 
     #[test]
     fn a_socket_that_takes_part_or_nothing_is_written_from_where_it_stopped() {
-        let turn = Turn::new();
+        let task = Task::new();
         let mut io = Coalesced::new(Socket {
             per_write: Some(3),
             full: true,
             ..Socket::default()
         });
-        assert_eq!(turn.write(&mut io, b"abcdefgh"), Poll::Ready(8));
-        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
-        turn.read(&mut io);
+        assert_eq!(task.write(&mut io, b"abcdefgh"), Poll::Ready(8));
+        assert_eq!(task.flush(&mut io), Poll::Ready(()));
+        task.read(&mut io);
         assert_eq!(
-            turn.flush(&mut io),
+            task.flush(&mut io),
             Poll::Pending,
             "the socket takes nothing"
         );
         io.inner.full = false;
-        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        assert_eq!(task.flush(&mut io), Poll::Ready(()));
         assert_eq!(io.inner.sent, b"abcdefgh");
         assert_eq!(io.inner.writes, 3);
     }
 
     #[test]
     fn past_its_bound_the_buffer_is_written_before_it_takes_more() {
-        let turn = Turn::new();
+        let task = Task::new();
         let mut io = Coalesced::new(Socket::default());
         let piece = vec![7u8; HOLD / 2];
-        for _ in 0..2 {
-            assert_eq!(turn.write(&mut io, &piece), Poll::Ready(piece.len()));
-        }
-        assert_eq!(io.inner.writes, 0);
+        assert_eq!(task.write(&mut io, &piece), Poll::Ready(piece.len()));
+        assert_eq!(
+            task.write(&mut io, &piece[1..]),
+            Poll::Ready(piece.len() - 1)
+        );
+        // Under the bound, a write is taken whole, though it takes the buffer past it.
+        assert_eq!(task.write(&mut io, b"0123456789"), Poll::Ready(10));
+        assert_eq!((io.held.len(), io.inner.writes), (HOLD + 9, 0));
         io.inner.full = true;
         assert_eq!(
-            turn.write(&mut io, b"x"),
+            task.write(&mut io, b"x"),
             Poll::Pending,
-            "full, and held at its bound"
+            "full, and held past its bound"
         );
-        assert_eq!(io.held.len(), HOLD);
+        assert_eq!(io.held.len(), HOLD + 9);
         io.inner.full = false;
-        assert_eq!(turn.write(&mut io, b"x"), Poll::Ready(1));
-        assert_eq!(io.inner.sent.len(), HOLD);
+        assert_eq!(task.write(&mut io, b"x"), Poll::Ready(1));
+        assert_eq!(io.inner.sent.len(), HOLD + 9);
         // What it sent, it no longer keeps room for.
         assert!(io.held.capacity() <= KEEP);
     }
 
     #[test]
     fn a_flush_in_a_turn_that_did_not_read_still_wakes_for_the_next() {
-        let turn = Turn::new();
+        let task = Task::new();
         let mut io = Coalesced::new(Socket::default());
-        assert_eq!(turn.write(&mut io, b"ab"), Poll::Ready(2));
-        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
-        assert_eq!(turn.wakes(), 1);
+        assert_eq!(task.write(&mut io, b"ab"), Poll::Ready(2));
+        assert_eq!(task.flush(&mut io), Poll::Ready(()));
+        assert_eq!(task.wakes(), 1);
         // A later flush before any read: nothing is written, and the task is woken again, so
         // what is held never waits for a wake that does not come.
-        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
-        assert_eq!((io.inner.writes, turn.wakes()), (0, 2));
-        turn.read(&mut io);
-        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
+        assert_eq!(task.flush(&mut io), Poll::Ready(()));
+        assert_eq!((io.inner.writes, task.wakes()), (0, 2));
+        task.read(&mut io);
+        assert_eq!(task.flush(&mut io), Poll::Ready(()));
         assert_eq!(io.inner.sent, b"ab");
     }
 
     #[test]
     fn a_shutdown_sends_what_is_held_first() {
-        let turn = Turn::new();
+        let task = Task::new();
         let mut io = Coalesced::new(Socket {
             per_write: Some(4),
             full: true,
             ..Socket::default()
         });
-        assert_eq!(turn.write(&mut io, b"goaway"), Poll::Ready(6));
-        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
-        let mut cx = Context::from_waker(&turn.waker);
+        assert_eq!(task.write(&mut io, b"goaway"), Poll::Ready(6));
+        assert_eq!(task.flush(&mut io), Poll::Ready(()));
+        let mut cx = Context::from_waker(&task.waker);
         assert!(Pin::new(&mut io).poll_shutdown(&mut cx).is_pending());
         assert!(!io.inner.shut, "not shut while the socket takes nothing");
         io.inner.full = false;
@@ -386,15 +395,15 @@ mod tests {
 
     #[test]
     fn a_broken_socket_fails_the_flush_that_sends() {
-        let turn = Turn::new();
+        let task = Task::new();
         let mut io = Coalesced::new(Socket {
             broken: true,
             ..Socket::default()
         });
-        assert_eq!(turn.write(&mut io, b"ab"), Poll::Ready(2));
-        assert_eq!(turn.flush(&mut io), Poll::Ready(()));
-        turn.read(&mut io);
-        let mut cx = Context::from_waker(&turn.waker);
+        assert_eq!(task.write(&mut io, b"ab"), Poll::Ready(2));
+        assert_eq!(task.flush(&mut io), Poll::Ready(()));
+        task.read(&mut io);
+        let mut cx = Context::from_waker(&task.waker);
         let flushed = Pin::new(&mut io).poll_flush(&mut cx);
         assert!(
             matches!(flushed, Poll::Ready(Err(ref e)) if e.kind() == io::ErrorKind::BrokenPipe),

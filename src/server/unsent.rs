@@ -4,11 +4,12 @@
 //! socket's writer reads the frames it writes and counts off each DATA frame's payload for
 //! its stream; a stream that is reset has whatever it still held dropped by HTTP/2, and is
 //! counted off whole. So the count is exact but for a reset stream's frames that HTTP/2 had
-//! already handed to the connection's gathered writes (`coalesce.rs`, at most one turn's, sent
-//! in the next): counted off at the reset, not when they go. A stream takes nothing more
-//! while its connection holds `server.max_unsent_bytes` or more: a client that stops reading
-//! holds at most that, plus the one piece each of its streams was taking when the bound was
-//! reached, until `server.stream_idle_timeout` resets its streams.
+//! already handed to the connection's gathered writes (`coalesce.rs`: about 64 KiB and one
+//! write at most): they are counted off at the reset, before the socket takes them. A stream
+//! takes nothing more while its connection holds `server.max_unsent_bytes` or more: a client
+//! that stops reading holds at most that, plus the one piece each of its streams was taking
+//! when the bound was reached, plus what its reset streams had gathered, until
+//! `server.stream_idle_timeout` resets its streams.
 
 use std::io;
 use std::pin::Pin;
