@@ -8,7 +8,9 @@
 # For each adapter (`openai` chat completions, `openai-responses`, `anthropic`, `gemini`,
 # `bedrock`: SigV4-signed, its reply in AWS's binary event stream): executions/s and the
 # server's CPU per execution at concurrency 32 (from its /proc times over the run, and
-# split into user and system time), and time to first output at concurrency 1. INSTR=1
+# split into user and system time), the mock's own CPU per execution over the same run and
+# the server's as a multiple of it (a ratio that moves less with the machine than the
+# microseconds do), and time to first output at concurrency 1. INSTR=1
 # also gives instructions per execution under callgrind (benches/instructions.sh's method).
 # Knobs: DUR (10s), CONC (32), SERVER_CPU (0), OTHER_CPU (1), ABILITIES (all five).
 # Loopback only; bounded.
@@ -23,6 +25,7 @@ SERVER_CPU=${SERVER_CPU:-0}
 OTHER_CPU=${OTHER_CPU:-1}
 
 start_mock taskset -c "$OTHER_CPU"
+mock_pid=${pids[-1]}
 
 # mock_provider NAME ADAPTER BASE_PATH [SETTING...]: provider NAME of ADAPTER at the mock
 # (`base_url` http://$mock$BASE_PATH, each SETTING one more line of its table), its model,
@@ -72,21 +75,26 @@ drive() { # drive ABILITY CONC DURATION: the load tool's report
     taskset -c "$OTHER_CPU" "$CLIENT" bench --addr "$addr" --ability "$1" --concurrency "$2" --duration "$3"
 }
 
-printf "%-10s %12s %15s %15s %16s\n" adapter "exec/s c=$CONC" "server cpu/exec" "(user + system)" "first output c=1"
+printf "%-10s %12s %15s %15s %13s %8s %16s\n" adapter "exec/s c=$CONC" "server cpu/exec" "(user + system)" "mock cpu/exec" "x mock" "first output c=1"
 ABILITIES=${ABILITIES:-openai responses anthropic gemini bedrock}
 for ability in $ABILITIES; do
     drive "$ability" 4 1s >/dev/null # warm the connections
     read -r user0 system0 < <(cpu_ticks "$server")
+    read -r mock_user0 mock_system0 < <(cpu_ticks "$mock_pid")
     report=$(drive "$ability" "$CONC" "$DUR")
     read -r user1 system1 < <(cpu_ticks "$server")
+    read -r mock_user1 mock_system1 < <(cpu_ticks "$mock_pid")
     executions=$(awk '/^  executions/ {print $2}' <<<"$report")
     rate=$(awk '/^  executions/ {print $(NF-1)}' <<<"$report")
     # The system part (the socket calls, and on loopback the peer's receive they pay for)
     # is not in callgrind's counts (INSTR=1).
     read -r cpu split < <(awk -v u=$((user1 - user0)) -v s=$((system1 - system0)) -v hz="$tick" -v n="$executions" \
         'BEGIN {f = 1e6 / hz / n; printf "%.0f_us %.0f+%.0f_us\n", (u + s) * f, u * f, s * f}')
+    read -r mock_cpu times < <(awk -v m=$((mock_user1 + mock_system1 - mock_user0 - mock_system0)) \
+        -v s=$((user1 + system1 - user0 - system0)) -v hz="$tick" -v n="$executions" \
+        'BEGIN {printf "%.0f_us %.2fx\n", m * 1e6 / hz / n, (m > 0 ? s / m : 0)}')
     first=$(drive "$ability" 1 3s | awk '/^  first output/ {print $3 " us p50"}')
-    printf "%-10s %12s %15s %15s %16s\n" "$ability" "$rate" "${cpu/_/ }" "${split/_/ }" "$first"
+    printf "%-10s %12s %15s %15s %13s %8s %16s\n" "$ability" "$rate" "${cpu/_/ }" "${split/_/ }" "${mock_cpu/_/ }" "$times" "$first"
 done
 
 if [[ ${INSTR:-0} == 1 ]]; then
