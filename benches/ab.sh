@@ -9,6 +9,14 @@
 #   DURATION=3s ROUNDS=4 LEVELS="64" benches/ab.sh A B
 #   CONFIG_B=/tmp/off.toml benches/ab.sh BIN BIN   # one binary, two configs (default: bench.toml)
 #   WARMUP=5s benches/ab.sh A B       # how long each server runs before the rounds (2s)
+#   PIN=1 benches/ab.sh A B           # one core each: every server (bare tonic's threads
+#                                     # too) on core 1, the load tool on core 0, one worker each
+#
+# Unpinned (the default), the servers and the load tool share both cores and the scheduler
+# moves them; PIN=1 (two cores needed) is the layout of provider.sh and the peer harness,
+# where the server under test has a core of its own. Bare tonic runs inside the load tool's
+# process: with PIN=1 its threads (named bare-tonic) are moved to core 1 as they appear, in
+# the run's first milliseconds.
 #
 # Needs jq. Loopback only; each run bounded by DURATION.
 set -euo pipefail
@@ -39,9 +47,30 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 
+server=()
+client=()
+if [[ ${PIN:-0} == 1 ]]; then
+    server=(taskset -c 1)
+    client=(env TOKIO_WORKER_THREADS=1 taskset -c 0)
+fi
+
+# pin_bare PID: moves the bare tonic threads of the load tool PID to core 1 as they appear,
+# until it exits.
+pin_bare() {
+    local task
+    while kill -0 "$1" 2>/dev/null; do
+        for task in /proc/"$1"/task/*; do
+            if [[ $(cat "$task/comm" 2>/dev/null) == bare-tonic* ]]; then
+                taskset -p -c 1 "${task##*/}" >/dev/null 2>&1 || true
+            fi
+        done
+        sleep 0.01
+    done
+}
+
 # Not called inside $(...): a server started there would hold the substitution open.
 start() { # start NAME BIN CONFIG: serve on a free port; its address lands in $work/NAME.addr
-    RUST_LOG=info "$2" serve --config "$3" 2>"$work/$1.log" &
+    RUST_LOG=info "${server[@]}" "$2" serve --config "$3" 2>"$work/$1.log" &
     pids+=($!)
     server_addr "$work/$1.log" "$!" >"$work/$1.addr" || exit 1
 }
@@ -53,7 +82,7 @@ addr_b=$(cat "$work/b.addr")
 # Warm-up, not measured: each server fills its store first (the bench config's 20 000
 # executions), so the first round does not pay for the pages a filling store faults in.
 for addr in "$addr_a" "$addr_b"; do
-    "$CLIENT" bench --addr "$addr" --concurrency 64 --duration "${WARMUP:-2s}" >/dev/null
+    "${client[@]}" "$CLIENT" bench --addr "$addr" --concurrency 64 --duration "${WARMUP:-2s}" >/dev/null
 done
 
 echo "A = $A ($addr_a)"
@@ -68,8 +97,11 @@ for c in $LEVELS; do
                 b) target=(--addr "$addr_b") ;;
                 bare) target=(--baseline --deltas 16) ;;
             esac
-            "$CLIENT" bench --json --timeout 10s "${target[@]}" --concurrency "$c" \
-                --duration "$DURATION" | tail -1 >"$work/$who-$c-$r.json"
+            "${client[@]}" "$CLIENT" bench --json --timeout 10s "${target[@]}" \
+                --concurrency "$c" --duration "$DURATION" >"$work/$who-$c-$r.out" &
+            if [[ $who == bare && ${PIN:-0} == 1 ]]; then pin_bare $!; fi
+            wait $!
+            tail -1 "$work/$who-$c-$r.out" >"$work/$who-$c-$r.json"
             jq -r --arg c "$c" --arg r "$r" --arg who "$who" \
                 '"\($c)\t\($r)\t\($who)\t\(.executions_per_sec | floor)\t\(.ttc_us.p50)\t\(.ttc_us.p99)\t\(.errors | tostring)"' \
                 "$work/$who-$c-$r.json" | awk -F'\t' '{printf "%-5s %-5s %-5s %12s %10s %10s %s\n", $1, $2, $3, $4, $5, $6, $7}'
