@@ -54,28 +54,6 @@ if [[ ${PIN:-0} == 1 ]]; then
     client=(env TOKIO_WORKER_THREADS=1 taskset -c 0)
 fi
 
-# pin_bare PID: moves the bare tonic threads of the load tool PID to core 1 as they appear,
-# until it exits. Each thread is moved once, and the threads are read with builtins: a look
-# forks only its `sleep`, every 10 ms until the first thread is moved, every 200 ms after, so
-# the run it watches is not disturbed.
-pin_bare() {
-    local task comm pause=0.01
-    local -A moved=()
-    while kill -0 "$1" 2>/dev/null; do
-        for task in /proc/"$1"/task/*; do
-            [[ -z ${moved[$task]:-} ]] || continue
-            comm=""
-            read -r comm <"$task/comm" 2>/dev/null || true
-            if [[ $comm == bare-tonic* ]]; then
-                taskset -p -c 1 "${task##*/}" >/dev/null 2>&1 || true
-                moved[$task]=1
-                pause=0.2
-            fi
-        done
-        sleep "$pause"
-    done
-}
-
 # Not called inside $(...): a server started there would hold the substitution open.
 start() { # start NAME BIN CONFIG: serve on a free port; its address lands in $work/NAME.addr
     RUST_LOG=info "${server[@]}" "$2" serve --config "$3" 2>"$work/$1.log" &
@@ -107,7 +85,7 @@ for c in $LEVELS; do
             esac
             "${client[@]}" "$CLIENT" bench --json --timeout 10s "${target[@]}" \
                 --concurrency "$c" --duration "$DURATION" >"$work/$who-$c-$r.out" &
-            if [[ $who == bare && ${PIN:-0} == 1 ]]; then pin_bare $!; fi
+            if [[ $who == bare && ${PIN:-0} == 1 ]]; then pin_bare $! 1; fi
             wait $!
             tail -1 "$work/$who-$c-$r.out" >"$work/$who-$c-$r.json"
             jq -r --arg c "$c" --arg r "$r" --arg who "$who" \

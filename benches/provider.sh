@@ -10,7 +10,9 @@
 # server's CPU per execution at concurrency 32 (from its /proc times over the run, and
 # split into user and system time), the mock's own CPU per execution over the same run and
 # the server's as a multiple of it (the issue's goal is put both ways: 35 us, 2.5x the
-# mock), and time to first output at concurrency 1. INSTR=1
+# mock), and time to first output at concurrency 1. Then bare tonic (benches/ab.sh's floor)
+# streaming as many events an execution on the server's core: the gRPC half alone, as a
+# multiple of the mock, and the first adapter's CPU as a multiple of it. INSTR=1
 # also gives instructions per execution under callgrind (benches/instructions.sh's method).
 # Knobs: DUR (10s), CONC (32), SERVER_CPU (0), OTHER_CPU (1), ABILITIES (all five).
 # Loopback only; bounded.
@@ -34,7 +36,7 @@ mock_provider() {
     local name=$1 adapter=$2 path=$3
     shift 3
     printf '[providers.%s]\nadapter = "%s"\nbase_url = "http://%s%s"\n' "$name" "$adapter" "$mock" "$path"
-    printf 'max_concurrency = 4096\nqueue_capacity = 65536\n'
+    printf 'max_concurrency = 1024\nqueue_capacity = 65536\n'
     printf '%s\n' "$@"
     printf '\n[[providers.%s.models]]\nname = "mock-model"\ncapabilities = ["text", "streaming"]\n\n' "$name"
     printf '[policies.%s]\ntargets = ["%s/mock-model"]\n\n' "$name" "$name"
@@ -96,7 +98,33 @@ for ability in $ABILITIES; do
         'BEGIN {printf "%.1f_us %s\n", m * 1e6 / hz / n, (m > 0 ? sprintf("%.2fx", s / m) : "-")}')
     first=$(drive "$ability" 1 3s | awk '/^  first output/ {print $3 " us p50"}')
     printf "%-10s %12s %15s %15s %13s %8s %16s\n" "$ability" "$rate" "${cpu/_/ }" "${split/_/ }" "${mock_cpu/_/ }" "$ratio" "$first"
+    if [[ -z ${floor_events:-} ]]; then
+        # The first adapter's events per execution and the mock's CPU: the bare run's measure.
+        floor_events=$(awk '/^  events/ {e = $2} /^  executions/ {n = $2} END {printf "%.0f", e / n}' <<<"$report")
+        floor_mock=${mock_cpu%_us}
+        floor_server=${cpu%_us}
+    fi
 done
+
+# The gRPC half alone: the bare tonic server (benches/ab.sh's floor) streaming as many events
+# per execution as the first adapter's executions had (text deltas, plus the six others an
+# execution has), on the server's core, driven by the same load tool at the same concurrency.
+# With the mock's CPU it bounds the goal from below: the runtime streams those events and reads
+# what the mock writes, so it cannot cost less than bare tonic plus a reader of the mock's reply.
+bare_report=$work/bare.txt
+TOKIO_WORKER_THREADS=1 taskset -c "$OTHER_CPU" "$CLIENT" bench --baseline --deltas "$((floor_events - 6))" \
+    --concurrency "$CONC" --duration "$DUR" >"$bare_report" &
+pin_bare $! "$SERVER_CPU"
+wait $!
+bare=$(awk '/^  cpu\/execution/ {print $(NF-3)}' "$bare_report")
+awk -v bare="$bare" -v mock="$floor_mock" -v server="$floor_server" -v events="$floor_events" \
+    -v first="${ABILITIES%% *}" 'BEGIN {
+    if (mock > 0) {
+        printf "bare tonic (%d events an execution, c=%s): %s us = %.2fx the mock; %s costs %.2fx bare tonic\n", events, "'"$CONC"'", bare, bare / mock, first, server / bare
+    } else {
+        printf "bare tonic (%d events an execution, c=%s): %s us; %s costs %.2fx bare tonic\n", events, "'"$CONC"'", bare, first, server / bare
+    }
+}'
 
 if [[ ${INSTR:-0} == 1 ]]; then
     for ability in $ABILITIES; do
