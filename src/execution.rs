@@ -26,6 +26,8 @@ pub use event::{
     Acceptance, AttemptStart, EffectiveLimits, Event, EventPayload, ExecutionFailure,
     ReasoningPiece, Text, ToolCallStart,
 };
+#[cfg(feature = "postgres")]
+pub(crate) use id::FoldHasher;
 pub use id::{ExecutionId, MalformedId};
 pub(crate) use id::{IdMap, NameMap};
 pub use idempotency::{Fingerprint, Idempotency};

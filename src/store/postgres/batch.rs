@@ -4,12 +4,13 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
-use std::hash::Hash;
+use std::hash::{BuildHasherDefault, Hash};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
 use super::Shared;
+use crate::execution::FoldHasher;
 
 /// Requests written together at most.
 pub(super) const MAX_BATCH: usize = 256;
@@ -34,6 +35,10 @@ pub(super) trait Batched: Send + Sized + 'static {
 /// store").
 pub(super) async fn run<R: Batched>(shared: Arc<Shared>, mut requests: mpsc::UnboundedReceiver<R>) {
     let mut waiting: VecDeque<R> = VecDeque::new();
+    // The keys of the batch being made, kept from one batch to the next so it grows once.
+    // A batch holds at most `MAX_BATCH` of them (one caller's idempotency keys cannot make
+    // it costly), so the hash needs no flood resistance.
+    let mut keys: HashSet<R::Key, BuildHasherDefault<FoldHasher>> = HashSet::default();
     loop {
         if waiting.is_empty() {
             match requests.recv().await {
@@ -44,7 +49,7 @@ pub(super) async fn run<R: Batched>(shared: Arc<Shared>, mut requests: mpsc::Unb
         while let Ok(request) = requests.try_recv() {
             waiting.push_back(request);
         }
-        let mut keys = HashSet::new();
+        keys.clear();
         let mut batch = Vec::new();
         let mut rest = VecDeque::new();
         for request in waiting.drain(..) {
