@@ -87,7 +87,6 @@ load_cleanup() {
     rm -rf "$work"
 }
 
-
 # pin_bare PID CORE: moves the bare tonic threads of the load tool PID to CORE as they
 # appear, until it exits. Each thread is moved once, and the threads are read with builtins:
 # a look forks only its `sleep`, every 10 ms until the first thread is moved, every 200 ms
@@ -99,7 +98,7 @@ pin_bare() {
         for task in /proc/"$1"/task/*; do
             [[ -z ${moved[$task]:-} ]] || continue
             comm=""
-            read -r comm <"$task/comm" 2>/dev/null || true
+            { read -r comm <"$task/comm"; } 2>/dev/null || true
             if [[ $comm == bare-tonic* ]]; then
                 taskset -p -c "$2" "${task##*/}" >/dev/null 2>&1 || true
                 moved[$task]=1

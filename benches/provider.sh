@@ -36,7 +36,10 @@ mock_provider() {
     local name=$1 adapter=$2 path=$3
     shift 3
     printf '[providers.%s]\nadapter = "%s"\nbase_url = "http://%s%s"\n' "$name" "$adapter" "$mock" "$path"
-    printf 'max_concurrency = 1024\nqueue_capacity = 65536\n'
+    # As many calls at once as the load sends: the server keeps room for a descriptor per
+    # call a provider may make, and more than `ulimit -n` leaves would shrink the client
+    # connections it serves (its log says so; checked below).
+    printf 'max_concurrency = %s\nqueue_capacity = 65536\n' "$CONC"
     printf '%s\n' "$@"
     printf '\n[[providers.%s.models]]\nname = "mock-model"\ncapabilities = ["text", "streaming"]\n\n' "$name"
     printf '[policies.%s]\ntargets = ["%s/mock-model"]\n\n' "$name" "$name"
@@ -68,6 +71,14 @@ MOCK_ANTHROPIC_KEY=mock RUST_LOG=info taskset -c "$SERVER_CPU" "$BIN" serve --co
 server=$!
 pids+=("$server")
 addr=$(server_addr "$work/server.log" "$server")
+until_healthy "$CLIENT" "$addr"
+# The load tool opens a connection per 64 callers; a server short of descriptors serves
+# fewer (it logs how many), and the calls past them would fail.
+serving=$(sed -n 's/.*open-file limit.* serving=\([0-9]*\).*/\1/p' "$work/server.log")
+if [[ -n $serving ]] && ((serving < (CONC + 63) / 64)); then
+    echo "the server serves $serving client connection(s), fewer than CONC=$CONC needs: raise ulimit -n" >&2
+    exit 1
+fi
 
 # cpu_ticks PID: user and system clock ticks the process has used.
 cpu_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
@@ -90,40 +101,43 @@ for ability in $ABILITIES; do
     rate=$(awk '/^  executions/ {print $(NF-1)}' <<<"$report")
     # The system part (the socket calls, and on loopback the peer's receive they pay for)
     # is not in callgrind's counts (INSTR=1).
-    read -r cpu split < <(awk -v u=$((user1 - user0)) -v s=$((system1 - system0)) -v hz="$tick" -v n="$executions" \
-        'BEGIN {f = 1e6 / hz / n; printf "%.0f_us %.0f+%.0f_us\n", (u + s) * f, u * f, s * f}')
+    read -r cpu split server_us < <(awk -v u=$((user1 - user0)) -v s=$((system1 - system0)) -v hz="$tick" -v n="$executions" \
+        'BEGIN {f = 1e6 / hz / n; printf "%.0f_us %.0f+%.0f_us %.3f\n", (u + s) * f, u * f, s * f, (u + s) * f}')
     # A mock that used no tick over the run (too short a run) has no ratio: `-`.
     read -r mock_cpu ratio < <(awk -v m=$((mock_user1 + mock_system1 - mock_user0 - mock_system0)) \
         -v s=$((user1 + system1 - user0 - system0)) -v hz="$tick" -v n="$executions" \
         'BEGIN {printf "%.1f_us %s\n", m * 1e6 / hz / n, (m > 0 ? sprintf("%.2fx", s / m) : "-")}')
     first=$(drive "$ability" 1 3s | awk '/^  first output/ {print $3 " us p50"}')
     printf "%-10s %12s %15s %15s %13s %8s %16s\n" "$ability" "$rate" "${cpu/_/ }" "${split/_/ }" "${mock_cpu/_/ }" "$ratio" "$first"
-    if [[ -z ${floor_events:-} ]]; then
-        # The first adapter's events per execution and the mock's CPU: the bare run's measure.
+    if [[ -z ${floor_ability:-} ]] && grep -q "^  errors *none" <<<"$report"; then
+        # The first adapter whose run had no error: its events per execution, its CPU and
+        # the mock's are the bare run's measure.
+        floor_ability=$ability
         floor_events=$(awk '/^  events/ {e = $2} /^  executions/ {n = $2} END {printf "%.0f", e / n}' <<<"$report")
         floor_mock=${mock_cpu%_us}
-        floor_server=${cpu%_us}
+        floor_server=$server_us
     fi
 done
+[[ -n ${floor_ability:-} ]] || { echo "no adapter's run was free of errors: no bare tonic line" >&2; exit 1; }
 
 # The gRPC half alone: the bare tonic server (benches/ab.sh's floor) streaming as many events
-# per execution as the first adapter's executions had (text deltas, plus the six others an
+# per execution as that adapter's executions had (text deltas, plus the six others an
 # execution has), on the server's core, driven by the same load tool at the same concurrency.
-# With the mock's CPU it bounds the goal from below: the runtime streams those events and reads
-# what the mock writes, so it cannot cost less than bare tonic plus a reader of the mock's reply.
+# Beside the mock's CPU it puts a floor under the goal: the runtime streams those events and
+# also writes the mock's request and reads its reply, so bare tonic plus a provider side as
+# cheap as the mock is about as low as it can go.
 bare_report=$work/bare.txt
 TOKIO_WORKER_THREADS=1 taskset -c "$OTHER_CPU" "$CLIENT" bench --baseline --deltas "$((floor_events - 6))" \
     --concurrency "$CONC" --duration "$DUR" >"$bare_report" &
 pin_bare $! "$SERVER_CPU"
 wait $!
 bare=$(awk '/^  cpu\/execution/ {print $(NF-3)}' "$bare_report")
-awk -v bare="$bare" -v mock="$floor_mock" -v server="$floor_server" -v events="$floor_events" \
-    -v first="${ABILITIES%% *}" 'BEGIN {
-    if (mock > 0) {
-        printf "bare tonic (%d events an execution, c=%s): %s us = %.2fx the mock; %s costs %.2fx bare tonic\n", events, "'"$CONC"'", bare, bare / mock, first, server / bare
-    } else {
-        printf "bare tonic (%d events an execution, c=%s): %s us; %s costs %.2fx bare tonic\n", events, "'"$CONC"'", bare, first, server / bare
-    }
+awk -v bare="${bare:-0}" -v mock="$floor_mock" -v server="$floor_server" -v events="$floor_events" \
+    -v conc="$CONC" -v first="$floor_ability" 'BEGIN {
+    if (bare <= 0) { print "bare tonic: no CPU figure (its report has no cpu/execution line)"; exit }
+    printf "bare tonic (%d events an execution, c=%s): %s us", events, conc, bare
+    if (mock > 0) printf " = %.2fx the mock", bare / mock
+    printf "; %s costs %.2fx bare tonic\n", first, server / bare
 }'
 
 if [[ ${INSTR:-0} == 1 ]]; then

@@ -36,8 +36,9 @@ pub(super) trait Batched: Send + Sized + 'static {
 pub(super) async fn run<R: Batched>(shared: Arc<Shared>, mut requests: mpsc::UnboundedReceiver<R>) {
     let mut waiting: VecDeque<R> = VecDeque::new();
     // The keys of the batch being made, kept from one batch to the next so it grows once.
-    // A batch holds at most `MAX_BATCH` of them (one caller's idempotency keys cannot make
-    // it costly), so the hash needs no flood resistance.
+    // It holds at most `MAX_BATCH` of them, so keys chosen to collide (idempotency keys are
+    // the callers') cost a request at most that many comparisons: the hash needs no flood
+    // resistance.
     let mut keys: HashSet<R::Key, BuildHasherDefault<FoldHasher>> = HashSet::default();
     loop {
         if waiting.is_empty() {
