@@ -80,7 +80,8 @@
 //! - [`server`]: the gRPC server with health and reflection, over HTTP/2 served by h2
 //!   directly so one stalled stream can be reset: where it listens (`listener`), accepted
 //!   connections (`incoming`) and their places (`places`), one connection (`connection`) and
-//!   its idle watchdog (`idle`), one stream (`stream`) and its span (`rpc_span`), the service
+//!   its idle watchdog (`idle`), streams held until their requests come (`arrival`), one
+//!   stream (`stream`) and its span (`rpc_span`), the service
 //!   that answers it (`services`), writes shared by streams (`coalesce`), what a connection
 //!   has not sent (`unsent`), any `:authority` on a Unix socket (`authority`), the open-file
 //!   limit (`descriptors`); `GET /metrics` (`metrics`) on the one HTTP/1.1 request reader
@@ -179,6 +180,8 @@
 //! - *Unsent* and *Counted* (`server/unsent.rs`): a connection's response bytes its socket
 //!   has not taken, and the I/O that counts them off.
 //! - *Coalesced* (`server/coalesce.rs`): a connection's writes gathered and sent once a turn.
+//! - *Arrivals* (`server/arrival.rs`): a connection's new streams, each held until its request
+//!   has come or for one turn, so its task starts with its message in hand.
 //! # One execution
 //! `Execute` -> `service` (decode) -> [`Runtime::submit`] (validate, store
 //! `execution.accepted`, start the driver) -> driver (plan, attempts, provider stream, commit

@@ -19,6 +19,7 @@ use crate::pb;
 use crate::runtime::{Runtime, RuntimeState, limits};
 use crate::service::{Compression, ModelRuntimeServer, ModelRuntimeService};
 
+mod arrival;
 mod authority;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]

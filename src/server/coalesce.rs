@@ -165,14 +165,15 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesced<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::task::{Wake, Waker};
 
     use super::*;
 
-    struct Count(AtomicUsize);
+    /// A waker that counts its wakes (the server's other tests use it too).
+    pub(in crate::server) struct Count(pub(in crate::server) AtomicUsize);
 
     impl Wake for Count {
         fn wake(self: Arc<Self>) {

@@ -1,5 +1,6 @@
 //! One client connection, served over HTTP/2 by h2 itself: the handshake and a first stream
-//! within `server.handshake_timeout`, keepalive pings, a task per stream, GOAWAY once it has
+//! within `server.handshake_timeout`, keepalive pings, a task per stream (started once its
+//! request has come, [`super::arrival`]), GOAWAY once it has
 //! had no open stream for `server.idle_timeout` or its place went to a new connection
 //! ([`super::places`]), and a graceful or forced end.
 //!
@@ -9,21 +10,25 @@
 
 use std::future;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use h2::server::SendResponse;
 use h2::{Ping, PingPong, Reason};
+use http::Request;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::time::Instant;
 
+use super::arrival::Arrivals;
 use super::coalesce::Coalesced;
 use super::idle;
 use super::incoming::Accepted;
 use super::listener::Conn;
-use super::places::Activity;
+use super::places::{Activity, OpenStream};
 use super::services::{Direct, Services};
 use super::stream;
 use super::unsent::{Counted, Unsent};
@@ -202,28 +207,18 @@ impl Http2 {
         // Made once, not at every turn of the loop, which comes with every frame of a call.
         let mut stopped = std::pin::pin!(stop.cancelled());
         let mut forced = std::pin::pin!(force.cancelled());
+        // Streams accepted and waiting for their requests, and those ready to be served.
+        let mut arrivals = Arrivals::default();
+        let mut ready = Vec::new();
         loop {
             tokio::select! {
-                accepted = conn.accept() => match accepted {
-                    Some(Ok((request, respond))) => {
-                        let limits = stream::Limits {
-                            idle: self.settings.stream_idle_timeout,
-                            request: self.settings.request_timeout,
-                            body_bytes: self.settings.max_body,
-                        };
-                        let open = activity.stream();
-                        let span = (self.spans)(request.uri().path(), request.headers());
-                        // Boxed as it is made: the task then moves a pointer, not the
-                        // future's state, into its cell and out again.
-                        self.tasks.spawn(Box::pin(stream::serve(
-                            request,
-                            respond,
-                            services.clone(),
-                            limits,
-                            unsent.clone(),
-                            open,
-                            span,
-                        )));
+                turn = future::poll_fn(|cx| {
+                    self.turn(&mut conn, &mut arrivals, &mut ready, &activity, cx)
+                }) => match turn {
+                    Some(Ok(())) => {
+                        for (arrived, opened) in ready.drain(..) {
+                            self.spawn_stream(arrived, opened, &services, &unsent);
+                        }
                     }
                     Some(Err(e)) => {
                         tracing::debug!(error = %e, "connection ended with an error");
@@ -251,6 +246,75 @@ impl Http2 {
                 }
                 () = &mut forced => break,
             }
+        }
+    }
+}
+
+/// A stream accepted: its request's head, its way back, its count among the connection's
+/// open streams, and its call's span.
+type Opened = (
+    http::request::Parts,
+    SendResponse<Bytes>,
+    OpenStream,
+    tracing::Span,
+);
+
+impl Http2 {
+    /// Starts a stream's task, its request's first data in hand (if it came).
+    fn spawn_stream<S: Direct>(
+        &self,
+        arrived: stream::Arrived,
+        (head, respond, open, span): Opened,
+        services: &Services<S>,
+        unsent: &Arc<Unsent>,
+    ) {
+        let limits = stream::Limits {
+            idle: self.settings.stream_idle_timeout,
+            request: self.settings.request_timeout,
+            body_bytes: self.settings.max_body,
+        };
+        // Read here, where h2's lock is free of the stream's task.
+        let id = respond.stream_id().as_u32();
+        // Boxed as it is made: the task then moves a pointer, not the future's state, into
+        // its cell and out again.
+        self.tasks.spawn(Box::pin(stream::serve(
+            Request::from_parts(head, arrived),
+            (respond, id),
+            services.clone(),
+            limits,
+            unsent.clone(),
+            open,
+            span,
+        )));
+    }
+
+    /// One turn of the connection: reads what has come, accepts the new streams and holds
+    /// them until their requests have come ([`Arrivals`]); ready when some are to be served
+    /// (in `ready`), or the connection has ended (`None`) or failed.
+    fn turn(
+        &self,
+        conn: &mut h2::server::Connection<Io, Bytes>,
+        arrivals: &mut Arrivals<Opened>,
+        ready: &mut Vec<(stream::Arrived, Opened)>,
+        activity: &Arc<Activity>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<(), h2::Error>>> {
+        loop {
+            match conn.poll_accept(cx) {
+                Poll::Ready(Some(Ok((request, respond)))) => {
+                    let span = (self.spans)(request.uri().path(), request.headers());
+                    let (head, recv) = request.into_parts();
+                    arrivals.hold(recv, (head, respond, activity.stream(), span));
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => break,
+            }
+        }
+        if arrivals.end_turn(ready, cx) {
+            Poll::Ready(Some(Ok(())))
+        } else {
+            Poll::Pending
         }
     }
 }

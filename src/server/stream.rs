@@ -35,9 +35,10 @@ pub(super) struct Limits {
 }
 
 /// Serves one request: calls its service, then sends the response; a client reset ends both.
+/// `id` is the stream's (`respond`'s).
 pub(super) async fn serve<S: Direct>(
-    request: Request<RecvStream>,
-    mut respond: SendResponse<Bytes>,
+    request: Request<Arrived>,
+    (mut respond, id): (SendResponse<Bytes>, u32),
     mut services: Services<S>,
     limits: Limits,
     unsent: Arc<Unsent>,
@@ -52,9 +53,9 @@ pub(super) async fn serve<S: Direct>(
         // its client asks over a stream it keeps open (each still bounded by the message
         // size).
         let bounded = !request.uri().path().starts_with("/grpc.reflection.");
-        let request = request.map(|recv| {
+        let request = request.map(|arrived| {
             let bound = bounded.then(|| (limits.body_bytes, Instant::now() + limits.request));
-            tonic::body::Body::new(RequestBody::new(recv, bound))
+            tonic::body::Body::new(RequestBody::new(arrived, bound))
         });
         let limit = request
             .headers()
@@ -85,7 +86,7 @@ pub(super) async fn serve<S: Direct>(
         record_status(&rpc, &head.headers);
         let end = body.is_end_stream();
         match respond.send_response(Response::from_parts(head, ()), end) {
-            Ok(send) if !end => send_body(body, send, limits.idle, &unsent, &rpc).await,
+            Ok(send) if !end => send_body(body, (send, id), limits.idle, &unsent, &rpc).await,
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, "sending response headers"),
         }
@@ -165,12 +166,11 @@ impl From<h2::Error> for Gone {
 /// nothing for `idle_timeout` while a frame waits for it.
 async fn send_body(
     mut body: tonic::body::Body,
-    send: SendStream<Bytes>,
+    (send, id): (SendStream<Bytes>, u32),
     idle_timeout: Duration,
     unsent: &Unsent,
     call: &tracing::Span,
 ) {
-    let id = send.stream_id().as_u32();
     let mut out = Out {
         send,
         id,
@@ -313,12 +313,39 @@ fn client_gone(send: &mut SendStream<Bytes>, cx: &mut Context<'_>) -> bool {
     send.poll_reset(cx).is_ready()
 }
 
-/// A request's body as tonic reads it: h2's data frames, each given back to the client's
-/// flow-control window as it is read, then the trailers. Bounded: past `max_bytes` of data,
-/// or once its time is up before its end, it fails with the status the caller gets, and the
-/// stream is dropped (reset), so the client stops sending.
+/// A request's body as its connection's task found it ([`super::arrival`]): the data
+/// frames taken there, and the stream to read the rest from unless it had ended.
+pub(super) struct Arrived {
+    data: [Option<Bytes>; 2],
+    rest: Option<RecvStream>,
+}
+
+impl Arrived {
+    /// `data` taken from `recv`, which is let go here when nothing more is to come.
+    pub(super) fn new(data: [Option<Bytes>; 2], recv: RecvStream) -> Self {
+        Self {
+            data,
+            rest: (!recv.is_end_stream()).then_some(recv),
+        }
+    }
+
+    /// The data frames taken, and whether there is more to read.
+    #[cfg(test)]
+    pub(super) fn parts(&self) -> (Vec<&Bytes>, bool) {
+        (self.data.iter().flatten().collect(), self.rest.is_some())
+    }
+}
+
+/// A request's body as tonic reads it: what its connection's task found, then h2's data
+/// frames, each given back to the client's flow-control window as it is read, then the
+/// trailers. Bounded: past `max_bytes` of data, or once its time is up before its end, it
+/// fails with the status the caller gets, and the stream is dropped (reset), so the client
+/// stops sending.
 struct RequestBody {
-    recv: RecvStream,
+    /// The data its connection's task took, in order.
+    taken: [Option<Bytes>; 2],
+    /// The rest of the body, unless it had all come.
+    recv: Option<RecvStream>,
     data_done: bool,
     /// Data bytes read so far, and the most there may be.
     read: usize,
@@ -332,15 +359,28 @@ struct RequestBody {
 
 impl RequestBody {
     /// A body of at most `bound`'s bytes that must end by its instant; unbounded without.
-    fn new(recv: RecvStream, bound: Option<(usize, Instant)>) -> Self {
+    fn new(arrived: Arrived, bound: Option<(usize, Instant)>) -> Self {
         Self {
-            recv,
+            taken: arrived.data,
+            recv: arrived.rest,
             data_done: false,
             read: 0,
             max_bytes: bound.map_or(usize::MAX, |(bytes, _)| bytes),
             due: bound.map(|(_, by)| by),
             timer: None,
         }
+    }
+
+    /// A data frame read, or the caller's error once the body is past its bound.
+    fn data(&mut self, data: Bytes) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
+        self.read = self.read.saturating_add(data.len());
+        if self.read > self.max_bytes {
+            return Poll::Ready(Some(Err(tonic::Status::resource_exhausted(format!(
+                "the request's body is larger than the largest request ({} bytes)",
+                self.max_bytes
+            )))));
+        }
+        Poll::Ready(Some(Ok(Frame::data(data))))
     }
 
     /// The body has to wait: pending, or the caller's error once its time is up.
@@ -367,20 +407,18 @@ impl Body for RequestBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
         let this = &mut *self;
+        if let Some(taken) = this.taken.iter_mut().find_map(Option::take) {
+            return this.data(taken);
+        }
+        let Some(recv) = this.recv.as_mut() else {
+            return Poll::Ready(None);
+        };
         if !this.data_done {
-            match this.recv.poll_data(cx) {
+            match recv.poll_data(cx) {
                 Poll::Ready(Some(Ok(data))) => {
                     // A failure here means the stream is gone; the next poll says so.
-                    let _ = this.recv.flow_control().release_capacity(data.len());
-                    this.read = this.read.saturating_add(data.len());
-                    if this.read > this.max_bytes {
-                        return Poll::Ready(Some(Err(tonic::Status::resource_exhausted(format!(
-                            "the request's body is larger than the largest request \
-                                 ({} bytes)",
-                            this.max_bytes
-                        )))));
-                    }
-                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                    let _ = recv.flow_control().release_capacity(data.len());
+                    return this.data(data);
                 }
                 Poll::Ready(Some(Err(e))) => {
                     return Poll::Ready(Some(Err(tonic::Status::from_error(e.into()))));
@@ -389,7 +427,7 @@ impl Body for RequestBody {
                 Poll::Pending => return this.wait(cx),
             }
         }
-        match this.recv.poll_trailers(cx) {
+        match recv.poll_trailers(cx) {
             Poll::Ready(trailers) => Poll::Ready(
                 trailers
                     .map_err(|e| tonic::Status::from_error(e.into()))
@@ -401,7 +439,8 @@ impl Body for RequestBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.recv.is_end_stream()
+        self.taken.iter().all(Option::is_none)
+            && self.recv.as_ref().is_none_or(RecvStream::is_end_stream)
     }
 }
 
