@@ -81,11 +81,11 @@
 //!   directly so one stalled stream can be reset: where it listens (`listener`), accepted
 //!   connections (`incoming`) and their places (`places`), one connection (`connection`) and
 //!   its idle watchdog (`idle`), streams held until their requests come (`arrival`), one
-//!   stream (`stream`) and its span (`rpc_span`), the service
-//!   that answers it (`services`), writes shared by streams (`coalesce`), what a connection
-//!   has not sent (`unsent`), any `:authority` on a Unix socket (`authority`), the open-file
-//!   limit (`descriptors`); `GET /metrics` (`metrics`) on the one HTTP/1.1 request reader
-//!   (`http1`, public for the binary's mock upstream and the tests' fake provider).
+//!   stream (`stream`) and its span (`rpc_span`), the service that answers it (`services`),
+//!   writes shared by streams (`coalesce`), what a connection has not sent (`unsent`), any
+//!   `:authority` on a Unix socket (`authority`), the open-file limit (`descriptors`); `GET
+//!   /metrics` (`metrics`) on the one HTTP/1.1 request reader (`http1`, public for the
+//!   binary's mock upstream and the tests' fake provider).
 //! - [`telemetry`]: logs, and trace export over OTLP (`traces`).
 //! - `fuzz` (feature `fuzzing`): the fuzz targets' entry points, gathered for `fuzz/`;
 //!   `fuzz_regressions` (tests only): every input under `fuzz/regressions/` replayed through
@@ -181,7 +181,8 @@
 //!   has not taken, and the I/O that counts them off.
 //! - *Coalesced* (`server/coalesce.rs`): a connection's writes gathered and sent once a turn.
 //! - *Arrivals* (`server/arrival.rs`): a connection's new streams, each held until its request
-//!   has come or for one turn, so its task starts with its message in hand.
+//!   has come or its connection's task has stepped aside once, so its task starts with its
+//!   message in hand.
 //! # One execution
 //! `Execute` -> `service` (decode) -> [`Runtime::submit`] (validate, store
 //! `execution.accepted`, start the driver) -> driver (plan, attempts, provider stream, commit

@@ -1,8 +1,8 @@
 //! One client connection, served over HTTP/2 by h2 itself: the handshake and a first stream
 //! within `server.handshake_timeout`, keepalive pings, a task per stream (started once its
-//! request has come, [`super::arrival`]), GOAWAY once it has
-//! had no open stream for `server.idle_timeout` or its place went to a new connection
-//! ([`super::places`]), and a graceful or forced end.
+//! request has come, or once the connection's task has stepped aside without it:
+//! [`super::arrival`]), GOAWAY once it has had no open stream for `server.idle_timeout` or
+//! its place went to a new connection ([`super::places`]), and a graceful or forced end.
 //!
 //! The server drives h2 directly rather than through hyper so that each stream's response
 //! is sent by code of its own ([`super::stream`]), which can see a client that stopped
@@ -23,7 +23,7 @@ use tokio_util::task::TaskTracker;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::time::Instant;
 
-use super::arrival::Arrivals;
+use super::arrival::{Arrivals, Arrived};
 use super::coalesce::Coalesced;
 use super::idle;
 use super::incoming::Accepted;
@@ -263,7 +263,7 @@ impl Http2 {
     /// Starts a stream's task, its request's first data in hand (if it came).
     fn spawn_stream<S: Direct>(
         &self,
-        arrived: stream::Arrived,
+        arrived: Arrived,
         (head, respond, open, span): Opened,
         services: &Services<S>,
         unsent: &Arc<Unsent>,
@@ -295,7 +295,7 @@ impl Http2 {
         &self,
         conn: &mut h2::server::Connection<Io, Bytes>,
         arrivals: &mut Arrivals<Opened>,
-        ready: &mut Vec<(stream::Arrived, Opened)>,
+        ready: &mut Vec<(Arrived, Opened)>,
         activity: &Arc<Activity>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<(), h2::Error>>> {

@@ -19,6 +19,7 @@ use http_body::{Body, Frame};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::arrival::Arrived;
 use super::places::OpenStream;
 use super::services::{Direct, Services};
 use super::unsent::Unsent;
@@ -313,34 +314,11 @@ fn client_gone(send: &mut SendStream<Bytes>, cx: &mut Context<'_>) -> bool {
     send.poll_reset(cx).is_ready()
 }
 
-/// A request's body as its connection's task found it ([`super::arrival`]): the data
-/// frames taken there, and the stream to read the rest from unless it had ended.
-pub(super) struct Arrived {
-    data: [Option<Bytes>; 2],
-    rest: Option<RecvStream>,
-}
-
-impl Arrived {
-    /// `data` taken from `recv`, which is let go here when nothing more is to come.
-    pub(super) fn new(data: [Option<Bytes>; 2], recv: RecvStream) -> Self {
-        Self {
-            data,
-            rest: (!recv.is_end_stream()).then_some(recv),
-        }
-    }
-
-    /// The data frames taken, and whether there is more to read.
-    #[cfg(test)]
-    pub(super) fn parts(&self) -> (Vec<&Bytes>, bool) {
-        (self.data.iter().flatten().collect(), self.rest.is_some())
-    }
-}
-
-/// A request's body as tonic reads it: what its connection's task found, then h2's data
-/// frames, each given back to the client's flow-control window as it is read, then the
-/// trailers. Bounded: past `max_bytes` of data, or once its time is up before its end, it
-/// fails with the status the caller gets, and the stream is dropped (reset), so the client
-/// stops sending.
+/// A request's body as tonic reads it: what its connection's task took ([`Arrived`]), then
+/// h2's data frames, each given back to the client's flow-control window as it is read,
+/// then the trailers. Bounded: past `max_bytes` of data, or once its time is up before its
+/// end, it fails with the status the caller gets, and the stream is dropped (reset), so the
+/// client stops sending.
 struct RequestBody {
     /// The data its connection's task took, in order.
     taken: [Option<Bytes>; 2],
@@ -360,9 +338,10 @@ struct RequestBody {
 impl RequestBody {
     /// A body of at most `bound`'s bytes that must end by its instant; unbounded without.
     fn new(arrived: Arrived, bound: Option<(usize, Instant)>) -> Self {
+        let (taken, recv) = arrived.into_parts();
         Self {
-            taken: arrived.data,
-            recv: arrived.rest,
+            taken,
+            recv,
             data_done: false,
             read: 0,
             max_bytes: bound.map_or(usize::MAX, |(bytes, _)| bytes),
