@@ -87,7 +87,7 @@ pub(super) async fn serve<S: Direct>(
         record_status(&rpc, &head.headers);
         let end = body.is_end_stream();
         match respond.send_response(Response::from_parts(head, ()), end) {
-            Ok(send) if !end => send_body(body, (send, id), limits.idle, &unsent, &rpc).await,
+            Ok(send) if !end => send_body(body, send, id, limits.idle, &unsent, &rpc).await,
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, "sending response headers"),
         }
@@ -163,11 +163,12 @@ impl From<h2::Error> for Gone {
     }
 }
 
-/// Sends `body` on `send`, a frame at a time, and resets the stream if the client accepts
-/// nothing for `idle_timeout` while a frame waits for it.
+/// Sends `body` on `send` (stream `id`), a frame at a time, and resets the stream if the
+/// client accepts nothing for `idle_timeout` while a frame waits for it.
 async fn send_body(
     mut body: tonic::body::Body,
-    (send, id): (SendStream<Bytes>, u32),
+    send: SendStream<Bytes>,
+    id: u32,
     idle_timeout: Duration,
     unsent: &Unsent,
     call: &tracing::Span,
