@@ -80,7 +80,7 @@ impl Batched for Request {
 async fn write(shared: &Arc<Shared>, batch: Vec<Request>) {
     let rows: Vec<&NewRow> = batch.iter().map(|r| &*r.row).collect();
     let result = shared
-        .on_connection(async |client| insert(client, shared, &rows).await)
+        .on_connection(async |client| insert(client, shared, &rows, true).await)
         .await;
     match result {
         Ok(inserted) => {

@@ -254,7 +254,7 @@ async fn room(
                 }));
             }
             if let Some(new) = new
-                && insert(&tx, shared, &[new]).await?.is_empty()
+                && insert(&tx, shared, &[new], false).await?.is_empty()
             {
                 return Ok(Ok(false));
             }

@@ -78,7 +78,9 @@ async fn an_append_of_a_former_registration_is_not_written_under_the_next() {
 
 /// A create sent again after its look-up found no row, whose first statement then committed
 /// after all, finds its own row: it is the caller's new execution (with a key, not an
-/// existing one that nobody drives; without one, not a failure).
+/// existing one that nobody drives; without one, not a failure). Without a key, the create
+/// sent again is a new row of the same id: its plain insert conflicts, and its statement is
+/// sent again with the row guarded.
 #[tokio::test]
 async fn a_create_whose_first_statement_committed_late_is_still_new() {
     let Some(store) = lone(Duration::from_secs(10)).await else {
