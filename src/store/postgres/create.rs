@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 
 use super::batch::Batched;
 use super::capacity::{Admission, Reservation, admit, flush, make_room, reserve};
-use super::insert::{NewRow, Unanswered, insert, landed};
+use super::insert::{NewRow, Unanswered, Within, insert, landed};
 use super::{PgError, Shared, capacity, on_store, rows};
 use crate::execution::{Event, Execution, ExecutionId, Idempotency, Lifecycle};
 use crate::store::{Created, Inconsistency, NewExecution, StoreError, StoreFuture, Unavailable};
@@ -80,7 +80,7 @@ impl Batched for Request {
 async fn write(shared: &Arc<Shared>, batch: Vec<Request>) {
     let rows: Vec<&NewRow> = batch.iter().map(|r| &*r.row).collect();
     let result = shared
-        .on_connection(async |client| insert(client, shared, &rows, true).await)
+        .on_connection(async |client| insert(client, shared, &rows, Within::Alone).await)
         .await;
     match result {
         Ok(inserted) => {

@@ -33,10 +33,11 @@ pub(super) struct NewRow {
 }
 
 /// A row without an idempotency key that no statement carried before cannot conflict: its
-/// id is new. It takes a plain insert (`plain`). Every other row takes PostgreSQL's
+/// id is new. It takes a plain insert (`plain`); should it conflict after all, the statement
+/// is sent again with every row guarded ([`insert`]). Every other row takes PostgreSQL's
 /// speculative insertion (`guarded`, `ON CONFLICT`), which checks the unique indexes first and
 /// writes a second WAL record to confirm. The plain insert takes about a seventh off the
-/// statement's executor time (BENCHMARKS.md, "A create that cannot conflict").
+/// statement's executor time (BENCHMARKS.md, the twenty-first session's section).
 const INSERT: &str = "/* model-runtime: create */
 WITH lease AS (
     SELECT 1 FROM replicas WHERE id = $1 AND epoch = $2 AND lease_until > now()
@@ -74,13 +75,12 @@ SELECT id FROM ins
 /// Inserts `rows` with `client` (in its transaction, if it is one): the ids inserted. A row
 /// whose idempotency key another execution holds is not, nor one already there, nor any when
 /// this replica's lease has lapsed or the row was asked for under a former registration. The
-/// rows' keys are distinct. In a transaction (`alone` false) every row is guarded: a
-/// conflict would abort the transaction, where alone the statement is sent again.
+/// rows' keys are distinct.
 pub(super) async fn insert<C: GenericClient + Sync>(
     client: &C,
     shared: &Shared,
     rows: &[&NewRow],
-    alone: bool,
+    within: Within,
 ) -> Result<HashSet<uuid::Uuid>, PgError> {
     let (me, epoch) = shared.replica.identity();
     let rows: Vec<&NewRow> = rows
@@ -97,7 +97,9 @@ pub(super) async fn insert<C: GenericClient + Sync>(
     let fingerprints: Vec<Option<&[u8]>> = rows.iter().map(|r| r.fingerprint.as_deref()).collect();
     let labels: Vec<&str> = rows.iter().map(|r| r.labels.as_str()).collect();
     let payloads: Vec<&[u8]> = rows.iter().map(|r| r.payload.as_slice()).collect();
-    let mut guarded: Vec<bool> = rows.iter().map(|r| r.guarded() || !alone).collect();
+    let mut guarded: Vec<bool> = (rows.iter())
+        .map(|r| r.guarded() || within == Within::Transaction)
+        .collect();
     let statement = client.prepare_cached(INSERT).await?;
     loop {
         let inserted = client
@@ -120,17 +122,34 @@ pub(super) async fn insert<C: GenericClient + Sync>(
             .await;
         match inserted {
             Ok(inserted) => return inserted.iter().map(|row| Ok(row.try_get(0)?)).collect(),
-            // A plain row's id was there (a caller asked for an id twice): nothing of the
+            // A plain row's id was there (a caller asked for one id twice): nothing of the
             // statement committed, so it is sent again with every row guarded.
-            Err(error)
-                if error.code() == Some(&SqlState::UNIQUE_VIOLATION)
-                    && guarded.contains(&false) =>
-            {
+            Err(error) if taken_id(&error) && guarded.contains(&false) => {
+                tracing::info!(
+                    creates = rows.len(),
+                    "a new execution's id was in the store already; its create is sent again"
+                );
                 guarded.fill(true);
             }
             Err(error) => return Err(error.into()),
         }
     }
+}
+
+/// Where an insert runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Within {
+    /// A statement of its own: a conflict rolls back only it, and it is sent again.
+    Alone,
+    /// A transaction with other statements: a conflict would abort the transaction, so
+    /// every row is guarded.
+    Transaction,
+}
+
+/// Whether `error` says an execution's id was taken: a plain row's conflict.
+fn taken_id(error: &tokio_postgres::Error) -> bool {
+    error.code() == Some(&SqlState::UNIQUE_VIOLATION)
+        && error.as_db_error().and_then(|e| e.constraint()) == Some("executions_pkey")
 }
 
 /// Why a create's statement gave no answer.

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use super::{LET_GO_OLDEST, count, left};
 use crate::store::StoreError;
-use crate::store::postgres::insert::{NewRow, Unanswered, insert};
+use crate::store::postgres::insert::{NewRow, Unanswered, Within, insert};
 use crate::store::postgres::{PgError, Shared};
 
 /// How a create may be written.
@@ -254,7 +254,9 @@ async fn room(
                 }));
             }
             if let Some(new) = new
-                && insert(&tx, shared, &[new], false).await?.is_empty()
+                && insert(&tx, shared, &[new], Within::Transaction)
+                    .await?
+                    .is_empty()
             {
                 return Ok(Ok(false));
             }

@@ -1,15 +1,19 @@
 //! What the review of the store's fault handling found: an append or a create asked under a
 //! registration the replica has since replaced is never written under the new one; a create
-//! whose statement committed after its look-up said it had not is still the caller's; a
-//! transaction its replica left idle gives its locks back.
+//! whose statement committed after its look-up said it had not is still the caller's, and so
+//! is a plain insert that finds its id taken; a transaction its replica left idle gives its
+//! locks back.
 
-use std::time::{Duration, Instant};
+use std::collections::HashSet;
+use std::time::{Duration, Instant, SystemTime};
 
 use super::{at, connect_config, created, fresh_schema, options, url};
 use crate::execution::fixtures::{attempt_started, routing};
+use crate::execution::{Event, ExecutionState};
 use crate::store::conformance::{limits, new_execution};
+use crate::store::postgres::insert::{NewRow, Within, insert};
 use crate::store::postgres::{PostgresStore, create, writer};
-use crate::store::{Created, EventStore, StoreError};
+use crate::store::{Created, EventStore, NewExecution, StoreError};
 
 /// A store alone on a fresh schema, `statement_timeout` as given. The schema is made first
 /// under the default timeout: a short one is for the requests under test, and a database
@@ -101,6 +105,61 @@ async fn a_create_whose_first_statement_committed_late_is_still_new() {
         );
         store.append(id, routing()).await.unwrap();
     }
+}
+
+/// The row of `new` as a create asks for it under the replica's registration now.
+fn new_row(store: &PostgresStore, new: &NewExecution) -> NewRow {
+    let first = Event {
+        sequence: 1,
+        time: SystemTime::now(),
+        state: ExecutionState::Accepted,
+        payload: new.accepted.clone(),
+    };
+    NewRow::of(new, &first, store.shared.replica.id().0)
+}
+
+/// A plain insert whose id is there already (a caller asked for one id twice) is sent again
+/// with every row guarded: the row is not inserted, nothing fails, and the other new row of
+/// the same statement is inserted.
+#[tokio::test]
+async fn a_plain_insert_of_an_id_already_there_is_sent_again_guarded() {
+    let Some(store) = lone(Duration::from_secs(10)).await else {
+        return;
+    };
+    let new = new_execution(None);
+    assert!(matches!(
+        store.create(new.clone()).await,
+        Ok(Created::New(_))
+    ));
+    let (again, fresh) = (new_row(&store, &new), new_row(&store, &new_execution(None)));
+    let client = store.shared.client().await.unwrap();
+    let inserted = insert(&client, &store.shared, &[&again, &fresh], Within::Alone)
+        .await
+        .unwrap();
+    assert_eq!(inserted, HashSet::from([fresh.id]));
+}
+
+/// In a transaction every row is guarded: an id already there is not inserted, and the
+/// transaction goes on.
+#[tokio::test]
+async fn in_a_transaction_an_id_already_there_leaves_the_transaction_usable() {
+    let Some(store) = lone(Duration::from_secs(10)).await else {
+        return;
+    };
+    let new = new_execution(None);
+    assert!(matches!(
+        store.create(new.clone()).await,
+        Ok(Created::New(_))
+    ));
+    let again = new_row(&store, &new);
+    let mut client = store.shared.client().await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    let inserted = insert(&tx, &store.shared, &[&again], Within::Transaction)
+        .await
+        .unwrap();
+    assert!(inserted.is_empty(), "{inserted:?}");
+    tx.query_one("SELECT 1", &[]).await.unwrap();
+    tx.commit().await.unwrap();
 }
 
 /// A transaction its replica opened and then left (the replica was lost between two
