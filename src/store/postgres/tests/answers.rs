@@ -118,6 +118,16 @@ fn new_row(store: &PostgresStore, new: &NewExecution) -> NewRow {
     NewRow::of(new, &first, store.shared.replica.id().0)
 }
 
+/// A new row of an execution `store` has created: its id is taken.
+async fn taken(store: &PostgresStore) -> NewRow {
+    let new = new_execution(None);
+    assert!(matches!(
+        store.create(new.clone()).await,
+        Ok(Created::New(_))
+    ));
+    new_row(store, &new)
+}
+
 /// A plain insert whose id is there already (a caller asked for one id twice) is sent again
 /// with every row guarded: the row is not inserted, nothing fails, and the other new row of
 /// the same statement is inserted.
@@ -126,12 +136,7 @@ async fn a_plain_insert_of_an_id_already_there_is_sent_again_guarded() {
     let Some(store) = lone(Duration::from_secs(10)).await else {
         return;
     };
-    let new = new_execution(None);
-    assert!(matches!(
-        store.create(new.clone()).await,
-        Ok(Created::New(_))
-    ));
-    let (again, fresh) = (new_row(&store, &new), new_row(&store, &new_execution(None)));
+    let (again, fresh) = (taken(&store).await, new_row(&store, &new_execution(None)));
     let client = store.shared.client().await.unwrap();
     let inserted = insert(&client, &store.shared, &[&again, &fresh], Within::Alone)
         .await
@@ -146,12 +151,7 @@ async fn in_a_transaction_an_id_already_there_leaves_the_transaction_usable() {
     let Some(store) = lone(Duration::from_secs(10)).await else {
         return;
     };
-    let new = new_execution(None);
-    assert!(matches!(
-        store.create(new.clone()).await,
-        Ok(Created::New(_))
-    ));
-    let again = new_row(&store, &new);
+    let again = taken(&store).await;
     let mut client = store.shared.client().await.unwrap();
     let tx = client.transaction().await.unwrap();
     let inserted = insert(&tx, &store.shared, &[&again], Within::Transaction)
