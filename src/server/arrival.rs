@@ -147,7 +147,8 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use h2::client::SendRequest;
+    use h2::SendStream;
+    use h2::client::{ResponseFuture, SendRequest};
     use h2::server::{Connection, SendResponse};
     use tokio::io::DuplexStream;
 
@@ -191,6 +192,19 @@ mod tests {
             served.append(&mut ready);
         }
         (served, count.0.load(Ordering::SeqCst))
+    }
+
+    /// A request whose message has not come, sent by `client`: held at the connection's next
+    /// turn. Its response, and its body to send the message on.
+    async fn held(
+        client: &mut SendRequest<Bytes>,
+        server: &mut Server,
+        arrivals: &mut Arrivals<SendResponse<Bytes>>,
+    ) -> (ResponseFuture, SendStream<Bytes>) {
+        let sent = client.send_request(post(), false).unwrap();
+        let (ready, _) = turn(server, arrivals).await;
+        assert!(ready.is_empty(), "it waits for its message");
+        sent
     }
 
     fn post() -> http::Request<()> {
@@ -244,18 +258,14 @@ mod tests {
         assert_eq!(ready[0].0.parts(), (vec![&message(b"message")], false));
 
         // Another's does not: served at the next turn, the rest for its task to read.
-        let (_response, mut late) = client.send_request(post(), false).unwrap();
-        let (ready, _) = turn(&mut server, &mut arrivals).await;
-        assert!(ready.is_empty());
+        let (_response, mut late) = held(&mut client, &mut server, &mut arrivals).await;
         let (ready, wakes) = turn(&mut server, &mut arrivals).await;
         assert_eq!((ready.len(), wakes), (1, 0));
         assert_eq!(ready[0].0.parts(), (vec![], true));
         late.send_data(message(b"late"), true).unwrap();
 
         // One still coming by then: what came is taken.
-        let (_response, mut body) = client.send_request(post(), false).unwrap();
-        let (ready, _) = turn(&mut server, &mut arrivals).await;
-        assert!(ready.is_empty());
+        let (_response, mut body) = held(&mut client, &mut server, &mut arrivals).await;
         body.send_data(message(b"first"), false).unwrap();
         let (ready, _) = turn(&mut server, &mut arrivals).await;
         assert_eq!(ready[0].0.parts(), (vec![&message(b"first")], true));
@@ -285,9 +295,7 @@ mod tests {
     async fn a_stream_reset_while_it_waits_is_served_for_its_task_to_see_the_reset() {
         let (mut client, mut server) = pair().await;
         let mut arrivals = Arrivals::default();
-        let (_response, mut body) = client.send_request(post(), false).unwrap();
-        let (ready, _) = turn(&mut server, &mut arrivals).await;
-        assert!(ready.is_empty());
+        let (_response, mut body) = held(&mut client, &mut server, &mut arrivals).await;
         body.send_reset(h2::Reason::CANCEL);
         let (mut ready, wakes) = turn(&mut server, &mut arrivals).await;
         assert_eq!((ready.len(), wakes), (1, 0));

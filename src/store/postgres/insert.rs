@@ -92,6 +92,11 @@ pub(super) async fn insert<C: GenericClient + Sync>(
         return Ok(HashSet::new());
     }
     let column = |f: &dyn Fn(&NewRow) -> i64| rows.iter().map(|r| f(r)).collect::<Vec<_>>();
+    let (bytes, input, time) = (
+        column(&|r| r.bytes),
+        column(&|r| r.input),
+        column(&|r| r.time),
+    );
     let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.id).collect();
     let keys: Vec<Option<&str>> = rows.iter().map(|r| r.key.as_deref()).collect();
     let fingerprints: Vec<Option<&[u8]>> = rows.iter().map(|r| r.fingerprint.as_deref()).collect();
@@ -112,9 +117,9 @@ pub(super) async fn insert<C: GenericClient + Sync>(
                     &keys,
                     &fingerprints,
                     &labels,
-                    &column(&|r| r.bytes),
-                    &column(&|r| r.input),
-                    &column(&|r| r.time),
+                    &bytes,
+                    &input,
+                    &time,
                     &payloads,
                     &guarded,
                 ],
