@@ -24,6 +24,7 @@ BIN=${1:-target/release/model-runtime}
 DUR=${DUR:-5s}
 STORES=${STORES:-memory file postgres memory+redis}
 ROUNDS=${ROUNDS:-1}
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a whole number from 1: $ROUNDS" >&2; exit 2; }
 export MODEL_RUNTIME_BENCH_REDIS_URL=${MODEL_RUNTIME_BENCH_REDIS_URL:-redis://127.0.0.1:6379}
 export MODEL_RUNTIME_BENCH_POSTGRES_URL=${MODEL_RUNTIME_BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 export MODEL_RUNTIME_BENCH_STORE_KEY=${MODEL_RUNTIME_BENCH_STORE_KEY:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')}
@@ -35,14 +36,19 @@ schemas=()
 pid=""
 mock=""
 pids=()
-cleanup() {
-    [[ -z "$pid" ]] || pids+=("$pid")
+# drop_schemas: drops the PostgreSQL schemas made so far (a server using one is stopped first).
+drop_schemas() {
     if [[ ${#schemas[@]} -gt 0 ]] && command -v psql >/dev/null; then
         for schema in "${schemas[@]}"; do
             psql "$MODEL_RUNTIME_BENCH_POSTGRES_URL" -qc "DROP SCHEMA IF EXISTS \"$schema\" CASCADE" >/dev/null 2>&1 || true
         done
     fi
+    schemas=()
+}
+cleanup() {
+    [[ -z "$pid" ]] || pids+=("$pid")
     load_cleanup
+    drop_schemas
 }
 trap cleanup EXIT INT TERM
 
@@ -95,6 +101,8 @@ for round in $(seq "$ROUNDS"); do
         done
         kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=""
     done
+    # The round's schema goes with it: the next round's database holds no other's rows.
+    drop_schemas
 done
 
 # Each store's rate at c=64 against the memory store's of the same round.
@@ -107,6 +115,7 @@ if [[ " $STORES " == *" memory "* ]]; then
             ratios+="$(awk -v a="${rates["$store $round"]:-0}" -v m="${rates["memory $round"]:-0}" \
                 'BEGIN { if (m > 0 && a > 0) printf "%.3f", a / m; else printf "-" }') "
         done
+        ratios=${ratios% }
         awk -v store="$store" -v ratios="$ratios" 'BEGIN {
             n = split(ratios, r, " "); k = 0; sum = 0
             for (i = 1; i <= n; i++) if (r[i] != "-") { sum += r[i]; k++ }
