@@ -103,7 +103,7 @@ pub(super) async fn insert<C: GenericClient + Sync>(
     let labels: Vec<&str> = rows.iter().map(|r| r.labels.as_str()).collect();
     let payloads: Vec<&[u8]> = rows.iter().map(|r| r.payload.as_slice()).collect();
     let mut guarded: Vec<bool> = (rows.iter())
-        .map(|r| r.guarded() || within == Within::Transaction)
+        .map(|r| r.mark_sent() || within == Within::Transaction)
         .collect();
     let statement = client.prepare_cached(INSERT).await?;
     loop {
@@ -178,9 +178,9 @@ impl Unanswered {
 }
 
 impl NewRow {
-    /// Whether its insert must allow for a conflict: it has an idempotency key, or a
-    /// statement carried it before (this one counts from now).
-    fn guarded(&self) -> bool {
+    /// Marks it carried by the statement being made; whether that statement must allow for
+    /// a conflict: it has an idempotency key, or a statement carried it before.
+    fn mark_sent(&self) -> bool {
         let sent = self.sent.swap(true, Ordering::Relaxed);
         self.key.is_some() || sent
     }
@@ -251,11 +251,11 @@ mod tests {
     #[test]
     fn only_a_row_without_a_key_in_its_first_statement_is_plain() {
         let unkeyed = row(None);
-        assert!(!unkeyed.guarded(), "its first statement");
-        assert!(unkeyed.guarded(), "its second statement");
-        assert!(unkeyed.guarded(), "its third statement");
+        assert!(!unkeyed.mark_sent(), "its first statement");
+        assert!(unkeyed.mark_sent(), "its second statement");
+        assert!(unkeyed.mark_sent(), "its third statement");
         let keyed = row(Some(("key", 7)));
-        assert!(keyed.guarded(), "its first statement");
-        assert!(keyed.guarded(), "its second statement");
+        assert!(keyed.mark_sent(), "its first statement");
+        assert!(keyed.mark_sent(), "its second statement");
     }
 }

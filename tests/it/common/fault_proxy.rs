@@ -164,15 +164,23 @@ impl FaultProxy {
 
     /// Waits (at most `limit`) until a fault armed for `kind` has fired.
     pub async fn until_fired(&self, kind: &str, limit: Duration) {
+        assert!(
+            self.fired_within(kind, limit).await,
+            "the fault armed for `{kind}` did not fire within {limit:?}; statements seen: {:?}",
+            self.control.counts.lock().unwrap().seen
+        );
+    }
+
+    /// Whether a fault armed for `kind` fires within `limit` (or has fired).
+    pub async fn fired_within(&self, kind: &str, limit: Duration) -> bool {
         let began = Instant::now();
         while self.fired(kind) == 0 {
-            assert!(
-                began.elapsed() < limit,
-                "the fault armed for `{kind}` did not fire within {limit:?}; statements seen: {:?}",
-                self.control.counts.lock().unwrap().seen
-            );
+            if began.elapsed() >= limit {
+                return false;
+            }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        true
     }
 
     /// Every byte waits `delay`, each way (zero: none).

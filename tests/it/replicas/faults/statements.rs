@@ -198,8 +198,8 @@ async fn room_made_ahead_whose_answer_was_lost_loses_nothing() {
 }
 
 /// A store of `size` executions holding `filled` ended ones (callers of `chat` on A); then
-/// the next `kind` statement loses its answer while two more callers run, one after the other
-/// (`ahead`: it is lost after the first and before the second, in the background). One that
+/// the next `kind` statement loses its answer while more callers run, one after the other:
+/// two, or (`ahead`: it is lost in the background) until it has run, and one more. One that
 /// arrives while the lost answer has the replica count its database unreachable is refused
 /// as `UNAVAILABLE` before anything is accepted, and asks again as a gateway does. Each
 /// completes once, with one request upstream, and the store stays within its bound.
@@ -215,21 +215,24 @@ async fn room_with_a_lost_answer(size: usize, filled: usize, kind: &str, name: &
     }
     pair.proxy.arm(kind, Fault::DropAnswer);
     // Two callers; `ahead`, as many as it takes for the armed statement to run (room made ahead
-    // lets go of a twentieth of the store), then one more.
+    // lets go of a twentieth of the store, in the background), then one more.
     let mut then = Vec::new();
+    let mut fired_after = None; // how many callers had gone when it was seen to run
     for prompt in prompts(&format!("{name}-after"), 2 + 20 * usize::from(ahead)) {
-        let fired_before = pair.proxy.fired(kind) > 0;
         until_accepted(&callers, &pair.a, &prompt).await;
         then.push(prompt);
-        if ahead && !fired_before {
-            // In the background: it may still be on its way.
-            let began = std::time::Instant::now();
-            while pair.proxy.fired(kind) == 0 && began.elapsed() < Duration::from_secs(2) {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            continue;
+        if ahead
+            && fired_after.is_none()
+            && pair.proxy.fired_within(kind, Duration::from_secs(2)).await
+        {
+            fired_after = Some(then.len());
         }
-        if then.len() >= 2 {
+        let enough = if ahead {
+            fired_after.is_some_and(|n| then.len() > n)
+        } else {
+            then.len() == 2
+        };
+        if enough {
             break;
         }
     }
