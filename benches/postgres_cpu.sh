@@ -8,9 +8,12 @@
 # database has the pg_stat_statements extension (preloaded, and created in the URL's
 # database), also each statement's executor time per execution and its calls, by its
 # `/* model-runtime: KIND */` tag. PostgreSQL is the one at MODEL_RUNTIME_BENCH_POSTGRES_URL
-# (default: this machine's), in a fresh schema dropped after.
+# (default: this machine's), in a fresh schema dropped after. IDLE=1 (needs `perf` and the
+# right to trace the scheduler) also records every CPU's scheduler switches for 2 s from a
+# second into the run (give N for a run of 3 s or more) and says where the idle time sits
+# (benches/idle_split.py): both cores at once, or one while the other runs what.
 #
-#   benches/postgres_cpu.sh [BIN]        N=30000 WARM=5000
+#   benches/postgres_cpu.sh [BIN]        N=30000 WARM=5000 IDLE=0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source benches/lib.sh
@@ -21,6 +24,8 @@ WARM=${WARM:-5000}
 export MODEL_RUNTIME_BENCH_POSTGRES_URL=${MODEL_RUNTIME_BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 PROMPT="one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"
 command -v psql >/dev/null || { echo "psql is needed to read the database" >&2; exit 1; }
+IDLE=${IDLE:-0}
+[[ $IDLE == 1 ]] && ! command -v perf >/dev/null && { echo "IDLE=1 needs perf" >&2; exit 1; }
 sql() { psql "$MODEL_RUNTIME_BENCH_POSTGRES_URL" -tAqc "$1"; }
 
 schema="mr_cpu_$(date +%s)"
@@ -63,8 +68,17 @@ fi
 
 s0=$(server_ticks); p0=$(postgres_ticks); i0=$(idle_ticks)
 t0=$(date +%s.%N)
-"$CLIENT" bench --addr "$addr" --concurrency 64 --executions "$N" --prompt "$PROMPT" >"$work/bench.txt" ||
-    { cat "$work/bench.txt" >&2; exit 1; }
+"$CLIENT" bench --addr "$addr" --concurrency 64 --executions "$N" --prompt "$PROMPT" >"$work/bench.txt" &
+client=$!
+pids+=("$client")
+if [[ $IDLE == 1 ]]; then
+    # The threads' ids are read while both processes run, to name them in the switches.
+    (sleep 1 && perf record -a -e sched:sched_switch -o "$work/sched.data" -- sleep 2 >/dev/null 2>&1 &&
+        ls "/proc/$server/task" "/proc/$client/task" >"$work/threads.txt") &
+    tracing=$!
+    pids+=("$tracing")
+fi
+wait "$client" || { cat "$work/bench.txt" >&2; exit 1; }
 t1=$(date +%s.%N)
 s1=$(server_ticks); p1=$(postgres_ticks); i1=$(idle_ticks)
 grep -q "errors *none" "$work/bench.txt" || { cat "$work/bench.txt" >&2; exit 1; }
@@ -81,4 +95,16 @@ if $statements; then
                 sum(calls), round((sum(total_exec_time) * 1000 / $N)::numeric, 2)
          FROM pg_stat_statements GROUP BY 1 ORDER BY 3 DESC LIMIT 12" |
         awk -F'|' '{ printf "  %-16s %8.2f us  (%d calls)\n", $1, $3, $2 }'
+fi
+if [[ $IDLE == 1 ]]; then
+    wait "$tracing" || { echo "perf could not record the scheduler's switches" >&2; exit 1; }
+    awk -v t0="$t0" -v t1="$t1" 'BEGIN { if (t1 - t0 < 3) print "(the run lasted under 3 s: the record has its end in it)" }'
+    # `ls` of two directories: each one's name line, then its entries.
+    names=$(awk -v server="/proc/$server/task:" '
+        /:$/ { name = ($0 == server) ? "server" : "load-tool"; next }
+        NF { ids[name] = ids[name] (ids[name] == "" ? "" : ",") $1 }
+        END { print "server=" ids["server"], "load-tool=" ids["load-tool"] }' "$work/threads.txt")
+    perf script -i "$work/sched.data" -F cpu,time,event,trace 2>/dev/null >"$work/sched.txt"
+    # shellcheck disable=SC2086 # two NAME=TIDS words
+    python3 benches/idle_split.py "$work/sched.txt" $names
 fi
