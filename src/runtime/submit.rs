@@ -181,8 +181,9 @@ impl Runtime {
             // caller must not leave it with nobody driving it, so creating and starting the
             // driver finish in a task the caller cannot cancel.
             let runtime = self.clone();
-            // In the caller's span, so the execution's span is still its child.
-            let finish = self.inner.tasks.spawn(
+            // In the caller's span, so the execution's span is still its child. Boxed as it
+            // is made: the task then holds a pointer, and spawning it copies no more than that.
+            let finish = self.inner.tasks.spawn(Box::pin(
                 async move {
                     let started = runtime.start(job, created.await, key, follow);
                     drop(draining);
@@ -192,7 +193,7 @@ impl Runtime {
                     }
                 }
                 .in_current_span(),
-            );
+            ));
             let finished = async move {
                 finish
                     .await
