@@ -18,8 +18,9 @@ mod usage;
 
 pub use capacity::{
     a_follower_reads_to_the_end_after_its_execution_leaves,
-    a_full_store_evicts_terminal_records_only, bytes_are_counted_and_bounded,
-    expiry_needs_no_new_work, retention_expires_records_with_their_identities,
+    a_full_store_evicts_terminal_records_only, a_read_keeps_the_store_within_its_bytes,
+    bytes_are_counted_and_bounded, expiry_needs_no_new_work,
+    retention_expires_records_with_their_identities,
 };
 pub use usage::{
     usage_facts_are_read_in_the_order_they_were_kept, usage_facts_leave_with_their_execution,
@@ -55,6 +56,7 @@ macro_rules! event_store_conformance {
             retention_expires_records_with_their_identities,
             expiry_needs_no_new_work,
             bytes_are_counted_and_bounded,
+            a_read_keeps_the_store_within_its_bytes,
             usage_facts_are_read_in_the_order_they_were_kept,
             usage_facts_leave_with_their_execution,
         );

@@ -119,9 +119,14 @@ impl MemoryStore {
     }
 
     /// The materialized view, now: what `get`'s ready future holds, and what the file store
-    /// reads (it has its own answer after a failure).
+    /// reads (it has its own answer after a failure). A view made now counts against the
+    /// store's bytes: one that takes it over them makes room, as an append does.
     pub(super) fn view(&self, id: ExecutionId) -> Result<Execution, StoreError> {
-        self.slot(id)?.view(|delta| self.add_bytes(delta))
+        let view = self.slot(id)?.view(|delta| self.add_bytes(delta))?;
+        if self.bytes() > self.limits.max_bytes {
+            self.release(self.fit(&mut self.write_index(), self.journal.as_deref()));
+        }
+        Ok(view)
     }
 
     /// The state after the last visible event, now (as `view`, for `state`).
@@ -190,6 +195,7 @@ impl MemoryStore {
                 return Err(StoreError::IdempotencyConflict(*existing));
             }
             let view = held.view(|delta| self.add_bytes(delta))?;
+            evicted.extend(self.fit(&mut index, journal));
             return Ok((Created::Existing(view), 0));
         }
         // Room by count and by bytes, from the terminal executions that ended first.
@@ -315,20 +321,28 @@ impl MemoryStore {
         if !terminal && !over {
             return;
         }
-        let mut evicted = Vec::new();
-        {
+        let evicted = {
             let mut index = self.write_index();
             if terminal {
                 index.retention.ended(id, Instant::now());
             }
-            while self.bytes() > self.limits.max_bytes {
-                let Some(gone) = index.retention.make_room() else {
-                    break;
-                };
-                evicted.extend(self.evict(&mut index, gone, self.journal.as_deref()));
-            }
-        }
+            self.fit(&mut index, self.journal.as_deref())
+        };
         self.release(evicted);
+    }
+
+    /// Under the index lock: while the store holds more than its bytes (an append grew a
+    /// record, or a view was made), lets the terminal executions that ended first go, and
+    /// returns them. Running executions stay, over the bound if they alone hold it.
+    fn fit(&self, index: &mut Index, journal: Option<&dyn Journal>) -> Vec<Arc<Slot>> {
+        let mut evicted = Vec::new();
+        while self.bytes() > self.limits.max_bytes {
+            let Some(gone) = index.retention.make_room() else {
+                break;
+            };
+            evicted.extend(self.evict(index, gone, journal));
+        }
+        evicted
     }
 
     /// Under the index lock: removes an execution with its identities and takes its bytes

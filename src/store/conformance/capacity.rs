@@ -234,3 +234,57 @@ where
         assert!(store.get(id).await.is_ok());
     }
 }
+
+/// Reading an execution keeps the store within its bytes. A store that keeps what it made
+/// for a read (the memory store's view of an execution, whose output so far it holds) counts
+/// it, and when that takes it over its bytes it lets the terminal executions that ended
+/// first go, as an append does; the running execution read stays.
+pub async fn a_read_keeps_the_store_within_its_bytes<F, Fut>(make: F)
+where
+    F: Fn(StoreLimits) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    const KIB: u64 = 1024;
+    let store = make(StoreLimits {
+        max_executions: 1000,
+        max_bytes: 100 * KIB,
+        retention: Duration::from_secs(3600),
+    })
+    .await;
+    // Three executions with 25 KiB of output each, the last still running: together under
+    // the bound, but not with a view of the running one's output beside them.
+    let kib = "x".repeat(1024);
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let id = create(&*store, new_execution(None)).await;
+        for payload in [routing(), attempt_started(1)] {
+            store.append(id, payload).await.expect("legal append");
+        }
+        for _ in 0..25 {
+            store.append(id, text(1, &kib)).await.expect("legal append");
+        }
+        ids.push(id);
+    }
+    let running = ids[2];
+    for &id in &ids[..2] {
+        store
+            .append(id, completed(1, ""))
+            .await
+            .expect("legal append");
+    }
+    let before = store.stats();
+    assert!(before.bytes <= 100 * KIB, "the rule's sizes: {before:?}");
+    for id in [running, ids[0], ids[1], running] {
+        // Each read finds its execution, or (an ended one let go for a read before it)
+        // not at all; the running one is always there.
+        match store.get(id).await {
+            Ok(view) => assert_eq!(view.id, id),
+            Err(error) => {
+                assert_ne!(id, running, "the running execution was let go");
+                assert_eq!(error, StoreError::NotFound(id));
+            }
+        }
+        let stats = store.stats();
+        assert!(stats.bytes <= 100 * KIB, "after reading {id}: {stats:?}");
+    }
+}
