@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Where a two-core machine's idle time sits (benches/postgres_cpu.sh, IDLE=1): from a
 `perf script` dump of `sched:sched_switch` over every CPU, each CPU's idle time, how much of
-it both CPUs idled at once (everything waits: a disk flush, a wake-up), and, while one idled,
-what the other ran, by process. A machine that idles while one process runs alone has work
+the span both CPUs idled at once (nothing runs: a flush or a wake-up is awaited), and, while
+exactly one idled, what the other ran, by process. A machine that idles while one process runs alone has work
 that cannot spread over both cores (a statement every caller waits for), not work that waits
 on a device.
 
@@ -54,8 +54,6 @@ def main():
                 elif len(idling) == 1:
                     other = next(w for c, w in running.items() if c != idling[0])
                     beside[other] += span
-            if len(running) == 2 and first is None:
-                first = at
             last = at
             comm, tid = m.group(3), int(m.group(4))
             if tid == 0:
@@ -63,16 +61,28 @@ def main():
             else:
                 thread = comm.split("/")[0]
                 running[cpu] = f"{names[tid]} ({thread})" if tid in names else thread
-    if first is None or len(running) != 2:
-        sys.exit("no switch on two CPUs in the dump: this script reads a two-core machine's")
+            if len(running) == 2 and first is None:
+                first = at
+    if first is None or len(running) != 2 or last <= first:
+        sys.exit(
+            "no sched_switch lines in the raw format (prev_comm=... ==> next_comm=... "
+            "next_pid=...) from two CPUs: this reads a two-core machine's `perf script`"
+        )
     span = last - first
     total = sum(idle.values())
-    print(f"over {span:.2f} s: the two CPUs idle {total / span / 2:.1%} of their time")
-    print(f"  both at once      {both / span:.1%} of the span")
-    print(f"  one, the other running (share of the idle):")
+    each = ", ".join(f"CPU {cpu} {idle[cpu] / span:.1%}" for cpu in sorted(running))
+    print(f"over {span:.2f} s: the two CPUs idle {total / span / 2:.1%} of their time ({each})")
+    print(f"  both at once: {both / span:.1%} of the span")
     alone = total - 2 * both
-    for what, seconds in beside.most_common(8):
+    if alone <= 0:
+        return
+    print("  while exactly one idled, the other ran (share of that time):")
+    shown = beside.most_common(6)
+    for what, seconds in shown:
         print(f"    {what:<32} {seconds / alone:.0%}")
+    rest = alone - sum(seconds for _, seconds in shown)
+    if rest > 0:
+        print(f"    {'the rest':<32} {rest / alone:.0%}")
 
 
 main()

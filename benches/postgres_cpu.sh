@@ -8,10 +8,11 @@
 # database has the pg_stat_statements extension (preloaded, and created in the URL's
 # database), also each statement's executor time per execution and its calls, by its
 # `/* model-runtime: KIND */` tag. PostgreSQL is the one at MODEL_RUNTIME_BENCH_POSTGRES_URL
-# (default: this machine's), in a fresh schema dropped after. IDLE=1 (needs `perf` and the
-# right to trace the scheduler) also records every CPU's scheduler switches for 2 s from a
-# second into the run (give N for a run of 3 s or more) and says where the idle time sits
-# (benches/idle_split.py): both cores at once, or one while the other runs what.
+# (default: this machine's), in a fresh schema dropped after. IDLE=1 (needs `perf`, the right
+# to trace the scheduler, and python3) also records every CPU's scheduler switches for 2 s
+# from a second into the run (give N for a run of 4 s or more) and says where the idle time
+# sits (benches/idle_split.py): both cores at once, or one core while the other runs the
+# server, PostgreSQL or the load tool.
 #
 #   benches/postgres_cpu.sh [BIN]        N=30000 WARM=5000 IDLE=0
 set -euo pipefail
@@ -25,7 +26,11 @@ export MODEL_RUNTIME_BENCH_POSTGRES_URL=${MODEL_RUNTIME_BENCH_POSTGRES_URL:-post
 PROMPT="one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"
 command -v psql >/dev/null || { echo "psql is needed to read the database" >&2; exit 1; }
 IDLE=${IDLE:-0}
-[[ $IDLE == 1 ]] && ! command -v perf >/dev/null && { echo "IDLE=1 needs perf" >&2; exit 1; }
+if [[ $IDLE == 1 ]]; then
+    for tool in perf python3; do
+        command -v "$tool" >/dev/null || { echo "IDLE=1 needs $tool" >&2; exit 1; }
+    done
+fi
 sql() { psql "$MODEL_RUNTIME_BENCH_POSTGRES_URL" -tAqc "$1"; }
 
 schema="mr_cpu_$(date +%s)"
@@ -73,8 +78,10 @@ client=$!
 pids+=("$client")
 if [[ $IDLE == 1 ]]; then
     # The threads' ids are read while both processes run, to name them in the switches.
-    (sleep 1 && perf record -a -e sched:sched_switch -o "$work/sched.data" -- sleep 2 >/dev/null 2>&1 &&
-        ls "/proc/$server/task" "/proc/$client/task" >"$work/threads.txt") &
+    sleep 1
+    ls "/proc/$server/task" "/proc/$client/task" >"$work/threads.txt" ||
+        { echo "the run ended within a second: give IDLE=1 a larger N" >&2; exit 1; }
+    perf record -a -e sched:sched_switch -o "$work/sched.data" -- sleep 2 >"$work/perf.log" 2>&1 &
     tracing=$!
     pids+=("$tracing")
 fi
@@ -97,14 +104,15 @@ if $statements; then
         awk -F'|' '{ printf "  %-16s %8.2f us  (%d calls)\n", $1, $3, $2 }'
 fi
 if [[ $IDLE == 1 ]]; then
-    wait "$tracing" || { echo "perf could not record the scheduler's switches" >&2; exit 1; }
-    awk -v t0="$t0" -v t1="$t1" 'BEGIN { if (t1 - t0 < 3) print "(the run lasted under 3 s: the record has its end in it)" }'
+    wait "$tracing" || { echo "perf could not record the scheduler's switches:" >&2; cat "$work/perf.log" >&2; exit 1; }
+    awk -v t0="$t0" -v t1="$t1" 'BEGIN { if (t1 - t0 < 3.5) print "(the run lasted under 3.5 s: the record may hold its end)" }'
     # `ls` of two directories: each one's name line, then its entries.
     names=$(awk -v server="/proc/$server/task:" '
         /:$/ { name = ($0 == server) ? "server" : "load-tool"; next }
         NF { ids[name] = ids[name] (ids[name] == "" ? "" : ",") $1 }
         END { print "server=" ids["server"], "load-tool=" ids["load-tool"] }' "$work/threads.txt")
-    perf script -i "$work/sched.data" -F cpu,time,event,trace 2>/dev/null >"$work/sched.txt"
+    perf script -i "$work/sched.data" -F cpu,time,event,trace >"$work/sched.txt" 2>>"$work/perf.log" ||
+        { cat "$work/perf.log" >&2; exit 1; }
     # shellcheck disable=SC2086 # two NAME=TIDS words
     python3 benches/idle_split.py "$work/sched.txt" $names
 fi
