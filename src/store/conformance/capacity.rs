@@ -164,13 +164,7 @@ where
     F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
-    const KIB: u64 = 1024;
-    let store = make(StoreLimits {
-        max_executions: 1000,
-        max_bytes: 350 * KIB,
-        retention: Duration::from_secs(3600),
-    })
-    .await;
+    let store = within_bytes(make, 350 * KIB).await;
     let heavy = || NewExecution {
         input_bytes: 100 * 1024,
         ..new_execution(None)
@@ -244,13 +238,7 @@ where
     F: Fn(StoreLimits) -> Fut,
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
-    const KIB: u64 = 1024;
-    let store = make(StoreLimits {
-        max_executions: 1000,
-        max_bytes: 100 * KIB,
-        retention: Duration::from_secs(3600),
-    })
-    .await;
+    let store = within_bytes(make, 100 * KIB).await;
     // Three executions with 25 KiB of output each, the last still running: together under
     // the bound, but not with a view of the running one's output beside them.
     let kib = "x".repeat(1024);
@@ -287,4 +275,20 @@ where
         let stats = store.stats();
         assert!(stats.bytes <= 100 * KIB, "after reading {id}: {stats:?}");
     }
+}
+
+const KIB: u64 = 1024;
+
+/// A store bounded by `max_bytes` alone: room for 1 000 executions, kept for an hour.
+async fn within_bytes<F, Fut>(make: F, max_bytes: u64) -> Arc<dyn EventStore>
+where
+    F: Fn(StoreLimits) -> Fut,
+    Fut: Future<Output = Arc<dyn EventStore>>,
+{
+    make(StoreLimits {
+        max_executions: 1000,
+        max_bytes,
+        retention: Duration::from_secs(3600),
+    })
+    .await
 }
