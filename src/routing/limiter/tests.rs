@@ -42,10 +42,14 @@ fn unique_key() -> String {
 const WAIT: Duration = Duration::from_secs(5);
 
 /// A connection of the test's own to the Redis at `url`, to look at or disturb the permits.
+/// Its answers may take the tests' `WAIT`, not the driver's default timeout: a `SAVE`, which
+/// answers once the snapshot is on disk, took longer on a machine busy with the whole suite.
 async fn admin(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url)
         .unwrap()
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new().set_response_timeout(Some(WAIT)),
+        )
         .await
         .unwrap()
 }
