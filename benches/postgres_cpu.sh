@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Where one PostgreSQL replica's time goes (issue 45): N executions of the scripted echo of a
-# 20-word prompt at concurrency 64, after WARM of warm-up, on benches/bench.toml with a
+# 20-word prompt at concurrency CONC (64), after WARM of warm-up, on benches/bench.toml with a
 # PostgreSQL store. The store holds 20 000 executions: with the defaults it fills 15 000 into
 # the run, and lets executions go as it creates from then on. Per execution: the CPU of the
-# server, of every `postgres` process on this machine (the database must be this machine's,
-# and nothing else should use it), and the machine's idle time; and executions/s. When the
-# database has the pg_stat_statements extension (preloaded, and created in the URL's
-# database), also each statement's executor time per execution and its calls, by its
-# `/* model-runtime: KIND */` tag. PostgreSQL is the one at MODEL_RUNTIME_BENCH_POSTGRES_URL
-# (default: this machine's), in a fresh schema dropped after. IDLE=1 (needs `perf`, the right
-# to trace the scheduler, and python3) also records every CPU's scheduler switches for 2 s
-# from a second into the run (give N for a run of 4 s or more) and says where the idle time
-# sits (benches/idle_split.py): both cores at once, or one core while the other runs the
-# server, PostgreSQL or the load tool.
+# server (and of its store thread alone), of every `postgres` process on this machine (the
+# database must be this machine's, and nothing else should use it), user and system apart, and
+# the machine's idle time; executions/s; and the transactions that wrote per execution (each
+# execution's create and append are each a row of a statement that commits once for all its
+# rows). A larger CONC makes larger batches, so runs at two concurrencies split a cost between
+# what each execution pays and what each commit pays. When the database has the
+# pg_stat_statements extension (preloaded, and created in the URL's database), also each
+# statement's executor time per execution and its calls, by its `/* model-runtime: KIND */`
+# tag. PostgreSQL is the one at MODEL_RUNTIME_BENCH_POSTGRES_URL (default: this machine's), in
+# a fresh schema dropped after. IDLE=1 (needs `perf`, the right to trace the scheduler, and
+# python3) also records every CPU's scheduler switches for 2 s from a second into the run
+# (give N for a run of 4 s or more) and says where the idle time sits (benches/idle_split.py):
+# both cores at once, or one core while the other runs the server, PostgreSQL or the load
+# tool.
 #
-#   benches/postgres_cpu.sh [BIN]        N=30000 WARM=5000 IDLE=0
+#   benches/postgres_cpu.sh [BIN]        N=30000 WARM=5000 CONC=64 IDLE=0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source benches/lib.sh
@@ -22,6 +26,7 @@ source benches/lib.sh
 load_setup "$@"
 N=${N:-30000}
 WARM=${WARM:-5000}
+CONC=${CONC:-64}
 export MODEL_RUNTIME_BENCH_POSTGRES_URL=${MODEL_RUNTIME_BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 PROMPT="one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"
 command -v psql >/dev/null || { echo "psql is needed to read the database" >&2; exit 1; }
@@ -48,22 +53,30 @@ server=$!
 pids+=("$server")
 addr=$(server_addr "$work/server.log" "$server") || exit 1
 until_healthy "$CLIENT" "$addr"
-"$CLIENT" bench --addr "$addr" --concurrency 64 --executions "$WARM" --prompt "$PROMPT" >"$work/bench.txt" ||
+"$CLIENT" bench --addr "$addr" --concurrency "$CONC" --executions "$WARM" --prompt "$PROMPT" >"$work/bench.txt" ||
     { cat "$work/bench.txt" >&2; exit 1; }
 
-# CPU ticks: the server's, every PostgreSQL process's with its reaped children's (so a
-# backend or worker that ends within the run still counts, through the postmaster), and the
-# machine's idle.
+# CPU ticks: the server's and its store thread's, every PostgreSQL process's user and system
+# time with its reaped children's (so a backend or worker that ends within the run still
+# counts, through the postmaster), and the machine's idle.
 server_ticks() { awk '{ print $14 + $15 }' "/proc/$server/stat"; }
-postgres_ticks() {
-    local total=0 pid pids
+store_thread=$(awk '$2 == "postgres-store" { print $1 }' < <(ps -T -o spid=,comm= -p "$server"))
+[[ -n $store_thread ]] || { echo "the server has no postgres-store thread" >&2; exit 1; }
+store_ticks() { awk '{ print $14 + $15 }' "/proc/$server/task/$store_thread/stat"; }
+postgres_ticks() { # "USER SYSTEM"
+    local user=0 system=0 pid pids times
     pids=$(pgrep -x postgres) || { echo "no postgres process on this machine" >&2; exit 1; }
     for pid in $pids; do
-        total=$((total + $(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+        times=$(awk '{ print $14 + $16, $15 + $17 }' "/proc/$pid/stat" 2>/dev/null) || continue
+        user=$((user + ${times% *})) system=$((system + ${times#* }))
     done
-    echo "$total"
+    echo "$user $system"
 }
 idle_ticks() { awk '/^cpu / { print $5 + $6 }' /proc/stat; }
+# The cluster's transactions that wrote, counted by their ids: each takes one when it first
+# writes, the statements' reports need no time to arrive (pg_stat_database's counts can
+# wait ten seconds on an idle backend), and this query takes the next id itself.
+write_id() { sql "SELECT pg_current_xact_id()"; }
 statements=false
 if sql "SELECT pg_stat_statements_reset()" >/dev/null 2>&1; then
     statements=true
@@ -71,9 +84,11 @@ else
     echo "(no pg_stat_statements in that database: no time by statement)"
 fi
 
-s0=$(server_ticks); p0=$(postgres_ticks); i0=$(idle_ticks)
+x0=$(write_id)
+s0=$(server_ticks); t0s=$(store_ticks); p0=$(postgres_ticks); i0=$(idle_ticks)
+read -r pu0 ps0 <<<"$p0"
 t0=$(date +%s.%N)
-"$CLIENT" bench --addr "$addr" --concurrency 64 --executions "$N" --prompt "$PROMPT" >"$work/bench.txt" &
+"$CLIENT" bench --addr "$addr" --concurrency "$CONC" --executions "$N" --prompt "$PROMPT" >"$work/bench.txt" &
 client=$!
 pids+=("$client")
 if [[ $IDLE == 1 ]]; then
@@ -87,14 +102,22 @@ if [[ $IDLE == 1 ]]; then
 fi
 wait "$client" || { cat "$work/bench.txt" >&2; exit 1; }
 t1=$(date +%s.%N)
-s1=$(server_ticks); p1=$(postgres_ticks); i1=$(idle_ticks)
+s1=$(server_ticks); t1s=$(store_ticks); p1=$(postgres_ticks); i1=$(idle_ticks)
+read -r pu1 ps1 <<<"$p1"
+x1=$(write_id)
 grep -q "errors *none" "$work/bench.txt" || { cat "$work/bench.txt" >&2; exit 1; }
 
-awk -v n="$N" -v tick="$(getconf CLK_TCK)" -v s=$((s1 - s0)) -v p=$((p1 - p0)) \
-    -v i=$((i1 - i0)) -v t0="$t0" -v t1="$t1" 'BEGIN {
+# The writing transactions counted are the whole cluster's: the server's few others (its
+# lease's renewals, letting executions go) and autovacuum's among them.
+awk -v n="$N" -v tick="$(getconf CLK_TCK)" -v s=$((s1 - s0)) -v st=$((t1s - t0s)) \
+    -v pu=$((pu1 - pu0)) -v ps=$((ps1 - ps0)) -v i=$((i1 - i0)) -v c=$((x1 - x0 - 1)) \
+    -v t0="$t0" -v t1="$t1" 'BEGIN {
         us = 1e6 / tick / n
         printf "executions/s %.0f\n", n / (t1 - t0)
-        printf "per execution: server %.1f us, PostgreSQL %.1f us, idle %.1f us\n", s * us, p * us, i * us
+        printf "per execution: server %.1f us (its store thread %.1f), PostgreSQL %.1f us (%.1f user + %.1f system), idle %.1f us\n",
+            s * us, st * us, (pu + ps) * us, pu * us, ps * us, i * us
+        printf "writing transactions per execution %.3f (a create and an append each: %.1f executions a statement)\n",
+            c / n, (c > 0 ? 2 * n / c : 0)
     }'
 if $statements; then
     echo "executor time per execution by statement (pg_stat_statements):"
