@@ -16,6 +16,8 @@ use crate::execution::fixtures::{attempt_started, completed, failed, routing, te
 use crate::execution::{ErrorCode, ExecutionId, ExecutionState};
 use crate::store::{EventStore, NewExecution, StoreError, StoreLimits};
 
+const KIB: u64 = 1024;
+
 /// A full store evicts a terminal execution (with its key) for a new one, and refuses new work
 /// when only running ones are left.
 pub async fn a_full_store_evicts_terminal_records_only<F, Fut>(make: F)
@@ -277,8 +279,6 @@ where
     }
 }
 
-const KIB: u64 = 1024;
-
 /// A store bounded by `max_bytes` alone: room for 1 000 executions, kept for an hour.
 async fn within_bytes<F, Fut>(make: F, max_bytes: u64) -> Arc<dyn EventStore>
 where
@@ -286,9 +286,8 @@ where
     Fut: Future<Output = Arc<dyn EventStore>>,
 {
     make(StoreLimits {
-        max_executions: 1000,
         max_bytes,
-        retention: Duration::from_secs(3600),
+        ..limits(1000, Duration::from_secs(3600))
     })
     .await
 }
