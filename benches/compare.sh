@@ -59,7 +59,7 @@ run() {
 field() { jq -r "$2" "$work/$1.json"; }
 # CPU ticks (1/100 s) the server process has used: its CPU per execution beside the bare
 # server's (which the load tool reports for its own in-process threads).
-server_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$server_pid/stat"; }
+server_ticks() { cpu_ticks "$server_pid" | awk '{ print $1 + $2 }'; }
 
 echo "model-runtime vs bare tonic: $(nproc) cores, ${DURATION} per run, ${ROUNDS} A/B rounds, ${DELTAS} deltas"
 echo "server $addr (pid $server_pid)"

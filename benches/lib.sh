@@ -58,6 +58,10 @@ resident_serve() {
 # rss: the server's resident memory in KiB.
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
 
+# cpu_ticks PID[/task/TID]: user and system clock ticks a process (or one of its threads) has
+# used (read past its name, which may hold spaces).
+cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12, $13 }' "/proc/$1/stat"; }
+
 # start_mock [PREFIX...]: starts "$CLIENT mock-upstream" on a free loopback port (under
 # PREFIX, e.g. `taskset -c 1`), its log in $work; adds its pid to `pids` and sets $mock to its
 # address. Fails, showing the log, if it does not start.

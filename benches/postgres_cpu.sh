@@ -59,10 +59,9 @@ until_healthy "$CLIENT" "$addr"
 # CPU ticks: the server's and its store thread's, every PostgreSQL process's user and system
 # time with its reaped children's (so a backend or worker that ends within the run still
 # counts, through the postmaster), and the machine's idle.
-server_ticks() { awk '{ print $14 + $15 }' "/proc/$server/stat"; }
+ticks() { cpu_ticks "$1" | awk '{ print $1 + $2 }'; } # ticks PID[/task/TID]: user + system
 store_thread=$(awk '$2 == "postgres-store" { print $1 }' < <(ps -T -o spid=,comm= -p "$server"))
 [[ -n $store_thread ]] || { echo "the server has no postgres-store thread" >&2; exit 1; }
-store_ticks() { awk '{ print $14 + $15 }' "/proc/$server/task/$store_thread/stat"; }
 postgres_ticks() { # "USER SYSTEM"
     local user=0 system=0 pid pids times
     pids=$(pgrep -x postgres) || { echo "no postgres process on this machine" >&2; exit 1; }
@@ -85,7 +84,7 @@ else
 fi
 
 x0=$(write_id)
-s0=$(server_ticks); t0s=$(store_ticks); p0=$(postgres_ticks); i0=$(idle_ticks)
+s0=$(ticks "$server"); t0s=$(ticks "$server/task/$store_thread"); p0=$(postgres_ticks); i0=$(idle_ticks)
 read -r pu0 ps0 <<<"$p0"
 t0=$(date +%s.%N)
 "$CLIENT" bench --addr "$addr" --concurrency "$CONC" --executions "$N" --prompt "$PROMPT" >"$work/bench.txt" &
@@ -102,7 +101,7 @@ if [[ $IDLE == 1 ]]; then
 fi
 wait "$client" || { cat "$work/bench.txt" >&2; exit 1; }
 t1=$(date +%s.%N)
-s1=$(server_ticks); t1s=$(store_ticks); p1=$(postgres_ticks); i1=$(idle_ticks)
+s1=$(ticks "$server"); t1s=$(ticks "$server/task/$store_thread"); p1=$(postgres_ticks); i1=$(idle_ticks)
 read -r pu1 ps1 <<<"$p1"
 x1=$(write_id)
 grep -q "errors *none" "$work/bench.txt" || { cat "$work/bench.txt" >&2; exit 1; }

@@ -80,8 +80,6 @@ if [[ -n $serving ]] && ((serving < (CONC + 63) / 64)); then
     exit 1
 fi
 
-# cpu_ticks PID: user and system clock ticks the process has used.
-cpu_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
 tick=$(getconf CLK_TCK)
 
 drive() { # drive ABILITY CONC DURATION: the load tool's report
